@@ -1,0 +1,9 @@
+//! capfleet's engine crate.
+//!
+//! Layering, never reversed: [`protocol`] <- [`manifest`] / [`registry`] <- bindings <- actors.
+//! The protocol types know no actor; a binding knows no fleet; nothing here knows the CLI.
+
+pub mod manifest;
+pub mod process;
+pub mod protocol;
+pub mod registry;

@@ -1,0 +1,10 @@
+//! capfleet: an orchestrator of command-line AI agents over CAP (`cap-protocol/v1`).
+
+mod cli;
+mod sim;
+
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    cli::main()
+}
