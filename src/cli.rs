@@ -1,27 +1,86 @@
-//! The command line: verbs and their dispatch.
+//! The command line: verbs, global flags and their dispatch.
 
+use std::io::Write as _;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
+use crate::cmd;
+use crate::shipped::OWN_MANIFEST;
 use crate::sim;
+use crate::style::ColorChoice;
 
+const AFTER_HELP: &str = "\
+Getting started:
+  capfleet resolve sim                  where the `sim` agent's manifest comes from, and the binding chosen
+  capfleet manifest validate my.toml    check a cap-agent.toml, every error with file, line and key
+  capfleet sim --mode tui               the scripted simulator agent, as a terminal program
+
+Manifests are looked up in order: `cap-agent.toml` beside the agent's binary on PATH,
+~/.config/cap/agents/<name>.toml, /usr/share/cap-agents/<name>.toml, the manifests shipped
+in capfleet, then `<binary> --cap-manifest` (5 s timeout).
+
+Environment: NO_COLOR disables colour (as does --color never).";
+
+/// capfleet: drive fleets of command-line AI agents over CAP (cap-protocol/v1).
 #[derive(Debug, Parser)]
-#[command(name = "capfleet", version, about)]
+#[command(name = "capfleet", version, about, long_about = None, after_help = AFTER_HELP)]
+#[command(args_conflicts_with_subcommands = true, arg_required_else_help = true)]
 pub struct Cli {
+    /// Print capfleet's own CAP manifest (capfleet as an agent) and exit.
+    #[arg(long)]
+    cap_manifest: bool,
+
+    /// When to colour output.
+    #[arg(long, value_enum, default_value_t, global = true)]
+    color: ColorChoice,
+
     #[command(subcommand)]
-    command: Command,
+    command: Option<Command>,
 }
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Run the scripted simulator agent.
+    /// Find an agent's manifest, validate it and show the binding that would drive it.
+    Resolve(cmd::resolve::ResolveArgs),
+    /// Work with agent manifests (cap-agent.toml).
+    #[command(subcommand)]
+    Manifest(cmd::manifest::ManifestCommand),
+    /// Run the scripted simulator agent (stream-json or terminal UI).
     Sim(sim::SimArgs),
+    /// Print a shell completion script: `capfleet completions bash > /etc/bash_completion.d/capfleet`.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
 }
 
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    if cli.cap_manifest {
+        return print_own_manifest();
+    }
     match cli.command {
-        Command::Sim(args) => sim::run(args),
+        Some(Command::Resolve(args)) => cmd::resolve::run(args, cli.color),
+        Some(Command::Manifest(command)) => cmd::manifest::run(command, cli.color),
+        Some(Command::Sim(args)) => sim::run(args),
+        Some(Command::Completions { shell }) => {
+            clap_complete::generate(shell, &mut Cli::command(), "capfleet", &mut std::io::stdout());
+            ExitCode::SUCCESS
+        }
+        None => {
+            // Only `--color` without a verb gets here.
+            eprintln!("{}", Cli::command().render_help());
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// `--cap-manifest`: print and exit, touching neither disk nor network.
+fn print_own_manifest() -> ExitCode {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(OWN_MANIFEST.as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(_) => ExitCode::FAILURE,
     }
 }

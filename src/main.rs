@@ -1,7 +1,10 @@
 //! capfleet: an orchestrator of command-line AI agents over CAP (`cap-protocol/v1`).
 
 mod cli;
+mod cmd;
+mod shipped;
 mod sim;
+mod style;
 
 use std::process::ExitCode;
 

@@ -1,0 +1,4 @@
+//! One module per CLI verb.
+
+pub mod manifest;
+pub mod resolve;

@@ -1,0 +1,80 @@
+//! Terminal styling that honours `NO_COLOR` (<https://no-color.org>) and `--color`.
+
+use std::io::IsTerminal;
+
+/// When to colour output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum ColorChoice {
+    /// Colour when stdout is a terminal and `NO_COLOR` is unset or empty.
+    #[default]
+    Auto,
+    Always,
+    Never,
+}
+
+/// Resolved styling for one stream.
+#[derive(Debug, Clone, Copy)]
+pub struct Style {
+    enabled: bool,
+}
+
+impl Style {
+    pub fn for_stdout(choice: ColorChoice) -> Self {
+        Self::resolve(choice, std::io::stdout().is_terminal())
+    }
+
+    pub fn for_stderr(choice: ColorChoice) -> Self {
+        Self::resolve(choice, std::io::stderr().is_terminal())
+    }
+
+    fn resolve(choice: ColorChoice, is_tty: bool) -> Self {
+        let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+        let enabled = match choice {
+            ColorChoice::Always => true,
+            ColorChoice::Never => false,
+            ColorChoice::Auto => is_tty && !no_color,
+        };
+        Style { enabled }
+    }
+
+    fn paint(self, sgr: &str, text: &str) -> String {
+        if self.enabled {
+            format!("\x1b[{sgr}m{text}\x1b[0m")
+        } else {
+            text.to_owned()
+        }
+    }
+
+    pub fn bold(self, text: &str) -> String {
+        self.paint("1", text)
+    }
+
+    pub fn dim(self, text: &str) -> String {
+        self.paint("2", text)
+    }
+
+    pub fn ok(self, text: &str) -> String {
+        self.paint("32", text)
+    }
+
+    pub fn warn(self, text: &str) -> String {
+        self.paint("33", text)
+    }
+
+    pub fn err(self, text: &str) -> String {
+        self.paint("31;1", text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn never_and_always_win_over_tty() {
+        assert!(!Style::resolve(ColorChoice::Never, true).enabled);
+        assert!(Style::resolve(ColorChoice::Always, false).enabled);
+        assert!(!Style::resolve(ColorChoice::Auto, false).enabled);
+        assert_eq!(Style::resolve(ColorChoice::Never, true).bold("x"), "x");
+    }
+}
