@@ -248,6 +248,10 @@ def two_turns(r: Run, behavior: str, extra=()):
     r.start(extra)
     r.user("Create out.txt containing hello.")
     r.until(is_result, r.answer_permission(behavior))
+    created = (r.work / "out.txt").exists()
+    print(f"== out.txt created: {created}", flush=True)
+    if created != (behavior == "allow"):
+        raise AssertionError(f"out.txt created={created} after {behavior}")
     r.user("Now just say something.")
     r.until(is_result, r.answer_permission(behavior))
     r.close_and_wait()

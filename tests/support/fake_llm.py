@@ -37,6 +37,10 @@ Turn keys (all optional, but give at least one of text/tool/tools/error):
   "usage": {"input_tokens": n, "output_tokens": n}   override the usage
   "stop_reason": str                 override (Anthropic names)
   "error": {"status": 400, "type": "...", "message": "..."}   answer an error
+  "match": str                       only a request whose JSON body contains
+                                     this string takes the turn; other requests
+                                     skip it (e.g. opencode's parallel title
+                                     request: {"match": "title generator", ...})
 
 Usage numbers are deterministic: input_tokens = (number of characters in every
 string of the system prompt, messages/input/contents and tool definitions) // 4,
@@ -93,10 +97,18 @@ class State:
         with self.lock:
             return f"{prefix}{next(self.ids):04d}"
 
-    def next_turn(self) -> dict:
+    def next_turn(self, body: dict | None = None) -> dict:
+        """First queued turn this request may take: a turn with "match" only
+        answers a request whose JSON body contains that string."""
+        text = None
         with self.lock:
-            if self.queue:
-                return self.queue.pop(0)
+            for i, t in enumerate(self.queue):
+                if "match" in t:
+                    if text is None:
+                        text = json.dumps(body or {}, ensure_ascii=False)
+                    if t["match"] not in text:
+                        continue
+                return self.queue.pop(i)
         return {"text": self.default_text, "tools": []}
 
     def record(self, entry: dict) -> None:
@@ -372,7 +384,7 @@ class Handler(BaseHTTPRequestHandler):
         self._not_found("POST", body)
 
     def _model_call(self, api, body, fn):
-        turn = STATE.next_turn()
+        turn = STATE.next_turn(body)
         usage = usage_for(body, turn)
         entry = self._entry("POST", body, api=api)
         entry.update(turn=turn, usage=usage, status=(turn.get("error") or {}).get("status", 200))
