@@ -33,7 +33,6 @@ macro_rules! vocab {
             }
 
             /// Parses a wire spelling; `None` when out of vocabulary.
-            #[allow(clippy::should_implement_trait)]
             pub fn parse(s: &str) -> Option<Self> {
                 match s { $($wire => Some($name::$variant),)+ _ => None }
             }
