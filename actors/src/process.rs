@@ -1,1 +1,320 @@
-//! placeholder
+//! Child processes in their own process group, and killing that whole group.
+//!
+//! Every agent (and probe) runs as the leader of a new process group so that one
+//! signal reaches it and everything it spawned. [`ProcessGroup::kill`] escalates:
+//! SIGTERM to the group, up to a grace period, then SIGKILL, then reap.
+
+use std::ffi::{OsStr, OsString};
+use std::io;
+use std::path::PathBuf;
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+
+use tokio::process::{Child, Command};
+use tokio::time::{Instant, sleep};
+
+/// Default grace between SIGTERM and SIGKILL.
+pub const DEFAULT_GRACE: Duration = Duration::from_secs(5);
+
+/// How long to wait for a SIGKILLed group to disappear (orphans are reaped by init).
+const KILL_SETTLE: Duration = Duration::from_secs(2);
+
+const POLL: Duration = Duration::from_millis(20);
+
+/// What a standard stream of the child is connected to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Io {
+    #[default]
+    Null,
+    Piped,
+    Inherit,
+}
+
+impl Io {
+    fn stdio(self) -> Stdio {
+        match self {
+            Io::Null => Stdio::null(),
+            Io::Piped => Stdio::piped(),
+            Io::Inherit => Stdio::inherit(),
+        }
+    }
+}
+
+/// What to run. The user's environment is inherited; `env` only adds or overrides.
+#[derive(Debug, Clone, Default)]
+pub struct SpawnSpec {
+    pub program: OsString,
+    pub args: Vec<OsString>,
+    pub cwd: Option<PathBuf>,
+    pub env: Vec<(OsString, OsString)>,
+    pub stdin: Io,
+    pub stdout: Io,
+    pub stderr: Io,
+}
+
+impl SpawnSpec {
+    pub fn new(program: impl AsRef<OsStr>) -> Self {
+        SpawnSpec {
+            program: program.as_ref().to_owned(),
+            ..SpawnSpec::default()
+        }
+    }
+
+    pub fn arg(mut self, arg: impl AsRef<OsStr>) -> Self {
+        self.args.push(arg.as_ref().to_owned());
+        self
+    }
+
+    pub fn args<I: IntoIterator<Item = S>, S: AsRef<OsStr>>(mut self, args: I) -> Self {
+        self.args
+            .extend(args.into_iter().map(|a| a.as_ref().to_owned()));
+        self
+    }
+
+    pub fn cwd(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.cwd = Some(dir.into());
+        self
+    }
+
+    pub fn env(mut self, key: impl AsRef<OsStr>, value: impl AsRef<OsStr>) -> Self {
+        self.env
+            .push((key.as_ref().to_owned(), value.as_ref().to_owned()));
+        self
+    }
+
+    pub fn stdio(mut self, stdin: Io, stdout: Io, stderr: Io) -> Self {
+        (self.stdin, self.stdout, self.stderr) = (stdin, stdout, stderr);
+        self
+    }
+
+    /// The command: new process group (`process_group(0)`), `kill_on_drop(true)`.
+    pub fn command(&self) -> Command {
+        let mut cmd = Command::new(&self.program);
+        cmd.args(&self.args)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .stdin(self.stdin.stdio())
+            .stdout(self.stdout.stdio())
+            .stderr(self.stderr.stdio())
+            .process_group(0)
+            .kill_on_drop(true);
+        if let Some(dir) = &self.cwd {
+            cmd.current_dir(dir);
+        }
+        cmd
+    }
+
+    pub fn spawn(&self) -> io::Result<ProcessGroup> {
+        ProcessGroup::spawn(self.command())
+    }
+}
+
+/// A child that leads its own process group.
+#[derive(Debug)]
+pub struct ProcessGroup {
+    child: Child,
+    pgid: i32,
+}
+
+impl ProcessGroup {
+    /// Spawn `cmd`, which must have been set up with `process_group(0)` (as
+    /// [`SpawnSpec::command`] does): the child's pid is then its group id.
+    pub fn spawn(mut cmd: Command) -> io::Result<Self> {
+        let child = cmd.spawn()?;
+        let pid = child
+            .id()
+            .ok_or_else(|| io::Error::other("child exited before its pid was read"))?;
+        let pgid = i32::try_from(pid).map_err(|_| io::Error::other("pid out of range"))?;
+        Ok(ProcessGroup { child, pgid })
+    }
+
+    pub fn pgid(&self) -> i32 {
+        self.pgid
+    }
+
+    pub fn child(&mut self) -> &mut Child {
+        &mut self.child
+    }
+
+    /// Wait for the leader to exit (does not wait for the rest of the group).
+    pub async fn wait(&mut self) -> io::Result<ExitStatus> {
+        self.child.wait().await
+    }
+
+    /// SIGTERM the group, wait up to `grace`, then SIGKILL it; the leader is reaped.
+    pub async fn kill(&mut self, grace: Duration) -> io::Result<ExitStatus> {
+        self.kill_with(libc::SIGTERM, grace).await
+    }
+
+    /// Like [`ProcessGroup::kill`] with a chosen first signal (e.g. `SIGINT`).
+    pub async fn kill_with(&mut self, first: i32, grace: Duration) -> io::Result<ExitStatus> {
+        // ESRCH (group already gone) is fine: we still reap below.
+        let _ignored = signal_group(self.pgid, first);
+        let deadline = Instant::now() + grace;
+        let mut status = None;
+        loop {
+            if status.is_none() {
+                status = self.child.try_wait()?;
+            }
+            if status.is_some() && !group_alive(self.pgid) {
+                break;
+            }
+            if Instant::now() >= deadline {
+                let _ignored = signal_group(self.pgid, libc::SIGKILL);
+                break;
+            }
+            sleep(POLL).await;
+        }
+        let status = match status {
+            Some(s) => s,
+            None => self.child.wait().await?,
+        };
+        settle(self.pgid, KILL_SETTLE).await;
+        Ok(status)
+    }
+}
+
+/// Kill a process group we do not hold a `Child` for: signal `first`, wait up to
+/// `grace` for it to vanish, then SIGKILL. Returns true if the group is gone.
+///
+/// Unreaped zombies still count as members; prefer [`ProcessGroup::kill`] when you own the leader.
+pub async fn kill_group(pgid: i32, first: i32, grace: Duration) -> bool {
+    if signal_group(pgid, first).is_err() {
+        return !group_alive(pgid);
+    }
+    let deadline = Instant::now() + grace;
+    while group_alive(pgid) && Instant::now() < deadline {
+        sleep(POLL).await;
+    }
+    if group_alive(pgid) {
+        let _ignored = signal_group(pgid, libc::SIGKILL);
+        settle(pgid, KILL_SETTLE).await;
+    }
+    !group_alive(pgid)
+}
+
+/// Wait up to `max` for a group to have no member left.
+async fn settle(pgid: i32, max: Duration) {
+    let deadline = Instant::now() + max;
+    while group_alive(pgid) && Instant::now() < deadline {
+        sleep(POLL).await;
+    }
+}
+
+/// Send `sig` to every process of group `pgid`.
+pub fn signal_group(pgid: i32, sig: i32) -> io::Result<()> {
+    if pgid <= 1 {
+        // killpg(0 or 1, ..) would hit our own group or everything we may signal.
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "refusing to signal process group <= 1",
+        ));
+    }
+    // SAFETY: killpg has no memory-safety preconditions; pgid > 1 is checked above.
+    let rc = unsafe { libc::killpg(pgid, sig) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// True while any process (including an unreaped zombie) is in group `pgid`.
+pub fn group_alive(pgid: i32) -> bool {
+    match signal_group(pgid, 0) {
+        Ok(()) => true,
+        // EPERM: the group exists but belongs to someone else.
+        Err(e) => e.raw_os_error() == Some(libc::EPERM),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sh(script: &str) -> ProcessGroup {
+        SpawnSpec::new("sh")
+            .arg("-c")
+            .arg(script)
+            .spawn()
+            .expect("spawn sh")
+    }
+
+    #[tokio::test]
+    async fn term_is_enough_for_a_polite_child() {
+        let mut g = sh("sleep 30");
+        let t = Instant::now();
+        let status = g.kill(Duration::from_secs(5)).await.expect("kill");
+        assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+        assert!(!status.success());
+        assert!(!group_alive(g.pgid()));
+    }
+
+    #[tokio::test]
+    async fn kill_escalates_when_term_is_trapped() {
+        let mut g = sh("trap '' TERM; sleep 30 & wait; sleep 30");
+        sleep(Duration::from_millis(200)).await; // let the trap install
+        let t = Instant::now();
+        g.kill(Duration::from_millis(300)).await.expect("kill");
+        let took = t.elapsed();
+        assert!(
+            took >= Duration::from_millis(300),
+            "SIGTERM should have been ignored: {took:?}"
+        );
+        assert!(took < Duration::from_secs(3), "{took:?}");
+        assert!(!group_alive(g.pgid()), "group survived SIGKILL");
+    }
+
+    #[tokio::test]
+    async fn grandchildren_die_with_the_group() {
+        // The grandchild ignores TERM and outlives its parent's exit.
+        let mut g = sh("(trap '' TERM; sleep 30) & sleep 30");
+        sleep(Duration::from_millis(200)).await;
+        let pgid = g.pgid();
+        g.kill(Duration::from_millis(300)).await.expect("kill");
+        assert!(!group_alive(pgid), "a grandchild survived in group {pgid}");
+    }
+
+    #[tokio::test]
+    async fn kill_group_without_child_handle() {
+        let mut g = sh("trap '' TERM; sleep 30");
+        sleep(Duration::from_millis(200)).await;
+        let pgid = g.pgid();
+        // Reap the leader in the background so the zombie does not keep the group alive.
+        let reaper = tokio::spawn(async move { g.wait().await });
+        assert!(kill_group(pgid, libc::SIGTERM, Duration::from_millis(200)).await);
+        assert!(reaper.await.expect("join").is_ok());
+    }
+
+    #[test]
+    fn refuses_special_groups() {
+        assert!(signal_group(0, 0).is_err());
+        assert!(signal_group(1, 0).is_err());
+        assert!(!group_alive(-5));
+    }
+
+    #[tokio::test]
+    async fn env_and_cwd_are_applied_and_environment_kept() {
+        let dir = std::env::temp_dir();
+        let mut g = SpawnSpec::new("sh")
+            .args([
+                "-c",
+                "printf '%s|%s|%s' \"$CAPFLEET_T\" \"$PWD\" \"${PATH:+has-path}\"",
+            ])
+            .env("CAPFLEET_T", "v1")
+            .cwd(&dir)
+            .stdio(Io::Null, Io::Piped, Io::Null)
+            .spawn()
+            .expect("spawn");
+        let mut out = String::new();
+        let mut stdout = g.child().stdout.take().expect("piped");
+        tokio::io::AsyncReadExt::read_to_string(&mut stdout, &mut out)
+            .await
+            .expect("read");
+        g.wait().await.expect("wait");
+        let canon = std::fs::canonicalize(&dir).expect("canon");
+        let parts: Vec<&str> = out.split('|').collect();
+        assert_eq!(parts[0], "v1");
+        assert_eq!(std::fs::canonicalize(parts[1]).expect("pwd"), canon);
+        assert_eq!(parts[2], "has-path");
+    }
+}

@@ -1,0 +1,199 @@
+//! Manifest errors and warnings: each one names its origin (file or label), the dotted
+//! key and, where the TOML source gives it, the 1-based line.
+
+use std::fmt;
+use std::path::PathBuf;
+
+use crate::protocol::CapCode;
+
+/// Where a finding sits: `origin:line: key`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Location {
+    /// File path or a label such as `<probe claude>` or `<shipped sim>`.
+    pub origin: String,
+    /// 1-based line in the source, when known.
+    pub line: Option<usize>,
+    /// Dotted key, e.g. `startup.ready_when`; empty for document-level findings.
+    pub key: String,
+}
+
+impl fmt::Display for Location {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.origin)?;
+        if let Some(line) = self.line {
+            write!(f, ":{line}")?;
+        }
+        if !self.key.is_empty() {
+            write!(f, ": {}", self.key)?;
+        }
+        Ok(())
+    }
+}
+
+/// A regex construct outside the CAP subset (spec §5.4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RegexConstruct {
+    LookAhead,
+    LookBehind,
+    Backreference,
+}
+
+impl fmt::Display for RegexConstruct {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            RegexConstruct::LookAhead => "look-ahead",
+            RegexConstruct::LookBehind => "look-behind",
+            RegexConstruct::Backreference => "backreference",
+        })
+    }
+}
+
+/// One reason a manifest is rejected.
+#[derive(Debug, thiserror::Error)]
+pub enum ManifestError {
+    /// The source is not valid TOML.
+    #[error("{at}: TOML syntax error: {message}")]
+    Syntax { at: Location, message: String },
+    /// A required field (spec §5.2) is absent.
+    #[error("{at}: required field missing")]
+    Missing { at: Location },
+    /// A field required by a rule (e.g. coding §3 `fs.scope` when any `fs.*` is true).
+    #[error("{at}: required field missing: {reason}")]
+    RequiredBy { at: Location, reason: String },
+    /// The value has the wrong TOML type.
+    #[error("{at}: expected {expected}, found {found}")]
+    WrongType {
+        at: Location,
+        expected: &'static str,
+        found: &'static str,
+    },
+    /// The value has the right type but is not acceptable.
+    #[error("{at}: invalid value: {reason}")]
+    InvalidValue { at: Location, reason: String },
+    /// The pattern uses a construct outside the CAP regex subset.
+    #[error("{at}: {construct} is not allowed in CAP patterns (spec §5.4): {pattern:?}")]
+    UnsupportedRegex {
+        at: Location,
+        construct: RegexConstruct,
+        pattern: String,
+    },
+    /// The pattern does not compile.
+    #[error("{at}: invalid regex {pattern:?}: {message}")]
+    Regex {
+        at: Location,
+        pattern: String,
+        message: String,
+    },
+    /// The manifest file could not be read.
+    #[error("{}: cannot read manifest: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+impl ManifestError {
+    /// Where the error sits (none for I/O errors).
+    pub fn location(&self) -> Option<&Location> {
+        match self {
+            ManifestError::Syntax { at, .. }
+            | ManifestError::Missing { at }
+            | ManifestError::RequiredBy { at, .. }
+            | ManifestError::WrongType { at, .. }
+            | ManifestError::InvalidValue { at, .. }
+            | ManifestError::UnsupportedRegex { at, .. }
+            | ManifestError::Regex { at, .. } => Some(at),
+            ManifestError::Io { .. } => None,
+        }
+    }
+
+    /// The dotted key at fault, if any.
+    pub fn key(&self) -> Option<&str> {
+        self.location()
+            .map(|l| l.key.as_str())
+            .filter(|k| !k.is_empty())
+    }
+
+    /// The 1-based source line, if known.
+    pub fn line(&self) -> Option<usize> {
+        self.location().and_then(|l| l.line)
+    }
+
+    /// The CAP code this error surfaces as: an agent whose manifest cannot be read or
+    /// validated has no resolvable manifest (`cap_manifest_missing`, spec §14.2).
+    pub fn code(&self) -> CapCode {
+        CapCode::ManifestMissing
+    }
+}
+
+/// Every error found in one manifest (validation never stops at the first).
+#[derive(Debug)]
+pub struct ManifestErrors {
+    pub origin: String,
+    pub errors: Vec<ManifestError>,
+}
+
+impl ManifestErrors {
+    pub fn code(&self) -> CapCode {
+        CapCode::ManifestMissing
+    }
+
+    pub fn iter(&self) -> std::slice::Iter<'_, ManifestError> {
+        self.errors.iter()
+    }
+
+    pub fn len(&self) -> usize {
+        self.errors.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.errors.is_empty()
+    }
+}
+
+impl<'a> IntoIterator for &'a ManifestErrors {
+    type Item = &'a ManifestError;
+    type IntoIter = std::slice::Iter<'a, ManifestError>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.errors.iter()
+    }
+}
+
+impl fmt::Display for ManifestErrors {
+    /// One error per line, in source order.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, e) in self.errors.iter().enumerate() {
+            if i > 0 {
+                f.write_str("\n")?;
+            }
+            write!(f, "{e}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ManifestErrors {}
+
+/// Something accepted but worth telling the user.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ManifestWarning {
+    pub at: Location,
+    pub kind: WarningKind,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WarningKind {
+    /// A key the schema does not define (and not `x-` prefixed); ignored.
+    UnknownKey,
+    /// Accepted, with a remark.
+    Note(String),
+}
+
+impl fmt::Display for ManifestWarning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.kind {
+            WarningKind::UnknownKey => write!(f, "{}: unknown key (ignored)", self.at),
+            WarningKind::Note(n) => write!(f, "{}: {n}", self.at),
+        }
+    }
+}

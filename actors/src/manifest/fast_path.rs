@@ -1,0 +1,83 @@
+//! `[fast_path]` (spec §5.1, §6): each entry is `false`/absent (unsupported) or its
+//! typed value, never a raw TOML value.
+
+use toml::Spanned;
+use toml::de::{DeTable, DeValue};
+
+use super::build::section;
+use super::error::ManifestError;
+use super::reader::{Reader, join};
+use super::types::{AcpFastPath, AddressFastPath, ArgvFastPath, FastPath};
+
+pub(crate) fn read_fast_path(r: &mut Reader, root: &DeTable<'_>, empty: &DeTable<'_>) -> FastPath {
+    let (ft, _) = section(r, root, "", "fast_path", empty);
+    r.unknown_keys(
+        ft,
+        "fast_path",
+        &["stream_json", "grpc", "acp_stdio", "a2a_serve_at"],
+    );
+    let mut fp = FastPath::default();
+    if let Some(v) = ft.get("stream_json") {
+        if let Some(a) = argv_or_false(r, "fast_path.stream_json", v) {
+            fp.stream_json = ArgvFastPath::Argv(a);
+        }
+    }
+    for (key, slot) in [
+        ("grpc", &mut fp.grpc),
+        ("a2a_serve_at", &mut fp.a2a_serve_at),
+    ] {
+        let Some(v) = ft.get(key) else { continue };
+        let dotted = join("fast_path", key);
+        match v.get_ref() {
+            DeValue::Boolean(false) => {}
+            DeValue::String(s) if !s.is_empty() => *slot = AddressFastPath::Address(s.to_string()),
+            DeValue::String(_) => r.invalid(
+                &dotted,
+                Some(v.span()),
+                "address must not be empty (use false)",
+            ),
+            DeValue::Boolean(true) => r.invalid(
+                &dotted,
+                Some(v.span()),
+                "true needs an address: give it as a string, or false",
+            ),
+            _ => type_error(r, &dotted, v, "false or an address string"),
+        }
+    }
+    if let Some(v) = ft.get("acp_stdio") {
+        match v.get_ref() {
+            DeValue::Boolean(true) => fp.acp_stdio = AcpFastPath::StartupCommand,
+            _ => {
+                if let Some(a) = argv_or_false(r, "fast_path.acp_stdio", v) {
+                    fp.acp_stdio = AcpFastPath::Argv(a);
+                }
+            }
+        }
+    }
+    fp
+}
+
+fn type_error(r: &mut Reader, key: &str, v: &Spanned<DeValue<'_>>, expected: &'static str) {
+    let at = r.at(key, Some(v.span()));
+    r.push(ManifestError::WrongType {
+        at,
+        expected,
+        found: v.get_ref().type_str(),
+    });
+}
+
+/// `false` → None; a non-empty argv → Some.
+fn argv_or_false(r: &mut Reader, key: &str, v: &Spanned<DeValue<'_>>) -> Option<Vec<String>> {
+    match v.get_ref() {
+        DeValue::Boolean(false) => None,
+        DeValue::Array(a) if a.is_empty() => {
+            r.invalid(key, Some(v.span()), "argv must not be empty (use false)");
+            None
+        }
+        DeValue::Array(_) => r.string_array(key, v),
+        _ => {
+            type_error(r, key, v, "false or an argv array");
+            None
+        }
+    }
+}
