@@ -13,15 +13,28 @@ fn main() {
         .filter(|p| p.extension().is_some_and(|x| x == "toml"))
         .collect();
     entries.sort();
-    let mut out = String::from("/// Shipped manifests: `(registry name, TOML source)`.\npub const SHIPPED: &[(&str, &str)] = &[\n");
+    let mut out = String::from(
+        "/// Shipped manifests: `(registry name, TOML source)`.\npub const SHIPPED: &[(&str, &str)] = &[\n",
+    );
     for path in entries {
         println!("cargo:rerun-if-changed={}", path.display());
-        let name = path.file_stem().and_then(|s| s.to_str()).expect("UTF-8 manifest file name");
-        writeln!(out, "    ({name:?}, include_str!({:?})),", path.display().to_string()).unwrap();
+        let name = path
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .expect("UTF-8 manifest file name");
+        writeln!(
+            out,
+            "    ({name:?}, include_str!({:?})),",
+            path.display().to_string()
+        )
+        .unwrap();
     }
     out.push_str("];\n");
     let own = dir.join("capfleet.toml");
-    assert!(own.is_file(), "config/agents/capfleet.toml (capfleet's own manifest) is missing");
+    assert!(
+        own.is_file(),
+        "config/agents/capfleet.toml (capfleet's own manifest) is missing"
+    );
     writeln!(
         out,
         "/// capfleet's own manifest as an agent (`capfleet --cap-manifest`).\npub const OWN_MANIFEST: &str = include_str!({:?});",

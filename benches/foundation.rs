@@ -26,7 +26,10 @@ fn main() {
     let floor = median_wall(|| run(Command::new("true")));
     let manifest = median_wall(|| run(command(exe, &["--cap-manifest"])));
     let resolve = median_wall(|| run(command(exe, &["resolve", "sim"])));
-    println!("process  `true` (floor)            median {:>8.2} ms", ms(floor));
+    println!(
+        "process  `true` (floor)            median {:>8.2} ms",
+        ms(floor)
+    );
     println!(
         "process  capfleet --cap-manifest    median {:>8.2} ms  ({:.2}x floor)",
         ms(manifest),
@@ -73,7 +76,10 @@ fn command(exe: &str, args: &[&str]) -> Command {
     let mut c = Command::new(exe);
     c.args(args).env("NO_COLOR", "1");
     // `resolve sim` must find the shipped manifest, never a stray one on this machine.
-    c.env("XDG_CONFIG_HOME", Path::new(env!("CARGO_TARGET_TMPDIR")).join("bench-xdg"));
+    c.env(
+        "XDG_CONFIG_HOME",
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join("bench-xdg"),
+    );
     c
 }
 

@@ -25,10 +25,10 @@ Environment: NO_COLOR disables colour (as does --color never).";
 /// capfleet: drive fleets of command-line AI agents over CAP (cap-protocol/v1).
 #[derive(Debug, Parser)]
 #[command(name = "capfleet", version, about, long_about = None, after_help = AFTER_HELP)]
-#[command(args_conflicts_with_subcommands = true, arg_required_else_help = true)]
+#[command(arg_required_else_help = true)]
 pub struct Cli {
     /// Print capfleet's own CAP manifest (capfleet as an agent) and exit.
-    #[arg(long)]
+    #[arg(long, exclusive = true)]
     cap_manifest: bool,
 
     /// When to colour output.
@@ -65,7 +65,12 @@ pub fn main() -> ExitCode {
         Some(Command::Manifest(command)) => cmd::manifest::run(command, cli.color),
         Some(Command::Sim(args)) => sim::run(args),
         Some(Command::Completions { shell }) => {
-            clap_complete::generate(shell, &mut Cli::command(), "capfleet", &mut std::io::stdout());
+            clap_complete::generate(
+                shell,
+                &mut Cli::command(),
+                "capfleet",
+                &mut std::io::stdout(),
+            );
             ExitCode::SUCCESS
         }
         None => {
@@ -79,7 +84,10 @@ pub fn main() -> ExitCode {
 /// `--cap-manifest`: print and exit, touching neither disk nor network.
 fn print_own_manifest() -> ExitCode {
     let mut out = std::io::stdout().lock();
-    match out.write_all(OWN_MANIFEST.as_bytes()).and_then(|()| out.flush()) {
+    match out
+        .write_all(OWN_MANIFEST.as_bytes())
+        .and_then(|()| out.flush())
+    {
         Ok(()) => ExitCode::SUCCESS,
         Err(_) => ExitCode::FAILURE,
     }

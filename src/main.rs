@@ -1,5 +1,6 @@
 //! capfleet: an orchestrator of command-line AI agents over CAP (`cap-protocol/v1`).
 
+mod agents;
 mod cli;
 mod cmd;
 mod shipped;

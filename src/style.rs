@@ -29,6 +29,10 @@ impl Style {
 
     fn resolve(choice: ColorChoice, is_tty: bool) -> Self {
         let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+        Self::decide(choice, is_tty, no_color)
+    }
+
+    fn decide(choice: ColorChoice, is_tty: bool, no_color: bool) -> Self {
         let enabled = match choice {
             ColorChoice::Always => true,
             ColorChoice::Never => false,
@@ -72,9 +76,22 @@ mod tests {
 
     #[test]
     fn never_and_always_win_over_tty() {
-        assert!(!Style::resolve(ColorChoice::Never, true).enabled);
-        assert!(Style::resolve(ColorChoice::Always, false).enabled);
-        assert!(!Style::resolve(ColorChoice::Auto, false).enabled);
-        assert_eq!(Style::resolve(ColorChoice::Never, true).bold("x"), "x");
+        assert!(!Style::decide(ColorChoice::Never, true, false).enabled);
+        assert!(Style::decide(ColorChoice::Always, false, true).enabled);
+        assert!(!Style::decide(ColorChoice::Auto, false, false).enabled);
+        assert_eq!(
+            Style::decide(ColorChoice::Never, true, false).bold("x"),
+            "x"
+        );
+    }
+
+    #[test]
+    fn no_color_turns_auto_off_on_a_tty() {
+        assert!(Style::decide(ColorChoice::Auto, true, false).enabled);
+        assert!(!Style::decide(ColorChoice::Auto, true, true).enabled);
+        assert_eq!(
+            Style::decide(ColorChoice::Auto, true, false).bold("x"),
+            "\x1b[1mx\x1b[0m"
+        );
     }
 }

@@ -1,0 +1,98 @@
+//! `capfleet resolve <agent>`: where the manifest came from, the validated manifest
+//! and the binding that would drive the agent.
+
+use std::process::ExitCode;
+
+use capfleet_actors::registry::{Resolved, Selection, select_binding};
+use serde_json::json;
+
+use crate::agents::{SUPPORTED_BINDINGS, registry};
+use crate::style::{ColorChoice, Style};
+
+#[derive(Debug, clap::Args)]
+#[command(after_help = "Exit codes: 0 resolved, 1 no valid manifest (cap_manifest_missing).")]
+pub struct ResolveArgs {
+    /// An agent name (registry key, e.g. `sim`) or a path to a manifest file.
+    agent: String,
+    /// Print one JSON object (source, binding, skipped bindings, warnings, manifest).
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(args: ResolveArgs, color: ColorChoice) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("capfleet: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let resolved = match runtime.block_on(registry().resolve(&args.agent)) {
+        Ok(r) => r,
+        Err(e) => {
+            let style = Style::for_stderr(color);
+            eprintln!("{} {e}", style.err("error:"));
+            return ExitCode::FAILURE;
+        }
+    };
+    let selection = select_binding(&resolved.manifest, SUPPORTED_BINDINGS);
+    let printed = if args.json {
+        print_json(&args.agent, &resolved, &selection)
+    } else {
+        print_text(&args.agent, &resolved, &selection, Style::for_stdout(color))
+    };
+    match printed {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("capfleet: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn print_text(agent: &str, r: &Resolved, sel: &Selection, style: Style) -> Result<(), String> {
+    let toml = r
+        .manifest
+        .to_toml_string()
+        .map_err(|e| format!("cannot print the manifest: {e}"))?;
+    println!("{}  {}", style.bold("agent   "), r.manifest.agent.name);
+    if r.manifest.agent.name != agent {
+        println!("{}  {agent}", style.dim("asked   "));
+    }
+    println!("{}  {}", style.bold("source  "), r.source);
+    println!(
+        "{}  {}",
+        style.bold("binding "),
+        style.ok(sel.binding.as_str())
+    );
+    for (binding, reason) in &sel.skipped {
+        println!("{}  {binding}: {reason}", style.dim("skipped "));
+    }
+    if r.warnings.is_empty() {
+        println!("{}  none", style.bold("warnings"));
+    }
+    for w in &r.warnings {
+        println!("{}  {w}", style.warn("warning "));
+    }
+    println!();
+    println!("{}", style.dim("# validated manifest, defaults applied"));
+    print!("{toml}");
+    Ok(())
+}
+
+fn print_json(agent: &str, r: &Resolved, sel: &Selection) -> Result<(), String> {
+    let out = json!({
+        "agent": agent,
+        "source": r.source.to_string(),
+        "binding": sel.binding.as_str(),
+        "skipped": sel.skipped.iter().map(|(b, why)| json!({"binding": b.as_str(), "reason": why.to_string()})).collect::<Vec<_>>(),
+        "warnings": r.warnings.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        "manifest": r.manifest,
+    });
+    let text = serde_json::to_string_pretty(&out).map_err(|e| e.to_string())?;
+    println!("{text}");
+    Ok(())
+}
