@@ -1,0 +1,181 @@
+//! stream-json output: a buffered NDJSON writer and the Claude-shaped frames.
+
+use std::io::{self, BufWriter, StdoutLock, Write};
+
+use serde_json::{Value, json};
+
+use super::steps::Usage;
+
+/// Session-wide facts every frame repeats.
+#[derive(Debug, Clone)]
+pub struct Session {
+    pub session_id: String,
+    pub model: String,
+    pub tools: Vec<String>,
+    pub permission_mode: String,
+}
+
+/// Writes one JSON frame per line to stdout through a large buffer; the
+/// caller flushes per frame or per batch.
+pub struct Out {
+    writer: BufWriter<StdoutLock<'static>>,
+    seq: u64,
+}
+
+impl Out {
+    pub fn new() -> Out {
+        Out {
+            writer: BufWriter::with_capacity(64 * 1024, io::stdout().lock()),
+            seq: 0,
+        }
+    }
+
+    /// A fresh sequence number (ids, uuids).
+    pub fn next_seq(&mut self) -> u64 {
+        self.seq += 1;
+        self.seq
+    }
+
+    /// A uuid-shaped id, unique within the process.
+    pub fn uuid(&mut self) -> String {
+        let n = self.next_seq();
+        format!("00000000-0000-4000-8000-{:012x}", n & 0xffff_ffff_ffff)
+    }
+
+    pub fn emit(&mut self, frame: &Value) -> io::Result<()> {
+        serde_json::to_writer(&mut self.writer, frame)?;
+        self.writer.write_all(b"\n")
+    }
+
+    pub fn write_raw(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.writer.write_all(bytes)
+    }
+
+    pub fn flush(&mut self) -> io::Result<()> {
+        self.writer.flush()
+    }
+
+    /// A `stream_event` frame wrapping a raw API stream event.
+    pub fn stream_event(&mut self, session: &Session, event: Value) -> io::Result<()> {
+        let uuid = self.uuid();
+        self.emit(&json!({
+            "type": "stream_event",
+            "event": event,
+            "session_id": session.session_id,
+            "parent_tool_use_id": null,
+            "uuid": uuid,
+        }))
+    }
+
+    /// An `assistant` frame with one content block.
+    pub fn assistant(
+        &mut self,
+        session: &Session,
+        message_id: &str,
+        block: Value,
+        usage: &Usage,
+    ) -> io::Result<()> {
+        let uuid = self.uuid();
+        self.emit(&json!({
+            "type": "assistant",
+            "message": {
+                "id": message_id,
+                "type": "message",
+                "role": "assistant",
+                "model": session.model,
+                "content": [block],
+                "stop_reason": null,
+                "stop_sequence": null,
+                "usage": usage_json(usage),
+            },
+            "parent_tool_use_id": null,
+            "session_id": session.session_id,
+            "uuid": uuid,
+        }))
+    }
+
+    /// A `user` frame carrying one `tool_result` block.
+    pub fn tool_result(
+        &mut self,
+        session: &Session,
+        tool_use_id: &str,
+        content: &str,
+        is_error: bool,
+    ) -> io::Result<()> {
+        let uuid = self.uuid();
+        self.emit(&json!({
+            "type": "user",
+            "message": {
+                "role": "user",
+                "content": [{
+                    "tool_use_id": tool_use_id,
+                    "type": "tool_result",
+                    "content": content,
+                    "is_error": is_error,
+                }],
+            },
+            "parent_tool_use_id": null,
+            "session_id": session.session_id,
+            "uuid": uuid,
+        }))
+    }
+
+    /// A successful `control_response` to a client request.
+    pub fn ack(&mut self, request_id: &str) -> io::Result<()> {
+        self.emit(&json!({
+            "type": "control_response",
+            "response": { "subtype": "success", "request_id": request_id, "response": {} },
+        }))?;
+        self.flush()
+    }
+}
+
+/// The `system`/`init` frame.
+pub fn init_frame(session: &Session, cwd: &str, uuid: String) -> Value {
+    json!({
+        "type": "system",
+        "subtype": "init",
+        "cwd": cwd,
+        "session_id": session.session_id,
+        "tools": session.tools,
+        "mcp_servers": [],
+        "model": session.model,
+        "permissionMode": session.permission_mode,
+        "slash_commands": [],
+        "apiKeySource": "none",
+        "claude_code_version": concat!("capfleet-sim/", env!("CARGO_PKG_VERSION")),
+        "output_style": "default",
+        "uuid": uuid,
+    })
+}
+
+/// Usage in the Anthropic API's field names.
+pub fn usage_json(usage: &Usage) -> Value {
+    json!({
+        "input_tokens": usage.input_tokens,
+        "output_tokens": usage.output_tokens,
+        "cache_read_input_tokens": usage.cache_read_tokens,
+        "cache_creation_input_tokens": usage.cache_creation_tokens,
+    })
+}
+
+/// The prefix and suffix of a valid `assistant` text frame whose text is
+/// padding written in between (oversize lines).
+pub fn oversize_parts(session: &Session, message_id: &str) -> (String, String) {
+    let frame = json!({
+        "type": "assistant",
+        "message": {
+            "id": message_id,
+            "type": "message",
+            "role": "assistant",
+            "model": session.model,
+            "content": [{ "type": "text", "text": "\u{1}" }],
+        },
+        "session_id": session.session_id,
+    })
+    .to_string();
+    match frame.split_once("\\u0001") {
+        Some((prefix, suffix)) => (prefix.to_string(), suffix.to_string()),
+        None => (frame, String::new()),
+    }
+}
