@@ -1,10 +1,11 @@
 //! stream-json output: a buffered NDJSON writer and the Claude-shaped frames.
 
 use std::io::{self, BufWriter, StdoutLock, Write};
+use std::time::Instant;
 
 use serde_json::{Value, json};
 
-use super::steps::Usage;
+use super::steps::{Stop, Usage};
 
 /// Session-wide facts every frame repeats.
 #[derive(Debug, Clone)]
@@ -120,6 +121,23 @@ impl Out {
         }))
     }
 
+    /// A valid `assistant` text frame line of about `bytes` bytes (at least
+    /// its envelope), its padding streamed in pieces.
+    pub fn oversize(&mut self, session: &Session, message_id: &str, bytes: u64) -> io::Result<()> {
+        let (prefix, suffix) = oversize_parts(session, message_id);
+        let mut padding = bytes.saturating_sub((prefix.len() + suffix.len()) as u64);
+        self.write_raw(prefix.as_bytes())?;
+        let block = [b'x'; 8192];
+        while padding > 0 {
+            let n = padding.min(block.len() as u64) as usize;
+            self.write_raw(&block[..n])?;
+            padding -= n as u64;
+        }
+        self.write_raw(suffix.as_bytes())?;
+        self.write_raw(b"\n")?;
+        self.flush()
+    }
+
     /// A successful `control_response` to a client request.
     pub fn ack(&mut self, request_id: &str) -> io::Result<()> {
         self.emit(&json!({
@@ -127,6 +145,27 @@ impl Out {
             "response": { "subtype": "success", "request_id": request_id, "response": {} },
         }))?;
         self.flush()
+    }
+}
+
+/// What a turn did so far: the `result` frame reports it.
+pub struct TurnAcc {
+    pub started: Instant,
+    pub text: Vec<String>,
+    pub usage: Usage,
+    pub messages: u64,
+    pub denials: Vec<Value>,
+}
+
+impl TurnAcc {
+    pub fn new() -> TurnAcc {
+        TurnAcc {
+            started: Instant::now(),
+            text: Vec::new(),
+            usage: Usage::default(),
+            messages: 0,
+            denials: Vec::new(),
+        }
     }
 }
 
@@ -159,9 +198,45 @@ pub fn usage_json(usage: &Usage) -> Value {
     })
 }
 
+/// The `result` frame closing a turn (without its `uuid`).
+pub fn result_frame(session: &Session, turn: &TurnAcc, stop: Option<Stop>) -> Value {
+    let elapsed = turn.started.elapsed().as_millis() as u64;
+    let mut frame = json!({
+        "type": "result",
+        "subtype": "success",
+        "is_error": false,
+        "duration_ms": elapsed,
+        "duration_api_ms": elapsed,
+        "num_turns": turn.messages.max(1),
+        "session_id": session.session_id,
+        "total_cost_usd": turn.usage.cost_usd,
+        "usage": usage_json(&turn.usage),
+        "permission_denials": turn.denials,
+    });
+    match stop {
+        None => frame["result"] = json!(turn.text.join("\n")),
+        Some(stop) => {
+            let (subtype, message, interrupted) = match stop {
+                Stop::Interrupted => (
+                    "error_during_execution".to_string(),
+                    "interrupted by user".to_string(),
+                    true,
+                ),
+                Stop::Error { message, subtype } => (subtype, message, false),
+            };
+            frame["subtype"] = json!(subtype);
+            frame["is_error"] = json!(true);
+            frame["interrupted"] = json!(interrupted);
+            frame["error"] = json!(message);
+            frame["errors"] = json!([message]);
+        }
+    }
+    frame
+}
+
 /// The prefix and suffix of a valid `assistant` text frame whose text is
 /// padding written in between (oversize lines).
-pub fn oversize_parts(session: &Session, message_id: &str) -> (String, String) {
+fn oversize_parts(session: &Session, message_id: &str) -> (String, String) {
     let frame = json!({
         "type": "assistant",
         "message": {

@@ -60,6 +60,7 @@
 //! See `config/sim/README.md` for the exact screen lines.
 
 mod client;
+mod fields;
 mod frames;
 mod inbound;
 mod line_editor;
@@ -69,6 +70,7 @@ mod steps;
 mod stream_json;
 mod term;
 mod tui;
+mod tui_io;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

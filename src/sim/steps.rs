@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::script::{Fields, Header, ScriptError, Turn};
+use super::fields::{Fields, ScriptError};
+use super::script::{Header, Turn};
 use super::state::StateDir;
 
 /// One scripted action.

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::client::Client;
-use super::frames::{Session, init_frame, oversize_parts, usage_json};
+use super::frames::{Session, TurnAcc, init_frame, result_frame, usage_json};
 use super::inbound::spawn_reader;
 use super::script::Script;
 use super::state::{StateDir, TurnPicker};
@@ -48,26 +48,6 @@ struct StreamJson {
     /// The open assistant message: its id and how many blocks it has.
     message: Option<(String, usize)>,
     turn: TurnAcc,
-}
-
-struct TurnAcc {
-    started: Instant,
-    text: Vec<String>,
-    usage: Usage,
-    messages: u64,
-    denials: Vec<Value>,
-}
-
-impl TurnAcc {
-    fn new() -> TurnAcc {
-        TurnAcc {
-            started: Instant::now(),
-            text: Vec::new(),
-            usage: Usage::default(),
-            messages: 0,
-            denials: Vec::new(),
-        }
-    }
 }
 
 impl StreamJson {
@@ -377,18 +357,7 @@ impl Frontend for StreamJson {
 
     fn oversize(&mut self, bytes: u64) -> io::Result<Flow> {
         let id = format!("msg_sim_{:06}", self.client.out.next_seq());
-        let (prefix, suffix) = oversize_parts(&self.session, &id);
-        let mut padding = bytes.saturating_sub((prefix.len() + suffix.len()) as u64);
-        self.client.out.write_raw(prefix.as_bytes())?;
-        let block = [b'x'; 8192];
-        while padding > 0 {
-            let n = padding.min(block.len() as u64) as usize;
-            self.client.out.write_raw(&block[..n])?;
-            padding -= n as u64;
-        }
-        self.client.out.write_raw(suffix.as_bytes())?;
-        self.client.out.write_raw(b"\n")?;
-        self.client.out.flush()?;
+        self.client.out.oversize(&self.session, &id, bytes)?;
         Ok(Flow::Next)
     }
 
@@ -398,38 +367,7 @@ impl Frontend for StreamJson {
 
     fn end_turn(&mut self, stop: Option<Stop>) -> io::Result<()> {
         self.close_message(if stop.is_some() { "error" } else { "end_turn" })?;
-        let turn = &self.turn;
-        let elapsed = turn.started.elapsed().as_millis() as u64;
-        let mut frame = json!({
-            "type": "result",
-            "subtype": "success",
-            "is_error": false,
-            "duration_ms": elapsed,
-            "duration_api_ms": elapsed,
-            "num_turns": turn.messages.max(1),
-            "session_id": self.session.session_id,
-            "total_cost_usd": turn.usage.cost_usd,
-            "usage": usage_json(&turn.usage),
-            "permission_denials": turn.denials,
-        });
-        match stop {
-            None => frame["result"] = json!(turn.text.join("\n")),
-            Some(stop) => {
-                let (subtype, message, interrupted) = match stop {
-                    Stop::Interrupted => (
-                        "error_during_execution".to_string(),
-                        "interrupted by user".to_string(),
-                        true,
-                    ),
-                    Stop::Error { message, subtype } => (subtype, message, false),
-                };
-                frame["subtype"] = json!(subtype);
-                frame["is_error"] = json!(true);
-                frame["interrupted"] = json!(interrupted);
-                frame["error"] = json!(message);
-                frame["errors"] = json!([message]);
-            }
-        }
+        let mut frame = result_frame(&self.session, &self.turn, stop);
         frame["uuid"] = json!(self.client.out.uuid());
         self.client.out.emit(&frame)?;
         self.client.out.flush()
