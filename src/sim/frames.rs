@@ -16,6 +16,13 @@ pub struct Session {
     pub permission_mode: String,
 }
 
+/// An `assistant` text frame split around its text and uuid.
+pub struct TextTemplate {
+    head: String,
+    middle: String,
+    tail: String,
+}
+
 /// Writes one JSON frame per line to stdout through a large buffer; the
 /// caller flushes per frame or per batch.
 pub struct Out {
@@ -77,22 +84,41 @@ impl Out {
         usage: &Usage,
     ) -> io::Result<()> {
         let uuid = self.uuid();
-        self.emit(&json!({
-            "type": "assistant",
-            "message": {
-                "id": message_id,
-                "type": "message",
-                "role": "assistant",
-                "model": session.model,
-                "content": [block],
-                "stop_reason": null,
-                "stop_sequence": null,
-                "usage": usage_json(usage),
-            },
-            "parent_tool_use_id": null,
-            "session_id": session.session_id,
-            "uuid": uuid,
-        }))
+        self.emit(&assistant_frame(session, message_id, block, usage, &uuid))
+    }
+
+    /// Pre-renders `assistant` text frames of one message, so floods only
+    /// escape their text (a million frames stay fast).
+    pub fn text_template(
+        &self,
+        session: &Session,
+        message_id: &str,
+        usage: &Usage,
+    ) -> TextTemplate {
+        let block = json!({"type": "text", "text": "\u{1}"});
+        let frame = assistant_frame(session, message_id, block, usage, "\u{2}").to_string();
+        let (head, rest) = frame.split_once("\"\\u0001\"").unwrap_or((&frame, ""));
+        let (middle, tail) = rest.split_once("\\u0002").unwrap_or((rest, ""));
+        TextTemplate {
+            head: head.to_string(),
+            middle: middle.to_string(),
+            tail: tail.to_string(),
+        }
+    }
+
+    /// One `assistant` text frame from a template.
+    pub fn emit_text(&mut self, template: &TextTemplate, text: &str) -> io::Result<()> {
+        let n = self.next_seq();
+        self.writer.write_all(template.head.as_bytes())?;
+        serde_json::to_writer(&mut self.writer, text)?;
+        self.writer.write_all(template.middle.as_bytes())?;
+        write!(
+            self.writer,
+            "00000000-0000-4000-8000-{:012x}",
+            n & 0xffff_ffff_ffff
+        )?;
+        self.writer.write_all(template.tail.as_bytes())?;
+        self.writer.write_all(b"\n")
     }
 
     /// A `user` frame carrying one `tool_result` block.
@@ -167,6 +193,31 @@ impl TurnAcc {
             denials: Vec::new(),
         }
     }
+}
+
+fn assistant_frame(
+    session: &Session,
+    message_id: &str,
+    block: Value,
+    usage: &Usage,
+    uuid: &str,
+) -> Value {
+    json!({
+        "type": "assistant",
+        "message": {
+            "id": message_id,
+            "type": "message",
+            "role": "assistant",
+            "model": session.model,
+            "content": [block],
+            "stop_reason": null,
+            "stop_sequence": null,
+            "usage": usage_json(usage),
+        },
+        "parent_tool_use_id": null,
+        "session_id": session.session_id,
+        "uuid": uuid,
+    })
 }
 
 /// The `system`/`init` frame.

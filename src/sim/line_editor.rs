@@ -53,18 +53,11 @@ impl LineEditor {
                     echo.extend_from_slice(b"\r\n");
                 }
                 b'\r' | b'\n' => keys.push(Key::Submit(self.take())),
-                0x7f | 0x08 => {
-                    if self.backspace() {
-                        echo.extend_from_slice(b"\x08 \x08");
-                    }
-                }
+                // The guards edit the line; a refused edit echoes nothing.
+                0x7f | 0x08 if self.backspace() => echo.extend_from_slice(b"\x08 \x08"),
                 0x03 => keys.push(Key::Interrupt),
                 0x04 if self.line.is_empty() => keys.push(Key::Eof),
-                b'\t' | 0x20.. => {
-                    if self.push(b) {
-                        echo.push(b);
-                    }
-                }
+                b'\t' | 0x20.. if self.push(b) => echo.push(b),
                 _ => {}
             }
         }

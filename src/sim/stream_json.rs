@@ -122,6 +122,18 @@ impl StreamJson {
             .assistant(&self.session, &id, full, &self.turn.usage)
     }
 
+    /// Paces chunks: waits `delay`, or without delay only polls for
+    /// interrupts now and then (no flush per chunk).
+    fn between_chunks(&mut self, index: usize, delay: Duration) -> io::Result<Flow> {
+        if !delay.is_zero() {
+            self.client.wait(delay)
+        } else if index % 64 == 0 {
+            self.client.poll()
+        } else {
+            Ok(Flow::Next)
+        }
+    }
+
     /// Emits a `tool_use` block and closes the message; returns its id.
     fn tool_use(&mut self, name: &str, input: &Value) -> io::Result<String> {
         let tool_use_id = format!("toolu_sim_{:06}", self.client.out.next_seq());
@@ -149,7 +161,7 @@ impl Frontend for StreamJson {
             self.client.out.stream_event(&self.session, start)?;
             for (i, piece) in pieces.iter().enumerate() {
                 if i > 0
-                    && let Flow::Stop(stop) = self.client.wait(delay)?
+                    && let Flow::Stop(stop) = self.between_chunks(i, delay)?
                 {
                     return Ok(Flow::Stop(stop));
                 }
@@ -167,19 +179,18 @@ impl Frontend for StreamJson {
                 &self.turn.usage,
             )?;
         } else {
+            let (id, _) = self.open_message()?;
+            let template = self
+                .client
+                .out
+                .text_template(&self.session, &id, &self.turn.usage);
             for (i, piece) in pieces.iter().enumerate() {
                 if i > 0
-                    && let Flow::Stop(stop) = self.client.wait(delay)?
+                    && let Flow::Stop(stop) = self.between_chunks(i, delay)?
                 {
                     return Ok(Flow::Stop(stop));
                 }
-                let (id, _) = self.open_message()?;
-                self.client.out.assistant(
-                    &self.session,
-                    &id,
-                    json!({"type": "text", "text": piece}),
-                    &self.turn.usage,
-                )?;
+                self.client.out.emit_text(&template, piece)?;
             }
         }
         self.turn.text.push(text.to_string());
@@ -329,14 +340,13 @@ impl Frontend for StreamJson {
         let mut generator = FloodGen::new(bytes);
         let mut buf = String::with_capacity(chunk);
         let mut frames = 0u64;
+        let (id, _) = self.open_message()?;
+        let template = self
+            .client
+            .out
+            .text_template(&self.session, &id, &self.turn.usage);
         while generator.next_into(&mut buf, chunk) {
-            let (id, _) = self.open_message()?;
-            self.client.out.assistant(
-                &self.session,
-                &id,
-                json!({"type": "text", "text": buf}),
-                &self.turn.usage,
-            )?;
+            self.client.out.emit_text(&template, &buf)?;
             frames += 1;
             if frames % 64 == 0
                 && let Flow::Stop(stop) = self.client.poll()?
