@@ -42,111 +42,21 @@ pub struct CodeRow {
 
 /// The registry as data: tests and the code read the same table.
 pub const CODE_TABLE: [CodeRow; 15] = [
-    row(
-        CapCode::ManifestMissing,
-        -32001,
-        "cap_manifest_missing",
-        "Agent has no resolvable Manifest",
-        None,
-    ),
-    row(
-        CapCode::SessionConfigMissing,
-        -32002,
-        "cap_session_config_missing",
-        "First frame was not cap.session.config",
-        None,
-    ),
-    row(
-        CapCode::UnsupportedCapability,
-        -32003,
-        "cap_unsupported_capability",
-        "Requested feature not declared in Manifest",
-        None,
-    ),
-    row(
-        CapCode::BudgetExceeded,
-        -32004,
-        "cap_budget_exceeded",
-        "Would exceed declared budget",
-        None,
-    ),
-    row(
-        CapCode::InvalidAnswer,
-        -32005,
-        "cap_invalid_answer",
-        "ask_user.answer.value failed form validation",
-        None,
-    ),
-    row(
-        CapCode::UnknownPermission,
-        -32006,
-        "cap_unknown_permission",
-        "Permission response for unknown req_id",
-        None,
-    ),
-    row(
-        CapCode::QueuedInputUnsupported,
-        -32007,
-        "cap_queued_input_unsupported",
-        "Inject requested but Agent doesn't support queued input",
-        None,
-    ),
-    row(
-        CapCode::CancelUnsupported,
-        -32008,
-        "cap_cancel_unsupported",
-        "Cancel requested but Manifest says mid_turn_cancel = \"none\"",
-        None,
-    ),
-    row(
-        CapCode::BindingUnavailable,
-        -32009,
-        "cap_binding_unavailable",
-        "All preferred bindings failed; PTY also unavailable",
-        None,
-    ),
-    row(
-        CapCode::ProfileUnsupported,
-        -32010,
-        "cap_profile_unsupported",
-        "Required profile not implemented by Agent",
-        None,
-    ),
-    row(
-        CapCode::ScopeViolation,
-        -32020,
-        "cap_scope_violation",
-        "Path outside declared fs.scope",
-        Some("coding"),
-    ),
-    row(
-        CapCode::PathNotFound,
-        -32021,
-        "cap_path_not_found",
-        "Filesystem operation on missing path",
-        Some("coding"),
-    ),
-    row(
-        CapCode::IoError,
-        -32022,
-        "cap_io_error",
-        "Generic filesystem I/O failure",
-        Some("coding"),
-    ),
-    row(
-        CapCode::TerminalUnavailable,
-        -32023,
-        "cap_terminal_unavailable",
-        "Terminal capability requested but disabled",
-        Some("coding"),
-    ),
-    row(
-        CapCode::TerminalKilled,
-        -32024,
-        "cap_terminal_killed",
-        "Terminal was killed by the Orchestrator",
-        Some("coding"),
-    ),
+    row(CapCode::ManifestMissing, -32001, "cap_manifest_missing", "Agent has no resolvable Manifest", None),
+    row(CapCode::SessionConfigMissing, -32002, "cap_session_config_missing", "First frame was not cap.session.config", None),
+    row(CapCode::UnsupportedCapability, -32003, "cap_unsupported_capability", "Requested feature not declared in Manifest", None),
+    row(CapCode::BudgetExceeded, -32004, "cap_budget_exceeded", "Would exceed declared budget", None),
+    row(CapCode::InvalidAnswer, -32005, "cap_invalid_answer", "ask_user.answer.value failed form validation", None),
+    row(CapCode::UnknownPermission, -32006, "cap_unknown_permission", "Permission response for unknown req_id", None),
+    row(CapCode::QueuedInputUnsupported, -32007, "cap_queued_input_unsupported", "Inject requested but Agent doesn't support queued input", None),
+    row(CapCode::CancelUnsupported, -32008, "cap_cancel_unsupported", "Cancel requested but Manifest says mid_turn_cancel = \"none\"", None),
+    row(CapCode::BindingUnavailable, -32009, "cap_binding_unavailable", "All preferred bindings failed; PTY also unavailable", None),
+    row(CapCode::ProfileUnsupported, -32010, "cap_profile_unsupported", "Required profile not implemented by Agent", None),
+    row(CapCode::ScopeViolation, -32020, "cap_scope_violation", "Path outside declared fs.scope", Some("coding")),
+    row(CapCode::PathNotFound, -32021, "cap_path_not_found", "Filesystem operation on missing path", Some("coding")),
+    row(CapCode::IoError, -32022, "cap_io_error", "Generic filesystem I/O failure", Some("coding")),
+    row(CapCode::TerminalUnavailable, -32023, "cap_terminal_unavailable", "Terminal capability requested but disabled", Some("coding")),
+    row(CapCode::TerminalKilled, -32024, "cap_terminal_killed", "Terminal was killed by the Orchestrator", Some("coding")),
 ];
 
 const fn row(
@@ -156,13 +66,7 @@ const fn row(
     meaning: &'static str,
     profile: Option<&'static str>,
 ) -> CodeRow {
-    CodeRow {
-        code,
-        number,
-        symbol,
-        meaning,
-        profile,
-    }
+    CodeRow { code, number, symbol, meaning, profile }
 }
 
 impl CapCode {
@@ -187,17 +91,11 @@ impl CapCode {
     }
 
     pub fn from_number(number: i32) -> Option<Self> {
-        CODE_TABLE
-            .iter()
-            .find(|r| r.number == number)
-            .map(|r| r.code)
+        CODE_TABLE.iter().find(|r| r.number == number).map(|r| r.code)
     }
 
     pub fn from_symbol(symbol: &str) -> Option<Self> {
-        CODE_TABLE
-            .iter()
-            .find(|r| r.symbol == symbol)
-            .map(|r| r.code)
+        CODE_TABLE.iter().find(|r| r.symbol == symbol).map(|r| r.code)
     }
 }
 
@@ -239,11 +137,7 @@ pub const ERROR_KIND_TABLE: [(ErrorKind, &str, Option<&str>); 11] = [
     (ErrorKind::GitDirty, "git_dirty", Some("coding")),
     (ErrorKind::TestFailed, "test_failed", Some("coding")),
     (ErrorKind::MergeConflict, "merge_conflict", Some("coding")),
-    (
-        ErrorKind::LanguageServerDown,
-        "language_server_down",
-        Some("coding"),
-    ),
+    (ErrorKind::LanguageServerDown, "language_server_down", Some("coding")),
 ];
 
 impl ErrorKind {
@@ -322,9 +216,6 @@ mod tests {
             let json = serde_json::to_string(&k).unwrap();
             assert_eq!(serde_json::from_str::<ErrorKind>(&json).unwrap(), k);
         }
-        assert_eq!(
-            ErrorKind::parse("acp_disconnected"),
-            ErrorKind::Other("acp_disconnected".into())
-        );
+        assert_eq!(ErrorKind::parse("acp_disconnected"), ErrorKind::Other("acp_disconnected".into()));
     }
 }
