@@ -545,3 +545,27 @@ fn bad_script_names_turn_step_and_key() {
     let mut missing = Sim::spawn(&["--script", "/nonexistent/sim.toml"]);
     assert_eq!(missing.wait_exit().code(), Some(2));
 }
+
+#[test]
+fn shipped_demo_scripts_are_valid() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("config/sim");
+    let state = state_dir("demo");
+    let mut count = 0;
+    for entry in std::fs::read_dir(dir).expect("config/sim") {
+        let path = entry.expect("entry").path();
+        if path.extension().is_some_and(|e| e == "toml") {
+            let args = [
+                "--script",
+                path.to_str().expect("utf-8"),
+                "--state-dir",
+                state.to_str().expect("utf-8"),
+            ];
+            let mut sim = Sim::spawn(&args);
+            sim.init();
+            assert_eq!(sim.wait_exit().code(), Some(0), "{}", path.display());
+            count += 1;
+        }
+    }
+    assert!(count >= 3);
+    let _ = std::fs::remove_dir_all(&state);
+}

@@ -95,9 +95,9 @@ pub struct SimArgs {
     #[arg(long, value_enum, default_value = "stream-json")]
     mode: Mode,
     /// Script file (TOML).
-    #[arg(long, env = "CAPFLEET_SIM_SCRIPT", conflicts_with = "script_inline")]
+    #[arg(long, env = "CAPFLEET_SIM_SCRIPT")]
     script: Option<PathBuf>,
-    /// Script text (TOML), for tests.
+    /// Script text (TOML), for tests; wins over `--script`.
     #[arg(long)]
     script_inline: Option<String>,
     /// Directory keeping `once` crash markers across restarts.
