@@ -108,9 +108,17 @@ impl Out {
 
     /// One `assistant` text frame from a template.
     pub fn emit_text(&mut self, template: &TextTemplate, text: &str) -> io::Result<()> {
+        let mut escaped = Vec::with_capacity(text.len() + 2);
+        serde_json::to_writer(&mut escaped, text)?;
+        self.emit_escaped_text(template, &escaped)
+    }
+
+    /// One `assistant` text frame from a template and an already
+    /// JSON-escaped, quoted text.
+    pub fn emit_escaped_text(&mut self, template: &TextTemplate, escaped: &[u8]) -> io::Result<()> {
         let n = self.next_seq();
         self.writer.write_all(template.head.as_bytes())?;
-        serde_json::to_writer(&mut self.writer, text)?;
+        self.writer.write_all(escaped)?;
         self.writer.write_all(template.middle.as_bytes())?;
         write!(
             self.writer,

@@ -57,7 +57,15 @@
 //!
 //! # TUI
 //!
-//! See `config/sim/README.md` for the exact screen lines.
+//! Banner `✻ capfleet sim · <model> · session <id>`, ready line
+//! `✓ capfleet sim ready`, prompt `❯ `; a turn shows a spinner
+//! (`⠋ Working…`, redrawn with `\r ESC[K`), text lines, `_thinking_ …`,
+//! `◉ Tool(args)` / `  ⎿ output` / `◉ Tool completed|failed`, `## Plan` with
+//! `  [x] id content (priority)` entries, asks `… (y/n)` or `? Select: a, b`
+//! (answered by the next input line), error messages, and after Ctrl-C
+//! `⎿ Interrupted by user`. Input is raw (the sim echoes it); bracketed
+//! paste keeps newlines inside one prompt. `config/sim/README.md` lists the
+//! exact lines and the manifest patterns matching them.
 
 mod client;
 mod fields;

@@ -306,7 +306,8 @@ pub struct FloodGen {
     position: u64,
 }
 
-const FLOOD_ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ_";
+/// One 64-byte flood line.
+const FLOOD_LINE: &str = "abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ_\n";
 
 impl FloodGen {
     pub fn new(bytes: u64) -> FloodGen {
@@ -319,17 +320,14 @@ impl FloodGen {
     /// Fills `buf` (cleared first) with up to `max` bytes; false when done.
     pub fn next_into(&mut self, buf: &mut String, max: usize) -> bool {
         buf.clear();
-        let take = self.remaining.min(max as u64);
-        for _ in 0..take {
-            let column = (self.position % 64) as usize;
-            buf.push(if column == 63 {
-                '\n'
-            } else {
-                FLOOD_ALPHABET[column] as char
-            });
-            self.position += 1;
+        let take = self.remaining.min(max as u64) as usize;
+        while buf.len() < take {
+            let column = (self.position % FLOOD_LINE.len() as u64) as usize;
+            let n = (FLOOD_LINE.len() - column).min(take - buf.len());
+            buf.push_str(&FLOOD_LINE[column..column + n]);
+            self.position += n as u64;
         }
-        self.remaining -= take;
+        self.remaining -= take as u64;
         take > 0
     }
 }

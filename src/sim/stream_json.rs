@@ -346,7 +346,12 @@ impl Frontend for StreamJson {
             .out
             .text_template(&self.session, &id, &self.turn.usage);
         while generator.next_into(&mut buf, chunk) {
-            self.client.out.emit_text(&template, &buf)?;
+            // Flood text is ASCII letters, digits, `_` and newlines: only
+            // the newlines need escaping.
+            let escaped = format!("\"{}\"", buf.replace('\n', "\\n"));
+            self.client
+                .out
+                .emit_escaped_text(&template, escaped.as_bytes())?;
             frames += 1;
             if frames % 64 == 0
                 && let Flow::Stop(stop) = self.client.poll()?
