@@ -1,11 +1,273 @@
-//! `capfleet sim`: a real, scripted CLI agent used by every test and by the demo.
+//! `capfleet sim`: a real, scripted CLI agent used by every test and by the
+//! demo. It needs no API key: a TOML script says what each turn does.
+//!
+//! # Script
+//!
+//! ```toml
+//! session_id = "sess-1"        # default: --resume, --session-id, else generated
+//! model = "sim-model"          # default: --model, else "capfleet-sim-1"
+//! boot_delay_ms = 0            # before the init frame / the ready line
+//! banner = "extra banner text" # TUI only, printed under the title
+//! chunk = 0                    # default `say` chunk size in bytes (0: whole)
+//! chunk_delay_ms = 0           # default delay between chunks
+//! ignore_sigint = false        # TUI: Ctrl-C is ignored (hard-cancel tests)
+//! tools = ["Bash", "Read"]     # tools listed in the init frame
+//!
+//! [[turn]]
+//! match = "deploy"             # optional: taken by the first prompt containing it
+//! steps = [
+//!   { say = "Hello", chunk = 2, delay_ms = 5 },
+//!   { think = "pondering" },
+//!   { tool = "Bash", input = { command = "ls" }, deltas = ["a\n"], output = "a\n",
+//!     is_error = false, duration_ms = 10 },
+//!   { permission = "Bash", input = { command = "rm x" }, risk = "high" }, # gated tool
+//!   { plan = [{ id = "p1", content = "Design", status = "in_progress", priority = "high",
+//!               _meta = { "cap.assigned_to" = "sim" } }] },
+//!   { ask = "Do you want me to continue?" },                  # yes/no
+//!   { ask = "Which DB?", options = ["pg", "sqlite"] },
+//!   { usage = { input_tokens = 10, output_tokens = 5, cache_read_tokens = 1,
+//!               cache_creation_tokens = 2, cost_usd = 0.01 } },
+//!   { sleep_ms = 100 },
+//!   { crash = 3, once = true },   # or crash = "sigkill" | "abort"
+//!   { hang = true },
+//!   { flood = 209715200, chunk = 16384 },
+//!   { raw = "{not json" },        # one line, verbatim
+//!   { oversize = 2000000 },       # one frame line of about N bytes
+//!   { echo = true },              # says "echo: <prompt>"
+//!   { error = "rate_limit_error: slow down", subtype = "error_during_execution" },
+//! ]
+//! ```
+//!
+//! Each step has exactly one kind key. Turns without `match` run in order;
+//! once the script is used up every prompt gets an echo turn. A `once`
+//! crash writes a marker file in the state dir (`--state-dir` or
+//! `CAPFLEET_SIM_STATE`) and is skipped when the marker exists. Errors name
+//! the script, the 1-based turn and step, and the key; they exit with 2.
+//!
+//! # stream-json
+//!
+//! Claude Code's frames: `system/init`, `assistant` (one block per frame,
+//! `text` / `thinking` / `tool_use`), `user` `tool_result`, `result` with
+//! the turn's `usage` and `total_cost_usd` (per turn, the sum of the turn's
+//! `usage` steps; `result` is the turn's `say` texts joined by `\n`). Tool
+//! deltas are `tool_progress` frames with `output_chunk`; plans are
+//! `TodoWrite` tool calls; permission steps and asks are `control_request`
+//! `can_use_tool` (asks as tool `AskUserQuestion`, answered with
+//! `updatedInput.answers = { "<question>": "<label>" }`).
+//!
+//! # TUI
+//!
+//! Banner `✻ capfleet sim · <model> · session <id>`, ready line
+//! `✓ capfleet sim ready`, prompt `❯ `; a turn shows a spinner
+//! (`⠋ Working…`, redrawn with `\r ESC[K`), text lines, `_thinking_ …`,
+//! `◉ Tool(args)` / `  ⎿ output` / `◉ Tool completed|failed`, `## Plan` with
+//! `  [x] id content (priority)` entries, asks `… (y/n)` or `? Select: a, b`
+//! (answered by the next input line), error messages, and after Ctrl-C
+//! `⎿ Interrupted by user`. Input is raw (the sim echoes it); bracketed
+//! paste keeps newlines inside one prompt. `config/sim/README.md` lists the
+//! exact lines and the manifest patterns matching them.
 
+mod client;
+mod fields;
+mod frames;
+mod inbound;
+mod line_editor;
+mod script;
+mod state;
+mod steps;
+mod stream_json;
+mod term;
+mod tui;
+mod tui_io;
+
+use std::path::PathBuf;
 use std::process::ExitCode;
+
+use frames::Session;
+use script::Script;
+use state::StateDir;
+
+/// The protocol the sim speaks on stdio.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Mode {
+    /// Claude-compatible NDJSON (`claude -p --input-format stream-json ...`).
+    StreamJson,
+    /// An interactive terminal agent (run it on a PTY).
+    Tui,
+}
 
 /// Arguments of `capfleet sim`.
 #[derive(Debug, clap::Args)]
-pub struct SimArgs {}
+pub struct SimArgs {
+    /// Protocol spoken on stdio.
+    #[arg(long, value_enum, default_value = "stream-json")]
+    mode: Mode,
+    /// Script file (TOML).
+    #[arg(long, env = "CAPFLEET_SIM_SCRIPT")]
+    script: Option<PathBuf>,
+    /// Script text (TOML), for tests; wins over `--script`.
+    #[arg(long)]
+    script_inline: Option<String>,
+    /// Directory keeping `once` crash markers across restarts.
+    #[arg(long, env = "CAPFLEET_SIM_STATE")]
+    state_dir: Option<PathBuf>,
+    /// Model reported in frames and the banner.
+    #[arg(long)]
+    model: Option<String>,
+    /// Permission mode reported in the init frame; `bypassPermissions`
+    /// runs permission-gated tools without asking.
+    #[arg(long, default_value = "default")]
+    permission_mode: String,
+    /// Resume a session: keep and report this session id.
+    #[arg(long)]
+    resume: Option<String>,
+    /// Session id to use (when not resuming).
+    #[arg(long)]
+    session_id: Option<String>,
+    /// Stream text as `stream_event` deltas before each snapshot.
+    #[arg(long)]
+    include_partial_messages: bool,
+    /// TUI: query the cursor position (`ESC[6n`) at boot, wait up to 2 s.
+    #[arg(long)]
+    ask_cursor: bool,
+    /// Input format; only `stream-json` (Claude compatibility).
+    #[arg(long)]
+    input_format: Option<String>,
+    /// Output format; only `stream-json` (Claude compatibility).
+    #[arg(long)]
+    output_format: Option<String>,
+    #[arg(short = 'p', long = "print", id = "print", hide = true)]
+    _print: bool,
+    #[arg(long = "verbose", id = "verbose", hide = true)]
+    _verbose: bool,
+    #[arg(
+        long = "permission-prompt-tool",
+        id = "permission_prompt_tool",
+        hide = true
+    )]
+    _permission_prompt_tool: Option<String>,
+    #[arg(long = "max-turns", id = "max_turns", hide = true)]
+    _max_turns: Option<u64>,
+    #[arg(
+        long = "append-system-prompt",
+        id = "append_system_prompt",
+        hide = true
+    )]
+    _append_system_prompt: Option<String>,
+    #[arg(long = "allowedTools", id = "allowed_tools", hide = true, num_args = 0..)]
+    _allowed_tools: Vec<String>,
+    #[arg(long = "disallowedTools", id = "disallowed_tools", hide = true, num_args = 0..)]
+    _disallowed_tools: Vec<String>,
+}
 
-pub fn run(_args: SimArgs) -> ExitCode {
-    ExitCode::FAILURE
+const DEFAULT_TOOLS: &[&str] = &[
+    "Bash",
+    "Read",
+    "Edit",
+    "Write",
+    "Glob",
+    "Grep",
+    "TodoWrite",
+    "AskUserQuestion",
+];
+
+pub fn run(args: SimArgs) -> ExitCode {
+    let script = match load(&args) {
+        Ok(script) => script,
+        Err(message) => {
+            eprintln!("capfleet sim: {message}");
+            return ExitCode::from(2);
+        }
+    };
+    let state = StateDir::new(args.state_dir.clone());
+    let header = &script.header;
+    let session_id = args
+        .resume
+        .clone()
+        .or_else(|| args.session_id.clone())
+        .or_else(|| header.session_id.clone())
+        .unwrap_or_else(generated_session_id);
+    let model = args
+        .model
+        .clone()
+        .or_else(|| header.model.clone())
+        .unwrap_or_else(|| "capfleet-sim-1".into());
+    let result = match args.mode {
+        Mode::StreamJson => {
+            let tools = header
+                .tools
+                .clone()
+                .unwrap_or_else(|| DEFAULT_TOOLS.iter().map(|t| t.to_string()).collect());
+            let session = Session {
+                session_id,
+                model,
+                tools,
+                permission_mode: args.permission_mode.clone(),
+            };
+            let options = stream_json::Options {
+                session,
+                partial: args.include_partial_messages,
+            };
+            stream_json::run(&script, &state, options)
+        }
+        Mode::Tui => {
+            let options = tui::Options {
+                session_id,
+                model,
+                ask_cursor: args.ask_cursor,
+            };
+            tui::run(&script, &state, &options)
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("capfleet sim: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Reads, parses and checks the script and the flags it depends on.
+fn load(args: &SimArgs) -> Result<Script, String> {
+    for (flag, value) in [
+        ("--input-format", &args.input_format),
+        ("--output-format", &args.output_format),
+    ] {
+        if value.as_deref().is_some_and(|v| v != "stream-json") {
+            return Err(format!("{flag}: only stream-json is supported"));
+        }
+    }
+    let script = match (&args.script_inline, &args.script) {
+        (Some(text), _) => script::parse("<inline>", text).map_err(|e| e.to_string())?,
+        (None, Some(path)) => {
+            let origin = path.display().to_string();
+            let text =
+                std::fs::read_to_string(path).map_err(|e| format!("{origin}: cannot read: {e}"))?;
+            script::parse(&origin, &text).map_err(|e| e.to_string())?
+        }
+        (None, None) => Script::default(),
+    };
+    if script.needs_state() && args.state_dir.is_none() {
+        return Err("a `once` crash step needs --state-dir or CAPFLEET_SIM_STATE".to_string());
+    }
+    Ok(script)
+}
+
+/// A uuid-shaped id from the pid and the clock.
+fn generated_session_id() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let pid = std::process::id();
+    format!(
+        "{:08x}-{:04x}-4{:03x}-8{:03x}-{:012x}",
+        pid,
+        (nanos >> 48) & 0xffff,
+        (nanos >> 36) & 0xfff,
+        (nanos >> 24) & 0xfff,
+        nanos & 0xffff_ffff_ffff
+    )
 }

@@ -1,0 +1,100 @@
+//! Terminal plumbing of the TUI mode: raw input mode, SIGINT handling and
+//! the stdin reader thread.
+
+use std::io::Read;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, channel};
+
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_sigint(_signal: libc::c_int) {
+    INTERRUPTED.store(true, Ordering::SeqCst);
+}
+
+/// Installs the SIGINT disposition: ignored, or recorded for
+/// [`take_interrupt`].
+pub fn install_sigint(ignore: bool) {
+    // SAFETY: a zeroed sigaction is a valid value; the handler only stores to
+    // an atomic, which is async-signal-safe.
+    unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = if ignore {
+            libc::SIG_IGN
+        } else {
+            on_sigint as *const () as libc::sighandler_t
+        };
+        action.sa_flags = libc::SA_RESTART;
+        libc::sigemptyset(&mut action.sa_mask);
+        libc::sigaction(libc::SIGINT, &action, std::ptr::null_mut());
+    }
+}
+
+/// True once per SIGINT received since the last call.
+pub fn take_interrupt() -> bool {
+    INTERRUPTED.swap(false, Ordering::SeqCst)
+}
+
+/// Non-canonical, no-echo input on a terminal stdin (signals and output
+/// processing stay on); restores the saved mode on drop. No-op when stdin
+/// is not a terminal.
+pub struct RawMode {
+    saved: Option<libc::termios>,
+}
+
+impl RawMode {
+    pub fn enable() -> RawMode {
+        // SAFETY: tcgetattr/tcsetattr on fd 0 with a valid termios buffer.
+        unsafe {
+            let mut saved: libc::termios = std::mem::zeroed();
+            if libc::isatty(0) != 1 || libc::tcgetattr(0, &mut saved) != 0 {
+                return RawMode { saved: None };
+            }
+            let mut raw = saved;
+            raw.c_lflag &= !(libc::ICANON | libc::ECHO | libc::IEXTEN);
+            raw.c_cc[libc::VMIN] = 1;
+            raw.c_cc[libc::VTIME] = 0;
+            libc::tcsetattr(0, libc::TCSANOW, &raw);
+            RawMode { saved: Some(saved) }
+        }
+    }
+}
+
+impl Drop for RawMode {
+    fn drop(&mut self) {
+        if let Some(saved) = &self.saved {
+            // SAFETY: restores the termios read in `enable`.
+            unsafe {
+                libc::tcsetattr(0, libc::TCSANOW, saved);
+            }
+        }
+    }
+}
+
+/// Raw input from the terminal.
+#[derive(Debug)]
+pub enum Input {
+    Bytes(Vec<u8>),
+    Eof,
+}
+
+/// Starts the stdin reader thread.
+pub fn spawn_reader() -> Receiver<Input> {
+    let (tx, rx) = channel();
+    std::thread::spawn(move || {
+        let mut stdin = std::io::stdin().lock();
+        let mut buf = [0u8; 4096];
+        loop {
+            match stdin.read(&mut buf) {
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    if tx.send(Input::Bytes(buf[..n].to_vec())).is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+        let _ = tx.send(Input::Eof);
+    });
+    rx
+}

@@ -1,0 +1,287 @@
+//! The TUI's screen and keyboard primitives: boot screen, prompt and answer
+//! input, interrupt-aware waiting with the spinner, and line output.
+
+use std::io::{self, Write};
+use std::sync::mpsc::RecvTimeoutError;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::line_editor::Key;
+use super::script::Script;
+use super::steps::{Flow, Stop};
+use super::term::{Input, take_interrupt};
+use super::tui::{Options, Tui};
+
+const SPINNER: &[&str] = &["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
+const TICK: Duration = Duration::from_millis(20);
+const SPIN_EVERY: Duration = Duration::from_millis(80);
+const PROMPT: &str = "\x1b[1;36m❯\x1b[0m ";
+
+impl Tui {
+    pub(super) fn boot(&mut self, script: &Script, options: &Options) -> io::Result<()> {
+        self.out.write_all(b"\x1b[?2004h")?;
+        self.line(&format!(
+            "\x1b[1;35m✻\x1b[0m \x1b[1mcapfleet sim\x1b[0m \x1b[2m· {} · session {}\x1b[0m",
+            options.model, options.session_id
+        ))?;
+        if let Some(banner) = &script.header.banner {
+            for text in banner.lines() {
+                self.line(text)?;
+            }
+        }
+        self.wait(Duration::from_millis(script.header.boot_delay_ms), true)?;
+        if options.ask_cursor {
+            self.out.write_all(b"\x1b[6n")?;
+            let report = self.cursor_report(Duration::from_secs(2))?;
+            self.line(&match report {
+                Some((row, col)) => format!("\x1b[2m· cursor at {row};{col}\x1b[0m"),
+                None => "\x1b[2m· cursor: no reply\x1b[0m".to_string(),
+            })?;
+        }
+        take_interrupt();
+        self.line("\x1b[32m✓\x1b[0m capfleet sim ready")
+    }
+
+    pub(super) fn cursor_report(&mut self, timeout: Duration) -> io::Result<Option<(u16, u16)>> {
+        self.out.flush()?;
+        let deadline = Instant::now() + timeout;
+        while !self.eof && Instant::now() < deadline {
+            for key in self.pump(TICK, false)? {
+                match key {
+                    Key::CursorReport(row, col) => return Ok(Some((row, col))),
+                    other => {
+                        self.key_in_turn(other);
+                    }
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// Reads input for up to `timeout`; echoes typing when `echo`.
+    pub(super) fn pump(&mut self, timeout: Duration, echo: bool) -> io::Result<Vec<Key>> {
+        let mut keys = Vec::new();
+        match self.rx.recv_timeout(timeout) {
+            Ok(Input::Bytes(bytes)) => {
+                let mut echoed = Vec::new();
+                self.editor.feed(&bytes, &mut echoed, &mut keys);
+                if echo && !echoed.is_empty() {
+                    self.out.write_all(&echoed)?;
+                    self.out.flush()?;
+                }
+            }
+            Ok(Input::Eof) | Err(RecvTimeoutError::Disconnected) => self.eof = true,
+            Err(RecvTimeoutError::Timeout) => {}
+        }
+        Ok(keys)
+    }
+
+    /// A key arriving mid-turn: lines queue as the next prompts.
+    pub(super) fn key_in_turn(&mut self, key: Key) -> bool {
+        match key {
+            Key::Submit(line) if !line.trim().is_empty() => self.queued.push_back(line),
+            Key::Interrupt => return true,
+            Key::Eof => self.eof = true,
+            _ => {}
+        }
+        false
+    }
+
+    /// Shows the prompt and returns the next prompt; `None` at end of input.
+    pub(super) fn read_prompt(&mut self) -> io::Result<Option<String>> {
+        let pending = self.editor.pending();
+        self.out.write_all(PROMPT.as_bytes())?;
+        self.out
+            .write_all(pending.replace('\n', "\r\n").as_bytes())?;
+        self.line_open = true;
+        self.out.flush()?;
+        loop {
+            if let Some(prompt) = self.queued.pop_front() {
+                self.out
+                    .write_all(prompt.replace('\n', "\r\n").as_bytes())?;
+                self.end_input_line()?;
+                return Ok(Some(prompt));
+            }
+            if self.eof {
+                self.end_input_line()?;
+                return Ok(None);
+            }
+            let mut interrupted = take_interrupt();
+            let mut submitted = None;
+            for key in self.pump(Duration::from_millis(50), true)? {
+                match key {
+                    Key::Submit(line) if line.trim().is_empty() => {}
+                    Key::Submit(line) if submitted.is_none() => submitted = Some(line),
+                    Key::Submit(line) => self.queued.push_back(line),
+                    Key::Interrupt => interrupted = true,
+                    Key::Eof => self.eof = true,
+                    _ => {}
+                }
+            }
+            if submitted.is_some() {
+                self.end_input_line()?;
+                return Ok(submitted);
+            }
+            if interrupted {
+                self.editor.clear();
+                self.out.write_all(b"\r\n")?;
+                self.out.write_all(PROMPT.as_bytes())?;
+                self.out.flush()?;
+            }
+        }
+    }
+
+    pub(super) fn end_input_line(&mut self) -> io::Result<()> {
+        self.out.write_all(b"\r\n")?;
+        self.line_open = false;
+        self.out.flush()
+    }
+
+    /// Reads one answer line (echoed); stops on Ctrl-C or end of input.
+    pub(super) fn read_answer(&mut self) -> io::Result<Result<String, Stop>> {
+        self.out.flush()?;
+        loop {
+            if take_interrupt() {
+                return Ok(Err(Stop::Interrupted));
+            }
+            if self.eof {
+                let message = "end of input while waiting for an answer".to_string();
+                return Ok(Err(Stop::Error {
+                    message,
+                    subtype: "error_during_execution".to_string(),
+                }));
+            }
+            for key in self.pump(TICK, true)? {
+                match key {
+                    Key::Submit(line) if !line.trim().is_empty() => {
+                        self.end_input_line()?;
+                        return Ok(Ok(line.trim().to_string()));
+                    }
+                    Key::Interrupt => return Ok(Err(Stop::Interrupted)),
+                    Key::Eof => self.eof = true,
+                    _ => {}
+                }
+            }
+        }
+    }
+
+    /// Waits `duration` with the spinner (when `spin`); stops on Ctrl-C.
+    pub(super) fn wait(&mut self, duration: Duration, spin: bool) -> io::Result<Flow> {
+        let deadline = Instant::now() + duration;
+        loop {
+            if take_interrupt() {
+                return Ok(Flow::Stop(Stop::Interrupted));
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Ok(Flow::Next);
+            }
+            if spin && !self.line_open {
+                self.spin()?;
+            }
+            self.out.flush()?;
+            for key in self.pump(left.min(TICK), false)? {
+                if self.key_in_turn(key) {
+                    return Ok(Flow::Stop(Stop::Interrupted));
+                }
+            }
+        }
+    }
+
+    pub(super) fn spin(&mut self) -> io::Result<()> {
+        let frame = match self.spinner {
+            Some((_, drawn)) if drawn.elapsed() < SPIN_EVERY => return Ok(()),
+            Some((frame, _)) => (frame + 1) % SPINNER.len(),
+            None => 0,
+        };
+        write!(
+            self.out,
+            "\r\x1b[K\x1b[33m{}\x1b[0m \x1b[2mWorking…\x1b[0m",
+            SPINNER[frame]
+        )?;
+        self.spinner = Some((frame, Instant::now()));
+        Ok(())
+    }
+
+    /// Erases the spinner and ends an open line.
+    pub(super) fn settle(&mut self) -> io::Result<()> {
+        if self.spinner.take().is_some() {
+            self.out.write_all(b"\r\x1b[K")?;
+        }
+        if self.line_open {
+            self.out.write_all(b"\r\n")?;
+            self.line_open = false;
+        }
+        Ok(())
+    }
+
+    /// Prints one complete line.
+    pub(super) fn line(&mut self, text: &str) -> io::Result<()> {
+        self.settle()?;
+        self.out.write_all(text.as_bytes())?;
+        self.out.write_all(b"\r\n")
+    }
+
+    /// Prints streamed text (newlines become CRLF).
+    pub(super) fn text(&mut self, text: &str) -> io::Result<()> {
+        if self.spinner.take().is_some() {
+            self.out.write_all(b"\r\x1b[K")?;
+        }
+        self.out.write_all(text.replace('\n', "\r\n").as_bytes())?;
+        if !text.is_empty() {
+            self.line_open = !text.ends_with('\n');
+        }
+        Ok(())
+    }
+
+    /// Prints `text` as indented tool output lines.
+    pub(super) fn output(&mut self, text: &str) -> io::Result<()> {
+        for piece in text.lines() {
+            self.line(&format!("  \x1b[2m⎿\x1b[0m {piece}"))?;
+        }
+        Ok(())
+    }
+
+    /// Reads y/yes/n/no (any case), asking again on other answers.
+    pub(super) fn read_yes_no(&mut self) -> io::Result<Result<bool, Stop>> {
+        loop {
+            match self.read_answer()? {
+                Ok(answer) => match answer.to_lowercase().as_str() {
+                    "y" | "yes" => return Ok(Ok(true)),
+                    "n" | "no" => return Ok(Ok(false)),
+                    _ => self.line("Please answer y or n")?,
+                },
+                Err(stop) => return Ok(Err(stop)),
+            }
+        }
+    }
+}
+
+/// A one-line summary of a tool input: its `command`, its only string
+/// value, or its JSON; at most 60 characters.
+pub(super) fn summary(input: &Value) -> String {
+    let strings: Vec<&str> = input
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter_map(|(_, v)| v.as_str())
+        .collect();
+    let text = match input.get("command").and_then(Value::as_str) {
+        Some(command) => command.to_string(),
+        None if strings.len() == 1 && input.as_object().is_some_and(|o| o.len() == 1) => {
+            strings[0].to_string()
+        }
+        None if input.as_object().is_some_and(|o| o.is_empty()) => String::new(),
+        None => input.to_string(),
+    };
+    let flat: String = text
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    if flat.chars().count() > 60 {
+        format!("{}…", flat.chars().take(59).collect::<String>())
+    } else {
+        flat
+    }
+}
