@@ -47,7 +47,7 @@ enum Command {
     #[command(subcommand)]
     Manifest(cmd::manifest::ManifestCommand),
     /// Run the scripted simulator agent (stream-json or terminal UI).
-    Sim(sim::SimArgs),
+    Sim(Box<sim::SimArgs>),
     /// Print a shell completion script: `capfleet completions bash > /etc/bash_completion.d/capfleet`.
     Completions {
         #[arg(value_enum)]
@@ -63,7 +63,7 @@ pub fn main() -> ExitCode {
     match cli.command {
         Some(Command::Resolve(args)) => cmd::resolve::run(args, cli.color),
         Some(Command::Manifest(command)) => cmd::manifest::run(command, cli.color),
-        Some(Command::Sim(args)) => sim::run(args),
+        Some(Command::Sim(args)) => sim::run(*args),
         Some(Command::Completions { shell }) => {
             clap_complete::generate(
                 shell,
