@@ -3,10 +3,8 @@
 //! Layering, never reversed: [`protocol`] <- [`manifest`] / [`registry`] <- bindings <- actors.
 //! The protocol types know no actor; a binding knows no fleet; nothing here knows the CLI.
 
-pub mod lines;
 pub mod manifest;
 pub mod process;
 pub mod protocol;
 pub mod registry;
-pub mod stderr_ring;
 pub mod supervision;

@@ -56,7 +56,7 @@
 //! }
 //! ```
 //!
-//! Measured: the [`crate::lines::LineReader`] reads 200 MiB of 63-byte NDJSON lines at about
+//! Measured: the [`crate::process::lines::LineReader`] reads 200 MiB of 63-byte NDJSON lines at about
 //! 1.5 GiB/s in a release build (about 100 MiB/s unoptimised).
 
 pub mod policy;

@@ -3,6 +3,13 @@
 //! Every agent (and probe) runs as the leader of a new process group so that one
 //! signal reaches it and everything it spawned. [`ProcessGroup::kill`] escalates:
 //! SIGTERM to the group, up to a grace period, then SIGKILL, then reap.
+//!
+//! The rest of the plumbing every driver shares lives beside it: [`lines`] (bounded
+//! line reading of agent stdout) and [`stderr_ring`] (the last lines of stderr, quoted
+//! when an agent dies).
+
+pub mod lines;
+pub mod stderr_ring;
 
 use std::ffi::{OsStr, OsString};
 use std::io;

@@ -204,7 +204,7 @@ impl StderrRing {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lines::test_support::Pattern;
+    use crate::process::lines::test_support::Pattern;
     use tokio::io::AsyncWriteExt;
 
     async fn drained(input: &[u8], config: RingConfig) -> StderrRing {
