@@ -1,0 +1,78 @@
+//! What a session publishes: every CAP event of its agent plus the orchestration
+//! events around them (state changes, turns, restarts), numbered and tagged with the
+//! session URN and turn. Subscribers (the terminal view, `--json`, the journal) get
+//! them through bounded channels.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::Serialize;
+
+use super::state::SessionState;
+use crate::protocol::{CapEvent, StopReason};
+use crate::supervision::ExitCause;
+
+/// One published event.
+#[derive(Debug, Clone, Serialize)]
+pub struct SessionEvent {
+    /// Per-session sequence number, from 1, without gaps.
+    pub seq: u64,
+    /// The session's URN, `cap://<fleet>/<session>`.
+    pub urn: Arc<str>,
+    /// The turn this event belongs to, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub turn: Option<u32>,
+    /// Wall-clock time, milliseconds since the Unix epoch.
+    pub ts_ms: u64,
+    #[serde(flatten)]
+    pub body: EventBody,
+}
+
+/// The event itself.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+#[allow(clippy::large_enum_variant)] // `Cap` is nearly every event.
+pub enum EventBody {
+    /// A CAP core event from (or to) the agent.
+    Cap { event: CapEvent },
+    /// The session moved between lifecycle states (spec §9).
+    State { from: SessionState, to: SessionState },
+    /// A turn started.
+    TurnStarted { prompt_bytes: usize, attempt: u32 },
+    /// A turn ended.
+    TurnEnded {
+        stop_reason: StopReason,
+        outcome: TurnOutcome,
+        duration_ms: u64,
+    },
+    /// The driver ended and is restarted after `delay_ms` (restart number `attempt`
+    /// inside the policy window).
+    Restart {
+        cause: ExitCause,
+        attempt: u32,
+        delay_ms: u64,
+        /// The agent's last stderr lines, when it died.
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        stderr_tail: Vec<String>,
+    },
+    /// The session failed for good (meltdown, unrecoverable start error).
+    Failed { reason: String },
+}
+
+/// How a turn ended, from the orchestrator's side.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TurnOutcome {
+    Completed,
+    Cancelled,
+    Failed,
+}
+
+pub(crate) fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or(Duration::ZERO)
+        .as_millis()
+        .try_into()
+        .unwrap_or(u64::MAX)
+}

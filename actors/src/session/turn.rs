@@ -1,0 +1,200 @@
+//! One turn's bookkeeping and its result.
+//!
+//! A turn keeps its events for the caller of `ask`, bounded: past
+//! [`MAX_TURN_EVENTS`] events (or [`MAX_TURN_TEXT`] bytes of text) it counts what it
+//! drops. The complete stream always reaches subscribers and the journal.
+
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use super::events::TurnOutcome;
+use crate::protocol::{CapEvent, Channel, StopReason, Usage};
+
+/// Events kept in a [`TurnResult`] at most.
+pub const MAX_TURN_EVENTS: usize = 10_000;
+/// Bytes of joined assistant text kept in a [`TurnResult`] at most.
+pub const MAX_TURN_TEXT: usize = 1 << 20;
+
+/// Token and cost totals.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct UsageTotals {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cache_read_tokens: u64,
+    pub cache_creation_tokens: u64,
+    pub thinking_tokens: u64,
+    pub cost_usd: f64,
+    /// Usage reports seen.
+    pub reports: u32,
+}
+
+impl UsageTotals {
+    pub fn add(&mut self, u: &Usage) {
+        let n = |v: &crate::protocol::Nullable<u64>| v.get().copied().unwrap_or(0);
+        self.input_tokens += n(&u.input_tokens);
+        self.output_tokens += n(&u.output_tokens);
+        self.cache_read_tokens += n(&u.cache_read_tokens);
+        self.cache_creation_tokens += n(&u.cache_creation_tokens);
+        self.thinking_tokens += n(&u.thinking_tokens);
+        self.cost_usd += u.cost_usd().unwrap_or(0.0);
+        self.reports += 1;
+    }
+
+    pub fn merge(&mut self, other: &UsageTotals) {
+        self.input_tokens += other.input_tokens;
+        self.output_tokens += other.output_tokens;
+        self.cache_read_tokens += other.cache_read_tokens;
+        self.cache_creation_tokens += other.cache_creation_tokens;
+        self.thinking_tokens += other.thinking_tokens;
+        self.cost_usd += other.cost_usd;
+        self.reports += other.reports;
+    }
+}
+
+/// What `ask` returns: the turn's events, how it ended, its usage and its text.
+#[derive(Debug, Clone, Serialize)]
+pub struct TurnResult {
+    pub turn: u32,
+    pub outcome: TurnOutcome,
+    pub stop_reason: StopReason,
+    /// The turn's CAP events in order (at most [`MAX_TURN_EVENTS`]).
+    pub events: Vec<CapEvent>,
+    pub events_dropped: u64,
+    /// The assistant text of the turn, joined (at most [`MAX_TURN_TEXT`] bytes).
+    pub text: String,
+    pub text_truncated: bool,
+    /// Usage reported during the turn.
+    pub usage: UsageTotals,
+    /// Agent restarts during the turn.
+    pub restarts: u32,
+    #[serde(with = "duration_ms")]
+    pub duration: Duration,
+}
+
+/// A running turn.
+#[derive(Debug)]
+pub(crate) struct Turn {
+    pub id: u32,
+    pub prompt: String,
+    pub started: Instant,
+    pub attempts: u32,
+    pub restarts: u32,
+    pub cancel_requested: bool,
+    /// The current attempt has been sent to a driver.
+    pub sent: bool,
+    events: Vec<CapEvent>,
+    events_dropped: u64,
+    text: String,
+    text_truncated: bool,
+    usage: UsageTotals,
+}
+
+impl Turn {
+    pub fn new(id: u32, prompt: String) -> Self {
+        Turn {
+            id,
+            prompt,
+            started: Instant::now(),
+            attempts: 0,
+            restarts: 0,
+            cancel_requested: false,
+            sent: false,
+            events: Vec::new(),
+            events_dropped: 0,
+            text: String::new(),
+            text_truncated: false,
+            usage: UsageTotals::default(),
+        }
+    }
+
+    pub fn record(&mut self, event: &CapEvent) {
+        match event {
+            CapEvent::TextChunk(t) if t.channel.is_none_or(|c| c == Channel::Assistant) => {
+                self.push_text(&t.text)
+            }
+            CapEvent::Usage(u) => self.usage.add(u),
+            _ => {}
+        }
+        if self.events.len() < MAX_TURN_EVENTS {
+            self.events.push(event.clone());
+        } else {
+            self.events_dropped += 1;
+        }
+    }
+
+    fn push_text(&mut self, text: &str) {
+        let room = MAX_TURN_TEXT.saturating_sub(self.text.len());
+        if text.len() <= room {
+            self.text.push_str(text);
+        } else {
+            let mut cut = room;
+            while !text.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            self.text.push_str(&text[..cut]);
+            self.text_truncated = true;
+        }
+    }
+
+    /// The assistant text so far (kept across a restart, spec §10.6).
+    pub fn partial_text(&self) -> &str {
+        &self.text
+    }
+
+    pub fn usage(&self) -> &UsageTotals {
+        &self.usage
+    }
+
+    pub fn finish(self, outcome: TurnOutcome, stop_reason: StopReason) -> TurnResult {
+        TurnResult {
+            turn: self.id,
+            outcome,
+            stop_reason,
+            events: self.events,
+            events_dropped: self.events_dropped,
+            text: self.text,
+            text_truncated: self.text_truncated,
+            usage: self.usage,
+            restarts: self.restarts,
+            duration: self.started.elapsed(),
+        }
+    }
+}
+
+mod duration_ms {
+    use std::time::Duration;
+
+    use serde::Serializer;
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(d.as_millis().try_into().unwrap_or(u64::MAX))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_is_bounded_on_a_char_boundary() {
+        let mut t = Turn::new(1, "p".into());
+        let big = "é".repeat(MAX_TURN_TEXT); // 2 bytes each
+        t.record(&CapEvent::text("m", big));
+        t.record(&CapEvent::text("m", "more"));
+        let r = t.finish(TurnOutcome::Completed, StopReason::EndTurn);
+        assert!(r.text_truncated);
+        assert_eq!(r.text.len(), MAX_TURN_TEXT);
+    }
+
+    #[test]
+    fn events_are_bounded_and_counted() {
+        let mut t = Turn::new(1, "p".into());
+        for i in 0..MAX_TURN_EVENTS + 5 {
+            t.record(&CapEvent::thought("m", format!("{i}")));
+        }
+        let r = t.finish(TurnOutcome::Completed, StopReason::EndTurn);
+        assert_eq!(r.events.len(), MAX_TURN_EVENTS);
+        assert_eq!(r.events_dropped, 5);
+    }
+}
