@@ -3,8 +3,8 @@
 //! frames and argv against what the recording driver wrote.
 
 use capfleet_actors::bindings::stream_json::{
-    ArgvError, ArgvWarning, MapperStats, Output, PendingKind, ResponseError, StreamJsonMapper,
-    build_argv, outbound,
+    ArgvError, ArgvWarning, ControlAck, MapperStats, Output, PendingKind, ResponseError,
+    StreamJsonMapper, build_argv, outbound,
 };
 use capfleet_actors::manifest::Manifest;
 use capfleet_actors::protocol::{
@@ -565,6 +565,20 @@ fn result_errors_and_api_failures() {
         "{\"type\":\"result\",\"subtype\":\"success\",\"cost_usd\":0.25}\n{\"type\":\"result\",\"subtype\":\"success\",\"cost_usd\":0.75}",
     );
     assert_eq!(costs(&out), vec![0.25, 0.5]);
+    // An interrupted turn reports a cumulative 0: no negative delta, and the next
+    // turn's delta is over the highest total seen.
+    let mut m = StreamJsonMapper::new();
+    let out = replay_into(
+        &mut m,
+        &[
+            r#"{"type":"result","subtype":"success","total_cost_usd":0.1}"#,
+            r#"{"type":"result","subtype":"error_during_execution","is_error":true,"terminal_reason":"aborted_streaming","total_cost_usd":0}"#,
+            r#"{"type":"result","subtype":"success","total_cost_usd":0.3}"#,
+        ]
+        .join("\n"),
+    );
+    assert_eq!(costs(&out), vec![0.1, 0.0, 0.2]);
+    assert!(!events(&out).any(|e| matches!(e, CapEvent::Error(_))));
 }
 
 #[test]
@@ -858,7 +872,57 @@ fn permission_scope_and_risk_on_the_wire() {
         (p.scope, p.risk_level),
         (Some(PermissionScope::Execute), RiskLevel::High)
     );
+    let out = replay_into(
+        &mut m,
+        r#"{"type":"control_response","response":{"subtype":"error","request_id":"i1","error":"nope"}}"#,
+    );
+    assert_eq!(
+        out,
+        [Output::ControlAck(ControlAck {
+            request_id: "i1".into(),
+            result: Err("nope".into())
+        })]
+    );
     // A turn end withdraws what is still pending.
     let out = replay_into(&mut m, r#"{"type":"result","subtype":"success"}"#);
     assert_eq!(summary(&out)[1], "withdrawn r1 -");
+}
+
+/// Throughput against parsing the same lines into `serde_json::Value` (target: at
+/// least half as fast). Run with
+/// `cargo test --release -p capfleet-actors --test stream_json_fixtures -- --ignored`.
+#[test]
+#[ignore = "timing; run in release"]
+fn throughput_vs_value_parsing() {
+    use std::time::Instant;
+    let src = [fixture!("partial.ndjson"), fixture!("allow.ndjson")].concat();
+    let lines: Vec<&[u8]> = src.lines().map(str::as_bytes).collect();
+    let rounds = 1_000_000 / lines.len() + 1;
+    let start = Instant::now();
+    let mut n = 0usize;
+    for _ in 0..rounds {
+        for l in &lines {
+            n += serde_json::from_slice::<Value>(l)
+                .map_or(0, |v| v.as_object().map_or(0, |o| o.len()));
+        }
+    }
+    let raw = start.elapsed();
+    let mut m = StreamJsonMapper::new();
+    let mut out = Vec::new();
+    let start = Instant::now();
+    for _ in 0..rounds {
+        for l in &lines {
+            m.on_line(l, &mut out);
+            out.clear();
+        }
+        m.process_restarted();
+    }
+    let mapped = start.elapsed();
+    let frames = rounds * lines.len();
+    eprintln!("{frames} frames: Value {raw:?}, mapper {mapped:?} ({n})");
+    assert_eq!(m.stats().malformed_frames, 0);
+    assert!(
+        mapped.as_secs_f64() <= 2.0 * raw.as_secs_f64(),
+        "mapper slower than half of Value parsing"
+    );
 }

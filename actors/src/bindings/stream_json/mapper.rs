@@ -17,6 +17,12 @@
 //! | not a JSON object / too long | `cap.error` `parse_failed`; counted in `malformed_frames` |
 //!
 //! Assistant snapshots' `usage` is never read (it is the `message_start` value).
+//!
+//! `_meta` (vendor namespace `claude.`): `claude.parent_tool_use_id` on events from
+//! a frame that has one (sub-agent output); `claude.tool_use_id` and
+//! `claude.description` on permission requests and asks. Frame `uuid`s are not
+//! copied: that would cost an allocation per event on the hot path, and the journal
+//! numbers events itself.
 
 use std::collections::HashMap;
 use std::time::Instant;
@@ -28,14 +34,13 @@ use super::frames::{
     Block, Content, ControlResponseFrame, Frame, MessageFrame, StreamEventFrame, SystemFrame, opt,
 };
 use super::output::{ControlAck, MapperStats, Output};
-use crate::protocol::{CapEvent, ErrorKind, HasMeta, Nullable, TextChunk, Thought};
+use super::streaming::{BlockKind, StreamTracker, block_event};
+use crate::protocol::{CapEvent, ErrorKind, HasMeta, Nullable};
 
 /// Default limit of one line; longer lines are counted malformed.
 pub const DEFAULT_MAX_LINE_BYTES: usize = 64 * 1024 * 1024;
 /// At most this many bytes of a bad line are quoted in its `cap.error`.
 pub const EXCERPT_BYTES: usize = 200;
-/// Streamed-block bookkeeping is bounded; the oldest entries go first.
-const MAX_TRACKED_BLOCKS: usize = 256;
 
 /// What the latest `system/init` said about the session.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -48,22 +53,6 @@ pub struct SessionInfo {
     pub permission_mode: Option<String>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum BlockKind {
-    Text,
-    Thinking,
-}
-
-/// A text/thinking block seen as stream deltas, awaiting its `assistant` snapshot.
-#[derive(Debug)]
-struct Streamed {
-    message_id: Option<String>,
-    index: Option<u64>,
-    kind: BlockKind,
-    emitted: String,
-    snapshotted: bool,
-}
-
 /// The stream-json → CAP state machine of one session (across process restarts).
 #[derive(Debug)]
 pub struct StreamJsonMapper {
@@ -71,9 +60,7 @@ pub struct StreamJsonMapper {
     ready_sent: bool,
     pub(super) stats: MapperStats,
     max_line_bytes: usize,
-    /// `message.id` of the message being streamed (from `message_start`).
-    stream_message: Option<String>,
-    streamed: Vec<Streamed>,
+    stream: StreamTracker,
     /// Tool calls started and not ended, with their start time.
     pub(super) tools: HashMap<String, Instant>,
     pub(super) pending: HashMap<String, PendingRequest>,
@@ -98,8 +85,7 @@ impl StreamJsonMapper {
             ready_sent: false,
             stats: MapperStats::default(),
             max_line_bytes: DEFAULT_MAX_LINE_BYTES,
-            stream_message: None,
-            streamed: Vec::new(),
+            stream: StreamTracker::default(),
             tools: HashMap::new(),
             pending: HashMap::new(),
             turn_model: None,
@@ -134,8 +120,7 @@ impl StreamJsonMapper {
     }
 
     pub(super) fn end_turn_state(&mut self) {
-        self.stream_message = None;
-        self.streamed.clear();
+        self.stream.clear();
         self.tools.clear();
         self.turn_model = None;
         self.turn_interrupted = false;
@@ -253,19 +238,7 @@ impl StreamJsonMapper {
         out: &mut Vec<Output>,
     ) {
         let Some(text) = text else { return };
-        let found = self
-            .streamed
-            .iter_mut()
-            .find(|s| !s.snapshotted && s.kind == kind && s.message_id.as_deref() == mid);
-        let missing = match found {
-            Some(s) => {
-                s.snapshotted = true;
-                let rest = text.strip_prefix(s.emitted.as_str()).unwrap_or("");
-                s.emitted.push_str(rest);
-                rest
-            }
-            None => text,
-        };
+        let missing = self.stream.snapshot(mid, kind, text);
         if !missing.is_empty() {
             let event = block_event(kind, mid, missing, parent);
             self.emit(out, event);
@@ -328,11 +301,7 @@ impl StreamJsonMapper {
         match opt(&ev.kind) {
             Some("message_start") => {
                 let id = ev.message.as_ref().and_then(|m| opt(&m.id));
-                self.streamed.retain(|s| s.message_id.as_deref() == id);
-                set(&mut self.stream_message, id);
-                if self.stream_message.is_none() {
-                    self.streamed.clear();
-                }
+                self.stream.message_start(id);
                 true
             }
             Some("content_block_delta") => {
@@ -347,46 +316,15 @@ impl StreamJsonMapper {
                 let Some(text) = text.filter(|t| !t.is_empty()) else {
                     return false;
                 };
-                self.delta(ev.index, kind, text, opt(&f.parent_tool_use_id), out)
+                let Some(mid) = self.stream.delta(ev.index, kind, text) else {
+                    return false;
+                };
+                let event = block_event(kind, mid, text, opt(&f.parent_tool_use_id));
+                self.emit(out, event);
+                true
             }
             _ => false,
         }
-    }
-
-    fn delta(
-        &mut self,
-        index: Option<u64>,
-        kind: BlockKind,
-        text: &str,
-        parent: Option<&str>,
-        out: &mut Vec<Output>,
-    ) -> bool {
-        let mid = self.stream_message.as_deref();
-        let pos = self
-            .streamed
-            .iter()
-            .position(|s| s.index == index && s.kind == kind && s.message_id.as_deref() == mid);
-        let pos = match pos {
-            Some(p) if self.streamed[p].snapshotted => return false,
-            Some(p) => p,
-            None => {
-                if self.streamed.len() >= MAX_TRACKED_BLOCKS {
-                    self.streamed.remove(0);
-                }
-                self.streamed.push(Streamed {
-                    message_id: mid.map(str::to_owned),
-                    index,
-                    kind,
-                    emitted: String::new(),
-                    snapshotted: false,
-                });
-                self.streamed.len() - 1
-            }
-        };
-        self.streamed[pos].emitted.push_str(text);
-        let event = block_event(kind, self.stream_message.as_deref(), text, parent);
-        self.emit(out, event);
-        true
     }
 }
 
@@ -413,24 +351,6 @@ fn set(slot: &mut Option<String>, value: Option<&str>) {
             *slot = Some(v.to_owned());
         }
     }
-}
-
-fn block_event(kind: BlockKind, mid: Option<&str>, text: &str, parent: Option<&str>) -> CapEvent {
-    let message_id = mid.map(str::to_owned).into();
-    let event = match kind {
-        BlockKind::Text => CapEvent::TextChunk(TextChunk {
-            message_id,
-            text: text.to_owned(),
-            channel: Some(crate::protocol::Channel::Assistant),
-            ..Default::default()
-        }),
-        BlockKind::Thinking => CapEvent::Thought(Thought {
-            message_id,
-            text: text.to_owned(),
-            ..Default::default()
-        }),
-    };
-    with_parent(event, parent)
 }
 
 /// `_meta` key holding the frame's `parent_tool_use_id` (sub-agent output).

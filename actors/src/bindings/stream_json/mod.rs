@@ -6,6 +6,7 @@
 //! - [`frames`]: typed inbound frames, parsed once, borrowing from the line.
 //! - [`mapper`]: the per-session state machine (frames → [`Output`]s).
 //! - [`control`]: permission / ask requests, their answers and withdrawals.
+//! - `streaming`: de-duplication of streamed text against snapshots.
 //! - `result`: usage, per-turn cost, stop reasons and errors of a turn's end.
 //! - [`risk`]: scope and risk of a tool call.
 //! - [`outbound`]: the frames we write.
@@ -19,6 +20,7 @@ pub mod outbound;
 pub mod output;
 mod result;
 pub mod risk;
+mod streaming;
 
 pub use argv::{ArgvError, ArgvWarning, StreamJsonArgv, build_argv, claude_permission_mode};
 pub use control::{PendingKind, PendingRequest, ResponseError};
