@@ -3,6 +3,7 @@
 //! Layering, never reversed: [`protocol`] <- [`manifest`] / [`registry`] <- bindings <- actors.
 //! The protocol types know no actor; a binding knows no fleet; nothing here knows the CLI.
 
+pub mod bindings;
 pub mod manifest;
 pub mod process;
 pub mod protocol;

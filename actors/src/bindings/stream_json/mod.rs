@@ -1,0 +1,29 @@
+//! The stream-json binding (spec §6.2, Appendix C.1) as Claude Code 2.1 speaks it:
+//! the pure protocol layer. No process, no actor: the driver owns the child, feeds
+//! its stdout lines to [`StreamJsonMapper::on_line`] and writes the [`outbound`]
+//! lines to its stdin.
+//!
+//! - [`frames`]: typed inbound frames, parsed once, borrowing from the line.
+//! - [`mapper`]: the per-session state machine (frames → [`Output`]s).
+//! - [`control`]: permission / ask requests, their answers and withdrawals.
+//! - `streaming`: de-duplication of streamed text against snapshots.
+//! - `result`: usage, per-turn cost, stop reasons and errors of a turn's end.
+//! - [`risk`]: scope and risk of a tool call.
+//! - [`outbound`]: the frames we write.
+//! - [`argv`]: the command line from manifest + session config.
+
+pub mod argv;
+pub mod control;
+pub mod frames;
+pub mod mapper;
+pub mod outbound;
+pub mod output;
+mod result;
+pub mod risk;
+mod streaming;
+
+pub use argv::{ArgvError, ArgvWarning, StreamJsonArgv, build_argv, claude_permission_mode};
+pub use control::{PendingKind, PendingRequest, ResponseError};
+pub use mapper::{SessionInfo, StreamJsonMapper};
+pub use output::{ControlAck, MapperStats, Output, TurnEnd};
+pub use result::stop_reason;

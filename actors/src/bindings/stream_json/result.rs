@@ -1,0 +1,147 @@
+//! The `result` frame: `cap.usage` (+ `cap.error`) + [`Output::TurnEnd`].
+//!
+//! Cost: Claude's `total_cost_usd` (older: `total_cost`, `cost_usd`) is cumulative
+//! per process, so the turn's `cost_usd_estimate` is the increase over the highest
+//! total seen in this process (never negative: an interrupted turn reports 0 and is
+//! not added later). Tokens come from the turn's `result.usage`, which is per turn.
+//!
+//! | `subtype` / condition | `stop_reason` | `cap.error` code (retryable) |
+//! |---|---|---|
+//! | `terminal_reason` `aborted_*`, or an `error_during_execution` after Claude's `[Request interrupted by user…]` | `cancelled` | none |
+//! | `success`, `is_error` false | from `stop_reason`: `end_turn`/null/other → `end_turn`, `max_tokens`, `tool_use`, `stop_sequence`, `refusal` → `error` | none |
+//! | `success`, `is_error` true (API failure), by `api_error_status` | `error` | 429 `rate_limit` (yes), 401/403 `auth_error`, 413 or "prompt is too long" `context_overflow`, 500/502/503/504/529 `model_unavailable` (yes), else `api_error` |
+//! | `error_max_turns` | `error` | `max_turns` |
+//! | `error_max_budget_usd` | `error` | `budget_exceeded` |
+//! | `error_during_execution` (not interrupted) | `error` | `execution_error` |
+//! | `error_max_structured_output_retries` | `error` | `structured_output_failed` |
+//! | any other `error*` subtype | `error` | `agent_error` |
+//!
+//! `model_id` is the turn's last `assistant` `message.model`, else the `init` model.
+
+use serde_json::{Number, Value, json};
+
+use super::frames::{ResultFrame, opt};
+use super::mapper::StreamJsonMapper;
+use super::output::{Output, TurnEnd};
+use crate::protocol::{CapEvent, ErrorKind, Nullable, StopReason, Usage};
+
+/// Cost deltas are rounded to this many decimal places (float noise).
+const COST_DECIMALS: i32 = 10;
+
+impl StreamJsonMapper {
+    pub(super) fn on_result(&mut self, mut r: ResultFrame<'_>, out: &mut Vec<Output>) {
+        let subtype = opt(&r.subtype).unwrap_or("");
+        let is_error = r.is_error.unwrap_or(false);
+        let (stop_reason, error) = classify(&r, subtype, is_error, self.turn_interrupted);
+
+        let cost = r.cumulative_cost().map(|total| {
+            let delta = (total - self.cost_seen).max(0.0);
+            self.cost_seen = self.cost_seen.max(total);
+            let scale = 10f64.powi(COST_DECIMALS);
+            (delta * scale).round() / scale
+        });
+        let u = r.usage.take().unwrap_or_default();
+        let model = self.turn_model.as_deref().or(self.session.model.as_deref());
+        let usage = Usage {
+            model_id: model.map(str::to_owned).into(),
+            input_tokens: u.input_tokens.into(),
+            output_tokens: u.output_tokens.into(),
+            cache_read_tokens: u.cache_read_input_tokens.into(),
+            cache_creation_tokens: u.cache_creation_input_tokens.into(),
+            thinking_tokens: u.thinking_tokens.into(),
+            cost_usd_estimate: cost.and_then(Number::from_f64).into(),
+            duration_ms: r.duration_ms.into(),
+            stop_reason: Some(stop_reason),
+            ..Default::default()
+        };
+        self.emit(out, CapEvent::Usage(usage));
+
+        if let Some((code, retryable)) = error {
+            let mut event = CapEvent::error(code, error_message(&r, subtype), retryable);
+            if let CapEvent::Error(e) = &mut event {
+                e.details = Nullable::Value(json!({
+                    "subtype": subtype,
+                    "terminal_reason": opt(&r.terminal_reason),
+                    "api_error_status": r.api_error_status,
+                    "num_turns": r.num_turns,
+                }));
+            }
+            self.emit(out, event);
+        }
+        self.withdraw_all(out);
+        self.end_turn_state();
+        out.push(Output::TurnEnd(TurnEnd {
+            stop_reason,
+            is_error,
+            result_text: opt(&r.result).map(str::to_owned),
+            subtype: subtype.to_owned(),
+        }));
+    }
+}
+
+fn classify(
+    r: &ResultFrame<'_>,
+    subtype: &str,
+    is_error: bool,
+    interrupted: bool,
+) -> (StopReason, Option<(ErrorKind, bool)>) {
+    let aborted = opt(&r.terminal_reason).is_some_and(|t| t.starts_with("aborted"));
+    if aborted || (interrupted && subtype == "error_during_execution") {
+        return (StopReason::Cancelled, None);
+    }
+    let other = |code: &str| Some((ErrorKind::Other(code.to_owned()), false));
+    match subtype {
+        "success" if is_error => (StopReason::Error, Some(api_error(r))),
+        "error_max_turns" => (StopReason::Error, other("max_turns")),
+        "error_max_budget_usd" => (StopReason::Error, other("budget_exceeded")),
+        "error_during_execution" => (StopReason::Error, other("execution_error")),
+        "error_max_structured_output_retries" => {
+            (StopReason::Error, other("structured_output_failed"))
+        }
+        s if s.starts_with("error") || is_error => (StopReason::Error, other("agent_error")),
+        _ => (stop_reason(opt(&r.stop_reason)), None),
+    }
+}
+
+/// Claude's (Anthropic's) `stop_reason` in CAP's vocabulary.
+pub fn stop_reason(s: Option<&str>) -> StopReason {
+    match s {
+        Some("max_tokens") => StopReason::MaxTokens,
+        Some("tool_use") => StopReason::ToolUse,
+        Some("stop_sequence") => StopReason::StopSequence,
+        Some("refusal") => StopReason::Error,
+        _ => StopReason::EndTurn,
+    }
+}
+
+fn api_error(r: &ResultFrame<'_>) -> (ErrorKind, bool) {
+    let status = match &r.api_error_status {
+        Some(Value::Number(n)) => n.as_u64(),
+        Some(Value::String(s)) => s.parse().ok(),
+        _ => None,
+    };
+    let text = opt(&r.result).unwrap_or("");
+    match status {
+        Some(429) => (ErrorKind::RateLimit, true),
+        Some(401 | 403) => (ErrorKind::AuthError, false),
+        Some(413) => (ErrorKind::ContextOverflow, false),
+        Some(500 | 502 | 503 | 504 | 529) => (ErrorKind::ModelUnavailable, true),
+        _ if text.contains("prompt is too long") => (ErrorKind::ContextOverflow, false),
+        _ => (ErrorKind::Other("api_error".to_owned()), false),
+    }
+}
+
+fn error_message(r: &ResultFrame<'_>, subtype: &str) -> String {
+    let errors: Vec<&str> = match &r.errors {
+        Some(Value::Array(a)) => a.iter().filter_map(Value::as_str).collect(),
+        Some(Value::String(s)) => vec![s.as_str()],
+        _ => Vec::new(),
+    };
+    if !errors.is_empty() {
+        format!("{subtype}: {}", errors.join("; "))
+    } else if let Some(t) = opt(&r.result).filter(|t| !t.is_empty()) {
+        format!("{subtype}: {t}")
+    } else {
+        subtype.to_owned()
+    }
+}
