@@ -4,8 +4,10 @@
 //! The protocol types know no actor; a binding knows no fleet; nothing here knows the CLI.
 
 pub mod bindings;
+pub mod driver;
 pub mod manifest;
 pub mod process;
 pub mod protocol;
 pub mod registry;
+pub mod session;
 pub mod supervision;
