@@ -3,11 +3,15 @@
 //! Layering, never reversed: [`protocol`] <- [`manifest`] / [`registry`] <- bindings <- actors.
 //! The protocol types know no actor; a binding knows no fleet; nothing here knows the CLI.
 
+pub mod answerer;
 pub mod bindings;
 pub mod driver;
+pub mod fleet;
+pub mod journal;
 pub mod manifest;
 pub mod process;
 pub mod protocol;
 pub mod registry;
+pub mod root;
 pub mod session;
 pub mod supervision;

@@ -31,8 +31,8 @@ pub enum DriverMsg {
         /// Why (shown to the agent on deny).
         message: Option<String>,
     },
-    /// Answer an open `cap.ask_user`.
-    Answer { ask_id: String, value: Value },
+    /// Answer an open `cap.ask_user`; `None` declines it.
+    Answer { ask_id: String, value: Option<Value> },
     /// Cancel the current turn the binding's native way (the session falls back to
     /// [`DriverMsg::Kill`] when that does not end the turn in time).
     Interrupt,
@@ -50,8 +50,12 @@ pub enum DriverMsg {
 #[allow(clippy::large_enum_variant)] // `Event` is nearly every output; boxing costs an allocation each.
 pub enum DriverOutput {
     /// The agent can take a prompt. `resume_id` is the binding's native session id
-    /// when known (stream-json learns it from `system/init`, later).
-    Ready { resume_id: Option<String> },
+    /// when known (stream-json learns it from `system/init`, later); `resumed` says
+    /// the agent was started on the previous conversation (a native resume).
+    Ready {
+        resume_id: Option<String>,
+        resumed: bool,
+    },
     /// The binding learned (or re-learned) the id to resume this conversation with.
     ResumeId(String),
     /// A CAP event.

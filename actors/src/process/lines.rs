@@ -117,6 +117,12 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
         self.read_buf + self.line.partial.capacity()
     }
 
+    /// True when bytes are buffered already, so [`LineReader::next`] may return without
+    /// reading (a caller batching lines keeps going while this holds).
+    pub fn has_buffered(&self) -> bool {
+        !self.inner.buffer().is_empty()
+    }
+
     /// The next item, or `None` at EOF. An I/O error is returned as is; the reader stays usable.
     pub async fn next(&mut self) -> io::Result<Option<LineItem>> {
         loop {

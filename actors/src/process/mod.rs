@@ -120,6 +120,19 @@ impl SpawnSpec {
 pub struct ProcessGroup {
     child: Child,
     pgid: i32,
+    /// The group was killed and seen empty: nothing left to clean up on drop.
+    settled: bool,
+}
+
+impl Drop for ProcessGroup {
+    /// The last line of defence, for an owner dropped without its async cleanup (an
+    /// actor killed outright): SIGKILL whatever is left of the group. tokio reaps the
+    /// leader (`kill_on_drop`).
+    fn drop(&mut self) {
+        if !self.settled {
+            let _already_gone = signal_group(self.pgid, libc::SIGKILL);
+        }
+    }
 }
 
 impl ProcessGroup {
@@ -131,7 +144,11 @@ impl ProcessGroup {
             .id()
             .ok_or_else(|| io::Error::other("child exited before its pid was read"))?;
         let pgid = i32::try_from(pid).map_err(|_| io::Error::other("pid out of range"))?;
-        Ok(ProcessGroup { child, pgid })
+        Ok(ProcessGroup {
+            child,
+            pgid,
+            settled: false,
+        })
     }
 
     pub fn pgid(&self) -> i32 {
@@ -176,6 +193,7 @@ impl ProcessGroup {
             None => self.child.wait().await?,
         };
         settle(self.pgid, KILL_SETTLE).await;
+        self.settled = !group_alive(self.pgid);
         Ok(status)
     }
 }

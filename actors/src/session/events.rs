@@ -51,9 +51,6 @@ pub enum EventBody {
         cause: ExitCause,
         attempt: u32,
         delay_ms: u64,
-        /// The agent's last stderr lines, when it died.
-        #[serde(skip_serializing_if = "Vec::is_empty")]
-        stderr_tail: Vec<String>,
     },
     /// The session failed for good (meltdown, unrecoverable start error).
     Failed { reason: String },

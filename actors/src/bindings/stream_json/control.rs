@@ -175,6 +175,21 @@ impl StreamJsonMapper {
         }
     }
 
+    /// The `control_response` line declining any pending request (a permission denied,
+    /// or an ask nobody answered): the tool call is refused with `message`.
+    pub fn decline(&mut self, req_id: &str, message: &str) -> Result<String, ResponseError> {
+        let p = self
+            .pending
+            .remove(req_id)
+            .ok_or_else(|| ResponseError::UnknownRequest(req_id.to_owned()))?;
+        Ok(outbound::permission_response(
+            req_id,
+            Decision::Deny,
+            &p.input,
+            Some(message),
+        ))
+    }
+
     /// The `control_response` line for `cap.ask_user.answer`; `value` must be an
     /// object of question → label (or labels).
     pub fn respond_ask(&mut self, ask_id: &str, value: &Value) -> Result<String, ResponseError> {

@@ -1,0 +1,180 @@
+//! The fleet supervisor: a dynamic supervisor with one session per child.
+//!
+//! Sessions apply their own restart policies to their drivers; the fleet learns how
+//! each session ended (closed, failed with a meltdown, …) through supervision
+//! messages and reports it to whoever watches the fleet. `Shutdown` closes every
+//! session gracefully (their agents get end-of-input, then the group kill) and
+//! answers once all are gone, or after a deadline by stopping them outright.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
+use tokio::sync::mpsc;
+
+use crate::answerer::AnswererMsg;
+use crate::journal::JournalMsg;
+use crate::session::{Published, Session, SessionArgs, SessionMsg, SessionSpec};
+
+/// How long `Shutdown` waits for sessions to close before stopping them.
+pub const SHUTDOWN_DEADLINE: Duration = Duration::from_secs(10);
+
+pub struct Fleet;
+
+/// Start arguments of the fleet.
+pub struct FleetArgs {
+    pub name: String,
+    pub answerer: Option<ActorRef<AnswererMsg>>,
+    pub journal: Option<ActorRef<JournalMsg>>,
+    /// Where the fleet reports sessions ending.
+    pub events: Option<mpsc::Sender<FleetEvent>>,
+}
+
+/// What the fleet reports.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FleetEvent {
+    /// A session ended; `reason` is its stop reason (e.g. `session cap://f/a failed`).
+    SessionEnded {
+        urn: String,
+        reason: Option<String>,
+        /// The session actor itself crashed (a bug), as opposed to ending by itself.
+        crashed: bool,
+    },
+}
+
+pub enum FleetMsg {
+    /// Start a session.
+    Spawn {
+        spec: Box<SessionSpec>,
+        subscribers: Vec<mpsc::Sender<Published>>,
+        reply: RpcReplyPort<Result<ActorRef<SessionMsg>, String>>,
+    },
+    /// Close every session; reply when all are gone.
+    Shutdown(RpcReplyPort<()>),
+    /// Internal: the shutdown deadline passed.
+    ShutdownDeadline,
+}
+
+pub struct FleetState {
+    args: FleetArgs,
+    sessions: HashMap<ractor::ActorId, (String, ActorRef<SessionMsg>)>,
+    shutdown_replies: Vec<RpcReplyPort<()>>,
+}
+
+impl FleetState {
+    fn answer_shutdown_if_done(&mut self) {
+        if self.sessions.is_empty() {
+            for reply in self.shutdown_replies.drain(..) {
+                let _caller_gone = reply.send(());
+            }
+        }
+    }
+}
+
+/// `cap://<fleet>/<session>`: stable for the life of the orchestrator.
+pub fn urn(fleet: &str, session: &str) -> String {
+    format!("cap://{fleet}/{session}")
+}
+
+impl Actor for Fleet {
+    type Msg = FleetMsg;
+    type State = FleetState;
+    type Arguments = FleetArgs;
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<FleetMsg>,
+        args: FleetArgs,
+    ) -> Result<FleetState, ActorProcessingErr> {
+        Ok(FleetState {
+            args,
+            sessions: HashMap::new(),
+            shutdown_replies: Vec::new(),
+        })
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<FleetMsg>,
+        msg: FleetMsg,
+        st: &mut FleetState,
+    ) -> Result<(), ActorProcessingErr> {
+        match msg {
+            FleetMsg::Spawn {
+                spec,
+                mut subscribers,
+                reply,
+            } => {
+                if !st.shutdown_replies.is_empty() {
+                    let _caller_gone = reply.send(Err("the fleet is shutting down".into()));
+                    return Ok(());
+                }
+                if let Some(journal) = &st.args.journal {
+                    match ractor::call!(journal, JournalMsg::Subscribe) {
+                        Ok(tx) => subscribers.push(tx),
+                        Err(e) => tracing::error!("journal unavailable: {e}"),
+                    }
+                }
+                let urn = spec.urn().to_owned();
+                let args = SessionArgs {
+                    spec: *spec,
+                    subscribers,
+                    answerer: st.args.answerer.clone(),
+                };
+                let result = match Actor::spawn_linked(None, Session, args, myself.get_cell()).await {
+                    Ok((session, _join)) => {
+                        st.sessions
+                            .insert(session.get_id(), (urn, session.clone()));
+                        Ok(session)
+                    }
+                    Err(e) => Err(format!("{urn}: {e}")),
+                };
+                let _caller_gone = reply.send(result);
+            }
+            FleetMsg::Shutdown(reply) => {
+                st.shutdown_replies.push(reply);
+                for (_, session) in st.sessions.values() {
+                    let _gone = session.cast(SessionMsg::Close);
+                }
+                let _timer = myself.send_after(SHUTDOWN_DEADLINE, || FleetMsg::ShutdownDeadline);
+                st.answer_shutdown_if_done();
+            }
+            FleetMsg::ShutdownDeadline => {
+                for (urn, session) in st.sessions.values() {
+                    tracing::warn!(%urn, "session did not close in time; stopping it");
+                    session.stop(Some("fleet shutdown deadline".into()));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn handle_supervisor_evt(
+        &self,
+        _myself: ActorRef<FleetMsg>,
+        evt: SupervisionEvent,
+        st: &mut FleetState,
+    ) -> Result<(), ActorProcessingErr> {
+        let (id, reason, crashed) = match evt {
+            SupervisionEvent::ActorTerminated(cell, _, reason) => (cell.get_id(), reason, false),
+            SupervisionEvent::ActorFailed(cell, err) => (cell.get_id(), Some(err.to_string()), true),
+            _ => return Ok(()),
+        };
+        if let Some((urn, _)) = st.sessions.remove(&id) {
+            if crashed {
+                tracing::error!(%urn, ?reason, "session actor crashed");
+            }
+            if let Some(events) = &st.args.events {
+                let _watcher_gone = events
+                    .send(FleetEvent::SessionEnded {
+                        urn,
+                        reason,
+                        crashed,
+                    })
+                    .await;
+            }
+        }
+        st.answer_shutdown_if_done();
+        Ok(())
+    }
+}

@@ -1,0 +1,180 @@
+//! The root of the supervision tree and the handle the application holds.
+//!
+//! ```text
+//! root
+//! ├── journal     (when a path is given)
+//! ├── answerer
+//! └── fleet       one session per child, each supervising its driver
+//! ```
+//!
+//! Budget, router and telemetry slots join this tree with fleets and observability.
+//! A crashed answerer is restarted (it holds no state); a crashed journal is
+//! reported and the run continues; a crashed fleet stops the tree.
+
+use std::path::PathBuf;
+
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SpawnErr, SupervisionEvent};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use crate::answerer::{Answerer, AnswererArgs, AnswererMsg, HumanQuestion};
+use crate::fleet::{Fleet, FleetArgs, FleetEvent, FleetMsg};
+use crate::journal::{Journal, JournalMsg};
+use crate::session::{Published, SessionMsg, SessionSpec};
+
+pub struct Root;
+
+/// How to build the tree.
+pub struct RootArgs {
+    pub fleet_name: String,
+    /// Write the journal here (JSONL).
+    pub journal: Option<PathBuf>,
+    /// Where asks go when a human is attached (else they are answered fail-safe).
+    pub human: Option<mpsc::Sender<HumanQuestion>>,
+    /// Where the fleet reports sessions ending.
+    pub fleet_events: Option<mpsc::Sender<FleetEvent>>,
+}
+
+pub enum RootMsg {
+    Fleet(RpcReplyPort<ActorRef<FleetMsg>>),
+    /// Close every session, finish the journal; reply with the records it wrote.
+    Shutdown(RpcReplyPort<u64>),
+}
+
+pub struct RootState {
+    journal: Option<ActorRef<JournalMsg>>,
+    answerer: ActorRef<AnswererMsg>,
+    fleet: ActorRef<FleetMsg>,
+    human: Option<mpsc::Sender<HumanQuestion>>,
+}
+
+async fn spawn_answerer(
+    root: &ActorRef<RootMsg>,
+    human: Option<mpsc::Sender<HumanQuestion>>,
+) -> Result<ActorRef<AnswererMsg>, SpawnErr> {
+    let (a, _) =
+        Actor::spawn_linked(None, Answerer, AnswererArgs { human }, root.get_cell()).await?;
+    Ok(a)
+}
+
+impl Actor for Root {
+    type Msg = RootMsg;
+    type State = RootState;
+    type Arguments = RootArgs;
+
+    async fn pre_start(
+        &self,
+        myself: ActorRef<RootMsg>,
+        args: RootArgs,
+    ) -> Result<RootState, ActorProcessingErr> {
+        let journal = match args.journal {
+            Some(path) => Some(Actor::spawn_linked(None, Journal, path, myself.get_cell()).await?.0),
+            None => None,
+        };
+        let answerer = spawn_answerer(&myself, args.human.clone()).await?;
+        let fleet_args = FleetArgs {
+            name: args.fleet_name,
+            answerer: Some(answerer.clone()),
+            journal: journal.clone(),
+            events: args.fleet_events,
+        };
+        let (fleet, _) = Actor::spawn_linked(None, Fleet, fleet_args, myself.get_cell()).await?;
+        Ok(RootState {
+            journal,
+            answerer,
+            fleet,
+            human: args.human,
+        })
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<RootMsg>,
+        msg: RootMsg,
+        st: &mut RootState,
+    ) -> Result<(), ActorProcessingErr> {
+        match msg {
+            RootMsg::Fleet(reply) => {
+                let _caller_gone = reply.send(st.fleet.clone());
+            }
+            RootMsg::Shutdown(reply) => {
+                if let Err(e) = ractor::call!(st.fleet, FleetMsg::Shutdown) {
+                    tracing::error!("fleet shutdown: {e}");
+                }
+                let written = match &st.journal {
+                    Some(j) => ractor::call!(j, JournalMsg::Finish).unwrap_or(0),
+                    None => 0,
+                };
+                let _caller_gone = reply.send(written);
+                myself.stop(Some("shutdown".into()));
+            }
+        }
+        Ok(())
+    }
+
+    async fn handle_supervisor_evt(
+        &self,
+        myself: ActorRef<RootMsg>,
+        evt: SupervisionEvent,
+        st: &mut RootState,
+    ) -> Result<(), ActorProcessingErr> {
+        let SupervisionEvent::ActorFailed(cell, err) = evt else {
+            return Ok(());
+        };
+        if cell.get_id() == st.answerer.get_id() {
+            tracing::error!("answerer crashed ({err}); restarting it");
+            st.answerer = spawn_answerer(&myself, st.human.clone()).await?;
+        } else if st.journal.as_ref().is_some_and(|j| j.get_id() == cell.get_id()) {
+            tracing::error!("journal crashed ({err}); the run continues without it");
+            st.journal = None;
+        } else if cell.get_id() == st.fleet.get_id() {
+            return Err(format!("fleet supervisor crashed: {err}").into());
+        }
+        Ok(())
+    }
+}
+
+/// The application's handle on a running tree.
+pub struct Orchestrator {
+    root: ActorRef<RootMsg>,
+    fleet: ActorRef<FleetMsg>,
+    join: JoinHandle<()>,
+}
+
+impl Orchestrator {
+    pub async fn start(args: RootArgs) -> Result<Self, String> {
+        let (root, join) = Actor::spawn(None, Root, args)
+            .await
+            .map_err(|e| format!("cannot start the supervision tree: {e}"))?;
+        let fleet = ractor::call!(root, RootMsg::Fleet).map_err(|e| e.to_string())?;
+        Ok(Orchestrator { root, fleet, join })
+    }
+
+    pub fn fleet(&self) -> &ActorRef<FleetMsg> {
+        &self.fleet
+    }
+
+    /// Start one session under the fleet.
+    pub async fn spawn_session(
+        &self,
+        spec: SessionSpec,
+        subscribers: Vec<mpsc::Sender<Published>>,
+    ) -> Result<ActorRef<SessionMsg>, String> {
+        ractor::call!(self.fleet, |reply| FleetMsg::Spawn {
+            spec: Box::new(spec),
+            subscribers,
+            reply,
+        })
+        .map_err(|e| e.to_string())?
+    }
+
+    /// Close every session (their agents with them), finish the journal, stop the
+    /// tree. Returns the journal records written.
+    pub async fn shutdown(self) -> u64 {
+        let written = ractor::call!(self.root, RootMsg::Shutdown).unwrap_or(0);
+        if let Err(e) = self.join.await {
+            tracing::error!("the supervision tree ended abnormally: {e}");
+        }
+        written
+    }
+}

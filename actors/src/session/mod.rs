@@ -1,0 +1,156 @@
+//! The session actor: one logical conversation with one agent (spec §9), and the
+//! supervisor of that agent's driver.
+//!
+//! It sends the config first (as the driver's launch spec), waits for the driver's
+//! ready before the first prompt, runs turns (`ask` replies with a [`TurnResult`]),
+//! keeps the open asks and permission requests and routes them to the answerer,
+//! enforces the init and turn timeouts and `max_turns`, and publishes every event to
+//! its subscribers through bounded channels. When the driver dies, the session applies
+//! its [`RestartPolicy`]: respawn after the backoff, resume natively when the binding
+//! can, else re-issue the interrupted turn with the partial output kept (§10.6); past
+//! the window the session fails and stops with the reason (its supervisor, the fleet,
+//! gets that as a supervision message).
+
+mod actor;
+pub mod events;
+mod handlers;
+pub mod state;
+pub mod turn;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ractor::{ActorRef, RpcReplyPort};
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+pub use actor::Session;
+pub use events::{EventBody, SessionEvent, TurnOutcome};
+pub use state::SessionState;
+pub use turn::{TurnResult, UsageTotals};
+
+use crate::answerer::AnswererMsg;
+use crate::driver::sink::Credit;
+use crate::driver::{DriverOutput, LaunchSpec};
+use crate::protocol::{CancelScope, Decision};
+use crate::registry::Binding;
+use crate::supervision::RestartPolicy;
+
+/// Default turn timeout (tai's `CAP_TURN_TIMEOUT`).
+pub const DEFAULT_TURN_TIMEOUT: Duration = Duration::from_secs(600);
+/// How long a cancelled turn may take to end before its agent is killed.
+pub const DEFAULT_CANCEL_GRACE: Duration = Duration::from_secs(5);
+/// Capacity of each subscriber channel.
+pub const SUBSCRIBER_CAPACITY: usize = 1024;
+
+/// A published event, shared by every subscriber.
+pub type Published = Arc<SessionEvent>;
+
+/// Everything a session needs.
+#[derive(Debug, Clone)]
+pub struct SessionSpec {
+    /// The session's name inside its fleet.
+    pub name: String,
+    pub launch: LaunchSpec,
+    pub binding: Binding,
+    pub policy: RestartPolicy,
+    pub init_timeout: Duration,
+    pub turn_timeout: Duration,
+    pub cancel_grace: Duration,
+    pub max_turns: Option<u32>,
+}
+
+impl SessionSpec {
+    /// A spec with the defaults: transient restarts (3 within 60 s), the manifest's
+    /// init timeout, 600 s turns.
+    pub fn new(name: impl Into<String>, launch: LaunchSpec, binding: Binding) -> Self {
+        let init = Duration::from_secs(launch.manifest.startup.init_timeout_seconds);
+        SessionSpec {
+            name: name.into(),
+            launch,
+            binding,
+            policy: RestartPolicy::default(),
+            init_timeout: init,
+            turn_timeout: DEFAULT_TURN_TIMEOUT,
+            cancel_grace: DEFAULT_CANCEL_GRACE,
+            max_turns: None,
+        }
+    }
+
+    pub fn urn(&self) -> &str {
+        &self.launch.urn
+    }
+}
+
+/// Start arguments of a session.
+pub struct SessionArgs {
+    pub spec: SessionSpec,
+    pub subscribers: Vec<mpsc::Sender<Published>>,
+    pub answerer: Option<ActorRef<AnswererMsg>>,
+}
+
+/// Why a session could not run a turn.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SessionError {
+    #[error("a turn is already running")]
+    Busy,
+    #[error("max_turns ({max}) reached")]
+    MaxTurns { max: u32 },
+    #[error("the session is closed")]
+    Closed,
+    #[error("the session failed: {reason}")]
+    Failed { reason: String },
+}
+
+/// A snapshot of a session, for status views and tests.
+#[derive(Debug, Clone)]
+pub struct SessionSnapshot {
+    pub urn: Arc<str>,
+    pub state: SessionState,
+    pub turns: u32,
+    pub restarts: u64,
+    pub usage: UsageTotals,
+    pub resume_id: Option<String>,
+    pub open_requests: usize,
+}
+
+/// Messages of the session actor.
+pub enum SessionMsg {
+    /// Run one turn; the reply comes when it ends.
+    Ask {
+        prompt: String,
+        reply: RpcReplyPort<Result<TurnResult, SessionError>>,
+    },
+    /// Answer an open permission request (`rule` says who decided).
+    Permission {
+        req_id: String,
+        decision: Decision,
+        rule: String,
+    },
+    /// Answer an open ask; `None` declines it.
+    Answer {
+        ask_id: String,
+        value: Option<Value>,
+        rule: String,
+    },
+    /// Cancel the current turn, or the whole session.
+    Cancel { scope: CancelScope, reason: String },
+    /// End the session (the agent is shut down gracefully).
+    Close,
+    /// A snapshot of the session.
+    Snapshot(RpcReplyPort<SessionSnapshot>),
+    /// Outputs of the driver of `generation` (holds a flow-control credit).
+    Output {
+        generation: u64,
+        batch: Vec<DriverOutput>,
+        credit: Credit,
+    },
+    /// Internal: (re)spawn the driver.
+    StartDriver,
+    /// Internal: the driver of `generation` did not get ready in time.
+    InitTimeout { generation: u64 },
+    /// Internal: attempt `attempt` of turn `turn` ran past the turn timeout.
+    TurnTimeout { turn: u32, attempt: u32 },
+    /// Internal: the cancelled turn `turn` did not end within the grace.
+    CancelDeadline { turn: u32 },
+}
