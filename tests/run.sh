@@ -3,14 +3,43 @@
 # then runs every test. An interop test whose peer is missing fails; it never skips.
 #
 #   ./tests/run.sh            everything
-#   ./tests/run.sh sim_tui    extra arguments go to the test runner (a filter, say)
+#   ./tests/run.sh sim_tui    extra arguments go to the test runner (a filter, say);
+#                             a bare word naming a test file (tests/NAME.rs) selects
+#                             that test binary (it becomes `--test NAME`)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Third-party peers (pinned npm/PyPI agents) are installed here by later suites,
-# keyed by their pinned versions, and reused when present.
+# The pinned third-party peers the suite runs (names from tests/support/install_peers.sh --list).
+PEERS=(claude-code)
+
+die() { echo "tests/run.sh: $*" >&2; exit 1; }
+
+# Tools the interop tests need: python3 (the fake LLM, venv peers) and node/npm (npm peers).
+# (.ci/run installs them with apt-get on a fresh machine; tests/support/README.md lists versions.)
+command -v python3 >/dev/null \
+  || die "python3 not found: install Python >= 3.10 (Debian: apt-get install python3 python3-venv)"
+python3 -c 'import sys; sys.exit(sys.version_info < (3, 10))' \
+  || die "python3 >= 3.10 required, found $(python3 --version 2>&1)"
+command -v node >/dev/null \
+  || die "node not found: install Node.js >= 20 with npm (Debian: NodeSource nodejs 20)"
+node -e 'process.exit(parseInt(process.versions.node, 10) < 20 ? 1 : 0)' \
+  || die "node >= 20 required, found $(node --version)"
+command -v npm >/dev/null || die "npm not found: install npm (Debian: apt-get install npm)"
+
+# Third-party peers are installed here, keyed by their pinned versions, and reused when present.
 export CAPFLEET_PEERS_DIR="${CAPFLEET_PEERS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/capfleet/peers}"
 mkdir -p "$CAPFLEET_PEERS_DIR"
+echo "== peers (${CAPFLEET_PEERS_DIR})"
+for p in "${PEERS[@]}"; do
+  # install_peers.sh prints one line per peer: "<peer> <version> installed|cached <dir>".
+  tests/support/install_peers.sh "$p" || die "installing peer '$p' failed (see above)"
+done
+
+args=()
+for a in "$@"; do
+  if [[ $a =~ ^[A-Za-z0-9_]+$ ]] && [ -f "tests/$a.rs" ]; then args+=(--test "$a"); else args+=("$a"); fi
+done
+set -- ${args[@]+"${args[@]}"}
 
 if cargo nextest --version >/dev/null 2>&1; then
   # (The suite has no doctests; nextest does not run them.)

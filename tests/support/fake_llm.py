@@ -135,7 +135,7 @@ STATE: State  # set in main()
 
 def normalize_turn(turn) -> dict:
     if isinstance(turn, str):
-        return {"text": turn}
+        turn = {"text": turn}
     if not isinstance(turn, dict):
         raise ValueError(f"a turn must be an object or a string, got {type(turn).__name__}")
     t = dict(turn)

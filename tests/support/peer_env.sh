@@ -9,7 +9,11 @@
 #   capfleet_opencode_env PORT WORKDIR [HOME_DIR] # opencode (config in WORKDIR)
 #   capfleet_codex_env PORT WORKDIR [HOME_DIR]    # Codex CLI (CODEX_HOME)
 #
-#   tests/support/peer_env.sh claude PORT WORKDIR -- claude -p ...   # one-shot
+#   tests/support/peer_env.sh claude PORT WORKDIR [HOME_DIR] -- claude -p ...   # one-shot
+#
+# This file is the single source of truth for the peers' offline environment:
+# the Rust test helpers (tests/common/peers.rs, `claude_env`) run
+# `peer_env.sh claude PORT WORKDIR HOME_DIR -- env -0` and use what it prints.
 #
 # Each function makes HOME a throw-away directory (mktemp -d unless HOME_DIR is
 # given), seeds the peer's config there from tests/support/configs/ with
@@ -97,10 +101,12 @@ capfleet_codex_env() { # PORT WORKDIR [HOME_DIR]
 
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then
   set -euo pipefail
+  home_dir=
+  if [ $# -ge 5 ] && [ "$4" != "--" ] && [ "$5" = "--" ]; then home_dir=$4; set -- "$1" "$2" "$3" "${@:5}"; fi
   [ $# -ge 4 ] && [ "$4" = "--" ] || {
-    echo "usage: $0 claude|gemini|opencode|codex PORT WORKDIR -- COMMAND..." >&2; exit 2; }
+    echo "usage: $0 claude|gemini|opencode|codex PORT WORKDIR [HOME_DIR] -- COMMAND..." >&2; exit 2; }
   peer=$1 port=$2 cwd=$3; shift 4
-  "capfleet_${peer}_env" "$port" "$cwd"
+  "capfleet_${peer}_env" "$port" "$cwd" "$home_dir"
   cd "$cwd"
   exec "$@"
 fi

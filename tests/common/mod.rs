@@ -1,0 +1,34 @@
+//! Shared helpers for the root package's integration tests (`mod common;`).
+//!
+//! - [`fake_llm`]: the scripted fake LLM (`tests/support/fake_llm.py`) as a
+//!   RAII handle, plus a tiny blocking HTTP client.
+//! - [`peers`]: the pinned third-party peers (`tests/support/install_peers.sh`)
+//!   and their offline environment (`tests/support/peer_env.sh`).
+//! - [`procs`]: `/proc` walks for orphan checks (descendants, process groups,
+//!   env markers, RSS) and `wait_until`.
+//!
+//! Every test binary compiles this module on its own and uses only part of it.
+#![allow(dead_code, unused_imports)]
+
+pub mod fake_llm;
+pub mod peers;
+pub mod procs;
+
+pub use fake_llm::{FakeLlm, http};
+pub use peers::{claude_env, claude_env_in, peer, try_peer};
+pub use procs::{
+    EnvMarker, descendants, is_alive, kill_group, processes_in_group, processes_with_env_marker,
+    rss_kib, wait_until,
+};
+
+use std::path::PathBuf;
+
+/// The root package's directory (where `tests/` lives).
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `tests/support/<name>`.
+pub fn support(name: &str) -> PathBuf {
+    repo_root().join("tests/support").join(name)
+}
