@@ -1,18 +1,18 @@
 //! The application's view of agents: the registry configured from the environment
-//! and the shipped manifests, and the bindings this build drives.
+//! and the shipped manifests, the bindings this build drives, and how capfleet's own
+//! agents (the simulator) are started.
 
+use std::path::PathBuf;
+
+use capfleet_actors::manifest::Manifest;
 use capfleet_actors::registry::{Binding, Registry, RegistryConfig};
 
 use crate::shipped::SHIPPED;
 
-/// The bindings capfleet drives, in the spec's priority order. gRPC is left out: no
-/// agent we drive ships the `CapAgent` service, so selection falls through past it.
-pub const SUPPORTED_BINDINGS: &[Binding] = &[
-    Binding::StreamJson,
-    Binding::AcpStdio,
-    Binding::A2a,
-    Binding::Pty,
-];
+/// The bindings this build has drivers for, in the spec's priority order. Selection
+/// always falls through to PTY, whose driver arrives with the PTY issue; until then
+/// a PTY-only agent fails to start with `cap_binding_unavailable`.
+pub const SUPPORTED_BINDINGS: &[Binding] = &[Binding::StreamJson];
 
 /// The registry over the real places (`PATH`, `~/.config/cap/agents`, …) plus the
 /// manifests embedded in this binary.
@@ -22,4 +22,12 @@ pub fn registry() -> Registry {
         .map(|(name, src)| ((*name).to_owned(), (*src).to_owned()))
         .collect();
     Registry::new(RegistryConfig::from_env(shipped))
+}
+
+/// Agents whose binary is `capfleet` (the simulator, capfleet as an agent) run this
+/// very executable, whether or not a `capfleet` is on `PATH`.
+pub fn program_override(manifest: &Manifest) -> Option<PathBuf> {
+    (manifest.agent.binary == "capfleet")
+        .then(std::env::current_exe)
+        .and_then(Result::ok)
 }

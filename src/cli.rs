@@ -46,6 +46,8 @@ enum Command {
     /// Work with agent manifests (cap-agent.toml).
     #[command(subcommand)]
     Manifest(cmd::manifest::ManifestCommand),
+    /// Talk to one agent: a task once (`--task`) or a REPL; streams its answer.
+    Chat(Box<cmd::chat::ChatArgs>),
     /// Run the scripted simulator agent (stream-json or terminal UI).
     Sim(Box<sim::SimArgs>),
     /// Print a shell completion script: `capfleet completions bash > /etc/bash_completion.d/capfleet`.
@@ -63,6 +65,7 @@ pub fn main() -> ExitCode {
     match cli.command {
         Some(Command::Resolve(args)) => cmd::resolve::run(args, cli.color),
         Some(Command::Manifest(command)) => cmd::manifest::run(command, cli.color),
+        Some(Command::Chat(args)) => cmd::chat::run(*args, cli.color),
         Some(Command::Sim(args)) => sim::run(*args),
         Some(Command::Completions { shell }) => {
             clap_complete::generate(

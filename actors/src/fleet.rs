@@ -121,10 +121,10 @@ impl Actor for Fleet {
                     subscribers,
                     answerer: st.args.answerer.clone(),
                 };
-                let result = match Actor::spawn_linked(None, Session, args, myself.get_cell()).await {
+                let result = match Actor::spawn_linked(None, Session, args, myself.get_cell()).await
+                {
                     Ok((session, _join)) => {
-                        st.sessions
-                            .insert(session.get_id(), (urn, session.clone()));
+                        st.sessions.insert(session.get_id(), (urn, session.clone()));
                         Ok(session)
                     }
                     Err(e) => Err(format!("{urn}: {e}")),
@@ -157,7 +157,9 @@ impl Actor for Fleet {
     ) -> Result<(), ActorProcessingErr> {
         let (id, reason, crashed) = match evt {
             SupervisionEvent::ActorTerminated(cell, _, reason) => (cell.get_id(), reason, false),
-            SupervisionEvent::ActorFailed(cell, err) => (cell.get_id(), Some(err.to_string()), true),
+            SupervisionEvent::ActorFailed(cell, err) => {
+                (cell.get_id(), Some(err.to_string()), true)
+            }
             _ => return Ok(()),
         };
         if let Some((urn, _)) = st.sessions.remove(&id) {

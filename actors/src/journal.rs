@@ -112,7 +112,10 @@ impl JournalState {
 }
 
 /// Receive and append; every [`FLUSH_EVERY`] write out and sync what is new.
-async fn write_loop(file: std::fs::File, mut rx: mpsc::Receiver<Published>) -> std::io::Result<u64> {
+async fn write_loop(
+    file: std::fs::File,
+    mut rx: mpsc::Receiver<Published>,
+) -> std::io::Result<u64> {
     let sync_handle = file.try_clone()?;
     let mut out = std::io::BufWriter::with_capacity(256 << 10, file);
     let mut written = 0u64;

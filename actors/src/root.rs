@@ -68,7 +68,11 @@ impl Actor for Root {
         args: RootArgs,
     ) -> Result<RootState, ActorProcessingErr> {
         let journal = match args.journal {
-            Some(path) => Some(Actor::spawn_linked(None, Journal, path, myself.get_cell()).await?.0),
+            Some(path) => Some(
+                Actor::spawn_linked(None, Journal, path, myself.get_cell())
+                    .await?
+                    .0,
+            ),
             None => None,
         };
         let answerer = spawn_answerer(&myself, args.human.clone()).await?;
@@ -124,7 +128,11 @@ impl Actor for Root {
         if cell.get_id() == st.answerer.get_id() {
             tracing::error!("answerer crashed ({err}); restarting it");
             st.answerer = spawn_answerer(&myself, st.human.clone()).await?;
-        } else if st.journal.as_ref().is_some_and(|j| j.get_id() == cell.get_id()) {
+        } else if st
+            .journal
+            .as_ref()
+            .is_some_and(|j| j.get_id() == cell.get_id())
+        {
             tracing::error!("journal crashed ({err}); the run continues without it");
             st.journal = None;
         } else if cell.get_id() == st.fleet.get_id() {

@@ -1,4 +1,5 @@
 //! One module per CLI verb.
 
+pub mod chat;
 pub mod manifest;
 pub mod resolve;

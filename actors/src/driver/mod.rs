@@ -32,7 +32,10 @@ pub enum DriverMsg {
         message: Option<String>,
     },
     /// Answer an open `cap.ask_user`; `None` declines it.
-    Answer { ask_id: String, value: Option<Value> },
+    Answer {
+        ask_id: String,
+        value: Option<Value>,
+    },
     /// Cancel the current turn the binding's native way (the session falls back to
     /// [`DriverMsg::Kill`] when that does not end the turn in time).
     Interrupt,

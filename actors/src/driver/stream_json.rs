@@ -136,7 +136,10 @@ impl Actor for StreamJsonDriver {
         let stderr = child.stderr.take();
         let (stderr, _drain) = match stderr {
             Some(err) => StderrRing::spawn(err, RingConfig::default()),
-            None => (StderrRing::new(RingConfig::default()), tokio::spawn(async { Ok(()) })),
+            None => (
+                StderrRing::new(RingConfig::default()),
+                tokio::spawn(async { Ok(()) }),
+            ),
         };
         tracing::info!(urn = %launch.urn, pgid = group.pgid(), argv = ?argv, "agent spawned");
 
@@ -191,7 +194,8 @@ impl Actor for StreamJsonDriver {
                 decision,
                 message,
             } => {
-                let line = lock(&st.mapper).respond_permission(&req_id, decision, message.as_deref());
+                let line =
+                    lock(&st.mapper).respond_permission(&req_id, decision, message.as_deref());
                 st.write_or_report(line).await;
             }
             DriverMsg::Answer { ask_id, value } => {
@@ -214,7 +218,10 @@ impl Actor for StreamJsonDriver {
             DriverMsg::Shutdown => {
                 st.shutting_down = true;
                 st.stdin = None; // EOF: a stream-json agent exits when its input ends.
-                if tokio::time::timeout(SHUTDOWN_WAIT, st.group.wait()).await.is_err() {
+                if tokio::time::timeout(SHUTDOWN_WAIT, st.group.wait())
+                    .await
+                    .is_err()
+                {
                     tracing::warn!(urn = %st.urn, "agent ignored end of input; killing its group");
                 }
                 let _status = st.group.kill(DEFAULT_GRACE).await;
@@ -282,7 +289,11 @@ impl DriverState {
         match line {
             Ok(line) => self.write(&line).await,
             Err(e) => {
-                let event = CapEvent::error(ErrorKind::Other("invalid_answer".into()), e.to_string(), false);
+                let event = CapEvent::error(
+                    ErrorKind::Other("invalid_answer".into()),
+                    e.to_string(),
+                    false,
+                );
                 self.sink.send_one(DriverOutput::Event(event)).await;
             }
         }
@@ -387,7 +398,10 @@ fn convert(wire: &mut Vec<Output>, batch: &mut Vec<DriverOutput>) {
             Output::ControlAck(ack) => {
                 tracing::debug!(request = %ack.request_id, "agent acknowledged a control request")
             }
-            Output::UnsupportedControlRequest { request_id, subtype } => {
+            Output::UnsupportedControlRequest {
+                request_id,
+                subtype,
+            } => {
                 tracing::warn!(%request_id, %subtype, "unsupported control request from the agent");
             }
         }

@@ -37,7 +37,7 @@ impl Actor for Session {
             cap.binding = spec.binding.as_str(),
             gen_ai.agent.name = %spec.launch.manifest.agent.name,
         );
-        let tracker = RestartTracker::new(spec.policy.clone());
+        let tracker = RestartTracker::new(spec.policy);
         let _started = myself.cast(SessionMsg::StartDriver);
         Ok(Core {
             launch: Arc::new(spec.launch.clone()),

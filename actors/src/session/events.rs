@@ -36,7 +36,10 @@ pub enum EventBody {
     /// A CAP core event from (or to) the agent.
     Cap { event: CapEvent },
     /// The session moved between lifecycle states (spec §9).
-    State { from: SessionState, to: SessionState },
+    State {
+        from: SessionState,
+        to: SessionState,
+    },
     /// A turn started.
     TurnStarted { prompt_bytes: usize, attempt: u32 },
     /// A turn ended.

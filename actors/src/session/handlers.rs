@@ -14,7 +14,7 @@ use super::{Published, SessionError, SessionMsg, SessionSnapshot, SessionSpec, S
 use crate::answerer::{AnswererMsg, OpenRequest};
 use crate::driver::stream_json::{DriverArgs, StreamJsonDriver};
 use crate::driver::{DriverMsg, DriverOutput, ExitCause, LaunchSpec, OutputSink};
-use crate::protocol::{CapEvent, CapCode, Decision, ErrorKind, HasMeta, StopReason};
+use crate::protocol::{CapCode, CapEvent, Decision, ErrorKind, HasMeta, StopReason};
 use crate::registry::Binding;
 use crate::supervision::{Decision as Restart, RestartTracker};
 
@@ -132,10 +132,15 @@ impl Core {
                 });
             }
             // A spawn failure (bad argv, missing binary) counts as a crash.
-            Err(e) => Box::pin(self.on_driver_exit(myself, ExitCause::DriverError {
-                message: e.to_string(),
-            }))
-            .await,
+            Err(e) => {
+                Box::pin(self.on_driver_exit(
+                    myself,
+                    ExitCause::DriverError {
+                        message: e.to_string(),
+                    },
+                ))
+                .await
+            }
         }
     }
 
@@ -154,7 +159,8 @@ impl Core {
         }
         if std::mem::take(&mut self.kill_expected) {
             // We killed it to end a cancelled turn: that turn is over, a fresh agent follows.
-            self.end_turn(TurnOutcome::Cancelled, StopReason::Cancelled).await;
+            self.end_turn(TurnOutcome::Cancelled, StopReason::Cancelled)
+                .await;
             self.set_state(SessionState::Starting).await;
             let _go = myself.cast(SessionMsg::StartDriver);
             return;
@@ -211,7 +217,12 @@ impl Core {
 
     // ---- turns --------------------------------------------------------------------
 
-    pub(super) async fn ask(&mut self, myself: &ActorRef<SessionMsg>, prompt: String, reply: Reply) {
+    pub(super) async fn ask(
+        &mut self,
+        myself: &ActorRef<SessionMsg>,
+        prompt: String,
+        reply: Reply,
+    ) {
         let refuse = match self.state {
             SessionState::Failed => Some(SessionError::Failed {
                 reason: self.stop_reason(),
@@ -335,8 +346,8 @@ impl Core {
         if let Some(d) = &self.driver {
             let _gone = d.cast(DriverMsg::Interrupt);
         }
-        let _timer = myself.send_after(self.spec.cancel_grace, move || SessionMsg::CancelDeadline {
-            turn: id,
+        let _timer = myself.send_after(self.spec.cancel_grace, move || {
+            SessionMsg::CancelDeadline { turn: id }
         });
     }
 
@@ -440,7 +451,12 @@ impl Core {
 
     // ---- answers ------------------------------------------------------------------
 
-    pub(super) async fn answer_permission(&mut self, req_id: String, decision: Decision, rule: String) {
+    pub(super) async fn answer_permission(
+        &mut self,
+        req_id: String,
+        decision: Decision,
+        rule: String,
+    ) {
         if !matches!(self.open.get(&req_id), Some(OpenRequest::Permission { .. })) {
             self.reject_answer(&req_id).await;
             return;

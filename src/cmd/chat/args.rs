@@ -1,0 +1,151 @@
+//! `capfleet chat` arguments and the session spec they describe.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use capfleet_actors::driver::LaunchSpec;
+use capfleet_actors::fleet::urn;
+use capfleet_actors::protocol::{PermissionMode, SessionConfig};
+use capfleet_actors::registry::select_binding;
+use capfleet_actors::session::SessionSpec;
+use capfleet_actors::supervision::{Restart, RestartPolicy};
+
+use crate::agents::{SUPPORTED_BINDINGS, program_override, registry};
+
+#[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Examples:
+  capfleet chat sim --task 'hello'                 one turn with the simulator, then exit
+  capfleet chat sim --script config/sim/flaky.toml  the simulator following a script
+  capfleet chat claude-code                        a REPL with Claude Code (stdin a terminal)
+  echo 'fix the tests' | capfleet chat sim --json  every CAP event as NDJSON
+
+Permission requests are asked at the terminal; with no terminal they are denied
+(fail-safe) and the denial is recorded. Ctrl-C cancels the turn; again, ends the session.
+
+Exit codes: 0 the last turn completed, 1 it failed (or the session did), 2 bad usage,
+130 interrupted.")]
+pub struct ChatArgs {
+    /// The agent: a registry name (see `capfleet resolve`) or a manifest path.
+    pub agent: String,
+    /// Run this task (repeatable: one turn each) and exit, instead of a REPL.
+    #[arg(long, short = 't')]
+    pub task: Vec<String>,
+    /// Print every event as NDJSON (session events wrapping CAP events) instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Also print the agent's thoughts.
+    #[arg(long)]
+    pub show_thoughts: bool,
+    /// The agent's working directory (default: the current directory).
+    #[arg(long)]
+    pub cwd: Option<PathBuf>,
+    /// The model to ask the agent for.
+    #[arg(long)]
+    pub model: Option<String>,
+    /// none | confirm | interactive (how the agent asks for permissions).
+    #[arg(long, value_parser = parse_mode)]
+    pub permission_mode: Option<PermissionMode>,
+    /// Replace the manifest's command line (e.g. an ACP server's argv).
+    #[arg(long, num_args = 1.., allow_hyphen_values = true, value_name = "ARG")]
+    pub argv: Option<Vec<String>>,
+    /// Restart policy when the agent dies: permanent | transient | temporary.
+    #[arg(long, value_parser = parse_restart, default_value = "transient")]
+    pub restart: Restart,
+    /// Restarts allowed within the window before the session fails.
+    #[arg(long, default_value_t = 3)]
+    pub max_restarts: u32,
+    /// The restart window, in seconds.
+    #[arg(long, default_value_t = 60.0)]
+    pub restart_window_s: f64,
+    /// Seconds a turn may take before the agent counts as hung (killed, restarted).
+    #[arg(long, default_value_t = 600.0)]
+    pub turn_timeout_s: f64,
+    /// Turns allowed in this session.
+    #[arg(long)]
+    pub max_turns: Option<u32>,
+    /// Append every event to this JSONL journal.
+    #[arg(long)]
+    pub journal: Option<PathBuf>,
+    /// Simulator script (sets CAPFLEET_SIM_SCRIPT for the agent).
+    #[arg(long)]
+    pub script: Option<PathBuf>,
+    /// Extra environment for the agent, KEY=VALUE (repeatable).
+    #[arg(long, value_parser = parse_env)]
+    pub env: Vec<(String, String)>,
+}
+
+fn parse_mode(s: &str) -> Result<PermissionMode, String> {
+    PermissionMode::parse(s)
+        .ok_or_else(|| format!("expected none | confirm | interactive, got {s:?}"))
+}
+
+fn parse_restart(s: &str) -> Result<Restart, String> {
+    match s {
+        "permanent" => Ok(Restart::Permanent),
+        "transient" => Ok(Restart::Transient),
+        "temporary" => Ok(Restart::Temporary),
+        _ => Err(format!(
+            "expected permanent | transient | temporary, got {s:?}"
+        )),
+    }
+}
+
+fn parse_env(s: &str) -> Result<(String, String), String> {
+    s.split_once('=')
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .filter(|(k, _)| !k.is_empty())
+        .ok_or_else(|| format!("expected KEY=VALUE, got {s:?}"))
+}
+
+fn seconds(what: &str, s: f64) -> Result<Duration, String> {
+    Duration::try_from_secs_f64(s).map_err(|_| format!("{what}: {s} is not a duration in seconds"))
+}
+
+impl ChatArgs {
+    /// Resolve the agent and build the session spec.
+    pub async fn session_spec(&self) -> Result<SessionSpec, String> {
+        let resolved = registry()
+            .resolve(&self.agent)
+            .await
+            .map_err(|e| e.to_string())?;
+        let manifest = Arc::new(resolved.manifest);
+        let binding = select_binding(&manifest, SUPPORTED_BINDINGS).binding;
+        let cwd = match &self.cwd {
+            Some(dir) => dir.clone(),
+            None => std::env::current_dir().map_err(|e| format!("current directory: {e}"))?,
+        };
+        let cwd =
+            std::fs::canonicalize(&cwd).map_err(|e| format!("--cwd {}: {e}", cwd.display()))?;
+        let mut config = SessionConfig::new(cwd.display().to_string());
+        if let Some(model) = &self.model {
+            config = config.with_model(model.clone());
+        }
+        if let Some(mode) = self.permission_mode {
+            config = config.with_permission_mode(mode);
+        }
+        let name = manifest.agent.name.clone();
+        let mut launch = LaunchSpec::new(urn("chat", &name), manifest.clone(), config);
+        launch.argv = self.argv.clone();
+        launch.program = program_override(&manifest);
+        launch.env = self.env.clone();
+        if let Some(script) = &self.script {
+            let script = std::fs::canonicalize(script)
+                .map_err(|e| format!("--script {}: {e}", script.display()))?;
+            launch
+                .env
+                .push(("CAPFLEET_SIM_SCRIPT".into(), script.display().to_string()));
+        }
+        let mut spec = SessionSpec::new(name, launch, binding);
+        spec.policy = RestartPolicy {
+            restart: self.restart,
+            max_restarts: self.max_restarts,
+            window: seconds("--restart-window-s", self.restart_window_s)?,
+            ..RestartPolicy::default()
+        };
+        spec.turn_timeout = seconds("--turn-timeout-s", self.turn_timeout_s)?;
+        spec.max_turns = self.max_turns;
+        Ok(spec)
+    }
+}

@@ -1,0 +1,197 @@
+//! `capfleet chat <agent>`: one session with one agent, a task given once or a REPL.
+//!
+//! The session runs under the full supervision tree (root, answerer, fleet, session,
+//! driver), so a crashing agent is restarted per policy exactly as in a fleet. The
+//! terminal shows the assistant's text as it streams, tool calls, restarts and
+//! errors; permission requests are asked of the human when stdin is a terminal, and
+//! denied (fail-safe, recorded as an event) when it is not. Ctrl-C cancels the turn;
+//! a second Ctrl-C ends the session.
+
+mod args;
+mod human;
+mod render;
+
+use std::io::IsTerminal;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use capfleet_actors::protocol::CancelScope;
+use capfleet_actors::root::{Orchestrator, RootArgs};
+use capfleet_actors::session::{
+    Published, SUBSCRIBER_CAPACITY, SessionError, SessionMsg, TurnOutcome, TurnResult, UsageTotals,
+};
+use ractor::ActorRef;
+use tokio::sync::{mpsc, oneshot};
+
+pub use args::ChatArgs;
+
+use crate::style::{ColorChoice, Style};
+
+/// Exit codes.
+const EXIT_FAILED: u8 = 1;
+const EXIT_USAGE: u8 = 2;
+const EXIT_INTERRUPTED: u8 = 130;
+
+pub fn run(args: ChatArgs, color: ColorChoice) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("capfleet: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(chat(args, color))
+}
+
+async fn chat(args: ChatArgs, color: ColorChoice) -> ExitCode {
+    let err_style = Style::for_stderr(color);
+    let spec = match args.session_spec().await {
+        Ok(spec) => spec,
+        Err(e) => {
+            eprintln!("{} {e}", err_style.err("error:"));
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    let interactive = std::io::stdin().is_terminal();
+    let (human_tx, human_rx) = mpsc::channel(16);
+    let orchestrator = match Orchestrator::start(RootArgs {
+        fleet_name: "chat".into(),
+        journal: args.journal.clone(),
+        human: interactive.then_some(human_tx),
+        fleet_events: None,
+    })
+    .await
+    {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("{} {e}", err_style.err("error:"));
+            return ExitCode::FAILURE;
+        }
+    };
+    let (events_tx, events_rx) = mpsc::channel::<Published>(SUBSCRIBER_CAPACITY);
+    let session = match orchestrator.spawn_session(spec, vec![events_tx]).await {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("{} {e}", err_style.err("error:"));
+            orchestrator.shutdown().await;
+            return ExitCode::FAILURE;
+        }
+    };
+    let printer = tokio::spawn(render::print_events(
+        events_rx,
+        render::Mode::new(args.json, args.show_thoughts, Style::for_stdout(color)),
+    ));
+    let input = human::Input::spawn(interactive, human_rx, err_style);
+
+    let code = drive(&args, &session, input, err_style).await;
+
+    let _journal_records = orchestrator.shutdown().await;
+    let totals = printer.await.unwrap_or_default();
+    if !args.json {
+        render::summary(&totals, err_style);
+    }
+    code
+}
+
+/// The conversation loop: tasks in, turns out, Ctrl-C handled.
+async fn drive(
+    args: &ChatArgs,
+    session: &ActorRef<SessionMsg>,
+    mut input: human::Input,
+    style: Style,
+) -> ExitCode {
+    let mut tasks: std::collections::VecDeque<String> = args.task.iter().cloned().collect();
+    let once = !tasks.is_empty() || !input.interactive();
+    if tasks.is_empty() && !input.interactive() {
+        match input.read_all().await {
+            Some(text) if !text.trim().is_empty() => tasks.push_back(text),
+            _ => {
+                eprintln!(
+                    "{} no task: pass --task, pipe one on stdin, or run in a terminal for a REPL",
+                    style.err("error:")
+                );
+                return ExitCode::from(EXIT_USAGE);
+            }
+        }
+    }
+    let mut last: Option<TurnOutcome> = None;
+    loop {
+        let prompt = match tasks.pop_front() {
+            Some(t) => t,
+            None if once => break,
+            None => match input.prompt_line().await {
+                Some(line) if line.trim().is_empty() => continue,
+                Some(line) => line,
+                None => break, // Ctrl-D
+            },
+        };
+        match run_turn(session, prompt, &mut input).await {
+            TurnEnd::Done(Ok(result)) => last = Some(result.outcome),
+            TurnEnd::Done(Err(e)) => {
+                eprintln!("{} {e}", style.err("error:"));
+                return ExitCode::from(EXIT_FAILED);
+            }
+            TurnEnd::Quit => return ExitCode::from(EXIT_INTERRUPTED),
+        }
+    }
+    match last {
+        Some(TurnOutcome::Completed) | None => ExitCode::SUCCESS,
+        Some(TurnOutcome::Cancelled) => ExitCode::from(EXIT_INTERRUPTED),
+        Some(TurnOutcome::Failed) => ExitCode::from(EXIT_FAILED),
+    }
+}
+
+enum TurnEnd {
+    Done(Result<TurnResult, SessionError>),
+    /// A second Ctrl-C: end the session now.
+    Quit,
+}
+
+async fn run_turn(
+    session: &ActorRef<SessionMsg>,
+    prompt: String,
+    input: &mut human::Input,
+) -> TurnEnd {
+    let (tx, mut rx) = oneshot::channel();
+    let target = session.clone();
+    tokio::spawn(async move {
+        let asked = target.call(|reply| SessionMsg::Ask { prompt, reply }, None);
+        let result = match asked.await {
+            Ok(ractor::rpc::CallResult::Success(r)) => r,
+            Ok(_) | Err(_) => Err(SessionError::Closed),
+        };
+        let _chat_gone = tx.send(result);
+    });
+    let mut interrupts = 0;
+    loop {
+        tokio::select! {
+            result = &mut rx => return TurnEnd::Done(result.unwrap_or(Err(SessionError::Closed))),
+            _ = tokio::signal::ctrl_c() => {
+                interrupts += 1;
+                if interrupts >= 2 {
+                    return TurnEnd::Quit;
+                }
+                eprintln!("\n^C cancelling the turn (Ctrl-C again ends the session)");
+                let _gone = session.cast(SessionMsg::Cancel {
+                    scope: CancelScope::CurrentTurn,
+                    reason: "user interrupt".into(),
+                });
+            }
+            Some(q) = input.next_question() => input.ask_human(q).await,
+        }
+    }
+}
+
+/// Totals the printer gathered, for the closing summary.
+#[derive(Debug, Default, Clone)]
+pub struct Totals {
+    pub usage: UsageTotals,
+    pub turns: u32,
+    pub restarts: u32,
+    pub events: u64,
+    pub urn: Option<Arc<str>>,
+}
