@@ -10,6 +10,7 @@
 
 pub mod lines;
 pub mod stderr_ring;
+pub mod sweep;
 
 use std::ffi::{OsStr, OsString};
 use std::io;
