@@ -1,8 +1,10 @@
 //! The answerer actor: every open `cap.ask_user` and `cap.permission.request` of every
-//! session comes here. A human, when one is attached, decides; with nobody to ask the
-//! answer is fail-safe (deny the permission, decline the ask), and the rule that
-//! decided travels with the answer into the event stream. (Policy lists and
-//! `max_risk` arrive with fleets; a research agent later still.)
+//! session comes here. Policy first — the deny list, then the allow list, then
+//! `max_risk` (a `high` risk is never approved unless `max_risk = high` says so, spec
+//! §7.6) — then a human when one is attached; with nobody to ask, the answer is
+//! fail-safe (deny the permission, decline the ask). The rule that decided travels with
+//! the answer into the event stream and the journal. (A research agent that answers
+//! asks is a later seam: it would sit between the policy and the human.)
 
 use std::sync::Arc;
 
@@ -17,6 +19,43 @@ use crate::session::SessionMsg;
 pub const RULE_NO_HUMAN: &str = "no_human_fail_safe";
 /// The rule name recorded for a human's answer.
 pub const RULE_HUMAN: &str = "human";
+/// The rule names recorded for policy decisions.
+pub const RULE_DENY_LIST: &str = "deny_tools";
+pub const RULE_ALLOW_LIST: &str = "allow_tools";
+pub const RULE_MAX_RISK: &str = "max_risk";
+
+/// The automatic part of answering: tool lists and a risk ceiling.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Policy {
+    /// Tools always denied (`*`: every tool). The deny list wins over everything.
+    pub deny_tools: Vec<String>,
+    /// Tools approved without asking (a `high` risk still needs `max_risk = high`).
+    pub allow_tools: Vec<String>,
+    /// Approve any tool up to this risk without asking.
+    pub max_risk: Option<RiskLevel>,
+}
+
+impl Policy {
+    /// The policy's decision on a permission request, with its rule; `None` when
+    /// the policy does not decide (a human or the fail-safe does).
+    pub fn decide(&self, tool: &str, risk: RiskLevel) -> Option<(Decision, &'static str)> {
+        let listed = |list: &[String]| list.iter().any(|t| t == tool || t == "*");
+        if listed(&self.deny_tools) {
+            return Some((Decision::Deny, RULE_DENY_LIST));
+        }
+        let high_allowed = self.max_risk == Some(RiskLevel::High);
+        if risk == RiskLevel::High && !high_allowed {
+            return None;
+        }
+        if listed(&self.allow_tools) {
+            return Some((Decision::AllowOnce, RULE_ALLOW_LIST));
+        }
+        match self.max_risk {
+            Some(max) if risk.rank() <= max.rank() => Some((Decision::AllowOnce, RULE_MAX_RISK)),
+            _ => None,
+        }
+    }
+}
 
 /// A request waiting for an answer.
 #[derive(Debug, Clone, PartialEq)]
@@ -63,8 +102,9 @@ pub enum AnswererMsg {
 
 pub struct Answerer;
 
-/// Start arguments: where human questions go, if a human is attached.
+/// Start arguments: the policy, and where human questions go if a human is attached.
 pub struct AnswererArgs {
+    pub policy: Policy,
     pub human: Option<mpsc::Sender<HumanQuestion>>,
 }
 
@@ -92,6 +132,19 @@ impl Actor for Answerer {
             session,
             request,
         } = msg;
+        if let OpenRequest::Permission {
+            req_id, tool, risk, ..
+        } = &request
+            && let Some((decision, rule)) = st.policy.decide(tool, *risk)
+        {
+            tracing::info!(%urn, %tool, %risk, %decision, rule, "permission decided by policy");
+            let _session_gone = session.cast(SessionMsg::Permission {
+                req_id: req_id.clone(),
+                decision,
+                rule: rule.into(),
+            });
+            return Ok(());
+        }
         if let Some(human) = &st.human {
             let q = HumanQuestion {
                 urn,
@@ -122,5 +175,58 @@ pub fn fail_safe(request: &OpenRequest) -> SessionMsg {
             value: None,
             rule: RULE_NO_HUMAN.into(),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy(deny: &[&str], allow: &[&str], max: Option<RiskLevel>) -> Policy {
+        Policy {
+            deny_tools: deny.iter().map(|s| s.to_string()).collect(),
+            allow_tools: allow.iter().map(|s| s.to_string()).collect(),
+            max_risk: max,
+        }
+    }
+
+    #[test]
+    fn deny_list_beats_allow_list() {
+        let p = policy(&["Bash"], &["Bash"], Some(RiskLevel::High));
+        assert_eq!(
+            p.decide("Bash", RiskLevel::Low),
+            Some((Decision::Deny, RULE_DENY_LIST))
+        );
+        let all = policy(&["*"], &["Read"], None);
+        assert_eq!(
+            all.decide("Read", RiskLevel::Low),
+            Some((Decision::Deny, RULE_DENY_LIST))
+        );
+    }
+
+    #[test]
+    fn high_risk_needs_an_explicit_max_risk_high() {
+        let p = policy(&[], &["Bash"], Some(RiskLevel::Medium));
+        assert_eq!(p.decide("Bash", RiskLevel::High), None);
+        assert_eq!(
+            p.decide("Bash", RiskLevel::Medium),
+            Some((Decision::AllowOnce, RULE_ALLOW_LIST))
+        );
+        let high = policy(&[], &[], Some(RiskLevel::High));
+        assert_eq!(
+            high.decide("Bash", RiskLevel::High),
+            Some((Decision::AllowOnce, RULE_MAX_RISK))
+        );
+    }
+
+    #[test]
+    fn max_risk_approves_up_to_its_level_only() {
+        let p = policy(&[], &[], Some(RiskLevel::Low));
+        assert_eq!(
+            p.decide("Read", RiskLevel::Low),
+            Some((Decision::AllowOnce, RULE_MAX_RISK))
+        );
+        assert_eq!(p.decide("Edit", RiskLevel::Medium), None);
+        assert_eq!(Policy::default().decide("Read", RiskLevel::Low), None);
     }
 }

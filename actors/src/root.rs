@@ -17,7 +17,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SpawnErr, Superv
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use crate::answerer::{Answerer, AnswererArgs, AnswererMsg, HumanQuestion};
+use crate::answerer::{Answerer, AnswererArgs, AnswererMsg, HumanQuestion, Policy};
 use crate::fleet::{Fleet, FleetArgs, FleetEvent, FleetMsg};
 use crate::journal::{Journal, JournalMsg};
 use crate::session::{Published, SessionMsg, SessionSpec};
@@ -29,6 +29,8 @@ pub struct RootArgs {
     pub fleet_name: String,
     /// Write the journal here (JSONL).
     pub journal: Option<PathBuf>,
+    /// How permissions are decided before anyone is asked.
+    pub policy: Policy,
     /// Where asks go when a human is attached (else they are answered fail-safe).
     pub human: Option<mpsc::Sender<HumanQuestion>>,
     /// Where the fleet reports sessions ending.
@@ -46,14 +48,16 @@ pub struct RootState {
     answerer: ActorRef<AnswererMsg>,
     fleet: ActorRef<FleetMsg>,
     human: Option<mpsc::Sender<HumanQuestion>>,
+    policy: Policy,
 }
 
 async fn spawn_answerer(
     root: &ActorRef<RootMsg>,
+    policy: Policy,
     human: Option<mpsc::Sender<HumanQuestion>>,
 ) -> Result<ActorRef<AnswererMsg>, SpawnErr> {
-    let (a, _) =
-        Actor::spawn_linked(None, Answerer, AnswererArgs { human }, root.get_cell()).await?;
+    let args = AnswererArgs { policy, human };
+    let (a, _) = Actor::spawn_linked(None, Answerer, args, root.get_cell()).await?;
     Ok(a)
 }
 
@@ -75,7 +79,7 @@ impl Actor for Root {
             ),
             None => None,
         };
-        let answerer = spawn_answerer(&myself, args.human.clone()).await?;
+        let answerer = spawn_answerer(&myself, args.policy.clone(), args.human.clone()).await?;
         let fleet_args = FleetArgs {
             name: args.fleet_name,
             answerer: Some(answerer.clone()),
@@ -88,6 +92,7 @@ impl Actor for Root {
             answerer,
             fleet,
             human: args.human,
+            policy: args.policy,
         })
     }
 
@@ -127,7 +132,7 @@ impl Actor for Root {
         };
         if cell.get_id() == st.answerer.get_id() {
             tracing::error!("answerer crashed ({err}); restarting it");
-            st.answerer = spawn_answerer(&myself, st.human.clone()).await?;
+            st.answerer = spawn_answerer(&myself, st.policy.clone(), st.human.clone()).await?;
         } else if st
             .journal
             .as_ref()

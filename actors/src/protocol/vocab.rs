@@ -106,6 +106,17 @@ vocab! {
     }
 }
 
+impl RiskLevel {
+    /// Order of severity: low < medium < high.
+    pub fn rank(self) -> u8 {
+        match self {
+            RiskLevel::Low => 0,
+            RiskLevel::Medium => 1,
+            RiskLevel::High => 2,
+        }
+    }
+}
+
 vocab! {
     /// `cap.permission.response.decision` (§7.6).
     pub enum Decision {

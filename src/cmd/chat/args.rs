@@ -4,9 +4,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use capfleet_actors::answerer::Policy;
 use capfleet_actors::driver::LaunchSpec;
 use capfleet_actors::fleet::urn;
-use capfleet_actors::protocol::{PermissionMode, SessionConfig};
+use capfleet_actors::protocol::{PermissionMode, RiskLevel, SessionConfig};
 use capfleet_actors::registry::select_binding;
 use capfleet_actors::session::SessionSpec;
 use capfleet_actors::supervision::{Restart, RestartPolicy};
@@ -21,8 +22,9 @@ Examples:
   capfleet chat claude-code                        a REPL with Claude Code (stdin a terminal)
   echo 'fix the tests' | capfleet chat sim --json  every CAP event as NDJSON
 
-Permission requests are asked at the terminal; with no terminal they are denied
-(fail-safe) and the denial is recorded. Ctrl-C cancels the turn; again, ends the session.
+Permission requests: --deny-tool, then --allow-tool, then --max-risk decide first;
+what they leave open is asked at the terminal, or, with no terminal, denied
+(fail-safe). Every decision is recorded with the rule that made it. Ctrl-C cancels the turn; again, ends the session.
 
 Exit codes: 0 the last turn completed, 1 it failed (or the session did), 2 bad usage,
 130 interrupted.")]
@@ -65,6 +67,17 @@ pub struct ChatArgs {
     /// Turns allowed in this session.
     #[arg(long)]
     pub max_turns: Option<u32>,
+    /// Approve this tool's permission requests without asking (repeatable; a high
+    /// risk still needs `--max-risk high`).
+    #[arg(long = "allow-tool", value_name = "TOOL")]
+    pub allow_tools: Vec<String>,
+    /// Deny this tool's permission requests (repeatable; `*` = every tool). Wins
+    /// over everything else.
+    #[arg(long = "deny-tool", value_name = "TOOL")]
+    pub deny_tools: Vec<String>,
+    /// Approve any permission request up to this risk: low | medium | high.
+    #[arg(long, value_parser = parse_risk)]
+    pub max_risk: Option<RiskLevel>,
     /// Append every event to this JSONL journal.
     #[arg(long)]
     pub journal: Option<PathBuf>,
@@ -79,6 +92,10 @@ pub struct ChatArgs {
 fn parse_mode(s: &str) -> Result<PermissionMode, String> {
     PermissionMode::parse(s)
         .ok_or_else(|| format!("expected none | confirm | interactive, got {s:?}"))
+}
+
+fn parse_risk(s: &str) -> Result<RiskLevel, String> {
+    RiskLevel::parse(s).ok_or_else(|| format!("expected low | medium | high, got {s:?}"))
 }
 
 fn parse_restart(s: &str) -> Result<Restart, String> {
@@ -104,6 +121,15 @@ fn seconds(what: &str, s: f64) -> Result<Duration, String> {
 }
 
 impl ChatArgs {
+    /// The answerer's policy from the flags.
+    pub fn policy(&self) -> Policy {
+        Policy {
+            deny_tools: self.deny_tools.clone(),
+            allow_tools: self.allow_tools.clone(),
+            max_risk: self.max_risk,
+        }
+    }
+
     /// Resolve the agent and build the session spec.
     pub async fn session_spec(&self) -> Result<SessionSpec, String> {
         let resolved = registry()

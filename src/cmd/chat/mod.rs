@@ -61,6 +61,7 @@ async fn chat(args: ChatArgs, color: ColorChoice) -> ExitCode {
     let orchestrator = match Orchestrator::start(RootArgs {
         fleet_name: "chat".into(),
         journal: args.journal.clone(),
+        policy: args.policy(),
         human: interactive.then_some(human_tx),
         fleet_events: None,
     })
