@@ -1,8 +1,9 @@
 //! The real Claude Code 2.1.197 end to end THROUGH capfleet: `capfleet chat` with the
 //! shipped `config/agents/claude-code.toml` (stream-json fast path) against the fake
 //! LLM. Turn 1 is a text, a `Bash` tool call that needs permission, and a final text;
-//! turn 2 is plain text. The permission request is answered by capfleet: by a human at
-//! a terminal (`y`, chat under a PTY) or fail-safe (no terminal: denied).
+//! turn 2 is plain text. The permission request is answered by capfleet: by its policy
+//! (`--allow-tool Bash`), by a human at a terminal (`y`, chat under a PTY), or
+//! fail-safe (no terminal, no policy: denied).
 //! A missing peer fails these tests (run `./tests/run.sh`, which installs it).
 
 mod common;
@@ -296,16 +297,17 @@ fn check_events(w: &World, events: &[Value], expect: &Expect, dump: &str) {
     }
 }
 
-/// (b) No terminal and no policy: capfleet denies fail-safe; the tool never runs.
-#[test]
-fn claude_bash_denied_fail_safe_without_a_terminal() {
-    let w = World::new("interop-claude-deny");
+/// Runs `capfleet chat` with no terminal (stdin /dev/null, output to files) plus
+/// `extra` arguments; waits for it to exit 0 and checks nothing of it survives.
+/// Returns the NDJSON events and a dump of stdout + stderr for messages.
+fn run_without_terminal(w: &World, extra: &[&str]) -> (Vec<Value>, String) {
     let (mk, mv) = w.marker.pair();
     let out_dir = temp_dir("capfleet-chat-out.");
     let stdout_path = out_dir.path().join("stdout.ndjson");
     let stderr_path = out_dir.path().join("stderr.txt");
     let mut child = Command::new(capfleet())
         .args(w.chat_args())
+        .args(extra)
         .env_clear()
         .envs(w.env.iter().cloned())
         .env(mk, mv)
@@ -337,16 +339,22 @@ fn claude_bash_denied_fail_safe_without_a_terminal() {
         );
     }
     let status = child.wait().expect("wait capfleet");
-    let elapsed = w.t0.elapsed();
     assert!(
         status.success(),
         "capfleet chat exited {status}\n{}",
         dump()
     );
     w.assert_no_survivors();
-
     let stdout = fs::read_to_string(&stdout_path).expect("stdout");
-    let events = parse_ndjson(&stdout);
+    (parse_ndjson(&stdout), dump())
+}
+
+/// (b) No terminal and no policy: capfleet denies fail-safe; the tool never runs.
+#[test]
+fn claude_bash_denied_fail_safe_without_a_terminal() {
+    let w = World::new("interop-claude-deny");
+    let (events, dump) = run_without_terminal(&w, &[]);
+    let elapsed = w.t0.elapsed();
     check_events(
         &w,
         &events,
@@ -354,16 +362,38 @@ fn claude_bash_denied_fail_safe_without_a_terminal() {
             decision: "deny",
             rule: "no_human_fail_safe",
         },
-        &dump(),
+        &dump,
     );
     assert!(
         !w.workdir().join("out.txt").exists(),
-        "a denied Bash call must not run"
+        "a denied Bash call must not run\n{dump}"
     );
     eprintln!("claude via capfleet, denied fail-safe, 2 turns: {elapsed:?}");
 }
 
-/// (a) chat on a terminal: the human answers `y` at capfleet's permission prompt;
+/// (a) No terminal, `--allow-tool Bash`: capfleet's policy allows the call without a
+/// human; the tool runs and writes out.txt.
+#[test]
+fn claude_bash_allowed_by_the_allow_tool_policy() {
+    let w = World::new("interop-claude-policy");
+    let (events, dump) = run_without_terminal(&w, &["--allow-tool", "Bash"]);
+    let elapsed = w.t0.elapsed();
+    check_events(
+        &w,
+        &events,
+        &Expect {
+            decision: "allow_once",
+            rule: "allow_tools",
+        },
+        &dump,
+    );
+    let written = fs::read_to_string(w.workdir().join("out.txt"))
+        .unwrap_or_else(|e| panic!("the allowed Bash call writes out.txt ({e})\n{dump}"));
+    assert_eq!(written, "hello\n");
+    eprintln!("claude via capfleet, allowed by --allow-tool, 2 turns: {elapsed:?}");
+}
+
+/// (a') chat on a terminal: the human answers `y` at capfleet's permission prompt;
 /// the tool runs and writes out.txt.
 #[tokio::test(flavor = "current_thread")]
 async fn claude_bash_allowed_by_the_human_at_the_terminal() {
