@@ -81,12 +81,16 @@ impl World {
         self.work.path()
     }
 
-    /// `capfleet chat <claude-code manifest> --json --cwd WORK --task T1 --task T2`.
-    fn chat_args(&self) -> Vec<String> {
+    /// `capfleet chat AGENT --json --cwd WORK --task T1 --task T2`.
+    fn chat_args(&self, agent: &Agent) -> Vec<String> {
         let manifest = common::repo_root().join("config/agents/claude-code.toml");
+        let agent = match agent {
+            Agent::ManifestPath => manifest.to_str().expect("UTF-8 repo path"),
+            Agent::ShippedName => "claude-code",
+        };
         [
             "chat",
-            manifest.to_str().expect("UTF-8 repo path"),
+            agent,
             "--json",
             "--cwd",
             self.workdir().to_str().expect("UTF-8 temp path"),
@@ -113,6 +117,14 @@ impl World {
             self.marker.processes()
         );
     }
+}
+
+/// How `capfleet chat` is told the agent.
+enum Agent {
+    /// `config/agents/claude-code.toml` by path.
+    ManifestPath,
+    /// `claude-code`: the manifest embedded in capfleet (shipped).
+    ShippedName,
 }
 
 fn temp_dir(prefix: &str) -> tempfile::TempDir {
@@ -300,13 +312,13 @@ fn check_events(w: &World, events: &[Value], expect: &Expect, dump: &str) {
 /// Runs `capfleet chat` with no terminal (stdin /dev/null, output to files) plus
 /// `extra` arguments; waits for it to exit 0 and checks nothing of it survives.
 /// Returns the NDJSON events and a dump of stdout + stderr for messages.
-fn run_without_terminal(w: &World, extra: &[&str]) -> (Vec<Value>, String) {
+fn run_without_terminal(w: &World, agent: &Agent, extra: &[&str]) -> (Vec<Value>, String) {
     let (mk, mv) = w.marker.pair();
     let out_dir = temp_dir("capfleet-chat-out.");
     let stdout_path = out_dir.path().join("stdout.ndjson");
     let stderr_path = out_dir.path().join("stderr.txt");
     let mut child = Command::new(capfleet())
-        .args(w.chat_args())
+        .args(w.chat_args(agent))
         .args(extra)
         .env_clear()
         .envs(w.env.iter().cloned())
@@ -353,7 +365,7 @@ fn run_without_terminal(w: &World, extra: &[&str]) -> (Vec<Value>, String) {
 #[test]
 fn claude_bash_denied_fail_safe_without_a_terminal() {
     let w = World::new("interop-claude-deny");
-    let (events, dump) = run_without_terminal(&w, &[]);
+    let (events, dump) = run_without_terminal(&w, &Agent::ManifestPath, &[]);
     let elapsed = w.t0.elapsed();
     check_events(
         &w,
@@ -372,11 +384,12 @@ fn claude_bash_denied_fail_safe_without_a_terminal() {
 }
 
 /// (a) No terminal, `--allow-tool Bash`: capfleet's policy allows the call without a
-/// human; the tool runs and writes out.txt.
+/// human; the tool runs and writes out.txt. The agent is named, not a path: the
+/// shipped (embedded) manifest.
 #[test]
 fn claude_bash_allowed_by_the_allow_tool_policy() {
     let w = World::new("interop-claude-policy");
-    let (events, dump) = run_without_terminal(&w, &["--allow-tool", "Bash"]);
+    let (events, dump) = run_without_terminal(&w, &Agent::ShippedName, &["--allow-tool", "Bash"]);
     let elapsed = w.t0.elapsed();
     check_events(
         &w,
@@ -405,7 +418,7 @@ async fn claude_bash_allowed_by_the_human_at_the_terminal() {
     pty.resize(pty_process::Size::new(40, 160)).expect("resize");
     // stdin and stderr on the terminal (prompts, answers); the NDJSON to a file.
     let mut child = pty_process::Command::new(capfleet())
-        .args(w.chat_args())
+        .args(w.chat_args(&Agent::ManifestPath))
         .env_clear()
         .envs(w.env.iter().cloned())
         .env("TERM", "xterm-256color")
