@@ -4,7 +4,10 @@
 use std::{env, fmt::Write as _, fs, path::Path};
 
 fn main() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/agents");
+    // At run time, not `env!`: a target dir reused from another checkout keeps its
+    // compiled build script, which would embed that checkout's manifests.
+    let root = env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
+    let dir = Path::new(&root).join("config/agents");
     println!("cargo:rerun-if-changed={}", dir.display());
     let mut entries: Vec<_> = fs::read_dir(&dir)
         .expect("config/agents must exist")
