@@ -129,8 +129,7 @@ impl Turn {
             CapEvent::Thought(t) => t.text.len(),
             _ => 0,
         };
-        if self.events.len() < MAX_TURN_EVENTS && self.events_text + text <= MAX_TURN_EVENT_TEXT
-        {
+        if self.events.len() < MAX_TURN_EVENTS && self.events_text + text <= MAX_TURN_EVENT_TEXT {
             self.events_text += text;
             self.events.push(event.clone());
         } else {
