@@ -104,6 +104,14 @@ impl Actor for Session {
                 drop(credit);
             }
             SessionMsg::StartDriver => core.start_driver(&myself).await,
+            SessionMsg::DriverExited { generation, cause } => {
+                if generation == core.generation {
+                    // Outputs of this driver still in flight (a reader racing a kill)
+                    // are stale from now on.
+                    core.generation += 1;
+                    core.on_driver_exit(&myself, cause).await;
+                }
+            }
             SessionMsg::InitTimeout { generation } => {
                 if generation == core.generation && core.ready_generation != generation {
                     core.kill_driver(ExitCause::hung(core.spec.init_timeout));
@@ -148,10 +156,10 @@ impl Actor for Session {
             _ => return Ok(()),
         };
         core.driver = None;
-        core.on_driver_exit(&myself, cause).await;
-        if core.state.is_terminal() {
-            myself.stop(Some(core.stop_reason()));
-        }
+        // Everything the driver sent before it ended is already queued in our mailbox;
+        // handle the exit after it (see `SessionMsg::DriverExited`).
+        let generation = core.generation;
+        let _self_gone = myself.cast(SessionMsg::DriverExited { generation, cause });
         Ok(())
     }
 

@@ -51,11 +51,18 @@ impl Core {
     // ---- publishing -------------------------------------------------------------
 
     async fn publish(&mut self, body: EventBody) {
+        let turn = self.turn.as_ref().map(|t| t.id);
+        self.publish_in(turn, body).await;
+    }
+
+    /// Publish an event of turn `turn` (`turn_ended` is published once the turn is
+    /// already taken off the session, yet belongs to it).
+    async fn publish_in(&mut self, turn: Option<u32>, body: EventBody) {
         self.seq += 1;
         let event = Arc::new(SessionEvent {
             seq: self.seq,
             urn: self.urn.clone(),
-            turn: self.turn.as_ref().map(|t| t.id),
+            turn,
             ts_ms: now_ms(),
             body,
         });
@@ -303,11 +310,14 @@ impl Core {
             span.record("gen_ai.usage.output_tokens", result.usage.output_tokens);
             span.record("cap.cost_usd", result.usage.cost_usd);
         }
-        self.publish(EventBody::TurnEnded {
-            stop_reason,
-            outcome,
-            duration_ms: result.duration.as_millis().try_into().unwrap_or(u64::MAX),
-        })
+        self.publish_in(
+            Some(result.turn),
+            EventBody::TurnEnded {
+                stop_reason,
+                outcome,
+                duration_ms: result.duration.as_millis().try_into().unwrap_or(u64::MAX),
+            },
+        )
         .await;
         self.open.clear();
         if let Some(reply) = self.reply.take() {

@@ -34,7 +34,7 @@ use crate::driver::sink::Credit;
 use crate::driver::{DriverOutput, LaunchSpec};
 use crate::protocol::{CancelScope, Decision};
 use crate::registry::Binding;
-use crate::supervision::RestartPolicy;
+use crate::supervision::{ExitCause, RestartPolicy};
 
 /// Default turn timeout (tai's `CAP_TURN_TIMEOUT`).
 pub const DEFAULT_TURN_TIMEOUT: Duration = Duration::from_secs(600);
@@ -147,6 +147,11 @@ pub enum SessionMsg {
     },
     /// Internal: (re)spawn the driver.
     StartDriver,
+    /// Internal: the driver of `generation` ended with `cause`. ractor delivers the
+    /// supervision event ahead of the mailbox, so the session re-queues the exit
+    /// behind the driver's last outputs (its partial text, its `cap.error`): they are
+    /// published first, the restart (or failure) after them.
+    DriverExited { generation: u64, cause: ExitCause },
     /// Internal: the driver of `generation` did not get ready in time.
     InitTimeout { generation: u64 },
     /// Internal: attempt `attempt` of turn `turn` ran past the turn timeout.

@@ -1,8 +1,9 @@
 //! One turn's bookkeeping and its result.
 //!
 //! A turn keeps its events for the caller of `ask`, bounded: past
-//! [`MAX_TURN_EVENTS`] events (or [`MAX_TURN_TEXT`] bytes of text) it counts what it
-//! drops. The complete stream always reaches subscribers and the journal.
+//! [`MAX_TURN_EVENTS`] events, or [`MAX_TURN_EVENT_TEXT`] bytes of text and thoughts
+//! inside the kept events (or [`MAX_TURN_TEXT`] bytes of joined text) it counts what
+//! it drops. The complete stream always reaches subscribers and the journal.
 
 use std::time::{Duration, Instant};
 
@@ -15,6 +16,10 @@ use crate::protocol::{CapEvent, Channel, StopReason, Usage};
 pub const MAX_TURN_EVENTS: usize = 10_000;
 /// Bytes of joined assistant text kept in a [`TurnResult`] at most.
 pub const MAX_TURN_TEXT: usize = 1 << 20;
+/// Bytes of text and thoughts carried by the events kept in a [`TurnResult`] at most.
+/// The event count alone does not bound memory: 10 000 flood chunks of 16 KiB each
+/// would pin 160 MiB until the turn ends.
+pub const MAX_TURN_EVENT_TEXT: usize = 2 * MAX_TURN_TEXT;
 
 /// Token and cost totals.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
@@ -85,6 +90,8 @@ pub(crate) struct Turn {
     pub sent: bool,
     events: Vec<CapEvent>,
     events_dropped: u64,
+    /// Text and thought bytes inside `events`.
+    events_text: usize,
     text: String,
     text_truncated: bool,
     usage: UsageTotals,
@@ -102,6 +109,7 @@ impl Turn {
             sent: false,
             events: Vec::new(),
             events_dropped: 0,
+            events_text: 0,
             text: String::new(),
             text_truncated: false,
             usage: UsageTotals::default(),
@@ -116,7 +124,13 @@ impl Turn {
             CapEvent::Usage(u) => self.usage.add(u),
             _ => {}
         }
-        if self.events.len() < MAX_TURN_EVENTS {
+        let text = match event {
+            CapEvent::TextChunk(t) => t.text.len(),
+            CapEvent::Thought(t) => t.text.len(),
+            _ => 0,
+        };
+        if self.events.len() < MAX_TURN_EVENTS && self.events_text + text <= MAX_TURN_EVENT_TEXT {
+            self.events_text += text;
             self.events.push(event.clone());
         } else {
             self.events_dropped += 1;
@@ -196,5 +210,28 @@ mod tests {
         let r = t.finish(TurnOutcome::Completed, StopReason::EndTurn);
         assert_eq!(r.events.len(), MAX_TURN_EVENTS);
         assert_eq!(r.events_dropped, 5);
+    }
+
+    #[test]
+    fn kept_events_are_bounded_in_bytes() {
+        let mut t = Turn::new(1, "p".into());
+        let chunk = "x".repeat(16 << 10);
+        let n = 1000; // 16 MiB of text in 1000 events, far below MAX_TURN_EVENTS
+        for _ in 0..n {
+            t.record(&CapEvent::text("m", chunk.clone()));
+        }
+        t.record(&CapEvent::thought("m", "small"));
+        let r = t.finish(TurnOutcome::Completed, StopReason::EndTurn);
+        let kept: usize = r
+            .events
+            .iter()
+            .map(|e| match e {
+                CapEvent::TextChunk(t) => t.text.len(),
+                _ => 0,
+            })
+            .sum();
+        assert!(kept <= MAX_TURN_EVENT_TEXT, "{kept}");
+        assert_eq!(r.events.len() as u64 + r.events_dropped, n + 1);
+        assert!(r.events_dropped > 0);
     }
 }

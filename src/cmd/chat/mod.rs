@@ -5,7 +5,9 @@
 //! terminal shows the assistant's text as it streams, tool calls, restarts and
 //! errors; permission requests are asked of the human when stdin is a terminal, and
 //! denied (fail-safe, recorded as an event) when it is not. Ctrl-C cancels the turn;
-//! a second Ctrl-C ends the session.
+//! a second Ctrl-C ends the session. SIGTERM and SIGHUP end the session at once: the
+//! agent is shut down (its process group killed) before capfleet exits with 128 + the
+//! signal number, so no agent outlives a terminated `chat`.
 
 mod args;
 mod human;
@@ -56,6 +58,8 @@ async fn chat(args: ChatArgs, color: ColorChoice) -> ExitCode {
             return ExitCode::from(EXIT_USAGE);
         }
     };
+    // Before any agent exists: from here on, SIGTERM/SIGHUP shut the tree down.
+    let terminated = terminated();
     let interactive = std::io::stdin().is_terminal();
     let (human_tx, human_rx) = mpsc::channel(16);
     let orchestrator = match Orchestrator::start(RootArgs {
@@ -88,7 +92,13 @@ async fn chat(args: ChatArgs, color: ColorChoice) -> ExitCode {
     ));
     let input = human::Input::spawn(interactive, human_rx, err_style);
 
-    let code = drive(&args, &session, input, err_style).await;
+    let code = tokio::select! {
+        code = drive(&args, &session, input, err_style) => code,
+        signal = terminated => {
+            eprintln!("\ncapfleet: terminated by signal {signal}; shutting the agent down");
+            ExitCode::from(128 + signal)
+        }
+    };
 
     let _journal_records = orchestrator.shutdown().await;
     let totals = printer.await.unwrap_or_default();
@@ -96,6 +106,23 @@ async fn chat(args: ChatArgs, color: ColorChoice) -> ExitCode {
         render::summary(&totals, err_style);
     }
     code
+}
+
+/// Resolves with the number of the first SIGTERM or SIGHUP received (never, if the
+/// handlers cannot be installed: the default action then applies).
+fn terminated() -> impl std::future::Future<Output = u8> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let term = signal(SignalKind::terminate());
+    let hup = signal(SignalKind::hangup());
+    async move {
+        let (Ok(mut term), Ok(mut hup)) = (term, hup) else {
+            return std::future::pending().await;
+        };
+        tokio::select! {
+            _ = term.recv() => libc::SIGTERM as u8,
+            _ = hup.recv() => libc::SIGHUP as u8,
+        }
+    }
 }
 
 /// The conversation loop: tasks in, turns out, Ctrl-C handled.
