@@ -121,7 +121,8 @@ impl Actor for StreamJsonDriver {
         let mut spec = SpawnSpec::new(&program)
             .args(&argv[1..])
             .cwd(&launch.config.cwd)
-            .stdio(Io::Piped, Io::Piped, Io::Piped);
+            .stdio(Io::Piped, Io::Piped, Io::Piped)
+            .marked(&launch.urn);
         for (k, v) in &launch.env {
             spec = spec.env(k, v);
         }

@@ -58,6 +58,9 @@ pub struct SpawnSpec {
     pub stdin: Io,
     pub stdout: Io,
     pub stderr: Io,
+    /// A unique value put in the environment as [`sweep::MARKER_KEY`], so processes
+    /// that leave the group are still found and killed with it.
+    pub marker: Option<String>,
 }
 
 impl SpawnSpec {
@@ -111,8 +114,20 @@ impl SpawnSpec {
         cmd
     }
 
+    /// Mark the process tree with a fresh unique value (see [`sweep`]).
+    pub fn marked(mut self, label: &str) -> Self {
+        self.marker = Some(sweep::unique_marker(label));
+        self
+    }
+
     pub fn spawn(&self) -> io::Result<ProcessGroup> {
-        ProcessGroup::spawn(self.command())
+        let mut cmd = self.command();
+        if let Some(m) = &self.marker {
+            cmd.env(sweep::MARKER_KEY, m);
+        }
+        let mut group = ProcessGroup::spawn(cmd)?;
+        group.marker = self.marker.clone();
+        Ok(group)
     }
 }
 
@@ -123,6 +138,8 @@ pub struct ProcessGroup {
     pgid: i32,
     /// The group was killed and seen empty: nothing left to clean up on drop.
     settled: bool,
+    /// The environment marker of the tree, when spawned [`SpawnSpec::marked`].
+    marker: Option<String>,
 }
 
 impl Drop for ProcessGroup {
@@ -132,6 +149,9 @@ impl Drop for ProcessGroup {
     fn drop(&mut self) {
         if !self.settled {
             let _already_gone = signal_group(self.pgid, libc::SIGKILL);
+        }
+        if let Some(m) = &self.marker {
+            sweep::kill_marked(sweep::MARKER_KEY, m);
         }
     }
 }
@@ -149,6 +169,7 @@ impl ProcessGroup {
             child,
             pgid,
             settled: false,
+            marker: None,
         })
     }
 
@@ -195,7 +216,31 @@ impl ProcessGroup {
         };
         settle(self.pgid, KILL_SETTLE).await;
         self.settled = !group_alive(self.pgid);
+        self.sweep_escaped().await;
         Ok(status)
+    }
+
+    /// Kill what carries the marker but left the group (daemons), and check that
+    /// nothing of the tree survives.
+    async fn sweep_escaped(&self) {
+        let Some(m) = &self.marker else { return };
+        let escaped = sweep::kill_marked(sweep::MARKER_KEY, m);
+        if escaped == 0 {
+            return;
+        }
+        tracing::warn!(
+            pgid = self.pgid,
+            escaped,
+            "killed processes that had left the agent's group"
+        );
+        let deadline = Instant::now() + KILL_SETTLE;
+        while !sweep::processes_with_marker(sweep::MARKER_KEY, m).is_empty() {
+            if Instant::now() >= deadline {
+                tracing::error!(pgid = self.pgid, "processes of the agent survive SIGKILL");
+                return;
+            }
+            sleep(POLL).await;
+        }
     }
 }
 
@@ -255,6 +300,35 @@ pub fn group_alive(pgid: i32) -> bool {
 
 #[cfg(test)]
 mod tests {
+    #[tokio::test]
+    async fn kill_sweeps_a_daemon_that_left_the_group() {
+        let spec = SpawnSpec::new("sh")
+            .args([
+                "-c",
+                "setsid sleep 30 >/dev/null 2>&1 </dev/null & sleep 30",
+            ])
+            .marked("test-daemon");
+        let marker = spec.marker.clone().expect("marked");
+        let mut group = spec.spawn().expect("spawn sh");
+        let mut daemon_up = false;
+        for _ in 0..100 {
+            if sweep::processes_with_marker(sweep::MARKER_KEY, &marker).len() == 3 {
+                daemon_up = true;
+                break;
+            }
+            sleep(Duration::from_millis(20)).await;
+        }
+        assert!(
+            daemon_up,
+            "sh, its sleep and the setsid daemon carry the marker"
+        );
+        group.kill(Duration::from_millis(500)).await.expect("kill");
+        assert!(
+            sweep::processes_with_marker(sweep::MARKER_KEY, &marker).is_empty(),
+            "nothing of the tree survives, not even the daemon outside the group"
+        );
+    }
+
     use super::*;
 
     fn sh(script: &str) -> ProcessGroup {

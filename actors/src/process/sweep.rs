@@ -12,6 +12,14 @@ use std::fs;
 /// The environment variable carrying an agent's marker.
 pub const MARKER_KEY: &str = "CAPFLEET_AGENT";
 
+/// `<label>#<capfleet pid>.<n>`: unique among this machine's live processes.
+pub fn unique_marker(label: &str) -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    format!("{label}#{}.{n}", std::process::id())
+}
+
 /// Pids of live processes whose environment holds `key=value` (zombies excluded).
 pub fn processes_with_marker(key: &str, value: &str) -> Vec<i32> {
     let needle = format!("{key}={value}");
@@ -34,7 +42,10 @@ fn is_zombie(pid: i32) -> bool {
     // /proc/PID/stat: "pid (comm) S ..."; comm may hold spaces and parentheses.
     fs::read_to_string(format!("/proc/{pid}/stat"))
         .ok()
-        .and_then(|s| s.rfind(')').map(|i| s[i + 1..].trim_start().starts_with('Z')))
+        .and_then(|s| {
+            s.rfind(')')
+                .map(|i| s[i + 1..].trim_start().starts_with('Z'))
+        })
         .unwrap_or(true)
 }
 

@@ -328,12 +328,28 @@ impl Core {
         }
     }
 
+    /// End the running turn because the session cannot finish it (closed, failed):
+    /// subscribers still see `turn_ended` (failed), the caller gets the error.
     async fn finish_turn_with_error(&mut self, err: SessionError) {
-        if self.turn.take().is_some() {
-            self.turn_span = None;
-            if let Some(reply) = self.reply.take() {
-                let _caller_gone = reply.send(Err(err));
-            }
+        let Some(turn) = self.turn.as_ref() else {
+            return;
+        };
+        let duration_ms = turn
+            .started
+            .elapsed()
+            .as_millis()
+            .try_into()
+            .unwrap_or(u64::MAX);
+        self.publish(EventBody::TurnEnded {
+            stop_reason: StopReason::Error,
+            outcome: TurnOutcome::Failed,
+            duration_ms,
+        })
+        .await;
+        self.turn = None;
+        self.turn_span = None;
+        if let Some(reply) = self.reply.take() {
+            let _caller_gone = reply.send(Err(err));
         }
     }
 

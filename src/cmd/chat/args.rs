@@ -27,7 +27,8 @@ what they leave open is asked at the terminal, or, with no terminal, denied
 (fail-safe). Every decision is recorded with the rule that made it. Ctrl-C cancels the turn; again, ends the session.
 
 Exit codes: 0 the last turn completed, 1 it failed (or the session did), 2 bad usage,
-130 interrupted.")]
+130 interrupted (Ctrl-C), 129 / 143 ended by SIGHUP / SIGTERM (the agent is shut down
+with the session either way).")]
 pub struct ChatArgs {
     /// The agent: a registry name (see `capfleet resolve`) or a manifest path.
     pub agent: String,
