@@ -285,7 +285,9 @@ fn restarts(rt: &tokio::runtime::Runtime, dir: &Path) {
     let text = median(&mut to_text);
     let death = median(&mut deaths);
     let echo = median(&mut echoes);
-    println!("\n3. crash-to-ready restart latency (SIGKILL mid-turn, median of {RESTARTS} sessions)");
+    println!(
+        "\n3. crash-to-ready restart latency (SIGKILL mid-turn, median of {RESTARTS} sessions)"
+    );
     println!(
         "   baseline sim boot (spawn -> system/init line)        {:>8.2} ms",
         ms(boot)
@@ -432,10 +434,9 @@ fn sim_spec(name: &str, script: &Path, state: Option<&Path>) -> SessionSpec {
         SessionConfig::new(cwd),
     );
     launch.program = Some(PathBuf::from(EXE));
-    launch.env.push((
-        "CAPFLEET_SIM_SCRIPT".into(),
-        script.display().to_string(),
-    ));
+    launch
+        .env
+        .push(("CAPFLEET_SIM_SCRIPT".into(), script.display().to_string()));
     if let Some(state) = state {
         launch
             .env
@@ -510,10 +511,7 @@ impl Watcher {
 }
 
 /// The subscriber as a task on the runtime (as `capfleet chat`'s printer is).
-async fn watch(
-    mut rx: mpsc::Receiver<Published>,
-    marks: mpsc::UnboundedSender<Mark>,
-) -> Vec<Mark> {
+async fn watch(mut rx: mpsc::Receiver<Published>, marks: mpsc::UnboundedSender<Mark>) -> Vec<Mark> {
     let mut w = Watcher::default();
     while let Some(event) = rx.recv().await {
         if let Some(mark) = w.on_event(&event) {
@@ -636,7 +634,9 @@ fn raw_parse(data: &[u8]) {
 }
 
 fn count_lines(data: &[u8]) -> usize {
-    data.split(|b| *b == b'\n').filter(|l| !l.is_empty()).count()
+    data.split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .count()
 }
 
 fn best_of(passes: usize, mut f: impl FnMut()) -> Duration {
