@@ -416,6 +416,7 @@ async fn start_tree() -> Orchestrator {
     Orchestrator::start(RootArgs {
         fleet_name: "bench".into(),
         journal: None,
+        policy: Default::default(),
         human: None,
         fleet_events: None,
     })
