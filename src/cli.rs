@@ -20,7 +20,8 @@ Manifests are looked up in order: `cap-agent.toml` beside the agent's binary on 
 ~/.config/cap/agents/<name>.toml, /usr/share/cap-agents/<name>.toml, the manifests shipped
 in capfleet, then `<binary> --cap-manifest` (5 s timeout).
 
-Environment: NO_COLOR disables colour (as does --color never).";
+Environment: NO_COLOR disables colour (as does --color never); CAPFLEET_LOG sets the
+diagnostics filter on stderr (default `warn`; e.g. CAPFLEET_LOG=debug).";
 
 /// capfleet: drive fleets of command-line AI agents over CAP (cap-protocol/v1).
 #[derive(Debug, Parser)]
@@ -62,6 +63,7 @@ pub fn main() -> ExitCode {
     if cli.cap_manifest {
         return print_own_manifest();
     }
+    crate::logging::init(cli.color);
     match cli.command {
         Some(Command::Resolve(args)) => cmd::resolve::run(args, cli.color),
         Some(Command::Manifest(command)) => cmd::manifest::run(command, cli.color),

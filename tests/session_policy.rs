@@ -46,7 +46,11 @@ fn temporary_never_restarts() {
     let reason = ev[failed]["reason"].as_str().unwrap_or("");
     assert!(reason.contains("status 3"), "{reason}");
     assert!(reason.contains("Temporary"), "{reason}");
-    assert_eq!(outcome(ev), Some("failed"), "the turn ends failed, not completed");
+    assert_eq!(
+        outcome(ev),
+        Some("failed"),
+        "the turn ends failed, not completed"
+    );
     assert!(!turn_text(ev, 1).contains("second-try-done."));
     assert_eq!(ev.last().map(|e| e["to"].clone()), Some("failed".into()));
 }
@@ -88,7 +92,11 @@ fn transient_does_not_restart_a_normal_exit() {
     assert!(restarts(ev).is_empty(), "{}", lines(ev));
     assert_eq!(count(ev, |e| error_code(e).is_some()), 0, "{}", lines(ev));
     assert_eq!(count(ev, |e| ty(e) == "failed"), 0, "{}", lines(ev));
-    assert_eq!(outcome(ev), Some("failed"), "the lost turn is reported ended");
+    assert_eq!(
+        outcome(ev),
+        Some("failed"),
+        "the lost turn is reported ended"
+    );
     assert_eq!(ev.last().map(|e| e["to"].clone()), Some("closed".into()));
     assert!(run.stderr.contains("closed"), "{}", run.stderr);
 }

@@ -13,7 +13,6 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent
 use tokio::sync::mpsc;
 
 use crate::answerer::AnswererMsg;
-use crate::journal::JournalMsg;
 use crate::session::{Published, Session, SessionArgs, SessionMsg, SessionSpec};
 
 /// How long `Shutdown` waits for sessions to close before stopping them.
@@ -25,7 +24,8 @@ pub struct Fleet;
 pub struct FleetArgs {
     pub name: String,
     pub answerer: Option<ActorRef<AnswererMsg>>,
-    pub journal: Option<ActorRef<JournalMsg>>,
+    /// Every session also publishes here (journal, budget, telemetry).
+    pub taps: Vec<mpsc::Sender<Published>>,
     /// Where the fleet reports sessions ending.
     pub events: Option<mpsc::Sender<FleetEvent>>,
 }
@@ -63,7 +63,11 @@ pub struct FleetState {
 
 impl FleetState {
     fn answer_shutdown_if_done(&mut self) {
-        if self.sessions.is_empty() {
+        if self.sessions.is_empty() && !self.shutdown_replies.is_empty() {
+            // No session will publish again: let go of the taps' senders so their
+            // readers (the journal) see the end. (Not on stop: ractor hands a stopped
+            // actor's state to its supervisor, which would keep them alive.)
+            self.args.taps.clear();
             for reply in self.shutdown_replies.drain(..) {
                 let _caller_gone = reply.send(());
             }
@@ -109,12 +113,7 @@ impl Actor for Fleet {
                     let _caller_gone = reply.send(Err("the fleet is shutting down".into()));
                     return Ok(());
                 }
-                if let Some(journal) = &st.args.journal {
-                    match ractor::call!(journal, JournalMsg::Subscribe) {
-                        Ok(tx) => subscribers.push(tx),
-                        Err(e) => tracing::error!("journal unavailable: {e}"),
-                    }
-                }
+                subscribers.extend(st.args.taps.iter().cloned());
                 let urn = spec.urn().to_owned();
                 let args = SessionArgs {
                     spec: *spec,

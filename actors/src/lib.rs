@@ -5,6 +5,7 @@
 
 pub mod answerer;
 pub mod bindings;
+pub mod budget;
 pub mod driver;
 pub mod fleet;
 pub mod journal;
@@ -15,3 +16,5 @@ pub mod registry;
 pub mod root;
 pub mod session;
 pub mod supervision;
+pub mod tap;
+pub mod telemetry;

@@ -3,13 +3,16 @@
 //! ```text
 //! root
 //! ├── journal     (when a path is given)
+//! ├── budget      usage per session and in total
+//! ├── telemetry   counters: events by kind, sessions by state, turns, restarts
 //! ├── answerer
 //! └── fleet       one session per child, each supervising its driver
 //! ```
 //!
-//! Budget, router and telemetry slots join this tree with fleets and observability.
-//! A crashed answerer is restarted (it holds no state); a crashed journal is
-//! reported and the run continues; a crashed fleet stops the tree.
+//! Journal, budget and telemetry see every session's events through bounded
+//! channels. The router joins this tree with fleets. A crashed answerer is restarted
+//! (it holds no state); a crashed journal, budget or telemetry is reported and the
+//! run continues without it; a crashed fleet stops the tree.
 
 use std::path::PathBuf;
 
@@ -18,9 +21,12 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use crate::answerer::{Answerer, AnswererArgs, AnswererMsg, HumanQuestion, Policy};
+use crate::budget::{Budget, BudgetBook, BudgetMsg, BudgetSnapshot};
 use crate::fleet::{Fleet, FleetArgs, FleetEvent, FleetMsg};
 use crate::journal::{Journal, JournalMsg};
 use crate::session::{Published, SessionMsg, SessionSpec};
+use crate::tap::TapMsg;
+use crate::telemetry::{Counters, Telemetry, TelemetryMsg};
 
 pub struct Root;
 
@@ -39,12 +45,16 @@ pub struct RootArgs {
 
 pub enum RootMsg {
     Fleet(RpcReplyPort<ActorRef<FleetMsg>>),
+    Budget(RpcReplyPort<ActorRef<BudgetMsg>>),
+    Telemetry(RpcReplyPort<ActorRef<TelemetryMsg>>),
     /// Close every session, finish the journal; reply with the records it wrote.
     Shutdown(RpcReplyPort<u64>),
 }
 
 pub struct RootState {
     journal: Option<ActorRef<JournalMsg>>,
+    budget: ActorRef<BudgetMsg>,
+    telemetry: ActorRef<TelemetryMsg>,
     answerer: ActorRef<AnswererMsg>,
     fleet: ActorRef<FleetMsg>,
     human: Option<mpsc::Sender<HumanQuestion>>,
@@ -79,16 +89,39 @@ impl Actor for Root {
             ),
             None => None,
         };
+        let (budget, _) = Actor::spawn_linked(
+            None,
+            Budget::default(),
+            BudgetBook::default(),
+            myself.get_cell(),
+        )
+        .await?;
+        let (telemetry, _) = Actor::spawn_linked(
+            None,
+            Telemetry::default(),
+            Counters::default(),
+            myself.get_cell(),
+        )
+        .await?;
+        let mut taps = vec![
+            ractor::call!(budget, TapMsg::Subscribe)?,
+            ractor::call!(telemetry, TapMsg::Subscribe)?,
+        ];
+        if let Some(j) = &journal {
+            taps.push(ractor::call!(j, JournalMsg::Subscribe)?);
+        }
         let answerer = spawn_answerer(&myself, args.policy.clone(), args.human.clone()).await?;
         let fleet_args = FleetArgs {
             name: args.fleet_name,
             answerer: Some(answerer.clone()),
-            journal: journal.clone(),
+            taps,
             events: args.fleet_events,
         };
         let (fleet, _) = Actor::spawn_linked(None, Fleet, fleet_args, myself.get_cell()).await?;
         Ok(RootState {
             journal,
+            budget,
+            telemetry,
             answerer,
             fleet,
             human: args.human,
@@ -105,6 +138,12 @@ impl Actor for Root {
         match msg {
             RootMsg::Fleet(reply) => {
                 let _caller_gone = reply.send(st.fleet.clone());
+            }
+            RootMsg::Budget(reply) => {
+                let _caller_gone = reply.send(st.budget.clone());
+            }
+            RootMsg::Telemetry(reply) => {
+                let _caller_gone = reply.send(st.telemetry.clone());
             }
             RootMsg::Shutdown(reply) => {
                 if let Err(e) = ractor::call!(st.fleet, FleetMsg::Shutdown) {
@@ -165,6 +204,18 @@ impl Orchestrator {
 
     pub fn fleet(&self) -> &ActorRef<FleetMsg> {
         &self.fleet
+    }
+
+    /// Usage so far, per session and in total.
+    pub async fn budget(&self) -> Result<BudgetSnapshot, String> {
+        let budget = ractor::call!(self.root, RootMsg::Budget).map_err(|e| e.to_string())?;
+        ractor::call!(budget, TapMsg::Snapshot).map_err(|e| e.to_string())
+    }
+
+    /// Fleet counters so far.
+    pub async fn counters(&self) -> Result<Counters, String> {
+        let t = ractor::call!(self.root, RootMsg::Telemetry).map_err(|e| e.to_string())?;
+        ractor::call!(t, TapMsg::Snapshot).map_err(|e| e.to_string())
     }
 
     /// Start one session under the fleet.

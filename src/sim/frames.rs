@@ -14,6 +14,8 @@ pub struct Session {
     pub model: String,
     pub tools: Vec<String>,
     pub permission_mode: String,
+    /// Cost of every turn this process ran, as Claude's `total_cost_usd` reports it.
+    pub total_cost_usd: f64,
 }
 
 /// An `assistant` text frame split around its text and uuid.
@@ -268,7 +270,7 @@ pub fn result_frame(session: &Session, turn: &TurnAcc, stop: Option<Stop>) -> Va
         "duration_api_ms": elapsed,
         "num_turns": turn.messages.max(1),
         "session_id": session.session_id,
-        "total_cost_usd": turn.usage.cost_usd,
+        "total_cost_usd": session.total_cost_usd,
         "usage": usage_json(&turn.usage),
         "permission_denials": turn.denials,
     });

@@ -48,8 +48,9 @@
 //!
 //! Claude Code's frames: `system/init`, `assistant` (one block per frame,
 //! `text` / `thinking` / `tool_use`), `user` `tool_result`, `result` with
-//! the turn's `usage` and `total_cost_usd` (per turn, the sum of the turn's
-//! `usage` steps; `result` is the turn's `say` texts joined by `\n`). Tool
+//! the turn's `usage` (the sum of its `usage` steps) and, like Claude,
+//! `total_cost_usd` cumulative over the process (an interrupted turn adds
+//! nothing); `result` is the turn's `say` texts joined by `\n`. Tool
 //! deltas are `tool_progress` frames with `output_chunk`; plans are
 //! `TodoWrite` tool calls; permission steps and asks are `control_request`
 //! `can_use_tool` (asks as tool `AskUserQuestion`, answered with
@@ -203,6 +204,7 @@ pub fn run(args: SimArgs) -> ExitCode {
                 model,
                 tools,
                 permission_mode: args.permission_mode.clone(),
+                total_cost_usd: 0.0,
             };
             let options = stream_json::Options {
                 session,

@@ -1,0 +1,66 @@
+//! The telemetry hook (a [`crate::tap`]): counts what the fleet does — events by kind,
+//! sessions by state, turns, restarts — for status views now and for the metrics
+//! exporter (observability issue) later.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use crate::session::{EventBody, SessionEvent, SessionState};
+use crate::tap::{Tap, TapHandler, TapMsg};
+
+/// The telemetry actor.
+pub type Telemetry = Tap<Counters>;
+/// Its messages.
+pub type TelemetryMsg = TapMsg<Counters>;
+
+/// Fleet counters.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Counters {
+    /// Events by kind (`cap.text_chunk`, …, and the session kinds `state`, `restart`, …).
+    pub events: BTreeMap<String, u64>,
+    /// The last state of every session.
+    pub states: HashMap<Arc<str>, SessionState>,
+    pub turns: u64,
+    pub restarts: u64,
+}
+
+impl Counters {
+    /// Sessions currently in `state`.
+    pub fn sessions_in(&self, state: SessionState) -> usize {
+        self.states.values().filter(|s| **s == state).count()
+    }
+}
+
+impl TapHandler for Counters {
+    type Snapshot = Counters;
+
+    fn on_event(&mut self, event: &SessionEvent) {
+        let kind = match &event.body {
+            EventBody::Cap { event } => event.kind(),
+            EventBody::State { to, .. } => {
+                self.states.insert(event.urn.clone(), *to);
+                "state"
+            }
+            EventBody::TurnStarted { .. } => "turn_started",
+            EventBody::TurnEnded { .. } => {
+                self.turns += 1;
+                "turn_ended"
+            }
+            EventBody::Restart { .. } => {
+                self.restarts += 1;
+                "restart"
+            }
+            EventBody::Failed { .. } => "failed",
+        };
+        match self.events.get_mut(kind) {
+            Some(n) => *n += 1,
+            None => {
+                self.events.insert(kind.to_owned(), 1);
+            }
+        }
+    }
+
+    fn snapshot(&self) -> Counters {
+        self.clone()
+    }
+}
