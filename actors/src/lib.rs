@@ -13,5 +13,6 @@ pub mod process;
 pub mod protocol;
 pub mod registry;
 pub mod root;
+pub mod rpc;
 pub mod session;
 pub mod supervision;
