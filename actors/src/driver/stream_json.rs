@@ -33,10 +33,7 @@ const EXIT_WAIT: Duration = Duration::from_secs(2);
 /// How long a shut-down agent gets to exit after its stdin closed.
 const SHUTDOWN_WAIT: Duration = Duration::from_secs(3);
 
-/// The `cap.error` code for an agent process that died under a pipe binding.
-pub const AGENT_EXITED: &str = "agent_exited";
-/// The `cap.error` code for an agent killed because it hung.
-pub const AGENT_HUNG: &str = "agent_hung";
+pub use super::death::{AGENT_EXITED, AGENT_HUNG};
 
 /// The stream-json driver.
 pub struct StreamJsonDriver;
@@ -299,30 +296,8 @@ impl DriverState {
         }
     }
 
-    /// The `cap.error` announcing an abnormal end, with the agent's last stderr lines.
     async fn report_death(&mut self, cause: &ExitCause) {
-        if !cause.is_abnormal() {
-            return;
-        }
-        let code = match cause {
-            ExitCause::Hung { .. } => AGENT_HUNG,
-            _ => AGENT_EXITED,
-        };
-        let tail = self.stderr.quote();
-        let message = if tail.is_empty() {
-            format!("agent {cause}")
-        } else {
-            format!("agent {cause}\n{tail}")
-        };
-        let mut event = CapEvent::error(ErrorKind::Other(code.into()), message, true);
-        if let CapEvent::Error(e) = &mut event {
-            e.details = Some(serde_json::json!({
-                "cause": cause,
-                "stderr_tail": self.stderr.snapshot(),
-            }))
-            .into();
-        }
-        self.sink.send_one(DriverOutput::Event(event)).await;
+        super::death::report_death(&self.sink, &self.stderr, cause).await;
     }
 }
 

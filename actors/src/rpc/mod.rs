@@ -101,6 +101,10 @@ impl Rpc {
         })
     }
 
+    pub fn caps(&self) -> &CodingCaps {
+        &self.caps
+    }
+
     pub fn scope(&self) -> &Scope {
         &self.scope
     }
