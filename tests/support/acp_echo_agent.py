@@ -2,7 +2,7 @@
 
 Prompts: "echo: X" answers X; "slow" streams until cancelled; "perm" asks a
 permission and says the outcome; "read PATH" reads through the client's fs;
-"crash" dies mid-prompt. Advertises loadSession; a load is announced as text.
+"crash" dies mid-prompt ("crash-once": only the first time in this cwd). Advertises loadSession; a load is announced as text.
 """
 import asyncio
 import os
@@ -63,6 +63,11 @@ class Echo:
                 await self.say(sid, f"content={r.content}")
             except Exception as e:  # noqa: BLE001 - the error is the answer
                 await self.say(sid, f"error={e}")
+        elif text == "crash-once" and not os.path.exists(".crashed"):
+            open(".crashed", "w").close()
+            await self.say(sid, "dying once")
+            await asyncio.sleep(0.1)
+            os._exit(3)
         elif text == "crash":
             await self.say(sid, "dying")
             await asyncio.sleep(0.1)
