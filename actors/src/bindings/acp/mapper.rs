@@ -137,8 +137,11 @@ impl AcpMapper {
                 vec![CapEvent::plan(entries)]
             }
             SessionUpdate::UsageUpdate(u) => {
-                let mut usage = Usage::default();
-                usage.input_tokens = Some(u.used).into();
+                // ACP reports the context window in use; CAP carries it as input tokens.
+                let usage = Usage {
+                    input_tokens: Some(u.used).into(),
+                    ..Usage::default()
+                };
                 let mut ev = CapEvent::Usage(usage);
                 let mut m = Map::new();
                 m.insert("acp.context_size".into(), json!(u.size));
