@@ -12,7 +12,7 @@ use crate::shipped::SHIPPED;
 /// The bindings this build has drivers for, in the spec's priority order. Selection
 /// always falls through to PTY, whose driver arrives with the PTY issue; until then
 /// a PTY-only agent fails to start with `cap_binding_unavailable`.
-pub const SUPPORTED_BINDINGS: &[Binding] = &[Binding::StreamJson];
+pub const SUPPORTED_BINDINGS: &[Binding] = &[Binding::StreamJson, Binding::AcpStdio];
 
 /// The registry over the real places (`PATH`, `~/.config/cap/agents`, …) plus the
 /// manifests embedded in this binary.

@@ -3,8 +3,12 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use tokio::process::{ChildStdin, ChildStdout};
+
 use crate::manifest::Manifest;
 use crate::process::lines::DEFAULT_MAX_LINE;
+use crate::process::stderr_ring::{RingConfig, StderrRing};
+use crate::process::{Io, ProcessGroup, SpawnSpec};
 use crate::protocol::SessionConfig;
 
 /// Everything a driver needs to (re)start its agent. Shared by every restart.
@@ -45,6 +49,61 @@ impl LaunchSpec {
             Some(p) if argv0 == self.manifest.agent.binary => p.clone(),
             _ => PathBuf::from(argv0),
         }
+    }
+}
+
+/// An agent started over pipes: its process group, its stdin and stdout, and the ring
+/// its stderr drains into.
+pub struct Spawned {
+    pub group: ProcessGroup,
+    pub stdin: Option<ChildStdin>,
+    pub stdout: Option<ChildStdout>,
+    pub stderr: StderrRing,
+}
+
+impl LaunchSpec {
+    /// Start `argv` (program substituted per [`LaunchSpec::program_for`]) in `cwd`,
+    /// in its own process group, marked for the sweep, with the launch environment on
+    /// top of ours and stderr drained into a ring: the one way every pipe driver
+    /// spawns its agent.
+    pub fn spawn_piped(
+        &self,
+        argv: &[String],
+        cwd: impl AsRef<std::path::Path>,
+    ) -> Result<Spawned, LaunchError> {
+        let Some((argv0, args)) = argv.split_first() else {
+            return Err(LaunchError::Config {
+                urn: self.urn.clone(),
+                message: "empty command line".into(),
+            });
+        };
+        let program = self.program_for(argv0);
+        let mut spec = SpawnSpec::new(&program)
+            .args(args)
+            .cwd(cwd.as_ref())
+            .stdio(Io::Piped, Io::Piped, Io::Piped)
+            .marked(&self.urn);
+        for (k, v) in &self.env {
+            spec = spec.env(k, v);
+        }
+        let mut group = spec.spawn().map_err(|source| LaunchError::Spawn {
+            urn: self.urn.clone(),
+            program: program.display().to_string(),
+            source,
+        })?;
+        let child = group.child();
+        let (stdin, stdout) = (child.stdin.take(), child.stdout.take());
+        let stderr = match child.stderr.take() {
+            Some(err) => StderrRing::spawn(err, RingConfig::default()).0,
+            None => StderrRing::new(RingConfig::default()),
+        };
+        tracing::info!(urn = %self.urn, pgid = group.pgid(), ?argv, "agent spawned");
+        Ok(Spawned {
+            group,
+            stdin,
+            stdout,
+            stderr,
+        })
     }
 }
 

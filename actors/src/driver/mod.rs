@@ -1,5 +1,5 @@
 //! The contract between a session and its driver: one driver actor per binding
-//! (stream-json today; PTY, ACP and A2A follow), all speaking these messages.
+//! (stream-json and ACP-stdio today; PTY and A2A follow), all speaking these messages.
 //!
 //! A driver owns its agent's process (or connection). It turns the agent's wire into
 //! [`DriverOutput`]s that travel to the session through an [`OutputSink`]: batches
@@ -7,6 +7,10 @@
 //! growing a mailbox. When the agent dies the driver emits `cap.error` and *fails*
 //! with an [`ExitCause`]; the session, its supervisor, applies the restart policy.
 
+pub mod acp;
+mod acp_conn;
+mod acp_perms;
+pub mod death;
 pub mod launch;
 pub mod sink;
 pub mod stream_json;

@@ -17,13 +17,14 @@ use tokio::io::AsyncWriteExt;
 use tokio::process::ChildStdin;
 use tokio::task::JoinHandle;
 
+use super::launch::Spawned;
 use super::{DriverMsg, DriverOutput, ExitCause, LaunchError, LaunchSpec, OutputSink, TurnEnd};
 use crate::bindings::stream_json::{Output, StreamJsonMapper, TurnEnd as WireTurnEnd};
 use crate::bindings::stream_json::{build_argv, outbound};
 use crate::manifest::ArgvFastPath;
 use crate::process::lines::{LineConfig, LineItem, LineReader};
-use crate::process::stderr_ring::{RingConfig, StderrRing};
-use crate::process::{DEFAULT_GRACE, Io, ProcessGroup, SpawnSpec};
+use crate::process::stderr_ring::StderrRing;
+use crate::process::{DEFAULT_GRACE, ProcessGroup};
 use crate::protocol::{CapEvent, ErrorKind};
 
 use super::sink::MAX_BATCH;
@@ -33,10 +34,7 @@ const EXIT_WAIT: Duration = Duration::from_secs(2);
 /// How long a shut-down agent gets to exit after its stdin closed.
 const SHUTDOWN_WAIT: Duration = Duration::from_secs(3);
 
-/// The `cap.error` code for an agent process that died under a pipe binding.
-pub const AGENT_EXITED: &str = "agent_exited";
-/// The `cap.error` code for an agent killed because it hung.
-pub const AGENT_HUNG: &str = "agent_hung";
+pub use super::death::{AGENT_EXITED, AGENT_HUNG};
 
 /// The stream-json driver.
 pub struct StreamJsonDriver;
@@ -117,32 +115,12 @@ impl Actor for StreamJsonDriver {
         } = args;
         let argv = argv_for(&launch, resume_id.as_deref())?;
         let resumed = resume_id.is_some() && launch.manifest.startup.resume_arg.is_some();
-        let program = launch.program_for(&argv[0]);
-        let mut spec = SpawnSpec::new(&program)
-            .args(&argv[1..])
-            .cwd(&launch.config.cwd)
-            .stdio(Io::Piped, Io::Piped, Io::Piped)
-            .marked(&launch.urn);
-        for (k, v) in &launch.env {
-            spec = spec.env(k, v);
-        }
-        let mut group = spec.spawn().map_err(|source| LaunchError::Spawn {
-            urn: launch.urn.clone(),
-            program: program.display().to_string(),
-            source,
-        })?;
-        let child = group.child();
-        let stdin = child.stdin.take();
-        let stdout = child.stdout.take();
-        let stderr = child.stderr.take();
-        let (stderr, _drain) = match stderr {
-            Some(err) => StderrRing::spawn(err, RingConfig::default()),
-            None => (
-                StderrRing::new(RingConfig::default()),
-                tokio::spawn(async { Ok(()) }),
-            ),
-        };
-        tracing::info!(urn = %launch.urn, pgid = group.pgid(), argv = ?argv, "agent spawned");
+        let Spawned {
+            group,
+            stdin,
+            stdout,
+            stderr,
+        } = launch.spawn_piped(&argv, &launch.config.cwd)?;
 
         // Ready goes first: nothing the reader sends may overtake it.
         sink.send_one(DriverOutput::Ready {
@@ -300,30 +278,8 @@ impl DriverState {
         }
     }
 
-    /// The `cap.error` announcing an abnormal end, with the agent's last stderr lines.
     async fn report_death(&mut self, cause: &ExitCause) {
-        if !cause.is_abnormal() {
-            return;
-        }
-        let code = match cause {
-            ExitCause::Hung { .. } => AGENT_HUNG,
-            _ => AGENT_EXITED,
-        };
-        let tail = self.stderr.quote();
-        let message = if tail.is_empty() {
-            format!("agent {cause}")
-        } else {
-            format!("agent {cause}\n{tail}")
-        };
-        let mut event = CapEvent::error(ErrorKind::Other(code.into()), message, true);
-        if let CapEvent::Error(e) = &mut event {
-            e.details = Some(serde_json::json!({
-                "cause": cause,
-                "stderr_tail": self.stderr.snapshot(),
-            }))
-            .into();
-        }
-        self.sink.send_one(DriverOutput::Event(event)).await;
+        super::death::report_death(&self.sink, &self.stderr, cause).await;
     }
 }
 

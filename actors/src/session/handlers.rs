@@ -12,6 +12,7 @@ use super::events::{EventBody, SessionEvent, TurnOutcome, now_ms};
 use super::turn::{Turn, TurnResult, UsageTotals};
 use super::{Published, SessionError, SessionMsg, SessionSnapshot, SessionSpec, SessionState};
 use crate::answerer::{AnswererMsg, OpenRequest};
+use crate::driver::acp::AcpDriver;
 use crate::driver::stream_json::{DriverArgs, StreamJsonDriver};
 use crate::driver::{DriverMsg, DriverOutput, ExitCause, LaunchSpec, OutputSink};
 use crate::protocol::{CapCode, CapEvent, Decision, ErrorKind, HasMeta, StopReason};
@@ -120,6 +121,14 @@ impl Core {
                     resume_id: self.resume_id.clone(),
                 };
                 ractor::Actor::spawn_linked(None, StreamJsonDriver, args, myself.get_cell()).await
+            }
+            Binding::AcpStdio => {
+                let args = DriverArgs {
+                    launch: self.launch.clone(),
+                    sink,
+                    resume_id: self.resume_id.clone(),
+                };
+                ractor::Actor::spawn_linked(None, AcpDriver, args, myself.get_cell()).await
             }
             other => {
                 let reason = format!(

@@ -1,0 +1,10 @@
+//! The ACP-stdio binding (spec §6.4, Appendix C.3) as a pure protocol layer: ACP
+//! `session/update` kinds to CAP events, permission options to CAP decisions and back,
+//! tool kinds to risk levels. Wire types come from the `agent-client-protocol` crate;
+//! the connection and the process live in [`crate::driver::acp`].
+
+pub mod mapper;
+pub mod permission;
+
+pub use mapper::AcpMapper;
+pub use permission::{option_for, risk_of, stop_reason};

@@ -1,0 +1,314 @@
+//! The ACP connection of one driver generation, on the `agent-client-protocol` crate:
+//! `initialize` (advertising the fs/terminal capabilities the manifest lets us
+//! serve), `session/new` or `session/load`, then prompts as turns. Agent -> client
+//! traffic: `session/update` (mapped, in order, credit-bounded), permission
+//! requests, and the reverse RPC served by [`crate::rpc`].
+//!
+//! Handlers run in the SDK's dispatch loop; anything that waits on a human or a
+//! process (permissions, terminal waits) is spawned off it so updates keep flowing.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use agent_client_protocol::schema::ProtocolVersion;
+use agent_client_protocol::v1::schema::{
+    CancelNotification, ClientCapabilities, ContentBlock, FileSystemCapabilities,
+    InitializeRequest, LoadSessionRequest, NewSessionRequest, PromptRequest,
+    RequestPermissionOutcome, RequestPermissionRequest, RequestPermissionResponse,
+    SelectedPermissionOutcome, TextContent,
+};
+use agent_client_protocol::v1::{ConnectionTo, Responder};
+use agent_client_protocol::{Agent, ByteStreams, Client, UntypedMessage};
+use serde_json::{Value, json};
+use tokio::process::{ChildStdin, ChildStdout};
+use tokio::sync::mpsc;
+use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
+
+use super::acp_perms::Perms;
+use super::{DriverOutput, TurnEnd};
+use crate::bindings::acp::{AcpMapper, option_for, risk_of, stop_reason};
+use crate::protocol::{CapEvent, ErrorKind, StopReason};
+use crate::rpc::{Rpc, RpcError};
+
+/// What the actor asks of the connection task.
+#[derive(Debug)]
+pub enum Cmd {
+    Prompt(String),
+    Cancel,
+}
+
+/// Everything the connection needs.
+pub struct Conn {
+    pub perms: Arc<Perms>,
+    pub rpc: Option<Arc<Rpc>>,
+    pub cwd: PathBuf,
+    pub resume_id: Option<String>,
+}
+
+fn acp_error(e: &RpcError) -> agent_client_protocol::Error {
+    agent_client_protocol::Error::new(e.code(), e.to_string()).data(e.data())
+}
+
+/// Run the connection until the agent's output closes or the actor drops `cmds`.
+pub async fn run(
+    conn: Conn,
+    stdin: ChildStdin,
+    stdout: ChildStdout,
+    cmds: mpsc::Receiver<Cmd>,
+) -> Result<(), agent_client_protocol::Error> {
+    let mapper = Arc::new(Mutex::new(AcpMapper::new()));
+    let (perms, rpc) = (conn.perms.clone(), conn.rpc.clone());
+    let m2 = mapper.clone();
+    let sink = perms.sink().clone();
+    Client
+        .v1()
+        .name("capfleet")
+        .on_receive_notification(
+            async move |n: UntypedMessage, _cx| {
+                if n.method != "session/update" {
+                    tracing::debug!(method = %n.method, "ignored ACP notification");
+                    return Ok(());
+                }
+                let events = m2
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .on_update(&n.params);
+                sink.send(events.into_iter().map(DriverOutput::Event).collect())
+                    .await;
+                Ok(())
+            },
+            agent_client_protocol::on_receive_notification!(),
+        )
+        .on_receive_request(
+            async move |req: UntypedMessage,
+                        responder: Responder<Value>,
+                        cx: ConnectionTo<Agent>| {
+                let (perms, rpc) = (perms.clone(), rpc.clone());
+                cx.spawn(async move {
+                    if req.method == "session/request_permission" {
+                        permission(&perms, req.params, responder).await
+                    } else {
+                        reverse_rpc(rpc.as_deref(), &req.method, req.params, responder).await
+                    }
+                })
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .connect_with(
+            ByteStreams::new(stdin.compat_write(), stdout.compat()),
+            async move |cx: ConnectionTo<Agent>| main_loop(cx, conn, mapper, cmds).await,
+        )
+        .await
+}
+
+/// Initialize, open the session, then serve prompts until told to stop.
+async fn main_loop(
+    cx: ConnectionTo<Agent>,
+    conn: Conn,
+    mapper: Arc<Mutex<AcpMapper>>,
+    mut cmds: mpsc::Receiver<Cmd>,
+) -> Result<(), agent_client_protocol::Error> {
+    let caps = conn.rpc.as_ref().map(|r| r.caps().clone());
+    let fs = FileSystemCapabilities::new()
+        .read_text_file(caps.as_ref().is_some_and(|c| c.fs.read))
+        .write_text_file(caps.as_ref().is_some_and(|c| c.fs.write));
+    let client_caps = ClientCapabilities::new()
+        .fs(fs)
+        .terminal(caps.as_ref().is_some_and(|c| c.terminal.enabled));
+    let init = cx
+        .send_request(InitializeRequest::new(ProtocolVersion::V1).client_capabilities(client_caps))
+        .block_task()
+        .await?;
+    let can_load = init.agent_capabilities.load_session;
+    let sink = conn.perms.sink().clone();
+    let (sid, resumed) = match conn.resume_id {
+        Some(id) if can_load => {
+            cx.send_request(LoadSessionRequest::new(id.clone(), conn.cwd.clone()))
+                .block_task()
+                .await?;
+            (id, true)
+        }
+        _ => {
+            let r = cx
+                .send_request(NewSessionRequest::new(conn.cwd.clone()))
+                .block_task()
+                .await?;
+            (r.session_id.to_string(), false)
+        }
+    };
+    tracing::info!(session = %sid, resumed, can_load, "ACP session open");
+    sink.send_one(DriverOutput::Ready {
+        resume_id: Some(sid.clone()),
+        resumed,
+    })
+    .await;
+    loop {
+        let cmd = tokio::select! {
+            c = cmds.recv() => c,
+            () = cx.incoming_closed() => None,
+        };
+        match cmd {
+            None => return Ok(()),
+            Some(Cmd::Cancel) => {}
+            Some(Cmd::Prompt(text)) => {
+                lock(&mapper).next_turn();
+                if !turn(&cx, &conn.perms, &sid, text, &mut cmds).await {
+                    return Ok(());
+                }
+            }
+        }
+    }
+}
+
+fn lock(m: &Mutex<AcpMapper>) -> std::sync::MutexGuard<'_, AcpMapper> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// One prompt turn, ended by the `session/prompt` response. False: stop serving.
+async fn turn(
+    cx: &ConnectionTo<Agent>,
+    perms: &Arc<Perms>,
+    sid: &str,
+    text: String,
+    cmds: &mut mpsc::Receiver<Cmd>,
+) -> bool {
+    let req = PromptRequest::new(
+        sid.to_owned(),
+        vec![ContentBlock::Text(TextContent::new(text))],
+    );
+    let reply = cx.send_request(req).block_task();
+    tokio::pin!(reply);
+    let result = loop {
+        tokio::select! {
+            r = &mut reply => break r,
+            c = cmds.recv() => match c {
+                None => return false,
+                Some(Cmd::Cancel) => {
+                    perms.cancel_all().await;
+                    if let Err(e) = cx.send_notification(CancelNotification::new(sid.to_owned())) {
+                        tracing::warn!("session/cancel not sent: {e}");
+                    }
+                }
+                Some(Cmd::Prompt(_)) => tracing::warn!("prompt during a turn dropped"),
+            },
+        }
+    };
+    let sink = perms.sink();
+    let end = match result {
+        Ok(r) => TurnEnd {
+            stop_reason: stop_reason(&r.stop_reason),
+            is_error: false,
+            result_text: None,
+        },
+        Err(e) => {
+            // The agent died or refused the prompt: nothing stays open.
+            perms.cancel_all().await;
+            if cx.is_incoming_closed() {
+                return false;
+            }
+            let ev = CapEvent::error(
+                ErrorKind::Other("acp_prompt_failed".into()),
+                e.to_string(),
+                true,
+            );
+            sink.send_one(DriverOutput::Event(ev)).await;
+            TurnEnd {
+                stop_reason: StopReason::Error,
+                is_error: true,
+                result_text: Some(e.to_string()),
+            }
+        }
+    };
+    sink.send_one(DriverOutput::TurnEnd(end)).await
+}
+
+/// `session/request_permission` -> `cap.permission.request`, answered back onto the
+/// offered options; cancelled when the turn is.
+async fn permission(
+    perms: &Perms,
+    params: Value,
+    responder: Responder<Value>,
+) -> Result<(), agent_client_protocol::Error> {
+    let req: RequestPermissionRequest = match serde_json::from_value(params) {
+        Ok(r) => r,
+        Err(e) => {
+            return responder.respond_with_error(
+                agent_client_protocol::Error::invalid_params().data(json!(e.to_string())),
+            );
+        }
+    };
+    let f = &req.tool_call.fields;
+    let tool = f
+        .name
+        .clone()
+        .or_else(|| f.title.clone())
+        .unwrap_or_else(|| "tool".to_owned());
+    let decision = if perms.always_allowed(&tool) {
+        Some(crate::protocol::Decision::AllowAlways)
+    } else {
+        let intent = json!({
+            "title": f.title, "kind": f.kind, "input": f.raw_input,
+            "tool_call_id": req.tool_call.tool_call_id.to_string(),
+        });
+        perms.ask(&tool, intent, risk_of(f.kind.as_ref())).await
+    };
+    let outcome = match decision.and_then(|d| option_for(&req.options, d)) {
+        Some(id) => RequestPermissionOutcome::Selected(SelectedPermissionOutcome::new(id)),
+        None => RequestPermissionOutcome::Cancelled,
+    };
+    let resp = serde_json::to_value(RequestPermissionResponse::new(outcome))
+        .map_err(|e| agent_client_protocol::Error::internal_error().data(json!(e.to_string())))?;
+    responder.respond(resp)
+}
+
+/// ACP method -> CAP reverse RPC, and the result back in ACP's shape.
+async fn reverse_rpc(
+    rpc: Option<&Rpc>,
+    method: &str,
+    params: Value,
+    responder: Responder<Value>,
+) -> Result<(), agent_client_protocol::Error> {
+    let Some(rpc) = rpc else {
+        return responder
+            .respond_with_error(acp_error(&RpcError::Unsupported("capabilities.coding")));
+    };
+    let cap = match method {
+        "fs/read_text_file" => "cap.fs.read".to_owned(),
+        "fs/write_text_file" => "cap.fs.write".to_owned(),
+        "terminal/create" => "cap.terminal.create".to_owned(),
+        "terminal/output" => "cap.terminal.output".to_owned(),
+        "terminal/wait_for_exit" => "cap.terminal.wait".to_owned(),
+        "terminal/kill" => "cap.terminal.kill".to_owned(),
+        "terminal/release" => "cap.terminal.release".to_owned(),
+        other => match other.strip_prefix("_cap/") {
+            Some(rest) => format!("cap.{rest}"),
+            None => {
+                return responder
+                    .respond_with_error(acp_error(&RpcError::MethodNotFound(other.to_owned())));
+            }
+        },
+    };
+    match rpc.call(&cap, params).await {
+        Ok(v) => responder.respond(to_acp(method, v)),
+        Err(e) => responder.respond_with_error(acp_error(&e)),
+    }
+}
+
+/// CAP results in ACP's field names.
+fn to_acp(method: &str, v: Value) -> Value {
+    let exit = |v: &Value| json!({ "exitCode": v["exit_code"], "signal": v["signal"] });
+    match method {
+        "fs/read_text_file" => json!({ "content": v["content"] }),
+        "fs/write_text_file" | "terminal/kill" | "terminal/release" => json!({}),
+        "terminal/create" => json!({ "terminalId": v["terminal_id"] }),
+        "terminal/output" => {
+            let mut out = json!({ "output": v["output"], "truncated": v["truncated"] });
+            if v.get("exit_code").is_some() {
+                out["exitStatus"] = exit(&v);
+            }
+            out
+        }
+        "terminal/wait_for_exit" => exit(&v),
+        _ => v,
+    }
+}

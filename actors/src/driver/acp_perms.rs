@@ -1,0 +1,112 @@
+//! Open ACP permission requests of one driver: each waits on a oneshot for the CAP
+//! decision (or `None`: cancelled). `allow_always` is remembered per session and
+//! tool. Also the [`Approver`] of vetted terminal commands (coding §7.2), which asks
+//! through the same path.
+
+use std::collections::{HashMap, HashSet};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use serde_json::json;
+use tokio::sync::oneshot;
+
+use super::{DriverOutput, OutputSink};
+use crate::protocol::{CapEvent, Decision, RiskLevel};
+use crate::rpc::{Approver, CommandApproval};
+
+/// The tool name CAP shows for vetted terminal commands.
+pub const TERMINAL_TOOL: &str = "terminal.create";
+
+pub struct Perms {
+    sink: OutputSink,
+    seq: AtomicU64,
+    pending: Mutex<HashMap<String, oneshot::Sender<Option<Decision>>>>,
+    always: Mutex<HashSet<String>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Perms {
+    pub fn new(sink: OutputSink) -> Arc<Self> {
+        Arc::new(Perms {
+            sink,
+            seq: AtomicU64::new(1),
+            pending: Mutex::new(HashMap::new()),
+            always: Mutex::new(HashSet::new()),
+        })
+    }
+
+    pub fn sink(&self) -> &OutputSink {
+        &self.sink
+    }
+
+    /// Was `allow_always` given for this tool in this session?
+    pub fn always_allowed(&self, tool: &str) -> bool {
+        lock(&self.always).contains(tool)
+    }
+
+    /// Emit a `cap.permission.request` and wait for its answer (`None`: cancelled).
+    pub async fn ask(
+        &self,
+        tool: &str,
+        intent: serde_json::Value,
+        risk: RiskLevel,
+    ) -> Option<Decision> {
+        let req_id = format!("acp-perm-{}", self.seq.fetch_add(1, Ordering::Relaxed));
+        let (tx, rx) = oneshot::channel();
+        lock(&self.pending).insert(req_id.clone(), tx);
+        let event = CapEvent::permission_request(&req_id, tool, Some(intent), risk);
+        if !self.sink.send_one(DriverOutput::Event(event)).await {
+            lock(&self.pending).remove(&req_id);
+            return None;
+        }
+        let decision = rx.await.ok().flatten();
+        if decision == Some(Decision::AllowAlways) {
+            lock(&self.always).insert(tool.to_owned());
+        }
+        decision
+    }
+
+    /// Deliver a decision; false if the request is unknown (already answered/cancelled).
+    pub fn answer(&self, req_id: &str, decision: Decision) -> bool {
+        match lock(&self.pending).remove(req_id) {
+            Some(tx) => tx.send(Some(decision)).is_ok(),
+            None => false,
+        }
+    }
+
+    /// Answer every open request `cancelled` (ACP requires it on `session/cancel`);
+    /// the session is told each was withdrawn.
+    pub async fn cancel_all(&self) {
+        let open: Vec<_> = lock(&self.pending).drain().collect();
+        let mut withdrawn = Vec::with_capacity(open.len());
+        for (req_id, tx) in open {
+            let _gone = tx.send(None);
+            withdrawn.push(DriverOutput::Withdrawn { req_id });
+        }
+        self.sink.send(withdrawn).await;
+    }
+}
+
+/// Terminal vetting asks through the permission path.
+pub struct TerminalApprover(pub Arc<Perms>);
+
+impl Approver for TerminalApprover {
+    fn approve(&self, req: CommandApproval) -> Pin<Box<dyn Future<Output = bool> + Send>> {
+        let perms = self.0.clone();
+        Box::pin(async move {
+            if perms.always_allowed(TERMINAL_TOOL) {
+                return true;
+            }
+            let intent = json!({ "command": req.command_line, "cwd": req.cwd });
+            matches!(
+                perms.ask(TERMINAL_TOOL, intent, RiskLevel::High).await,
+                Some(Decision::AllowOnce | Decision::AllowAlways)
+            )
+        })
+    }
+}

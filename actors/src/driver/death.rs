@@ -1,0 +1,36 @@
+//! The `cap.error` every pipe driver sends when its agent ends abnormally.
+
+use super::{DriverOutput, ExitCause, OutputSink};
+use crate::process::stderr_ring::StderrRing;
+use crate::protocol::{CapEvent, ErrorKind};
+
+/// The `cap.error` code for an agent process that died under a pipe binding.
+pub const AGENT_EXITED: &str = "agent_exited";
+/// The `cap.error` code for an agent killed because it hung.
+pub const AGENT_HUNG: &str = "agent_hung";
+
+/// Announce an abnormal end, quoting the agent's last stderr lines.
+pub async fn report_death(sink: &OutputSink, stderr: &StderrRing, cause: &ExitCause) {
+    if !cause.is_abnormal() {
+        return;
+    }
+    let code = match cause {
+        ExitCause::Hung { .. } => AGENT_HUNG,
+        _ => AGENT_EXITED,
+    };
+    let tail = stderr.quote();
+    let message = if tail.is_empty() {
+        format!("agent {cause}")
+    } else {
+        format!("agent {cause}\n{tail}")
+    };
+    let mut event = CapEvent::error(ErrorKind::Other(code.into()), message, true);
+    if let CapEvent::Error(e) = &mut event {
+        e.details = Some(serde_json::json!({
+            "cause": cause,
+            "stderr_tail": stderr.snapshot(),
+        }))
+        .into();
+    }
+    sink.send_one(DriverOutput::Event(event)).await;
+}

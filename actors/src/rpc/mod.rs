@@ -1,0 +1,233 @@
+//! The reverse RPC the orchestrator serves to its agents, shared by every binding:
+//! `cap.fs.*` and `cap.terminal.*` of the coding profile (§4, §5), under `fs.scope`
+//! (§7.1) and terminal vetting (§7.2). A binding maps its wire names onto these
+//! (ACP: `fs/read_text_file` -> `cap.fs.read`, ...) and calls [`Rpc::call`].
+
+pub mod error;
+pub mod fs;
+pub mod fs_open;
+pub mod scope;
+pub mod terminal;
+pub mod vetting;
+
+#[cfg(test)]
+mod scope_tests;
+#[cfg(test)]
+mod terminal_tests;
+
+use std::future::Future;
+use std::path::Path;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+pub use error::RpcError;
+pub use scope::Scope;
+pub use terminal::{TermConfig, Terminals};
+pub use vetting::Vet;
+
+use crate::manifest::{CodingCaps, FsScope};
+
+/// A terminal command waiting for the user's approval.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandApproval {
+    pub command_line: String,
+    pub cwd: String,
+}
+
+/// Who answers [`Vet::Ask`]: the binding turns it into a `cap.permission.request`.
+pub trait Approver: Send + Sync {
+    fn approve(&self, req: CommandApproval) -> Pin<Box<dyn Future<Output = bool> + Send>>;
+}
+
+/// The reverse RPC endpoint of one session.
+pub struct Rpc {
+    caps: CodingCaps,
+    scope: Scope,
+    /// The session cwd, resolved: terminals start here unless told otherwise.
+    cwd: std::path::PathBuf,
+    terminals: Terminals,
+    read_cap: u64,
+    approver: Arc<dyn Approver>,
+}
+
+#[derive(Deserialize)]
+struct TermId {
+    #[serde(alias = "terminalId")]
+    terminal_id: String,
+    #[serde(default)]
+    since_byte: Option<u64>,
+    #[serde(default)]
+    timeout_ms: Option<u64>,
+    #[serde(default)]
+    signal: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct CwdOnly {
+    #[serde(default)]
+    cwd: Option<String>,
+}
+
+fn params<T: DeserializeOwned>(v: Value) -> Result<T, RpcError> {
+    serde_json::from_value(v).map_err(|e| RpcError::InvalidParams(e.to_string()))
+}
+
+impl Rpc {
+    /// The endpoint of a session in `cwd` with the manifest's coding caps.
+    pub fn new(
+        caps: CodingCaps,
+        cwd: &Path,
+        term: TermConfig,
+        approver: Arc<dyn Approver>,
+    ) -> Result<Self, RpcError> {
+        let scope = Scope::new(caps.fs.scope.unwrap_or(FsScope::WorkspaceOnly), cwd)?;
+        let mut term = term;
+        if term.concurrent_max.is_none() {
+            term.concurrent_max = caps.terminal.concurrent_max;
+        }
+        let cwd = scope::resolve(cwd);
+        Ok(Rpc {
+            caps,
+            scope,
+            cwd,
+            terminals: Terminals::new(term),
+            read_cap: fs::DEFAULT_READ_CAP,
+            approver,
+        })
+    }
+
+    pub fn caps(&self) -> &CodingCaps {
+        &self.caps
+    }
+
+    pub fn scope(&self) -> &Scope {
+        &self.scope
+    }
+
+    pub fn terminals(&self) -> &Terminals {
+        &self.terminals
+    }
+
+    fn need(&self, flag: bool, what: &'static str) -> Result<(), RpcError> {
+        if flag {
+            Ok(())
+        } else {
+            Err(RpcError::Unsupported(what))
+        }
+    }
+
+    fn need_terminal(&self) -> Result<(), RpcError> {
+        if self.caps.terminal.enabled {
+            Ok(())
+        } else {
+            Err(RpcError::TerminalUnavailable(
+                "terminal.enabled is false".into(),
+            ))
+        }
+    }
+
+    /// Serve one call by its CAP method name.
+    pub async fn call(&self, method: &str, p: Value) -> Result<Value, RpcError> {
+        let f = &self.caps.fs;
+        match method {
+            "cap.fs.read" => {
+                self.need(f.read, "fs.read")?;
+                let (scope, cap, p) = (self.scope.clone(), self.read_cap, params(p)?);
+                blocking(move || fs::read(&scope, &p, cap)).await
+            }
+            "cap.fs.write" => {
+                self.need(f.write, "fs.write")?;
+                let (scope, p) = (self.scope.clone(), params(p)?);
+                blocking(move || fs::write(&scope, &p)).await
+            }
+            "cap.fs.list" => {
+                self.need(f.list, "fs.list")?;
+                let (scope, p) = (self.scope.clone(), params(p)?);
+                blocking(move || fs::list(&scope, &p)).await
+            }
+            "cap.fs.exists" => {
+                self.need(f.exists, "fs.exists")?;
+                fs::exists(&self.scope, &params(p)?)
+            }
+            "cap.fs.delete" => {
+                self.need(f.delete, "fs.delete")?;
+                let (scope, p) = (self.scope.clone(), params(p)?);
+                blocking(move || fs::delete(&scope, &p)).await
+            }
+            "cap.terminal.create" => self.create_terminal(p).await,
+            "cap.terminal.output" => {
+                self.need_terminal()?;
+                let t: TermId = params(p)?;
+                self.terminals.output(&t.terminal_id, t.since_byte)
+            }
+            "cap.terminal.wait" => {
+                self.need_terminal()?;
+                let t: TermId = params(p)?;
+                let timeout = t.timeout_ms.map(Duration::from_millis);
+                self.terminals.wait(&t.terminal_id, timeout).await
+            }
+            "cap.terminal.kill" => {
+                self.need_terminal()?;
+                let t: TermId = params(p)?;
+                self.terminals.kill(&t.terminal_id, t.signal.as_deref())?;
+                Ok(json!({ "ok": true }))
+            }
+            "cap.terminal.release" => {
+                self.need_terminal()?;
+                let t: TermId = params(p)?;
+                self.terminals.release(&t.terminal_id)?;
+                Ok(json!({ "ok": true }))
+            }
+            other => Err(RpcError::MethodNotFound(other.to_owned())),
+        }
+    }
+
+    /// Vet, check the cwd, ask when needed, then spawn; a deny never spawns.
+    async fn create_terminal(&self, p: Value) -> Result<Value, RpcError> {
+        self.need_terminal()?;
+        let cwd: CwdOnly = params(p.clone())?;
+        let mut create: terminal::CreateParams = params(p)?;
+        let cwd = match cwd.cwd {
+            Some(c) => self.scope.check(&c)?,
+            None => self.cwd.clone(),
+        };
+        let line = vetting::command_line(&create.command, &create.args);
+        match vetting::vet(&self.caps, &create.command, &create.args) {
+            Vet::Deny(why) => return Err(RpcError::Denied(why)),
+            Vet::Ask => {
+                let req = CommandApproval {
+                    command_line: line.clone(),
+                    cwd: cwd.display().to_string(),
+                };
+                if !self.approver.approve(req).await {
+                    return Err(RpcError::Denied(format!("the user denied {line:?}")));
+                }
+            }
+            Vet::Allow => {}
+        }
+        tracing::info!(command = %line, cwd = %cwd.display(), "terminal spawn");
+        create.cwd = Some(cwd);
+        let id = self.terminals.create(create)?;
+        Ok(json!({ "terminal_id": id }))
+    }
+}
+
+impl Drop for Rpc {
+    fn drop(&mut self) {
+        self.terminals.kill_all();
+    }
+}
+
+async fn blocking<F>(f: F) -> Result<Value, RpcError>
+where
+    F: FnOnce() -> Result<Value, RpcError> + Send + 'static,
+{
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| RpcError::Io(format!("fs worker failed: {e}")))?
+}

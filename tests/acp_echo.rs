@@ -1,0 +1,166 @@
+//! ACP-stdio end to end: `capfleet chat` driving the official Python SDK's echo agent
+//! (`tests/support/acp_echo_agent.py`, peer `py-acp`) — prompt, echo, fs through
+//! the reverse RPC under `fs.scope`, permissions, cancel, crash + `session/load`.
+
+mod common;
+
+use std::io::Read;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// `capfleet chat <acp-echo manifest> --json --cwd <dir> -t ... --argv <python> <agent>`.
+fn chat(cwd: &Path, tasks: &[&str], extra: &[&str]) -> Command {
+    let py = common::peer("py-acp");
+    let mut c = Command::new(env!("CARGO_BIN_EXE_capfleet"));
+    c.arg("chat")
+        .arg(common::support("acp-echo.toml"))
+        .arg("--json")
+        .arg("--cwd")
+        .arg(cwd);
+    for t in tasks {
+        c.args(["-t", t]);
+    }
+    c.args(extra)
+        .arg("--argv")
+        .arg(py)
+        .arg(common::support("acp_echo_agent.py"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    c
+}
+
+/// Run to the end (bounded), returning the NDJSON events and the exit code.
+fn run(mut cmd: Command, signal_after: Option<Duration>) -> (Vec<Value>, Option<i32>) {
+    // SAFETY: restores the default SIGINT disposition in the child before exec.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().expect("spawn capfleet");
+    let start = Instant::now();
+    let mut signalled = false;
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait") {
+            break s;
+        }
+        if let Some(after) = signal_after {
+            if !signalled && start.elapsed() >= after {
+                // SAFETY: signalling our own child by pid.
+                unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+                signalled = true;
+            }
+        }
+        if start.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            panic!("capfleet chat did not finish within 60 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut out = String::new();
+    child
+        .stdout
+        .take()
+        .expect("stdout")
+        .read_to_string(&mut out)
+        .expect("read");
+    let events = out
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .collect();
+    (events, status.code())
+}
+
+fn texts(events: &[Value]) -> String {
+    events
+        .iter()
+        .filter(|e| e["event"]["kind"] == "cap.text_chunk" && e["event"]["channel"] == "assistant")
+        .map(|e| e["event"]["text"].as_str().unwrap_or_default())
+        .collect()
+}
+
+fn of_type<'a>(events: &'a [Value], ty: &str) -> Vec<&'a Value> {
+    events.iter().filter(|e| e["type"] == ty).collect()
+}
+
+#[test]
+fn prompt_echo_and_fs_under_scope() {
+    let ws = tempfile::tempdir().expect("ws");
+    let outside = tempfile::tempdir().expect("outside");
+    std::fs::write(ws.path().join("f.txt"), "inside").expect("f");
+    std::fs::write(outside.path().join("g.txt"), "secret").expect("g");
+    std::os::unix::fs::symlink(outside.path(), ws.path().join("out")).expect("link");
+    let inside = format!("read {}", ws.path().join("f.txt").display());
+    let link = format!("read {}", ws.path().join("out/g.txt").display());
+    let missing = format!("read {}", outside.path().join("nope").display());
+    let (ev, code) = run(
+        chat(ws.path(), &["echo: hello", &inside, &link, &missing], &[]),
+        None,
+    );
+    assert_eq!(code, Some(0), "{ev:#?}");
+    let t = texts(&ev);
+    assert!(t.starts_with("hellocontent=inside"), "{t}");
+    let denied = "error=path outside the declared fs.scope";
+    assert_eq!(
+        t.matches(denied).count(),
+        2,
+        "existing and missing look the same: {t}"
+    );
+    assert!(!t.contains("secret"));
+    let ends = of_type(&ev, "turn_ended");
+    assert_eq!(ends.len(), 4);
+    assert!(ends.iter().all(|e| e["stop_reason"] == "end_turn"));
+}
+
+#[test]
+fn permission_denied_by_fail_safe_and_allowed_by_policy() {
+    let ws = tempfile::tempdir().expect("ws");
+    let (ev, code) = run(chat(ws.path(), &["perm"], &[]), None);
+    assert_eq!(code, Some(0));
+    let req = ev
+        .iter()
+        .find(|e| e["event"]["kind"] == "cap.permission.request")
+        .expect("permission request");
+    assert_eq!(req["event"]["risk_level"], "high", "execute is high risk");
+    assert!(texts(&ev).contains("outcome=no"), "{}", texts(&ev));
+    let allow = ["--allow-tool", "rm -rf build", "--max-risk", "high"];
+    let (ev, _) = run(chat(ws.path(), &["perm"], &allow), None);
+    assert!(texts(&ev).contains("outcome=ok"), "{}", texts(&ev));
+}
+
+#[test]
+fn cancel_ends_the_turn_cancelled_and_the_next_turn_runs() {
+    let ws = tempfile::tempdir().expect("ws");
+    let cmd = chat(ws.path(), &["slow", "echo: after"], &[]);
+    let (ev, code) = run(cmd, Some(Duration::from_millis(2500)));
+    let ends = of_type(&ev, "turn_ended");
+    assert_eq!(ends[0]["stop_reason"], "cancelled", "{ends:#?}");
+    assert_eq!(ends[1]["stop_reason"], "end_turn");
+    assert!(texts(&ev).ends_with("after"));
+    assert_eq!(code, Some(0));
+}
+
+#[test]
+fn crash_mid_prompt_restarts_with_session_load() {
+    let ws = tempfile::tempdir().expect("ws");
+    let (ev, code) = run(chat(ws.path(), &["crash-once", "echo: again"], &[]), None);
+    assert_eq!(code, Some(0), "{ev:#?}");
+    assert!(
+        ev.iter()
+            .any(|e| e["event"]["kind"] == "cap.error" && e["event"]["code"] == "agent_exited")
+    );
+    assert_eq!(of_type(&ev, "restart").len(), 1);
+    let ready: Vec<_> = ev
+        .iter()
+        .filter(|e| e["event"]["kind"] == "cap.session.ready")
+        .map(|e| e["event"]["session_id"].clone())
+        .collect();
+    assert_eq!(ready.len(), 2);
+    assert_eq!(ready[0], ready[1], "the same ACP session, loaded");
+    assert!(texts(&ev).contains("[loaded "), "{}", texts(&ev));
+}

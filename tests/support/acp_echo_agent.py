@@ -1,0 +1,80 @@
+"""A tiny ACP agent on the official Python SDK (agent-client-protocol==0.12.1).
+
+Prompts: "echo: X" answers X; "slow" streams until cancelled; "perm" asks a
+permission and says the outcome; "read PATH" reads through the client's fs;
+"crash" dies mid-prompt ("crash-once": only the first time in this cwd). Advertises loadSession; a load is announced as text.
+"""
+import asyncio
+import os
+import uuid
+
+from acp import run_agent, text_block, update_agent_message_text
+from acp.schema import (AgentCapabilities, InitializeResponse, LoadSessionResponse,
+                        NewSessionResponse, PermissionOption, PromptResponse, ToolCallUpdate)
+
+
+class Echo:
+    def on_connect(self, conn):
+        self.conn, self.cancelled, self.loaded = conn, set(), None
+
+    async def initialize(self, protocol_version, **_):
+        return InitializeResponse(protocol_version=protocol_version,
+                                  agent_capabilities=AgentCapabilities(load_session=True))
+
+    async def new_session(self, cwd, **_):
+        return NewSessionResponse(session_id=f"echo-{uuid.uuid4().hex[:8]}")
+
+    async def load_session(self, cwd, session_id, **_):
+        self.loaded = session_id
+        return LoadSessionResponse()
+
+    async def cancel(self, session_id, **_):
+        self.cancelled.add(session_id)
+
+    async def say(self, sid, text):
+        await self.conn.session_update(sid, update_agent_message_text(text))
+
+    async def prompt(self, session_id, prompt, **_):
+        text = "".join(getattr(b, "text", "") for b in prompt)
+        sid = session_id
+        if self.loaded:
+            await self.say(sid, f"[loaded {self.loaded}] ")
+            self.loaded = None
+        if text == "slow":
+            self.cancelled.discard(sid)
+            for _ in range(600):
+                if sid in self.cancelled:
+                    return PromptResponse(stop_reason="cancelled")
+                await self.say(sid, ".")
+                await asyncio.sleep(0.05)
+        elif text == "perm":
+            opts = [PermissionOption(option_id="ok", name="Allow", kind="allow_once"),
+                    PermissionOption(option_id="always", name="Always", kind="allow_always"),
+                    PermissionOption(option_id="no", name="Reject", kind="reject_once")]
+            tc = ToolCallUpdate(tool_call_id="t1", title="rm -rf build", kind="execute")
+            r = await self.conn.request_permission(session_id=sid, tool_call=tc, options=opts)
+            o = r.outcome
+            await self.say(sid, f"outcome={getattr(o, 'option_id', None) or o.outcome}")
+            if sid in self.cancelled:
+                return PromptResponse(stop_reason="cancelled")
+        elif text.startswith("read "):
+            try:
+                r = await self.conn.read_text_file(session_id=sid, path=text[5:])
+                await self.say(sid, f"content={r.content}")
+            except Exception as e:  # noqa: BLE001 - the error is the answer
+                await self.say(sid, f"error={e}")
+        elif text == "crash-once" and not os.path.exists(".crashed"):
+            open(".crashed", "w").close()
+            await self.say(sid, "dying once")
+            await asyncio.sleep(0.1)
+            os._exit(3)
+        elif text == "crash":
+            await self.say(sid, "dying")
+            await asyncio.sleep(0.1)
+            os._exit(3)
+        else:
+            await self.say(sid, text.removeprefix("echo: "))
+        return PromptResponse(stop_reason="end_turn")
+
+
+asyncio.run(run_agent(Echo()))
