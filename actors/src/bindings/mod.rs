@@ -1,4 +1,5 @@
 //! Bindings: wire encodings between a driver and an agent (spec §6), as pure
 //! protocol layers. Processes and actors live above them.
 
+pub mod pty;
 pub mod stream_json;

@@ -1,0 +1,485 @@
+//! What the agent's completed lines mean (spec §6.1 points 4-5, A2).
+//!
+//! Only complete logical lines are classified (the screen hands them over at each
+//! line feed, so redraws and spinners never reach here half-drawn). First match
+//! wins: error lines, tool start/end (paired by call id), asks, plan and thought
+//! sections; anything else that is not chrome (spinners, rules, status lines), the
+//! idle prompt or the echo of our own input is assistant text. Lines inside an open
+//! tool call are its output. Identical non-text events are suppressed per turn, and
+//! named groups of the patterns fill the events' fields.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::LazyLock;
+
+use regex::{Captures, Regex};
+use serde_json::{Map, Value, json};
+
+use crate::manifest::Patterns;
+use crate::protocol::{CapEvent, ErrorKind, PlanEntry, PlanStatus, Priority};
+
+/// Distinct event lines remembered per turn (for repeat suppression).
+const MAX_SEEN: usize = 4096;
+/// Tool output kept for `cap.tool_call.end`, per call.
+const MAX_TOOL_OUTPUT: usize = 64 * 1024;
+
+/// Lines that are terminal chrome in any TUI: spinners, rules and boxes, status and
+/// hint lines, token counters.
+static CHROME: LazyLock<Vec<Regex>> = LazyLock::new(|| {
+    [
+        r"^\s*[\x{2800}-\x{28FF}]",
+        r"^[\s\x{2500}-\x{259F}]+$",
+        r"^\s*⎿\s*Interrupted",
+        r"^\s*·\s",
+        r"(?i)esc to interrupt",
+        r"\? for shortcuts",
+        r"^Tokens: .* sent",
+    ]
+    .iter()
+    .filter_map(|p| Regex::new(p).ok())
+    .collect()
+});
+
+static PLAN_ENTRY: LazyLock<Option<Regex>> = LazyLock::new(|| {
+    Regex::new(r"^\s*(?:[-*]\s+)?\[(?P<mark>[ xX~!\-])\]\s+(?P<rest>.+?)\s*$").ok()
+});
+
+#[derive(Debug, Default)]
+enum Section {
+    #[default]
+    None,
+    Plan(Vec<PlanEntry>),
+    Thought,
+}
+
+#[derive(Debug)]
+struct OpenTool {
+    call_id: String,
+    name: String,
+    output: String,
+}
+
+/// Per-turn line classification.
+#[derive(Debug)]
+pub struct LineParser {
+    patterns: Patterns,
+    turn: u64,
+    calls: u64,
+    asks_made: u64,
+    seen: HashSet<String>,
+    section: Section,
+    tools: Vec<OpenTool>,
+    /// Lines of our prompt not yet seen echoed.
+    echo: Vec<String>,
+    /// An answer we typed, until its echo is seen.
+    answer_echo: Option<String>,
+    text_started: bool,
+    pending_blank: bool,
+    last_text: Option<String>,
+    /// Open asks: id → is it yes/no.
+    asks: HashMap<String, bool>,
+    error_seen: bool,
+}
+
+impl LineParser {
+    pub fn new(patterns: Patterns) -> Self {
+        LineParser {
+            patterns,
+            turn: 0,
+            calls: 0,
+            asks_made: 0,
+            seen: HashSet::new(),
+            section: Section::None,
+            tools: Vec::new(),
+            echo: Vec::new(),
+            answer_echo: None,
+            text_started: false,
+            pending_blank: false,
+            last_text: None,
+            asks: HashMap::new(),
+            error_seen: false,
+        }
+    }
+
+    /// A new turn for `prompt`.
+    pub fn begin_turn(&mut self, prompt: &str) {
+        self.turn += 1;
+        self.seen.clear();
+        self.section = Section::None;
+        self.tools.clear();
+        self.echo = prompt
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .map(str::to_owned)
+            .collect();
+        self.text_started = false;
+        self.pending_blank = false;
+        self.last_text = None;
+        self.error_seen = false;
+    }
+
+    /// The turn is over: flush an open plan section.
+    pub fn end_turn(&mut self, out: &mut Vec<CapEvent>) {
+        self.close_section(out);
+        self.echo.clear();
+    }
+
+    pub fn saw_error(&self) -> bool {
+        self.error_seen
+    }
+
+    /// Forget an ask and say whether it was a yes/no question.
+    pub fn take_ask(&mut self, ask_id: &str) -> Option<bool> {
+        self.asks.remove(ask_id)
+    }
+
+    /// We typed `answer`: its echo is not text.
+    pub fn expect_echo(&mut self, answer: &str) {
+        let answer = answer.trim();
+        self.answer_echo = (!answer.is_empty()).then(|| answer.to_owned());
+    }
+
+    /// Whether `line` is the idle prompt.
+    pub fn is_idle(&self, line: &str) -> bool {
+        self.patterns.idle.iter().any(|re| re.is_match(line))
+    }
+
+    /// The unfinished line under the cursor, once output went quiet: an agent waiting
+    /// for an answer often leaves its question there without a line feed.
+    pub fn on_partial(&mut self, line: &str, out: &mut Vec<CapEvent>) {
+        if line.trim().is_empty() || self.is_idle(line) {
+            return;
+        }
+        self.ask(line, out);
+    }
+
+    /// One completed logical line.
+    pub fn on_line(&mut self, line: &str, out: &mut Vec<CapEvent>) {
+        let trimmed = line.trim();
+        if self.is_echo(trimmed) || self.is_idle(line) {
+            return;
+        }
+        if let Some(c) = first(&self.patterns.error_lines, line) {
+            self.close_section(out);
+            self.error(line, &c, out);
+            return;
+        }
+        let start = self.patterns.tool_call_start.as_ref().and_then(|re| {
+            let c = re.captures(line)?;
+            let name = c.name("tool").or_else(|| c.name("name"));
+            let name = name.map_or("tool", |m| m.as_str()).to_owned();
+            Some((name, fields(re, &c, &["tool", "name"])))
+        });
+        if let Some((name, input)) = start {
+            self.close_section(out);
+            self.calls += 1;
+            let call_id = format!("pty-call-{}-{}", self.turn, self.calls);
+            out.push(CapEvent::tool_start(&call_id, &name, input));
+            self.tools.push(OpenTool {
+                call_id,
+                name,
+                output: String::new(),
+            });
+            return;
+        }
+        if let Some(c) = self
+            .patterns
+            .tool_call_end
+            .as_ref()
+            .and_then(|re| re.captures(line))
+        {
+            self.close_section(out);
+            self.tool_end(&c, out);
+            return;
+        }
+        if self.ask(line, out) {
+            return;
+        }
+        if !self.tools.is_empty() {
+            self.tool_output(trimmed, out);
+            return;
+        }
+        if self.section_line(line, out) {
+            return;
+        }
+        if CHROME.iter().any(|re| re.is_match(line)) {
+            return;
+        }
+        self.text(line, out);
+    }
+
+    fn is_echo(&mut self, trimmed: &str) -> bool {
+        if let Some(answer) = &self.answer_echo
+            && trimmed.ends_with(answer.as_str())
+        {
+            self.answer_echo = None;
+            return true;
+        }
+        if self.text_started || trimmed.is_empty() {
+            return false;
+        }
+        // A bare continuation prompt (`...`, `>`) while our input is being echoed.
+        if trimmed.chars().all(|c| ".>:$#%❯›»-".contains(c)) {
+            return true;
+        }
+        if self.echo.is_empty() {
+            return false;
+        }
+        if trimmed.ends_with(self.echo[0].as_str()) {
+            self.echo.remove(0);
+            return true;
+        }
+        false
+    }
+
+    /// First sight of this event line in the turn?
+    fn fresh(&mut self, kind: &str, line: &str) -> bool {
+        if self.seen.len() >= MAX_SEEN {
+            return true;
+        }
+        self.seen.insert(format!("{kind}\u{0}{line}"))
+    }
+
+    fn error(&mut self, line: &str, c: &Captures<'_>, out: &mut Vec<CapEvent>) {
+        if !self.fresh("error", line) {
+            return;
+        }
+        self.error_seen = true;
+        let message = c
+            .name("message")
+            .map_or(line.trim(), |m| m.as_str())
+            .to_owned();
+        let lower = line.to_lowercase();
+        let (kind, retryable) = match c.name("code").map(|m| m.as_str()) {
+            Some(code) => (ErrorKind::parse(code), false),
+            None if ["rate_limit", "rate limit", "too many requests", "429"]
+                .iter()
+                .any(|k| lower.contains(k)) =>
+            {
+                (ErrorKind::RateLimit, true)
+            }
+            None if [
+                "authentication",
+                "auth_error",
+                "unauthorized",
+                "401",
+                "api key",
+            ]
+            .iter()
+            .any(|k| lower.contains(k)) =>
+            {
+                (ErrorKind::AuthError, false)
+            }
+            None if lower.contains("overloaded") => (ErrorKind::ModelUnavailable, true),
+            None => (ErrorKind::Other("agent_error".into()), false),
+        };
+        out.push(CapEvent::error(kind, message, retryable));
+    }
+
+    fn tool_end(&mut self, c: &Captures<'_>, out: &mut Vec<CapEvent>) {
+        let name = c
+            .name("tool")
+            .or_else(|| c.name("name"))
+            .map(|m| m.as_str());
+        let at = match name {
+            Some(n) => self.tools.iter().rposition(|t| t.name == n),
+            None => self.tools.len().checked_sub(1),
+        };
+        let Some(at) = at else {
+            return; // an end without a start: nothing to pair it with
+        };
+        let tool = self.tools.remove(at);
+        let status = c.name("status").map_or("", |m| m.as_str()).to_lowercase();
+        let is_error = ["fail", "error", "denied"]
+            .iter()
+            .any(|k| status.contains(k));
+        let output = (!tool.output.is_empty()).then(|| Value::String(tool.output));
+        out.push(CapEvent::tool_end(tool.call_id, output, is_error, None));
+    }
+
+    fn tool_output(&mut self, trimmed: &str, out: &mut Vec<CapEvent>) {
+        let Some(tool) = self.tools.last_mut() else {
+            return;
+        };
+        let text = trimmed.trim_start_matches('⎿').trim_start();
+        if tool.output.len() + text.len() < MAX_TOOL_OUTPUT {
+            tool.output.push_str(text);
+            tool.output.push('\n');
+        }
+        out.push(CapEvent::tool_delta(&tool.call_id, format!("{text}\n")));
+    }
+
+    /// An ask on `line`? Emits it (once per turn) and says whether it matched.
+    fn ask(&mut self, line: &str, out: &mut Vec<CapEvent>) -> bool {
+        if let Some(c) = self
+            .patterns
+            .ask_options
+            .as_ref()
+            .and_then(|re| re.captures(line))
+        {
+            let options: Vec<String> = c
+                .name("options")
+                .map_or("", |m| m.as_str())
+                .split([',', '|', '/'])
+                .map(str::trim)
+                .filter(|o| !o.is_empty())
+                .map(str::to_owned)
+                .collect();
+            self.close_section(out);
+            if self.fresh("ask", line) {
+                let question = self
+                    .last_text
+                    .clone()
+                    .unwrap_or_else(|| line.trim().to_owned());
+                let one_of: Vec<Value> = options.iter().map(|o| json!({ "const": o })).collect();
+                let form = json!({
+                    "type": "object",
+                    "properties": { question.clone(): { "type": "string", "oneOf": one_of } },
+                });
+                let id = self.new_ask(false);
+                out.push(CapEvent::ask_user(id, question, Some(form)));
+            }
+            return true;
+        }
+        if let Some(re) = &self.patterns.ask_yes_no
+            && re.is_match(line)
+        {
+            self.close_section(out);
+            if self.fresh("ask", line) {
+                let id = self.new_ask(true);
+                out.push(CapEvent::ask_user(id, line.trim(), None));
+            }
+            return true;
+        }
+        false
+    }
+
+    fn new_ask(&mut self, yes_no: bool) -> String {
+        self.asks_made += 1;
+        let id = format!("pty-ask-{}-{}", self.turn, self.asks_made);
+        self.asks.insert(id.clone(), yes_no);
+        id
+    }
+
+    /// Plan and thought sections: their header and continuation lines.
+    fn section_line(&mut self, line: &str, out: &mut Vec<CapEvent>) -> bool {
+        match &mut self.section {
+            Section::Plan(entries) => {
+                if let Some(entry) = plan_entry(line, entries.len()) {
+                    entries.push(entry);
+                    return true;
+                }
+                self.close_section(out);
+            }
+            Section::Thought => {
+                if line.starts_with(char::is_whitespace) && !line.trim().is_empty() {
+                    out.push(CapEvent::thought(self.message_id(), line.trim()));
+                    return true;
+                }
+                self.section = Section::None;
+            }
+            Section::None => {}
+        }
+        if self
+            .patterns
+            .plan_section
+            .as_ref()
+            .is_some_and(|re| re.is_match(line))
+        {
+            self.section = Section::Plan(Vec::new());
+            return true;
+        }
+        if let Some(m) = self
+            .patterns
+            .thought_section
+            .as_ref()
+            .and_then(|re| re.find(line))
+        {
+            let text = format!("{}{}", &line[..m.start()], &line[m.end()..]);
+            out.push(CapEvent::thought(self.message_id(), text.trim()));
+            self.section = Section::Thought;
+            return true;
+        }
+        false
+    }
+
+    fn close_section(&mut self, out: &mut Vec<CapEvent>) {
+        if let Section::Plan(entries) = std::mem::take(&mut self.section)
+            && !entries.is_empty()
+        {
+            out.push(CapEvent::plan(entries));
+        }
+    }
+
+    fn message_id(&self) -> String {
+        format!("pty-msg-{}", self.turn)
+    }
+
+    fn text(&mut self, line: &str, out: &mut Vec<CapEvent>) {
+        if line.trim().is_empty() {
+            self.pending_blank = self.text_started;
+            return;
+        }
+        let mut text = String::with_capacity(line.len() + 2);
+        if std::mem::take(&mut self.pending_blank) {
+            text.push('\n');
+        }
+        text.push_str(line.trim_end());
+        text.push('\n');
+        self.text_started = true;
+        self.last_text = Some(line.trim().to_owned());
+        out.push(CapEvent::text(self.message_id(), text));
+    }
+}
+
+fn first<'h>(res: &[Regex], line: &'h str) -> Option<Captures<'h>> {
+    res.iter().find_map(|re| re.captures(line))
+}
+
+/// The named groups of a match (but `skip`) as a JSON object.
+fn fields(re: &Regex, c: &Captures<'_>, skip: &[&str]) -> Value {
+    let map: Map<String, Value> = re
+        .capture_names()
+        .flatten()
+        .filter(|name| !skip.contains(name))
+        .filter_map(|name| {
+            Some((
+                name.to_owned(),
+                Value::String(c.name(name)?.as_str().to_owned()),
+            ))
+        })
+        .collect();
+    Value::Object(map)
+}
+
+fn plan_entry(line: &str, index: usize) -> Option<PlanEntry> {
+    let c = PLAN_ENTRY.as_ref()?.captures(line)?;
+    let status = match c.name("mark").map_or(" ", |m| m.as_str()) {
+        "x" | "X" => PlanStatus::Completed,
+        "~" => PlanStatus::InProgress,
+        "-" => PlanStatus::Cancelled,
+        "!" => PlanStatus::Blocked,
+        _ => PlanStatus::Pending,
+    };
+    let mut rest = c.name("rest").map_or("", |m| m.as_str()).trim();
+    let mut priority = None;
+    if let Some(open) = rest.rfind(" (")
+        && rest.ends_with(')')
+        && let Some(p) = Priority::parse(&rest[open + 2..rest.len() - 1])
+    {
+        priority = Some(p);
+        rest = rest[..open].trim_end();
+    }
+    let (id, content) = match rest.split_once(' ') {
+        Some((id, content))
+            if id.chars().any(|c| c.is_ascii_digit())
+                && id.chars().all(|c| c.is_alphanumeric() || "._-".contains(c)) =>
+        {
+            (id.to_owned(), content.trim().to_owned())
+        }
+        _ => ((index + 1).to_string(), rest.to_owned()),
+    };
+    let mut entry = PlanEntry::new(id, content, status);
+    entry.priority = priority;
+    Some(entry)
+}
