@@ -33,6 +33,8 @@ use crate::protocol::{CapCode, CapEvent, ErrorKind, StopReason};
 const EXIT_WAIT: Duration = Duration::from_secs(2);
 /// How long a shut-down agent gets after its terminal is hung up.
 const SHUTDOWN_WAIT: Duration = Duration::from_secs(3);
+/// How long a dying driver waits for the session to take its last events.
+const FLUSH_WAIT: Duration = Duration::from_secs(1);
 /// Bytes read from the terminal at once.
 const READ_CHUNK: usize = 16 * 1024;
 /// Commands from the actor to its engine in flight (fed by the session, not the agent).
@@ -110,7 +112,13 @@ impl Actor for PtyDriver {
         let argv = argv_for(&launch)?;
         let program = launch.program_for(&argv[0]);
         let shown = program.display().to_string();
-        let marker = format!("{}#{}", launch.urn, sink.generation());
+        // Unique per orchestrator process too: two fleets may run the same URN.
+        let marker = format!(
+            "{}#{}@{}",
+            launch.urn,
+            sink.generation(),
+            std::process::id()
+        );
         let mut spec = SpawnSpec::new(&program)
             .args(&argv[1..])
             .cwd(&launch.config.cwd)
@@ -279,6 +287,7 @@ impl PtyState {
             e.details = Some(serde_json::json!({ "cause": cause })).into();
         }
         self.sink.send_one(DriverOutput::Event(event)).await;
+        self.sink.flushed(FLUSH_WAIT).await;
     }
 }
 

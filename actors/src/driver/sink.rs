@@ -63,6 +63,14 @@ impl OutputSink {
             .is_ok()
     }
 
+    /// Wait (up to `max`) until the session has handled every batch sent so far:
+    /// a driver about to fail calls it so its last events (`cap.error`) reach the
+    /// session before the supervision event does (ractor delivers those first).
+    pub async fn flushed(&self, max: std::time::Duration) {
+        let all = u32::try_from(DEFAULT_CREDITS).unwrap_or(u32::MAX);
+        let _permits = tokio::time::timeout(max, self.credits.acquire_many(all)).await;
+    }
+
     /// Send one output.
     pub async fn send_one(&self, output: DriverOutput) -> bool {
         self.send(vec![output]).await
