@@ -34,10 +34,7 @@ fn is_zombie(pid: i32) -> bool {
     // /proc/PID/stat: "pid (comm) S ..."; comm may hold spaces and parentheses.
     fs::read_to_string(format!("/proc/{pid}/stat"))
         .ok()
-        .and_then(|s| {
-            s.rfind(')')
-                .map(|i| s[i + 1..].trim_start().starts_with('Z'))
-        })
+        .and_then(|s| s.rfind(')').map(|i| s[i + 1..].trim_start().starts_with('Z')))
         .unwrap_or(true)
 }
 
