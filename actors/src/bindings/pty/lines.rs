@@ -9,39 +9,19 @@
 //! named groups of the patterns fill the events' fields.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::LazyLock;
 
-use regex::{Captures, Regex};
-use serde_json::{Map, Value, json};
+use regex::Captures;
+use serde_json::{Value, json};
 
+use super::classify::{error_kind, fields, first, is_chrome};
+use super::plan::plan_entry;
 use crate::manifest::Patterns;
-use crate::protocol::{CapEvent, ErrorKind, PlanEntry, PlanStatus, Priority};
+use crate::protocol::{CapEvent, PlanEntry};
 
 /// Distinct event lines remembered per turn (for repeat suppression).
 const MAX_SEEN: usize = 4096;
 /// Tool output kept for `cap.tool_call.end`, per call.
 const MAX_TOOL_OUTPUT: usize = 64 * 1024;
-
-/// Lines that are terminal chrome in any TUI: spinners, rules and boxes, status and
-/// hint lines, token counters.
-static CHROME: LazyLock<Vec<Regex>> = LazyLock::new(|| {
-    [
-        r"^\s*[\x{2800}-\x{28FF}]",
-        r"^[\s\x{2500}-\x{259F}]+$",
-        r"^\s*⎿\s*Interrupted",
-        r"^\s*·\s",
-        r"(?i)esc to interrupt",
-        r"\? for shortcuts",
-        r"^Tokens: .* sent",
-    ]
-    .iter()
-    .filter_map(|p| Regex::new(p).ok())
-    .collect()
-});
-
-static PLAN_ENTRY: LazyLock<Option<Regex>> = LazyLock::new(|| {
-    Regex::new(r"^\s*(?:[-*]\s+)?\[(?P<mark>[ xX~!\-])\]\s+(?P<rest>.+?)\s*$").ok()
-});
 
 #[derive(Debug, Default)]
 enum Section {
@@ -202,7 +182,7 @@ impl LineParser {
         if self.section_line(line, out) {
             return;
         }
-        if CHROME.iter().any(|re| re.is_match(line)) {
+        if is_chrome(line) {
             return;
         }
         self.text(line, out);
@@ -249,30 +229,7 @@ impl LineParser {
             .name("message")
             .map_or(line.trim(), |m| m.as_str())
             .to_owned();
-        let lower = line.to_lowercase();
-        let (kind, retryable) = match c.name("code").map(|m| m.as_str()) {
-            Some(code) => (ErrorKind::parse(code), false),
-            None if ["rate_limit", "rate limit", "too many requests", "429"]
-                .iter()
-                .any(|k| lower.contains(k)) =>
-            {
-                (ErrorKind::RateLimit, true)
-            }
-            None if [
-                "authentication",
-                "auth_error",
-                "unauthorized",
-                "401",
-                "api key",
-            ]
-            .iter()
-            .any(|k| lower.contains(k)) =>
-            {
-                (ErrorKind::AuthError, false)
-            }
-            None if lower.contains("overloaded") => (ErrorKind::ModelUnavailable, true),
-            None => (ErrorKind::Other("agent_error".into()), false),
-        };
+        let (kind, retryable) = error_kind(line, c.name("code").map(|m| m.as_str()));
         out.push(CapEvent::error(kind, message, retryable));
     }
 
@@ -432,54 +389,6 @@ impl LineParser {
     }
 }
 
-fn first<'h>(res: &[Regex], line: &'h str) -> Option<Captures<'h>> {
-    res.iter().find_map(|re| re.captures(line))
-}
-
-/// The named groups of a match (but `skip`) as a JSON object.
-fn fields(re: &Regex, c: &Captures<'_>, skip: &[&str]) -> Value {
-    let map: Map<String, Value> = re
-        .capture_names()
-        .flatten()
-        .filter(|name| !skip.contains(name))
-        .filter_map(|name| {
-            Some((
-                name.to_owned(),
-                Value::String(c.name(name)?.as_str().to_owned()),
-            ))
-        })
-        .collect();
-    Value::Object(map)
-}
-
-fn plan_entry(line: &str, index: usize) -> Option<PlanEntry> {
-    let c = PLAN_ENTRY.as_ref()?.captures(line)?;
-    let status = match c.name("mark").map_or(" ", |m| m.as_str()) {
-        "x" | "X" => PlanStatus::Completed,
-        "~" => PlanStatus::InProgress,
-        "-" => PlanStatus::Cancelled,
-        "!" => PlanStatus::Blocked,
-        _ => PlanStatus::Pending,
-    };
-    let mut rest = c.name("rest").map_or("", |m| m.as_str()).trim();
-    let mut priority = None;
-    if let Some(open) = rest.rfind(" (")
-        && rest.ends_with(')')
-        && let Some(p) = Priority::parse(&rest[open + 2..rest.len() - 1])
-    {
-        priority = Some(p);
-        rest = rest[..open].trim_end();
-    }
-    let (id, content) = match rest.split_once(' ') {
-        Some((id, content))
-            if id.chars().any(|c| c.is_ascii_digit())
-                && id.chars().all(|c| c.is_alphanumeric() || "._-".contains(c)) =>
-        {
-            (id.to_owned(), content.trim().to_owned())
-        }
-        _ => ((index + 1).to_string(), rest.to_owned()),
-    };
-    let mut entry = PlanEntry::new(id, content, status);
-    entry.priority = priority;
-    Some(entry)
-}
+#[cfg(test)]
+#[path = "lines_tests.rs"]
+mod tests;

@@ -3,8 +3,10 @@
 //! its completed lines mean ([`lines`]) and how to type into it ([`input`]). The
 //! driver actor (`crate::driver::pty`) owns the process and the clock.
 
+mod classify;
 pub mod input;
 pub mod lines;
+mod plan;
 pub mod screen;
 pub mod settle;
 
