@@ -10,19 +10,21 @@ use crate::protocol::ErrorKind;
 
 /// Lines that are terminal chrome in any TUI: spinners, rules and boxes, status and
 /// hint lines, token counters.
+pub(super) const CHROME_PATTERNS: &[&str] = &[
+    r"^\s*[\x{2800}-\x{28FF}]",
+    r"^[\s\x{2500}-\x{259F}]+$",
+    r"^\s*⎿\s*Interrupted",
+    r"^\s*·\s",
+    r"(?i)esc to interrupt",
+    r"\? for shortcuts",
+    r"^Tokens: .* sent",
+];
+
 static CHROME: LazyLock<Vec<Regex>> = LazyLock::new(|| {
-    [
-        r"^\s*[\x{2800}-\x{28FF}]",
-        r"^[\s\x{2500}-\x{259F}]+$",
-        r"^\s*⎿\s*Interrupted",
-        r"^\s*·\s",
-        r"(?i)esc to interrupt",
-        r"\? for shortcuts",
-        r"^Tokens: .* sent",
-    ]
-    .iter()
-    .filter_map(|p| Regex::new(p).ok())
-    .collect()
+    CHROME_PATTERNS
+        .iter()
+        .filter_map(|p| Regex::new(p).ok())
+        .collect()
 });
 
 /// Whether `line` is chrome (never assistant text).

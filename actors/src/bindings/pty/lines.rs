@@ -10,11 +10,11 @@
 
 use std::collections::{HashMap, HashSet};
 
-use regex::Captures;
+use regex::{Captures, RegexSet, RegexSetBuilder};
 use serde_json::{Value, json};
 
-use super::classify::{error_kind, fields, first, is_chrome};
-use super::plan::plan_entry;
+use super::classify::{CHROME_PATTERNS, error_kind, fields, first, is_chrome};
+use super::plan::{PLAN_ENTRY_PATTERN, plan_entry};
 use crate::manifest::Patterns;
 use crate::protocol::{CapEvent, PlanEntry};
 
@@ -42,6 +42,9 @@ struct OpenTool {
 #[derive(Debug)]
 pub struct LineParser {
     patterns: Patterns,
+    /// Every pattern at once: a line none matches (most text) skips them all.
+    quick: Option<RegexSet>,
+    message_id: String,
     turn: u64,
     calls: u64,
     asks_made: u64,
@@ -62,8 +65,33 @@ pub struct LineParser {
 
 impl LineParser {
     pub fn new(patterns: Patterns) -> Self {
+        let p = &patterns;
+        let sources = p.idle.iter().chain(&p.error_lines).chain(
+            [
+                &p.tool_call_start,
+                &p.tool_call_end,
+                &p.plan_section,
+                &p.thought_section,
+                &p.ask_yes_no,
+                &p.ask_options,
+            ]
+            .into_iter()
+            .flatten(),
+        );
+        let sources: Vec<&str> = sources
+            .map(|re| re.as_str())
+            .chain(CHROME_PATTERNS.iter().copied())
+            .chain([PLAN_ENTRY_PATTERN])
+            .collect();
+        let quick = RegexSetBuilder::new(sources)
+            .multi_line(true)
+            .crlf(true)
+            .build()
+            .ok();
         LineParser {
             patterns,
+            quick,
+            message_id: "pty-msg-0".into(),
             turn: 0,
             calls: 0,
             asks_made: 0,
@@ -83,6 +111,7 @@ impl LineParser {
     /// A new turn for `prompt`.
     pub fn begin_turn(&mut self, prompt: &str) {
         self.turn += 1;
+        self.message_id = format!("pty-msg-{}", self.turn);
         self.seen.clear();
         self.section = Section::None;
         self.tools.clear();
@@ -136,13 +165,35 @@ impl LineParser {
     /// One completed logical line.
     pub fn on_line(&mut self, line: &str, out: &mut Vec<CapEvent>) {
         let trimmed = line.trim();
-        if self.is_echo(trimmed) || self.is_idle(line) {
+        if self.is_echo(trimmed) {
             return;
+        }
+        let special = self.quick.as_ref().is_none_or(|q| q.is_match(line));
+        if special && self.event_line(line, out) {
+            return;
+        }
+        if !self.tools.is_empty() {
+            self.tool_output(trimmed, out);
+            return;
+        }
+        if self.section_line(line, special, out) {
+            return;
+        }
+        if special && is_chrome(line) {
+            return;
+        }
+        self.text(line, out);
+    }
+
+    /// The idle prompt, an error, a tool start or end, an ask: handled here?
+    fn event_line(&mut self, line: &str, out: &mut Vec<CapEvent>) -> bool {
+        if self.is_idle(line) {
+            return true;
         }
         if let Some(c) = first(&self.patterns.error_lines, line) {
             self.close_section(out);
             self.error(line, &c, out);
-            return;
+            return true;
         }
         let start = self.patterns.tool_call_start.as_ref().and_then(|re| {
             let c = re.captures(line)?;
@@ -160,7 +211,7 @@ impl LineParser {
                 name,
                 output: String::new(),
             });
-            return;
+            return true;
         }
         if let Some(c) = self
             .patterns
@@ -170,22 +221,9 @@ impl LineParser {
         {
             self.close_section(out);
             self.tool_end(&c, out);
-            return;
+            return true;
         }
-        if self.ask(line, out) {
-            return;
-        }
-        if !self.tools.is_empty() {
-            self.tool_output(trimmed, out);
-            return;
-        }
-        if self.section_line(line, out) {
-            return;
-        }
-        if is_chrome(line) {
-            return;
-        }
-        self.text(line, out);
+        self.ask(line, out)
     }
 
     fn is_echo(&mut self, trimmed: &str) -> bool {
@@ -319,10 +357,10 @@ impl LineParser {
     }
 
     /// Plan and thought sections: their header and continuation lines.
-    fn section_line(&mut self, line: &str, out: &mut Vec<CapEvent>) -> bool {
+    fn section_line(&mut self, line: &str, special: bool, out: &mut Vec<CapEvent>) -> bool {
         match &mut self.section {
             Section::Plan(entries) => {
-                if let Some(entry) = plan_entry(line, entries.len()) {
+                if special && let Some(entry) = plan_entry(line, entries.len()) {
                     entries.push(entry);
                     return true;
                 }
@@ -336,6 +374,9 @@ impl LineParser {
                 self.section = Section::None;
             }
             Section::None => {}
+        }
+        if !special {
+            return false;
         }
         if self
             .patterns
@@ -369,7 +410,7 @@ impl LineParser {
     }
 
     fn message_id(&self) -> String {
-        format!("pty-msg-{}", self.turn)
+        self.message_id.clone()
     }
 
     fn text(&mut self, line: &str, out: &mut Vec<CapEvent>) {

@@ -6,9 +6,11 @@ use regex::Regex;
 
 use crate::protocol::{PlanEntry, PlanStatus, Priority};
 
-static PLAN_ENTRY: LazyLock<Option<Regex>> = LazyLock::new(|| {
-    Regex::new(r"^\s*(?:[-*]\s+)?\[(?P<mark>[ xX~!\-])\]\s+(?P<rest>.+?)\s*$").ok()
-});
+/// A checklist row: `[x] …`, `- [ ] …`.
+pub(super) const PLAN_ENTRY_PATTERN: &str =
+    r"^\s*(?:[-*]\s+)?\[(?P<mark>[ xX~!\-])\]\s+(?P<rest>.+?)\s*$";
+
+static PLAN_ENTRY: LazyLock<Option<Regex>> = LazyLock::new(|| Regex::new(PLAN_ENTRY_PATTERN).ok());
 
 /// One checklist row as a plan entry; `index` numbers entries without an id.
 pub(super) fn plan_entry(line: &str, index: usize) -> Option<PlanEntry> {

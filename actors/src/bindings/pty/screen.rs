@@ -115,14 +115,22 @@ impl Screen {
     /// The logical line under the cursor (wrapped rows above it joined).
     pub fn cursor_line(&self) -> String {
         let screen = self.parser.screen();
+        let (_, cols) = screen.size();
+        let cols = cols.get();
         let (row, _) = screen.cursor_position();
         let mut start = row;
         while start > 0 && screen.row_wrapped(start - 1) {
             start -= 1;
         }
-        let mut line = String::new();
-        for r in start..=row {
-            self.row_text(r, &mut line);
+        // `contents_between` renders only the rows asked for when they span more than
+        // one: start at the end of the row above (an empty span) for a single row.
+        let mut line = match (start, row) {
+            (0, 0) => screen.rows(0, cols).next().unwrap_or_default(),
+            (s, r) if s < r => screen.contents_between(s, 0, r, cols),
+            (_, r) => screen.contents_between(r - 1, cols, r, cols),
+        };
+        if line.starts_with('\n') {
+            line.remove(0);
         }
         line.truncate(line.trim_end().len());
         line
@@ -130,18 +138,13 @@ impl Screen {
 
     /// The last non-empty rendered row of the visible screen.
     pub fn last_nonempty_line(&self) -> String {
-        let (rows, _) = self.parser.screen().size();
-        let mut line = String::new();
-        for r in (0..rows.get()).rev() {
-            line.clear();
-            self.row_text(r, &mut line);
-            let t = line.trim_end().len();
-            if t > 0 {
-                line.truncate(t);
-                return line;
-            }
-        }
-        String::new()
+        let (_, cols) = self.parser.screen().size();
+        let rows: Vec<String> = self.parser.screen().rows(0, cols.get()).collect();
+        rows.into_iter()
+            .rev()
+            .map(|r| r.trim_end().to_owned())
+            .find(|r| !r.is_empty())
+            .unwrap_or_default()
     }
 
     /// Whether `re` matches anywhere on the visible screen.
@@ -152,18 +155,6 @@ impl Screen {
     /// The whole visible screen as text.
     pub fn contents(&self) -> String {
         self.parser.screen().contents()
-    }
-
-    fn row_text(&self, row: u16, out: &mut String) {
-        let screen = self.parser.screen();
-        let (_, cols) = screen.size();
-        for col in 0..cols.get() {
-            match screen.cell(row, col) {
-                Some(cell) if cell.is_wide_continuation() => {}
-                Some(cell) if cell.has_contents() => out.push_str(cell.contents()),
-                _ => out.push(' '),
-            }
-        }
     }
 }
 
