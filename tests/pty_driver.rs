@@ -53,6 +53,11 @@ fn script(dir: &Path, body: &str) -> PathBuf {
     path
 }
 
+/// `chat` without an interrupt.
+fn chat_in(agent: &str, args: &[&str], marker: &EnvMarker) -> Run {
+    chat(agent, args, marker, None)
+}
+
 /// Run `capfleet chat <agent> --json <args>`, optionally sending SIGINT after `interrupt`.
 fn chat(agent: &str, args: &[&str], marker: &EnvMarker, interrupt: Option<Duration>) -> Run {
     let state = tempfile::tempdir().expect("state dir");
@@ -334,5 +339,60 @@ fn python_repl_two_turns() {
     assert!(run.status.success(), "{:?}", run.status);
     assert_eq!(run.texts(), ["0\n", "10\n", "20\n", "42\n"]);
     assert_eq!(run.session("turn_ended").len(), 2);
+    assert_no_survivor(&marker);
+}
+
+#[test]
+fn aider_two_turns_against_the_fake_llm() {
+    let aider = common::peer("aider");
+    let fake = common::FakeLlm::start();
+    fake.script(serde_json::json!([
+        { "text": "Hello from the fake model." },
+        { "text": "Second answer here." }
+    ]));
+    let home = tempfile::tempdir().expect("home");
+    let work = tempfile::tempdir().expect("work");
+    let marker = EnvMarker::new("pty-aider");
+    let base = format!("{}/v1", fake.url());
+    let run = chat_in(
+        "aider",
+        &[
+            "--task",
+            "say hello",
+            "--task",
+            "again",
+            "--cwd",
+            work.path().to_str().expect("utf8"),
+            "--env",
+            &format!("HOME={}", home.path().display()),
+            "--env",
+            "LITELLM_LOCAL_MODEL_COST_MAP=True",
+            "--argv",
+            aider.to_str().expect("utf8"),
+            "--model",
+            "openai/fake-model",
+            "--openai-api-base",
+            &base,
+            "--openai-api-key",
+            "dummy",
+            "--no-git",
+            "--no-check-update",
+            "--analytics-disable",
+            "--no-show-model-warnings",
+            "--no-show-release-notes",
+            "--no-fancy-input",
+            "--no-pretty",
+        ],
+        &marker,
+    );
+    assert!(run.status.success(), "{:?}\n{:#?}", run.status, run.events);
+    assert_eq!(
+        run.texts(),
+        ["Hello from the fake model.\n", "Second answer here.\n"],
+        "text without banner, echo, token counts or prompt"
+    );
+    let ended = run.session("turn_ended");
+    assert_eq!(ended.len(), 2);
+    assert!(ended.iter().all(|e| e["outcome"] == "completed"));
     assert_no_survivor(&marker);
 }
