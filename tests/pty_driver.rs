@@ -396,3 +396,43 @@ fn aider_two_turns_against_the_fake_llm() {
     assert!(ended.iter().all(|e| e["outcome"] == "completed"));
     assert_no_survivor(&marker);
 }
+
+#[test]
+fn claude_code_tui_two_turns_against_the_fake_llm() {
+    let claude = common::peer("claude-code");
+    let fake = common::FakeLlm::start();
+    fake.script(serde_json::json!([
+        { "text": "Hello from the fake model." },
+        { "text": "Second answer." }
+    ]));
+    let home = tempfile::tempdir().expect("home");
+    let work = tempfile::tempdir().expect("work");
+    let marker = EnvMarker::new("pty-claude-tui");
+    let env: Vec<String> = common::claude_env_in(&fake, home.path(), work.path())
+        .into_iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    let mut args = vec![
+        "--task",
+        "say hello",
+        "--task",
+        "again",
+        "--cwd",
+        work.path().to_str().expect("utf8"),
+    ];
+    for kv in &env {
+        args.extend(["--env", kv.as_str()]);
+    }
+    args.extend(["--argv", claude.to_str().expect("utf8")]);
+    let run = chat_in("claude-code-tui", &args, &marker);
+    assert!(run.status.success(), "{:?}\n{:#?}", run.status, run.events);
+    assert_eq!(
+        run.texts(),
+        ["Hello from the fake model.\n", "Second answer.\n"],
+        "the answers only: no banner, input box, tips, spinner or echo"
+    );
+    let ended = run.session("turn_ended");
+    assert_eq!(ended.len(), 2);
+    assert!(ended.iter().all(|e| e["outcome"] == "completed"));
+    assert_no_survivor(&marker);
+}

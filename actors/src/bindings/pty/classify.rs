@@ -13,11 +13,13 @@ use crate::protocol::ErrorKind;
 pub(super) const CHROME_PATTERNS: &[&str] = &[
     r"^\s*[\x{2800}-\x{28FF}]",
     r"^[\s\x{2500}-\x{259F}]+$",
-    r"^\s*⎿\s*Interrupted",
+    r"^\s*⎿",
     r"^\s*·\s",
     r"(?i)esc to interrupt",
     r"\? for shortcuts",
     r"^Tokens: .* sent",
+    r"^\s*[✻✳✶✢✽]\s",
+    r"^\s*[*+]\s+\w+…",
 ];
 
 static CHROME: LazyLock<Vec<Regex>> = LazyLock::new(|| {
@@ -26,6 +28,13 @@ static CHROME: LazyLock<Vec<Regex>> = LazyLock::new(|| {
         .filter_map(|p| Regex::new(p).ok())
         .collect()
 });
+
+/// Assistant text without the bullet some TUIs put before a message (`●`, `⏺`).
+pub(super) fn strip_bullet(line: &str) -> &str {
+    line.strip_prefix("● ")
+        .or_else(|| line.strip_prefix("⏺ "))
+        .unwrap_or(line)
+}
 
 /// Whether `line` is chrome (never assistant text).
 pub(super) fn is_chrome(line: &str) -> bool {

@@ -13,7 +13,7 @@ use std::collections::{HashMap, HashSet};
 use regex::{Captures, RegexSet, RegexSetBuilder};
 use serde_json::{Value, json};
 
-use super::classify::{CHROME_PATTERNS, error_kind, fields, first, is_chrome};
+use super::classify::{CHROME_PATTERNS, error_kind, fields, first, is_chrome, strip_bullet};
 use super::plan::{PLAN_ENTRY_PATTERN, plan_entry};
 use crate::manifest::Patterns;
 use crate::protocol::{CapEvent, PlanEntry};
@@ -233,17 +233,18 @@ impl LineParser {
             self.answer_echo = None;
             return true;
         }
-        if self.text_started || trimmed.is_empty() {
+        if trimmed.is_empty() {
             return false;
         }
         // A bare continuation prompt (`...`, `>`) while our input is being echoed.
-        if trimmed.chars().all(|c| ".>:$#%❯›»-".contains(c)) {
+        if !self.text_started && trimmed.chars().all(|c| ".>:$#%❯›»-".contains(c)) {
             return true;
         }
-        if self.echo.is_empty() {
-            return false;
-        }
-        if trimmed.ends_with(self.echo[0].as_str()) {
+        // Our input may be echoed after chrome (a tip, a status line): until seen,
+        // each prompt line is expected once, wherever it appears.
+        if let Some(first) = self.echo.first()
+            && trimmed.ends_with(first.as_str())
+        {
             self.echo.remove(0);
             return true;
         }
@@ -422,7 +423,7 @@ impl LineParser {
         if std::mem::take(&mut self.pending_blank) {
             text.push('\n');
         }
-        text.push_str(line.trim_end());
+        text.push_str(strip_bullet(line.trim_end()));
         text.push('\n');
         self.text_started = true;
         self.last_text = Some(line.trim().to_owned());

@@ -7,10 +7,12 @@ mod classify;
 pub mod input;
 pub mod lines;
 mod plan;
+pub mod redraw;
 pub mod screen;
 pub mod settle;
 
 pub use input::{answer_bytes, prompt_bytes};
 pub use lines::LineParser;
+pub use redraw::RowScan;
 pub use screen::Screen;
 pub use settle::{Settle, Verdict};

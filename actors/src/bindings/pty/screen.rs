@@ -147,6 +147,30 @@ impl Screen {
             .unwrap_or_default()
     }
 
+    /// The visible screen as logical lines (wrapped rows joined), each with whether
+    /// it holds the cursor.
+    pub fn logical_lines(&self) -> Vec<(String, bool)> {
+        let screen = self.parser.screen();
+        let (_, cols) = screen.size();
+        let (cursor, _) = screen.cursor_position();
+        let mut out: Vec<(String, bool)> = Vec::new();
+        let mut joining = false;
+        for (i, row) in (0u16..).zip(screen.rows(0, cols.get())) {
+            match out.last_mut() {
+                Some((line, at)) if joining => {
+                    line.push_str(&row);
+                    *at |= i == cursor;
+                }
+                _ => out.push((row, i == cursor)),
+            }
+            joining = screen.row_wrapped(i);
+        }
+        for (line, _) in &mut out {
+            line.truncate(line.trim_end().len());
+        }
+        out
+    }
+
     /// Whether `re` matches anywhere on the visible screen.
     pub fn shows(&self, re: &Regex) -> bool {
         re.is_match(&self.parser.screen().contents())

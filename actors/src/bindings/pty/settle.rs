@@ -5,7 +5,8 @@
 //! - turn end: `parse.idle` matches the last non-empty rendered line, output has been
 //!   silent for [`QUIET`], and the turn has passed the prompt gate (at least one line
 //!   completed since the submit, so the prompt that was on screen before cannot end
-//!   it). The check runs the moment the silence is long enough: no fixed settle.
+//!   it). The idle prompt may also be the cursor's line (an input box above status
+//!   rows). The check runs the moment the silence is long enough: no fixed settle.
 //! - submit verification: when the agent went silent with our text still sitting on
 //!   its input line, Enter is sent again, at most [`RESUBMITS_MAX`] times.
 //!
@@ -62,12 +63,17 @@ pub struct Settle {
 /// What the screen shows, for a verdict.
 pub trait View {
     fn last_line(&self) -> String;
+    /// The line being edited (a TUI's input box may sit above its status rows).
+    fn cursor_line(&self) -> String;
     fn shows(&self, re: &Regex) -> bool;
 }
 
 impl View for super::Screen {
     fn last_line(&self) -> String {
         self.last_nonempty_line()
+    }
+    fn cursor_line(&self) -> String {
+        super::Screen::cursor_line(self)
     }
     fn shows(&self, re: &Regex) -> bool {
         super::Screen::shows(self, re)
@@ -176,7 +182,8 @@ impl Settle {
                 probe,
             } => {
                 let last = view.last_line();
-                if *lines > 0 && self.idle.iter().any(|re| re.is_match(&last)) {
+                let idle = |l: &str| self.idle.iter().any(|re| re.is_match(l));
+                if *lines > 0 && (idle(&last) || idle(&view.cursor_line())) {
                     self.phase = Phase::Idle;
                     return Verdict::TurnEnd;
                 }
@@ -203,6 +210,9 @@ mod tests {
     struct Fake(&'static str);
     impl View for Fake {
         fn last_line(&self) -> String {
+            self.0.to_owned()
+        }
+        fn cursor_line(&self) -> String {
             self.0.to_owned()
         }
         fn shows(&self, re: &Regex) -> bool {

@@ -11,7 +11,9 @@ use tokio::time::{Instant, sleep_until};
 
 use super::READ_CHUNK;
 use crate::bindings::pty::input::CTRL_C;
-use crate::bindings::pty::{LineParser, Screen, Settle, Verdict, answer_bytes, prompt_bytes};
+use crate::bindings::pty::{
+    LineParser, RowScan, Screen, Settle, Verdict, answer_bytes, prompt_bytes,
+};
 use crate::driver::sink::MAX_BATCH;
 use crate::driver::{DriverMsg, DriverOutput, LaunchSpec, OutputSink, TurnEnd};
 use crate::protocol::{CapCode, CapEvent, ErrorKind, StopReason};
@@ -36,6 +38,7 @@ pub(super) struct Engine {
     screen: Screen,
     settle: Settle,
     parser: LineParser,
+    rows: RowScan,
     sink: OutputSink,
     bracketed_paste: bool,
     queued_input: bool,
@@ -61,6 +64,7 @@ impl Engine {
                 Instant::now().into_std(),
             ),
             parser: LineParser::new(m.patterns.clone()),
+            rows: RowScan::default(),
             sink,
             bracketed_paste: m.pty.bracketed_paste,
             queued_input: m.capabilities.queued_input || m.pty.queued_input_supported,
@@ -133,6 +137,7 @@ impl Engine {
         for line in self.lines.drain(..) {
             self.settle.on_line();
             if self.settle.is_busy() {
+                self.rows.note(&line);
                 self.parser.on_line(&line, &mut self.events);
             }
         }
@@ -176,12 +181,26 @@ impl Engine {
     fn submit(&mut self, text: String) {
         self.interrupted = false;
         self.parser.begin_turn(&text);
+        let on_screen = self.screen.logical_lines();
+        self.rows.seed(on_screen.iter().map(|(l, _)| l.as_str()));
         self.settle.submitted(&text, Instant::now().into_std());
         self.writes
             .extend(prompt_bytes(&text, self.bracketed_paste));
     }
 
     fn on_quiet(&mut self) {
+        if self.settle.is_busy()
+            && self
+                .settle
+                .deadline()
+                .is_some_and(|d| d <= Instant::now().into_std())
+        {
+            // Quiet: rows drawn in place (no line feed) are complete by now.
+            for line in self.rows.fresh(&self.screen.logical_lines()) {
+                self.settle.on_line();
+                self.parser.on_line(&line, &mut self.events);
+            }
+        }
         match self
             .settle
             .evaluate(Instant::now().into_std(), &self.screen)
