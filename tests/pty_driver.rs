@@ -436,3 +436,64 @@ fn claude_code_tui_two_turns_against_the_fake_llm() {
     assert!(ended.iter().all(|e| e["outcome"] == "completed"));
     assert_no_survivor(&marker);
 }
+
+#[test]
+fn ctrl_c_cancels_gracefully_and_keeps_the_session() {
+    let dir = tempfile::tempdir().expect("dir");
+    let s = script(
+        dir.path(),
+        r#"
+[[turn]]
+steps = [{ say = "working" }, { sleep_ms = 30000 }, { say = "never" }]
+"#,
+    );
+    let marker = EnvMarker::new("pty-graceful");
+    let run = chat(
+        "sim-tui",
+        &["--task", "go", "--script", s.to_str().expect("utf8")],
+        &marker,
+        Some(Duration::from_millis(1500)),
+    );
+    let ended = run.session("turn_ended");
+    assert_eq!(ended.len(), 1, "{:#?}", run.events);
+    assert_eq!(ended[0]["outcome"], "cancelled");
+    assert!(run.session("restart").is_empty(), "Ctrl-C kept the agent");
+    assert!(run.wall < Duration::from_secs(4), "{:?}", run.wall);
+    assert_eq!(run.texts(), ["working\n"]);
+    assert_no_survivor(&marker);
+}
+
+#[test]
+fn cancel_none_is_rejected_with_cap_cancel_unsupported() {
+    let dir = tempfile::tempdir().expect("dir");
+    let s = script(
+        dir.path(),
+        r#"
+[[turn]]
+steps = [{ say = "working" }, { sleep_ms = 30000 }]
+"#,
+    );
+    let manifest = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config/agents/sim-tui.toml"),
+    )
+    .expect("sim-tui manifest")
+    .replace(
+        "mid_turn_cancel = \"graceful\"",
+        "mid_turn_cancel = \"none\"",
+    );
+    let path = dir.path().join("sim-tui-nocancel.toml");
+    std::fs::write(&path, manifest).expect("write manifest");
+    let marker = EnvMarker::new("pty-nocancel");
+    let run = chat(
+        path.to_str().expect("utf8"),
+        &["--task", "go", "--script", s.to_str().expect("utf8")],
+        &marker,
+        Some(Duration::from_millis(1500)),
+    );
+    let errors = run.kinds("cap.error");
+    assert!(
+        errors.iter().any(|e| e["code"] == "cap_cancel_unsupported"),
+        "{errors:?}"
+    );
+    assert_no_survivor(&marker);
+}
