@@ -10,9 +10,8 @@ use capfleet_actors::registry::{Binding, Registry, RegistryConfig};
 use crate::shipped::SHIPPED;
 
 /// The bindings this build has drivers for, in the spec's priority order. Selection
-/// always falls through to PTY, whose driver arrives with the PTY issue; until then
-/// a PTY-only agent fails to start with `cap_binding_unavailable`.
-pub const SUPPORTED_BINDINGS: &[Binding] = &[Binding::StreamJson, Binding::AcpStdio];
+/// always falls through to PTY.
+pub const SUPPORTED_BINDINGS: &[Binding] = &[Binding::StreamJson, Binding::AcpStdio, Binding::Pty];
 
 /// The registry over the real places (`PATH`, `~/.config/cap/agents`, …) plus the
 /// manifests embedded in this binary.

@@ -2,4 +2,5 @@
 //! protocol layers. Processes and actors live above them.
 
 pub mod acp;
+pub mod pty;
 pub mod stream_json;

@@ -146,6 +146,7 @@ impl Actor for AcpDriver {
         match msg {
             DriverMsg::Prompt { text } => st.command(Cmd::Prompt(text)).await,
             DriverMsg::Interrupt => st.command(Cmd::Cancel).await,
+            DriverMsg::Resize { .. } => {} // no terminal to resize
             DriverMsg::Permission {
                 req_id, decision, ..
             } => {

@@ -28,6 +28,8 @@ pub struct LaunchSpec {
     pub env: Vec<(String, String)>,
     /// The longest line accepted from the agent (longer: an error event).
     pub max_line: usize,
+    /// Emit `cap.pty.raw_bytes` (PTY only; a separate opt-in stream, spec §6.1).
+    pub raw_bytes: bool,
 }
 
 impl LaunchSpec {
@@ -40,6 +42,7 @@ impl LaunchSpec {
             program: None,
             env: Vec::new(),
             max_line: DEFAULT_MAX_LINE,
+            raw_bytes: false,
         }
     }
 

@@ -12,6 +12,7 @@ mod acp_conn;
 mod acp_perms;
 pub mod death;
 pub mod launch;
+pub mod pty;
 pub mod sink;
 pub mod stream_json;
 
@@ -48,6 +49,8 @@ pub enum DriverMsg {
     /// End the agent gracefully (close its input, wait, then kill the group); the
     /// driver stops normally.
     Shutdown,
+    /// The user's terminal was resized (SIGWINCH): pass the size on (PTY only).
+    Resize { rows: u16, cols: u16 },
     /// Internal: the agent's output reached end of file.
     OutputClosed,
 }

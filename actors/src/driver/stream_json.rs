@@ -184,6 +184,7 @@ impl Actor for StreamJsonDriver {
                 };
                 st.write_or_report(line).await;
             }
+            DriverMsg::Resize { .. } => {} // no terminal to resize
             DriverMsg::Interrupt => {
                 st.interrupts += 1;
                 let id = format!("capfleet-interrupt-{}", st.interrupts);

@@ -100,16 +100,27 @@ impl SpawnSpec {
 
     /// The command: new process group (`process_group(0)`), `kill_on_drop(true)`.
     pub fn command(&self) -> Command {
+        let mut cmd = self.session_command();
+        cmd.process_group(0);
+        cmd
+    }
+
+    /// The command without `process_group(0)`, for a spawner that makes the child a
+    /// session leader itself (a PTY: `setsid` fails in a process-group leader). A
+    /// session leader leads its own group, so [`ProcessGroup::from_leader`] applies.
+    pub fn session_command(&self) -> Command {
         let mut cmd = Command::new(&self.program);
         cmd.args(&self.args)
             .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(self.stdin.stdio())
             .stdout(self.stdout.stdio())
             .stderr(self.stderr.stdio())
-            .process_group(0)
             .kill_on_drop(true);
         if let Some(dir) = &self.cwd {
             cmd.current_dir(dir);
+        }
+        if let Some(m) = &self.marker {
+            cmd.env(sweep::MARKER_KEY, m);
         }
         cmd
     }
@@ -121,11 +132,7 @@ impl SpawnSpec {
     }
 
     pub fn spawn(&self) -> io::Result<ProcessGroup> {
-        let mut cmd = self.command();
-        if let Some(m) = &self.marker {
-            cmd.env(sweep::MARKER_KEY, m);
-        }
-        let mut group = ProcessGroup::spawn(cmd)?;
+        let mut group = ProcessGroup::spawn(self.command())?;
         group.marker = self.marker.clone();
         Ok(group)
     }
@@ -160,7 +167,12 @@ impl ProcessGroup {
     /// Spawn `cmd`, which must have been set up with `process_group(0)` (as
     /// [`SpawnSpec::command`] does): the child's pid is then its group id.
     pub fn spawn(mut cmd: Command) -> io::Result<Self> {
-        let child = cmd.spawn()?;
+        Self::from_leader(cmd.spawn()?, None)
+    }
+
+    /// Adopt a child that already leads its own process group (spawned with
+    /// `process_group(0)` or as a session leader).
+    pub fn from_leader(child: Child, marker: Option<String>) -> io::Result<Self> {
         let pid = child
             .id()
             .ok_or_else(|| io::Error::other("child exited before its pid was read"))?;
@@ -169,7 +181,7 @@ impl ProcessGroup {
             child,
             pgid,
             settled: false,
-            marker: None,
+            marker,
         })
     }
 

@@ -13,6 +13,7 @@ use super::turn::{Turn, TurnResult, UsageTotals};
 use super::{Published, SessionError, SessionMsg, SessionSnapshot, SessionSpec, SessionState};
 use crate::answerer::{AnswererMsg, OpenRequest};
 use crate::driver::acp::AcpDriver;
+use crate::driver::pty::PtyDriver;
 use crate::driver::stream_json::{DriverArgs, StreamJsonDriver};
 use crate::driver::{DriverMsg, DriverOutput, ExitCause, LaunchSpec, OutputSink};
 use crate::protocol::{CapCode, CapEvent, Decision, ErrorKind, HasMeta, StopReason};
@@ -129,6 +130,14 @@ impl Core {
                     resume_id: self.resume_id.clone(),
                 };
                 ractor::Actor::spawn_linked(None, AcpDriver, args, myself.get_cell()).await
+            }
+            Binding::Pty => {
+                let args = DriverArgs {
+                    launch: self.launch.clone(),
+                    sink,
+                    resume_id: None,
+                };
+                ractor::Actor::spawn_linked(None, PtyDriver, args, myself.get_cell()).await
             }
             other => {
                 let reason = format!(

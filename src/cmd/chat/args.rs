@@ -85,6 +85,9 @@ pub struct ChatArgs {
     /// Simulator script (sets CAPFLEET_SIM_SCRIPT for the agent).
     #[arg(long)]
     pub script: Option<PathBuf>,
+    /// Mirror the agent's terminal live (PTY agents: `cap.pty.raw_bytes` to stdout).
+    #[arg(long)]
+    pub raw: bool,
     /// Extra environment for the agent, KEY=VALUE (repeatable).
     #[arg(long, value_parser = parse_env)]
     pub env: Vec<(String, String)>,
@@ -157,6 +160,7 @@ impl ChatArgs {
         launch.argv = self.argv.clone();
         launch.program = program_override(&manifest);
         launch.env = self.env.clone();
+        launch.raw_bytes = self.raw;
         if let Some(script) = &self.script {
             let script = std::fs::canonicalize(script)
                 .map_err(|e| format!("--script {}: {e}", script.display()))?;

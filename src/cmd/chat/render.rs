@@ -129,6 +129,13 @@ fn text(
                     )),
                 )?;
             }
+            CapEvent::PtyRawBytes(raw) => {
+                // `--raw`: the agent's screen bytes, in arrival order.
+                if let Ok(bytes) = raw.bytes() {
+                    out.write_all(&bytes)?;
+                    *at_line_start = bytes.ends_with(b"\n");
+                }
+            }
             CapEvent::Error(e) => {
                 line(out, format!("{} {}: {}", s.err("error"), e.code, e.message))?
             }

@@ -1,0 +1,88 @@
+//! Typing into the agent's terminal: prompts (bracketed paste when asked for) and
+//! answers, each as one write ending with a carriage return (the Enter key).
+
+use serde_json::Value;
+
+/// Bracketed paste start (`ESC [ 200 ~`).
+pub const PASTE_START: &[u8] = b"\x1b[200~";
+/// Bracketed paste end (`ESC [ 201 ~`).
+pub const PASTE_END: &[u8] = b"\x1b[201~";
+/// Texts longer than this are pasted (spec §6.1).
+pub const PASTE_OVER: usize = 1024;
+/// The Enter key.
+pub const ENTER: u8 = b'\r';
+/// Ctrl-C.
+pub const CTRL_C: u8 = 0x03;
+
+/// The bytes submitting `text`: wrapped in a bracketed paste when it is multi-line or
+/// longer than 1 KiB and the agent supports it; otherwise typed line by line (each
+/// `\n` an Enter). Always one buffer, for one write.
+pub fn prompt_bytes(text: &str, bracketed_paste: bool) -> Vec<u8> {
+    let paste = bracketed_paste && (text.contains('\n') || text.len() > PASTE_OVER);
+    let mut out = Vec::with_capacity(text.len() + PASTE_START.len() + PASTE_END.len() + 1);
+    if paste {
+        out.extend_from_slice(PASTE_START);
+        out.extend_from_slice(text.as_bytes());
+        out.extend_from_slice(PASTE_END);
+    } else {
+        out.extend(text.bytes().map(|b| if b == b'\n' { ENTER } else { b }));
+    }
+    out.push(ENTER);
+    out
+}
+
+/// The keys answering an ask: `y`/`n` for booleans, the first string of an object
+/// form (one question per property), a string or number as typed. `None` (declined)
+/// types `n` to a yes/no question and Ctrl-C to anything else.
+pub fn answer_bytes(value: Option<&Value>, yes_no: bool) -> Vec<u8> {
+    let text = match value {
+        None if yes_no => "n".to_owned(),
+        None => return vec![CTRL_C],
+        Some(Value::Bool(b)) => if *b { "y" } else { "n" }.to_owned(),
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Number(n)) => n.to_string(),
+        Some(Value::Object(map)) => map
+            .values()
+            .find_map(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default(),
+        Some(other) => other.to_string(),
+    };
+    let mut out: Vec<u8> = text.bytes().filter(|b| !b.is_ascii_control()).collect();
+    out.push(ENTER);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn short_text_is_typed_then_entered() {
+        assert_eq!(prompt_bytes("hello", true), b"hello\r");
+    }
+
+    #[test]
+    fn multi_line_is_one_bracketed_paste() {
+        assert_eq!(prompt_bytes("a\nb", true), b"\x1b[200~a\nb\x1b[201~\r");
+        let long = "x".repeat(2000);
+        assert!(prompt_bytes(&long, true).starts_with(PASTE_START));
+    }
+
+    #[test]
+    fn without_paste_lines_are_entered_one_by_one() {
+        assert_eq!(prompt_bytes("a\nb\n", false), b"a\rb\r\r");
+    }
+
+    #[test]
+    fn answers() {
+        assert_eq!(answer_bytes(Some(&json!(true)), true), b"y\r");
+        assert_eq!(answer_bytes(None, true), b"n\r");
+        assert_eq!(answer_bytes(None, false), vec![CTRL_C]);
+        assert_eq!(
+            answer_bytes(Some(&json!({"Which DB?": "pg"})), false),
+            b"pg\r"
+        );
+        assert_eq!(answer_bytes(Some(&json!("a\x1bb")), false), b"ab\r");
+    }
+}

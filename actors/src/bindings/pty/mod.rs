@@ -1,0 +1,18 @@
+//! The PTY binding (spec §6.1, Appendix A) as pure, synchronous code: the screen a
+//! human would see ([`screen`]), when the agent is ready or done ([`settle`]), what
+//! its completed lines mean ([`lines`]) and how to type into it ([`input`]). The
+//! driver actor (`crate::driver::pty`) owns the process and the clock.
+
+mod classify;
+pub mod input;
+pub mod lines;
+mod plan;
+pub mod redraw;
+pub mod screen;
+pub mod settle;
+
+pub use input::{answer_bytes, prompt_bytes};
+pub use lines::LineParser;
+pub use redraw::RowScan;
+pub use screen::Screen;
+pub use settle::{Settle, Verdict};

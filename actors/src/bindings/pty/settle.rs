@@ -1,0 +1,280 @@
+//! When the agent is ready, and when its turn is over (spec A3), from evidence only:
+//!
+//! - boot: `startup.ready_when.pattern` on screen plus [`QUIET`] of silence (or the
+//!   manifest's `silence_ms` alone);
+//! - turn end: `parse.idle` matches the last non-empty rendered line, output has been
+//!   silent for [`QUIET`], and the turn has passed the prompt gate (at least one line
+//!   completed since the submit, so the prompt that was on screen before cannot end
+//!   it). The idle prompt may also be the cursor's line (an input box above status
+//!   rows). The check runs the moment the silence is long enough: no fixed settle.
+//! - submit verification: when the agent went silent with our text still sitting on
+//!   its input line, Enter is sent again, at most [`RESUBMITS_MAX`] times.
+//!
+//! The caller owns the clock: it reports output and asks for a verdict at
+//! [`Settle::deadline`] (a timer, never a poll).
+
+use std::time::{Duration, Instant};
+
+use regex::Regex;
+
+/// Silence that, with the idle prompt on screen, ends a turn (spec A3).
+pub const QUIET: Duration = Duration::from_millis(200);
+/// Re-sent Enters at most, per prompt.
+pub const RESUBMITS_MAX: u8 = 3;
+
+/// What the evidence says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// The agent finished booting.
+    Ready,
+    /// The current turn is over.
+    TurnEnd,
+    /// The prompt still sits on the input line: press Enter again.
+    Resubmit,
+    /// Nothing yet; wait for more output.
+    Wait,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Phase {
+    Booting,
+    Idle,
+    Busy {
+        /// Lines completed since the submit (the prompt gate).
+        lines: u64,
+        resubmits: u8,
+        /// The start of the prompt, to recognise it still sitting in the input box.
+        probe: String,
+    },
+}
+
+/// The settle state machine.
+#[derive(Debug)]
+pub struct Settle {
+    phase: Phase,
+    idle: Vec<Regex>,
+    ready_when: Option<Regex>,
+    boot_quiet: Duration,
+    last_output: Instant,
+    /// A verdict is due at `last_output + quiet` (set by output, cleared by a `Wait`).
+    armed: bool,
+}
+
+/// What the screen shows, for a verdict.
+pub trait View {
+    fn last_line(&self) -> String;
+    /// The line being edited (a TUI's input box may sit above its status rows).
+    fn cursor_line(&self) -> String;
+    fn shows(&self, re: &Regex) -> bool;
+}
+
+impl View for super::Screen {
+    fn last_line(&self) -> String {
+        self.last_nonempty_line()
+    }
+    fn cursor_line(&self) -> String {
+        super::Screen::cursor_line(self)
+    }
+    fn shows(&self, re: &Regex) -> bool {
+        super::Screen::shows(self, re)
+    }
+}
+
+impl Settle {
+    /// `ready_when` and `silence_ms` from `startup.ready_when`; `now` is the spawn.
+    pub fn new(
+        idle: Vec<Regex>,
+        ready_when: Option<Regex>,
+        silence_ms: Option<u64>,
+        now: Instant,
+    ) -> Self {
+        let boot_quiet = silence_ms.map_or(QUIET, |ms| Duration::from_millis(ms).max(QUIET));
+        Settle {
+            phase: Phase::Booting,
+            idle,
+            ready_when,
+            boot_quiet,
+            last_output: now,
+            armed: true,
+        }
+    }
+
+    pub fn is_busy(&self) -> bool {
+        matches!(self.phase, Phase::Busy { .. })
+    }
+
+    pub fn is_booting(&self) -> bool {
+        self.phase == Phase::Booting
+    }
+
+    /// Output arrived.
+    pub fn on_output(&mut self, now: Instant) {
+        self.last_output = now;
+        self.armed = true;
+    }
+
+    /// A logical line was completed.
+    pub fn on_line(&mut self) {
+        if let Phase::Busy { lines, .. } = &mut self.phase {
+            *lines += 1;
+        }
+    }
+
+    /// A prompt was written.
+    pub fn submitted(&mut self, prompt: &str, now: Instant) {
+        let probe: String = prompt
+            .lines()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("")
+            .trim()
+            .chars()
+            .take(40)
+            .collect();
+        self.phase = Phase::Busy {
+            lines: 0,
+            resubmits: 0,
+            probe,
+        };
+        self.on_output(now);
+    }
+
+    /// When to ask for a verdict; `None`: only new output can change anything.
+    pub fn deadline(&self) -> Option<Instant> {
+        if !self.armed || self.phase == Phase::Idle {
+            return None;
+        }
+        let quiet = if self.is_booting() {
+            self.boot_quiet
+        } else {
+            QUIET
+        };
+        Some(self.last_output + quiet)
+    }
+
+    /// Whether `line` is the agent's idle prompt.
+    pub fn is_idle_line(&self, line: &str) -> bool {
+        self.idle.iter().any(|re| re.is_match(line))
+    }
+
+    /// The verdict at `now`, given what the screen shows.
+    pub fn evaluate(&mut self, now: Instant, view: &impl View) -> Verdict {
+        let Some(due) = self.deadline() else {
+            return Verdict::Wait;
+        };
+        if now < due {
+            return Verdict::Wait;
+        }
+        self.armed = false;
+        match &mut self.phase {
+            Phase::Idle => Verdict::Wait,
+            Phase::Booting => {
+                let ready = self.ready_when.as_ref().is_none_or(|re| view.shows(re));
+                if ready {
+                    self.phase = Phase::Idle;
+                    Verdict::Ready
+                } else {
+                    Verdict::Wait
+                }
+            }
+            Phase::Busy {
+                lines,
+                resubmits,
+                probe,
+            } => {
+                let last = view.last_line();
+                let idle = |l: &str| self.idle.iter().any(|re| re.is_match(l));
+                if *lines > 0 && (idle(&last) || idle(&view.cursor_line())) {
+                    self.phase = Phase::Idle;
+                    return Verdict::TurnEnd;
+                }
+                if *lines == 0
+                    && *resubmits < RESUBMITS_MAX
+                    && !probe.is_empty()
+                    && last.trim_end().ends_with(probe.as_str())
+                {
+                    *resubmits += 1;
+                    self.armed = true;
+                    self.last_output = now;
+                    return Verdict::Resubmit;
+                }
+                Verdict::Wait
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Fake(&'static str);
+    impl View for Fake {
+        fn last_line(&self) -> String {
+            self.0.to_owned()
+        }
+        fn cursor_line(&self) -> String {
+            self.0.to_owned()
+        }
+        fn shows(&self, re: &Regex) -> bool {
+            re.is_match(self.0)
+        }
+    }
+
+    fn settle(t0: Instant) -> Settle {
+        let idle = vec![Regex::new("^❯\\s*$").expect("re")];
+        let ready = Regex::new("ready").expect("re");
+        Settle::new(idle, Some(ready), None, t0)
+    }
+
+    #[test]
+    fn boot_needs_the_marker_and_silence() {
+        let t0 = Instant::now();
+        let mut s = settle(t0);
+        assert_eq!(s.deadline(), Some(t0 + QUIET));
+        assert_eq!(s.evaluate(t0 + QUIET, &Fake("booting")), Verdict::Wait);
+        assert_eq!(s.deadline(), None, "no timer until new output");
+        s.on_output(t0 + QUIET);
+        assert_eq!(s.evaluate(t0 + QUIET, &Fake("ready")), Verdict::Wait);
+        assert_eq!(s.evaluate(t0 + QUIET * 2, &Fake("ready")), Verdict::Ready);
+    }
+
+    #[test]
+    fn the_old_prompt_cannot_end_a_turn() {
+        let t0 = Instant::now();
+        let mut s = settle(t0);
+        s.evaluate(t0 + QUIET, &Fake("ready"));
+        s.submitted("hi", t0);
+        // Silent, prompt on screen, but nothing happened since the submit.
+        assert_eq!(s.evaluate(t0 + QUIET, &Fake("❯")), Verdict::Wait);
+        s.on_line();
+        s.on_output(t0 + QUIET);
+        assert_eq!(s.evaluate(t0 + QUIET * 3 / 2, &Fake("❯")), Verdict::Wait);
+        assert_eq!(s.evaluate(t0 + QUIET * 2, &Fake("❯")), Verdict::TurnEnd);
+        assert!(!s.is_busy());
+    }
+
+    #[test]
+    fn a_spinner_is_not_idle() {
+        let t0 = Instant::now();
+        let mut s = settle(t0);
+        s.evaluate(t0 + QUIET, &Fake("ready"));
+        s.submitted("hi", t0);
+        s.on_line();
+        assert_eq!(s.evaluate(t0 + QUIET, &Fake("⠋ Working…")), Verdict::Wait);
+    }
+
+    #[test]
+    fn a_swallowed_enter_is_resent_three_times_at_most() {
+        let t0 = Instant::now();
+        let mut s = settle(t0);
+        s.evaluate(t0 + QUIET, &Fake("ready"));
+        s.submitted("hello there", t0);
+        let mut t = t0;
+        for _ in 0..RESUBMITS_MAX {
+            t += QUIET;
+            assert_eq!(s.evaluate(t, &Fake("❯ hello there")), Verdict::Resubmit);
+        }
+        t += QUIET;
+        assert_eq!(s.evaluate(t, &Fake("❯ hello there")), Verdict::Wait);
+    }
+}

@@ -1,0 +1,246 @@
+//! The PTY driver's engine: the one task owning the terminal's master side, and
+//! with it the screen, the settle clock, the line parser and the input queue.
+
+use std::collections::VecDeque;
+
+use ractor::ActorRef;
+use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::mpsc;
+use tokio::time::{Instant, sleep_until};
+
+use super::READ_CHUNK;
+use crate::bindings::pty::input::CTRL_C;
+use crate::bindings::pty::{
+    LineParser, RowScan, Screen, Settle, Verdict, answer_bytes, prompt_bytes,
+};
+use crate::driver::sink::MAX_BATCH;
+use crate::driver::{DriverMsg, DriverOutput, LaunchSpec, OutputSink, TurnEnd};
+use crate::protocol::{CapCode, CapEvent, ErrorKind, StopReason};
+
+/// What the actor asks of its engine.
+#[derive(Debug)]
+pub(super) enum Cmd {
+    Prompt(String),
+    Answer {
+        ask_id: String,
+        value: Option<Value>,
+    },
+    Interrupt,
+    Resize {
+        rows: u16,
+        cols: u16,
+    },
+}
+
+/// The engine: owns the terminal's master side and everything derived from it.
+pub(super) struct Engine {
+    screen: Screen,
+    settle: Settle,
+    parser: LineParser,
+    rows: RowScan,
+    sink: OutputSink,
+    bracketed_paste: bool,
+    queued_input: bool,
+    raw_bytes: bool,
+    ready: bool,
+    interrupted: bool,
+    waiting: VecDeque<String>,
+    writes: Vec<u8>,
+    out: Vec<DriverOutput>,
+    events: Vec<CapEvent>,
+    lines: Vec<String>,
+}
+
+impl Engine {
+    pub(super) fn new(launch: &LaunchSpec, sink: OutputSink) -> Self {
+        let m = &launch.manifest;
+        Engine {
+            screen: Screen::new(m.pty.rows, m.pty.cols),
+            settle: Settle::new(
+                m.patterns.idle.clone(),
+                m.patterns.ready_when.clone(),
+                m.startup.ready_when.silence_ms,
+                Instant::now().into_std(),
+            ),
+            parser: LineParser::new(m.patterns.clone()),
+            rows: RowScan::default(),
+            sink,
+            bracketed_paste: m.pty.bracketed_paste,
+            queued_input: m.capabilities.queued_input || m.pty.queued_input_supported,
+            raw_bytes: launch.raw_bytes,
+            ready: false,
+            interrupted: false,
+            waiting: VecDeque::new(),
+            writes: Vec::new(),
+            out: Vec::new(),
+            events: Vec::new(),
+            lines: Vec::new(),
+        }
+    }
+
+    pub(super) async fn run(
+        mut self,
+        mut pty: pty_process::Pty,
+        mut rx: mpsc::Receiver<Cmd>,
+        driver: ActorRef<DriverMsg>,
+    ) {
+        let mut buf = vec![0u8; READ_CHUNK];
+        loop {
+            let deadline = self.settle.deadline().map(Instant::from_std);
+            let (mut reader, mut writer) = pty.split();
+            tokio::select! {
+                read = reader.read(&mut buf) => match read {
+                    Ok(n) if n > 0 => self.on_bytes(&buf[..n]),
+                    _ => break, // EOF or EIO: the terminal's last slave closed
+                },
+                cmd = rx.recv() => match cmd {
+                    Some(Cmd::Resize { rows, cols }) => {
+                        self.screen.resize(rows, cols);
+                        if let Err(e) = writer.resize(pty_process::Size::new(rows, cols)) {
+                            tracing::debug!("resize failed: {e}");
+                        }
+                    }
+                    Some(cmd) => self.on_cmd(cmd),
+                    None => break,
+                },
+                () = sleep_until(deadline.unwrap_or_else(Instant::now)), if deadline.is_some() => {
+                    self.on_quiet();
+                }
+            }
+            if !self.writes.is_empty() {
+                let bytes = std::mem::take(&mut self.writes);
+                if writer.write_all(&bytes).await.is_err() || writer.flush().await.is_err() {
+                    break;
+                }
+            }
+            self.out
+                .extend(self.events.drain(..).map(DriverOutput::Event));
+            while !self.out.is_empty() {
+                let rest = self.out.split_off(self.out.len().min(MAX_BATCH));
+                let batch = std::mem::replace(&mut self.out, rest);
+                if !self.sink.send(batch).await {
+                    return; // the session is gone; the actor's post_stop kills the agent
+                }
+            }
+        }
+        let _gone = driver.cast(DriverMsg::OutputClosed);
+    }
+
+    fn on_bytes(&mut self, bytes: &[u8]) {
+        if self.raw_bytes {
+            self.events.push(CapEvent::pty_raw(bytes));
+        }
+        self.settle.on_output(Instant::now().into_std());
+        self.screen.feed(bytes, &mut self.lines);
+        self.writes.extend(self.screen.take_replies());
+        for line in self.lines.drain(..) {
+            self.settle.on_line();
+            if self.settle.is_busy() {
+                self.rows.note(&line);
+                self.parser.on_line(&line, &mut self.events);
+            }
+        }
+    }
+
+    fn on_cmd(&mut self, cmd: Cmd) {
+        match cmd {
+            Cmd::Prompt(text) => {
+                if !self.ready || self.settle.is_busy() {
+                    if self.ready && !self.queued_input {
+                        self.events.push(CapEvent::error(
+                            ErrorKind::Other(CapCode::QueuedInputUnsupported.symbol().into()),
+                            "this agent takes no input while a turn runs",
+                            false,
+                        ));
+                        return;
+                    }
+                    self.waiting.push_back(text);
+                    return;
+                }
+                self.submit(text);
+            }
+            Cmd::Answer { ask_id, value } => match self.parser.take_ask(&ask_id) {
+                Some(yes_no) => {
+                    let keys = answer_bytes(value.as_ref(), yes_no);
+                    self.parser.expect_echo(&String::from_utf8_lossy(&keys));
+                    self.writes.extend(keys);
+                }
+                None => tracing::debug!(%ask_id, "answer to an unknown ask ignored"),
+            },
+            Cmd::Interrupt => {
+                if self.settle.is_busy() {
+                    self.interrupted = true;
+                    self.writes.push(CTRL_C);
+                }
+            }
+            Cmd::Resize { .. } => {}
+        }
+    }
+
+    fn submit(&mut self, text: String) {
+        self.interrupted = false;
+        self.parser.begin_turn(&text);
+        let on_screen = self.screen.logical_lines();
+        self.rows.seed(on_screen.iter().map(|(l, _)| l.as_str()));
+        self.settle.submitted(&text, Instant::now().into_std());
+        self.writes
+            .extend(prompt_bytes(&text, self.bracketed_paste));
+    }
+
+    fn on_quiet(&mut self) {
+        if self.settle.is_busy()
+            && self
+                .settle
+                .deadline()
+                .is_some_and(|d| d <= Instant::now().into_std())
+        {
+            // Quiet: rows drawn in place (no line feed) are complete by now.
+            for line in self.rows.fresh(&self.screen.logical_lines()) {
+                self.settle.on_line();
+                self.parser.on_line(&line, &mut self.events);
+            }
+        }
+        match self
+            .settle
+            .evaluate(Instant::now().into_std(), &self.screen)
+        {
+            Verdict::Ready => {
+                self.ready = true;
+                self.out.push(DriverOutput::Ready {
+                    resume_id: None,
+                    resumed: false,
+                });
+                if let Some(next) = self.waiting.pop_front() {
+                    self.submit(next);
+                }
+            }
+            Verdict::TurnEnd => {
+                self.parser.end_turn(&mut self.events);
+                let error = self.parser.saw_error();
+                let stop_reason = match (self.interrupted, error) {
+                    (true, _) => StopReason::Cancelled,
+                    (false, true) => StopReason::Error,
+                    (false, false) => StopReason::EndTurn,
+                };
+                self.out
+                    .extend(self.events.drain(..).map(DriverOutput::Event));
+                self.out.push(DriverOutput::TurnEnd(TurnEnd {
+                    stop_reason,
+                    is_error: error && !self.interrupted,
+                    result_text: None,
+                }));
+                if let Some(next) = self.waiting.pop_front() {
+                    self.submit(next);
+                }
+            }
+            Verdict::Resubmit => self.writes.push(b'\r'),
+            Verdict::Wait => {
+                if self.settle.is_busy() {
+                    let line = self.screen.cursor_line();
+                    self.parser.on_partial(&line, &mut self.events);
+                }
+            }
+        }
+    }
+}
