@@ -14,6 +14,7 @@ pub mod process;
 pub mod protocol;
 pub mod registry;
 pub mod root;
+pub mod router;
 pub mod rpc;
 pub mod session;
 pub mod supervision;

@@ -1,0 +1,56 @@
+//! What the router runs: the engine's description of a fleet's routing, built by the
+//! application from `fleet.toml` (already validated: every name is a session, no
+//! cycle without an exit).
+
+/// Where a session's output goes when its turn ends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Route {
+    /// Sessions whose turns must all have ended (one = a pipeline step, more = a join).
+    pub when: Vec<String>,
+    pub action: RouteAction,
+}
+
+/// What a route does once its `when` holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RouteAction {
+    /// Hand the output to one session (pipeline).
+    To(String),
+    /// Hand it to several sessions: the same text to each, or one subtask each taken
+    /// from a fenced `cap-subtasks` JSON block in the output.
+    FanOut { to: Vec<String>, split: Split },
+    /// A race: the candidates' results (the first to finish, or all) go to a picker.
+    Collect { picker: Picker, mode: CollectMode },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Split {
+    Broadcast,
+    BySubtask,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Picker {
+    /// The human at the terminal (or, with none, the first result wins: fail-safe).
+    Human,
+    Session(String),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CollectMode {
+    /// The first candidate to finish wins; the others are cancelled.
+    First,
+    /// Wait for every candidate, hand all results over.
+    All,
+}
+
+/// A fleet's routing: who gets the task, and the routes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RoutingSpec {
+    /// Sessions that receive the task first.
+    pub start: Vec<String>,
+    /// The task.
+    pub task: String,
+    pub routes: Vec<Route>,
+    /// Turns started at once across the fleet at most (0 = no limit); extra turns queue.
+    pub max_concurrent: usize,
+}
