@@ -20,3 +20,4 @@ pub mod session;
 pub mod supervision;
 pub mod tap;
 pub mod telemetry;
+pub mod tomldoc;

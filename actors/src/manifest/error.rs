@@ -5,30 +5,8 @@ use std::fmt;
 use std::path::PathBuf;
 
 use crate::protocol::CapCode;
-
-/// Where a finding sits: `origin:line: key`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Location {
-    /// File path or a label such as `<probe claude>` or `<shipped sim>`.
-    pub origin: String,
-    /// 1-based line in the source, when known.
-    pub line: Option<usize>,
-    /// Dotted key, e.g. `startup.ready_when`; empty for document-level findings.
-    pub key: String,
-}
-
-impl fmt::Display for Location {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.origin)?;
-        if let Some(line) = self.line {
-            write!(f, ":{line}")?;
-        }
-        if !self.key.is_empty() {
-            write!(f, ": {}", self.key)?;
-        }
-        Ok(())
-    }
-}
+pub use crate::tomldoc::{Location, WarningKind};
+use crate::tomldoc::{Finding, Warning};
 
 /// A regex construct outside the CAP subset (spec §5.4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -175,25 +153,30 @@ impl fmt::Display for ManifestErrors {
 impl std::error::Error for ManifestErrors {}
 
 /// Something accepted but worth telling the user.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ManifestWarning {
-    pub at: Location,
-    pub kind: WarningKind,
-}
+pub type ManifestWarning = Warning;
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum WarningKind {
-    /// A key the schema does not define (and not `x-` prefixed); ignored.
-    UnknownKey,
-    /// Accepted, with a remark.
-    Note(String),
-}
+impl Finding for ManifestError {
+    fn syntax(at: Location, message: String) -> Self {
+        ManifestError::Syntax { at, message }
+    }
 
-impl fmt::Display for ManifestWarning {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.kind {
-            WarningKind::UnknownKey => write!(f, "{}: unknown key (ignored)", self.at),
-            WarningKind::Note(n) => write!(f, "{}: {n}", self.at),
+    fn missing(at: Location) -> Self {
+        ManifestError::Missing { at }
+    }
+
+    fn wrong_type(at: Location, expected: &'static str, found: &'static str) -> Self {
+        ManifestError::WrongType {
+            at,
+            expected,
+            found,
         }
+    }
+
+    fn invalid(at: Location, reason: String) -> Self {
+        ManifestError::InvalidValue { at, reason }
+    }
+
+    fn line(&self) -> Option<usize> {
+        ManifestError::line(self)
     }
 }

@@ -20,8 +20,6 @@ pub mod types;
 
 use std::path::Path;
 
-use toml::de::DeTable;
-
 pub use coding::{CodingCaps, FsCaps, FsScope, TerminalCaps, ToolPermission};
 pub use error::{
     Location, ManifestError, ManifestErrors, ManifestWarning, RegexConstruct, WarningKind,
@@ -62,25 +60,13 @@ impl Manifest {
     /// Parse and validate TOML source; `origin` (a path or a label) prefixes every finding.
     pub fn parse(src: &str, origin: &str) -> Result<Validated, ManifestErrors> {
         let mut r = Reader::new(origin, src);
-        let (root, syntax) = DeTable::parse_recoverable(src);
-        if !syntax.is_empty() {
-            let errors = syntax
-                .into_iter()
-                .map(|e| {
-                    let at = r.at("", e.span());
-                    let message = e.message().trim().to_owned();
-                    ManifestError::Syntax { at, message }
-                })
-                .collect();
-            return Err(ManifestErrors {
-                origin: origin.to_owned(),
-                errors,
-            });
-        }
+        let root = r.parse(src).map_err(|errors| ManifestErrors {
+            origin: origin.to_owned(),
+            errors,
+        })?;
         let read = build::read(&mut r, root.get_ref());
-        if !r.errors.is_empty() {
-            let mut errors = r.errors;
-            errors.sort_by_key(|e| e.line().unwrap_or(usize::MAX));
+        let (errors, warnings) = r.finish();
+        if !errors.is_empty() {
             return Err(ManifestErrors {
                 origin: origin.to_owned(),
                 errors,
@@ -98,8 +84,6 @@ impl Manifest {
             cost: read.cost,
             patterns: read.patterns,
         };
-        let mut warnings = r.warnings;
-        warnings.sort_by_key(|w| w.at.line.unwrap_or(usize::MAX));
         Ok(Validated { manifest, warnings })
     }
 
