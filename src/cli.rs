@@ -12,6 +12,7 @@ use crate::style::ColorChoice;
 
 const AFTER_HELP: &str = "\
 Getting started:
+  capfleet run config/fleets/demo.toml  a fleet of simulator agents (no API key needed)
   capfleet resolve sim                  where the `sim` agent's manifest comes from, and the binding chosen
   capfleet manifest validate my.toml    check a cap-agent.toml, every error with file, line and key
   capfleet sim --mode tui               the scripted simulator agent, as a terminal program
@@ -49,6 +50,10 @@ enum Command {
     Manifest(cmd::manifest::ManifestCommand),
     /// Talk to one agent: a task once (`--task`) or a REPL; streams its answer.
     Chat(Box<cmd::chat::ChatArgs>),
+    /// Run a fleet of agents from a fleet.toml (`--dry-run`: validate and print the plan).
+    Run(Box<cmd::run::RunArgs>),
+    /// Print a run's journal readably (`latest` or a run id; `--follow`, `--session`, `--json`).
+    Log(cmd::log::LogArgs),
     /// Run the scripted simulator agent (stream-json or terminal UI).
     Sim(Box<sim::SimArgs>),
     /// Print a shell completion script: `capfleet completions bash > /etc/bash_completion.d/capfleet`.
@@ -68,6 +73,8 @@ pub fn main() -> ExitCode {
         Some(Command::Resolve(args)) => cmd::resolve::run(args, cli.color),
         Some(Command::Manifest(command)) => cmd::manifest::run(command, cli.color),
         Some(Command::Chat(args)) => cmd::chat::run(*args, cli.color),
+        Some(Command::Run(args)) => cmd::run::run(*args, cli.color),
+        Some(Command::Log(args)) => cmd::log::run(args, cli.color),
         Some(Command::Sim(args)) => sim::run(*args),
         Some(Command::Completions { shell }) => {
             clap_complete::generate(

@@ -3,6 +3,7 @@
 mod agents;
 mod cli;
 mod cmd;
+mod fleet;
 mod logging;
 mod shipped;
 mod sim;

@@ -1,5 +1,7 @@
 //! One module per CLI verb.
 
 pub mod chat;
+pub mod log;
 pub mod manifest;
 pub mod resolve;
+pub mod run;

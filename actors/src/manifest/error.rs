@@ -5,8 +5,8 @@ use std::fmt;
 use std::path::PathBuf;
 
 use crate::protocol::CapCode;
-pub use crate::tomldoc::{Location, WarningKind};
 use crate::tomldoc::{Finding, Warning};
+pub use crate::tomldoc::{Location, WarningKind};
 
 /// A regex construct outside the CAP subset (spec §5.4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

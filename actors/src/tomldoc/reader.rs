@@ -78,12 +78,7 @@ impl<E: Finding> Reader<E> {
         self.errors.push(e);
     }
 
-    pub fn invalid(
-        &mut self,
-        key: &str,
-        span: Option<Range<usize>>,
-        reason: impl Into<String>,
-    ) {
+    pub fn invalid(&mut self, key: &str, span: Option<Range<usize>>, reason: impl Into<String>) {
         let at = self.at(key, span);
         self.push(E::invalid(at, reason.into()));
     }
@@ -132,12 +127,7 @@ impl<E: Finding> Reader<E> {
     }
 
     /// A string, also accepting a bare TOML date (for `revision = 2026-05-18`).
-    pub fn string_or_date(
-        &mut self,
-        t: &DeTable<'_>,
-        path: &str,
-        key: &str,
-    ) -> Option<String> {
+    pub fn string_or_date(&mut self, t: &DeTable<'_>, path: &str, key: &str) -> Option<String> {
         match t.get(key)?.get_ref() {
             DeValue::Datetime(d) => Some(d.to_string()),
             _ => self.string(t, path, key),
@@ -156,12 +146,7 @@ impl<E: Finding> Reader<E> {
     }
 
     /// A non-negative integer that fits `T`.
-    pub fn uint<T: TryFrom<i64>>(
-        &mut self,
-        t: &DeTable<'_>,
-        path: &str,
-        key: &str,
-    ) -> Option<T> {
+    pub fn uint<T: TryFrom<i64>>(&mut self, t: &DeTable<'_>, path: &str, key: &str) -> Option<T> {
         let v = t.get(key)?;
         let DeValue::Integer(i) = v.get_ref() else {
             self.wrong_type(&join(path, key), v, "an integer");
@@ -205,27 +190,22 @@ impl<E: Finding> Reader<E> {
             _ => text.parse().ok(),
         };
         if parsed.is_none() {
-            self.invalid(&join(path, key), Some(v.span()), format!("{text} is not a number"));
+            self.invalid(
+                &join(path, key),
+                Some(v.span()),
+                format!("{text} is not a number"),
+            );
         }
         parsed
     }
 
     /// An array of strings, with each bad element reported.
-    pub fn strings(
-        &mut self,
-        t: &DeTable<'_>,
-        path: &str,
-        key: &str,
-    ) -> Option<Vec<String>> {
+    pub fn strings(&mut self, t: &DeTable<'_>, path: &str, key: &str) -> Option<Vec<String>> {
         let v = t.get(key)?;
         self.string_array(&join(path, key), v)
     }
 
-    pub fn string_array(
-        &mut self,
-        dotted: &str,
-        v: &Spanned<DeValue<'_>>,
-    ) -> Option<Vec<String>> {
+    pub fn string_array(&mut self, dotted: &str, v: &Spanned<DeValue<'_>>) -> Option<Vec<String>> {
         let DeValue::Array(items) = v.get_ref() else {
             self.wrong_type(dotted, v, "an array of strings");
             return None;

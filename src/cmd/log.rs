@@ -1,0 +1,245 @@
+//! `capfleet log <run-id>|latest`: a run's journal, one line per record — time,
+//! session, turn, kind, summary — or the raw lines (`--json`); `--follow` tails it
+//! until the run's `run_ended` record (or Ctrl-C).
+
+use std::io::{BufRead, BufReader, Seek, SeekFrom, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+
+use crate::fleet::run_dir::{LATEST, RunDir};
+use crate::style::{ColorChoice, Style};
+
+/// How often `--follow` looks for new records.
+const POLL: Duration = Duration::from_millis(200);
+/// Longest summary printed per record.
+const SUMMARY_MAX: usize = 120;
+
+#[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Examples:
+  capfleet log latest                      the most recent run, readably
+  capfleet log 20261130T121500Z-3fa9 -f    follow a run until it ends
+  capfleet log latest --session worker-a   one session's records
+  capfleet log latest --json | jq .        the raw JSONL records")]
+pub struct LogArgs {
+    /// The run id (a directory of .capfleet/runs) or `latest`.
+    #[arg(default_value = LATEST)]
+    pub run: String,
+    /// Keep printing records as they are written, until the run ends.
+    #[arg(long, short = 'f')]
+    pub follow: bool,
+    /// Only this session's records (its name or URN).
+    #[arg(long, value_name = "NAME")]
+    pub session: Option<String>,
+    /// Print the raw JSONL records.
+    #[arg(long)]
+    pub json: bool,
+    /// The directory the run was started from (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+}
+
+pub fn run(args: LogArgs, color: ColorChoice) -> ExitCode {
+    let err = Style::for_stderr(color);
+    let base = args.dir.clone().unwrap_or_else(|| PathBuf::from("."));
+    let run = match RunDir::find(&base, &args.run) {
+        Ok(run) => run,
+        Err(e) => {
+            eprintln!("{} {e}", err.err("error:"));
+            return ExitCode::from(2);
+        }
+    };
+    match print_journal(&run, &args, Style::for_stdout(color)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{} {}: {e}", err.err("error:"), run.journal().display());
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn print_journal(run: &RunDir, args: &LogArgs, style: Style) -> std::io::Result<()> {
+    let path = run.journal();
+    let mut offset = 0u64;
+    let mut pending = String::new();
+    let mut out = std::io::stdout().lock();
+    loop {
+        match std::fs::File::open(&path) {
+            Ok(mut file) => {
+                file.seek(SeekFrom::Start(offset))?;
+                let mut reader = BufReader::new(file);
+                let mut chunk = String::new();
+                while reader.read_line(&mut chunk)? > 0 {
+                    offset += chunk.len() as u64;
+                    pending.push_str(&chunk);
+                    chunk.clear();
+                    if !pending.ends_with('\n') {
+                        continue; // a record being written: wait for the rest
+                    }
+                    let line = std::mem::take(&mut pending);
+                    if print_record(line.trim_end(), args, style, &mut out)? {
+                        return Ok(());
+                    }
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && args.follow => {}
+            Err(e) => return Err(e),
+        }
+        out.flush()?;
+        if !args.follow {
+            return Ok(());
+        }
+        std::thread::sleep(POLL);
+    }
+}
+
+/// Print one record (if it passes the filter); true when it ends the run.
+fn print_record(
+    line: &str,
+    args: &LogArgs,
+    style: Style,
+    out: &mut impl Write,
+) -> std::io::Result<bool> {
+    if line.is_empty() {
+        return Ok(false);
+    }
+    let Ok(Value::Object(rec)) = serde_json::from_str::<Value>(line) else {
+        writeln!(out, "{} {line}", style.warn("(unreadable record)"))?;
+        return Ok(false);
+    };
+    let kind = rec.get("type").and_then(Value::as_str).unwrap_or("?");
+    let ended = kind == "run_ended";
+    let session = session_of(&rec);
+    if let Some(want) = &args.session {
+        let urn = rec.get("urn").and_then(Value::as_str);
+        if session != want.as_str() && urn != Some(want.as_str()) {
+            return Ok(ended);
+        }
+    }
+    if args.json {
+        writeln!(out, "{line}")?;
+        return Ok(ended);
+    }
+    let time = rec
+        .get("ts_ms")
+        .and_then(Value::as_u64)
+        .map_or_else(|| "--:--:--.---".to_owned(), clock);
+    let turn = rec
+        .get("turn")
+        .and_then(Value::as_u64)
+        .map_or_else(|| "-".to_owned(), |t| format!("t{t}"));
+    let (kind, summary) = describe(kind, &rec);
+    writeln!(
+        out,
+        "{}  {session:<12} {turn:<4} {:<24} {}",
+        style.dim(&time),
+        style.bold(&kind),
+        shorten(&summary)
+    )?;
+    Ok(ended)
+}
+
+/// The session a record belongs to: the last URN segment, a `session` field, or `-`.
+fn session_of(rec: &Map<String, Value>) -> &str {
+    if let Some(urn) = rec.get("urn").and_then(Value::as_str) {
+        return urn.rsplit('/').next().unwrap_or(urn);
+    }
+    rec.get("session").and_then(Value::as_str).unwrap_or("-")
+}
+
+/// `HH:MM:SS.mmm` (UTC) of a Unix time in milliseconds.
+fn clock(ts_ms: u64) -> String {
+    let (secs, ms) = (ts_ms / 1000, ts_ms % 1000);
+    let day = secs % 86_400;
+    format!(
+        "{:02}:{:02}:{:02}.{ms:03}",
+        day / 3600,
+        day % 3600 / 60,
+        day % 60
+    )
+}
+
+fn text(v: Option<&Value>) -> String {
+    match v {
+        Some(Value::String(s)) => s.clone(),
+        Some(v) => v.to_string(),
+        None => String::new(),
+    }
+}
+
+/// A record's kind (the CAP kind for agent events) and a one-line summary.
+fn describe(kind: &str, rec: &Map<String, Value>) -> (String, String) {
+    let f = |k: &str| text(rec.get(k));
+    match kind {
+        "cap" => {
+            let event = rec.get("event").and_then(Value::as_object);
+            let cap_kind = event
+                .and_then(|e| e.get("kind"))
+                .map_or("cap".into(), |k| text(Some(k)));
+            (cap_kind, event.map_or_else(String::new, cap_summary))
+        }
+        "state" => ("state".into(), format!("{} -> {}", f("from"), f("to"))),
+        "turn_started" => (
+            "turn_started".into(),
+            format!(
+                "attempt {}, prompt {} bytes",
+                f("attempt"),
+                f("prompt_bytes")
+            ),
+        ),
+        "turn_ended" => (
+            "turn_ended".into(),
+            format!(
+                "{} ({}) in {} ms",
+                f("outcome"),
+                f("stop_reason"),
+                f("duration_ms")
+            ),
+        ),
+        "restart" => (
+            "restart".into(),
+            format!(
+                "attempt {} in {} ms: {}",
+                f("attempt"),
+                f("delay_ms"),
+                f("cause")
+            ),
+        ),
+        "failed" => ("failed".into(), f("reason")),
+        _ => (
+            kind.to_owned(),
+            rest(rec, &["type", "ts_ms", "urn", "turn", "seq"]),
+        ),
+    }
+}
+
+fn cap_summary(event: &Map<String, Value>) -> String {
+    for key in ["text", "prompt", "message", "tool", "title"] {
+        if let Some(Value::String(s)) = event.get(key) {
+            return s.clone();
+        }
+    }
+    rest(event, &["kind"])
+}
+
+/// The object without `skip`, as compact JSON.
+fn rest(obj: &Map<String, Value>, skip: &[&str]) -> String {
+    let kept: Map<String, Value> = obj
+        .iter()
+        .filter(|(k, _)| !skip.contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    Value::Object(kept).to_string()
+}
+
+/// One line, at most [`SUMMARY_MAX`] characters.
+fn shorten(s: &str) -> String {
+    let flat = s.replace('\n', "⏎");
+    match flat.char_indices().nth(SUMMARY_MAX) {
+        Some((i, _)) => format!("{}…", &flat[..i]),
+        None => flat,
+    }
+}

@@ -1,0 +1,31 @@
+//! `capfleet run` arguments.
+
+use std::path::PathBuf;
+
+#[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Examples:
+  capfleet run config/fleets/demo.toml             run the demo fleet (simulator agents, no API key)
+  capfleet run --dry-run config/fleets/*.toml      validate fleets and print their plans
+  capfleet run fleet.toml --task @task.md          replace the fleet's task (`@` reads a file)
+
+Validation happens before anything spawns; every error names file, line and key.
+Each run records its journal in .capfleet/runs/<run-id>/journal.jsonl under the current
+directory (`capfleet log latest`).
+
+Exit codes: 0 completed, 1 a session failed, 2 invalid config (or bad usage),
+3 budget exceeded, 130 interrupted (Ctrl-C).")]
+pub struct RunArgs {
+    /// The fleet file(s); more than one only with --dry-run.
+    #[arg(required = true, value_name = "FLEET.toml")]
+    pub fleets: Vec<PathBuf>,
+    /// Validate and print the plan (sessions, routes, budget); spawn nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Machine-readable output: the plan as JSON (--dry-run), NDJSON events (run).
+    #[arg(long)]
+    pub json: bool,
+    /// Replace the fleet's task (`@path` reads the task from a file).
+    #[arg(long, short = 't')]
+    pub task: Option<String>,
+}

@@ -1,0 +1,73 @@
+//! `capfleet run fleet.toml`: load and validate the fleet (exit 2 on any error,
+//! nothing spawned), then either print the plan (`--dry-run`) or execute it.
+
+mod args;
+mod dry_run;
+mod execute;
+
+use std::process::ExitCode;
+
+pub use args::RunArgs;
+
+use crate::fleet::{self, Loaded};
+use crate::style::{ColorChoice, Style};
+
+/// Exit codes (documented in `--help`).
+pub const EXIT_SESSION_FAILED: u8 = 1;
+pub const EXIT_INVALID: u8 = 2;
+pub const EXIT_INTERRUPTED: u8 = 130;
+
+pub fn run(args: RunArgs, color: ColorChoice) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("capfleet: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(main(args, color))
+}
+
+async fn main(args: RunArgs, color: ColorChoice) -> ExitCode {
+    let err = Style::for_stderr(color);
+    if args.fleets.len() > 1 && !args.dry_run {
+        eprintln!(
+            "{} one fleet per run (several only with --dry-run)",
+            err.err("error:")
+        );
+        return ExitCode::from(EXIT_INVALID);
+    }
+    let mut loaded = Vec::new();
+    let mut invalid = false;
+    for path in &args.fleets {
+        match fleet::load(path, args.task.as_deref()).await {
+            Ok(l) => {
+                for w in &l.warnings {
+                    eprintln!("{} {w}", err.warn("warning:"));
+                }
+                loaded.push(l);
+            }
+            Err(errors) => {
+                for e in &errors.errors {
+                    eprintln!("{} {e}", err.err("error:"));
+                }
+                invalid = true;
+            }
+        }
+    }
+    if invalid {
+        return ExitCode::from(EXIT_INVALID);
+    }
+    if args.dry_run {
+        let fleets: Vec<_> = loaded.into_iter().map(|l: Loaded| l.fleet).collect();
+        return dry_run::print(&fleets, &args, Style::for_stdout(color));
+    }
+    match loaded.pop() {
+        Some(l) => execute::execute(l.fleet, &args).await,
+        None => ExitCode::from(EXIT_INVALID),
+    }
+}

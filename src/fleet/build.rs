@@ -1,0 +1,272 @@
+//! From a validated [`FleetFile`] to a runnable [`Fleet`]: the task read, every agent
+//! resolved through the registry, paths made absolute (relative to the fleet file),
+//! and one `SessionSpec` per session.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use capfleet_actors::answerer::Policy;
+use capfleet_actors::driver::LaunchSpec;
+use capfleet_actors::fleet::urn;
+use capfleet_actors::manifest::Manifest;
+use capfleet_actors::protocol::SessionConfig;
+use capfleet_actors::registry::select_binding;
+use capfleet_actors::router::{Picker, Route, RouteAction, RoutingSpec};
+use capfleet_actors::session::{DEFAULT_TURN_TIMEOUT, SessionSpec};
+use capfleet_actors::supervision::RestartPolicy;
+use capfleet_actors::tomldoc::Location;
+
+use super::config::{ActionEntry, At, FleetFile, HUMAN, SessionEntry};
+use super::error::FleetError;
+use super::{Budgets, Fleet, FleetSession, SIM_SCRIPT_ENV};
+use crate::agents::{SUPPORTED_BINDINGS, program_override, registry};
+
+/// Where relative paths start and what the task override is.
+pub struct Context<'a> {
+    /// The fleet file's directory.
+    pub dir: &'a Path,
+    /// The fleet file's name without extension (the default fleet name).
+    pub stem: &'a str,
+    /// `--task`, replacing `[fleet].task`.
+    pub task: Option<&'a str>,
+}
+
+/// Build the fleet; every problem found is returned (agents are all resolved even
+/// when one fails).
+pub async fn build(file: &FleetFile, cx: &Context<'_>) -> Result<Fleet, Vec<FleetError>> {
+    let mut errors = Vec::new();
+    let f = &file.fleet;
+    let name = f
+        .name
+        .as_ref()
+        .map_or_else(|| cx.stem.to_owned(), |n| n.value.clone());
+    let task = read_task(f.task.as_ref(), &f.at, cx)
+        .map_err(|e| errors.push(e))
+        .ok();
+    let turn_timeout = f
+        .turn_timeout_s
+        .as_ref()
+        .and_then(|t| Duration::try_from_secs_f64(t.value).ok())
+        .unwrap_or(DEFAULT_TURN_TIMEOUT);
+    let mut manifests: HashMap<String, (Arc<Manifest>, String)> = HashMap::new();
+    let mut sessions = Vec::new();
+    for s in &file.sessions {
+        match session(s, &name, turn_timeout, cx, &mut manifests).await {
+            Ok(fs) => sessions.push(fs),
+            Err(e) => errors.extend(e),
+        }
+    }
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    let routing = RoutingSpec {
+        start: f
+            .start
+            .as_ref()
+            .map(|s| s.value.clone())
+            .unwrap_or_default(),
+        task: task.unwrap_or_default(),
+        routes: file
+            .routes
+            .iter()
+            .map(|r| route(&r.when.value, &r.action))
+            .collect(),
+        max_concurrent: f.max_concurrent.unwrap_or(0),
+    };
+    Ok(Fleet {
+        name,
+        file: PathBuf::new(),
+        routing,
+        sessions,
+        policy: Policy {
+            deny_tools: f.deny_tools.clone(),
+            allow_tools: f.allow_tools.clone(),
+            max_risk: f.max_risk,
+        },
+        auto_answer: f.auto_answer,
+        budgets: Budgets {
+            total_usd: f.budget_usd.as_ref().map(|b| b.value),
+            per_session: file
+                .sessions
+                .iter()
+                .filter_map(|s| Some((s.name.value.clone(), s.budget_usd.as_ref()?.value)))
+                .collect(),
+        },
+        on_error: f.on_error,
+        turn_timeout,
+        base: f.base.clone(),
+    })
+}
+
+/// The task text: `--task` over `[fleet].task`; `@path` reads a file (relative to
+/// the fleet file, or for `--task` to the current directory).
+fn read_task(
+    task: Option<&At<String>>,
+    fleet_at: &Location,
+    cx: &Context<'_>,
+) -> Result<String, FleetError> {
+    let (text, base, at) = match (cx.task, task) {
+        (Some(t), _) => (t.to_owned(), Path::new("."), None),
+        (None, Some(t)) => (t.value.clone(), cx.dir, Some(&t.at)),
+        (None, None) => {
+            let at = Location {
+                key: "fleet.task".into(),
+                ..fleet_at.clone()
+            };
+            return Err(FleetError::Missing { at });
+        }
+    };
+    let at = at.cloned().unwrap_or_else(|| Location {
+        origin: "--task".into(),
+        line: None,
+        key: String::new(),
+    });
+    let text = match text.strip_prefix('@') {
+        Some(file) => {
+            let path = base.join(file);
+            std::fs::read_to_string(&path).map_err(|source| FleetError::File {
+                at: at.clone(),
+                path,
+                source,
+            })?
+        }
+        None => text,
+    };
+    if text.trim().is_empty() {
+        return Err(FleetError::InvalidValue {
+            at,
+            reason: "the task is empty".into(),
+        });
+    }
+    Ok(text)
+}
+
+/// A path relative to the fleet file, made absolute (it must exist).
+fn existing(p: &At<String>, cx: &Context<'_>) -> Result<PathBuf, FleetError> {
+    let path = cx.dir.join(&p.value);
+    std::fs::canonicalize(&path).map_err(|source| FleetError::File {
+        at: p.at.clone(),
+        path,
+        source,
+    })
+}
+
+async fn session(
+    s: &SessionEntry,
+    fleet: &str,
+    turn_timeout: Duration,
+    cx: &Context<'_>,
+    manifests: &mut HashMap<String, (Arc<Manifest>, String)>,
+) -> Result<FleetSession, Vec<FleetError>> {
+    let mut errors = Vec::new();
+    let agent = &s.agent.value;
+    let key = if agent.contains('/') || agent.ends_with(".toml") {
+        cx.dir.join(agent).display().to_string()
+    } else {
+        agent.clone()
+    };
+    if !manifests.contains_key(&key) {
+        match registry().resolve(&key).await {
+            Ok(r) => {
+                manifests.insert(key.clone(), (Arc::new(r.manifest), r.source.to_string()));
+            }
+            Err(e) => errors.push(FleetError::UnknownAgent {
+                at: s.agent.at.clone(),
+                agent: agent.clone(),
+                reason: e.to_string(),
+            }),
+        }
+    }
+    let cwd = match &s.cwd {
+        Some(c) => existing(c, cx).map_err(|e| errors.push(e)).ok(),
+        None => std::env::current_dir()
+            .map_err(|source| {
+                errors.push(FleetError::File {
+                    at: s.at.clone(),
+                    path: PathBuf::from("."),
+                    source,
+                })
+            })
+            .ok(),
+    };
+    let script = s
+        .script
+        .as_ref()
+        .and_then(|p| existing(p, cx).map_err(|e| errors.push(e)).ok());
+    let (Some((manifest, source)), Some(cwd), true) =
+        (manifests.get(&key).cloned(), cwd, errors.is_empty())
+    else {
+        return Err(errors);
+    };
+    let mut config = SessionConfig::new(cwd.display().to_string());
+    if let Some(model) = &s.model {
+        config = config.with_model(model.clone());
+    }
+    if let Some(prompt) = &s.system_prompt {
+        config = config.with_system_prompt(prompt.clone());
+    }
+    if let Some(max) = s.max_turns {
+        config = config.with_max_turns(u64::from(max));
+    }
+    if let Some(b) = &s.budget_usd {
+        config = config.with_budget_usd(b.value);
+    }
+    if let Some(mode) = s.permission_mode {
+        config = config.with_permission_mode(mode);
+    }
+    let binding = select_binding(&manifest, SUPPORTED_BINDINGS).binding;
+    let name = s.name.value.clone();
+    let mut launch = LaunchSpec::new(urn(fleet, &name), manifest.clone(), config);
+    launch.argv = s.argv.clone();
+    launch.program = program_override(&manifest);
+    launch.env = s.env.clone();
+    if let Some(script) = &script {
+        launch
+            .env
+            .push((SIM_SCRIPT_ENV.into(), script.display().to_string()));
+    }
+    let defaults = RestartPolicy::default();
+    let mut spec = SessionSpec::new(name, launch, binding);
+    spec.policy = RestartPolicy {
+        restart: s.restart.unwrap_or(defaults.restart),
+        max_restarts: s.max_restarts.unwrap_or(defaults.max_restarts),
+        window: s
+            .restart_window_s
+            .as_ref()
+            .and_then(|w| Duration::try_from_secs_f64(w.value).ok())
+            .unwrap_or(defaults.window),
+        ..defaults
+    };
+    spec.turn_timeout = turn_timeout;
+    spec.max_turns = s.max_turns;
+    Ok(FleetSession {
+        spec,
+        agent: agent.clone(),
+        source,
+        budget_usd: s.budget_usd.as_ref().map(|b| b.value),
+    })
+}
+
+fn route(when: &[String], action: &ActionEntry) -> Route {
+    let action = match action {
+        ActionEntry::To(to) => RouteAction::To(to.value.clone()),
+        ActionEntry::FanOut { to, split } => RouteAction::FanOut {
+            to: to.value.clone(),
+            split: *split,
+        },
+        ActionEntry::Collect { picker, mode } => RouteAction::Collect {
+            picker: if picker.value == HUMAN {
+                Picker::Human
+            } else {
+                Picker::Session(picker.value.clone())
+            },
+            mode: *mode,
+        },
+    };
+    Route {
+        when: when.to_vec(),
+        action,
+    }
+}

@@ -1,0 +1,140 @@
+//! `fleet.toml` as written: every section and key, each value with the location it
+//! came from (file, line, dotted key) so that later checks can name it.
+
+use capfleet_actors::protocol::{PermissionMode, RiskLevel};
+use capfleet_actors::router::{CollectMode, Split};
+use capfleet_actors::supervision::Restart;
+use capfleet_actors::tomldoc::Location;
+
+/// A value and where it was written.
+#[derive(Debug, Clone)]
+pub struct At<T> {
+    pub value: T,
+    pub at: Location,
+}
+
+/// What happens to the run when a session fails.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnError {
+    /// The other sessions go on; the run exits 1 at the end.
+    #[default]
+    Continue,
+    /// The first failed session ends the run.
+    Abort,
+}
+
+impl OnError {
+    pub const WIRE: &[(OnError, &str)] =
+        &[(OnError::Continue, "continue"), (OnError::Abort, "abort")];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnError::Continue => "continue",
+            OnError::Abort => "abort",
+        }
+    }
+}
+
+/// The whole file.
+#[derive(Debug, Clone)]
+pub struct FleetFile {
+    pub fleet: FleetSection,
+    pub sessions: Vec<SessionEntry>,
+    pub routes: Vec<RouteEntry>,
+}
+
+/// `[fleet]`.
+#[derive(Debug, Clone)]
+pub struct FleetSection {
+    /// The `[fleet]` header (or the document start when absent).
+    pub at: Location,
+    pub name: Option<At<String>>,
+    /// `start`: a session or a list of them.
+    pub start: Option<At<Vec<String>>>,
+    /// `task`, as written (`@file` not yet read).
+    pub task: Option<At<String>>,
+    pub budget_usd: Option<At<f64>>,
+    pub max_concurrent: Option<usize>,
+    pub on_error: OnError,
+    pub auto_answer: bool,
+    pub allow_tools: Vec<String>,
+    pub deny_tools: Vec<String>,
+    pub max_risk: Option<RiskLevel>,
+    pub turn_timeout_s: Option<At<f64>>,
+    /// The git base for worktrees (kept for later).
+    pub base: Option<String>,
+}
+
+/// One `[[sessions]]` entry.
+#[derive(Debug, Clone)]
+pub struct SessionEntry {
+    /// The entry's first key.
+    pub at: Location,
+    pub name: At<String>,
+    /// A registry key, or a manifest path relative to the fleet file.
+    pub agent: At<String>,
+    /// Relative to the fleet file.
+    pub cwd: Option<At<String>>,
+    pub model: Option<String>,
+    pub argv: Option<Vec<String>>,
+    pub system_prompt: Option<String>,
+    pub max_turns: Option<u32>,
+    pub permission_mode: Option<PermissionMode>,
+    pub restart: Option<Restart>,
+    pub max_restarts: Option<u32>,
+    pub restart_window_s: Option<At<f64>>,
+    pub budget_usd: Option<At<f64>>,
+    /// A simulator script, relative to the fleet file.
+    pub script: Option<At<String>>,
+    pub env: Vec<(String, String)>,
+}
+
+/// One `[[routes]]` entry.
+#[derive(Debug, Clone)]
+pub struct RouteEntry {
+    /// Session names (`.done` and `cap://<fleet>/` stripped); more than one = a join.
+    pub when: At<Vec<String>>,
+    pub action: ActionEntry,
+}
+
+#[derive(Debug, Clone)]
+pub enum ActionEntry {
+    To(At<String>),
+    FanOut {
+        to: At<Vec<String>>,
+        split: Split,
+    },
+    /// `picker` is `human` or a session.
+    Collect {
+        picker: At<String>,
+        mode: CollectMode,
+    },
+}
+
+impl ActionEntry {
+    /// The sessions this action hands output to, with where each was named.
+    pub fn targets(&self) -> Vec<(&str, &Location)> {
+        match self {
+            ActionEntry::To(to) => vec![(to.value.as_str(), &to.at)],
+            ActionEntry::FanOut { to, .. } => {
+                to.value.iter().map(|t| (t.as_str(), &to.at)).collect()
+            }
+            ActionEntry::Collect { picker, .. } if picker.value == HUMAN => Vec::new(),
+            ActionEntry::Collect { picker, .. } => vec![(picker.value.as_str(), &picker.at)],
+        }
+    }
+}
+
+/// The picker name for the human at the terminal.
+pub const HUMAN: &str = "human";
+
+/// A session reference as written: `a`, `a.done`, `cap://<fleet>/a` or
+/// `cap://<fleet>/a.done`, reduced to the session name.
+pub fn session_ref(s: &str) -> String {
+    let s = s.strip_suffix(".done").unwrap_or(s);
+    let s = match s.strip_prefix("cap://") {
+        Some(rest) => rest.rsplit('/').next().unwrap_or(rest),
+        None => s,
+    };
+    s.to_owned()
+}

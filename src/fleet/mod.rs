@@ -1,0 +1,137 @@
+//! Fleets: `fleet.toml` read, validated (every error with file, line and key, before
+//! anything spawns) and built into a [`Fleet`] — the engine's routing spec, one
+//! session spec per session, the answerer's policy, budgets and run settings — plus
+//! where runs keep their journal.
+//!
+//! ```text
+//! fleet::load("fleet.toml", task_override).await -> Loaded { fleet, warnings }
+//!                                                 | FleetErrors (all of them, in source order)
+//! ```
+
+mod build;
+pub mod config;
+pub mod error;
+mod read;
+pub mod run_dir;
+mod validate;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use capfleet_actors::answerer::Policy;
+use capfleet_actors::router::RoutingSpec;
+use capfleet_actors::session::SessionSpec;
+use capfleet_actors::tomldoc::Warning;
+
+pub use config::OnError;
+pub use error::{FleetError, FleetErrors};
+pub use run_dir::RunDir;
+
+/// The variable naming a simulator's script.
+pub const SIM_SCRIPT_ENV: &str = "CAPFLEET_SIM_SCRIPT";
+/// The variable naming a simulator's state directory (`once` crash markers).
+pub const SIM_STATE_ENV: &str = "CAPFLEET_SIM_STATE";
+
+/// A validated fleet, ready to run.
+#[derive(Debug, Clone)]
+pub struct Fleet {
+    pub name: String,
+    /// The fleet file, as given.
+    pub file: PathBuf,
+    /// Start sessions, task (read, `--task` applied), routes, `max_concurrent`.
+    pub routing: RoutingSpec,
+    /// In file order; each URN is `cap://<fleet>/<session>`.
+    pub sessions: Vec<FleetSession>,
+    /// The answerer's policy (`deny_tools`, `allow_tools`, `max_risk`).
+    pub policy: Policy,
+    /// Answer what the policy leaves open fail-safe when no human is attached.
+    pub auto_answer: bool,
+    pub budgets: Budgets,
+    pub on_error: OnError,
+    /// Every session's turn timeout (`turn_timeout_s`, default 600 s).
+    pub turn_timeout: Duration,
+    /// The git base for worktrees (not used yet).
+    pub base: Option<String>,
+}
+
+/// One session of a fleet.
+#[derive(Debug, Clone)]
+pub struct FleetSession {
+    pub spec: SessionSpec,
+    /// The agent as written (registry key or manifest path).
+    pub agent: String,
+    /// Where its manifest came from (e.g. `shipped manifest sim`).
+    pub source: String,
+    pub budget_usd: Option<f64>,
+}
+
+/// The fleet's budgets, in USD.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Budgets {
+    pub total_usd: Option<f64>,
+    /// Sessions with their own budget (each at most the total).
+    pub per_session: Vec<(String, f64)>,
+}
+
+/// A fleet with what it was warned about (unknown keys).
+#[derive(Debug)]
+pub struct Loaded {
+    pub fleet: Fleet,
+    pub warnings: Vec<Warning>,
+}
+
+/// Read, validate and build a fleet file; `task` replaces `[fleet].task`.
+pub async fn load(path: &Path, task: Option<&str>) -> Result<Loaded, FleetErrors> {
+    let src = std::fs::read_to_string(path).map_err(|source| FleetErrors {
+        errors: vec![FleetError::Io {
+            path: path.to_owned(),
+            source,
+        }],
+    })?;
+    let mut r = read::Reader::new(&path.display().to_string(), &src);
+    let root = r.parse(&src).map_err(|errors| FleetErrors { errors })?;
+    let file = read::read(&mut r, root.get_ref());
+    let mut found = validate::validate(&file);
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("fleet");
+    let cx = build::Context { dir, stem, task };
+    let built = build::build(&file, &cx).await;
+    let (mut errors, warnings) = r.finish();
+    errors.append(&mut found);
+    match built {
+        Err(mut e) => errors.append(&mut e),
+        Ok(mut fleet) if errors.is_empty() => {
+            fleet.file = path.to_owned();
+            return Ok(Loaded { fleet, warnings });
+        }
+        Ok(_) => {}
+    }
+    errors.sort_by_key(|e| e.location().and_then(|l| l.line).unwrap_or(usize::MAX));
+    Err(FleetErrors { errors })
+}
+
+impl Fleet {
+    /// The session specs, in file order.
+    pub fn specs(&self) -> impl Iterator<Item = &SessionSpec> {
+        self.sessions.iter().map(|s| &s.spec)
+    }
+
+    /// Give every capfleet-run agent (the simulator) a state directory inside the
+    /// run's directory, unless the fleet file sets one: `once` crashes then happen
+    /// once per run.
+    pub fn bind_run_dir(&mut self, run: &RunDir) {
+        for s in &mut self.sessions {
+            let launch = &mut s.spec.launch;
+            let has_state = launch.env.iter().any(|(k, _)| k == SIM_STATE_ENV);
+            if launch.program.is_some() && !has_state {
+                let dir = run.sim_state(&s.spec.name);
+                launch
+                    .env
+                    .push((SIM_STATE_ENV.into(), dir.display().to_string()));
+            }
+        }
+    }
+}

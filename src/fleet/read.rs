@@ -1,0 +1,341 @@
+//! Reading `fleet.toml` into a [`FleetFile`] through the shared span-aware reader:
+//! types and enum values are checked here, cross-references in `validate`.
+
+use std::ops::Range;
+
+use capfleet_actors::protocol::{PermissionMode, RiskLevel};
+use capfleet_actors::router::{CollectMode, Split};
+use capfleet_actors::supervision::Restart;
+use capfleet_actors::tomldoc::{self, join};
+use toml::de::{DeTable, DeValue};
+
+use super::config::{
+    ActionEntry, At, FleetFile, FleetSection, OnError, RouteEntry, SessionEntry, session_ref,
+};
+use super::error::FleetError;
+
+pub type Reader = tomldoc::Reader<FleetError>;
+
+const FLEET_KEYS: &[&str] = &[
+    "name",
+    "start",
+    "task",
+    "budget_usd",
+    "max_concurrent",
+    "on_error",
+    "auto_answer",
+    "allow_tools",
+    "deny_tools",
+    "max_risk",
+    "turn_timeout_s",
+    "base",
+];
+const SESSION_KEYS: &[&str] = &[
+    "name",
+    "agent",
+    "cwd",
+    "model",
+    "argv",
+    "system_prompt",
+    "max_turns",
+    "permission_mode",
+    "restart",
+    "max_restarts",
+    "restart_window_s",
+    "budget_usd",
+    "script",
+    "env",
+];
+const ROUTE_KEYS: &[&str] = &["when", "route_to", "fan_out", "collect", "mode"];
+
+const RESTARTS: &[(Restart, &str)] = &[
+    (Restart::Permanent, "permanent"),
+    (Restart::Transient, "transient"),
+    (Restart::Temporary, "temporary"),
+];
+const SPLITS: &[(Split, &str)] = &[
+    (Split::Broadcast, "broadcast"),
+    (Split::BySubtask, "by_subtask"),
+];
+const MODES: &[(CollectMode, &str)] = &[(CollectMode::First, "first"), (CollectMode::All, "all")];
+
+/// Read the whole document; problems are recorded in `r`.
+pub fn read(r: &mut Reader, root: &DeTable<'_>) -> FleetFile {
+    r.unknown_keys(root, "", &["fleet", "sessions", "routes"]);
+    let empty = DeTable::new();
+    let (ft, span) = r.table(root, "", "fleet").unwrap_or((&empty, 0..0));
+    if root.get("fleet").is_none() {
+        r.missing("fleet", None);
+    }
+    let fleet = read_fleet(r, ft, span);
+    let sessions = tables(r, root, "sessions")
+        .into_iter()
+        .filter_map(|(i, t, span)| read_session(r, t, &format!("sessions[{i}]"), span))
+        .collect();
+    let routes = tables(r, root, "routes")
+        .into_iter()
+        .filter_map(|(i, t, span)| read_route(r, t, &format!("routes[{i}]"), span))
+        .collect();
+    FleetFile {
+        fleet,
+        sessions,
+        routes,
+    }
+}
+
+/// The tables of an array of tables (`[[key]]`), with their index and span.
+fn tables<'a, 'i>(
+    r: &mut Reader,
+    root: &'a DeTable<'i>,
+    key: &str,
+) -> Vec<(usize, &'a DeTable<'i>, Range<usize>)> {
+    let Some(v) = root.get(key) else {
+        return Vec::new();
+    };
+    let DeValue::Array(items) = v.get_ref() else {
+        r.wrong_type(key, v, "an array of tables");
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        match item.get_ref() {
+            DeValue::Table(t) => out.push((i, t, item.span())),
+            _ => r.wrong_type(&format!("{key}[{i}]"), item, "a table"),
+        }
+    }
+    out
+}
+
+fn at<T>(r: &Reader, t: &DeTable<'_>, path: &str, key: &str, value: T) -> At<T> {
+    At {
+        value,
+        at: r.at(&join(path, key), Reader::span_of(t, key)),
+    }
+}
+
+fn string_at(r: &mut Reader, t: &DeTable<'_>, path: &str, key: &str) -> Option<At<String>> {
+    let v = r.string(t, path, key)?;
+    Some(at(r, t, path, key, v))
+}
+
+fn number_at(r: &mut Reader, t: &DeTable<'_>, path: &str, key: &str) -> Option<At<f64>> {
+    let v = r.number(t, path, key)?;
+    Some(at(r, t, path, key, v))
+}
+
+/// A string from a fixed set of names.
+fn choice<T: Copy>(
+    r: &mut Reader,
+    t: &DeTable<'_>,
+    path: &str,
+    key: &str,
+    names: &[(T, &str)],
+) -> Option<T> {
+    let s = r.string(t, path, key)?;
+    if let Some((v, _)) = names.iter().find(|(_, n)| *n == s) {
+        return Some(*v);
+    }
+    let list: Vec<&str> = names.iter().map(|(_, n)| *n).collect();
+    let reason = format!("{s:?} is not one of {}", list.join(" | "));
+    r.invalid(&join(path, key), Reader::span_of(t, key), reason);
+    None
+}
+
+fn read_fleet(r: &mut Reader, t: &DeTable<'_>, span: Range<usize>) -> FleetSection {
+    let path = "fleet";
+    r.unknown_keys(t, path, FLEET_KEYS);
+    let start = r
+        .string_or_list(t, path, "start")
+        .map(|v| v.iter().map(|s| session_ref(s)).collect());
+    let max_risk = r.string(t, path, "max_risk").and_then(|s| {
+        let risk = RiskLevel::parse(&s);
+        if risk.is_none() {
+            let reason = format!("{s:?} is not one of low | medium | high");
+            r.invalid("fleet.max_risk", Reader::span_of(t, "max_risk"), reason);
+        }
+        risk
+    });
+    FleetSection {
+        at: r.at(path, (!span.is_empty()).then_some(span)),
+        name: string_at(r, t, path, "name"),
+        start: start.map(|v| at(r, t, path, "start", v)),
+        task: string_at(r, t, path, "task"),
+        budget_usd: number_at(r, t, path, "budget_usd"),
+        max_concurrent: r.uint(t, path, "max_concurrent"),
+        on_error: choice(r, t, path, "on_error", OnError::WIRE).unwrap_or_default(),
+        auto_answer: r.boolean(t, path, "auto_answer").unwrap_or(false),
+        allow_tools: r.strings(t, path, "allow_tools").unwrap_or_default(),
+        deny_tools: r.strings(t, path, "deny_tools").unwrap_or_default(),
+        max_risk,
+        turn_timeout_s: number_at(r, t, path, "turn_timeout_s"),
+        base: r.string(t, path, "base"),
+    }
+}
+
+fn read_session(
+    r: &mut Reader,
+    t: &DeTable<'_>,
+    path: &str,
+    span: Range<usize>,
+) -> Option<SessionEntry> {
+    r.unknown_keys(t, path, SESSION_KEYS);
+    let name = string_at(r, t, path, "name");
+    let agent = string_at(r, t, path, "agent");
+    for (key, v) in [("name", name.is_none()), ("agent", agent.is_none())] {
+        if v && t.get(key).is_none() {
+            r.missing(&join(path, key), Some(span.clone()));
+        }
+    }
+    let permission_mode = r.string(t, path, "permission_mode").and_then(|s| {
+        let mode = PermissionMode::parse(&s);
+        if mode.is_none() {
+            let reason = format!("{s:?} is not one of none | confirm | interactive");
+            r.invalid(
+                &join(path, "permission_mode"),
+                Reader::span_of(t, "permission_mode"),
+                reason,
+            );
+        }
+        mode
+    });
+    let entry = SessionEntry {
+        at: r.at(path, Some(span.clone())),
+        name: name?,
+        agent: agent?,
+        cwd: string_at(r, t, path, "cwd"),
+        model: r.string(t, path, "model"),
+        argv: r.strings(t, path, "argv"),
+        system_prompt: r.string(t, path, "system_prompt"),
+        max_turns: r.uint(t, path, "max_turns"),
+        permission_mode,
+        restart: choice(r, t, path, "restart", RESTARTS),
+        max_restarts: r.uint(t, path, "max_restarts"),
+        restart_window_s: number_at(r, t, path, "restart_window_s"),
+        budget_usd: number_at(r, t, path, "budget_usd"),
+        script: string_at(r, t, path, "script"),
+        env: read_env(r, t, path),
+    };
+    Some(entry)
+}
+
+fn read_env(r: &mut Reader, t: &DeTable<'_>, path: &str) -> Vec<(String, String)> {
+    let Some((env, _)) = r.table(t, path, "env") else {
+        return Vec::new();
+    };
+    let env_path = join(path, "env");
+    let mut out = Vec::new();
+    for (k, _) in env.iter() {
+        let key: &str = k.get_ref();
+        if let Some(v) = r.string(env, &env_path, key) {
+            out.push((key.to_owned(), v));
+        }
+    }
+    out
+}
+
+fn read_route(
+    r: &mut Reader,
+    t: &DeTable<'_>,
+    path: &str,
+    span: Range<usize>,
+) -> Option<RouteEntry> {
+    r.unknown_keys(t, path, ROUTE_KEYS);
+    let when = r
+        .string_or_list(t, path, "when")
+        .map(|v| v.iter().map(|s| session_ref(s)).collect::<Vec<_>>());
+    let when = match when {
+        Some(w) if !w.is_empty() => at(r, t, path, "when", w),
+        Some(_) => {
+            r.invalid(
+                &join(path, "when"),
+                Reader::span_of(t, "when"),
+                "names no session",
+            );
+            return None;
+        }
+        None => {
+            if t.get("when").is_none() {
+                r.missing(&join(path, "when"), Some(span));
+            }
+            return None;
+        }
+    };
+    let present: Vec<&str> = ["route_to", "fan_out", "collect"]
+        .into_iter()
+        .filter(|k| t.get(*k).is_some())
+        .collect();
+    let container = Some(span);
+    if present.len() != 1 {
+        let reason = format!(
+            "a route needs exactly one of route_to | fan_out | collect, found {}",
+            if present.is_empty() {
+                "none".to_owned()
+            } else {
+                present.join(", ")
+            }
+        );
+        r.invalid(path, container, reason);
+        return None;
+    }
+    if t.get("mode").is_some() && present[0] != "collect" {
+        r.invalid(
+            &join(path, "mode"),
+            Reader::span_of(t, "mode"),
+            "`mode` goes with `collect`",
+        );
+    }
+    let action = match present[0] {
+        "route_to" => {
+            let to = string_at(r, t, path, "route_to")?;
+            ActionEntry::To(At {
+                value: session_ref(&to.value),
+                at: to.at,
+            })
+        }
+        "fan_out" => read_fan_out(r, t, path)?,
+        _ => {
+            let picker = string_at(r, t, path, "collect")?;
+            let mode = choice(r, t, path, "mode", MODES).unwrap_or(CollectMode::First);
+            ActionEntry::Collect {
+                picker: At {
+                    value: session_ref(&picker.value),
+                    at: picker.at,
+                },
+                mode,
+            }
+        }
+    };
+    Some(RouteEntry {
+        when,
+        action,
+    })
+}
+
+fn read_fan_out(r: &mut Reader, t: &DeTable<'_>, path: &str) -> Option<ActionEntry> {
+    let (ft, span) = r.table(t, path, "fan_out")?;
+    let fpath = join(path, "fan_out");
+    r.unknown_keys(ft, &fpath, &["to", "split"]);
+    let Some(to) = r.strings(ft, &fpath, "to") else {
+        if ft.get("to").is_none() {
+            r.missing(&join(&fpath, "to"), Some(span));
+        }
+        return None;
+    };
+    if to.is_empty() {
+        r.invalid(
+            &join(&fpath, "to"),
+            Reader::span_of(ft, "to"),
+            "names no session",
+        );
+        return None;
+    }
+    let to = at(
+        r,
+        ft,
+        &fpath,
+        "to",
+        to.iter().map(|s| session_ref(s)).collect(),
+    );
+    let split = choice(r, ft, &fpath, "split", SPLITS).unwrap_or(Split::Broadcast);
+    Some(ActionEntry::FanOut { to, split })
+}

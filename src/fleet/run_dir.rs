@@ -1,0 +1,156 @@
+//! Where a run keeps its records: `.capfleet/runs/<run-id>/` in the directory the
+//! run was started from, with `journal.jsonl` inside. A run id is the UTC start time
+//! and a short random suffix (`20261130T121500Z-3fa9`), so ids sort by time.
+
+use std::collections::hash_map::RandomState;
+use std::hash::{BuildHasher, Hasher};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// The runs directory, relative to where runs are started.
+pub const RUNS_DIR: &str = ".capfleet/runs";
+/// The journal's file name inside a run directory.
+pub const JOURNAL_FILE: &str = "journal.jsonl";
+/// The id `capfleet log` reads as "the most recent run".
+pub const LATEST: &str = "latest";
+
+/// One run's directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunDir {
+    pub id: String,
+    pub path: PathBuf,
+}
+
+/// Why a run directory could not be found or made.
+#[derive(Debug, thiserror::Error)]
+pub enum RunDirError {
+    #[error("no runs under {}", dir.display())]
+    NoRuns { dir: PathBuf },
+    #[error("no run `{id}` under {} (see `ls {}`)", dir.display(), dir.display())]
+    NotFound { id: String, dir: PathBuf },
+    #[error("{}: {source}", path.display())]
+    Io { path: PathBuf, source: io::Error },
+}
+
+impl RunDir {
+    /// Make a new run directory under `base/.capfleet/runs`.
+    pub fn create(base: &Path) -> Result<RunDir, RunDirError> {
+        let runs = base.join(RUNS_DIR);
+        std::fs::create_dir_all(&runs).map_err(|source| RunDirError::Io {
+            path: runs.clone(),
+            source,
+        })?;
+        loop {
+            let id = run_id(SystemTime::now(), random_suffix());
+            let path = runs.join(&id);
+            match std::fs::create_dir(&path) {
+                Ok(()) => return Ok(RunDir { id, path }),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+                Err(source) => return Err(RunDirError::Io { path, source }),
+            }
+        }
+    }
+
+    /// The run `id` (or [`LATEST`]) under `base/.capfleet/runs`.
+    pub fn find(base: &Path, id: &str) -> Result<RunDir, RunDirError> {
+        let runs = base.join(RUNS_DIR);
+        if id != LATEST {
+            let path = runs.join(id);
+            if path.is_dir() && !id.contains('/') {
+                return Ok(RunDir {
+                    id: id.to_owned(),
+                    path,
+                });
+            }
+            return Err(RunDirError::NotFound {
+                id: id.to_owned(),
+                dir: runs,
+            });
+        }
+        let entries = match std::fs::read_dir(&runs) {
+            Ok(e) => e,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Err(RunDirError::NoRuns { dir: runs });
+            }
+            Err(source) => return Err(RunDirError::Io { path: runs, source }),
+        };
+        let latest = entries
+            .filter_map(Result::ok)
+            .filter(|e| e.path().is_dir())
+            .filter_map(|e| e.file_name().into_string().ok())
+            .max();
+        match latest {
+            Some(id) => Ok(RunDir {
+                path: runs.join(&id),
+                id,
+            }),
+            None => Err(RunDirError::NoRuns { dir: runs }),
+        }
+    }
+
+    /// The run's journal.
+    pub fn journal(&self) -> PathBuf {
+        self.path.join(JOURNAL_FILE)
+    }
+
+    /// Append the run's last record, `{"type":"run_ended",…}`, to the journal
+    /// (`capfleet log --follow` stops there).
+    pub fn record_end(&self, exit_code: u8) -> Result<(), RunDirError> {
+        use std::io::Write as _;
+        let path = self.journal();
+        let ts_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis());
+        let record = serde_json::json!({
+            "type": "run_ended",
+            "ts_ms": ts_ms,
+            "run_id": self.id,
+            "exit_code": exit_code,
+        });
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .and_then(|mut f| writeln!(f, "{record}").and_then(|()| f.sync_all()))
+            .map_err(|source| RunDirError::Io { path, source })
+    }
+
+    /// A simulator session's state directory.
+    pub fn sim_state(&self, session: &str) -> PathBuf {
+        self.path.join("sim").join(session)
+    }
+}
+
+/// `YYYYMMDDTHHMMSSZ-xxxx` for `at` (UTC).
+pub fn run_id(at: SystemTime, suffix: u16) -> String {
+    let secs = at.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    let (y, m, d) = civil_from_days(days);
+    format!(
+        "{y:04}{m:02}{d:02}T{:02}{:02}{:02}Z-{suffix:04x}",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+fn random_suffix() -> u16 {
+    let mut h = RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    (h.finish() & 0xffff) as u16
+}
+
+/// Days since 1970-01-01 to (year, month, day) (Howard Hinnant's algorithm).
+pub fn civil_from_days(days: u64) -> (u64, u64, u64) {
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + u64::from(m <= 2);
+    (y, m, d)
+}
