@@ -54,6 +54,8 @@ pub fn run(args: LogArgs, color: ColorChoice) -> ExitCode {
     };
     match print_journal(&run, &args, Style::for_stdout(color)) {
         Ok(()) => ExitCode::SUCCESS,
+        // The reader went away (`| head`): nothing more to say.
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("{} {}: {e}", err.err("error:"), run.journal().display());
             ExitCode::FAILURE

@@ -207,12 +207,8 @@ async fn session(
     if let Some(prompt) = &s.system_prompt {
         config = config.with_system_prompt(prompt.clone());
     }
-    if let Some(max) = s.max_turns {
-        config = config.with_max_turns(u64::from(max));
-    }
-    if let Some(b) = &s.budget_usd {
-        config = config.with_budget_usd(b.value);
-    }
+    // max_turns and budget_usd are enforced by capfleet (session, budget actor),
+    // not asked of the agent.
     if let Some(mode) = s.permission_mode {
         config = config.with_permission_mode(mode);
     }
