@@ -305,10 +305,7 @@ fn read_route(
             }
         }
     };
-    Some(RouteEntry {
-        when,
-        action,
-    })
+    Some(RouteEntry { when, action })
 }
 
 fn read_fan_out(r: &mut Reader, t: &DeTable<'_>, path: &str) -> Option<ActionEntry> {
