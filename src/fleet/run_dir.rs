@@ -154,3 +154,42 @@ pub fn civil_from_days(days: u64) -> (u64, u64, u64) {
     let y = yoe + era * 400 + u64::from(m <= 2);
     (y, m, d)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn run_ids_are_utc_timestamps_with_a_suffix() {
+        let at = UNIX_EPOCH + Duration::from_secs(1_796_040_900);
+        assert_eq!(run_id(at, 0x3fa9), "20261130T121500Z-3fa9");
+        assert_eq!(run_id(UNIX_EPOCH, 0), "19700101T000000Z-0000");
+        // 2024-02-29 (a leap day), 23:59:59.
+        let leap = UNIX_EPOCH + Duration::from_secs(1_709_251_199);
+        assert_eq!(run_id(leap, 0xffff), "20240229T235959Z-ffff");
+    }
+
+    #[test]
+    fn create_then_find_latest_and_by_id() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(matches!(
+            RunDir::find(dir.path(), LATEST),
+            Err(RunDirError::NoRuns { .. })
+        ));
+        std::fs::create_dir_all(dir.path().join(RUNS_DIR).join("20000101T000000Z-0000")).unwrap();
+        let run = RunDir::create(dir.path()).unwrap();
+        assert!(run.path.is_dir());
+        assert_eq!(RunDir::find(dir.path(), LATEST).unwrap(), run);
+        assert_eq!(RunDir::find(dir.path(), &run.id).unwrap(), run);
+        assert!(matches!(
+            RunDir::find(dir.path(), "../x"),
+            Err(RunDirError::NotFound { .. })
+        ));
+        run.record_end(3).unwrap();
+        let journal = std::fs::read_to_string(run.journal()).unwrap();
+        let rec: serde_json::Value = serde_json::from_str(journal.trim()).unwrap();
+        assert_eq!(rec["type"], "run_ended");
+        assert_eq!(rec["exit_code"], 3);
+    }
+}
