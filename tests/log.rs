@@ -191,3 +191,41 @@ fn follow_tails_the_journal_until_the_run_ends() {
     assert!(lines[6].contains("run_ended"), "{stdout}");
     assert!(!stdout.contains("after_the_end"));
 }
+
+#[test]
+fn a_run_journals_where_it_was_started_and_log_reads_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let fleet = concat!(env!("CARGO_MANIFEST_DIR"), "/config/fleets/pipeline.toml");
+    let out = capfleet(dir.path())
+        .args(["run", fleet])
+        .env("PATH", dir.path().join("bin"))
+        .env("XDG_CONFIG_HOME", dir.path().join("config"))
+        .env("HOME", dir.path().join("home"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let runs: Vec<_> = std::fs::read_dir(dir.path().join(".capfleet/runs"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(runs.len(), 1);
+    let id = &runs[0];
+    // 20261130T121500Z-3fa9
+    let shape = regex::Regex::new(r"^\d{8}T\d{6}Z-[0-9a-f]{4}$").unwrap();
+    assert!(shape.is_match(id), "{id}");
+    let journal = std::fs::read_to_string(
+        dir.path()
+            .join(".capfleet/runs")
+            .join(id)
+            .join("journal.jsonl"),
+    )
+    .unwrap();
+    let last: serde_json::Value = serde_json::from_str(journal.lines().last().unwrap()).unwrap();
+    assert_eq!(last["type"], "run_ended");
+    let stdout = ok(&capfleet(dir.path())
+        .args(["log", "latest", "--session", "spec"])
+        .output()
+        .unwrap());
+    assert!(stdout.contains("turn_ended"), "{stdout}");
+    assert!(stdout.lines().all(|l| l.contains(" spec ")), "{stdout}");
+}

@@ -171,9 +171,12 @@ impl<E: Finding> Reader<E> {
         let v = t.get(key)?;
         let text = match v.get_ref() {
             DeValue::Integer(i) => {
-                return i64::from_str_radix(i.as_str(), i.radix())
-                    .ok()
-                    .map(|n| n as f64);
+                let n = i64::from_str_radix(i.as_str(), i.radix()).ok();
+                if n.is_none() {
+                    let reason = format!("{} is out of range", i.as_str());
+                    self.invalid(&join(path, key), Some(v.span()), reason);
+                }
+                return n.map(|n| n as f64);
             }
             DeValue::Float(f) => f.as_str().replace('_', ""),
             _ => {
