@@ -73,7 +73,7 @@ impl Ran {
         // The sim echoes nothing by default: read the turns' prompts from routed bytes.
         self.events
             .iter()
-            .filter(|e| &*e.urn == format!("cap://t/{name}"))
+            .filter(|e| *e.urn == format!("cap://t/{name}"))
             .filter_map(|e| match &e.body {
                 EventBody::Cap { event } => serde_json::to_value(event).ok(),
                 _ => None,
