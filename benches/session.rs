@@ -417,6 +417,7 @@ async fn start_tree() -> Orchestrator {
         fleet_name: "bench".into(),
         journal: None,
         policy: Default::default(),
+        budget: Default::default(),
         human: None,
         fleet_events: None,
     })

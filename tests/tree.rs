@@ -77,6 +77,7 @@ async fn two_sessions_under_the_tree_with_taps_and_journal() {
         fleet_name: "tree".into(),
         journal: Some(journal.clone()),
         policy: Default::default(),
+        budget: Default::default(),
         human: None,
         fleet_events: None,
     })

@@ -16,6 +16,7 @@ pub mod registry;
 pub mod root;
 pub mod router;
 pub mod rpc;
+pub mod run;
 pub mod session;
 pub mod supervision;
 pub mod tap;

@@ -37,6 +37,8 @@ pub struct RootArgs {
     pub journal: Option<PathBuf>,
     /// How permissions are decided before anyone is asked.
     pub policy: Policy,
+    /// The budget's limits and where it alerts (default: no limits).
+    pub budget: BudgetBook,
     /// Where asks go when a human is attached (else they are answered fail-safe).
     pub human: Option<mpsc::Sender<HumanQuestion>>,
     /// Where the fleet reports sessions ending.
@@ -47,6 +49,8 @@ pub enum RootMsg {
     Fleet(RpcReplyPort<ActorRef<FleetMsg>>),
     Budget(RpcReplyPort<ActorRef<BudgetMsg>>),
     Telemetry(RpcReplyPort<ActorRef<TelemetryMsg>>),
+    /// A sender into the journal (for records that are not a session's), if any.
+    JournalTap(RpcReplyPort<Option<mpsc::Sender<Published>>>),
     /// Close every session, finish the journal; reply with the records it wrote.
     Shutdown(RpcReplyPort<u64>),
 }
@@ -89,13 +93,8 @@ impl Actor for Root {
             ),
             None => None,
         };
-        let (budget, _) = Actor::spawn_linked(
-            None,
-            Budget::default(),
-            BudgetBook::default(),
-            myself.get_cell(),
-        )
-        .await?;
+        let (budget, _) =
+            Actor::spawn_linked(None, Budget::default(), args.budget, myself.get_cell()).await?;
         let (telemetry, _) = Actor::spawn_linked(
             None,
             Telemetry::default(),
@@ -144,6 +143,13 @@ impl Actor for Root {
             }
             RootMsg::Telemetry(reply) => {
                 let _caller_gone = reply.send(st.telemetry.clone());
+            }
+            RootMsg::JournalTap(reply) => {
+                let tx = match &st.journal {
+                    Some(j) => ractor::call!(j, JournalMsg::Subscribe).ok(),
+                    None => None,
+                };
+                let _caller_gone = reply.send(tx);
             }
             RootMsg::Shutdown(reply) => {
                 if let Err(e) = ractor::call!(st.fleet, FleetMsg::Shutdown) {
@@ -210,6 +216,17 @@ impl Orchestrator {
     pub async fn budget(&self) -> Result<BudgetSnapshot, String> {
         let budget = ractor::call!(self.root, RootMsg::Budget).map_err(|e| e.to_string())?;
         ractor::call!(budget, TapMsg::Snapshot).map_err(|e| e.to_string())
+    }
+
+    /// A sender into the journal, when the tree keeps one. Drop it before
+    /// [`Orchestrator::shutdown`], or the journal waits for it.
+    pub async fn journal_tap(&self) -> Option<mpsc::Sender<Published>> {
+        ractor::call!(self.root, RootMsg::JournalTap).ok().flatten()
+    }
+
+    /// The root, to link further actors (the router) under it.
+    pub fn root_cell(&self) -> ractor::ActorCell {
+        self.root.get_cell()
     }
 
     /// Fleet counters so far.

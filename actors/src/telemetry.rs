@@ -51,6 +51,11 @@ impl TapHandler for Counters {
                 "restart"
             }
             EventBody::Failed { .. } => "failed",
+            EventBody::Routed { .. } => "routed",
+            EventBody::Refused { .. } => "refused",
+            EventBody::RouteFailed { .. } => "route_failed",
+            EventBody::PlanEntry { .. } => "plan_entry",
+            EventBody::RunEnded { .. } => "run_ended",
         };
         match self.events.get_mut(kind) {
             Some(n) => *n += 1,

@@ -1,6 +1,104 @@
-//! The router: static routes, `@cap://` mentions and master plans — every message
-//! between sessions passes here and is recorded; sessions never talk directly.
+//! The router: static routes, `@cap://` mentions and master plans. Every message
+//! between sessions passes here and is recorded (journal and watchers); sessions never
+//! talk directly. It also starts the run (the task to the `start` sessions), admits
+//! turns under `max_concurrent`, stops the run on a budget breach, on Ctrl-C or on a
+//! failure under `on_error = "abort"`, and reports how the run ended.
 
+mod dispatch;
+pub mod mentions;
+pub mod plan;
 pub mod spec;
+pub mod subtasks;
 
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use tokio::sync::mpsc;
+
+pub use dispatch::{Origin, QUEUE_MAX};
 pub use spec::{CollectMode, Picker, Route, RouteAction, RoutingSpec, Split};
+
+use crate::session::{Published, RunOutcome, SessionError, SessionMsg, TurnResult};
+
+pub struct Router;
+
+/// What the router needs.
+pub struct RouterArgs {
+    pub fleet: String,
+    pub spec: RoutingSpec,
+    /// Every session by name.
+    pub sessions: Vec<(String, ActorRef<SessionMsg>)>,
+    /// Where router records go (the journal, the run's view).
+    pub sinks: Vec<mpsc::Sender<Published>>,
+    /// `on_error = "abort"`: the first failed turn stops the run.
+    pub abort_on_error: bool,
+}
+
+pub enum RouterMsg {
+    /// Hand the task to the start sessions.
+    Start,
+    /// A turn ended.
+    TurnDone {
+        session: String,
+        origin: Origin,
+        result: Result<TurnResult, SessionError>,
+    },
+    /// Stop the run (budget, Ctrl-C): no new turn starts, every session is closed.
+    Stop { outcome: RunOutcome, reason: String },
+    /// Reply when the run has ended.
+    WaitEnd(RpcReplyPort<RunOutcome>),
+}
+
+pub struct RouterState {
+    core: dispatch::Core,
+    waiters: Vec<RpcReplyPort<RunOutcome>>,
+}
+
+impl RouterState {
+    fn answer_waiters(&mut self) {
+        if let Some(outcome) = self.core.outcome {
+            for w in self.waiters.drain(..) {
+                let _caller_gone = w.send(outcome);
+            }
+        }
+    }
+}
+
+impl Actor for Router {
+    type Msg = RouterMsg;
+    type State = RouterState;
+    type Arguments = RouterArgs;
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<RouterMsg>,
+        a: RouterArgs,
+    ) -> Result<RouterState, ActorProcessingErr> {
+        let core = dispatch::Core::new(a.fleet, a.spec, a.sessions, a.sinks, a.abort_on_error);
+        Ok(RouterState {
+            core,
+            waiters: Vec::new(),
+        })
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<RouterMsg>,
+        msg: RouterMsg,
+        st: &mut RouterState,
+    ) -> Result<(), ActorProcessingErr> {
+        match msg {
+            RouterMsg::Start => st.core.start(&myself).await,
+            RouterMsg::TurnDone {
+                session,
+                origin,
+                result,
+            } => st.core.turn_done(&myself, session, origin, result).await,
+            RouterMsg::Stop { outcome, reason } => {
+                st.core.stop(outcome, &reason).await;
+                st.core.check_end().await;
+            }
+            RouterMsg::WaitEnd(reply) => st.waiters.push(reply),
+        }
+        st.answer_waiters();
+        Ok(())
+    }
+}

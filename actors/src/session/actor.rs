@@ -85,7 +85,11 @@ impl Actor for Session {
             } => core.answer_ask(ask_id, value, rule).await,
             SessionMsg::Cancel { scope, reason } => match scope {
                 CancelScope::CurrentTurn => core.cancel_turn(&myself, &reason),
-                CancelScope::Session => core.close(&myself).await,
+                CancelScope::Session => {
+                    // Stop the turn first, so the agent is free to end promptly.
+                    core.cancel_turn(&myself, &reason);
+                    core.close(&myself).await
+                }
             },
             SessionMsg::Close => core.close(&myself).await,
             SessionMsg::Snapshot(reply) => {

@@ -57,6 +57,53 @@ pub enum EventBody {
     },
     /// The session failed for good (meltdown, unrecoverable start error).
     Failed { reason: String },
+    /// The router handed text to a session (published under the router's URN).
+    Routed {
+        from: Vec<String>,
+        to: String,
+        via: RouteVia,
+        bytes: usize,
+    },
+    /// The router refused a delivery (queue full, unknown target, run stopping).
+    Refused {
+        from: String,
+        to: String,
+        reason: String,
+    },
+    /// A route could not fire (e.g. its `cap-subtasks` block is missing).
+    RouteFailed { route: usize, reason: String },
+    /// A master-plan entry changed status.
+    PlanEntry {
+        id: String,
+        assigned_to: String,
+        status: crate::protocol::PlanStatus,
+    },
+    /// The run ended.
+    RunEnded { outcome: RunOutcome },
+}
+
+/// How text reached a session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RouteVia {
+    /// The fleet's task, to a `start` session.
+    Task,
+    Route,
+    FanOut,
+    Subtask,
+    Collect,
+    Mention,
+    Plan,
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunOutcome {
+    Completed,
+    SessionFailed,
+    BudgetExceeded,
+    Interrupted,
 }
 
 /// How a turn ended, from the orchestrator's side.

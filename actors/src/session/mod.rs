@@ -25,7 +25,7 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 pub use actor::Session;
-pub use events::{EventBody, SessionEvent, TurnOutcome};
+pub use events::{EventBody, RouteVia, RunOutcome, SessionEvent, TurnOutcome};
 pub use state::SessionState;
 pub use turn::{TurnResult, UsageTotals};
 

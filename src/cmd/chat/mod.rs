@@ -66,6 +66,7 @@ async fn chat(args: ChatArgs, color: ColorChoice) -> ExitCode {
         fleet_name: "chat".into(),
         journal: args.journal.clone(),
         policy: args.policy(),
+        budget: Default::default(),
         human: interactive.then_some(human_tx),
         fleet_events: None,
     })

@@ -6,7 +6,7 @@
 //! | `system`/`init` | `cap.session.ready` (first per process; later ones update [`SessionInfo`]) |
 //! | `stream_event` `content_block_delta` `text_delta` / `thinking_delta` | `cap.text_chunk` (assistant) / `cap.thought` |
 //! | `assistant` `text` / `thinking` block | the part not already streamed, as above |
-//! | `assistant` `tool_use` block | `cap.tool_call.start` (once per id) |
+//! | `assistant` `tool_use` block | `cap.tool_call.start` (once per id); a `TodoWrite` call also a `cap.plan` |
 //! | `user` `tool_result` block | `cap.tool_call.end` |
 //! | `result` | `cap.usage` [+ `cap.error`] + [`Output::TurnEnd`] (see `result.rs`) |
 //! | `control_request` `can_use_tool` | `cap.permission.request`, or `cap.ask_user` for `AskUserQuestion` |
@@ -35,6 +35,7 @@ use super::frames::{
 };
 use super::output::{ControlAck, MapperStats, Output};
 use super::streaming::{BlockKind, StreamTracker, block_event};
+use super::todos;
 use crate::protocol::{CapEvent, ErrorKind, HasMeta, Nullable};
 
 /// Default limit of one line; longer lines are counted malformed.
@@ -252,11 +253,15 @@ impl StreamJsonMapper {
         }
         self.tools.insert(id.to_owned(), Instant::now());
         let input = b.input.clone().unwrap_or_else(|| json!({}));
-        let event = with_parent(
-            CapEvent::tool_start(id, opt(&b.name).unwrap_or(""), input),
-            parent,
-        );
+        let name = opt(&b.name).unwrap_or("");
+        let plan = (name == todos::TODO_TOOL)
+            .then(|| todos::plan_of(&input))
+            .flatten();
+        let event = with_parent(CapEvent::tool_start(id, name, input), parent);
         self.emit(out, event);
+        if let Some(plan) = plan {
+            self.emit(out, with_parent(plan, parent));
+        }
     }
 
     fn on_user(&mut self, f: MessageFrame<'_>, out: &mut Vec<Output>) -> bool {

@@ -21,6 +21,7 @@ pub mod output;
 mod result;
 pub mod risk;
 mod streaming;
+pub mod todos;
 
 pub use argv::{ArgvError, ArgvWarning, StreamJsonArgv, build_argv, claude_permission_mode};
 pub use control::{PendingKind, PendingRequest, ResponseError};

@@ -1,0 +1,581 @@
+//! The router's state and decisions: who runs next, with what text.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::Arc;
+
+use ractor::ActorRef;
+use tokio::sync::mpsc;
+
+use super::RouterMsg;
+use super::mentions::{mentions, target_of};
+use super::plan::MasterPlan;
+use super::spec::{CollectMode, Picker, RouteAction, RoutingSpec, Split};
+use super::subtasks;
+use crate::protocol::{CancelScope, CapEvent, HasMeta, PlanStatus};
+use crate::session::events::now_ms;
+use crate::session::{
+    EventBody, Published, RouteVia, RunOutcome, SessionError, SessionEvent, SessionMsg,
+    TurnOutcome, TurnResult,
+};
+
+/// Deliveries waiting for a busy session, at most (tai's `CAP_ROUTE_QUEUE_MAX`).
+pub const QUEUE_MAX: usize = 16;
+
+/// Why a turn was started, so its end can be accounted for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    Task,
+    Route,
+    Mention,
+    Plan(usize),
+}
+
+/// Text for a session.
+#[derive(Debug, Clone)]
+pub struct Delivery {
+    pub from: Vec<String>,
+    pub text: String,
+    pub via: RouteVia,
+    pub origin: Origin,
+}
+
+pub struct Slot {
+    pub actor: ActorRef<SessionMsg>,
+    running: Option<Origin>,
+    queue: VecDeque<Delivery>,
+    /// The last completed turn's text.
+    output: Option<String>,
+    failed: bool,
+}
+
+pub struct Core {
+    fleet: String,
+    urn: Arc<str>,
+    seq: u64,
+    spec: RoutingSpec,
+    pub slots: HashMap<String, Slot>,
+    order: Vec<String>,
+    running: usize,
+    admission: VecDeque<(String, Delivery)>,
+    /// Per route: `when` sessions that finished since the route last fired.
+    done_since: Vec<HashSet<String>>,
+    collected: Vec<bool>,
+    plan: Option<MasterPlan>,
+    sinks: Vec<mpsc::Sender<Published>>,
+    abort_on_error: bool,
+    stopped: Option<RunOutcome>,
+    any_failed: bool,
+    pub outcome: Option<RunOutcome>,
+}
+
+impl Core {
+    pub fn new(
+        fleet: String,
+        spec: RoutingSpec,
+        sessions: Vec<(String, ActorRef<SessionMsg>)>,
+        sinks: Vec<mpsc::Sender<Published>>,
+        abort_on_error: bool,
+    ) -> Self {
+        let order = sessions.iter().map(|(n, _)| n.clone()).collect();
+        let slots = sessions
+            .into_iter()
+            .map(|(name, actor)| {
+                let slot = Slot {
+                    actor,
+                    running: None,
+                    queue: VecDeque::new(),
+                    output: None,
+                    failed: false,
+                };
+                (name, slot)
+            })
+            .collect();
+        let routes = spec.routes.len();
+        Core {
+            urn: Arc::from(format!("cap://{fleet}/router")),
+            fleet,
+            seq: 0,
+            spec,
+            slots,
+            order,
+            running: 0,
+            admission: VecDeque::new(),
+            done_since: vec![HashSet::new(); routes],
+            collected: vec![false; routes],
+            plan: None,
+            sinks,
+            abort_on_error,
+            stopped: None,
+            any_failed: false,
+            outcome: None,
+        }
+    }
+
+    /// Every mediation is a record in the journal (and for the run's watchers).
+    pub async fn record(&mut self, body: EventBody) {
+        self.seq += 1;
+        let event = Arc::new(SessionEvent {
+            seq: self.seq,
+            urn: self.urn.clone(),
+            turn: None,
+            ts_ms: now_ms(),
+            body,
+        });
+        for sink in &self.sinks {
+            let _watcher_gone = sink.send(event.clone()).await;
+        }
+    }
+
+    pub async fn start(&mut self, me: &ActorRef<RouterMsg>) {
+        let task = self.spec.task.clone();
+        for name in self.spec.start.clone() {
+            let d = Delivery {
+                from: vec![],
+                text: task.clone(),
+                via: RouteVia::Task,
+                origin: Origin::Task,
+            };
+            self.deliver(me, &name, d).await;
+        }
+        self.check_end().await;
+    }
+
+    /// Hand `d` to `to`: now if it is idle and admission allows, else queue it.
+    async fn deliver(&mut self, me: &ActorRef<RouterMsg>, to: &str, d: Delivery) {
+        let from = d.from.join("+");
+        if let Some(outcome) = self.stopped {
+            let reason = format!("the run is stopping ({outcome:?})");
+            self.record(EventBody::Refused {
+                from,
+                to: to.into(),
+                reason,
+            })
+            .await;
+            return;
+        }
+        let Some(slot) = self.slots.get_mut(to) else {
+            let reason = format!("no session `{to}` in fleet {}", self.fleet);
+            self.record(EventBody::Refused {
+                from,
+                to: to.into(),
+                reason,
+            })
+            .await;
+            return;
+        };
+        if slot.failed {
+            let reason = "the session has failed".to_owned();
+            self.record(EventBody::Refused {
+                from,
+                to: to.into(),
+                reason,
+            })
+            .await;
+            return;
+        }
+        let busy = slot.running.is_some() || !slot.queue.is_empty();
+        if busy {
+            if slot.queue.len() >= QUEUE_MAX {
+                let reason = format!("the session's pending queue is full ({QUEUE_MAX})");
+                self.record(EventBody::Refused {
+                    from,
+                    to: to.into(),
+                    reason,
+                })
+                .await;
+            } else {
+                slot.queue.push_back(d);
+            }
+            return;
+        }
+        let limit = self.spec.max_concurrent;
+        if limit > 0 && self.running >= limit {
+            self.admission.push_back((to.to_owned(), d));
+            return;
+        }
+        self.launch(me, to, d).await;
+    }
+
+    async fn launch(&mut self, me: &ActorRef<RouterMsg>, to: &str, d: Delivery) {
+        let Some(slot) = self.slots.get_mut(to) else {
+            return;
+        };
+        slot.running = Some(d.origin.clone());
+        self.running += 1;
+        let actor = slot.actor.clone();
+        let (name, origin, prompt) = (to.to_owned(), d.origin.clone(), d.text.clone());
+        self.record(EventBody::Routed {
+            from: d.from,
+            to: to.into(),
+            via: d.via,
+            bytes: d.text.len(),
+        })
+        .await;
+        let router = me.clone();
+        tokio::spawn(async move {
+            let result = match actor
+                .call(|reply| SessionMsg::Ask { prompt, reply }, None)
+                .await
+            {
+                Ok(ractor::rpc::CallResult::Success(r)) => r,
+                _ => Err(SessionError::Closed),
+            };
+            let _router_gone = router.cast(RouterMsg::TurnDone {
+                session: name,
+                origin,
+                result,
+            });
+        });
+    }
+
+    pub async fn turn_done(
+        &mut self,
+        me: &ActorRef<RouterMsg>,
+        session: String,
+        origin: Origin,
+        result: Result<TurnResult, SessionError>,
+    ) {
+        self.running = self.running.saturating_sub(1);
+        if let Some(slot) = self.slots.get_mut(&session) {
+            slot.running = None;
+        }
+        match result {
+            Ok(r) if r.outcome == TurnOutcome::Completed => {
+                self.completed(me, &session, origin, r).await
+            }
+            Ok(r) => {
+                self.failed_turn(&session, origin, format!("turn ended {:?}", r.outcome))
+                    .await
+            }
+            Err(e) => {
+                if let Some(slot) = self.slots.get_mut(&session) {
+                    slot.failed = matches!(e, SessionError::Failed { .. } | SessionError::Closed);
+                }
+                self.failed_turn(&session, origin, e.to_string()).await;
+            }
+        }
+        self.pump(me).await;
+        self.check_end().await;
+    }
+
+    async fn failed_turn(&mut self, session: &str, origin: Origin, reason: String) {
+        tracing::warn!(%session, %reason, "turn did not complete");
+        self.any_failed = true;
+        if let Origin::Plan(i) = origin {
+            self.set_plan(i, PlanStatus::Blocked).await;
+        }
+        if self.abort_on_error && self.stopped.is_none() {
+            self.stop(RunOutcome::SessionFailed, "on_error = abort")
+                .await;
+        }
+    }
+
+    async fn completed(
+        &mut self,
+        me: &ActorRef<RouterMsg>,
+        session: &str,
+        origin: Origin,
+        r: TurnResult,
+    ) {
+        if let Some(slot) = self.slots.get_mut(session) {
+            slot.output = Some(r.text.clone());
+        }
+        if let Origin::Plan(i) = origin {
+            self.set_plan(i, PlanStatus::Completed).await;
+        }
+        self.adopt_plan(&r).await;
+        for m in mentions(&r.text) {
+            let d = Delivery {
+                from: vec![session.into()],
+                text: format!("Message from cap://{}/{session}: {}", self.fleet, m.message),
+                via: RouteVia::Mention,
+                origin: Origin::Mention,
+            };
+            self.deliver(me, &m.to, d).await;
+        }
+        for event in &r.events {
+            if let CapEvent::TextChunk(t) = event
+                && let Some(to) = t.message_to()
+            {
+                let d = Delivery {
+                    from: vec![session.into()],
+                    text: t.text.clone(),
+                    via: RouteVia::Mention,
+                    origin: Origin::Mention,
+                };
+                self.deliver(me, target_of(to), d).await;
+            }
+        }
+        self.fire_routes(me, session).await;
+        self.dispatch_plan(me).await;
+    }
+
+    async fn fire_routes(&mut self, me: &ActorRef<RouterMsg>, session: &str) {
+        for i in 0..self.spec.routes.len() {
+            let route = self.spec.routes[i].clone();
+            if !route.when.iter().any(|w| w == session) {
+                continue;
+            }
+            self.done_since[i].insert(session.to_owned());
+            let all = route.when.iter().all(|w| self.done_since[i].contains(w));
+            let first_of_race = matches!(
+                route.action,
+                RouteAction::Collect {
+                    mode: CollectMode::First,
+                    ..
+                }
+            );
+            if !(all || (first_of_race && !self.collected[i])) {
+                continue;
+            }
+            self.done_since[i].clear();
+            let (from, text) = self.joined(&route.when, first_of_race.then_some(session));
+            match route.action {
+                RouteAction::To(to) => {
+                    let d = Delivery {
+                        from,
+                        text,
+                        via: RouteVia::Route,
+                        origin: Origin::Route,
+                    };
+                    self.deliver(me, &to, d).await;
+                }
+                RouteAction::FanOut {
+                    to,
+                    split: Split::Broadcast,
+                } => {
+                    for t in to {
+                        let d = Delivery {
+                            from: from.clone(),
+                            text: text.clone(),
+                            via: RouteVia::FanOut,
+                            origin: Origin::Route,
+                        };
+                        self.deliver(me, &t, d).await;
+                    }
+                }
+                RouteAction::FanOut {
+                    to,
+                    split: Split::BySubtask,
+                } => match subtasks::assign(&text, &to) {
+                    Ok(tasks) => {
+                        for (t, task) in tasks {
+                            let d = Delivery {
+                                from: from.clone(),
+                                text: task,
+                                via: RouteVia::Subtask,
+                                origin: Origin::Route,
+                            };
+                            self.deliver(me, &t, d).await;
+                        }
+                    }
+                    Err(e) => {
+                        self.any_failed = true;
+                        self.record(EventBody::RouteFailed {
+                            route: i,
+                            reason: e.to_string(),
+                        })
+                        .await;
+                    }
+                },
+                RouteAction::Collect { picker, mode } => {
+                    if self.collected[i] {
+                        continue;
+                    }
+                    self.collected[i] = true;
+                    if mode == CollectMode::First {
+                        self.cancel_others(&route.when, session).await;
+                    }
+                    match picker {
+                        Picker::Session(to) => {
+                            let text = format!("Pick the best of these results:\n\n{text}");
+                            let d = Delivery {
+                                from,
+                                text,
+                                via: RouteVia::Collect,
+                                origin: Origin::Route,
+                            };
+                            self.deliver(me, &to, d).await;
+                        }
+                        // No picker session: the first (or, for `all`, the first listed) wins.
+                        Picker::Human => {
+                            let winner = from.first().cloned().unwrap_or_default();
+                            self.record(EventBody::Routed {
+                                from,
+                                to: format!("human (picked {winner})"),
+                                via: RouteVia::Collect,
+                                bytes: text.len(),
+                            })
+                            .await;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The outputs of `when` (or only `only`), each headed by its session.
+    fn joined(&self, when: &[String], only: Option<&str>) -> (Vec<String>, String) {
+        let names: Vec<String> = match only {
+            Some(s) => vec![s.to_owned()],
+            None => when.to_vec(),
+        };
+        let text = names
+            .iter()
+            .map(|n| {
+                let out = self
+                    .slots
+                    .get(n)
+                    .and_then(|s| s.output.as_deref())
+                    .unwrap_or("");
+                if names.len() == 1 {
+                    out.to_owned()
+                } else {
+                    format!("## Output of {n}\n{out}")
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("\n\n");
+        (names, text)
+    }
+
+    async fn cancel_others(&mut self, candidates: &[String], winner: &str) {
+        for c in candidates.iter().filter(|c| *c != winner) {
+            if let Some(slot) = self.slots.get(c) {
+                let _gone = slot.actor.cast(SessionMsg::Cancel {
+                    scope: CancelScope::CurrentTurn,
+                    reason: format!("{winner} won the race"),
+                });
+            }
+        }
+    }
+
+    async fn adopt_plan(&mut self, r: &TurnResult) {
+        if self.plan.is_some() {
+            return;
+        }
+        let names: HashSet<String> = self.slots.keys().cloned().collect();
+        let Some(entries) = r.events.iter().rev().find_map(|e| match e {
+            CapEvent::Plan(p) => Some(p.entries.clone()),
+            _ => None,
+        }) else {
+            return;
+        };
+        match MasterPlan::from_entries(&entries, &names) {
+            Ok(Some(plan)) => {
+                for t in &plan.tasks {
+                    let body = EventBody::PlanEntry {
+                        id: t.id.clone(),
+                        assigned_to: t.assigned_to.clone(),
+                        status: t.status,
+                    };
+                    self.record(body).await;
+                }
+                self.plan = Some(plan);
+            }
+            Ok(None) => {}
+            Err(e) => {
+                self.any_failed = true;
+                self.record(EventBody::RouteFailed {
+                    route: usize::MAX,
+                    reason: format!("master plan rejected: {e}"),
+                })
+                .await;
+            }
+        }
+    }
+
+    async fn set_plan(&mut self, i: usize, status: PlanStatus) {
+        let Some(plan) = self.plan.as_mut() else {
+            return;
+        };
+        plan.set_status(i, status);
+        if let Some(t) = plan.tasks.get(i) {
+            let body = EventBody::PlanEntry {
+                id: t.id.clone(),
+                assigned_to: t.assigned_to.clone(),
+                status,
+            };
+            self.record(body).await;
+        }
+    }
+
+    async fn dispatch_plan(&mut self, me: &ActorRef<RouterMsg>) {
+        let Some(plan) = self.plan.as_ref() else {
+            return;
+        };
+        for i in plan.ready() {
+            let Some(t) = self.plan.as_ref().and_then(|p| p.tasks.get(i)).cloned() else {
+                continue;
+            };
+            self.set_plan(i, PlanStatus::InProgress).await;
+            let d = Delivery {
+                from: vec!["plan".into()],
+                text: t.content,
+                via: RouteVia::Plan,
+                origin: Origin::Plan(i),
+            };
+            self.deliver(me, &t.assigned_to, d).await;
+        }
+    }
+
+    /// Start what waits: each idle session's own queue, then the admission queue.
+    async fn pump(&mut self, me: &ActorRef<RouterMsg>) {
+        for name in self.order.clone() {
+            let next = match self.slots.get_mut(&name) {
+                Some(s) if s.running.is_none() => s.queue.pop_front(),
+                _ => None,
+            };
+            if let Some(d) = next {
+                let limit = self.spec.max_concurrent;
+                if limit > 0 && self.running >= limit {
+                    self.admission.push_back((name, d));
+                } else {
+                    self.launch(me, &name, d).await;
+                }
+            }
+        }
+        while self.spec.max_concurrent == 0 || self.running < self.spec.max_concurrent {
+            let Some((name, d)) = self.admission.pop_front() else {
+                break;
+            };
+            if self.stopped.is_some() {
+                continue;
+            }
+            self.launch(me, &name, d).await;
+        }
+    }
+
+    /// Stop dispatching; close every session.
+    pub async fn stop(&mut self, outcome: RunOutcome, reason: &str) {
+        if self.stopped.is_some() {
+            return;
+        }
+        tracing::warn!(?outcome, reason, "stopping the run");
+        self.stopped = Some(outcome);
+        self.admission.clear();
+        for slot in self.slots.values_mut() {
+            slot.queue.clear();
+            let _gone = slot.actor.cast(SessionMsg::Cancel {
+                scope: CancelScope::Session,
+                reason: reason.to_owned(),
+            });
+        }
+    }
+
+    pub async fn check_end(&mut self) {
+        if self.outcome.is_some() || self.running > 0 || !self.admission.is_empty() {
+            return;
+        }
+        if self.slots.values().any(|s| !s.queue.is_empty()) {
+            return;
+        }
+        let outcome = match self.stopped {
+            Some(o) => o,
+            None if self.any_failed => RunOutcome::SessionFailed,
+            None => RunOutcome::Completed,
+        };
+        self.outcome = Some(outcome);
+        self.record(EventBody::RunEnded { outcome }).await;
+    }
+}
