@@ -1,6 +1,7 @@
 //! `capfleet log <run-id>|latest`: a run's journal, one line per record — time,
 //! session, turn, kind, summary — or the raw lines (`--json`); `--follow` tails it
-//! until the run's `run_ended` record (or Ctrl-C).
+//! until the run has ended (its `run_ended` record, then the sessions' last records)
+//! or Ctrl-C.
 
 use std::io::{BufRead, BufReader, Seek, SeekFrom, Write};
 use std::path::PathBuf;
@@ -68,7 +69,11 @@ fn print_journal(run: &RunDir, args: &LogArgs, style: Style) -> std::io::Result<
     let mut offset = 0u64;
     let mut pending = String::new();
     let mut out = std::io::stdout().lock();
+    // Seen `run_ended`: the sessions' last records (closing) may still follow; stop
+    // once a poll finds nothing new.
+    let mut ended = false;
     loop {
+        let mut fresh = false;
         match std::fs::File::open(&path) {
             Ok(mut file) => {
                 file.seek(SeekFrom::Start(offset))?;
@@ -76,22 +81,21 @@ fn print_journal(run: &RunDir, args: &LogArgs, style: Style) -> std::io::Result<
                 let mut chunk = String::new();
                 while reader.read_line(&mut chunk)? > 0 {
                     offset += chunk.len() as u64;
+                    fresh = true;
                     pending.push_str(&chunk);
                     chunk.clear();
                     if !pending.ends_with('\n') {
                         continue; // a record being written: wait for the rest
                     }
                     let line = std::mem::take(&mut pending);
-                    if print_record(line.trim_end(), args, style, &mut out)? {
-                        return Ok(());
-                    }
+                    ended |= print_record(line.trim_end(), args, style, &mut out)?;
                 }
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && args.follow => {}
             Err(e) => return Err(e),
         }
         out.flush()?;
-        if !args.follow {
+        if !args.follow || (ended && !fresh) {
             return Ok(());
         }
         std::thread::sleep(POLL);
@@ -100,16 +104,16 @@ fn print_journal(run: &RunDir, args: &LogArgs, style: Style) -> std::io::Result<
 
 /// Print one record (if it passes the filter); true when it ends the run.
 fn print_record(
-    line: &str,
+    raw: &str,
     args: &LogArgs,
     style: Style,
     out: &mut impl Write,
 ) -> std::io::Result<bool> {
-    if line.is_empty() {
+    if raw.is_empty() {
         return Ok(false);
     }
-    let Ok(Value::Object(rec)) = serde_json::from_str::<Value>(line) else {
-        writeln!(out, "{} {line}", style.warn("(unreadable record)"))?;
+    let Ok(Value::Object(rec)) = serde_json::from_str::<Value>(raw) else {
+        writeln!(out, "{} {raw}", style.warn("(unreadable record)"))?;
         return Ok(false);
     };
     let kind = rec.get("type").and_then(Value::as_str).unwrap_or("?");
@@ -122,9 +126,16 @@ fn print_record(
         }
     }
     if args.json {
-        writeln!(out, "{line}")?;
+        writeln!(out, "{raw}")?;
         return Ok(ended);
     }
+    writeln!(out, "{}", line(&rec, style))?;
+    Ok(ended)
+}
+
+/// One record as a readable line: time, session, turn, kind, summary.
+pub fn line(rec: &Map<String, Value>, style: Style) -> String {
+    let kind = rec.get("type").and_then(Value::as_str).unwrap_or("?");
     let time = rec
         .get("ts_ms")
         .and_then(Value::as_u64)
@@ -133,15 +144,14 @@ fn print_record(
         .get("turn")
         .and_then(Value::as_u64)
         .map_or_else(|| "-".to_owned(), |t| format!("t{t}"));
-    let (kind, summary) = describe(kind, &rec);
-    writeln!(
-        out,
+    let session = session_of(rec);
+    let (kind, summary) = describe(kind, rec);
+    format!(
         "{}  {session:<12} {turn:<4} {:<24} {}",
         style.dim(&time),
         style.bold(&kind),
         shorten(&summary)
-    )?;
-    Ok(ended)
+    )
 }
 
 /// The session a record belongs to: the last URN segment, a `session` field, or `-`.
@@ -211,6 +221,36 @@ fn describe(kind: &str, rec: &Map<String, Value>) -> (String, String) {
             ),
         ),
         "failed" => ("failed".into(), f("reason")),
+        "routed" => {
+            let from = rec
+                .get("from")
+                .and_then(Value::as_array)
+                .map_or(String::new(), |a| {
+                    a.iter()
+                        .map(|v| text(Some(v)))
+                        .collect::<Vec<_>>()
+                        .join(" + ")
+                });
+            let summary = format!(
+                "{from} -> {} via {} ({} bytes)",
+                f("to"),
+                f("via"),
+                f("bytes")
+            );
+            ("routed".into(), summary)
+        }
+        "refused" => (
+            "refused".into(),
+            format!("{} -> {}: {}", f("from"), f("to"), f("reason")),
+        ),
+        "route_failed" => (
+            "route_failed".into(),
+            format!("routes[{}]: {}", f("route"), f("reason")),
+        ),
+        "plan_entry" => (
+            "plan_entry".into(),
+            format!("{} ({}) {}", f("id"), f("assigned_to"), f("status")),
+        ),
         _ => (
             kind.to_owned(),
             rest(rec, &["type", "ts_ms", "urn", "turn", "seq"]),

@@ -1,16 +1,22 @@
-//! Running a validated fleet. (Minimal for now: every session spawned, each start
-//! session asked the task once, the results printed; the router-driven run replaces
-//! this body.)
+//! Running a validated fleet through the engine's `run_fleet` (router, budget,
+//! answerer, journal). Minimal view: one line per event (`capfleet log`'s format), or
+//! NDJSON with `--json`; the live view replaces it.
 
 use std::process::ExitCode;
+use std::sync::Arc;
 
-use capfleet_actors::root::{Orchestrator, RootArgs};
-use capfleet_actors::session::{SessionMsg, TurnOutcome};
+use capfleet_actors::budget::BudgetLimits;
+use capfleet_actors::fleet::urn;
+use capfleet_actors::run::{RunSpec, run_fleet};
+use capfleet_actors::session::{Published, RunOutcome, SUBSCRIBER_CAPACITY};
+use tokio::sync::mpsc;
 
-use super::{EXIT_INTERRUPTED, EXIT_SESSION_FAILED, RunArgs};
-use crate::fleet::{Fleet, RunDir};
+use super::{EXIT_BUDGET, EXIT_INTERRUPTED, EXIT_SESSION_FAILED, RunArgs};
+use crate::cmd::log;
+use crate::fleet::{Fleet, OnError, RunDir};
+use crate::style::{ColorChoice, Style};
 
-pub async fn execute(mut fleet: Fleet, args: &RunArgs) -> ExitCode {
+pub async fn execute(mut fleet: Fleet, args: &RunArgs, color: ColorChoice) -> ExitCode {
     let run = match std::env::current_dir()
         .map_err(|e| e.to_string())
         .and_then(|dir| RunDir::create(&dir).map_err(|e| e.to_string()))
@@ -27,82 +33,58 @@ pub async fn execute(mut fleet: Fleet, args: &RunArgs) -> ExitCode {
         run.id,
         run.journal().display()
     );
-    let orchestrator = match Orchestrator::start(RootArgs {
-        fleet_name: fleet.name.clone(),
+    let spec = RunSpec {
+        sessions: fleet.specs().cloned().collect(),
+        budget: BudgetLimits {
+            total_usd: fleet.budgets.total_usd,
+            per_session_usd: fleet
+                .budgets
+                .per_session
+                .iter()
+                .map(|(name, usd)| (Arc::from(urn(&fleet.name, name)), *usd))
+                .collect(),
+        },
         journal: Some(run.journal()),
-        policy: fleet.policy.clone(),
         human: None,
-        fleet_events: None,
-    })
-    .await
-    {
-        Ok(o) => o,
+        abort_on_error: fleet.on_error == OnError::Abort,
+        fleet: fleet.name,
+        routing: fleet.routing,
+        policy: fleet.policy,
+    };
+    let (tx, rx) = mpsc::channel(SUBSCRIBER_CAPACITY);
+    let printer = tokio::spawn(print_events(rx, args.json, Style::for_stdout(color)));
+    let interrupt = async {
+        let _no_handler = tokio::signal::ctrl_c().await;
+    };
+    let code = match run_fleet(spec, vec![tx], interrupt).await {
+        Ok(report) => match report.outcome {
+            RunOutcome::Completed => 0,
+            RunOutcome::SessionFailed => EXIT_SESSION_FAILED,
+            RunOutcome::BudgetExceeded => EXIT_BUDGET,
+            RunOutcome::Interrupted => EXIT_INTERRUPTED,
+        },
         Err(e) => {
             eprintln!("capfleet: {e}");
-            return ExitCode::FAILURE;
+            // The router never ran: end the journal here.
+            if let Err(e) = run.record_end(EXIT_SESSION_FAILED) {
+                eprintln!("capfleet: {e}");
+            }
+            EXIT_SESSION_FAILED
         }
     };
-    let code = tokio::select! {
-        code = ask_start_sessions(&orchestrator, &fleet, args.json) => code,
-        _ = tokio::signal::ctrl_c() => EXIT_INTERRUPTED,
-    };
-    orchestrator.shutdown().await;
-    if let Err(e) = run.record_end(code) {
-        eprintln!("capfleet: {e}");
-    }
+    let _printed = printer.await;
     ExitCode::from(code)
 }
 
-async fn ask_start_sessions(orchestrator: &Orchestrator, fleet: &Fleet, json: bool) -> u8 {
-    let mut start = Vec::new();
-    for spec in fleet.specs() {
-        match orchestrator.spawn_session(spec.clone(), Vec::new()).await {
-            Ok(session) if fleet.routing.start.contains(&spec.name) => {
-                start.push((spec.name.clone(), session));
-            }
-            Ok(_) => {}
-            Err(e) => {
-                eprintln!("capfleet: {e}");
-                return EXIT_SESSION_FAILED;
-            }
+async fn print_events(mut rx: mpsc::Receiver<Published>, json: bool, style: Style) {
+    while let Some(event) = rx.recv().await {
+        let Ok(value) = serde_json::to_value(&*event) else {
+            continue;
+        };
+        if json {
+            println!("{value}");
+        } else if let Some(rec) = value.as_object() {
+            println!("{}", log::line(rec, style));
         }
-    }
-    // One task per start session: their turns run concurrently.
-    let turns: Vec<_> = start
-        .into_iter()
-        .map(|(name, session)| {
-            let prompt = fleet.routing.task.clone();
-            let turn = tokio::spawn(async move {
-                ractor::call!(session, |reply| SessionMsg::Ask { prompt, reply })
-                    .map_err(|e| e.to_string())
-                    .and_then(|r| r.map_err(|e| e.to_string()))
-            });
-            (name, turn)
-        })
-        .collect();
-    let mut code = 0;
-    for (name, turn) in turns {
-        match turn.await.map_err(|e| e.to_string()).and_then(|r| r) {
-            Ok(turn) if json => {
-                println!("{}", serde_json::json!({ "session": name, "turn": turn }));
-                code = code.max(failed(turn.outcome));
-            }
-            Ok(turn) => {
-                println!("[{name}] {:?}: {}", turn.outcome, turn.text.trim());
-                code = code.max(failed(turn.outcome));
-            }
-            Err(e) => {
-                eprintln!("[{name}] {e}");
-                code = EXIT_SESSION_FAILED;
-            }
-        }
-    }
-    code
-}
-
-fn failed(outcome: TurnOutcome) -> u8 {
-    match outcome {
-        TurnOutcome::Completed => 0,
-        TurnOutcome::Cancelled | TurnOutcome::Failed => EXIT_SESSION_FAILED,
     }
 }

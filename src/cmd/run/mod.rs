@@ -15,6 +15,7 @@ use crate::style::{ColorChoice, Style};
 /// Exit codes (documented in `--help`).
 pub const EXIT_SESSION_FAILED: u8 = 1;
 pub const EXIT_INVALID: u8 = 2;
+pub const EXIT_BUDGET: u8 = 3;
 pub const EXIT_INTERRUPTED: u8 = 130;
 
 pub fn run(args: RunArgs, color: ColorChoice) -> ExitCode {
@@ -67,7 +68,7 @@ async fn main(args: RunArgs, color: ColorChoice) -> ExitCode {
         return dry_run::print(&fleets, &args, Style::for_stdout(color));
     }
     match loaded.pop() {
-        Some(l) => execute::execute(l.fleet, &args).await,
+        Some(l) => execute::execute(l.fleet, &args, color).await,
         None => ExitCode::from(EXIT_INVALID),
     }
 }
