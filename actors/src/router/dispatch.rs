@@ -65,6 +65,8 @@ pub struct Core {
     abort_on_error: bool,
     stopped: Option<RunOutcome>,
     any_failed: bool,
+    /// Race candidates the router cancelled itself: their cancelled turn is no failure.
+    race_losers: HashSet<String>,
     pub outcome: Option<RunOutcome>,
 }
 
@@ -107,6 +109,7 @@ impl Core {
             abort_on_error,
             stopped: None,
             any_failed: false,
+            race_losers: HashSet::new(),
             outcome: None,
         }
     }
@@ -239,9 +242,13 @@ impl Core {
         if let Some(slot) = self.slots.get_mut(&session) {
             slot.running = None;
         }
+        let lost_race = self.race_losers.remove(&session);
         match result {
             Ok(r) if r.outcome == TurnOutcome::Completed => {
                 self.completed(me, &session, origin, r).await
+            }
+            Ok(r) if r.outcome == TurnOutcome::Cancelled && lost_race => {
+                tracing::debug!(%session, "race candidate cancelled after another won");
             }
             Ok(r) => {
                 self.failed_turn(&session, origin, format!("turn ended {:?}", r.outcome))
@@ -441,7 +448,10 @@ impl Core {
 
     async fn cancel_others(&mut self, candidates: &[String], winner: &str) {
         for c in candidates.iter().filter(|c| *c != winner) {
-            if let Some(slot) = self.slots.get(c) {
+            if let Some(slot) = self.slots.get(c)
+                && slot.running.is_some()
+            {
+                self.race_losers.insert(c.clone());
                 let _gone = slot.actor.cast(SessionMsg::Cancel {
                     scope: CancelScope::CurrentTurn,
                     reason: format!("{winner} won the race"),

@@ -1,29 +1,32 @@
-//! Running a validated fleet through the engine's `run_fleet` (router, budget,
-//! answerer, journal). Minimal view: one line per event (`capfleet log`'s format), or
-//! NDJSON with `--json`; the live view replaces it.
+//! Running a validated fleet: the run directory and journal, the supervision tree
+//! with every session and the router (`capfleet_actors::run::run_fleet`), the live
+//! view, Ctrl-C as a cooperative stop, the summary and the exit code.
 
+use std::collections::HashMap;
+use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use capfleet_actors::budget::BudgetLimits;
 use capfleet_actors::fleet::urn;
-use capfleet_actors::run::{RunSpec, run_fleet};
-use capfleet_actors::session::{Published, RunOutcome, SUBSCRIBER_CAPACITY};
+use capfleet_actors::run::{RunReport, RunSpec, run_fleet};
+use capfleet_actors::session::{RunOutcome, SUBSCRIBER_CAPACITY};
 use tokio::sync::mpsc;
 
+use super::view::{self, Mode};
 use super::{EXIT_BUDGET, EXIT_INTERRUPTED, EXIT_SESSION_FAILED, RunArgs};
-use crate::cmd::log;
 use crate::fleet::{Fleet, OnError, RunDir};
 use crate::style::{ColorChoice, Style};
 
 pub async fn execute(mut fleet: Fleet, args: &RunArgs, color: ColorChoice) -> ExitCode {
+    let err = Style::for_stderr(color);
     let run = match std::env::current_dir()
         .map_err(|e| e.to_string())
         .and_then(|dir| RunDir::create(&dir).map_err(|e| e.to_string()))
     {
         Ok(run) => run,
         Err(e) => {
-            eprintln!("capfleet: cannot make the run directory: {e}");
+            eprintln!("{} cannot make the run directory: {e}", err.err("error:"));
             return ExitCode::FAILURE;
         }
     };
@@ -33,58 +36,124 @@ pub async fn execute(mut fleet: Fleet, args: &RunArgs, color: ColorChoice) -> Ex
         run.id,
         run.journal().display()
     );
+
+    let mode = if args.json {
+        Mode::Json
+    } else if std::io::stdout().is_terminal() {
+        Mode::Live
+    } else {
+        Mode::Lines
+    };
+    let (tx, rx) = mpsc::channel(SUBSCRIBER_CAPACITY);
+    let viewer = tokio::spawn(view::watch(
+        rx,
+        mode,
+        fleet.budgets.total_usd,
+        Style::for_stdout(color),
+    ));
+    let per_session_usd = fleet
+        .budgets
+        .per_session
+        .iter()
+        .map(|(name, usd)| (Arc::from(urn(&fleet.name, name)), *usd))
+        .collect::<HashMap<_, _>>();
     let spec = RunSpec {
+        fleet: fleet.name.clone(),
         sessions: fleet.specs().cloned().collect(),
+        routing: fleet.routing.clone(),
+        policy: fleet.policy.clone(),
         budget: BudgetLimits {
             total_usd: fleet.budgets.total_usd,
-            per_session_usd: fleet
-                .budgets
-                .per_session
-                .iter()
-                .map(|(name, usd)| (Arc::from(urn(&fleet.name, name)), *usd))
-                .collect(),
+            per_session_usd,
         },
         journal: Some(run.journal()),
         human: None,
         abort_on_error: fleet.on_error == OnError::Abort,
-        fleet: fleet.name,
-        routing: fleet.routing,
-        policy: fleet.policy,
     };
-    let (tx, rx) = mpsc::channel(SUBSCRIBER_CAPACITY);
-    let printer = tokio::spawn(print_events(rx, args.json, Style::for_stdout(color)));
     let interrupt = async {
-        let _no_handler = tokio::signal::ctrl_c().await;
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+        eprintln!("\n^C stopping the run: every session is cancelled");
     };
-    let code = match run_fleet(spec, vec![tx], interrupt).await {
-        Ok(report) => match report.outcome {
-            RunOutcome::Completed => 0,
-            RunOutcome::SessionFailed => EXIT_SESSION_FAILED,
-            RunOutcome::BudgetExceeded => EXIT_BUDGET,
-            RunOutcome::Interrupted => EXIT_INTERRUPTED,
-        },
+    let report = run_fleet(spec, vec![tx], interrupt).await;
+    let seen = viewer.await.unwrap_or_default();
+    let code = match &report {
+        Ok(r) => exit_code(r.outcome),
         Err(e) => {
-            eprintln!("capfleet: {e}");
+            eprintln!("{} {e}", err.err("error:"));
             // The router never ran: end the journal here.
             if let Err(e) = run.record_end(EXIT_SESSION_FAILED) {
-                eprintln!("capfleet: {e}");
+                eprintln!("{} {e}", err.err("error:"));
             }
             EXIT_SESSION_FAILED
         }
     };
-    let _printed = printer.await;
+    if let Ok(r) = &report {
+        summary(&fleet, r, &seen, &run, err);
+    }
     ExitCode::from(code)
 }
 
-async fn print_events(mut rx: mpsc::Receiver<Published>, json: bool, style: Style) {
-    while let Some(event) = rx.recv().await {
-        let Ok(value) = serde_json::to_value(&*event) else {
-            continue;
-        };
-        if json {
-            println!("{value}");
-        } else if let Some(rec) = value.as_object() {
-            println!("{}", log::line(rec, style));
-        }
+fn exit_code(outcome: RunOutcome) -> u8 {
+    match outcome {
+        RunOutcome::Completed => 0,
+        RunOutcome::SessionFailed => EXIT_SESSION_FAILED,
+        RunOutcome::BudgetExceeded => EXIT_BUDGET,
+        RunOutcome::Interrupted => EXIT_INTERRUPTED,
     }
+}
+
+/// Per session: turns, tokens, cost, restarts; then the fleet and where the journal is.
+fn summary(fleet: &Fleet, r: &RunReport, seen: &view::Seen, run: &RunDir, s: Style) {
+    let outcome = serde_json::to_value(r.outcome)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default();
+    eprintln!(
+        "{}",
+        s.bold(&format!(
+            "run {} of fleet {}: {outcome}",
+            run.id, fleet.name
+        ))
+    );
+    for fs in &fleet.sessions {
+        let u = urn(&fleet.name, &fs.spec.name);
+        let row = seen.rows.get(u.as_str()).cloned().unwrap_or_default();
+        let usage = r
+            .budget
+            .by_session
+            .get(u.as_str())
+            .copied()
+            .unwrap_or_default();
+        eprintln!(
+            "  {:<20} {:<12} turns {:>3}  tokens {:>8} in {:>7} out  ${:>8.4}  restarts {}",
+            fs.spec.name,
+            row.state.as_str(),
+            row.turns,
+            usage.input_tokens,
+            usage.output_tokens,
+            usage.cost_usd,
+            row.restarts
+        );
+    }
+    let budget = match r.budget.limit_usd {
+        Some(limit) => format!(" of ${limit:.4}"),
+        None => String::new(),
+    };
+    eprintln!(
+        "  {:<20} {:<12} turns {:>3}  tokens {:>8} in {:>7} out  ${:>8.4}{budget}  restarts {}",
+        "total",
+        "",
+        r.counters.turns,
+        r.budget.total.input_tokens,
+        r.budget.total.output_tokens,
+        r.budget.total.cost_usd,
+        r.counters.restarts
+    );
+    eprintln!(
+        "  journal {} ({} records)",
+        run.journal().display(),
+        r.journal_records
+    );
 }

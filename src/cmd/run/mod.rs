@@ -4,6 +4,7 @@
 mod args;
 mod dry_run;
 mod execute;
+mod view;
 
 use std::process::ExitCode;
 

@@ -1,6 +1,7 @@
 //! What a fleet run shows while it runs: on a terminal, one live row per session
-//! (state, turn, tokens, cost, restarts) under a fleet total and a budget bar; plain
-//! lines of what happens when stdout is not a terminal; NDJSON with `--json`.
+//! (state, turns, tokens, cost, restarts) under a fleet total and a budget bar; when
+//! stdout is not a terminal, one line per event as `capfleet log` prints it; NDJSON
+//! with `--json`.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -11,6 +12,7 @@ use capfleet_actors::protocol::CapEvent;
 use capfleet_actors::session::{EventBody, Published, SessionEvent, SessionState};
 use tokio::sync::mpsc;
 
+use crate::cmd::log;
 use crate::style::Style;
 
 /// How the run is shown.
@@ -106,7 +108,9 @@ fn update(seen: &mut Seen, e: &SessionEvent) {
         EventBody::State { to, .. } => row.state = *to,
         EventBody::TurnEnded { .. } => row.turns += 1,
         EventBody::Restart { .. } => row.restarts += 1,
-        EventBody::Cap { event: CapEvent::Usage(u) } => {
+        EventBody::Cap {
+            event: CapEvent::Usage(u),
+        } => {
             row.input_tokens += u.input_tokens.get().copied().unwrap_or(0);
             row.output_tokens += u.output_tokens.get().copied().unwrap_or(0);
             row.cost_usd += u.cost_usd().unwrap_or(0.0);
@@ -119,38 +123,23 @@ fn short(urn: &str) -> &str {
     urn.rsplit('/').next().unwrap_or(urn)
 }
 
-/// A plain line for what matters; chunks of text and the like are left to the journal.
+/// One line per event, as `capfleet log` prints the journal.
 fn line(out: &mut impl Write, e: &SessionEvent, s: Style) -> std::io::Result<()> {
-    let who = short(&e.urn);
-    let text = match &e.body {
-        EventBody::State { to, .. } => format!("{who}: {to}"),
-        EventBody::TurnStarted { attempt, .. } if *attempt > 1 => format!("{who}: turn {} retried (attempt {attempt})", e.turn.unwrap_or(0)),
-        EventBody::TurnEnded { outcome, stop_reason, duration_ms } => {
-            format!("{who}: turn {} {outcome:?} ({stop_reason}, {duration_ms} ms)", e.turn.unwrap_or(0)).to_lowercase()
-        }
-        EventBody::Restart { cause, attempt, delay_ms } => s.warn(&format!("{who}: agent {cause}; restart {attempt} in {delay_ms} ms")),
-        EventBody::Failed { reason } => s.err(&format!("{who}: failed: {reason}")),
-        EventBody::Routed { from, to, via, bytes } => {
-            let via = serde_json::to_value(via).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default();
-            let from = if from.is_empty() { "task".to_owned() } else { from.join("+") };
-            s.dim(&format!("router: {from} → {to} ({via}, {bytes} bytes)"))
-        }
-        EventBody::Refused { from, to, reason } => s.warn(&format!("router: refused {from} → {to}: {reason}")),
-        EventBody::RouteFailed { reason, .. } => s.err(&format!("router: route failed: {reason}")),
-        EventBody::PlanEntry { id, assigned_to, status } => s.dim(&format!("plan: {id} ({assigned_to}) {status}")),
-        EventBody::RunEnded { outcome } => s.bold(&format!("run ended: {outcome:?}").to_lowercase()),
-        EventBody::Cap { event: CapEvent::Error(err) } => s.err(&format!("{who}: error {}: {}", err.code, err.message.lines().next().unwrap_or(""))),
-        EventBody::Cap { event: CapEvent::PermissionResponse(p) } => {
-            let rule = p.meta.as_ref().and_then(|m| m.get("capfleet.rule")).and_then(|v| v.as_str()).unwrap_or("?");
-            format!("{who}: permission {} {} ({rule})", p.req_id, p.decision)
-        }
-        _ => return Ok(()),
-    };
-    writeln!(out, "{text}")
+    let value = serde_json::to_value(e).map_err(std::io::Error::from)?;
+    match value.as_object() {
+        Some(record) => writeln!(out, "{}", log::line(record, s)),
+        None => Ok(()),
+    }
 }
 
 /// Redraw the live block in place; returns its height.
-fn draw(out: &mut impl Write, seen: &Seen, budget: Option<f64>, previous: usize, s: Style) -> usize {
+fn draw(
+    out: &mut impl Write,
+    seen: &Seen,
+    budget: Option<f64>,
+    previous: usize,
+    s: Style,
+) -> usize {
     let mut lines = Vec::with_capacity(seen.rows.len() + 2);
     let (mut tin, mut tout, mut cost, mut restarts) = (0u64, 0u64, 0f64, 0u32);
     for (urn, r) in &seen.rows {
@@ -190,7 +179,11 @@ fn draw(out: &mut impl Write, seen: &Seen, budget: Option<f64>, previous: usize,
 
 fn budget_bar(spent: f64, limit: f64) -> String {
     const WIDTH: usize = 40;
-    let frac = if limit > 0.0 { (spent / limit).clamp(0.0, 1.0) } else { 1.0 };
+    let frac = if limit > 0.0 {
+        (spent / limit).clamp(0.0, 1.0)
+    } else {
+        1.0
+    };
     let filled = (frac * WIDTH as f64).round() as usize;
     format!(
         "budget [{}{}] ${spent:.4} of ${limit:.4} ({:.0}%)",
