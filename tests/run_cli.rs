@@ -1,0 +1,216 @@
+//! `capfleet run` as a user runs it: the budget exit code, Ctrl-C mid-run (every
+//! session cancelled, journal complete and parseable, exit 130, no agent left), and a
+//! pending queue that refuses past its cap, each read back from the journal.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::EnvMarker;
+use serde_json::Value;
+
+fn write(dir: &Path, name: &str, text: &str) {
+    std::fs::write(dir.join(name), text).unwrap();
+}
+
+fn capfleet(dir: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_capfleet"));
+    c.current_dir(dir)
+        .env("XDG_CONFIG_HOME", dir.join("config"))
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    c
+}
+
+fn journal(dir: &Path) -> Vec<Value> {
+    let runs = dir.join(".capfleet/runs");
+    let run = std::fs::read_dir(&runs)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    std::fs::read_to_string(run.join("journal.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("every journal line parses"))
+        .collect()
+}
+
+fn run_ended(records: &[Value]) -> Option<String> {
+    records
+        .iter()
+        .find(|r| r["type"] == "run_ended")
+        .map(|r| r["outcome"].as_str().unwrap_or("").to_owned())
+}
+
+fn session(name: &str, script: &str, marker: &EnvMarker) -> String {
+    let (k, v) = marker.pair();
+    format!(
+        "[[sessions]]\nname = \"{name}\"\nagent = \"sim\"\nscript = \"{script}\"\nenv = {{ {k} = \"{v}\" }}\n"
+    )
+}
+
+#[test]
+fn crossing_the_budget_exits_3_with_every_session_stopped() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let m = EnvMarker::new("run-budget");
+    write(
+        d,
+        "spend.toml",
+        "[[turn]]\nsteps = [{ usage = { input_tokens = 10, output_tokens = 10, cost_usd = 0.4 } }, { say = \"spent\" }]\n",
+    );
+    write(
+        d,
+        "wait.toml",
+        "[[turn]]\nsteps = [{ sleep_ms = 20000 }, { say = \"never\" }]\n",
+    );
+    let fleet = format!(
+        "[fleet]\nname = \"b\"\nstart = [\"spend\", \"wait\"]\ntask = \"go\"\nbudget_usd = 0.25\n\n{}\n{}",
+        session("spend", "spend.toml", &m),
+        session("wait", "wait.toml", &m)
+    );
+    write(d, "fleet.toml", &fleet);
+    let started = Instant::now();
+    let out = capfleet(d).args(["run", "fleet.toml"]).output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "the waiting session was stopped"
+    );
+    let records = journal(d);
+    assert_eq!(run_ended(&records).as_deref(), Some("budget_exceeded"));
+    assert!(!records.iter().any(|r| r["event"]["text"] == "never"));
+    assert!(common::wait_until(
+        Duration::from_secs(5),
+        Duration::from_millis(50),
+        || m.processes().is_empty()
+    ));
+}
+
+#[test]
+fn ctrl_c_mid_run_cancels_every_session_and_exits_130() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let m = EnvMarker::new("run-sigint");
+    write(
+        d,
+        "long.toml",
+        "[[turn]]\nsteps = [{ say = \"started\" }, { sleep_ms = 20000 }, { say = \"never\" }]\n",
+    );
+    let fleet = format!(
+        "[fleet]\nname = \"c\"\nstart = [\"a\", \"b\", \"c\"]\ntask = \"go\"\n\n{}\n{}\n{}",
+        session("a", "long.toml", &m),
+        session("b", "long.toml", &m),
+        session("c", "long.toml", &m)
+    );
+    write(d, "fleet.toml", &fleet);
+    let child = capfleet(d).args(["run", "fleet.toml"]).spawn().unwrap();
+    let pid = child.id() as i32;
+    assert!(
+        common::wait_until(Duration::from_secs(10), Duration::from_millis(20), || m
+            .processes()
+            .len()
+            == 3),
+        "three agents run"
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let sent = Instant::now();
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe {
+        libc::kill(pid, libc::SIGINT);
+    }
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        sent.elapsed() < Duration::from_secs(8),
+        "ended {:?} after Ctrl-C",
+        sent.elapsed()
+    );
+    let records = journal(d);
+    assert_eq!(run_ended(&records).as_deref(), Some("interrupted"));
+    for s in ["a", "b", "c"] {
+        let urn = format!("cap://c/{s}");
+        let cancelled = records
+            .iter()
+            .any(|r| r["urn"] == urn && r["type"] == "turn_ended");
+        assert!(cancelled, "{s}'s turn ended (cancelled)");
+        assert!(
+            records
+                .iter()
+                .any(|r| r["urn"] == urn && r["to"] == "closed"),
+            "{s} closed"
+        );
+    }
+    assert!(!records.iter().any(|r| r["event"]["text"] == "never"));
+    assert!(
+        common::wait_until(Duration::from_secs(5), Duration::from_millis(50), || m
+            .processes()
+            .is_empty()),
+        "no agent survives: {:?}",
+        m.processes()
+    );
+}
+
+#[test]
+fn mentions_past_the_queue_cap_are_refused_and_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let m = EnvMarker::new("run-queue");
+    let spam: String = (0..20)
+        .map(|i| format!("@cap://busy note {i}\\n"))
+        .collect();
+    write(
+        d,
+        "spam.toml",
+        &format!("[[turn]]\nsteps = [{{ say = \"{spam}\" }}]\n"),
+    );
+    write(
+        d,
+        "busy.toml",
+        "[[turn]]\nsteps = [{ sleep_ms = 1500 }, { say = \"first\" }]\n",
+    );
+    let fleet = format!(
+        "[fleet]\nname = \"q\"\nstart = [\"spam\", \"busy\"]\ntask = \"go\"\n\n{}\n{}",
+        session("spam", "spam.toml", &m),
+        session("busy", "busy.toml", &m)
+    );
+    write(d, "fleet.toml", &fleet);
+    let out = capfleet(d).args(["run", "fleet.toml"]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let records = journal(d);
+    let refused = records.iter().filter(|r| r["type"] == "refused").count();
+    let mentions = records
+        .iter()
+        .filter(|r| r["type"] == "routed" && r["via"] == "mention")
+        .count();
+    assert_eq!(
+        mentions, 16,
+        "the pending queue holds 16, delivered one by one when busy is idle"
+    );
+    assert_eq!(refused, 4, "the rest is refused, audited");
+    assert!(common::wait_until(
+        Duration::from_secs(5),
+        Duration::from_millis(50),
+        || m.processes().is_empty()
+    ));
+}
