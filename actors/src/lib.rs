@@ -10,6 +10,7 @@ pub mod driver;
 pub mod fleet;
 pub mod journal;
 pub mod manifest;
+pub mod pricing;
 pub mod process;
 pub mod protocol;
 pub mod registry;

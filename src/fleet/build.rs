@@ -225,6 +225,7 @@ async fn session(
     }
     let defaults = RestartPolicy::default();
     let mut spec = SessionSpec::new(name, launch, binding);
+    spec.pricing = Some(crate::agents::pricing());
     spec.policy = RestartPolicy {
         restart: s.restart.unwrap_or(defaults.restart),
         max_restarts: s.max_restarts.unwrap_or(defaults.max_restarts),

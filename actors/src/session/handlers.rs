@@ -453,7 +453,10 @@ impl Core {
         }
     }
 
-    async fn on_event(&mut self, myself: &ActorRef<SessionMsg>, event: CapEvent) {
+    async fn on_event(&mut self, myself: &ActorRef<SessionMsg>, mut event: CapEvent) {
+        if let (CapEvent::Usage(u), Some(pricing)) = (&mut event, &self.spec.pricing) {
+            pricing.estimate(u);
+        }
         if let Some(turn) = self.turn.as_mut() {
             turn.record(&event);
         } else if let CapEvent::Usage(u) = &event {

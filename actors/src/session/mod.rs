@@ -58,6 +58,8 @@ pub struct SessionSpec {
     pub turn_timeout: Duration,
     pub cancel_grace: Duration,
     pub max_turns: Option<u32>,
+    /// Prices for usage reported without a cost (estimated, marked in `_meta`).
+    pub pricing: Option<Arc<crate::pricing::Pricing>>,
 }
 
 impl SessionSpec {
@@ -74,6 +76,7 @@ impl SessionSpec {
             turn_timeout: DEFAULT_TURN_TIMEOUT,
             cancel_grace: DEFAULT_CANCEL_GRACE,
             max_turns: None,
+            pricing: None,
         }
     }
 

@@ -169,6 +169,7 @@ impl ChatArgs {
                 .push(("CAPFLEET_SIM_SCRIPT".into(), script.display().to_string()));
         }
         let mut spec = SessionSpec::new(name, launch, binding);
+        spec.pricing = Some(crate::agents::pricing());
         spec.policy = RestartPolicy {
             restart: self.restart,
             max_restarts: self.max_restarts,
