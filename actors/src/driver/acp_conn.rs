@@ -5,7 +5,8 @@
 //! requests, and the reverse RPC served by [`crate::rpc`].
 //!
 //! Handlers run in the SDK's dispatch loop; anything that waits on a human or a
-//! process (permissions, terminal waits) is spawned off it so updates keep flowing.
+//! process (permissions, terminal waits) is spawned off it so updates keep flowing,
+//! at most [`MAX_IN_FLIGHT`] at once (the loop waits for a slot past that).
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -21,7 +22,7 @@ use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, ByteStreams, Client, UntypedMessage};
 use serde_json::{Value, json};
 use tokio::process::{ChildStdin, ChildStdout};
-use tokio::sync::mpsc;
+use tokio::sync::{Semaphore, mpsc};
 use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 
 use super::acp_perms::Perms;
@@ -29,6 +30,9 @@ use super::{DriverOutput, TurnEnd};
 use crate::bindings::acp::{AcpMapper, option_for, risk_of, stop_reason};
 use crate::protocol::{CapEvent, ErrorKind, StopReason};
 use crate::rpc::{Rpc, RpcError};
+
+/// Agent -> client requests (permissions, fs, terminals) served at once; more wait.
+pub const MAX_IN_FLIGHT: usize = 32;
 
 /// What the actor asks of the connection task.
 #[derive(Debug)]
@@ -60,6 +64,7 @@ pub async fn run(
     let (perms, rpc) = (conn.perms.clone(), conn.rpc.clone());
     let m2 = mapper.clone();
     let sink = perms.sink().clone();
+    let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
     Client
         .v1()
         .name("capfleet")
@@ -84,7 +89,14 @@ pub async fn run(
                         responder: Responder<Value>,
                         cx: ConnectionTo<Agent>| {
                 let (perms, rpc) = (perms.clone(), rpc.clone());
+                // Past the cap, the dispatch loop waits here: the agent's further
+                // output stays in its pipe until a request in flight ends.
+                let Ok(slot) = in_flight.clone().acquire_owned().await else {
+                    return responder
+                        .respond_with_error(agent_client_protocol::Error::internal_error());
+                };
                 cx.spawn(async move {
+                    let _slot = slot;
                     if req.method == "session/request_permission" {
                         permission(&perms, req.params, responder).await
                     } else {
@@ -184,10 +196,12 @@ async fn turn(
             c = cmds.recv() => match c {
                 None => return false,
                 Some(Cmd::Cancel) => {
-                    perms.cancel_all().await;
+                    // The cancel goes out first: the agent then sees its pending
+                    // permissions answered `cancelled` as part of that cancel.
                     if let Err(e) = cx.send_notification(CancelNotification::new(sid.to_owned())) {
                         tracing::warn!("session/cancel not sent: {e}");
                     }
+                    perms.cancel_all().await;
                 }
                 Some(Cmd::Prompt(_)) => tracing::warn!("prompt during a turn dropped"),
             },
