@@ -19,13 +19,18 @@ use serde_json::{Value, json};
 /// A real peer's first turn can take a while (node start-up, big system prompts).
 const LIMIT: Duration = Duration::from_secs(150);
 
+/// A peer to chat with: its `peer_env.sh` name, shipped manifest and argv.
+struct Peer<'a> {
+    fake: &'a FakeLlm,
+    env: &'a str,
+    manifest: &'a str,
+    argv: &'a [String],
+}
+
 /// `capfleet chat <shipped manifest> --json --cwd ws -t ... <extra> --argv <argv>`
 /// in the peer's offline environment (`peer_env.sh`, HOME = `home`).
 fn chat(
-    fake: &FakeLlm,
-    env_peer: &str,
-    manifest: &str,
-    argv: &[String],
+    p: &Peer<'_>,
     ws: &Path,
     home: &Path,
     tasks: &[&str],
@@ -33,9 +38,9 @@ fn chat(
 ) -> (Vec<Value>, Option<i32>) {
     let mut c = Command::new(env!("CARGO_BIN_EXE_capfleet"));
     c.env_clear()
-        .envs(common::peer_env(env_peer, fake.port(), home, ws))
+        .envs(common::peer_env(p.env, p.fake.port(), home, ws))
         .arg("chat")
-        .arg(common::repo_root().join("config/agents").join(manifest))
+        .arg(common::repo_root().join("config/agents").join(p.manifest))
         .arg("--json")
         .arg("--cwd")
         .arg(ws);
@@ -45,7 +50,7 @@ fn chat(
     c.args(["--restart", "temporary"])
         .args(extra)
         .arg("--argv")
-        .args(argv)
+        .args(p.argv)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit());
@@ -83,11 +88,14 @@ fn claude_write(answer: &[&str]) -> (Vec<Value>, Option<i32>, tempfile::TempDir,
         {"text": "all done"},
     ]));
     let argv = [path_of("claude-agent-acp")];
+    let peer = Peer {
+        fake: &fake,
+        env: "claude",
+        manifest: "claude-agent-acp.toml",
+        argv: &argv,
+    };
     let (ev, code) = chat(
-        &fake,
-        "claude",
-        "claude-agent-acp.toml",
-        &argv,
+        &peer,
         &ws_path,
         home.path(),
         &["copy in.txt to out.txt"],
@@ -158,16 +166,13 @@ fn gemini_acp_one_turn_answered() {
         "-m".into(),
         "gemini-2.5-flash".into(),
     ];
-    let (ev, code) = chat(
-        &fake,
-        "gemini",
-        "gemini-acp.toml",
-        &argv,
-        ws.path(),
-        home.path(),
-        &["hello"],
-        &[],
-    );
+    let peer = Peer {
+        fake: &fake,
+        env: "gemini",
+        manifest: "gemini-acp.toml",
+        argv: &argv,
+    };
+    let (ev, code) = chat(&peer, ws.path(), home.path(), &["hello"], &[]);
     assert_eq!(code, Some(0), "{ev:#?}");
     assert_eq!(texts(&ev), "gemini says hi");
     let ends = of_type(&ev, "turn_ended");
@@ -189,16 +194,13 @@ fn opencode_acp_one_turn_answered() {
     // opencode also asks for a title (no tools): only the main request has tools.
     fake.script(json!([{"match": "\"tools\"", "text": "opencode says hi"}]));
     let argv = [path_of("opencode"), "acp".into(), "--pure".into()];
-    let (ev, code) = chat(
-        &fake,
-        "opencode",
-        "opencode-acp.toml",
-        &argv,
-        ws.path(),
-        home.path(),
-        &["hello"],
-        &[],
-    );
+    let peer = Peer {
+        fake: &fake,
+        env: "opencode",
+        manifest: "opencode-acp.toml",
+        argv: &argv,
+    };
+    let (ev, code) = chat(&peer, ws.path(), home.path(), &["hello"], &[]);
     assert_eq!(code, Some(0), "{ev:#?}");
     assert_eq!(texts(&ev), "opencode says hi");
     let ends = of_type(&ev, "turn_ended");
