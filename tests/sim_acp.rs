@@ -1,6 +1,7 @@
 //! `capfleet sim --mode acp` driven by `capfleet chat` over ACP-stdio: script steps
 //! call the orchestrator's `fs/*`, `_cap/fs.*` and `terminal/*` (under `fs.scope`
-//! and terminal vetting) and ask permissions; cancel ends the turn `cancelled`.
+//! and terminal vetting) and ask permissions; `_cap/fs.watch` publishes
+//! `cap.fs.change`, `_cap/notify` a system text; cancel ends the turn `cancelled`.
 
 mod common;
 
@@ -33,6 +34,16 @@ match = "perm"
 steps = [
   {{ permission = "Deploy", input = {{ target = "prod" }}, risk = "high", output = "deployed" }},
   {{ say = "after" }},
+]
+
+[[turn]]
+match = "watch"
+steps = [
+  {{ rpc = "_cap/fs.watch", params = {{ path = "{ws}", recursive = true }} }},
+  {{ sleep_ms = 400 }},
+  {{ rpc = "fs/write_text_file", params = {{ path = "{ws}/w.txt", content = "w" }} }},
+  {{ sleep_ms = 800 }},
+  {{ rpc = "_cap/notify", params = {{ title = "Done", body = "watching", urgent = false }} }},
 ]
 
 [[turn]]
@@ -159,4 +170,33 @@ fn cancel_ends_a_sim_turn_cancelled() {
     let t = texts(&ev);
     assert!(!t.contains("never") && t.ends_with("echo: echo me"), "{t}");
     assert_eq!(code, Some(0));
+}
+
+#[test]
+fn fs_watch_and_notify_reach_the_session() {
+    let ws = workspace();
+    let root = std::fs::canonicalize(ws.path()).expect("ws");
+    let (ev, code) = run(&root, &["watch"], &[], None);
+    assert_eq!(code, Some(0), "{ev:#?}");
+    let t = texts(&ev);
+    assert!(
+        t.contains(r#"_cap/fs.watch -> {"subscription_id":"watch-1"}"#),
+        "{t}"
+    );
+    let changes = of_kind(&ev, "cap.fs.change");
+    let w = root.join("w.txt").display().to_string();
+    assert!(
+        changes
+            .iter()
+            .any(|c| c["event"]["path"] == w.as_str() && c["event"]["event"] == "created"),
+        "{changes:#?}"
+    );
+    let notes: Vec<_> = of_kind(&ev, "cap.text_chunk")
+        .into_iter()
+        .filter(|e| e["event"]["channel"] == "system")
+        .collect();
+    assert!(
+        notes.iter().any(|e| e["event"]["text"] == "Done: watching"),
+        "{notes:#?}"
+    );
 }
