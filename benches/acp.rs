@@ -114,7 +114,6 @@ fn bare_round_trips(turns: usize) -> Duration {
         assert_eq!(r["result"]["stopReason"], "end_turn");
     }
     let took = t0.elapsed();
-    drop(call);
     let _ = sim.kill();
     let _ = sim.wait();
     took
