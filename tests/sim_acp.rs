@@ -47,6 +47,13 @@ steps = [
 ]
 
 [[turn]]
+match = "elicit"
+steps = [
+  {{ rpc = "elicitation/create", params = {{ mode = "form", message = "Your name?", requestedSchema = {{ type = "object", properties = {{ name = {{ type = "string" }} }}, required = ["name"] }} }} }},
+  {{ rpc = "elicitation/create", params = {{ mode = "url", message = "Log in", elicitationId = "e1", url = "https://example.invalid/login" }} }},
+]
+
+[[turn]]
 match = "slow"
 steps = [{{ say = "working" }}, {{ sleep_ms = 30000 }}, {{ say = "never" }}]
 "#
@@ -198,5 +205,26 @@ fn fs_watch_and_notify_reach_the_session() {
     assert!(
         notes.iter().any(|e| e["event"]["text"] == "Done: watching"),
         "{notes:#?}"
+    );
+}
+
+#[test]
+fn form_elicitation_asks_the_user_url_elicitation_is_declined() {
+    let ws = workspace();
+    let (ev, code) = run(ws.path(), &["elicit"], &[], None);
+    assert_eq!(code, Some(0), "{ev:#?}");
+    let asks = of_kind(&ev, "cap.ask_user");
+    assert_eq!(asks.len(), 1, "only the form asks: {asks:#?}");
+    assert_eq!(asks[0]["event"]["prompt"], "Your name?");
+    assert_eq!(
+        asks[0]["event"]["form"]["properties"]["name"]["type"],
+        "string"
+    );
+    let t = texts(&ev);
+    assert_eq!(
+        t.matches(r#"elicitation/create -> {"action":"decline"}"#)
+            .count(),
+        2,
+        "no human: the form is declined fail-safe, the URL always: {t}"
     );
 }

@@ -111,6 +111,7 @@ impl Actor for AcpDriver {
         let (cmd_tx, cmd_rx) = mpsc::channel(CMD_QUEUE);
         let conn = Conn {
             perms: perms.clone(),
+            host: host.clone(),
             rpc: rpc.clone(),
             cwd,
             resume_id,

@@ -13,10 +13,10 @@ use std::sync::{Arc, Mutex};
 
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
-    CancelNotification, ClientCapabilities, ContentBlock, FileSystemCapabilities,
-    InitializeRequest, LoadSessionRequest, NewSessionRequest, PromptRequest,
-    RequestPermissionOutcome, RequestPermissionRequest, RequestPermissionResponse,
-    SelectedPermissionOutcome, TextContent,
+    CancelNotification, ClientCapabilities, ContentBlock, ElicitationCapabilities,
+    ElicitationFormCapabilities, FileSystemCapabilities, InitializeRequest, LoadSessionRequest,
+    NewSessionRequest, PromptRequest, RequestPermissionOutcome, RequestPermissionRequest,
+    RequestPermissionResponse, SelectedPermissionOutcome, TextContent,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, ByteStreams, Client, UntypedMessage};
@@ -25,6 +25,8 @@ use tokio::process::{ChildStdin, ChildStdout};
 use tokio::sync::{Semaphore, mpsc};
 use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 
+use super::acp_elicit::{self, elicit};
+use super::acp_host::SessionHost;
 use super::acp_perms::Perms;
 use super::{DriverOutput, TurnEnd};
 use crate::bindings::acp::{AcpMapper, option_for, risk_of, stop_reason};
@@ -44,6 +46,7 @@ pub enum Cmd {
 /// Everything the connection needs.
 pub struct Conn {
     pub perms: Arc<Perms>,
+    pub host: Arc<SessionHost>,
     pub rpc: Option<Arc<Rpc>>,
     pub cwd: PathBuf,
     pub resume_id: Option<String>,
@@ -61,7 +64,7 @@ pub async fn run(
     cmds: mpsc::Receiver<Cmd>,
 ) -> Result<(), agent_client_protocol::Error> {
     let mapper = Arc::new(Mutex::new(AcpMapper::new()));
-    let (perms, rpc) = (conn.perms.clone(), conn.rpc.clone());
+    let (perms, host, rpc) = (conn.perms.clone(), conn.host.clone(), conn.rpc.clone());
     let m2 = mapper.clone();
     let sink = perms.sink().clone();
     let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
@@ -88,7 +91,7 @@ pub async fn run(
             async move |req: UntypedMessage,
                         responder: Responder<Value>,
                         cx: ConnectionTo<Agent>| {
-                let (perms, rpc) = (perms.clone(), rpc.clone());
+                let (perms, host, rpc) = (perms.clone(), host.clone(), rpc.clone());
                 // Past the cap, the dispatch loop waits here: the agent's further
                 // output stays in its pipe until a request in flight ends.
                 let Ok(slot) = in_flight.clone().acquire_owned().await else {
@@ -99,6 +102,8 @@ pub async fn run(
                     let _slot = slot;
                     if req.method == "session/request_permission" {
                         permission(&perms, req.params, responder).await
+                    } else if req.method == acp_elicit::METHOD {
+                        elicit(&host, req.params, responder).await
                     } else {
                         reverse_rpc(rpc.as_deref(), &req.method, req.params, responder).await
                     }
@@ -125,6 +130,7 @@ async fn main_loop(
         .read_text_file(caps.as_ref().is_some_and(|c| c.fs.read))
         .write_text_file(caps.as_ref().is_some_and(|c| c.fs.write));
     let client_caps = ClientCapabilities::new()
+        .elicitation(ElicitationCapabilities::new().form(ElicitationFormCapabilities::new()))
         .fs(fs)
         .terminal(caps.as_ref().is_some_and(|c| c.terminal.enabled));
     let init = cx
@@ -133,7 +139,7 @@ async fn main_loop(
         .await?;
     let can_load = init.agent_capabilities.load_session;
     let sink = conn.perms.sink().clone();
-    let (sid, resumed) = match conn.resume_id {
+    let (sid, resumed) = match conn.resume_id.clone() {
         Some(id) if can_load => {
             cx.send_request(LoadSessionRequest::new(id.clone(), conn.cwd.clone()))
                 .block_task()
@@ -164,7 +170,7 @@ async fn main_loop(
             Some(Cmd::Cancel) => {}
             Some(Cmd::Prompt(text)) => {
                 lock(&mapper).next_turn();
-                if !turn(&cx, &conn.perms, &sid, text, &mut cmds).await {
+                if !turn(&cx, &conn, &sid, text, &mut cmds).await {
                     return Ok(());
                 }
             }
@@ -179,11 +185,12 @@ fn lock(m: &Mutex<AcpMapper>) -> std::sync::MutexGuard<'_, AcpMapper> {
 /// One prompt turn, ended by the `session/prompt` response. False: stop serving.
 async fn turn(
     cx: &ConnectionTo<Agent>,
-    perms: &Arc<Perms>,
+    conn: &Conn,
     sid: &str,
     text: String,
     cmds: &mut mpsc::Receiver<Cmd>,
 ) -> bool {
+    let (perms, host) = (&conn.perms, &conn.host);
     let req = PromptRequest::new(
         sid.to_owned(),
         vec![ContentBlock::Text(TextContent::new(text))],
@@ -202,6 +209,7 @@ async fn turn(
                         tracing::warn!("session/cancel not sent: {e}");
                     }
                     perms.cancel_all().await;
+                    host.cancel_all().await;
                 }
                 Some(Cmd::Prompt(_)) => tracing::warn!("prompt during a turn dropped"),
             },

@@ -12,6 +12,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::sync::{Semaphore, mpsc};
 
 use super::acp_conn::{self, Cmd, Conn, MAX_IN_FLIGHT};
+use super::acp_host::SessionHost;
 use super::acp_perms::Perms;
 use super::{DriverOutput, OutputSink};
 use crate::protocol::{CapEvent, Decision, StopReason};
@@ -102,9 +103,10 @@ impl Harness {
         let (tx, mut rx) = mpsc::channel(256);
         let (probe, _task) = Actor::spawn(None, Probe, tx).await.expect("probe");
         let sink = OutputSink::new(1, probe.clone(), Arc::new(Semaphore::new(32)));
-        let perms = Perms::new(sink);
+        let perms = Perms::new(sink.clone());
         let conn = Conn {
             perms: perms.clone(),
+            host: SessionHost::new(sink),
             rpc: None,
             cwd: ws.path().to_path_buf(),
             resume_id: None,

@@ -1,7 +1,7 @@
 //! The session side of the reverse RPC for the ACP driver ([`Host`]): events go
-//! out through the driver's credit-bounded sink; `cap.user_io.input` becomes a
-//! free-text `cap.ask_user` answered by the session (`DriverMsg::Answer`), and is
-//! withdrawn (declined) when the agent dies or the driver stops.
+//! out through the driver's credit-bounded sink; asks (`cap.user_io.input`, ACP
+//! form elicitations) become `cap.ask_user` answered by the session
+//! (`DriverMsg::Answer`), withdrawn (declined) on cancel, agent death or stop.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -62,21 +62,18 @@ impl Host for Arc<SessionHost> {
         Box::pin(async move { sink.send_one(DriverOutput::Event(event)).await })
     }
 
-    fn input(&self, prompt: String) -> BoxFuture<Option<String>> {
+    fn ask(&self, prompt: String, form: Option<Value>) -> BoxFuture<Option<Value>> {
         let me = self.clone();
         Box::pin(async move {
-            let ask_id = format!("acp-input-{}", me.seq.fetch_add(1, Ordering::Relaxed));
+            let ask_id = format!("acp-ask-{}", me.seq.fetch_add(1, Ordering::Relaxed));
             let (tx, rx) = oneshot::channel();
             lock(&me.asks).insert(ask_id.clone(), tx);
-            let event = CapEvent::ask_user(&ask_id, prompt, None);
+            let event = CapEvent::ask_user(&ask_id, prompt, form);
             if !me.sink.send_one(DriverOutput::Event(event)).await {
                 lock(&me.asks).remove(&ask_id);
                 return None;
             }
-            match rx.await.ok().flatten()? {
-                Value::String(s) => Some(s),
-                other => Some(other.to_string()),
-            }
+            rx.await.ok().flatten()
         })
     }
 }

@@ -1,9 +1,12 @@
 //! What the reverse RPC needs from the session it serves: publishing events into
 //! the session (`cap.fs.change`, `cap.user_io.show`, `cap.notify`) and asking the
-//! human for free text (`cap.user_io.input`). The binding implements it.
+//! human (`cap.ask_user`: free text for `cap.user_io.input`, a form for an ACP
+//! elicitation). The binding implements it.
 
 use std::future::Future;
 use std::pin::Pin;
+
+use serde_json::Value;
 
 use crate::protocol::CapEvent;
 
@@ -12,6 +15,7 @@ pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 pub trait Host: Send + Sync {
     /// Publish one event into the session; false when the session is gone.
     fn publish(&self, event: CapEvent) -> BoxFuture<bool>;
-    /// Ask the human for a line of text; `None`: declined or nobody to ask.
-    fn input(&self, prompt: String) -> BoxFuture<Option<String>>;
+    /// Ask the human (`form`: a JSON Schema the answer must match; `None`: free
+    /// text). `None` back: declined, withdrawn, or nobody to ask.
+    fn ask(&self, prompt: String, form: Option<Value>) -> BoxFuture<Option<Value>>;
 }

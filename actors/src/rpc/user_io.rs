@@ -62,7 +62,11 @@ pub async fn show(host: &Arc<dyn Host>, method: &str, p: Show) -> Result<Value, 
 
 /// `cap.user_io.input`: the human's text, else the default, else denied.
 pub async fn input(host: &Arc<dyn Host>, p: Input) -> Result<Value, RpcError> {
-    match host.input(p.prompt).await.or(p.default) {
+    let text = host.ask(p.prompt, None).await.map(|v| match v {
+        Value::String(s) => s,
+        other => other.to_string(),
+    });
+    match text.or(p.default) {
         Some(text) => Ok(json!({ "text": text })),
         None => Err(RpcError::Declined("nobody answered the input".into())),
     }

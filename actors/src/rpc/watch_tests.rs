@@ -35,8 +35,8 @@ impl Host for TestHost {
         Box::pin(async move { tx.send(event).await.is_ok() })
     }
 
-    fn input(&self, _prompt: String) -> BoxFuture<Option<String>> {
-        let a = self.answer.clone();
+    fn ask(&self, _prompt: String, _form: Option<Value>) -> BoxFuture<Option<Value>> {
+        let a = self.answer.clone().map(Value::String);
         Box::pin(async move { a })
     }
 }
