@@ -5,7 +5,9 @@
 //!
 //! claude-agent-acp 0.23.1 runs Claude Code's own Read/Write tools in its process
 //! (its `readTextFile`/`writeTextFile` are never called), so the file effect is
-//! asserted on disk, and the Read through what the model was sent next.
+//! asserted on disk, and the Read through what the model was sent next. Gemini's
+//! write_file does go through capfleet's `fs/read_text_file` + `fs/write_text_file`
+//! (seen in the SDK's wire trace).
 
 mod common;
 
@@ -28,17 +30,21 @@ struct Peer<'a> {
 }
 
 /// `capfleet chat <shipped manifest> --json --cwd ws -t ... <extra> --argv <argv>`
-/// in the peer's offline environment (`peer_env.sh`, HOME = `home`).
+/// in the peer's offline environment (`peer_env.sh`, HOME = `home`). Also returns
+/// capfleet's stderr, where the ACP SDK traced every JSON-RPC message.
 fn chat(
     p: &Peer<'_>,
     ws: &Path,
     home: &Path,
     tasks: &[&str],
     extra: &[&str],
-) -> (Vec<Value>, Option<i32>) {
+) -> (Vec<Value>, Option<i32>, String) {
     let mut c = Command::new(env!("CARGO_BIN_EXE_capfleet"));
+    let log = home.join("capfleet.stderr");
     c.env_clear()
         .envs(common::peer_env(p.env, p.fake.port(), home, ws))
+        // The SDK traces every JSON-RPC message: proof of what went over the wire.
+        .env("CAPFLEET_LOG", "agent_client_protocol=trace")
         .arg("chat")
         .arg(common::repo_root().join("config/agents").join(p.manifest))
         .arg("--json")
@@ -53,8 +59,10 @@ fn chat(
         .args(p.argv)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::inherit());
-    common::run_chat(c, None, LIMIT)
+        .stderr(std::fs::File::create(&log).expect("stderr file"));
+    let (ev, code) = common::run_chat(c, None, LIMIT);
+    let wire = std::fs::read_to_string(&log).unwrap_or_default();
+    (ev, code, wire)
 }
 
 fn path_of(name: &str) -> String {
@@ -94,7 +102,7 @@ fn claude_write(answer: &[&str]) -> (Vec<Value>, Option<i32>, tempfile::TempDir,
         manifest: "claude-agent-acp.toml",
         argv: &argv,
     };
-    let (ev, code) = chat(
+    let (ev, code, _wire) = chat(
         &peer,
         &ws_path,
         home.path(),
@@ -172,7 +180,7 @@ fn gemini_acp_one_turn_answered() {
         manifest: "gemini-acp.toml",
         argv: &argv,
     };
-    let (ev, code) = chat(&peer, ws.path(), home.path(), &["hello"], &[]);
+    let (ev, code, _wire) = chat(&peer, ws.path(), home.path(), &["hello"], &[]);
     assert_eq!(code, Some(0), "{ev:#?}");
     assert_eq!(texts(&ev), "gemini says hi");
     let ends = of_type(&ev, "turn_ended");
@@ -200,10 +208,57 @@ fn opencode_acp_one_turn_answered() {
         manifest: "opencode-acp.toml",
         argv: &argv,
     };
-    let (ev, code) = chat(&peer, ws.path(), home.path(), &["hello"], &[]);
+    let (ev, code, _wire) = chat(&peer, ws.path(), home.path(), &["hello"], &[]);
     assert_eq!(code, Some(0), "{ev:#?}");
     assert_eq!(texts(&ev), "opencode says hi");
     let ends = of_type(&ev, "turn_ended");
     assert_eq!(ends.len(), 1);
     assert_eq!(ends[0]["stop_reason"], "end_turn");
+}
+
+#[test]
+fn gemini_acp_edits_through_capfleet_fs_with_permission() {
+    let fake = FakeLlm::start();
+    let (ws, home) = dirs();
+    let root = std::fs::canonicalize(ws.path()).expect("ws");
+    let file = root.join("o.txt");
+    std::fs::write(&file, "old\n").expect("o.txt");
+    fake.script(json!([
+        {"tool": {"name": "write_file", "input": {"file_path": file, "content": "gemini wrote"}}},
+        {"text": "written"},
+    ]));
+    let argv = [
+        path_of("gemini"),
+        "--acp".into(),
+        "-m".into(),
+        "gemini-2.5-flash".into(),
+    ];
+    let peer = Peer {
+        fake: &fake,
+        env: "gemini",
+        manifest: "gemini-acp.toml",
+        argv: &argv,
+    };
+    let (ev, code, wire) = chat(
+        &peer,
+        &root,
+        home.path(),
+        &["rewrite o.txt"],
+        &["--max-risk", "medium"],
+    );
+    assert_eq!(code, Some(0), "{ev:#?}");
+    assert_eq!(
+        std::fs::read_to_string(&file).expect("o.txt"),
+        "gemini wrote"
+    );
+    for method in ["fs/read_text_file", "fs/write_text_file"] {
+        assert!(
+            wire.contains(&format!("\"method\":\"{method}\"")),
+            "Gemini called capfleet's {method}"
+        );
+    }
+    let (req, resp) = permission_of(&ev);
+    assert_eq!(req["risk_level"], "medium", "{req}");
+    assert_eq!(resp["decision"], "allow_once", "{resp}");
+    assert_eq!(texts(&ev), "written");
 }

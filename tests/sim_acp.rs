@@ -22,6 +22,7 @@ steps = [
   {{ rpc = "fs/read_text_file", params = {{ path = "{ws}/f.txt" }} }},
   {{ rpc = "fs/write_text_file", params = {{ path = "{ws}/new.txt", content = "from sim" }} }},
   {{ rpc = "fs/read_text_file", params = {{ path = "/etc/hostname" }} }},
+  {{ rpc = "fs/read_text_file", params = {{ path = "{ws}/missing.txt" }} }},
   {{ rpc = "_cap/fs.list", params = {{ path = "{ws}" }} }},
 ]
 
@@ -112,6 +113,10 @@ fn fs_calls_go_through_the_orchestrator_under_scope() {
     assert!(
         t.contains("fs/read_text_file error: path outside the declared fs.scope"),
         "{t}"
+    );
+    assert!(
+        t.contains("fs/read_text_file error: Resource not found"),
+        "a missing file in scope is ACP's -32002, which agents read as ENOENT: {t}"
     );
     assert!(t.contains("_cap/fs.list -> ") && t.contains("f.txt"), "{t}");
     assert_eq!(of_type(&ev, "turn_ended")[0]["stop_reason"], "end_turn");

@@ -14,9 +14,9 @@ use std::sync::{Arc, Mutex};
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
     CancelNotification, ClientCapabilities, ContentBlock, ElicitationCapabilities,
-    ElicitationFormCapabilities, FileSystemCapabilities, InitializeRequest, LoadSessionRequest,
-    NewSessionRequest, PromptRequest, RequestPermissionOutcome, RequestPermissionRequest,
-    RequestPermissionResponse, SelectedPermissionOutcome, TextContent,
+    ElicitationFormCapabilities, Error as V1Error, FileSystemCapabilities, InitializeRequest,
+    LoadSessionRequest, NewSessionRequest, PromptRequest, RequestPermissionOutcome,
+    RequestPermissionRequest, RequestPermissionResponse, SelectedPermissionOutcome, TextContent,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, ByteStreams, Client, UntypedMessage};
@@ -53,7 +53,15 @@ pub struct Conn {
 }
 
 fn acp_error(e: &RpcError) -> agent_client_protocol::Error {
-    agent_client_protocol::Error::new(e.code(), e.to_string()).data(e.data())
+    match e {
+        // ACP's own "Resource not found" (-32002): agents read it as ENOENT (Gemini CLI
+        // checks the message before `write_file` creates a file).
+        RpcError::PathNotFound => {
+            let missing: agent_client_protocol::Error = V1Error::resource_not_found(None).into();
+            missing.data(e.data())
+        }
+        _ => agent_client_protocol::Error::new(e.code(), e.to_string()).data(e.data()),
+    }
 }
 
 /// Run the connection until the agent's output closes or the actor drops `cmds`.
