@@ -261,4 +261,12 @@ fn gemini_acp_edits_through_capfleet_fs_with_permission() {
     assert_eq!(req["risk_level"], "medium", "{req}");
     assert_eq!(resp["decision"], "allow_once", "{resp}");
     assert_eq!(texts(&ev), "written");
+    let starts = of_kind(&ev, "cap.tool_call.start");
+    let ends = of_kind(&ev, "cap.tool_call.end");
+    assert_eq!(
+        (starts.len(), ends.len()),
+        (1, 1),
+        "announced only in the permission, still started: {ev:#?}"
+    );
+    assert_eq!(starts[0]["event"]["call_id"], ends[0]["event"]["call_id"]);
 }
