@@ -4,11 +4,11 @@
 
 mod common;
 
-use std::io::Read;
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use common::{of_type, texts};
 use serde_json::Value;
 
 /// `capfleet chat <acp-echo manifest> --json --cwd <dir> -t ... --argv <python> <agent>`.
@@ -34,58 +34,8 @@ fn chat(cwd: &Path, tasks: &[&str], extra: &[&str]) -> Command {
 }
 
 /// Run to the end (bounded), returning the NDJSON events and the exit code.
-fn run(mut cmd: Command, signal_after: Option<Duration>) -> (Vec<Value>, Option<i32>) {
-    // SAFETY: restores the default SIGINT disposition in the child before exec.
-    unsafe {
-        std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
-            libc::signal(libc::SIGINT, libc::SIG_DFL);
-            Ok(())
-        });
-    }
-    let mut child = cmd.spawn().expect("spawn capfleet");
-    let start = Instant::now();
-    let mut signalled = false;
-    let status = loop {
-        if let Some(s) = child.try_wait().expect("wait") {
-            break s;
-        }
-        if let Some(after) = signal_after {
-            if !signalled && start.elapsed() >= after {
-                // SAFETY: signalling our own child by pid.
-                unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-                signalled = true;
-            }
-        }
-        if start.elapsed() > Duration::from_secs(60) {
-            let _ = child.kill();
-            panic!("capfleet chat did not finish within 60 s");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let mut out = String::new();
-    child
-        .stdout
-        .take()
-        .expect("stdout")
-        .read_to_string(&mut out)
-        .expect("read");
-    let events = out
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .collect();
-    (events, status.code())
-}
-
-fn texts(events: &[Value]) -> String {
-    events
-        .iter()
-        .filter(|e| e["event"]["kind"] == "cap.text_chunk" && e["event"]["channel"] == "assistant")
-        .map(|e| e["event"]["text"].as_str().unwrap_or_default())
-        .collect()
-}
-
-fn of_type<'a>(events: &'a [Value], ty: &str) -> Vec<&'a Value> {
-    events.iter().filter(|e| e["type"] == ty).collect()
+fn run(cmd: Command, signal_after: Option<Duration>) -> (Vec<Value>, Option<i32>) {
+    common::run_chat(cmd, signal_after, Duration::from_secs(60))
 }
 
 #[test]

@@ -35,6 +35,8 @@
 //!   { oversize = 2000000 },       # one frame line of about N bytes
 //!   { echo = true },              # says "echo: <prompt>"
 //!   { error = "rate_limit_error: slow down", subtype = "error_during_execution" },
+//!   { rpc = "fs/read_text_file", params = { path = "/abs/f.txt" } }, # ACP mode only
+//!   { run = "echo", args = ["hi"] },  # ACP mode only: a client terminal
 //! ]
 //! ```
 //!
@@ -56,6 +58,15 @@
 //! `can_use_tool` (asks as tool `AskUserQuestion`, answered with
 //! `updatedInput.answers = { "<question>": "<label>" }`).
 //!
+//! # ACP
+//!
+//! `--mode acp` is an ACP agent: `say` / `think` / `tool` / `plan` / `usage` are
+//! `session/update`s, `permission` steps ask `session/request_permission` first
+//! (risk low/medium/high = tool kind read/edit/execute; a reject skips the tool, a
+//! cancel ends the turn `cancelled`), `rpc` calls any client method and says
+//! `METHOD -> RESULT` or `METHOD error: MESSAGE`, `run` says `exit=N output=...`,
+//! `error` fails the prompt, and `ask` fails it too (ACP v1 has no elicitation).
+//!
 //! # TUI
 //!
 //! Banner `✻ capfleet sim · <model> · session <id>`, ready line
@@ -68,6 +79,8 @@
 //! paste keeps newlines inside one prompt. `config/sim/README.md` lists the
 //! exact lines and the manifest patterns matching them.
 
+mod acp;
+mod acp_turn;
 mod client;
 mod fields;
 mod frames;
@@ -95,6 +108,8 @@ pub enum Mode {
     StreamJson,
     /// An interactive terminal agent (run it on a PTY).
     Tui,
+    /// An ACP agent (protocol version 1, JSON-RPC on stdio).
+    Acp,
 }
 
 /// Arguments of `capfleet sim`.
@@ -220,6 +235,7 @@ pub fn run(args: SimArgs) -> ExitCode {
             };
             tui::run(&script, &state, &options)
         }
+        Mode::Acp => acp::run(&script, &state, session_id),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -81,6 +81,8 @@ const STEP_KINDS: &[&str] = &[
     "oversize",
     "echo",
     "error",
+    "rpc",
+    "run",
 ];
 
 /// Parses and validates a script. `origin` names it in errors.
@@ -269,6 +271,26 @@ fn parse_step(loc: &Loc<'_>, value: &toml::Value) -> Result<Step, ScriptError> {
             f.only(&["echo"])?;
             f.flag_true("echo")?;
             Step::Echo
+        }
+        "rpc" => {
+            f.only(&["rpc", "params"])?;
+            let params = f
+                .json("params")?
+                .unwrap_or_else(|| Value::Object(Default::default()));
+            if !params.is_object() {
+                return Err(loc.err("params", "expected a table"));
+            }
+            Step::Rpc {
+                method: f.req_str("rpc")?,
+                params,
+            }
+        }
+        "run" => {
+            f.only(&["run", "args"])?;
+            Step::Run {
+                command: f.req_str("run")?,
+                args: f.strings("args")?.unwrap_or_default(),
+            }
         }
         _ => {
             f.only(&["error", "subtype"])?;

@@ -38,6 +38,16 @@ pub enum Step {
         message: String,
         subtype: String,
     },
+    /// ACP mode: call a client method (`fs/*`, `terminal/*`, `_cap/*`), say the result.
+    Rpc {
+        method: String,
+        params: Value,
+    },
+    /// ACP mode: run a command in a client terminal (create, wait, output, release).
+    Run {
+        command: String,
+        args: Vec<String>,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -202,7 +212,22 @@ pub trait Frontend {
     fn raw(&mut self, line: &str) -> io::Result<Flow>;
     fn oversize(&mut self, bytes: u64) -> io::Result<Flow>;
     fn flush(&mut self) -> io::Result<()>;
+    /// An `rpc` step; only the ACP mode has a client to call.
+    fn rpc(&mut self, method: &str, _params: &Value) -> io::Result<Flow> {
+        Err(acp_only("rpc", method))
+    }
+    /// A `run` step; only the ACP mode has client terminals.
+    fn run(&mut self, command: &str, _args: &[String]) -> io::Result<Flow> {
+        Err(acp_only("run", command))
+    }
     fn end_turn(&mut self, stop: Option<Stop>) -> io::Result<()>;
+}
+
+fn acp_only(step: &str, what: &str) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::Unsupported,
+        format!("step `{step} = {what:?}` needs --mode acp"),
+    )
 }
 
 /// Plays one turn (`None`: the echo turn) through a frontend.
@@ -240,6 +265,8 @@ pub fn run_turn<F: Frontend>(
             Step::Flood { bytes, chunk } => fe.flood(*bytes, *chunk)?,
             Step::Raw(line) => fe.raw(line)?,
             Step::Oversize(bytes) => fe.oversize(*bytes)?,
+            Step::Rpc { method, params } => fe.rpc(method, params)?,
+            Step::Run { command, args } => fe.run(command, args)?,
             Step::Error { message, subtype } => Flow::Stop(Stop::Error {
                 message: message.clone(),
                 subtype: subtype.clone(),

@@ -2,6 +2,7 @@
 //!
 //! - [`fake_llm`]: the scripted fake LLM (`tests/support/fake_llm.py`) as a
 //!   RAII handle, plus a tiny blocking HTTP client.
+//! - [`chat`]: `capfleet chat --json` run to the end, its NDJSON read.
 //! - [`peers`]: the pinned third-party peers (`tests/support/install_peers.sh`)
 //!   and their offline environment (`tests/support/peer_env.sh`).
 //! - [`procs`]: `/proc` walks for orphan checks (descendants, process groups,
@@ -10,12 +11,14 @@
 //! Every test binary compiles this module on its own and uses only part of it.
 #![allow(dead_code, unused_imports)]
 
+pub mod chat;
 pub mod fake_llm;
 pub mod peers;
 pub mod procs;
 
+pub use chat::{of_kind, of_type, run_chat, texts};
 pub use fake_llm::{FakeLlm, http};
-pub use peers::{claude_env, claude_env_in, peer, try_peer};
+pub use peers::{claude_env, claude_env_in, peer, peer_env, try_peer};
 pub use procs::{
     EnvMarker, descendants, is_alive, kill_group, processes_in_group, processes_with_env_marker,
     rss_kib, wait_until,

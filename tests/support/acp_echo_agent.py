@@ -1,7 +1,7 @@
 """A tiny ACP agent on the official Python SDK (agent-client-protocol==0.12.1).
 
 Prompts: "echo: X" answers X; "slow" streams until cancelled; "perm" asks a
-permission and says the outcome; "read PATH" reads through the client's fs;
+permission and says the outcome; "perm-many N" asks N at once and counts the allowed; "read PATH" reads through the client's fs;
 "crash" dies mid-prompt ("crash-once": only the first time in this cwd). Advertises loadSession; a load is announced as text.
 """
 import asyncio
@@ -57,6 +57,16 @@ class Echo:
             await self.say(sid, f"outcome={getattr(o, 'option_id', None) or o.outcome}")
             if sid in self.cancelled:
                 return PromptResponse(stop_reason="cancelled")
+        elif text.startswith("perm-many "):
+            n = int(text.split()[1])
+            opts = [PermissionOption(option_id="ok", name="Allow", kind="allow_once")]
+
+            async def ask(i):
+                tc = ToolCallUpdate(tool_call_id=f"m{i}", title=f"tool {i}", kind="read")
+                r = await self.conn.request_permission(session_id=sid, tool_call=tc, options=opts)
+                return getattr(r.outcome, "option_id", None) == "ok"
+            oks = await asyncio.gather(*(ask(i) for i in range(n)))
+            await self.say(sid, f"allowed={sum(oks)}")
         elif text.startswith("read "):
             try:
                 r = await self.conn.read_text_file(session_id=sid, path=text[5:])

@@ -15,6 +15,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::acp_conn::{self, Cmd, Conn};
+use super::acp_host::SessionHost;
 use super::acp_perms::{Perms, TerminalApprover};
 use super::death::report_death;
 use super::launch::Spawned;
@@ -23,7 +24,7 @@ use super::{DriverMsg, ExitCause, LaunchError, LaunchSpec, OutputSink};
 use crate::manifest::AcpFastPath;
 use crate::process::stderr_ring::StderrRing;
 use crate::process::{DEFAULT_GRACE, ProcessGroup};
-use crate::rpc::{Rpc, TermConfig};
+use crate::rpc::{Rpc, TermConfig, WatchConfig};
 
 /// How long an agent that closed its output gets to exit before its group is killed.
 const EXIT_WAIT: Duration = Duration::from_secs(2);
@@ -39,6 +40,7 @@ pub struct AcpState {
     group: ProcessGroup,
     cmds: Option<mpsc::Sender<Cmd>>,
     perms: Arc<Perms>,
+    host: Arc<SessionHost>,
     rpc: Option<Arc<Rpc>>,
     stderr: StderrRing,
     conn: JoinHandle<()>,
@@ -86,19 +88,20 @@ impl Actor for AcpDriver {
             message: format!("session cwd {:?}: {e}", launch.config.cwd),
         })?;
         let perms = Perms::new(sink.clone());
-        let rpc =
-            match &launch.manifest.capabilities.coding {
-                Some(caps) => {
-                    let approver = Arc::new(TerminalApprover(perms.clone()));
-                    let rpc = Rpc::new(caps.clone(), &cwd, TermConfig::default(), approver)
-                        .map_err(|e| LaunchError::Config {
-                            urn: urn.clone(),
-                            message: e.to_string(),
-                        })?;
-                    Some(Arc::new(rpc))
-                }
-                None => None,
-            };
+        let host = SessionHost::new(sink.clone());
+        let rpc = match &launch.manifest.capabilities.coding {
+            Some(caps) => {
+                let approver = Arc::new(TerminalApprover(perms.clone()));
+                let rpc = Rpc::new(caps.clone(), &cwd, TermConfig::default(), approver)
+                    .map_err(|e| LaunchError::Config {
+                        urn: urn.clone(),
+                        message: e.to_string(),
+                    })?
+                    .with_host(Arc::new(host.clone()), WatchConfig::default());
+                Some(Arc::new(rpc))
+            }
+            None => None,
+        };
         let Spawned {
             group,
             stdin,
@@ -108,6 +111,7 @@ impl Actor for AcpDriver {
         let (cmd_tx, cmd_rx) = mpsc::channel(CMD_QUEUE);
         let conn = Conn {
             perms: perms.clone(),
+            host: host.clone(),
             rpc: rpc.clone(),
             cwd,
             resume_id,
@@ -128,6 +132,7 @@ impl Actor for AcpDriver {
             group,
             cmds: Some(cmd_tx),
             perms,
+            host,
             rpc,
             stderr,
             conn,
@@ -154,13 +159,16 @@ impl Actor for AcpDriver {
                     tracing::debug!(urn = %st.urn, %req_id, "answer to a closed permission request");
                 }
             }
-            DriverMsg::Answer { ask_id, .. } => {
-                tracing::debug!(urn = %st.urn, %ask_id, "ACP v1 has no elicitation; answer dropped");
+            DriverMsg::Answer { ask_id, value } => {
+                if !st.host.answer(&ask_id, value) {
+                    tracing::debug!(urn = %st.urn, %ask_id, "answer to a closed ask");
+                }
             }
             DriverMsg::Kill { cause } => {
                 st.stop_terminals();
                 let _status = st.group.kill(DEFAULT_GRACE).await;
                 st.perms.cancel_all().await;
+                st.host.cancel_all().await;
                 report_death(&st.sink, &st.stderr, &cause).await;
                 return Err(Box::new(cause));
             }
@@ -183,6 +191,7 @@ impl Actor for AcpDriver {
                 }
                 st.stop_terminals();
                 st.perms.cancel_all().await;
+                st.host.cancel_all().await;
                 let status = match tokio::time::timeout(EXIT_WAIT, st.group.wait()).await {
                     Ok(Ok(status)) => Some(status),
                     _ => None,

@@ -5,30 +5,36 @@
 //! requests, and the reverse RPC served by [`crate::rpc`].
 //!
 //! Handlers run in the SDK's dispatch loop; anything that waits on a human or a
-//! process (permissions, terminal waits) is spawned off it so updates keep flowing.
+//! process (permissions, terminal waits) is spawned off it so updates keep flowing,
+//! at most [`MAX_IN_FLIGHT`] at once (the loop waits for a slot past that).
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
-    CancelNotification, ClientCapabilities, ContentBlock, FileSystemCapabilities,
-    InitializeRequest, LoadSessionRequest, NewSessionRequest, PromptRequest,
-    RequestPermissionOutcome, RequestPermissionRequest, RequestPermissionResponse,
-    SelectedPermissionOutcome, TextContent,
+    CancelNotification, ClientCapabilities, ContentBlock, ElicitationCapabilities,
+    ElicitationFormCapabilities, Error as V1Error, FileSystemCapabilities, InitializeRequest,
+    LoadSessionRequest, NewSessionRequest, PromptRequest, RequestPermissionOutcome,
+    RequestPermissionRequest, RequestPermissionResponse, SelectedPermissionOutcome, TextContent,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, ByteStreams, Client, UntypedMessage};
 use serde_json::{Value, json};
 use tokio::process::{ChildStdin, ChildStdout};
-use tokio::sync::mpsc;
+use tokio::sync::{Semaphore, mpsc};
 use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 
+use super::acp_elicit::{self, elicit};
+use super::acp_host::SessionHost;
 use super::acp_perms::Perms;
 use super::{DriverOutput, TurnEnd};
 use crate::bindings::acp::{AcpMapper, option_for, risk_of, stop_reason};
 use crate::protocol::{CapEvent, ErrorKind, StopReason};
 use crate::rpc::{Rpc, RpcError};
+
+/// Agent -> client requests (permissions, fs, terminals) served at once; more wait.
+pub const MAX_IN_FLIGHT: usize = 32;
 
 /// What the actor asks of the connection task.
 #[derive(Debug)]
@@ -40,13 +46,22 @@ pub enum Cmd {
 /// Everything the connection needs.
 pub struct Conn {
     pub perms: Arc<Perms>,
+    pub host: Arc<SessionHost>,
     pub rpc: Option<Arc<Rpc>>,
     pub cwd: PathBuf,
     pub resume_id: Option<String>,
 }
 
 fn acp_error(e: &RpcError) -> agent_client_protocol::Error {
-    agent_client_protocol::Error::new(e.code(), e.to_string()).data(e.data())
+    match e {
+        // ACP's own "Resource not found" (-32002): agents read it as ENOENT (Gemini CLI
+        // checks the message before `write_file` creates a file).
+        RpcError::PathNotFound => {
+            let missing: agent_client_protocol::Error = V1Error::resource_not_found(None).into();
+            missing.data(e.data())
+        }
+        _ => agent_client_protocol::Error::new(e.code(), e.to_string()).data(e.data()),
+    }
 }
 
 /// Run the connection until the agent's output closes or the actor drops `cmds`.
@@ -57,9 +72,10 @@ pub async fn run(
     cmds: mpsc::Receiver<Cmd>,
 ) -> Result<(), agent_client_protocol::Error> {
     let mapper = Arc::new(Mutex::new(AcpMapper::new()));
-    let (perms, rpc) = (conn.perms.clone(), conn.rpc.clone());
+    let (perms, host, rpc) = (conn.perms.clone(), conn.host.clone(), conn.rpc.clone());
     let m2 = mapper.clone();
     let sink = perms.sink().clone();
+    let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
     Client
         .v1()
         .name("capfleet")
@@ -83,10 +99,19 @@ pub async fn run(
             async move |req: UntypedMessage,
                         responder: Responder<Value>,
                         cx: ConnectionTo<Agent>| {
-                let (perms, rpc) = (perms.clone(), rpc.clone());
+                let (perms, host, rpc) = (perms.clone(), host.clone(), rpc.clone());
+                // Past the cap, the dispatch loop waits here: the agent's further
+                // output stays in its pipe until a request in flight ends.
+                let Ok(slot) = in_flight.clone().acquire_owned().await else {
+                    return responder
+                        .respond_with_error(agent_client_protocol::Error::internal_error());
+                };
                 cx.spawn(async move {
+                    let _slot = slot;
                     if req.method == "session/request_permission" {
                         permission(&perms, req.params, responder).await
+                    } else if req.method == acp_elicit::METHOD {
+                        elicit(&host, req.params, responder).await
                     } else {
                         reverse_rpc(rpc.as_deref(), &req.method, req.params, responder).await
                     }
@@ -113,6 +138,7 @@ async fn main_loop(
         .read_text_file(caps.as_ref().is_some_and(|c| c.fs.read))
         .write_text_file(caps.as_ref().is_some_and(|c| c.fs.write));
     let client_caps = ClientCapabilities::new()
+        .elicitation(ElicitationCapabilities::new().form(ElicitationFormCapabilities::new()))
         .fs(fs)
         .terminal(caps.as_ref().is_some_and(|c| c.terminal.enabled));
     let init = cx
@@ -121,7 +147,7 @@ async fn main_loop(
         .await?;
     let can_load = init.agent_capabilities.load_session;
     let sink = conn.perms.sink().clone();
-    let (sid, resumed) = match conn.resume_id {
+    let (sid, resumed) = match conn.resume_id.clone() {
         Some(id) if can_load => {
             cx.send_request(LoadSessionRequest::new(id.clone(), conn.cwd.clone()))
                 .block_task()
@@ -152,7 +178,7 @@ async fn main_loop(
             Some(Cmd::Cancel) => {}
             Some(Cmd::Prompt(text)) => {
                 lock(&mapper).next_turn();
-                if !turn(&cx, &conn.perms, &sid, text, &mut cmds).await {
+                if !turn(&cx, &conn, &sid, text, &mut cmds).await {
                     return Ok(());
                 }
             }
@@ -167,11 +193,12 @@ fn lock(m: &Mutex<AcpMapper>) -> std::sync::MutexGuard<'_, AcpMapper> {
 /// One prompt turn, ended by the `session/prompt` response. False: stop serving.
 async fn turn(
     cx: &ConnectionTo<Agent>,
-    perms: &Arc<Perms>,
+    conn: &Conn,
     sid: &str,
     text: String,
     cmds: &mut mpsc::Receiver<Cmd>,
 ) -> bool {
+    let (perms, host) = (&conn.perms, &conn.host);
     let req = PromptRequest::new(
         sid.to_owned(),
         vec![ContentBlock::Text(TextContent::new(text))],
@@ -184,10 +211,13 @@ async fn turn(
             c = cmds.recv() => match c {
                 None => return false,
                 Some(Cmd::Cancel) => {
-                    perms.cancel_all().await;
+                    // The cancel goes out first: the agent then sees its pending
+                    // permissions answered `cancelled` as part of that cancel.
                     if let Err(e) = cx.send_notification(CancelNotification::new(sid.to_owned())) {
                         tracing::warn!("session/cancel not sent: {e}");
                     }
+                    perms.cancel_all().await;
+                    host.cancel_all().await;
                 }
                 Some(Cmd::Prompt(_)) => tracing::warn!("prompt during a turn dropped"),
             },

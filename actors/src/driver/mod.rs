@@ -9,6 +9,10 @@
 
 pub mod acp;
 mod acp_conn;
+#[cfg(test)]
+mod acp_conn_tests;
+mod acp_elicit;
+mod acp_host;
 mod acp_perms;
 pub mod death;
 pub mod launch;

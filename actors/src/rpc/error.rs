@@ -6,6 +6,8 @@ use crate::protocol::CapCode;
 
 /// JSON-RPC's own code for bad parameters (used for malformed requests and unknown ids).
 pub const INVALID_PARAMS: i32 = -32602;
+/// The JSON-RPC (and ACP) code of a request that was cancelled / not answered.
+pub const REQUEST_CANCELLED: i32 = -32800;
 /// JSON-RPC's code for a method this orchestrator does not serve.
 pub const METHOD_NOT_FOUND: i32 = -32601;
 
@@ -33,6 +35,9 @@ pub enum RpcError {
     /// The user (or the policy) refused a vetted terminal command.
     #[error("permission denied: {0}")]
     Denied(String),
+    /// Nobody answered a `cap.user_io.input` (and it had no default).
+    #[error("declined: {0}")]
+    Declined(String),
 }
 
 impl RpcError {
@@ -45,7 +50,9 @@ impl RpcError {
             RpcError::TerminalUnavailable(_) | RpcError::Denied(_) => CapCode::TerminalUnavailable,
             RpcError::TerminalKilled => CapCode::TerminalKilled,
             RpcError::Unsupported(_) => CapCode::UnsupportedCapability,
-            RpcError::InvalidParams(_) | RpcError::MethodNotFound(_) => return None,
+            RpcError::InvalidParams(_) | RpcError::MethodNotFound(_) | RpcError::Declined(_) => {
+                return None;
+            }
         })
     }
 
@@ -54,6 +61,7 @@ impl RpcError {
         match self {
             RpcError::MethodNotFound(_) => METHOD_NOT_FOUND,
             RpcError::InvalidParams(_) => INVALID_PARAMS,
+            RpcError::Declined(_) => REQUEST_CANCELLED,
             other => other.cap_code().map_or(INVALID_PARAMS, CapCode::number),
         }
     }

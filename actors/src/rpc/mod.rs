@@ -6,14 +6,19 @@
 pub mod error;
 pub mod fs;
 pub mod fs_open;
+pub mod host;
 pub mod scope;
 pub mod terminal;
+pub mod user_io;
 pub mod vetting;
+pub mod watch;
 
 #[cfg(test)]
 mod scope_tests;
 #[cfg(test)]
 mod terminal_tests;
+#[cfg(test)]
+mod watch_tests;
 
 use std::future::Future;
 use std::path::Path;
@@ -26,9 +31,11 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 pub use error::RpcError;
+pub use host::Host;
 pub use scope::Scope;
 pub use terminal::{TermConfig, Terminals};
 pub use vetting::Vet;
+pub use watch::{WatchConfig, Watches};
 
 use crate::manifest::{CodingCaps, FsScope};
 
@@ -53,6 +60,16 @@ pub struct Rpc {
     terminals: Terminals,
     read_cap: u64,
     approver: Arc<dyn Approver>,
+    watches: Watches,
+    /// The session side of `cap.fs.watch`, `cap.user_io.*`, `cap.notify`.
+    host: Option<Arc<dyn Host>>,
+}
+
+#[derive(Deserialize)]
+struct WatchParams {
+    path: String,
+    #[serde(default)]
+    recursive: bool,
 }
 
 #[derive(Deserialize)]
@@ -98,7 +115,22 @@ impl Rpc {
             terminals: Terminals::new(term),
             read_cap: fs::DEFAULT_READ_CAP,
             approver,
+            watches: Watches::new(WatchConfig::default()),
+            host: None,
         })
+    }
+
+    /// Serve the session-facing methods (watch, user_io, notify) through `host`.
+    pub fn with_host(mut self, host: Arc<dyn Host>, watch: WatchConfig) -> Self {
+        self.host = Some(host);
+        self.watches = Watches::new(watch);
+        self
+    }
+
+    fn host(&self) -> Result<&Arc<dyn Host>, RpcError> {
+        self.host
+            .as_ref()
+            .ok_or(RpcError::Unsupported("a session host"))
     }
 
     pub fn caps(&self) -> &CodingCaps {
@@ -159,6 +191,16 @@ impl Rpc {
                 let (scope, p) = (self.scope.clone(), params(p)?);
                 blocking(move || fs::delete(&scope, &p)).await
             }
+            "cap.fs.watch" => {
+                self.need(f.watch, "fs.watch")?;
+                let w: WatchParams = params(p)?;
+                let root = self.scope.check(&w.path)?;
+                self.watches.watch(root, w.recursive, self.host()?.clone())
+            }
+            "cap.user_io.show" | "cap.notify" => {
+                user_io::show(self.host()?, method, params(p)?).await
+            }
+            "cap.user_io.input" => user_io::input(self.host()?, params(p)?).await,
             "cap.terminal.create" => self.create_terminal(p).await,
             "cap.terminal.output" => {
                 self.need_terminal()?;

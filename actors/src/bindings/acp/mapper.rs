@@ -3,7 +3,8 @@
 //! `agent_message_chunk` -> `cap.text_chunk`, `agent_thought_chunk` -> `cap.thought`,
 //! `tool_call` -> `cap.tool_call.start` (+ `end` when it arrives finished),
 //! `tool_call_update` -> `cap.tool_call.delta` with new content, `cap.tool_call.end`
-//! once completed/failed, `plan` -> `cap.plan`, `usage_update` -> `cap.usage`. A kind
+//! once completed/failed (preceded by a `start` when the agent never sent the
+//! `tool_call`: Gemini CLI announces a gated call only in its permission request), `plan` -> `cap.plan`, `usage_update` -> `cap.usage`. A kind
 //! this build does not know (or cannot parse) is kept verbatim in the `_meta` of a
 //! system-channel `cap.text_chunk` with empty text, and counted.
 
@@ -11,6 +12,8 @@ use agent_client_protocol::v1::schema::{
     ContentBlock, PlanEntryPriority, PlanEntryStatus, SessionNotification, SessionUpdate,
     ToolCallContent, ToolCallStatus,
 };
+use std::collections::HashSet;
+
 use serde_json::{Map, Value, json};
 
 use crate::protocol::{CapEvent, Channel, HasMeta, PlanEntry, PlanStatus, Priority, Usage};
@@ -27,7 +30,12 @@ pub struct AcpMapper {
     pub ignored: u64,
     /// A message id for chunks the agent sends without one, per turn.
     turn: u64,
+    /// Tool calls started this turn (at most [`MAX_TRACKED_CALLS`]).
+    started: HashSet<String>,
 }
+
+/// Tool call ids remembered per turn; past it, updates of unseen ids get no `start`.
+const MAX_TRACKED_CALLS: usize = 4096;
 
 fn text_of(block: &ContentBlock) -> Option<String> {
     match block {
@@ -71,6 +79,12 @@ impl AcpMapper {
     /// A new turn starts (chunks without a message id are grouped per turn).
     pub fn next_turn(&mut self) {
         self.turn += 1;
+        self.started.clear();
+    }
+
+    /// Remember a started call; true if it was not known yet.
+    fn start(&mut self, id: &str) -> bool {
+        self.started.len() < MAX_TRACKED_CALLS && self.started.insert(id.to_owned())
     }
 
     fn message_id(&self, id: Option<String>) -> String {
@@ -98,6 +112,7 @@ impl AcpMapper {
                     .raw_input
                     .clone()
                     .unwrap_or_else(|| json!({ "title": tc.title }));
+                self.start(&id);
                 let mut out = vec![CapEvent::tool_start(&id, name, input)];
                 out.extend(end_of(&id, &tc.status, tc.raw_output.clone(), &tc.content));
                 out
@@ -105,7 +120,17 @@ impl AcpMapper {
             SessionUpdate::ToolCallUpdate(u) => {
                 let id = u.tool_call_id.to_string();
                 let content = u.fields.content.clone().unwrap_or_default();
-                match &u.fields.status {
+                let mut out = Vec::new();
+                if self.start(&id) {
+                    let f = &u.fields;
+                    let name = f.title.clone().unwrap_or_else(|| "tool".to_owned());
+                    let input = f
+                        .raw_input
+                        .clone()
+                        .unwrap_or_else(|| json!({ "title": name }));
+                    out.push(CapEvent::tool_start(&id, name, input));
+                }
+                out.extend(match &u.fields.status {
                     Some(s @ (ToolCallStatus::Completed | ToolCallStatus::Failed)) => {
                         end_of(&id, s, u.fields.raw_output.clone(), &content)
                     }
@@ -117,7 +142,8 @@ impl AcpMapper {
                             vec![CapEvent::tool_delta(id, text)]
                         }
                     }
-                }
+                });
+                out
             }
             SessionUpdate::Plan(p) => {
                 let entries = p
@@ -229,5 +255,18 @@ mod tests {
             "never panics on junk"
         );
         assert_eq!(m.unmapped, 2);
+    }
+
+    #[test]
+    fn an_update_of_an_unannounced_call_starts_it_first() {
+        let mut m = AcpMapper::new();
+        let done = json!({"sessionUpdate": "tool_call_update", "toolCallId": "w1",
+                          "status": "completed", "title": "Writing to o.txt"});
+        let ev = m.on_update(&upd(done.clone()));
+        let kinds: Vec<_> = ev.iter().map(CapEvent::kind).collect();
+        assert_eq!(kinds, ["cap.tool_call.start", "cap.tool_call.end"]);
+        assert!(matches!(&ev[0], CapEvent::ToolCallStart(t) if t.name == "Writing to o.txt"));
+        let again = m.on_update(&upd(done));
+        assert_eq!(again.len(), 1, "started once");
     }
 }

@@ -1,0 +1,212 @@
+//! The connection task of [`super::acp_conn`] against the Python SDK echo agent
+//! (`tests/support/acp_echo_agent.py`, peer `py-acp`), with a probe standing in for
+//! the session: `session/cancel` answers every pending permission `cancelled` (ACP
+//! requires it), and agent -> client requests in flight are capped.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ractor::{Actor, ActorProcessingErr, ActorRef};
+use tokio::sync::{Semaphore, mpsc};
+
+use super::acp_conn::{self, Cmd, Conn, MAX_IN_FLIGHT};
+use super::acp_host::SessionHost;
+use super::acp_perms::Perms;
+use super::{DriverOutput, OutputSink};
+use crate::protocol::{CapEvent, Decision, StopReason};
+use crate::session::SessionMsg;
+
+/// Stands in for the session: forwards the driver's outputs to the test.
+struct Probe;
+
+impl Actor for Probe {
+    type Msg = SessionMsg;
+    type State = mpsc::Sender<DriverOutput>;
+    type Arguments = mpsc::Sender<DriverOutput>;
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<SessionMsg>,
+        tx: mpsc::Sender<DriverOutput>,
+    ) -> Result<Self::State, ActorProcessingErr> {
+        Ok(tx)
+    }
+
+    async fn handle(
+        &self,
+        _myself: ActorRef<SessionMsg>,
+        msg: SessionMsg,
+        tx: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        if let SessionMsg::Output { batch, .. } = msg {
+            for o in batch {
+                tx.send(o).await?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn support(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/support")
+        .join(name)
+}
+
+/// The py-acp venv's python; a missing peer fails with install advice.
+fn python() -> PathBuf {
+    let out = std::process::Command::new("bash")
+        .arg(support("install_peers.sh"))
+        .args(["--path", "py-acp"])
+        .output()
+        .expect("run install_peers.sh");
+    assert!(
+        out.status.success(),
+        "peer 'py-acp' is not installed ({}); run ./tests/run.sh or \
+         tests/support/install_peers.sh py-acp",
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+}
+
+async fn next(rx: &mut mpsc::Receiver<DriverOutput>) -> DriverOutput {
+    tokio::time::timeout(Duration::from_secs(20), rx.recv())
+        .await
+        .expect("driver output within 20 s")
+        .expect("driver output")
+}
+
+/// The connection task on a fresh echo agent, and the test's handles on it.
+struct Harness {
+    rx: mpsc::Receiver<DriverOutput>,
+    cmds: mpsc::Sender<Cmd>,
+    perms: Arc<Perms>,
+    probe: ActorRef<SessionMsg>,
+    _child: tokio::process::Child,
+    _ws: tempfile::TempDir,
+}
+
+impl Harness {
+    async fn start() -> Harness {
+        let ws = tempfile::tempdir().expect("ws");
+        let mut child = tokio::process::Command::new(python())
+            .arg(support("acp_echo_agent.py"))
+            .current_dir(ws.path())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn the echo agent");
+        let (stdin, stdout) = (child.stdin.take(), child.stdout.take());
+        let (tx, mut rx) = mpsc::channel(256);
+        let (probe, _task) = Actor::spawn(None, Probe, tx).await.expect("probe");
+        let sink = OutputSink::new(1, probe.clone(), Arc::new(Semaphore::new(32)));
+        let perms = Perms::new(sink.clone());
+        let conn = Conn {
+            perms: perms.clone(),
+            host: SessionHost::new(sink),
+            rpc: None,
+            cwd: ws.path().to_path_buf(),
+            resume_id: None,
+        };
+        let (cmds, cmd_rx) = mpsc::channel(8);
+        let (i, o) = (stdin.expect("stdin"), stdout.expect("stdout"));
+        tokio::spawn(acp_conn::run(conn, i, o, cmd_rx));
+        assert!(matches!(next(&mut rx).await, DriverOutput::Ready { .. }));
+        Harness {
+            rx,
+            cmds,
+            perms,
+            probe,
+            _child: child,
+            _ws: ws,
+        }
+    }
+
+    async fn prompt(&self, text: &str) {
+        self.cmds
+            .send(Cmd::Prompt(text.into()))
+            .await
+            .expect("prompt");
+    }
+
+    /// The next permission request's id, skipping other outputs.
+    async fn next_request(&mut self) -> String {
+        loop {
+            if let DriverOutput::Event(CapEvent::PermissionRequest(p)) = next(&mut self.rx).await {
+                return p.req_id;
+            }
+        }
+    }
+}
+
+impl Drop for Harness {
+    fn drop(&mut self) {
+        self.probe.stop(None);
+    }
+}
+
+#[tokio::test]
+async fn cancel_answers_pending_permissions_cancelled() {
+    let mut h = Harness::start().await;
+    h.prompt("perm").await;
+    let req_id = h.next_request().await;
+    // Nobody answers: the cancel must.
+    h.cmds.send(Cmd::Cancel).await.expect("cancel");
+    let (mut withdrawn, mut text) = (false, String::new());
+    let end = loop {
+        match next(&mut h.rx).await {
+            DriverOutput::Withdrawn { req_id: id } => withdrawn |= id == req_id,
+            DriverOutput::Event(CapEvent::TextChunk(t)) => text.push_str(&t.text),
+            DriverOutput::TurnEnd(end) => break end,
+            _ => {}
+        }
+    };
+    assert!(withdrawn, "the session is told the request was withdrawn");
+    assert_eq!(text, "outcome=cancelled", "the agent saw `cancelled`");
+    assert_eq!(end.stop_reason, StopReason::Cancelled);
+    assert!(
+        !h.perms.answer(&req_id, Decision::AllowOnce),
+        "already answered"
+    );
+}
+
+#[tokio::test]
+async fn agent_requests_in_flight_are_capped() {
+    let mut h = Harness::start().await;
+    let n = MAX_IN_FLIGHT + 8;
+    h.prompt(&format!("perm-many {n}")).await;
+    let mut open = Vec::new();
+    for _ in 0..MAX_IN_FLIGHT {
+        open.push(h.next_request().await);
+    }
+    // The agent sent all of them; only the cap is being served.
+    let more = tokio::time::timeout(Duration::from_millis(700), h.next_request()).await;
+    assert!(
+        more.is_err(),
+        "request {} admitted past the cap",
+        MAX_IN_FLIGHT + 1
+    );
+    for id in open.drain(..) {
+        assert!(h.perms.answer(&id, Decision::AllowOnce));
+    }
+    for _ in MAX_IN_FLIGHT..n {
+        let id = h.next_request().await;
+        assert!(h.perms.answer(&id, Decision::AllowOnce));
+    }
+    let mut text = String::new();
+    loop {
+        match next(&mut h.rx).await {
+            DriverOutput::Event(CapEvent::TextChunk(t)) => text.push_str(&t.text),
+            DriverOutput::TurnEnd(_) => break,
+            _ => {}
+        }
+    }
+    assert_eq!(
+        text,
+        format!("allowed={n}"),
+        "the waiting ones were served after"
+    );
+}

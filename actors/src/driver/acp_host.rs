@@ -1,0 +1,79 @@
+//! The session side of the reverse RPC for the ACP driver ([`Host`]): events go
+//! out through the driver's credit-bounded sink; asks (`cap.user_io.input`, ACP
+//! form elicitations) become `cap.ask_user` answered by the session
+//! (`DriverMsg::Answer`), withdrawn (declined) on cancel, agent death or stop.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use serde_json::Value;
+use tokio::sync::oneshot;
+
+use super::{DriverOutput, OutputSink};
+use crate::protocol::CapEvent;
+use crate::rpc::Host;
+use crate::rpc::host::BoxFuture;
+
+pub struct SessionHost {
+    sink: OutputSink,
+    seq: AtomicU64,
+    asks: Mutex<HashMap<String, oneshot::Sender<Option<Value>>>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl SessionHost {
+    pub fn new(sink: OutputSink) -> Arc<Self> {
+        Arc::new(SessionHost {
+            sink,
+            seq: AtomicU64::new(1),
+            asks: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Deliver an answer; false if the ask is unknown (answered or withdrawn).
+    pub fn answer(&self, ask_id: &str, value: Option<Value>) -> bool {
+        match lock(&self.asks).remove(ask_id) {
+            Some(tx) => tx.send(value).is_ok(),
+            None => false,
+        }
+    }
+
+    /// Decline every open ask; the session is told each was withdrawn.
+    pub async fn cancel_all(&self) {
+        let open: Vec<_> = lock(&self.asks).drain().collect();
+        let withdrawn = open
+            .into_iter()
+            .map(|(req_id, tx)| {
+                let _gone = tx.send(None);
+                DriverOutput::Withdrawn { req_id }
+            })
+            .collect();
+        self.sink.send(withdrawn).await;
+    }
+}
+
+impl Host for Arc<SessionHost> {
+    fn publish(&self, event: CapEvent) -> BoxFuture<bool> {
+        let sink = self.sink.clone();
+        Box::pin(async move { sink.send_one(DriverOutput::Event(event)).await })
+    }
+
+    fn ask(&self, prompt: String, form: Option<Value>) -> BoxFuture<Option<Value>> {
+        let me = self.clone();
+        Box::pin(async move {
+            let ask_id = format!("acp-ask-{}", me.seq.fetch_add(1, Ordering::Relaxed));
+            let (tx, rx) = oneshot::channel();
+            lock(&me.asks).insert(ask_id.clone(), tx);
+            let event = CapEvent::ask_user(&ask_id, prompt, form);
+            if !me.sink.send_one(DriverOutput::Event(event)).await {
+                lock(&me.asks).remove(&ask_id);
+                return None;
+            }
+            rx.await.ok().flatten()
+        })
+    }
+}

@@ -1,0 +1,246 @@
+//! `capfleet sim --mode acp`: the sim as an ACP agent (protocol version 1) on stdio.
+//!
+//! JSON-RPC 2.0, one message per line. It answers `initialize` (advertising
+//! `loadSession`), `session/new`, `session/load` and `session/prompt`; each prompt
+//! plays one script turn through [`super::acp_turn`] and is answered with its
+//! `stopReason` (`cancelled` after a `session/cancel`). Agent -> client calls
+//! (permissions, `fs/*`, `terminal/*`, `_cap/*`) wait for their response while
+//! still noticing a cancel.
+
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, sync_channel};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::acp_turn::AcpTurn;
+use super::script::Script;
+use super::state::{StateDir, TurnPicker};
+use super::steps::run_turn;
+
+/// Longest accepted input line; longer lines are skipped.
+const LINE_MAX: u64 = 16 * 1024 * 1024;
+/// Client messages read ahead of the sim.
+const INBOX: usize = 256;
+
+/// One message from the client.
+#[derive(Debug)]
+pub enum Incoming {
+    Request {
+        id: Value,
+        method: String,
+        params: Value,
+    },
+    Notification {
+        method: String,
+    },
+    Response {
+        id: Value,
+        result: Result<Value, Value>,
+    },
+    Eof,
+}
+
+/// The sim's end of the connection.
+pub struct Wire {
+    inbox: Receiver<Incoming>,
+    out: io::Stdout,
+    next_id: u64,
+    /// A `session/cancel` arrived during the current turn.
+    pub cancelled: bool,
+    pub session_id: String,
+}
+
+impl Wire {
+    fn write(&mut self, msg: &Value) -> io::Result<()> {
+        let mut out = self.out.lock();
+        serde_json::to_writer(&mut out, msg)?;
+        out.write_all(b"\n")?;
+        out.flush()
+    }
+
+    /// One line, verbatim (the `raw` step).
+    pub fn raw(&mut self, line: &str) -> io::Result<()> {
+        let mut out = self.out.lock();
+        out.write_all(line.as_bytes())?;
+        out.write_all(b"\n")?;
+        out.flush()
+    }
+
+    pub fn respond(&mut self, id: Value, result: Value) -> io::Result<()> {
+        self.write(&json!({ "jsonrpc": "2.0", "id": id, "result": result }))
+    }
+
+    pub fn respond_error(&mut self, id: Value, code: i64, message: &str) -> io::Result<()> {
+        let error = json!({ "code": code, "message": message });
+        self.write(&json!({ "jsonrpc": "2.0", "id": id, "error": error }))
+    }
+
+    /// A `session/update` of this session.
+    pub fn update(&mut self, update: Value) -> io::Result<()> {
+        let params = json!({ "sessionId": self.session_id, "update": update });
+        self.write(&json!({ "jsonrpc": "2.0", "method": "session/update", "params": params }))
+    }
+
+    /// Call the client and wait for its answer: `Err(error object)` on a JSON-RPC
+    /// error. A cancel arriving meanwhile is noted; requests are refused (busy).
+    pub fn call(&mut self, method: &str, mut params: Value) -> io::Result<Result<Value, Value>> {
+        self.next_id += 1;
+        let id = self.next_id;
+        if let Some(p) = params.as_object_mut() {
+            p.insert("sessionId".into(), json!(self.session_id));
+        }
+        let req = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
+        self.write(&req)?;
+        loop {
+            match self.recv(None)? {
+                Some(Incoming::Response { id: got, result }) if got == json!(id) => {
+                    return Ok(result);
+                }
+                Some(Incoming::Eof) => {
+                    return Err(io::Error::new(io::ErrorKind::BrokenPipe, "client gone"));
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Wait up to `timeout` (`None`: forever) for a message the turn must see;
+    /// cancels are noted, stray requests refused. `Ok(None)`: timed out.
+    pub fn recv(&mut self, timeout: Option<Duration>) -> io::Result<Option<Incoming>> {
+        let deadline = timeout.map(|t| Instant::now() + t);
+        loop {
+            let msg = match deadline {
+                None => self.inbox.recv().unwrap_or(Incoming::Eof),
+                Some(d) => match self
+                    .inbox
+                    .recv_timeout(d.saturating_duration_since(Instant::now()))
+                {
+                    Ok(m) => m,
+                    Err(RecvTimeoutError::Timeout) => return Ok(None),
+                    Err(RecvTimeoutError::Disconnected) => Incoming::Eof,
+                },
+            };
+            match msg {
+                Incoming::Notification { method, .. } if method == "session/cancel" => {
+                    self.cancelled = true;
+                    return Ok(Some(Incoming::Notification { method }));
+                }
+                Incoming::Request { id, method, .. } => {
+                    self.respond_error(id, -32600, &format!("{method}: a prompt is running"))?;
+                }
+                Incoming::Notification { .. } => {}
+                other => return Ok(Some(other)),
+            }
+        }
+    }
+}
+
+/// Serve the client until stdin ends.
+pub fn run(script: &Script, state: &StateDir, session_id: String) -> io::Result<()> {
+    let (tx, inbox) = sync_channel(INBOX);
+    std::thread::spawn(move || read_loop(io::stdin().lock(), &tx));
+    let mut wire = Wire {
+        inbox,
+        out: io::stdout(),
+        next_id: 0,
+        cancelled: false,
+        session_id,
+    };
+    let mut picker = TurnPicker::new(&script.turns);
+    loop {
+        let msg = wire.inbox.recv().unwrap_or(Incoming::Eof);
+        let (id, method, params) = match msg {
+            Incoming::Eof => return Ok(()),
+            Incoming::Request { id, method, params } => (id, method, params),
+            Incoming::Notification { .. } | Incoming::Response { .. } => continue,
+        };
+        match method.as_str() {
+            "initialize" => {
+                let version = params.get("protocolVersion").cloned().unwrap_or(json!(1));
+                let caps = json!({ "loadSession": true });
+                let info = json!({ "name": "capfleet-sim", "version": env!("CARGO_PKG_VERSION") });
+                let result = json!({ "protocolVersion": version, "agentCapabilities": caps,
+                                     "agentInfo": info, "authMethods": [] });
+                wire.respond(id, result)?;
+            }
+            "session/new" => {
+                let sid = wire.session_id.clone();
+                wire.respond(id, json!({ "sessionId": sid }))?;
+            }
+            "session/load" => {
+                if let Some(sid) = params.get("sessionId").and_then(Value::as_str) {
+                    wire.session_id = sid.to_owned();
+                }
+                wire.respond(id, json!({}))?;
+            }
+            "session/prompt" => {
+                let prompt = prompt_text(&params);
+                let turn = picker.pick(&script.turns, &prompt);
+                wire.cancelled = false;
+                let mut fe = AcpTurn::new(&mut wire, id);
+                run_turn(&mut fe, &script.header, turn, &prompt, state)?;
+            }
+            other => wire.respond_error(id, -32601, &format!("method not found: {other}"))?,
+        }
+    }
+}
+
+fn prompt_text(params: &Value) -> String {
+    params["prompt"]
+        .as_array()
+        .map(|blocks| {
+            blocks
+                .iter()
+                .filter_map(|b| b["text"].as_str())
+                .collect::<String>()
+        })
+        .unwrap_or_default()
+}
+
+fn read_loop(input: impl Read, tx: &SyncSender<Incoming>) {
+    let mut reader = BufReader::new(input);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        match (&mut reader).take(LINE_MAX).read_until(b'\n', &mut line) {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        let Ok(v) = serde_json::from_slice::<Value>(&line) else {
+            if !line.iter().all(u8::is_ascii_whitespace) {
+                eprintln!("capfleet sim: unreadable ACP line skipped");
+            }
+            continue;
+        };
+        if tx.send(classify(v)).is_err() {
+            return;
+        }
+    }
+    let _gone = tx.send(Incoming::Eof);
+}
+
+fn classify(mut v: Value) -> Incoming {
+    let id = v.get_mut("id").map(Value::take);
+    let params = v.get_mut("params").map(Value::take).unwrap_or(Value::Null);
+    match (v.get("method").and_then(Value::as_str), id) {
+        (Some(m), Some(id)) => Incoming::Request {
+            id,
+            method: m.to_owned(),
+            params,
+        },
+        (Some(m), None) => Incoming::Notification {
+            method: m.to_owned(),
+        },
+        (None, Some(id)) => {
+            let result = match v.get_mut("error") {
+                Some(e) => Err(e.take()),
+                None => Ok(v.get_mut("result").map(Value::take).unwrap_or(Value::Null)),
+            };
+            Incoming::Response { id, result }
+        }
+        (None, None) => Incoming::Notification {
+            method: String::new(),
+        },
+    }
+}
