@@ -124,6 +124,7 @@ async fn session_round_trips(turns: usize) -> Duration {
         fleet_name: "bench".into(),
         journal: None,
         policy: Default::default(),
+        budget: Default::default(),
         human: None,
         fleet_events: None,
     })
