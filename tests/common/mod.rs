@@ -1,5 +1,6 @@
 //! Shared helpers for the root package's integration tests (`mod common;`).
 //!
+//! - [`chat`]: `capfleet chat --json` runs, their events, the no-survivor check.
 //! - [`fake_llm`]: the scripted fake LLM (`tests/support/fake_llm.py`) as a
 //!   RAII handle, plus a tiny blocking HTTP client.
 //! - [`peers`]: the pinned third-party peers (`tests/support/install_peers.sh`)
@@ -10,6 +11,7 @@
 //! Every test binary compiles this module on its own and uses only part of it.
 #![allow(dead_code, unused_imports)]
 
+pub mod chat;
 pub mod fake_llm;
 pub mod peers;
 pub mod procs;

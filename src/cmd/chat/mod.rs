@@ -12,6 +12,7 @@
 mod args;
 mod human;
 mod render;
+mod winsize;
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -91,6 +92,7 @@ async fn chat(args: ChatArgs, color: ColorChoice) -> ExitCode {
         render::Mode::new(args.json, args.show_thoughts, Style::for_stdout(color)),
     ));
     let input = human::Input::spawn(interactive, human_rx, err_style);
+    let resizes = winsize::forward(session.clone());
 
     let code = tokio::select! {
         code = drive(&args, &session, input, err_style) => code,
@@ -100,6 +102,9 @@ async fn chat(args: ChatArgs, color: ColorChoice) -> ExitCode {
         }
     };
 
+    if let Some(task) = resizes {
+        task.abort();
+    }
     let _journal_records = orchestrator.shutdown().await;
     let totals = printer.await.unwrap_or_default();
     if !args.json {
