@@ -1,5 +1,6 @@
 //! End-to-end tests of the PTY driver: `capfleet chat` driving the simulator's TUI
-//! (and python3 as a plain REPL) under a real pseudo-terminal.
+//! (and python3 as a plain REPL) under a real pseudo-terminal; the real third-party
+//! TUIs are in `pty_peers.rs`.
 
 mod common;
 
@@ -7,7 +8,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::chat::{assert_no_survivor, chat, chat_in, script};
+use common::chat::{assert_no_survivor, chat, script};
 use common::{EnvMarker, rss_kib};
 
 #[test]
@@ -245,101 +246,6 @@ fn python_repl_two_turns() {
     assert!(run.status.success(), "{:?}", run.status);
     assert_eq!(run.texts(), ["0\n", "10\n", "20\n", "42\n"]);
     assert_eq!(run.session("turn_ended").len(), 2);
-    assert_no_survivor(&marker);
-}
-
-#[test]
-fn aider_two_turns_against_the_fake_llm() {
-    let aider = common::peer("aider");
-    let fake = common::FakeLlm::start();
-    fake.script(serde_json::json!([
-        { "text": "Hello from the fake model." },
-        { "text": "Second answer here." }
-    ]));
-    let home = tempfile::tempdir().expect("home");
-    let work = tempfile::tempdir().expect("work");
-    let marker = EnvMarker::new("pty-aider");
-    let base = format!("{}/v1", fake.url());
-    let run = chat_in(
-        "aider",
-        &[
-            "--task",
-            "say hello",
-            "--task",
-            "again",
-            "--cwd",
-            work.path().to_str().expect("utf8"),
-            "--env",
-            &format!("HOME={}", home.path().display()),
-            "--env",
-            "LITELLM_LOCAL_MODEL_COST_MAP=True",
-            "--argv",
-            aider.to_str().expect("utf8"),
-            "--model",
-            "openai/fake-model",
-            "--openai-api-base",
-            &base,
-            "--openai-api-key",
-            "dummy",
-            "--no-git",
-            "--no-check-update",
-            "--analytics-disable",
-            "--no-show-model-warnings",
-            "--no-show-release-notes",
-            "--no-fancy-input",
-            "--no-pretty",
-        ],
-        &marker,
-    );
-    assert!(run.status.success(), "{:?}\n{:#?}", run.status, run.events);
-    assert_eq!(
-        run.texts(),
-        ["Hello from the fake model.\n", "Second answer here.\n"],
-        "text without banner, echo, token counts or prompt"
-    );
-    let ended = run.session("turn_ended");
-    assert_eq!(ended.len(), 2);
-    assert!(ended.iter().all(|e| e["outcome"] == "completed"));
-    assert_no_survivor(&marker);
-}
-
-#[test]
-fn claude_code_tui_two_turns_against_the_fake_llm() {
-    let claude = common::peer("claude-code");
-    let fake = common::FakeLlm::start();
-    fake.script(serde_json::json!([
-        { "text": "Hello from the fake model." },
-        { "text": "Second answer." }
-    ]));
-    let home = tempfile::tempdir().expect("home");
-    let work = tempfile::tempdir().expect("work");
-    let marker = EnvMarker::new("pty-claude-tui");
-    let env: Vec<String> = common::claude_env_in(&fake, home.path(), work.path())
-        .into_iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect();
-    let mut args = vec![
-        "--task",
-        "say hello",
-        "--task",
-        "again",
-        "--cwd",
-        work.path().to_str().expect("utf8"),
-    ];
-    for kv in &env {
-        args.extend(["--env", kv.as_str()]);
-    }
-    args.extend(["--argv", claude.to_str().expect("utf8")]);
-    let run = chat_in("claude-code-tui", &args, &marker);
-    assert!(run.status.success(), "{:?}\n{:#?}", run.status, run.events);
-    assert_eq!(
-        run.texts(),
-        ["Hello from the fake model.\n", "Second answer.\n"],
-        "the answers only: no banner, input box, tips, spinner or echo"
-    );
-    let ended = run.session("turn_ended");
-    assert_eq!(ended.len(), 2);
-    assert!(ended.iter().all(|e| e["outcome"] == "completed"));
     assert_no_survivor(&marker);
 }
 

@@ -7,7 +7,8 @@
 //! denied (fail-safe, recorded as an event) when it is not. Ctrl-C cancels the turn;
 //! a second Ctrl-C ends the session. SIGTERM and SIGHUP end the session at once: the
 //! agent is shut down (its process group killed) before capfleet exits with 128 + the
-//! signal number, so no agent outlives a terminated `chat`.
+//! signal number, so no agent outlives a terminated `chat`. When stdout is a terminal,
+//! its resizes (SIGWINCH) resize a PTY agent's terminal too.
 
 mod args;
 mod human;
