@@ -1,108 +1,15 @@
 //! End-to-end tests of the PTY driver: `capfleet chat` driving the simulator's TUI
-//! (and python3 as a plain REPL) under a real pseudo-terminal.
+//! (and python3 as a plain REPL) under a real pseudo-terminal; the real third-party
+//! TUIs are in `pty_peers.rs`.
 
 mod common;
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
-use common::{EnvMarker, rss_kib, wait_until};
-use serde_json::Value;
-
-/// What one `capfleet chat --json` run printed.
-struct Run {
-    events: Vec<Value>,
-    status: ExitStatus,
-    wall: Duration,
-}
-
-impl Run {
-    /// The CAP events of the run, in order.
-    fn cap(&self) -> Vec<&Value> {
-        self.events
-            .iter()
-            .filter(|e| e["type"] == "cap")
-            .map(|e| &e["event"])
-            .collect()
-    }
-
-    fn kinds(&self, kind: &str) -> Vec<&Value> {
-        self.cap()
-            .into_iter()
-            .filter(|e| e["kind"] == kind)
-            .collect()
-    }
-
-    fn texts(&self) -> Vec<String> {
-        self.kinds("cap.text_chunk")
-            .iter()
-            .map(|e| e["text"].as_str().unwrap_or_default().to_owned())
-            .collect()
-    }
-
-    fn session(&self, ty: &str) -> Vec<&Value> {
-        self.events.iter().filter(|e| e["type"] == ty).collect()
-    }
-}
-
-fn script(dir: &Path, body: &str) -> PathBuf {
-    let path = dir.join("script.toml");
-    std::fs::write(&path, body).expect("write script");
-    path
-}
-
-/// `chat` without an interrupt.
-fn chat_in(agent: &str, args: &[&str], marker: &EnvMarker) -> Run {
-    chat(agent, args, marker, None)
-}
-
-/// Run `capfleet chat <agent> --json <args>`, optionally sending SIGINT after `interrupt`.
-fn chat(agent: &str, args: &[&str], marker: &EnvMarker, interrupt: Option<Duration>) -> Run {
-    let state = tempfile::tempdir().expect("state dir");
-    let t0 = Instant::now();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_capfleet"))
-        .args(["chat", agent, "--json"])
-        .args(args)
-        .env("CAPFLEET_SIM_STATE", state.path())
-        .env(marker.key.as_str(), marker.value.as_str())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn capfleet chat");
-    let pid = i32::try_from(child.id()).expect("pid");
-    if let Some(after) = interrupt {
-        std::thread::spawn(move || {
-            std::thread::sleep(after);
-            // SAFETY: kill(2) on our own child's pid.
-            unsafe { libc::kill(pid, libc::SIGINT) };
-        });
-    }
-    let stdout = child.stdout.take().expect("stdout");
-    let events = BufReader::new(stdout)
-        .lines()
-        .map_while(Result::ok)
-        .filter_map(|l| serde_json::from_str(&l).ok())
-        .collect();
-    let status = child.wait().expect("wait chat");
-    Run {
-        events,
-        status,
-        wall: t0.elapsed(),
-    }
-}
-
-fn assert_no_survivor(marker: &EnvMarker) {
-    assert!(
-        wait_until(Duration::from_secs(5), Duration::from_millis(50), || marker
-            .processes()
-            .is_empty()),
-        "processes survived: {:?}",
-        marker.processes()
-    );
-}
+use common::chat::{assert_no_survivor, chat, script};
+use common::{EnvMarker, rss_kib};
 
 #[test]
 fn scripted_turn_yields_exactly_its_events() {
@@ -339,101 +246,6 @@ fn python_repl_two_turns() {
     assert!(run.status.success(), "{:?}", run.status);
     assert_eq!(run.texts(), ["0\n", "10\n", "20\n", "42\n"]);
     assert_eq!(run.session("turn_ended").len(), 2);
-    assert_no_survivor(&marker);
-}
-
-#[test]
-fn aider_two_turns_against_the_fake_llm() {
-    let aider = common::peer("aider");
-    let fake = common::FakeLlm::start();
-    fake.script(serde_json::json!([
-        { "text": "Hello from the fake model." },
-        { "text": "Second answer here." }
-    ]));
-    let home = tempfile::tempdir().expect("home");
-    let work = tempfile::tempdir().expect("work");
-    let marker = EnvMarker::new("pty-aider");
-    let base = format!("{}/v1", fake.url());
-    let run = chat_in(
-        "aider",
-        &[
-            "--task",
-            "say hello",
-            "--task",
-            "again",
-            "--cwd",
-            work.path().to_str().expect("utf8"),
-            "--env",
-            &format!("HOME={}", home.path().display()),
-            "--env",
-            "LITELLM_LOCAL_MODEL_COST_MAP=True",
-            "--argv",
-            aider.to_str().expect("utf8"),
-            "--model",
-            "openai/fake-model",
-            "--openai-api-base",
-            &base,
-            "--openai-api-key",
-            "dummy",
-            "--no-git",
-            "--no-check-update",
-            "--analytics-disable",
-            "--no-show-model-warnings",
-            "--no-show-release-notes",
-            "--no-fancy-input",
-            "--no-pretty",
-        ],
-        &marker,
-    );
-    assert!(run.status.success(), "{:?}\n{:#?}", run.status, run.events);
-    assert_eq!(
-        run.texts(),
-        ["Hello from the fake model.\n", "Second answer here.\n"],
-        "text without banner, echo, token counts or prompt"
-    );
-    let ended = run.session("turn_ended");
-    assert_eq!(ended.len(), 2);
-    assert!(ended.iter().all(|e| e["outcome"] == "completed"));
-    assert_no_survivor(&marker);
-}
-
-#[test]
-fn claude_code_tui_two_turns_against_the_fake_llm() {
-    let claude = common::peer("claude-code");
-    let fake = common::FakeLlm::start();
-    fake.script(serde_json::json!([
-        { "text": "Hello from the fake model." },
-        { "text": "Second answer." }
-    ]));
-    let home = tempfile::tempdir().expect("home");
-    let work = tempfile::tempdir().expect("work");
-    let marker = EnvMarker::new("pty-claude-tui");
-    let env: Vec<String> = common::claude_env_in(&fake, home.path(), work.path())
-        .into_iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect();
-    let mut args = vec![
-        "--task",
-        "say hello",
-        "--task",
-        "again",
-        "--cwd",
-        work.path().to_str().expect("utf8"),
-    ];
-    for kv in &env {
-        args.extend(["--env", kv.as_str()]);
-    }
-    args.extend(["--argv", claude.to_str().expect("utf8")]);
-    let run = chat_in("claude-code-tui", &args, &marker);
-    assert!(run.status.success(), "{:?}\n{:#?}", run.status, run.events);
-    assert_eq!(
-        run.texts(),
-        ["Hello from the fake model.\n", "Second answer.\n"],
-        "the answers only: no banner, input box, tips, spinner or echo"
-    );
-    let ended = run.session("turn_ended");
-    assert_eq!(ended.len(), 2);
-    assert!(ended.iter().all(|e| e["outcome"] == "completed"));
     assert_no_survivor(&marker);
 }
 

@@ -75,7 +75,8 @@
 //! `◉ Tool(args)` / `  ⎿ output` / `◉ Tool completed|failed`, `## Plan` with
 //! `  [x] id content (priority)` entries, asks `… (y/n)` or `? Select: a, b`
 //! (answered by the next input line), error messages, and after Ctrl-C
-//! `⎿ Interrupted by user`. Input is raw (the sim echoes it); bracketed
+//! `⎿ Interrupted by user`; a resize (SIGWINCH) during a wait prints
+//! `terminal resized to <rows>x<cols>`. Input is raw (the sim echoes it); bracketed
 //! paste keeps newlines inside one prompt. `config/sim/README.md` lists the
 //! exact lines and the manifest patterns matching them.
 

@@ -1,5 +1,5 @@
-//! Terminal plumbing of the TUI mode: raw input mode, SIGINT handling and
-//! the stdin reader thread.
+//! Terminal plumbing of the TUI mode: raw input mode, SIGINT and SIGWINCH
+//! handling and the stdin reader thread.
 
 use std::io::Read;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -27,6 +27,36 @@ pub fn install_sigint(ignore: bool) {
         libc::sigemptyset(&mut action.sa_mask);
         libc::sigaction(libc::SIGINT, &action, std::ptr::null_mut());
     }
+}
+
+static RESIZED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_sigwinch(_signal: libc::c_int) {
+    RESIZED.store(true, Ordering::SeqCst);
+}
+
+/// Records SIGWINCH for [`take_resize`].
+pub fn install_sigwinch() {
+    // SAFETY: as in `install_sigint`: the handler only stores to an atomic.
+    unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = on_sigwinch as *const () as libc::sighandler_t;
+        action.sa_flags = libc::SA_RESTART;
+        libc::sigemptyset(&mut action.sa_mask);
+        libc::sigaction(libc::SIGWINCH, &action, std::ptr::null_mut());
+    }
+}
+
+/// The terminal's new rows and columns, once per SIGWINCH since the last call.
+pub fn take_resize() -> Option<(u16, u16)> {
+    if !RESIZED.swap(false, Ordering::SeqCst) {
+        return None;
+    }
+    // SAFETY: a zeroed winsize is valid; TIOCGWINSZ fills it.
+    let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
+    // SAFETY: TIOCGWINSZ writes only the winsize we own.
+    let rc = unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut ws) };
+    (rc == 0).then_some((ws.ws_row, ws.ws_col))
 }
 
 /// True once per SIGINT received since the last call.

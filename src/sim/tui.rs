@@ -14,7 +14,7 @@ use super::state::{StateDir, TurnPicker};
 use super::steps::{
     Ask, FloodGen, Flow, Frontend, PlanEntry, Stop, ToolStep, Usage, chunks, run_turn,
 };
-use super::term::{Input, RawMode, install_sigint, spawn_reader, take_interrupt};
+use super::term::{Input, RawMode, install_sigint, install_sigwinch, spawn_reader, take_interrupt};
 use super::tui_io::summary;
 
 /// Options of the TUI mode.
@@ -28,6 +28,7 @@ pub struct Options {
 /// Runs the mode until end of input.
 pub fn run(script: &Script, state: &StateDir, options: &Options) -> io::Result<()> {
     install_sigint(script.header.ignore_sigint);
+    install_sigwinch();
     let _raw = RawMode::enable();
     let mut tui = Tui::new(spawn_reader());
     tui.boot(script, options)?;

@@ -10,7 +10,7 @@ use serde_json::Value;
 use super::line_editor::Key;
 use super::script::Script;
 use super::steps::{Flow, Stop};
-use super::term::{Input, take_interrupt};
+use super::term::{Input, take_interrupt, take_resize};
 use super::tui::{Options, Tui};
 
 const SPINNER: &[&str] = &["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
@@ -172,6 +172,9 @@ impl Tui {
         loop {
             if take_interrupt() {
                 return Ok(Flow::Stop(Stop::Interrupted));
+            }
+            if let Some((rows, cols)) = take_resize() {
+                self.text(&format!("terminal resized to {rows}x{cols}\n"))?;
             }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {

@@ -1,8 +1,10 @@
 //! Shared helpers for the root package's integration tests (`mod common;`).
 //!
+//! - [`chat`]: `capfleet chat --json` runs, their events, the no-survivor check.
 //! - [`fake_llm`]: the scripted fake LLM (`tests/support/fake_llm.py`) as a
 //!   RAII handle, plus a tiny blocking HTTP client.
-//! - [`chat`]: `capfleet chat --json` run to the end, its NDJSON read.
+//! - [`chat_json`]: a prepared `capfleet chat --json` command run to the end, its
+//!   NDJSON read (the ACP tests).
 //! - [`peers`]: the pinned third-party peers (`tests/support/install_peers.sh`)
 //!   and their offline environment (`tests/support/peer_env.sh`).
 //! - [`procs`]: `/proc` walks for orphan checks (descendants, process groups,
@@ -12,11 +14,12 @@
 #![allow(dead_code, unused_imports)]
 
 pub mod chat;
+pub mod chat_json;
 pub mod fake_llm;
 pub mod peers;
 pub mod procs;
 
-pub use chat::{of_kind, of_type, run_chat, texts};
+pub use chat_json::{of_kind, of_type, run_chat, texts};
 pub use fake_llm::{FakeLlm, http};
 pub use peers::{claude_env, claude_env_in, peer, peer_env, try_peer};
 pub use procs::{

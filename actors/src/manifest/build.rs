@@ -103,6 +103,7 @@ pub(crate) fn read(r: &mut Reader, root: &DeTable<'_>) -> Read {
             "cols",
             "rows",
             "bracketed_paste",
+            "paste_prompts",
             "sigint_cancels_turn",
             "queued_input_supported",
         ],
@@ -113,6 +114,7 @@ pub(crate) fn read(r: &mut Reader, root: &DeTable<'_>) -> Read {
         cols: positive(r, pt, "pty", "cols"),
         rows: positive(r, pt, "pty", "rows"),
         bracketed_paste: r.boolean(pt, "pty", "bracketed_paste").unwrap_or(false),
+        paste_prompts: r.boolean(pt, "pty", "paste_prompts").unwrap_or(false),
         sigint_cancels_turn: r
             .wire(pt, "pty", "sigint_cancels_turn")
             .unwrap_or(CancelMode::Hard),

@@ -204,6 +204,9 @@ pub struct Pty {
     pub rows: u16,
     /// Default false.
     pub bracketed_paste: bool,
+    /// capfleet extension, default false: with `bracketed_paste`, every prompt is
+    /// pasted, not only multi-line or long ones.
+    pub paste_prompts: bool,
     /// Default `hard`.
     pub sigint_cancels_turn: CancelMode,
     /// Default false.

@@ -8,6 +8,7 @@ use tokio::sync::Semaphore;
 
 use super::handlers::Core;
 use super::{SessionArgs, SessionMsg, SessionState};
+use crate::driver::DriverMsg;
 use crate::driver::sink::DEFAULT_CREDITS;
 use crate::protocol::CancelScope;
 use crate::supervision::{ExitCause, RestartTracker};
@@ -92,6 +93,7 @@ impl Actor for Session {
                 }
             },
             SessionMsg::Close => core.close(&myself).await,
+            SessionMsg::Resize { rows, cols } => resize(core, rows, cols),
             SessionMsg::Snapshot(reply) => {
                 let _caller_gone = reply.send(core.snapshot());
             }
@@ -176,5 +178,17 @@ impl Actor for Session {
         // its post_stop kills the agent's group. A caller still waiting gets an answer.
         core.fail_pending_reply();
         Ok(())
+    }
+}
+
+/// Forwards a resize to the driver and keeps the size for the next agent.
+fn resize(core: &mut Core, rows: u16, cols: u16) {
+    if rows == 0 || cols == 0 {
+        return;
+    }
+    let pty = &mut Arc::make_mut(&mut Arc::make_mut(&mut core.launch).manifest).pty;
+    (pty.rows, pty.cols) = (rows, cols);
+    if let Some(d) = &core.driver {
+        let _gone = d.cast(DriverMsg::Resize { rows, cols });
     }
 }

@@ -140,6 +140,9 @@ pub enum SessionMsg {
     Cancel { scope: CancelScope, reason: String },
     /// End the session (the agent is shut down gracefully).
     Close,
+    /// The viewer's terminal changed size: a PTY agent's terminal follows (and a
+    /// restarted agent starts at it).
+    Resize { rows: u16, cols: u16 },
     /// A snapshot of the session.
     Snapshot(RpcReplyPort<SessionSnapshot>),
     /// Outputs of the driver of `generation` (holds a flow-control credit).

@@ -7,11 +7,13 @@
 //! denied (fail-safe, recorded as an event) when it is not. Ctrl-C cancels the turn;
 //! a second Ctrl-C ends the session. SIGTERM and SIGHUP end the session at once: the
 //! agent is shut down (its process group killed) before capfleet exits with 128 + the
-//! signal number, so no agent outlives a terminated `chat`.
+//! signal number, so no agent outlives a terminated `chat`. When stdout is a terminal,
+//! its resizes (SIGWINCH) resize a PTY agent's terminal too.
 
 mod args;
 mod human;
 mod render;
+mod winsize;
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -92,6 +94,7 @@ async fn chat(args: ChatArgs, color: ColorChoice) -> ExitCode {
         render::Mode::new(args.json, args.show_thoughts, Style::for_stdout(color)),
     ));
     let input = human::Input::spawn(interactive, human_rx, err_style);
+    let resizes = winsize::forward(session.clone());
 
     let code = tokio::select! {
         code = drive(&args, &session, input, err_style) => code,
@@ -101,6 +104,9 @@ async fn chat(args: ChatArgs, color: ColorChoice) -> ExitCode {
         }
     };
 
+    if let Some(task) = resizes {
+        task.abort();
+    }
     let _journal_records = orchestrator.shutdown().await;
     let totals = printer.await.unwrap_or_default();
     if !args.json {

@@ -9,7 +9,8 @@ use serde_json::{Map, Value};
 use crate::protocol::ErrorKind;
 
 /// Lines that are terminal chrome in any TUI: spinners, rules and boxes, status and
-/// hint lines, token counters.
+/// hint lines (one showing the working directory after a `·`), token counters,
+/// turn footers (`Worked for 3s`).
 pub(super) const CHROME_PATTERNS: &[&str] = &[
     r"^\s*[\x{2800}-\x{28FF}]",
     r"^[\s\x{2500}-\x{259F}]+$",
@@ -20,6 +21,8 @@ pub(super) const CHROME_PATTERNS: &[&str] = &[
     r"^Tokens: .* sent",
     r"^\s*[✻✳✶✢✽]\s",
     r"^\s*[*+]\s+\w+…",
+    r"^\s*(?:─+\s*)?Worked for \S",
+    r"\s·\s[/~]",
 ];
 
 static CHROME: LazyLock<Vec<Regex>> = LazyLock::new(|| {
@@ -29,10 +32,12 @@ static CHROME: LazyLock<Vec<Regex>> = LazyLock::new(|| {
         .collect()
 });
 
-/// Assistant text without the bullet some TUIs put before a message (`●`, `⏺`).
+/// Assistant text without the bullet some TUIs put before a message (`●`, `⏺`,
+/// `•`).
 pub(super) fn strip_bullet(line: &str) -> &str {
     line.strip_prefix("● ")
         .or_else(|| line.strip_prefix("⏺ "))
+        .or_else(|| line.strip_prefix("• "))
         .unwrap_or(line)
 }
 

@@ -1,5 +1,5 @@
 //! Typing into the agent's terminal: prompts (bracketed paste when asked for) and
-//! answers, each as one write ending with a carriage return (the Enter key).
+//! answers, each as one buffer ending with a carriage return (the Enter key).
 
 use serde_json::Value;
 
@@ -14,11 +14,37 @@ pub const ENTER: u8 = b'\r';
 /// Ctrl-C.
 pub const CTRL_C: u8 = 0x03;
 
-/// The bytes submitting `text`: wrapped in a bracketed paste when it is multi-line or
-/// longer than 1 KiB and the agent supports it; otherwise typed line by line (each
-/// `\n` an Enter). Always one buffer, for one write.
-pub fn prompt_bytes(text: &str, bracketed_paste: bool) -> Vec<u8> {
-    let paste = bracketed_paste && (text.contains('\n') || text.len() > PASTE_OVER);
+/// When a prompt is typed as a bracketed paste.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Paste {
+    /// The agent knows no bracketed paste: every line is typed.
+    Never,
+    /// Multi-line or longer than [`PASTE_OVER`] (spec §6.1, `pty.bracketed_paste`).
+    Long,
+    /// Every prompt (`pty.paste_prompts`): for TUIs that take a fast burst of keys
+    /// for a paste and its Enter for a newline (Codex).
+    Always,
+}
+
+impl Paste {
+    pub fn from_manifest(pty: &crate::manifest::Pty) -> Paste {
+        match (pty.bracketed_paste, pty.paste_prompts) {
+            (false, _) => Paste::Never,
+            (true, false) => Paste::Long,
+            (true, true) => Paste::Always,
+        }
+    }
+}
+
+/// The bytes submitting `text`: wrapped in a bracketed paste as `paste` says;
+/// otherwise typed line by line (each `\n` an Enter). Always one buffer (the driver
+/// writes it in chunks while it keeps draining the agent's output).
+pub fn prompt_bytes(text: &str, paste: Paste) -> Vec<u8> {
+    let paste = match paste {
+        Paste::Never => false,
+        Paste::Long => text.contains('\n') || text.len() > PASTE_OVER,
+        Paste::Always => true,
+    };
     let mut out = Vec::with_capacity(text.len() + PASTE_START.len() + PASTE_END.len() + 1);
     if paste {
         out.extend_from_slice(PASTE_START);
@@ -59,19 +85,26 @@ mod tests {
 
     #[test]
     fn short_text_is_typed_then_entered() {
-        assert_eq!(prompt_bytes("hello", true), b"hello\r");
+        assert_eq!(prompt_bytes("hello", Paste::Long), b"hello\r");
+        assert_eq!(
+            prompt_bytes("hello", Paste::Always),
+            b"\x1b[200~hello\x1b[201~\r"
+        );
     }
 
     #[test]
     fn multi_line_is_one_bracketed_paste() {
-        assert_eq!(prompt_bytes("a\nb", true), b"\x1b[200~a\nb\x1b[201~\r");
+        assert_eq!(
+            prompt_bytes("a\nb", Paste::Long),
+            b"\x1b[200~a\nb\x1b[201~\r"
+        );
         let long = "x".repeat(2000);
-        assert!(prompt_bytes(&long, true).starts_with(PASTE_START));
+        assert!(prompt_bytes(&long, Paste::Long).starts_with(PASTE_START));
     }
 
     #[test]
     fn without_paste_lines_are_entered_one_by_one() {
-        assert_eq!(prompt_bytes("a\nb\n", false), b"a\rb\r\r");
+        assert_eq!(prompt_bytes("a\nb\n", Paste::Never), b"a\rb\r\r");
     }
 
     #[test]

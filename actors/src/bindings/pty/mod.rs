@@ -11,7 +11,7 @@ pub mod redraw;
 pub mod screen;
 pub mod settle;
 
-pub use input::{answer_bytes, prompt_bytes};
+pub use input::{Paste, answer_bytes, prompt_bytes};
 pub use lines::LineParser;
 pub use redraw::RowScan;
 pub use screen::Screen;

@@ -9,10 +9,10 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
 use tokio::time::{Instant, sleep_until};
 
-use super::READ_CHUNK;
+use super::{READ_CHUNK, WRITE_CHUNK};
 use crate::bindings::pty::input::CTRL_C;
 use crate::bindings::pty::{
-    LineParser, RowScan, Screen, Settle, Verdict, answer_bytes, prompt_bytes,
+    LineParser, Paste, RowScan, Screen, Settle, Verdict, answer_bytes, prompt_bytes,
 };
 use crate::driver::sink::MAX_BATCH;
 use crate::driver::{DriverMsg, DriverOutput, LaunchSpec, OutputSink, TurnEnd};
@@ -40,13 +40,15 @@ pub(super) struct Engine {
     parser: LineParser,
     rows: RowScan,
     sink: OutputSink,
-    bracketed_paste: bool,
+    paste: Paste,
     queued_input: bool,
     raw_bytes: bool,
     ready: bool,
     interrupted: bool,
     waiting: VecDeque<String>,
+    /// Input not yet written, from `written` on.
     writes: Vec<u8>,
+    written: usize,
     out: Vec<DriverOutput>,
     events: Vec<CapEvent>,
     lines: Vec<String>,
@@ -66,13 +68,14 @@ impl Engine {
             parser: LineParser::new(m.patterns.clone()),
             rows: RowScan::default(),
             sink,
-            bracketed_paste: m.pty.bracketed_paste,
+            paste: Paste::from_manifest(&m.pty),
             queued_input: m.capabilities.queued_input || m.pty.queued_input_supported,
             raw_bytes: launch.raw_bytes,
             ready: false,
             interrupted: false,
             waiting: VecDeque::new(),
             writes: Vec::new(),
+            written: 0,
             out: Vec::new(),
             events: Vec::new(),
             lines: Vec::new(),
@@ -89,7 +92,15 @@ impl Engine {
         loop {
             let deadline = self.settle.deadline().map(Instant::from_std);
             let (mut reader, mut writer) = pty.split();
+            let chunk =
+                &self.writes[self.written..self.writes.len().min(self.written + WRITE_CHUNK)];
             tokio::select! {
+                // Input goes in chunks while output keeps being drained: an agent
+                // echoing a large paste blocks on its output otherwise, and so do we.
+                wrote = writer.write(chunk), if !chunk.is_empty() => match wrote {
+                    Ok(n) if n > 0 => self.wrote(n),
+                    _ => break,
+                },
                 read = reader.read(&mut buf) => match read {
                     Ok(n) if n > 0 => self.on_bytes(&buf[..n]),
                     _ => break, // EOF or EIO: the terminal's last slave closed
@@ -108,12 +119,6 @@ impl Engine {
                     self.on_quiet();
                 }
             }
-            if !self.writes.is_empty() {
-                let bytes = std::mem::take(&mut self.writes);
-                if writer.write_all(&bytes).await.is_err() || writer.flush().await.is_err() {
-                    break;
-                }
-            }
             self.out
                 .extend(self.events.drain(..).map(DriverOutput::Event));
             while !self.out.is_empty() {
@@ -125,6 +130,17 @@ impl Engine {
             }
         }
         let _gone = driver.cast(DriverMsg::OutputClosed);
+    }
+
+    /// `n` more bytes of input reached the terminal: typing counts as activity (no
+    /// verdict while a paste is still going in).
+    fn wrote(&mut self, n: usize) {
+        self.written += n;
+        if self.written >= self.writes.len() {
+            self.writes.clear();
+            self.written = 0;
+        }
+        self.settle.on_output(Instant::now().into_std());
     }
 
     fn on_bytes(&mut self, bytes: &[u8]) {
@@ -184,8 +200,7 @@ impl Engine {
         let on_screen = self.screen.logical_lines();
         self.rows.seed(on_screen.iter().map(|(l, _)| l.as_str()));
         self.settle.submitted(&text, Instant::now().into_std());
-        self.writes
-            .extend(prompt_bytes(&text, self.bracketed_paste));
+        self.writes.extend(prompt_bytes(&text, self.paste));
     }
 
     fn on_quiet(&mut self) {

@@ -25,9 +25,10 @@ use crate::protocol::{CapCode, CapEvent, ErrorKind, StopReason};
 const EXIT_WAIT: Duration = Duration::from_secs(2);
 /// How long a shut-down agent gets after its terminal is hung up.
 const SHUTDOWN_WAIT: Duration = Duration::from_secs(3);
-/// How long a dying driver waits for the session to take its last events.
 /// Bytes read from the terminal at once.
 const READ_CHUNK: usize = 16 * 1024;
+/// Bytes of input written at once (a terminal buffers about 4 KiB).
+const WRITE_CHUNK: usize = 4 * 1024;
 /// Commands from the actor to its engine in flight (fed by the session, not the agent).
 const COMMANDS: usize = 64;
 
