@@ -4,6 +4,7 @@ mod agents;
 mod cli;
 mod cmd;
 mod fleet;
+mod human;
 mod logging;
 mod shipped;
 mod sim;

@@ -11,7 +11,7 @@
 //! its resizes (SIGWINCH) resize a PTY agent's terminal too.
 
 mod args;
-mod human;
+
 mod render;
 mod winsize;
 
@@ -93,7 +93,7 @@ async fn chat(args: ChatArgs, color: ColorChoice) -> ExitCode {
         events_rx,
         render::Mode::new(args.json, args.show_thoughts, Style::for_stdout(color)),
     ));
-    let input = human::Input::spawn(interactive, human_rx, err_style);
+    let input = crate::human::Input::spawn(interactive, human_rx, err_style);
     let resizes = winsize::forward(session.clone());
 
     let code = tokio::select! {
@@ -136,7 +136,7 @@ fn terminated() -> impl std::future::Future<Output = u8> {
 async fn drive(
     args: &ChatArgs,
     session: &ActorRef<SessionMsg>,
-    mut input: human::Input,
+    mut input: crate::human::Input,
     style: Style,
 ) -> ExitCode {
     let mut tasks: std::collections::VecDeque<String> = args.task.iter().cloned().collect();
@@ -189,7 +189,7 @@ enum TurnEnd {
 async fn run_turn(
     session: &ActorRef<SessionMsg>,
     prompt: String,
-    input: &mut human::Input,
+    input: &mut crate::human::Input,
 ) -> TurnEnd {
     let (tx, mut rx) = oneshot::channel();
     let target = session.clone();

@@ -7,6 +7,7 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::sync::Arc;
 
+use capfleet_actors::answerer::HumanQuestion;
 use capfleet_actors::budget::BudgetLimits;
 use capfleet_actors::fleet::urn;
 use capfleet_actors::run::{RunReport, RunSpec, run_fleet};
@@ -16,6 +17,7 @@ use tokio::sync::mpsc;
 use super::view::{self, Mode};
 use super::{EXIT_BUDGET, EXIT_INTERRUPTED, EXIT_SESSION_FAILED, RunArgs};
 use crate::fleet::{Fleet, OnError, RunDir};
+use crate::human::Input;
 use crate::style::{ColorChoice, Style};
 
 pub async fn execute(mut fleet: Fleet, args: &RunArgs, color: ColorChoice) -> ExitCode {
@@ -44,6 +46,13 @@ pub async fn execute(mut fleet: Fleet, args: &RunArgs, color: ColorChoice) -> Ex
     } else {
         Mode::Lines
     };
+    // A human at the terminal answers what the policy leaves open, unless the fleet
+    // says `auto_answer` (then, as with no terminal at all, the answer is fail-safe).
+    let human = (std::io::stdin().is_terminal() && !fleet.auto_answer).then(|| {
+        let (tx, rx) = mpsc::channel(16);
+        tokio::spawn(answer_questions(rx, err));
+        tx
+    });
     let (tx, rx) = mpsc::channel(SUBSCRIBER_CAPACITY);
     let viewer = tokio::spawn(view::watch(
         rx,
@@ -67,7 +76,7 @@ pub async fn execute(mut fleet: Fleet, args: &RunArgs, color: ColorChoice) -> Ex
             per_session_usd,
         },
         journal: Some(run.journal()),
-        human: None,
+        human,
         abort_on_error: fleet.on_error == OnError::Abort,
     };
     let interrupt = async {
@@ -93,6 +102,16 @@ pub async fn execute(mut fleet: Fleet, args: &RunArgs, color: ColorChoice) -> Ex
         summary(&fleet, r, &seen, &run, err);
     }
     ExitCode::from(code)
+}
+
+/// Put each open question to the human at the terminal, one at a time.
+async fn answer_questions(mut questions: mpsc::Receiver<HumanQuestion>, style: Style) {
+    let (_none_tx, none_rx) = mpsc::channel(1);
+    let mut input = Input::spawn(true, none_rx, style);
+    while let Some(q) = questions.recv().await {
+        eprintln!("\n{} asks:", q.urn);
+        input.ask_human(q).await;
+    }
 }
 
 fn exit_code(outcome: RunOutcome) -> u8 {
