@@ -323,7 +323,7 @@ mod tests {
         let marker = spec.marker.clone().expect("marked");
         let mut group = spec.spawn().expect("spawn sh");
         let mut daemon_up = false;
-        for _ in 0..100 {
+        for _ in 0..250 {
             if sweep::processes_with_marker(sweep::MARKER_KEY, &marker).len() == 3 {
                 daemon_up = true;
                 break;

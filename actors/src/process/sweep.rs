@@ -76,18 +76,20 @@ mod tests {
             .status()
             .expect("sh runs");
         assert!(status.success());
+        // Wait until the daemon alone carries the marker (a subshell may briefly
+        // carry it too before it execs).
         let mut found = Vec::new();
-        for _ in 0..50 {
+        for _ in 0..250 {
             found = processes_with_marker(MARKER_KEY, &value);
-            if !found.is_empty() {
+            if found.len() == 1 {
                 break;
             }
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
-        assert_eq!(found.len(), 1, "the daemon carries the marker");
-        assert_eq!(kill_marked(MARKER_KEY, &value), 1);
+        assert_eq!(found.len(), 1, "the daemon carries the marker: {found:?}");
+        assert!(kill_marked(MARKER_KEY, &value) >= 1);
         let mut gone = false;
-        for _ in 0..100 {
+        for _ in 0..250 {
             if processes_with_marker(MARKER_KEY, &value).is_empty() {
                 gone = true;
                 break;
