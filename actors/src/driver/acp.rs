@@ -17,7 +17,7 @@ use tokio::task::JoinHandle;
 use super::acp_conn::{self, Cmd, Conn};
 use super::acp_host::SessionHost;
 use super::acp_perms::{Perms, TerminalApprover};
-use super::death::report_death;
+use super::death::{reap, report_death};
 use super::launch::Spawned;
 use super::stream_json::DriverArgs;
 use super::{DriverMsg, ExitCause, LaunchError, LaunchSpec, OutputSink};
@@ -26,8 +26,6 @@ use crate::process::stderr_ring::StderrRing;
 use crate::process::{DEFAULT_GRACE, ProcessGroup};
 use crate::rpc::{Rpc, TermConfig, WatchConfig};
 
-/// How long an agent that closed its output gets to exit before its group is killed.
-const EXIT_WAIT: Duration = Duration::from_secs(2);
 /// How long a shut-down agent gets to exit after its input closed.
 const SHUTDOWN_WAIT: Duration = Duration::from_secs(3);
 /// Commands in flight from the actor to the connection task.
@@ -192,17 +190,7 @@ impl Actor for AcpDriver {
                 st.stop_terminals();
                 st.perms.cancel_all().await;
                 st.host.cancel_all().await;
-                let status = match tokio::time::timeout(EXIT_WAIT, st.group.wait()).await {
-                    Ok(Ok(status)) => Some(status),
-                    _ => None,
-                };
-                let killed = st.group.kill(DEFAULT_GRACE).await.ok();
-                let cause = match status.or(killed) {
-                    Some(s) => ExitCause::from_status(s),
-                    None => ExitCause::DriverError {
-                        message: "ACP agent closed its output and could not be reaped".into(),
-                    },
-                };
+                let cause = reap(&mut st.group, &st.urn).await;
                 // An ACP agent that ends its output without being asked is abnormal.
                 let cause = if cause.is_abnormal() {
                     cause

@@ -34,3 +34,26 @@ pub async fn report_death(sink: &OutputSink, stderr: &StderrRing, cause: &ExitCa
     }
     sink.send_one(DriverOutput::Event(event)).await;
 }
+
+/// How long an agent whose output ended gets to exit before its group is killed.
+pub const EXIT_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// After an agent's output ended: give the leader [`EXIT_WAIT`] to exit, then kill
+/// whatever is left of its group (nothing of it outlives it), and classify the end.
+pub async fn reap(group: &mut crate::process::ProcessGroup, urn: &str) -> ExitCause {
+    let status = match tokio::time::timeout(EXIT_WAIT, group.wait()).await {
+        Ok(Ok(status)) => Some(status),
+        Ok(Err(e)) => {
+            tracing::warn!(%urn, "wait failed: {e}");
+            None
+        }
+        Err(_) => None,
+    };
+    let killed = group.kill(crate::process::DEFAULT_GRACE).await.ok();
+    match status.or(killed) {
+        Some(s) => ExitCause::from_status(s),
+        None => ExitCause::DriverError {
+            message: "the agent's output ended and it could not be reaped".into(),
+        },
+    }
+}

@@ -17,6 +17,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::process::ChildStdin;
 use tokio::task::JoinHandle;
 
+use super::death::reap;
 use super::launch::Spawned;
 use super::{DriverMsg, DriverOutput, ExitCause, LaunchError, LaunchSpec, OutputSink, TurnEnd};
 use crate::bindings::stream_json::{Output, StreamJsonMapper, TurnEnd as WireTurnEnd};
@@ -29,8 +30,6 @@ use crate::protocol::{CapEvent, ErrorKind};
 
 use super::sink::MAX_BATCH;
 
-/// How long an agent that closed its stdout gets to exit before its group is killed.
-const EXIT_WAIT: Duration = Duration::from_secs(2);
 /// How long a shut-down agent gets to exit after its stdin closed.
 const SHUTDOWN_WAIT: Duration = Duration::from_secs(3);
 
@@ -211,22 +210,7 @@ impl Actor for StreamJsonDriver {
                 if st.shutting_down {
                     return Ok(());
                 }
-                let status = match tokio::time::timeout(EXIT_WAIT, st.group.wait()).await {
-                    Ok(Ok(status)) => Some(status),
-                    Ok(Err(e)) => {
-                        tracing::warn!(urn = %st.urn, "wait failed: {e}");
-                        None
-                    }
-                    Err(_) => None,
-                };
-                // Whatever the leader did, nothing of its group outlives it.
-                let killed = st.group.kill(DEFAULT_GRACE).await.ok();
-                let cause = match status.or(killed) {
-                    Some(s) => ExitCause::from_status(s),
-                    None => ExitCause::DriverError {
-                        message: "agent closed its output and could not be reaped".into(),
-                    },
-                };
+                let cause = reap(&mut st.group, &st.urn).await;
                 st.report_death(&cause).await;
                 if cause.is_abnormal() {
                     return Err(Box::new(cause));

@@ -15,14 +15,13 @@ use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
+use super::death::reap;
 use super::stream_json::DriverArgs;
 use super::{DriverMsg, DriverOutput, ExitCause, LaunchError, LaunchSpec, OutputSink, TurnEnd};
 use crate::manifest::CancelMode;
 use crate::process::{DEFAULT_GRACE, ProcessGroup, SpawnSpec};
 use crate::protocol::{CapCode, CapEvent, ErrorKind, StopReason};
 
-/// How long an agent whose terminal closed gets to exit before its group is killed.
-const EXIT_WAIT: Duration = Duration::from_secs(2);
 /// How long a shut-down agent gets after its terminal is hung up.
 const SHUTDOWN_WAIT: Duration = Duration::from_secs(3);
 /// Bytes read from the terminal at once.
@@ -194,18 +193,7 @@ impl Actor for PtyDriver {
                 if st.stopping {
                     return Ok(());
                 }
-                let status = tokio::time::timeout(EXIT_WAIT, st.group.wait()).await;
-                let killed = st.group.kill(DEFAULT_GRACE).await.ok();
-                let cause = match status {
-                    Ok(Ok(s)) => ExitCause::from_status(s),
-                    _ => killed.map_or(
-                        ExitCause::DriverError {
-                            message: "the agent's terminal closed and it could not be reaped"
-                                .into(),
-                        },
-                        ExitCause::from_status,
-                    ),
-                };
+                let cause = reap(&mut st.group, &st.urn).await;
                 st.report_death(&cause).await;
                 if cause.is_abnormal() {
                     return Err(Box::new(cause));
