@@ -88,6 +88,14 @@ fn main() {
         100.0 * (journaled.as_secs_f64() / base.as_secs_f64() - 1.0)
     );
 
+    // The journal on its own: 200,000 session events through the journal actor to disk.
+    let (n, took) = rt.block_on(journal_alone(dir.path(), 200_000));
+    println!(
+        "journal  {n} events written and synced in {:.0} ms: {:.0} events/s (goal >= 50k/s)",
+        ms(took),
+        n as f64 / took.as_secs_f64()
+    );
+
     // Budget-cancel latency to 100 sessions.
     let (report, events) = rt.block_on(run(dir.path(), 100, None, &marker, 0.5));
     let crossing = events
@@ -116,6 +124,36 @@ fn main() {
         report.outcome
     );
     assert_eq!(survivors(&marker), 0, "no agent left");
+}
+
+/// Push `n` published events straight into a journal actor; time until all are on disk.
+async fn journal_alone(dir: &Path, n: u64) -> (u64, Duration) {
+    use capfleet_actors::journal::{Journal, JournalMsg};
+    use capfleet_actors::session::SessionEvent;
+    let path = dir.join("alone.jsonl");
+    let (journal, _) = ractor::Actor::spawn(None, Journal, path)
+        .await
+        .expect("journal");
+    let tx = ractor::call!(journal, JournalMsg::Subscribe).expect("subscribe");
+    let urn: Arc<str> = Arc::from("cap://bench/s0");
+    let started = Instant::now();
+    for seq in 1..=n {
+        let event = Arc::new(SessionEvent {
+            seq,
+            urn: urn.clone(),
+            turn: Some(1),
+            ts_ms: 0,
+            body: EventBody::Cap {
+                event: CapEvent::text("msg_1", "a chunk of the answer, forty-odd bytes long"),
+            },
+        });
+        tx.send(event).await.expect("journal alive");
+    }
+    drop(tx);
+    let written = ractor::call!(journal, JournalMsg::Finish).expect("finish");
+    let took = started.elapsed();
+    journal.stop(None);
+    (written, took)
 }
 
 fn ms(d: Duration) -> f64 {
