@@ -1,14 +1,17 @@
 //! `capfleet chat --json` as a test driver: runs a chat to the end and collects the
 //! events it printed (the PTY driver's end-to-end tests).
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use super::chat_json::run_chat_with;
 use super::{EnvMarker, wait_until};
+
+/// The longest a test chat may run before it is killed and the test fails.
+const CHAT_LIMIT: Duration = Duration::from_secs(120);
 
 /// What one `capfleet chat --json` run printed.
 pub struct Run {
@@ -72,8 +75,8 @@ pub fn chat_reading(
 ) -> Run {
     let state = tempfile::tempdir().expect("state dir");
     let t0 = Instant::now();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_capfleet"))
-        .args(["chat", agent, "--json"])
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_capfleet"));
+    cmd.args(["chat", agent, "--json"])
         .args(args)
         .env("CAPFLEET_SIM_STATE", state.path())
         .env(marker.key.as_str(), marker.value.as_str())
@@ -83,30 +86,8 @@ pub fn chat_reading(
             Stdio::null()
         })
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn capfleet chat");
-    if let (Some(text), Some(mut pipe)) = (stdin, child.stdin.take()) {
-        std::thread::spawn(move || {
-            use std::io::Write;
-            let _ = pipe.write_all(text.as_bytes());
-        });
-    }
-    let pid = i32::try_from(child.id()).expect("pid");
-    if let Some(after) = interrupt {
-        std::thread::spawn(move || {
-            std::thread::sleep(after);
-            // SAFETY: kill(2) on our own child's pid.
-            unsafe { libc::kill(pid, libc::SIGINT) };
-        });
-    }
-    let stdout = child.stdout.take().expect("stdout");
-    let events = BufReader::new(stdout)
-        .lines()
-        .map_while(Result::ok)
-        .filter_map(|l| serde_json::from_str(&l).ok())
-        .collect();
-    let status = child.wait().expect("wait chat");
+        .stderr(Stdio::null());
+    let (events, status) = run_chat_with(cmd, interrupt, stdin, CHAT_LIMIT);
     Run {
         events,
         status,

@@ -1,7 +1,7 @@
 //! Running `capfleet chat --json` to the end (bounded) and reading its NDJSON.
 
-use std::io::Read;
-use std::process::Command;
+use std::io::{Read, Write};
+use std::process::{Command, ExitStatus};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -10,10 +10,22 @@ use serde_json::Value;
 /// `limit`; SIGINT it after `signal_after` if given. Returns the NDJSON events
 /// and the exit code. Panics (after killing it) when it outlives `limit`.
 pub fn run_chat(
-    mut cmd: Command,
+    cmd: Command,
     signal_after: Option<Duration>,
     limit: Duration,
 ) -> (Vec<Value>, Option<i32>) {
+    let (events, status) = run_chat_with(cmd, signal_after, None, limit);
+    (events, status.code())
+}
+
+/// [`run_chat`] with `stdin` written to the child (give `cmd` a piped stdin), and
+/// the whole exit status.
+pub fn run_chat_with(
+    mut cmd: Command,
+    signal_after: Option<Duration>,
+    stdin: Option<String>,
+    limit: Duration,
+) -> (Vec<Value>, ExitStatus) {
     // SAFETY: restores the default SIGINT disposition in the child before exec.
     unsafe {
         std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
@@ -22,6 +34,11 @@ pub fn run_chat(
         });
     }
     let mut child = cmd.spawn().expect("spawn capfleet");
+    if let (Some(text), Some(mut pipe)) = (stdin, child.stdin.take()) {
+        std::thread::spawn(move || {
+            let _ = pipe.write_all(text.as_bytes());
+        });
+    }
     let mut stdout = child.stdout.take().expect("stdout");
     let reader = std::thread::spawn(move || {
         let mut out = String::new();
@@ -54,7 +71,7 @@ pub fn run_chat(
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
         .collect();
-    (events, status.code())
+    (events, status)
 }
 
 /// The assistant's text, concatenated.

@@ -1,10 +1,11 @@
 //! Shared helpers for the root package's integration tests (`mod common;`).
 //!
-//! - [`chat`]: `capfleet chat --json` runs, their events, the no-survivor check.
+//! - [`chat`]: `capfleet chat <agent> --json` runs built for a test, their events,
+//!   the no-survivor check (on top of [`chat_json`]).
 //! - [`fake_llm`]: the scripted fake LLM (`tests/support/fake_llm.py`) as a
 //!   RAII handle, plus a tiny blocking HTTP client.
-//! - [`chat_json`]: a prepared `capfleet chat --json` command run to the end, its
-//!   NDJSON read (the ACP tests).
+//! - [`chat_json`]: any prepared `capfleet chat --json` command run to the end
+//!   (bounded, optional SIGINT and stdin), its NDJSON read.
 //! - [`peers`]: the pinned third-party peers (`tests/support/install_peers.sh`)
 //!   and their offline environment (`tests/support/peer_env.sh`).
 //! - [`procs`]: `/proc` walks for orphan checks (descendants, process groups,
