@@ -48,6 +48,60 @@ pub fn pricing() -> Arc<Pricing> {
         .clone()
 }
 
+/// The variable naming a simulator's script.
+pub const SIM_SCRIPT_ENV: &str = "CAPFLEET_SIM_SCRIPT";
+
+/// What `chat` and `fleet.toml` say about one session of an agent.
+pub struct SessionRequest<'a> {
+    pub fleet: &'a str,
+    pub name: String,
+    pub manifest: Arc<Manifest>,
+    /// Absolute, existing.
+    pub cwd: &'a std::path::Path,
+    pub model: Option<String>,
+    pub system_prompt: Option<String>,
+    pub permission_mode: Option<capfleet_actors::protocol::PermissionMode>,
+    pub argv: Option<Vec<String>>,
+    pub env: Vec<(String, String)>,
+    /// A simulator script (absolute), passed as [`SIM_SCRIPT_ENV`].
+    pub script: Option<&'a std::path::Path>,
+}
+
+/// The one way the application turns an agent into a session spec: the config sent
+/// first, the binding chosen, the launch (argv override, capfleet's own executable
+/// for its agents, environment, script), the pricing table. Restart policy, timeouts
+/// and limits are the caller's.
+pub fn session_spec(r: SessionRequest<'_>) -> capfleet_actors::session::SessionSpec {
+    use capfleet_actors::driver::LaunchSpec;
+    use capfleet_actors::protocol::SessionConfig;
+    use capfleet_actors::registry::select_binding;
+
+    let mut config = SessionConfig::new(r.cwd.display().to_string());
+    if let Some(model) = r.model {
+        config = config.with_model(model);
+    }
+    if let Some(prompt) = r.system_prompt {
+        config = config.with_system_prompt(prompt);
+    }
+    if let Some(mode) = r.permission_mode {
+        config = config.with_permission_mode(mode);
+    }
+    let binding = select_binding(&r.manifest, SUPPORTED_BINDINGS).binding;
+    let urn = capfleet_actors::fleet::urn(r.fleet, &r.name);
+    let mut launch = LaunchSpec::new(urn, r.manifest.clone(), config);
+    launch.argv = r.argv;
+    launch.program = program_override(&r.manifest);
+    launch.env = r.env;
+    if let Some(script) = r.script {
+        launch
+            .env
+            .push((SIM_SCRIPT_ENV.into(), script.display().to_string()));
+    }
+    let mut spec = capfleet_actors::session::SessionSpec::new(r.name, launch, binding);
+    spec.pricing = Some(pricing());
+    spec
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

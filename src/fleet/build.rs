@@ -8,20 +8,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use capfleet_actors::answerer::Policy;
-use capfleet_actors::driver::LaunchSpec;
-use capfleet_actors::fleet::urn;
 use capfleet_actors::manifest::Manifest;
-use capfleet_actors::protocol::SessionConfig;
-use capfleet_actors::registry::select_binding;
 use capfleet_actors::router::{Picker, Route, RouteAction, RoutingSpec};
-use capfleet_actors::session::{DEFAULT_TURN_TIMEOUT, SessionSpec};
+use capfleet_actors::session::DEFAULT_TURN_TIMEOUT;
 use capfleet_actors::supervision::RestartPolicy;
 use capfleet_actors::tomldoc::Location;
 
 use super::config::{ActionEntry, At, FleetFile, HUMAN, SessionEntry};
 use super::error::FleetError;
-use super::{Budgets, Fleet, FleetSession, SIM_SCRIPT_ENV};
-use crate::agents::{SUPPORTED_BINDINGS, program_override, registry};
+use super::{Budgets, Fleet, FleetSession};
+use crate::agents::{SessionRequest, registry, session_spec};
 
 /// Where relative paths start and what the task override is.
 pub struct Context<'a> {
@@ -200,32 +196,21 @@ async fn session(
     else {
         return Err(errors);
     };
-    let mut config = SessionConfig::new(cwd.display().to_string());
-    if let Some(model) = &s.model {
-        config = config.with_model(model.clone());
-    }
-    if let Some(prompt) = &s.system_prompt {
-        config = config.with_system_prompt(prompt.clone());
-    }
     // max_turns and budget_usd are enforced by capfleet (session, budget actor),
     // not asked of the agent.
-    if let Some(mode) = s.permission_mode {
-        config = config.with_permission_mode(mode);
-    }
-    let binding = select_binding(&manifest, SUPPORTED_BINDINGS).binding;
-    let name = s.name.value.clone();
-    let mut launch = LaunchSpec::new(urn(fleet, &name), manifest.clone(), config);
-    launch.argv = s.argv.clone();
-    launch.program = program_override(&manifest);
-    launch.env = s.env.clone();
-    if let Some(script) = &script {
-        launch
-            .env
-            .push((SIM_SCRIPT_ENV.into(), script.display().to_string()));
-    }
+    let mut spec = session_spec(SessionRequest {
+        fleet,
+        name: s.name.value.clone(),
+        manifest,
+        cwd: &cwd,
+        model: s.model.clone(),
+        system_prompt: s.system_prompt.clone(),
+        permission_mode: s.permission_mode,
+        argv: s.argv.clone(),
+        env: s.env.clone(),
+        script: script.as_deref(),
+    });
     let defaults = RestartPolicy::default();
-    let mut spec = SessionSpec::new(name, launch, binding);
-    spec.pricing = Some(crate::agents::pricing());
     spec.policy = RestartPolicy {
         restart: s.restart.unwrap_or(defaults.restart),
         max_restarts: s.max_restarts.unwrap_or(defaults.max_restarts),

@@ -27,8 +27,6 @@ pub use config::OnError;
 pub use error::{FleetError, FleetErrors};
 pub use run_dir::RunDir;
 
-/// The variable naming a simulator's script.
-pub const SIM_SCRIPT_ENV: &str = "CAPFLEET_SIM_SCRIPT";
 /// The variable naming a simulator's state directory (`once` crash markers).
 pub const SIM_STATE_ENV: &str = "CAPFLEET_SIM_STATE";
 

@@ -5,14 +5,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use capfleet_actors::answerer::Policy;
-use capfleet_actors::driver::LaunchSpec;
-use capfleet_actors::fleet::urn;
-use capfleet_actors::protocol::{PermissionMode, RiskLevel, SessionConfig};
-use capfleet_actors::registry::select_binding;
+use capfleet_actors::protocol::{PermissionMode, RiskLevel};
 use capfleet_actors::session::SessionSpec;
 use capfleet_actors::supervision::{Restart, RestartPolicy};
 
-use crate::agents::{SUPPORTED_BINDINGS, program_override, registry};
+use crate::agents::{SessionRequest, registry, session_spec};
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
@@ -141,35 +138,31 @@ impl ChatArgs {
             .await
             .map_err(|e| e.to_string())?;
         let manifest = Arc::new(resolved.manifest);
-        let binding = select_binding(&manifest, SUPPORTED_BINDINGS).binding;
         let cwd = match &self.cwd {
             Some(dir) => dir.clone(),
             None => std::env::current_dir().map_err(|e| format!("current directory: {e}"))?,
         };
         let cwd =
             std::fs::canonicalize(&cwd).map_err(|e| format!("--cwd {}: {e}", cwd.display()))?;
-        let mut config = SessionConfig::new(cwd.display().to_string());
-        if let Some(model) = &self.model {
-            config = config.with_model(model.clone());
-        }
-        if let Some(mode) = self.permission_mode {
-            config = config.with_permission_mode(mode);
-        }
-        let name = manifest.agent.name.clone();
-        let mut launch = LaunchSpec::new(urn("chat", &name), manifest.clone(), config);
-        launch.argv = self.argv.clone();
-        launch.program = program_override(&manifest);
-        launch.env = self.env.clone();
-        launch.raw_bytes = self.raw;
-        if let Some(script) = &self.script {
-            let script = std::fs::canonicalize(script)
-                .map_err(|e| format!("--script {}: {e}", script.display()))?;
-            launch
-                .env
-                .push(("CAPFLEET_SIM_SCRIPT".into(), script.display().to_string()));
-        }
-        let mut spec = SessionSpec::new(name, launch, binding);
-        spec.pricing = Some(crate::agents::pricing());
+        let script = match &self.script {
+            Some(s) => Some(
+                std::fs::canonicalize(s).map_err(|e| format!("--script {}: {e}", s.display()))?,
+            ),
+            None => None,
+        };
+        let mut spec = session_spec(SessionRequest {
+            fleet: "chat",
+            name: manifest.agent.name.clone(),
+            manifest,
+            cwd: &cwd,
+            model: self.model.clone(),
+            system_prompt: None,
+            permission_mode: self.permission_mode,
+            argv: self.argv.clone(),
+            env: self.env.clone(),
+            script: script.as_deref(),
+        });
+        spec.launch.raw_bytes = self.raw;
         spec.policy = RestartPolicy {
             restart: self.restart,
             max_restarts: self.max_restarts,
