@@ -11,8 +11,10 @@
 //!
 //! Run: `cargo bench --bench fleet`. `CAPFLEET_BENCH_SESSIONS=200,1000` chooses N.
 
+use std::alloc::{GlobalAlloc, Layout, System};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use capfleet_actors::budget::BudgetLimits;
@@ -28,47 +30,77 @@ use tokio::sync::mpsc;
 
 const MARKER: &str = "CAPFLEET_BENCH_FLEET";
 
-fn main() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
+/// Counts live heap bytes (and their peak) so the per-session figure is the
+/// orchestrator's own memory, not the allocator's or the kernel's rounding.
+struct Counting;
+
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+static PEAK: AtomicUsize = AtomicUsize::new(0);
+
+// SAFETY: every call is forwarded to the system allocator unchanged.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let p = unsafe { System.alloc(layout) };
+        if !p.is_null() {
+            let now = LIVE.fetch_add(layout.size(), Ordering::Relaxed) + layout.size();
+            PEAK.fetch_max(now, Ordering::Relaxed);
+        }
+        p
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        unsafe { System.dealloc(ptr, layout) };
+        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        let p = unsafe { System.realloc(ptr, layout, new_size) };
+        if !p.is_null() {
+            if new_size >= layout.size() {
+                let now = LIVE.fetch_add(new_size - layout.size(), Ordering::Relaxed)
+                    + (new_size - layout.size());
+                PEAK.fetch_max(now, Ordering::Relaxed);
+            } else {
+                LIVE.fetch_sub(layout.size() - new_size, Ordering::Relaxed);
+            }
+        }
+        p
+    }
+}
+
+#[global_allocator]
+static ALLOC: Counting = Counting;
+
+/// Set in a child process: run one fleet of this many sessions and print its figures.
+const CHILD: &str = "CAPFLEET_BENCH_FLEET_CHILD";
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
-        .expect("runtime");
+        .expect("runtime")
+}
+
+fn main() {
+    if let Some(n) = std::env::var(CHILD).ok().and_then(|n| n.parse().ok()) {
+        return child(n);
+    }
+    let rt = runtime();
     let sizes: Vec<usize> = std::env::var("CAPFLEET_BENCH_SESSIONS")
         .ok()
         .map(|s| s.split(',').filter_map(|n| n.trim().parse().ok()).collect())
-        .unwrap_or_else(|| vec![200, 1000]);
+        .unwrap_or_else(|| vec![100, 200, 1000]);
     let dir = tempfile::tempdir().expect("tempdir");
     let marker = format!("fleet-bench-{}", std::process::id());
     println!("capfleet fleet bench (2 worker threads)");
-    let idle_kib = rss_kib("VmRSS");
+    // Each size in a fresh process, so its peak RSS is its own.
     for n in sizes {
-        let started = Instant::now();
-        let (report, events) = rt.block_on(run(dir.path(), n, None, &marker, 0.0));
-        let wall = started.elapsed();
-        let peak = rss_kib("VmHWM");
-        let completed = events
-            .iter()
-            .filter(|e| {
-                matches!(
-                    e.body,
-                    EventBody::TurnEnded {
-                        outcome: TurnOutcome::Completed,
-                        ..
-                    }
-                )
-            })
-            .count();
-        assert_eq!(completed, n, "every session completed its turn");
-        let left = survivors(&marker);
-        println!(
-            "fleet    {n:>5} sessions  wall {:>7.0} ms  ({:.2} ms/session)  peak RSS {:>7} KiB ({:.1} KiB/session over idle {idle_kib} KiB)  agents left {left}  outcome {:?}",
-            ms(wall),
-            ms(wall) / n as f64,
-            peak,
-            (peak.saturating_sub(idle_kib)) as f64 / n as f64,
-            report.outcome
-        );
+        let out = std::process::Command::new(std::env::current_exe().expect("exe"))
+            .env(CHILD, n.to_string())
+            .stderr(std::process::Stdio::inherit())
+            .output()
+            .expect("bench child");
+        assert!(out.status.success(), "the {n}-session child failed");
+        print!("{}", String::from_utf8_lossy(&out.stdout));
     }
 
     // Journal throughput: the same 200-session run with and without the journal.
@@ -126,6 +158,120 @@ fn main() {
     assert_eq!(survivors(&marker), 0, "no agent left");
 }
 
+/// One fleet of `n` sessions in this (fresh) process: wall time, peak RSS and peak
+/// live heap over the idle process, agents left.
+fn child(n: usize) {
+    let rt = runtime();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let marker = format!("fleet-bench-child-{}", std::process::id());
+    // A one-session run first, so the code, the runtime's worker state and the lazily
+    // compiled patterns are resident: what is measured after it is what sessions cost.
+    let (_, warm) = rt.block_on(run_counting(dir.path(), 1, &marker));
+    assert_eq!(warm, 1, "the warm-up session completed");
+    let warm_rss = rss_kib("VmRSS");
+    // Reset the peak (VmHWM) to the current RSS (proc(5), clear_refs "5").
+    std::fs::write("/proc/self/clear_refs", "5").expect("reset VmHWM");
+    let idle_rss = rss_kib("VmRSS");
+    let idle_heap = LIVE.load(Ordering::Relaxed);
+    PEAK.store(idle_heap, Ordering::Relaxed);
+    // Anonymous memory has no kernel peak counter: sample it.
+    let peak_anon = Arc::new(AtomicUsize::new(0));
+    let sampler = {
+        let peak_anon = peak_anon.clone();
+        rt.spawn(async move {
+            loop {
+                peak_anon.fetch_max(rss_kib("RssAnon") as usize, Ordering::Relaxed);
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+    };
+    let started = Instant::now();
+    let (report, completed) = rt.block_on(run_counting(dir.path(), n, &marker));
+    let wall = started.elapsed();
+    sampler.abort();
+    // Baseline, same process: the same n agents spawned, prompted and waited for by a
+    // bare loop (no actors, no routing, no journal): what any orchestrator must pay.
+    let started = Instant::now();
+    rt.block_on(bare(dir.path(), n));
+    let bare_wall = started.elapsed();
+    let peak_rss = rss_kib("VmHWM");
+    let peak_heap = PEAK.load(Ordering::Relaxed);
+    assert_eq!(completed, n, "every session completed its turn");
+    let left = survivors(&marker);
+    println!(
+        "fleet    {n:>5} sessions  wall {:>7.0} ms ({:.2} ms/session; bare spawn-prompt-wait loop {:.0} ms, ratio {:.2})  process peak {:.1} MiB (anonymous {:.1} MiB, the rest code pages)  peak RSS {:.1} KiB/session over the warm process ({warm_rss} KiB)  peak heap {:.1} KiB/session  agents left {left}  outcome {:?}",
+        ms(wall),
+        ms(wall) / n as f64,
+        ms(bare_wall),
+        wall.as_secs_f64() / bare_wall.as_secs_f64(),
+        peak_rss as f64 / 1024.0,
+        peak_anon.load(Ordering::Relaxed) as f64 / 1024.0,
+        peak_rss.saturating_sub(idle_rss) as f64 / n as f64,
+        peak_heap.saturating_sub(idle_heap) as f64 / 1024.0 / n as f64,
+        report.outcome
+    );
+    assert_eq!(left, 0, "no agent left");
+}
+
+/// `n` simulator agents run by hand, concurrently: spawn, one prompt frame, read to
+/// the result line, close stdin, wait for the exit.
+async fn bare(dir: &Path, n: usize) {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let script = dir.join("quick.toml");
+    let tasks: Vec<_> = (0..n)
+        .map(|_| {
+            let script = script.clone();
+            tokio::spawn(async move {
+                let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_capfleet"))
+                    .args(["sim", "--mode", "stream-json"])
+                    .env("CAPFLEET_SIM_SCRIPT", &script)
+                    .stdin(std::process::Stdio::piped())
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::null())
+                    .spawn()
+                    .expect("sim");
+                let mut stdin = child.stdin.take().expect("stdin");
+                let frame = capfleet_actors::bindings::stream_json::outbound::user_frame("go");
+                stdin.write_all(frame.as_bytes()).await.expect("prompt");
+                stdin.write_all(b"\n").await.expect("prompt");
+                let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+                while let Some(line) = lines.next_line().await.expect("read") {
+                    if line.contains("\"type\":\"result\"") {
+                        break;
+                    }
+                }
+                drop(stdin);
+                child.wait().await.expect("exit");
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.expect("bare session");
+    }
+}
+
+/// [`run`] with a watcher that only counts completed turns (keeps nothing).
+async fn run_counting(dir: &Path, n: usize, marker: &str) -> (RunReport, usize) {
+    let (tx, mut rx) = mpsc::channel::<Published>(4096);
+    let counter = tokio::spawn(async move {
+        let mut completed = 0;
+        while let Some(e) = rx.recv().await {
+            if matches!(
+                e.body,
+                EventBody::TurnEnded {
+                    outcome: TurnOutcome::Completed,
+                    ..
+                }
+            ) {
+                completed += 1;
+            }
+        }
+        completed
+    });
+    let report = run_with(dir, n, None, marker, 0.0, tx).await;
+    (report, counter.await.expect("counter"))
+}
+
 /// Push `n` published events straight into a journal actor; time until all are on disk.
 async fn journal_alone(dir: &Path, n: u64) -> (u64, Duration) {
     use capfleet_actors::journal::{Journal, JournalMsg};
@@ -175,8 +321,7 @@ fn survivors(marker: &str) -> usize {
     capfleet_actors::process::sweep::processes_with_marker(MARKER, marker).len()
 }
 
-/// One run of `n` sim sessions; with `budget` > 0, session 0 spends over it and the
-/// others wait long (so they are cancelled).
+/// [`run_with`], every published event kept.
 async fn run(
     dir: &Path,
     n: usize,
@@ -184,6 +329,28 @@ async fn run(
     marker: &str,
     budget: f64,
 ) -> (RunReport, Vec<Published>) {
+    let (tx, mut rx) = mpsc::channel(4096);
+    let collector = tokio::spawn(async move {
+        let mut all = Vec::new();
+        while let Some(e) = rx.recv().await {
+            all.push(e);
+        }
+        all
+    });
+    let report = run_with(dir, n, journal, marker, budget, tx).await;
+    (report, collector.await.expect("collector"))
+}
+
+/// One run of `n` sim sessions; with `budget` > 0, session 0 spends over it and the
+/// others wait long (so they are cancelled).
+async fn run_with(
+    dir: &Path,
+    n: usize,
+    journal: Option<PathBuf>,
+    marker: &str,
+    budget: f64,
+    watcher: mpsc::Sender<Published>,
+) -> RunReport {
     let src = std::fs::read_to_string(
         Path::new(env!("CARGO_MANIFEST_DIR")).join("config/agents/sim.toml"),
     )
@@ -232,14 +399,6 @@ async fn run(
         routes: vec![],
         max_concurrent: 0,
     };
-    let (tx, mut rx) = mpsc::channel(4096);
-    let collector = tokio::spawn(async move {
-        let mut all = Vec::new();
-        while let Some(e) = rx.recv().await {
-            all.push(e);
-        }
-        all
-    });
     let spec = RunSpec {
         fleet: "bench".into(),
         sessions,
@@ -253,9 +412,7 @@ async fn run(
         human: None,
         abort_on_error: false,
     };
-    let report = run_fleet(spec, vec![tx], std::future::pending())
+    run_fleet(spec, vec![watcher], std::future::pending())
         .await
-        .expect("run");
-    let events = collector.await.expect("collector");
-    (report, events)
+        .expect("run")
 }

@@ -275,8 +275,9 @@ async fn read_loop<R: tokio::io::AsyncRead + Unpin>(
     sink: OutputSink,
     driver: ActorRef<DriverMsg>,
 ) {
-    let mut wire = Vec::with_capacity(64);
-    let mut batch = Vec::with_capacity(64);
+    // Both grow to the largest burst seen (usually a few items), not to a guess.
+    let mut wire = Vec::new();
+    let mut batch = Vec::new();
     loop {
         let item = match reader.next().await {
             Ok(Some(item)) => item,
@@ -301,11 +302,9 @@ async fn read_loop<R: tokio::io::AsyncRead + Unpin>(
             }
         }
         convert(&mut wire, &mut batch);
-        if batch.len() >= MAX_BATCH || !reader.has_buffered() {
-            if !sink.send(std::mem::take(&mut batch)).await {
-                return; // the session is gone; the actor's post_stop kills the agent
-            }
-            batch = Vec::with_capacity(64);
+        let flush = batch.len() >= MAX_BATCH || !reader.has_buffered();
+        if flush && !sink.send(std::mem::take(&mut batch)).await {
+            return; // the session is gone; the actor's post_stop kills the agent
         }
     }
     if !batch.is_empty() {

@@ -147,6 +147,8 @@ pub struct ProcessGroup {
     settled: bool,
     /// The environment marker of the tree, when spawned [`SpawnSpec::marked`].
     marker: Option<String>,
+    /// The marker sweep ran after the group was killed: drop need not repeat it.
+    swept: bool,
 }
 
 impl Drop for ProcessGroup {
@@ -157,8 +159,14 @@ impl Drop for ProcessGroup {
         if !self.settled {
             let _already_gone = signal_group(self.pgid, libc::SIGKILL);
         }
-        if let Some(m) = &self.marker {
-            sweep::kill_marked(sweep::MARKER_KEY, m);
+        if let Some(m) = self.marker.take().filter(|_| !self.swept) {
+            // Off this thread and batched with other teardowns when a runtime is
+            // there; a plain scan otherwise.
+            if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                let _detached = rt.spawn(async move { sweep::kill_marked_shared(&m).await });
+            } else {
+                sweep::kill_marked(sweep::MARKER_KEY, &m);
+            }
         }
     }
 }
@@ -182,6 +190,7 @@ impl ProcessGroup {
             pgid,
             settled: false,
             marker,
+            swept: false,
         })
     }
 
@@ -234,9 +243,10 @@ impl ProcessGroup {
 
     /// Kill what carries the marker but left the group (daemons), and check that
     /// nothing of the tree survives.
-    async fn sweep_escaped(&self) {
+    async fn sweep_escaped(&mut self) {
         let Some(m) = &self.marker else { return };
-        let escaped = sweep::kill_marked(sweep::MARKER_KEY, m);
+        let escaped = sweep::kill_marked_shared(m).await;
+        self.swept = true;
         if escaped == 0 {
             return;
         }

@@ -18,7 +18,7 @@ use tokio::task::JoinHandle;
 pub const DEFAULT_LINES: usize = 50;
 /// Default longest kept line, in bytes.
 pub const DEFAULT_MAX_LINE: usize = 4 << 10;
-const READ_BUF: usize = 16 << 10;
+const READ_BUF: usize = 4 << 10;
 
 /// Sizes of a [`StderrRing`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -7,7 +7,11 @@
 //! inherit; after the group is killed, a sweep of `/proc` finds and kills whatever
 //! still carries the marker.
 
+use std::collections::{HashMap, HashSet};
 use std::fs;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use tokio::sync::oneshot;
 
 /// The environment variable carrying an agent's marker.
 pub const MARKER_KEY: &str = "CAPFLEET_AGENT";
@@ -20,9 +24,20 @@ pub fn unique_marker(label: &str) -> String {
     format!("{label}#{}.{n}", std::process::id())
 }
 
-/// Pids of live processes whose environment holds `key=value` (zombies excluded).
+/// Pids of live processes whose environment holds `key=value` (zombies have no
+/// environment left, so they never match).
 pub fn processes_with_marker(key: &str, value: &str) -> Vec<i32> {
-    let needle = format!("{key}={value}");
+    scan(key, |v| v == value.as_bytes())
+        .into_iter()
+        .map(|(pid, _)| pid)
+        .collect()
+}
+
+/// One pass over `/proc`: every other process whose environment has `key=<v>` with
+/// `wanted(v)`, as (pid, v). Each process's environment is read once, whatever the
+/// number of values looked for.
+fn scan(key: &str, wanted: impl Fn(&[u8]) -> bool) -> Vec<(i32, Vec<u8>)> {
+    let prefix = format!("{key}=");
     let Ok(dir) = fs::read_dir("/proc") else {
         return Vec::new();
     };
@@ -30,35 +45,111 @@ pub fn processes_with_marker(key: &str, value: &str) -> Vec<i32> {
     dir.filter_map(Result::ok)
         .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
         .filter(|&pid| u32::try_from(pid).is_ok_and(|p| p != me))
-        .filter(|&pid| !is_zombie(pid))
-        .filter(|&pid| {
-            fs::read(format!("/proc/{pid}/environ"))
-                .is_ok_and(|env| env.split(|b| *b == 0).any(|kv| kv == needle.as_bytes()))
+        .filter_map(|pid| {
+            // A zombie's (or a vanished process's) environ reads empty or fails.
+            let env = fs::read(format!("/proc/{pid}/environ")).ok()?;
+            let value = env
+                .split(|b| *b == 0)
+                .find_map(|kv| kv.strip_prefix(prefix.as_bytes()))?;
+            wanted(value).then(|| (pid, value.to_vec()))
         })
         .collect()
-}
-
-fn is_zombie(pid: i32) -> bool {
-    // /proc/PID/stat: "pid (comm) S ..."; comm may hold spaces and parentheses.
-    fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| {
-            s.rfind(')')
-                .map(|i| s[i + 1..].trim_start().starts_with('Z'))
-        })
-        .unwrap_or(true)
 }
 
 /// SIGKILL every live process carrying the marker; returns how many were found.
 pub fn kill_marked(key: &str, value: &str) -> usize {
     let pids = processes_with_marker(key, value);
-    for &pid in &pids {
-        // SAFETY: kill(2) has no memory-safety preconditions; pid > 0 (from /proc).
-        unsafe {
-            libc::kill(pid, libc::SIGKILL);
+    pids.iter().for_each(|&pid| sigkill(pid));
+    pids.len()
+}
+
+fn sigkill(pid: i32) {
+    // SAFETY: kill(2) has no memory-safety preconditions; pid > 0 (from /proc).
+    unsafe {
+        libc::kill(pid, libc::SIGKILL);
+    }
+}
+
+/// Markers waiting for the next shared scan, and whether a scanning task runs.
+struct Batch {
+    waiting: Vec<(String, oneshot::Sender<usize>)>,
+    scanning: bool,
+}
+
+static BATCH: Mutex<Batch> = Mutex::new(Batch {
+    waiting: Vec::new(),
+    scanning: false,
+});
+
+fn batch() -> MutexGuard<'static, Batch> {
+    BATCH.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// [`kill_marked`] for [`MARKER_KEY`], with concurrent callers sharing `/proc` scans:
+/// a fleet tearing down a thousand sessions at once scans a few times, not a thousand
+/// times a thousand processes. The scan runs off the async workers. Returns how many
+/// processes carried `value`.
+pub async fn kill_marked_shared(value: &str) -> usize {
+    let (tx, rx) = oneshot::channel();
+    let start = {
+        let mut b = batch();
+        b.waiting.push((value.to_owned(), tx));
+        !std::mem::replace(&mut b.scanning, true)
+    };
+    if start {
+        tokio::spawn(scan_batches());
+    }
+    match rx.await {
+        Ok(n) => n,
+        // The scanning task was dropped (its runtime shut down): scan alone.
+        Err(_) => kill_marked(MARKER_KEY, value),
+    }
+}
+
+/// Serves the waiting markers until none are left.
+async fn scan_batches() {
+    /// If this task is dropped mid-way (its runtime shut down), the next caller must be
+    /// able to start a new one; the waiters it did not serve see their sender dropped
+    /// and scan alone.
+    struct Abandoned(bool);
+    impl Drop for Abandoned {
+        fn drop(&mut self) {
+            if self.0 {
+                let mut b = batch();
+                b.scanning = false;
+                b.waiting.clear();
+            }
         }
     }
-    pids.len()
+    let mut abandoned = Abandoned(true);
+    loop {
+        let waiting = {
+            let mut b = batch();
+            if b.waiting.is_empty() {
+                b.scanning = false;
+                abandoned.0 = false;
+                return;
+            }
+            std::mem::take(&mut b.waiting)
+        };
+        let markers: HashSet<Vec<u8>> =
+            waiting.iter().map(|(m, _)| m.as_bytes().to_vec()).collect();
+        let found = tokio::task::spawn_blocking(move || {
+            let found = scan(MARKER_KEY, |v| markers.contains(v));
+            let mut per: HashMap<Vec<u8>, usize> = HashMap::new();
+            for (pid, value) in found {
+                sigkill(pid);
+                *per.entry(value).or_default() += 1;
+            }
+            per
+        })
+        .await
+        .unwrap_or_default();
+        for (marker, tx) in waiting {
+            let n = found.get(marker.as_bytes()).copied().unwrap_or(0);
+            let _gone = tx.send(n);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -97,5 +188,57 @@ mod tests {
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
         assert!(gone, "killed daemon is gone");
+    }
+
+    #[tokio::test]
+    async fn concurrent_shared_sweeps_kill_each_marker_and_only_it() {
+        let base = format!("shared-sweep-{}", std::process::id());
+        let (a, b, none) = (
+            format!("{base}-a"),
+            format!("{base}-b"),
+            format!("{base}-none"),
+        );
+        for (value, daemons) in [(&a, 1), (&b, 2)] {
+            for _ in 0..daemons {
+                let status = std::process::Command::new("sh")
+                    .args(["-c", "setsid sleep 30 >/dev/null 2>&1 < /dev/null &"])
+                    .env(MARKER_KEY, value)
+                    .status()
+                    .expect("sh runs");
+                assert!(status.success());
+            }
+        }
+        for (value, daemons) in [(&a, 1), (&b, 2)] {
+            let mut found = 0;
+            for _ in 0..250 {
+                found = processes_with_marker(MARKER_KEY, value).len();
+                if found == daemons {
+                    break;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+            assert_eq!(found, daemons, "daemons carrying {value}");
+        }
+        let (ka, kb, kn) = tokio::join!(
+            kill_marked_shared(&a),
+            kill_marked_shared(&b),
+            kill_marked_shared(&none)
+        );
+        assert_eq!(
+            (ka, kb, kn),
+            (1, 2, 0),
+            "each caller gets its own marker's count"
+        );
+        for value in [&a, &b] {
+            let mut gone = false;
+            for _ in 0..250 {
+                if processes_with_marker(MARKER_KEY, value).is_empty() {
+                    gone = true;
+                    break;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+            assert!(gone, "every daemon carrying {value} was killed");
+        }
     }
 }
