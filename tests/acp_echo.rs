@@ -1,32 +1,38 @@
 //! ACP-stdio end to end: `capfleet chat` driving the official Python SDK's echo agent
 //! (`tests/support/acp_echo_agent.py`, peer `py-acp`) — prompt, echo, fs through
-//! the reverse RPC under `fs.scope`, permissions, cancel, crash + `session/load`.
+//! the reverse RPC under `fs.scope`, permissions, a form elicitation answered at
+//! the terminal, cancel, crash + `session/load`, `session/close` at the end.
 
 mod common;
 
+use std::ffi::OsString;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::{of_type, texts};
-use serde_json::Value;
+use common::{of_kind, of_type, texts};
+use serde_json::{Value, json};
 
-/// `capfleet chat <acp-echo manifest> --json --cwd <dir> -t ... --argv <python> <agent>`.
-fn chat(cwd: &Path, tasks: &[&str], extra: &[&str]) -> Command {
-    let py = common::peer("py-acp");
-    let mut c = Command::new(env!("CARGO_BIN_EXE_capfleet"));
-    c.arg("chat")
-        .arg(common::support("acp-echo.toml"))
-        .arg("--json")
-        .arg("--cwd")
-        .arg(cwd);
+/// `chat <acp-echo manifest> --json --cwd <dir> -t ... <extra> --argv <python> <agent>`.
+fn chat_args(cwd: &Path, tasks: &[&str], extra: &[&str]) -> Vec<OsString> {
+    let mut a: Vec<OsString> = vec!["chat".into(), common::support("acp-echo.toml").into()];
+    a.extend(["--json".into(), "--cwd".into(), cwd.into()]);
     for t in tasks {
-        c.args(["-t", t]);
+        a.extend(["-t".into(), (*t).into()]);
     }
-    c.args(extra)
-        .arg("--argv")
-        .arg(py)
-        .arg(common::support("acp_echo_agent.py"))
+    a.extend(extra.iter().map(OsString::from));
+    a.extend([
+        "--argv".into(),
+        common::peer("py-acp").into(),
+        common::support("acp_echo_agent.py").into(),
+    ]);
+    a
+}
+
+/// `capfleet` + [`chat_args`], stdin closed (nobody to ask), stdout piped.
+fn chat(cwd: &Path, tasks: &[&str], extra: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_capfleet"));
+    c.args(chat_args(cwd, tasks, extra))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -65,6 +71,47 @@ fn prompt_echo_and_fs_under_scope() {
     let ends = of_type(&ev, "turn_ended");
     assert_eq!(ends.len(), 4);
     assert!(ends.iter().all(|e| e["stop_reason"] == "end_turn"));
+    let ready = of_kind(&ev, "cap.session.ready");
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join(".closed")).ok(),
+        ready[0]["event"]["session_id"].as_str().map(str::to_owned),
+        "the session was closed with session/close at the end"
+    );
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn form_elicitation_answered_at_the_terminal() {
+    let ws = tempfile::tempdir().expect("ws");
+    let events = ws.path().join("events.ndjson");
+    let args = chat_args(ws.path(), &["elicit", "elicit"], &[]);
+    // The human types a name, then declines the second form (an empty answer).
+    let answers: [(&str, &[u8]); 2] = [("answer: ", b"Ada\r"), ("answer: ", b"\r")];
+    let run =
+        common::terminal::on_a_terminal(&args, &events, &answers, Duration::from_secs(60)).await;
+    assert!(run.status.success(), "{}\n{}", run.status, run.screen);
+    assert_eq!(run.answered, 2, "{}", run.screen);
+    let ev: Vec<Value> = std::fs::read_to_string(&events)
+        .expect("events")
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let asks = of_kind(&ev, "cap.ask_user");
+    assert_eq!(asks.len(), 2, "{ev:#?}");
+    assert_eq!(asks[0]["event"]["prompt"], "Your name?");
+    assert_eq!(
+        asks[0]["event"]["form"]["properties"]["name"]["type"],
+        "string"
+    );
+    let answered: Vec<_> = of_kind(&ev, "cap.ask_user.answer")
+        .iter()
+        .map(|a| a["event"]["value"].clone())
+        .collect();
+    assert_eq!(answered, [json!({"name": "Ada"}), Value::Null], "{ev:#?}");
+    assert_eq!(
+        texts(&ev),
+        r#"action=accept content={"name": "Ada"}action=decline content=null"#,
+        "the agent saw the content, then the decline"
+    );
 }
 
 #[test]

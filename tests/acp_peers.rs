@@ -1,13 +1,20 @@
 //! Real ACP peers end to end through `capfleet chat --json`, offline against the
 //! project's fake LLM: claude-agent-acp 0.23.1 (a scripted Read + Write with a
 //! permission request, answered by policy or denied fail-safe), Gemini CLI 0.61.0
-//! and opencode 1.18.33 (one turn answered each).
+//! (a write through capfleet's `fs/*` with a permission; one turn answered) and
+//! opencode 1.18.33 (one turn answered). What went over the wire is read back from
+//! the SDK's trace of every JSON-RPC message on capfleet's stderr.
 //!
-//! claude-agent-acp 0.23.1 runs Claude Code's own Read/Write tools in its process
-//! (its `readTextFile`/`writeTextFile` are never called), so the file effect is
-//! asserted on disk, and the Read through what the model was sent next. Gemini's
-//! write_file does go through capfleet's `fs/read_text_file` + `fs/write_text_file`
-//! (seen in the SDK's wire trace).
+//! claude-agent-acp has run Claude Code's built-in tools in its own process since
+//! 0.18.0 ("it won't use client capabilities for files or terminals", its
+//! changelog): 0.23.1 exposes no ACP-backed tools (no `mcp__acp__*`), and its
+//! `readTextFile`/`writeTextFile` have no caller, so it never calls `fs/*` even
+//! though capfleet advertises them. Its Write is asked for over
+//! `session/request_permission` and runs only when allowed; the file effect is
+//! asserted on disk and the Read through what the model was sent next. capfleet's
+//! `fs/*` under `fs.scope` is exercised by Gemini here (which sends its in-root
+//! paths through the client), by the official Python SDK agent (`acp_echo.rs`,
+//! scope errors included) and by the sim (`sim_acp.rs`).
 
 mod common;
 
@@ -43,8 +50,12 @@ fn chat(
     let log = home.join("capfleet.stderr");
     c.env_clear()
         .envs(common::peer_env(p.env, p.fake.port(), home, ws))
-        // The SDK traces every JSON-RPC message: proof of what went over the wire.
-        .env("CAPFLEET_LOG", "agent_client_protocol=trace")
+        // The SDK traces every JSON-RPC message: proof of what went over the wire;
+        // the driver says how the agent ended.
+        .env(
+            "CAPFLEET_LOG",
+            "warn,agent_client_protocol=trace,capfleet_actors::driver::acp=info",
+        )
         .arg("chat")
         .arg(common::repo_root().join("config/agents").join(p.manifest))
         .arg("--json")
@@ -65,6 +76,63 @@ fn chat(
     (ev, code, wire)
 }
 
+/// One JSON-RPC message from the SDK's trace: sent by capfleet, or received.
+struct Msg {
+    sent: bool,
+    body: Value,
+}
+
+/// Every JSON-RPC message capfleet sent or received, in order.
+fn messages(trace: &str) -> Vec<Msg> {
+    trace
+        .lines()
+        .filter_map(|l| {
+            let (sent, at) = match (
+                l.find("Sending JSON-RPC message "),
+                l.find("Received JSON-RPC message "),
+            ) {
+                (Some(i), _) => (true, i + "Sending JSON-RPC message ".len()),
+                (None, Some(i)) => (false, i + "Received JSON-RPC message ".len()),
+                (None, None) => return None,
+            };
+            let body = serde_json::from_str(&l[at..]).ok()?;
+            Some(Msg { sent, body })
+        })
+        .collect()
+}
+
+/// The requests of `method` capfleet sent (`sent`) or received.
+fn requests<'a>(wire: &'a [Msg], sent: bool, method: &str) -> Vec<&'a Value> {
+    wire.iter()
+        .filter(|m| m.sent == sent && m.body["method"] == method && m.body.get("id").is_some())
+        .map(|m| &m.body)
+        .collect()
+}
+
+/// The answer to `req`, going the other way.
+fn answer_to<'a>(wire: &'a [Msg], sent: bool, req: &Value) -> &'a Value {
+    wire.iter()
+        .find(|m| m.sent != sent && m.body.get("method").is_none() && m.body["id"] == req["id"])
+        .map(|m| &m.body)
+        .unwrap_or_else(|| panic!("no answer to {req}"))
+}
+
+/// capfleet closed the session (`session/close`, answered) and the agent then
+/// exited at end of input instead of being killed after the wait.
+fn assert_closed_cleanly(wire: &[Msg], trace: &str) {
+    let new = requests(wire, true, "session/new");
+    let sid = &answer_to(wire, true, new[0])["result"]["sessionId"];
+    let close = requests(wire, true, "session/close");
+    assert_eq!(close.len(), 1, "one session/close");
+    assert_eq!(&close[0]["params"]["sessionId"], sid);
+    assert_eq!(answer_to(wire, true, close[0])["result"], json!({}));
+    assert!(
+        trace.contains("ACP agent exited at end of input")
+            && !trace.contains("ignored end of input"),
+        "the agent exited by itself"
+    );
+}
+
 fn path_of(name: &str) -> String {
     common::peer(name).display().to_string()
 }
@@ -83,8 +151,18 @@ fn requests_with(fake: &FakeLlm, needle: &str) -> usize {
         .count()
 }
 
+/// One claude-agent-acp chat: its events, exit code, workspace, fake LLM and wire.
+struct ClaudeRun {
+    ev: Vec<Value>,
+    code: Option<i32>,
+    ws: tempfile::TempDir,
+    fake: FakeLlm,
+    wire: Vec<Msg>,
+    trace: String,
+}
+
 /// Claude reads `in.txt`, then writes `out.txt` (asks permission), then answers.
-fn claude_write(answer: &[&str]) -> (Vec<Value>, Option<i32>, tempfile::TempDir, FakeLlm) {
+fn claude_write(answer: &[&str]) -> ClaudeRun {
     let fake = FakeLlm::start();
     let (ws, home) = dirs();
     let ws_path = std::fs::canonicalize(ws.path()).expect("ws");
@@ -102,14 +180,55 @@ fn claude_write(answer: &[&str]) -> (Vec<Value>, Option<i32>, tempfile::TempDir,
         manifest: "claude-agent-acp.toml",
         argv: &argv,
     };
-    let (ev, code, _wire) = chat(
+    let (ev, code, trace) = chat(
         &peer,
         &ws_path,
         home.path(),
         &["copy in.txt to out.txt"],
         answer,
     );
-    (ev, code, ws, fake)
+    ClaudeRun {
+        ev,
+        code,
+        ws,
+        fake,
+        wire: messages(&trace),
+        trace,
+    }
+}
+
+/// What went over the wire for claude-agent-acp: fs advertised but never called,
+/// the Write asked for and answered `option`, the session closed at the end.
+fn assert_claude_wire(run: &ClaudeRun, option: &str) {
+    let init = requests(&run.wire, true, "initialize");
+    assert_eq!(
+        init[0]["params"]["clientCapabilities"]["fs"],
+        json!({"readTextFile": true, "writeTextFile": true}),
+        "capfleet offers its fs"
+    );
+    let asked = requests(&run.wire, false, "session/request_permission");
+    assert_eq!(asked.len(), 1, "the Write asks, the Read does not");
+    let out = std::fs::canonicalize(run.ws.path())
+        .expect("ws")
+        .join("out.txt");
+    assert_eq!(
+        asked[0]["params"]["toolCall"]["rawInput"]["file_path"],
+        out.display().to_string()
+    );
+    let outcome = &answer_to(&run.wire, false, asked[0])["result"]["outcome"];
+    assert_eq!(
+        *outcome,
+        json!({"outcome": "selected", "optionId": option}),
+        "capfleet picked the offered option"
+    );
+    for method in ["fs/read_text_file", "fs/write_text_file"] {
+        assert!(
+            requests(&run.wire, false, method).is_empty(),
+            "claude-agent-acp 0.23.1 runs its tools in-process; a version that calls \
+             {method} must be tested through capfleet's fs/* instead"
+        );
+    }
+    assert_closed_cleanly(&run.wire, &run.trace);
 }
 
 fn permission_of(ev: &[Value]) -> (Value, Value) {
@@ -122,9 +241,12 @@ fn permission_of(ev: &[Value]) -> (Value, Value) {
 
 #[test]
 fn claude_agent_acp_write_allowed_by_policy() {
-    let (ev, code, ws, fake) = claude_write(&["--max-risk", "medium"]);
-    assert_eq!(code, Some(0), "{ev:#?}");
-    let (req, resp) = permission_of(&ev);
+    let run = claude_write(&["--max-risk", "medium"]);
+    let ClaudeRun {
+        ev, code, ws, fake, ..
+    } = &run;
+    assert_eq!(*code, Some(0), "{ev:#?}");
+    let (req, resp) = permission_of(ev);
     assert_eq!(req["risk_level"], "medium", "an edit is medium risk: {req}");
     assert_eq!(req["intent"]["kind"], "edit", "{req}");
     assert!(
@@ -134,24 +256,26 @@ fn claude_agent_acp_write_allowed_by_policy() {
     let written = std::fs::read_to_string(ws.path().join("out.txt")).expect("out.txt written");
     assert_eq!(written, "written by claude\n");
     assert!(
-        requests_with(&fake, "inside-content-42") >= 1,
+        requests_with(fake, "inside-content-42") >= 1,
         "the Read result reached the model"
     );
-    assert!(texts(&ev).contains("all done"), "{}", texts(&ev));
-    let ends = of_type(&ev, "turn_ended");
+    assert!(texts(ev).contains("all done"), "{}", texts(ev));
+    let ends = of_type(ev, "turn_ended");
     assert_eq!(ends.len(), 1);
     assert_eq!(ends[0]["stop_reason"], "end_turn");
     assert!(
-        of_kind(&ev, "cap.tool_call.start").len() >= 2,
+        of_kind(ev, "cap.tool_call.start").len() >= 2,
         "Read and Write mapped"
     );
+    assert_claude_wire(&run, "allow");
 }
 
 #[test]
 fn claude_agent_acp_write_denied_fail_safe() {
-    let (ev, code, ws, _fake) = claude_write(&[]);
-    assert_eq!(code, Some(0), "{ev:#?}");
-    let (_req, resp) = permission_of(&ev);
+    let run = claude_write(&[]);
+    let ClaudeRun { ev, code, ws, .. } = &run;
+    assert_eq!(*code, Some(0), "{ev:#?}");
+    let (_req, resp) = permission_of(ev);
     assert!(
         resp["decision"].as_str().unwrap_or("").starts_with("deny"),
         "{resp}"
@@ -160,7 +284,8 @@ fn claude_agent_acp_write_denied_fail_safe() {
         !ws.path().join("out.txt").exists(),
         "a denied Write never runs"
     );
-    assert!(texts(&ev).contains("all done"), "{}", texts(&ev));
+    assert!(texts(ev).contains("all done"), "{}", texts(ev));
+    assert_claude_wire(&run, "reject");
 }
 
 #[test]
@@ -251,12 +376,26 @@ fn gemini_acp_edits_through_capfleet_fs_with_permission() {
         std::fs::read_to_string(&file).expect("o.txt"),
         "gemini wrote"
     );
-    for method in ["fs/read_text_file", "fs/write_text_file"] {
-        assert!(
-            wire.contains(&format!("\"method\":\"{method}\"")),
-            "Gemini called capfleet's {method}"
-        );
-    }
+    let wire = messages(&wire);
+    let file = file.display().to_string();
+    let read = requests(&wire, false, "fs/read_text_file");
+    assert!(!read.is_empty(), "Gemini read through capfleet's fs");
+    assert!(read.iter().all(|r| r["params"]["path"] == file.as_str()));
+    assert_eq!(
+        answer_to(&wire, false, read[0])["result"]["content"],
+        "old\n"
+    );
+    let write = requests(&wire, false, "fs/write_text_file");
+    assert_eq!(write.len(), 1, "Gemini wrote through capfleet's fs");
+    assert_eq!(write[0]["params"]["content"], "gemini wrote");
+    assert_eq!(answer_to(&wire, false, write[0])["result"], json!({}));
+    let asked = requests(&wire, false, "session/request_permission");
+    assert_eq!(asked.len(), 1);
+    assert_eq!(
+        answer_to(&wire, false, asked[0])["result"]["outcome"]["optionId"],
+        "proceed_once",
+        "Gemini's allow-once option"
+    );
     let (req, resp) = permission_of(&ev);
     assert_eq!(req["risk_level"], "medium", "{req}");
     assert_eq!(resp["decision"], "allow_once", "{resp}");

@@ -10,6 +10,8 @@
 //!   and their offline environment (`tests/support/peer_env.sh`).
 //! - [`procs`]: `/proc` walks for orphan checks (descendants, process groups,
 //!   env markers, RSS) and `wait_until`.
+//! - [`terminal`]: `capfleet` with a human at a terminal (a PTY) answering its
+//!   questions.
 //!
 //! Every test binary compiles this module on its own and uses only part of it.
 #![allow(dead_code, unused_imports)]
@@ -19,6 +21,7 @@ pub mod chat_json;
 pub mod fake_llm;
 pub mod peers;
 pub mod procs;
+pub mod terminal;
 
 pub use chat_json::{of_kind, of_type, run_chat, texts};
 pub use fake_llm::{FakeLlm, http};

@@ -2,15 +2,20 @@
 
 Prompts: "echo: X" answers X; "slow" streams until cancelled; "perm" asks a
 permission and says the outcome; "perm-many N" asks N at once and counts the allowed; "read PATH" reads through the client's fs;
+"elicit" asks a form elicitation (a name) and says the action and content it got back;
 "crash" dies mid-prompt ("crash-once": only the first time in this cwd). Advertises loadSession; a load is announced as text.
+Advertises session/close too: a close is recorded in ".closed" (the session id) in the cwd.
 """
 import asyncio
+import json
 import os
 import uuid
 
 from acp import run_agent, text_block, update_agent_message_text
-from acp.schema import (AgentCapabilities, InitializeResponse, LoadSessionResponse,
-                        NewSessionResponse, PermissionOption, PromptResponse, ToolCallUpdate)
+from acp.schema import (AgentCapabilities, CloseSessionResponse, ElicitationFormSessionMode,
+                        ElicitationSchema, ElicitationStringPropertySchema, InitializeResponse,
+                        LoadSessionResponse, NewSessionResponse, PermissionOption, PromptResponse,
+                        SessionCapabilities, SessionCloseCapabilities, ToolCallUpdate)
 
 
 class Echo:
@@ -18,8 +23,9 @@ class Echo:
         self.conn, self.cancelled, self.loaded = conn, set(), None
 
     async def initialize(self, protocol_version, **_):
-        return InitializeResponse(protocol_version=protocol_version,
-                                  agent_capabilities=AgentCapabilities(load_session=True))
+        close = SessionCapabilities(close=SessionCloseCapabilities())
+        caps = AgentCapabilities(load_session=True, session_capabilities=close)
+        return InitializeResponse(protocol_version=protocol_version, agent_capabilities=caps)
 
     async def new_session(self, cwd, **_):
         return NewSessionResponse(session_id=f"echo-{uuid.uuid4().hex[:8]}")
@@ -30,6 +36,11 @@ class Echo:
 
     async def cancel(self, session_id, **_):
         self.cancelled.add(session_id)
+
+    async def close_session(self, session_id, **_):
+        with open(".closed", "w") as f:
+            f.write(session_id)
+        return CloseSessionResponse()
 
     async def say(self, sid, text):
         await self.conn.session_update(sid, update_agent_message_text(text))
@@ -67,6 +78,16 @@ class Echo:
                 return getattr(r.outcome, "option_id", None) == "ok"
             oks = await asyncio.gather(*(ask(i) for i in range(n)))
             await self.say(sid, f"allowed={sum(oks)}")
+        elif text == "elicit":
+            self.cancelled.discard(sid)
+            schema = ElicitationSchema(properties={"name": ElicitationStringPropertySchema(type="string")},
+                                       required=["name"])
+            mode = ElicitationFormSessionMode(session_id=sid, requested_schema=schema)
+            r = await self.conn.create_elicitation(message="Your name?", mode=mode)
+            content = json.dumps(getattr(r, "content", None), sort_keys=True)
+            await self.say(sid, f"action={r.action} content={content}")
+            if sid in self.cancelled:
+                return PromptResponse(stop_reason="cancelled")
         elif text.startswith("read "):
             try:
                 r = await self.conn.read_text_file(session_id=sid, path=text[5:])
@@ -87,4 +108,4 @@ class Echo:
         return PromptResponse(stop_reason="end_turn")
 
 
-asyncio.run(run_agent(Echo()))
+asyncio.run(run_agent(Echo(), use_unstable_protocol=True))

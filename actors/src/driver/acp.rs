@@ -26,7 +26,8 @@ use crate::process::stderr_ring::StderrRing;
 use crate::process::{DEFAULT_GRACE, ProcessGroup};
 use crate::rpc::{Rpc, TermConfig, WatchConfig};
 
-/// How long a shut-down agent gets to exit after its input closed.
+/// How long a shut-down agent gets to close its session and exit after its input
+/// closed.
 const SHUTDOWN_WAIT: Duration = Duration::from_secs(3);
 /// Commands in flight from the actor to the connection task.
 const CMD_QUEUE: usize = 8;
@@ -172,13 +173,17 @@ impl Actor for AcpDriver {
             }
             DriverMsg::Shutdown => {
                 st.shutting_down = true;
-                st.cmds = None; // the connection ends, the agent's stdin closes
+                // The connection closes the session (`session/close`, when the agent
+                // offers it), then ends: the agent's stdin closes.
+                st.cmds = None;
                 st.stop_terminals();
-                if tokio::time::timeout(SHUTDOWN_WAIT, st.group.wait())
-                    .await
-                    .is_err()
-                {
-                    tracing::warn!(urn = %st.urn, "ACP agent ignored end of input; killing its group");
+                match tokio::time::timeout(SHUTDOWN_WAIT, st.group.wait()).await {
+                    Ok(status) => {
+                        tracing::info!(urn = %st.urn, ?status, "ACP agent exited at end of input");
+                    }
+                    Err(_) => {
+                        tracing::warn!(urn = %st.urn, "ACP agent ignored end of input; killing its group");
+                    }
                 }
                 let _status = st.group.kill(DEFAULT_GRACE).await;
                 myself.stop(None);

@@ -1,6 +1,8 @@
 //! The ACP connection of one driver generation, on the `agent-client-protocol` crate:
 //! `initialize` (advertising the fs/terminal capabilities the manifest lets us
-//! serve), `session/new` or `session/load`, then prompts as turns. Agent -> client
+//! serve), `session/new` or `session/load`, then prompts as turns, and
+//! `session/close` when the session ends deliberately (if the agent offers it).
+//! Agent -> client
 //! traffic: `session/update` (mapped, in order, credit-bounded), permission
 //! requests, and the reverse RPC served by [`crate::rpc`].
 //!
@@ -10,13 +12,15 @@
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
-    CancelNotification, ClientCapabilities, ContentBlock, ElicitationCapabilities,
-    ElicitationFormCapabilities, Error as V1Error, FileSystemCapabilities, InitializeRequest,
-    LoadSessionRequest, NewSessionRequest, PromptRequest, RequestPermissionOutcome,
-    RequestPermissionRequest, RequestPermissionResponse, SelectedPermissionOutcome, TextContent,
+    CancelNotification, ClientCapabilities, CloseSessionRequest, ContentBlock,
+    ElicitationCapabilities, ElicitationFormCapabilities, Error as V1Error, FileSystemCapabilities,
+    InitializeRequest, LoadSessionRequest, NewSessionRequest, PromptRequest,
+    RequestPermissionOutcome, RequestPermissionRequest, RequestPermissionResponse,
+    SelectedPermissionOutcome, TextContent,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, ByteStreams, Client, UntypedMessage};
@@ -35,6 +39,8 @@ use crate::rpc::{Rpc, RpcError};
 
 /// Agent -> client requests (permissions, fs, terminals) served at once; more wait.
 pub const MAX_IN_FLIGHT: usize = 32;
+/// Longest wait for the answer to `session/close`.
+const CLOSE_WAIT: Duration = Duration::from_secs(2);
 
 /// What the actor asks of the connection task.
 #[derive(Debug)]
@@ -146,6 +152,7 @@ async fn main_loop(
         .block_task()
         .await?;
     let can_load = init.agent_capabilities.load_session;
+    let can_close = init.agent_capabilities.session_capabilities.close.is_some();
     let sink = conn.perms.sink().clone();
     let (sid, resumed) = match conn.resume_id.clone() {
         Some(id) if can_load => {
@@ -174,15 +181,39 @@ async fn main_loop(
             () = cx.incoming_closed() => None,
         };
         match cmd {
-            None => return Ok(()),
+            None => break,
             Some(Cmd::Cancel) => {}
             Some(Cmd::Prompt(text)) => {
                 lock(&mapper).next_turn();
                 if !turn(&cx, &conn, &sid, text, &mut cmds).await {
-                    return Ok(());
+                    break;
                 }
             }
         }
+    }
+    close(&cx, &conn, &sid, can_close).await;
+    Ok(())
+}
+
+/// The session is ending deliberately. An agent that offers `session/close` is told
+/// (it cancels any work and frees the session: claude-agent-acp 0.23.1 ignores end
+/// of input, but exits at once after a close); whatever still waits on a human is
+/// cancelled, as for `session/cancel`. Bounded: the driver kills what is left.
+async fn close(cx: &ConnectionTo<Agent>, conn: &Conn, sid: &str, can_close: bool) {
+    if cx.is_incoming_closed() {
+        return; // the agent is gone
+    }
+    let reply = can_close.then(|| {
+        cx.send_request(CloseSessionRequest::new(sid.to_owned()))
+            .block_task()
+    });
+    conn.perms.cancel_all().await;
+    conn.host.cancel_all().await;
+    let Some(reply) = reply else { return };
+    match tokio::time::timeout(CLOSE_WAIT, reply).await {
+        Ok(Ok(_)) => tracing::debug!(session = %sid, "ACP session closed"),
+        Ok(Err(e)) => tracing::warn!(session = %sid, "session/close failed: {e}"),
+        Err(_) => tracing::warn!(session = %sid, "session/close unanswered after {CLOSE_WAIT:?}"),
     }
 }
 

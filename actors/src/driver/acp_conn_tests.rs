@@ -1,7 +1,10 @@
 //! The connection task of [`super::acp_conn`] against the Python SDK echo agent
 //! (`tests/support/acp_echo_agent.py`, peer `py-acp`), with a probe standing in for
 //! the session: `session/cancel` answers every pending permission `cancelled` (ACP
-//! requires it), and agent -> client requests in flight are capped.
+//! requires it), a form elicitation comes back `accept` with the answer, `decline`
+//! or (withdrawn by a cancel) `cancel`, a session ending mid-turn withdraws what
+//! waits and sends `session/close`, and agent -> client requests in flight are
+//! capped.
 
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -83,9 +86,10 @@ struct Harness {
     rx: mpsc::Receiver<DriverOutput>,
     cmds: mpsc::Sender<Cmd>,
     perms: Arc<Perms>,
+    host: Arc<SessionHost>,
     probe: ActorRef<SessionMsg>,
     _child: tokio::process::Child,
-    _ws: tempfile::TempDir,
+    ws: tempfile::TempDir,
 }
 
 impl Harness {
@@ -104,9 +108,10 @@ impl Harness {
         let (probe, _task) = Actor::spawn(None, Probe, tx).await.expect("probe");
         let sink = OutputSink::new(1, probe.clone(), Arc::new(Semaphore::new(32)));
         let perms = Perms::new(sink.clone());
+        let host = SessionHost::new(sink);
         let conn = Conn {
             perms: perms.clone(),
-            host: SessionHost::new(sink),
+            host: host.clone(),
             rpc: None,
             cwd: ws.path().to_path_buf(),
             resume_id: None,
@@ -119,9 +124,10 @@ impl Harness {
             rx,
             cmds,
             perms,
+            host,
             probe,
             _child: child,
-            _ws: ws,
+            ws,
         }
     }
 
@@ -130,6 +136,28 @@ impl Harness {
             .send(Cmd::Prompt(text.into()))
             .await
             .expect("prompt");
+    }
+
+    /// The next `cap.ask_user`'s id and form, skipping other outputs.
+    async fn next_ask(&mut self) -> (String, Option<serde_json::Value>) {
+        loop {
+            if let DriverOutput::Event(CapEvent::AskUser(a)) = next(&mut self.rx).await {
+                return (a.ask_id, a.form.into_option());
+            }
+        }
+    }
+
+    /// The text said until the turn ends, whether an ask was withdrawn, the end.
+    async fn rest_of_turn(&mut self) -> (String, bool, StopReason) {
+        let (mut text, mut withdrawn) = (String::new(), false);
+        loop {
+            match next(&mut self.rx).await {
+                DriverOutput::Withdrawn { .. } => withdrawn = true,
+                DriverOutput::Event(CapEvent::TextChunk(t)) => text.push_str(&t.text),
+                DriverOutput::TurnEnd(end) => return (text, withdrawn, end.stop_reason),
+                _ => {}
+            }
+        }
     }
 
     /// The next permission request's id, skipping other outputs.
@@ -171,6 +199,66 @@ async fn cancel_answers_pending_permissions_cancelled() {
         !h.perms.answer(&req_id, Decision::AllowOnce),
         "already answered"
     );
+}
+
+#[tokio::test]
+async fn form_elicitation_accepted_declined_and_withdrawn() {
+    let mut h = Harness::start().await;
+    h.prompt("elicit").await;
+    let (ask_id, form) = h.next_ask().await;
+    let form = form.expect("the requested schema");
+    assert_eq!(form["properties"]["name"]["type"], "string", "{form}");
+    assert!(
+        h.host
+            .answer(&ask_id, Some(serde_json::json!({"name": "Ada"})))
+    );
+    let (text, _, end) = h.rest_of_turn().await;
+    assert_eq!(text, r#"action=accept content={"name": "Ada"}"#);
+    assert_eq!(end, StopReason::EndTurn);
+
+    h.prompt("elicit").await;
+    let (ask_id, _) = h.next_ask().await;
+    assert!(h.host.answer(&ask_id, None), "declined");
+    let (text, _, _) = h.rest_of_turn().await;
+    assert_eq!(text, "action=decline content=null");
+
+    h.prompt("elicit").await;
+    let (ask_id, _) = h.next_ask().await;
+    h.cmds.send(Cmd::Cancel).await.expect("cancel");
+    let (text, withdrawn, end) = h.rest_of_turn().await;
+    assert!(withdrawn, "the session is told the ask was withdrawn");
+    assert_eq!(text, "action=cancel content=null", "the agent saw `cancel`");
+    assert_eq!(end, StopReason::Cancelled);
+    assert!(!h.host.answer(&ask_id, None), "already answered");
+}
+
+#[tokio::test]
+async fn ending_mid_turn_withdraws_what_waits_and_closes_the_session() {
+    let mut h = Harness::start().await;
+    h.prompt("perm").await;
+    let req_id = h.next_request().await;
+    // The session ends: the actor drops its end of the commands.
+    let (ended, _) = mpsc::channel(1);
+    drop(std::mem::replace(&mut h.cmds, ended));
+    loop {
+        if let DriverOutput::Withdrawn { req_id: id } = next(&mut h.rx).await {
+            assert_eq!(id, req_id);
+            break;
+        }
+    }
+    assert!(
+        !h.perms.answer(&req_id, Decision::AllowOnce),
+        "already answered"
+    );
+    // The echo agent records the `session/close` it got in its cwd.
+    let closed = h.ws.path().join(".closed");
+    let seen = tokio::time::timeout(Duration::from_secs(20), async {
+        while !closed.exists() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert!(seen.is_ok(), "session/close reached the agent");
 }
 
 #[tokio::test]

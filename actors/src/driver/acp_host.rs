@@ -1,7 +1,8 @@
 //! The session side of the reverse RPC for the ACP driver ([`Host`]): events go
 //! out through the driver's credit-bounded sink; asks (`cap.user_io.input`, ACP
 //! form elicitations) become `cap.ask_user` answered by the session
-//! (`DriverMsg::Answer`), withdrawn (declined) on cancel, agent death or stop.
+//! (`DriverMsg::Answer`: a value, or `None` declined), or withdrawn on cancel,
+//! agent death or stop.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -13,12 +14,12 @@ use tokio::sync::oneshot;
 use super::{DriverOutput, OutputSink};
 use crate::protocol::CapEvent;
 use crate::rpc::Host;
-use crate::rpc::host::BoxFuture;
+use crate::rpc::host::{BoxFuture, Reply};
 
 pub struct SessionHost {
     sink: OutputSink,
     seq: AtomicU64,
-    asks: Mutex<HashMap<String, oneshot::Sender<Option<Value>>>>,
+    asks: Mutex<HashMap<String, oneshot::Sender<Reply>>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -34,21 +35,24 @@ impl SessionHost {
         })
     }
 
-    /// Deliver an answer; false if the ask is unknown (answered or withdrawn).
+    /// Deliver an answer (`None`: declined); false if the ask is unknown (answered
+    /// or withdrawn).
     pub fn answer(&self, ask_id: &str, value: Option<Value>) -> bool {
         match lock(&self.asks).remove(ask_id) {
-            Some(tx) => tx.send(value).is_ok(),
+            Some(tx) => tx
+                .send(value.map_or(Reply::Declined, Reply::Answered))
+                .is_ok(),
             None => false,
         }
     }
 
-    /// Decline every open ask; the session is told each was withdrawn.
+    /// Withdraw every open ask; the session is told each was withdrawn.
     pub async fn cancel_all(&self) {
         let open: Vec<_> = lock(&self.asks).drain().collect();
         let withdrawn = open
             .into_iter()
             .map(|(req_id, tx)| {
-                let _gone = tx.send(None);
+                let _gone = tx.send(Reply::Withdrawn);
                 DriverOutput::Withdrawn { req_id }
             })
             .collect();
@@ -62,7 +66,7 @@ impl Host for Arc<SessionHost> {
         Box::pin(async move { sink.send_one(DriverOutput::Event(event)).await })
     }
 
-    fn ask(&self, prompt: String, form: Option<Value>) -> BoxFuture<Option<Value>> {
+    fn ask(&self, prompt: String, form: Option<Value>) -> BoxFuture<Reply> {
         let me = self.clone();
         Box::pin(async move {
             let ask_id = format!("acp-ask-{}", me.seq.fetch_add(1, Ordering::Relaxed));
@@ -71,9 +75,9 @@ impl Host for Arc<SessionHost> {
             let event = CapEvent::ask_user(&ask_id, prompt, form);
             if !me.sink.send_one(DriverOutput::Event(event)).await {
                 lock(&me.asks).remove(&ask_id);
-                return None;
+                return Reply::Withdrawn;
             }
-            rx.await.ok().flatten()
+            rx.await.unwrap_or(Reply::Withdrawn)
         })
     }
 }

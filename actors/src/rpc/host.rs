@@ -12,10 +12,22 @@ use crate::protocol::CapEvent;
 
 pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 
+/// How an ask ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reply {
+    /// Answered with this value.
+    Answered(Value),
+    /// Declined: by the human, or fail-safe when nobody can answer.
+    Declined,
+    /// Withdrawn before anyone answered: the turn was cancelled, the agent died or
+    /// the session stopped.
+    Withdrawn,
+}
+
 pub trait Host: Send + Sync {
     /// Publish one event into the session; false when the session is gone.
     fn publish(&self, event: CapEvent) -> BoxFuture<bool>;
     /// Ask the human (`form`: a JSON Schema the answer must match; `None`: free
-    /// text). `None` back: declined, withdrawn, or nobody to ask.
-    fn ask(&self, prompt: String, form: Option<Value>) -> BoxFuture<Option<Value>>;
+    /// text).
+    fn ask(&self, prompt: String, form: Option<Value>) -> BoxFuture<Reply>;
 }

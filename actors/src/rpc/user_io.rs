@@ -11,7 +11,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::RpcError;
-use super::host::Host;
+use super::host::{Host, Reply};
 use crate::protocol::{CapEvent, Channel, HasMeta};
 
 #[derive(Deserialize)]
@@ -62,10 +62,11 @@ pub async fn show(host: &Arc<dyn Host>, method: &str, p: Show) -> Result<Value, 
 
 /// `cap.user_io.input`: the human's text, else the default, else denied.
 pub async fn input(host: &Arc<dyn Host>, p: Input) -> Result<Value, RpcError> {
-    let text = host.ask(p.prompt, None).await.map(|v| match v {
-        Value::String(s) => s,
-        other => other.to_string(),
-    });
+    let text = match host.ask(p.prompt, None).await {
+        Reply::Answered(Value::String(s)) => Some(s),
+        Reply::Answered(other) => Some(other.to_string()),
+        Reply::Declined | Reply::Withdrawn => None,
+    };
     match text.or(p.default) {
         Some(text) => Ok(json!({ "text": text })),
         None => Err(RpcError::Declined("nobody answered the input".into())),

@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use super::host::BoxFuture;
+use super::host::{BoxFuture, Reply};
 use super::watch::{diff, snapshot};
 use super::{Approver, CommandApproval, Host, Rpc, RpcError, TermConfig, WatchConfig};
 use crate::manifest::{CodingCaps, FsCaps, FsScope, TerminalCaps, ToolPermission};
@@ -35,8 +35,11 @@ impl Host for TestHost {
         Box::pin(async move { tx.send(event).await.is_ok() })
     }
 
-    fn ask(&self, _prompt: String, _form: Option<Value>) -> BoxFuture<Option<Value>> {
-        let a = self.answer.clone().map(Value::String);
+    fn ask(&self, _prompt: String, _form: Option<Value>) -> BoxFuture<Reply> {
+        let a = self
+            .answer
+            .clone()
+            .map_or(Reply::Declined, |a| Reply::Answered(Value::String(a)));
         Box::pin(async move { a })
     }
 }
