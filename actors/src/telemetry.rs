@@ -50,6 +50,7 @@ impl TapHandler for Counters {
                 self.restarts += 1;
                 "restart"
             }
+            EventBody::CancelRequested { .. } => "cancel_requested",
             EventBody::Failed { .. } => "failed",
             EventBody::Routed { .. } => "routed",
             EventBody::Refused { .. } => "refused",

@@ -243,6 +243,7 @@ fn describe(kind: &str, rec: &Map<String, Value>) -> (String, String) {
             "refused".into(),
             format!("{} -> {}: {}", f("from"), f("to"), f("reason")),
         ),
+        "cancel_requested" => ("cancel_requested".into(), f("reason")),
         "route_failed" => (
             "route_failed".into(),
             format!("routes[{}]: {}", f("route"), f("reason")),

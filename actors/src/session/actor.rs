@@ -85,10 +85,10 @@ impl Actor for Session {
                 rule,
             } => core.answer_ask(ask_id, value, rule).await,
             SessionMsg::Cancel { scope, reason } => match scope {
-                CancelScope::CurrentTurn => core.cancel_turn(&myself, &reason),
+                CancelScope::CurrentTurn => core.cancel_turn(&myself, &reason).await,
                 CancelScope::Session => {
                     // Stop the turn first, so the agent is free to end promptly.
-                    core.cancel_turn(&myself, &reason);
+                    core.cancel_turn(&myself, &reason).await;
                     core.close(&myself).await
                 }
             },

@@ -55,6 +55,9 @@ pub enum EventBody {
         attempt: u32,
         delay_ms: u64,
     },
+    /// The session asked its agent to stop the running turn (a user, the budget, the
+    /// run stopping); the turn's `turn_ended` follows when the agent has stopped.
+    CancelRequested { reason: String },
     /// The session failed for good (meltdown, unrecoverable start error).
     Failed { reason: String },
     /// The router handed text to a session (published under the router's URN).

@@ -377,7 +377,7 @@ impl Core {
         }
     }
 
-    pub(super) fn cancel_turn(&mut self, myself: &ActorRef<SessionMsg>, reason: &str) {
+    pub(super) async fn cancel_turn(&mut self, myself: &ActorRef<SessionMsg>, reason: &str) {
         let Some(turn) = self.turn.as_mut() else {
             return;
         };
@@ -393,6 +393,10 @@ impl Core {
         let _timer = myself.send_after(self.spec.cancel_grace, move || {
             SessionMsg::CancelDeadline { turn: id }
         });
+        self.publish(EventBody::CancelRequested {
+            reason: reason.to_owned(),
+        })
+        .await;
     }
 
     pub(super) async fn close(&mut self, myself: &ActorRef<SessionMsg>) {
