@@ -86,8 +86,14 @@ async fn form_elicitation_answered_at_the_terminal() {
     let args = chat_args(ws.path(), &["elicit", "elicit"], &[]);
     // The human types a name, then declines the second form (an empty answer).
     let answers: [(&str, &[u8]); 2] = [("answer: ", b"Ada\r"), ("answer: ", b"\r")];
-    let run =
-        common::terminal::on_a_terminal(&args, &events, &answers, Duration::from_secs(60)).await;
+    let run = common::terminal::on_a_terminal(
+        ws.path(),
+        &args,
+        &events,
+        &answers,
+        Duration::from_secs(60),
+    )
+    .await;
     assert!(run.status.success(), "{}\n{}", run.status, run.screen);
     assert_eq!(run.answered, 2, "{}", run.screen);
     let ev: Vec<Value> = std::fs::read_to_string(&events)

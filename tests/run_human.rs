@@ -3,12 +3,12 @@
 
 mod common;
 
+use std::ffi::OsString;
 use std::path::Path;
 use std::time::Duration;
 
 use common::EnvMarker;
 use serde_json::Value;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const SCRIPT: &str = "[[turn]]\nsteps = [{ permission = \"Bash\", input = { command = \"make\" }, output = \"built\", risk = \"medium\" }, { say = \"finished\" }]\n";
 
@@ -25,57 +25,30 @@ fn fleet(dir: &Path, auto_answer: bool, marker: &EnvMarker) {
 /// Run the fleet on a terminal, answering `answer` when asked; the journal's records
 /// and whether a question was shown.
 async fn run_on_a_terminal(dir: &Path, answer: &[u8]) -> (Vec<Value>, bool) {
-    let (mut pty, pts) = pty_process::open().expect("open pty");
-    pty.resize(pty_process::Size::new(40, 160)).expect("resize");
-    let mut child = pty_process::Command::new(env!("CARGO_BIN_EXE_capfleet"))
-        .args(["--color", "never", "run", "fleet.toml"])
-        .current_dir(dir)
-        .env("XDG_CONFIG_HOME", dir.join("config"))
-        .kill_on_drop(true)
-        .spawn(pts)
-        .expect("spawn capfleet run on a pty");
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    let mut screen = Vec::new();
-    let mut asked = false;
-    let mut buf = [0u8; 4096];
-    let status = loop {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "capfleet run did not finish\n{}",
-            String::from_utf8_lossy(&screen)
-        );
-        tokio::select! {
-            status = child.wait() => break status.expect("wait"),
-            read = tokio::time::timeout(Duration::from_millis(100), pty.read(&mut buf)) => {
-                if let Ok(Ok(n)) = read {
-                    screen.extend_from_slice(&buf[..n]);
-                }
-            }
-        }
-        if !asked && String::from_utf8_lossy(&screen).contains("allow? [y]es") {
-            pty.write_all(answer).await.expect("answer");
-            pty.flush().await.expect("flush");
-            asked = true;
-        }
-    };
-    assert!(
-        status.success(),
-        "exit {status}\n{}",
-        String::from_utf8_lossy(&screen)
-    );
+    let args = ["run", "fleet.toml"].map(OsString::from);
+    let answers: [(&str, &[u8]); 1] = [("allow? [y]es", answer)];
+    let run = common::terminal::on_a_terminal(
+        dir,
+        &args,
+        &dir.join("stdout"),
+        &answers,
+        Duration::from_secs(30),
+    )
+    .await;
+    assert!(run.status.success(), "exit {}\n{}", run.status, run.screen);
     let runs = dir.join(".capfleet/runs");
-    let run = std::fs::read_dir(&runs)
+    let run_dir = std::fs::read_dir(&runs)
         .unwrap()
         .next()
         .unwrap()
         .unwrap()
         .path();
-    let records = std::fs::read_to_string(run.join("journal.jsonl"))
+    let records = std::fs::read_to_string(run_dir.join("journal.jsonl"))
         .unwrap()
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    (records, asked)
+    (records, run.answered == 1)
 }
 
 fn decision(records: &[Value]) -> (String, String) {

@@ -16,9 +16,11 @@ pub struct Session {
     pub answered: usize,
 }
 
-/// Run `capfleet <args>` (stdout to `stdout`); type `reply` when `cue` shows, in
-/// order. Panics (the child killed) past `limit`.
+/// Run `capfleet <args>` in `dir` (its user config there too, so none of the
+/// machine's applies; stdout to `stdout`); type `reply` when `cue` shows, in order.
+/// Panics (the child killed) past `limit`.
 pub async fn on_a_terminal(
+    dir: &Path,
     args: &[OsString],
     stdout: &Path,
     answers: &[(&str, &[u8])],
@@ -31,6 +33,8 @@ pub async fn on_a_terminal(
         .arg("--color")
         .arg("never")
         .args(args)
+        .current_dir(dir)
+        .env("XDG_CONFIG_HOME", dir.join("config"))
         .stdout(out)
         .kill_on_drop(true)
         .spawn(pts)

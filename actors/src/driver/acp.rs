@@ -8,7 +8,6 @@
 //! actor, which reports the death and fails like every pipe driver.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::sync::mpsc;
@@ -17,7 +16,7 @@ use tokio::task::JoinHandle;
 use super::acp_conn::{self, Cmd, Conn};
 use super::acp_host::SessionHost;
 use super::acp_perms::{Perms, TerminalApprover};
-use super::death::{reap, report_death};
+use super::death::{end_deliberately, reap, report_death};
 use super::launch::Spawned;
 use super::stream_json::DriverArgs;
 use super::{DriverMsg, ExitCause, LaunchError, LaunchSpec, OutputSink};
@@ -26,9 +25,6 @@ use crate::process::stderr_ring::StderrRing;
 use crate::process::{DEFAULT_GRACE, ProcessGroup};
 use crate::rpc::{Rpc, TermConfig, WatchConfig};
 
-/// How long a shut-down agent gets to close its session and exit after its input
-/// closed.
-const SHUTDOWN_WAIT: Duration = Duration::from_secs(3);
 /// Commands in flight from the actor to the connection task.
 const CMD_QUEUE: usize = 8;
 
@@ -177,15 +173,7 @@ impl Actor for AcpDriver {
                 // offers it), then ends: the agent's stdin closes.
                 st.cmds = None;
                 st.stop_terminals();
-                match tokio::time::timeout(SHUTDOWN_WAIT, st.group.wait()).await {
-                    Ok(status) => {
-                        tracing::info!(urn = %st.urn, ?status, "ACP agent exited at end of input");
-                    }
-                    Err(_) => {
-                        tracing::warn!(urn = %st.urn, "ACP agent ignored end of input; killing its group");
-                    }
-                }
-                let _status = st.group.kill(DEFAULT_GRACE).await;
+                end_deliberately(&mut st.group, &st.urn, "ACP agent", "end of input").await;
                 myself.stop(None);
             }
             DriverMsg::OutputClosed => {

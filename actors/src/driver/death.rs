@@ -1,4 +1,5 @@
-//! The `cap.error` every pipe driver sends when its agent ends abnormally.
+//! How every driver's agent ends: deliberately (told, given time, then killed), or by
+//! itself (reaped, classified, and announced with a `cap.error` when abnormal).
 
 use super::{DriverOutput, ExitCause, OutputSink};
 use crate::process::stderr_ring::StderrRing;
@@ -56,4 +57,23 @@ pub async fn reap(group: &mut crate::process::ProcessGroup, urn: &str) -> ExitCa
             message: "the agent's output ended and it could not be reaped".into(),
         },
     }
+}
+
+/// How long a deliberately ended agent gets to exit by itself before its group is killed.
+pub const SHUTDOWN_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// A deliberate end (the session closes): the agent has been `told` (its input closed,
+/// a hang-up, `session/close`); it gets [`SHUTDOWN_WAIT`] to exit, then whatever is
+/// left of its group is killed. `who` names the agent in the log.
+pub async fn end_deliberately(
+    group: &mut crate::process::ProcessGroup,
+    urn: &str,
+    who: &str,
+    told: &str,
+) {
+    match tokio::time::timeout(SHUTDOWN_WAIT, group.wait()).await {
+        Ok(status) => tracing::info!(%urn, ?status, "{who} exited at {told}"),
+        Err(_) => tracing::warn!(%urn, "{who} ignored {told}; killing its group"),
+    }
+    let _status = group.kill(crate::process::DEFAULT_GRACE).await;
 }

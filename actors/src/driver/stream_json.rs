@@ -10,14 +10,13 @@
 //! once spawned; its `system/init` later only teaches us the id to `--resume` with.
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::Duration;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::io::AsyncWriteExt;
 use tokio::process::ChildStdin;
 use tokio::task::JoinHandle;
 
-use super::death::reap;
+use super::death::{end_deliberately, reap};
 use super::launch::Spawned;
 use super::{DriverMsg, DriverOutput, ExitCause, LaunchError, LaunchSpec, OutputSink, TurnEnd};
 use crate::bindings::stream_json::{Output, StreamJsonMapper, TurnEnd as WireTurnEnd};
@@ -29,9 +28,6 @@ use crate::process::{DEFAULT_GRACE, ProcessGroup};
 use crate::protocol::{CapEvent, ErrorKind};
 
 use super::sink::MAX_BATCH;
-
-/// How long a shut-down agent gets to exit after its stdin closed.
-const SHUTDOWN_WAIT: Duration = Duration::from_secs(3);
 
 pub use super::death::{AGENT_EXITED, AGENT_HUNG};
 
@@ -197,13 +193,7 @@ impl Actor for StreamJsonDriver {
             DriverMsg::Shutdown => {
                 st.shutting_down = true;
                 st.stdin = None; // EOF: a stream-json agent exits when its input ends.
-                if tokio::time::timeout(SHUTDOWN_WAIT, st.group.wait())
-                    .await
-                    .is_err()
-                {
-                    tracing::warn!(urn = %st.urn, "agent ignored end of input; killing its group");
-                }
-                let _status = st.group.kill(DEFAULT_GRACE).await;
+                end_deliberately(&mut st.group, &st.urn, "agent", "end of input").await;
                 myself.stop(None);
             }
             DriverMsg::OutputClosed => {

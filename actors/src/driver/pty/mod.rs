@@ -9,21 +9,17 @@
 //! answers. Outputs travel in credit-bounded batches: when the session lags, the
 //! engine stops reading and the agent blocks on its terminal.
 
-use std::time::Duration;
-
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use super::death::reap;
+use super::death::{end_deliberately, reap};
 use super::stream_json::DriverArgs;
 use super::{DriverMsg, DriverOutput, ExitCause, LaunchError, LaunchSpec, OutputSink, TurnEnd};
 use crate::manifest::CancelMode;
 use crate::process::{DEFAULT_GRACE, ProcessGroup, SpawnSpec};
 use crate::protocol::{CapCode, CapEvent, ErrorKind, StopReason};
 
-/// How long a shut-down agent gets after its terminal is hung up.
-const SHUTDOWN_WAIT: Duration = Duration::from_secs(3);
 /// Bytes read from the terminal at once.
 const READ_CHUNK: usize = 16 * 1024;
 /// Bytes of input written at once (a terminal buffers about 4 KiB).
@@ -179,14 +175,8 @@ impl Actor for PtyDriver {
                 st.stopping = true;
                 // Hang up: SIGHUP to the terminal's session, as closing a window does.
                 let _gone = crate::process::signal_group(st.group.pgid(), libc::SIGHUP);
-                if tokio::time::timeout(SHUTDOWN_WAIT, st.group.wait())
-                    .await
-                    .is_err()
-                {
-                    tracing::warn!(urn = %st.urn, "agent ignored the hang-up; killing its group");
-                }
+                end_deliberately(&mut st.group, &st.urn, "agent", "the hang-up").await;
                 st.engine.abort();
-                let _status = st.group.kill(DEFAULT_GRACE).await;
                 myself.stop(None);
             }
             DriverMsg::OutputClosed => {
