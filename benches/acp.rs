@@ -127,6 +127,7 @@ async fn session_round_trips(turns: usize) -> Duration {
         budget: Default::default(),
         human: None,
         fleet_events: None,
+        telemetry: Default::default(),
     })
     .await
     .expect("tree starts");

@@ -438,6 +438,7 @@ async fn run_with(
         journal,
         human: None,
         abort_on_error: false,
+        telemetry: Default::default(),
     };
     run_fleet(spec, vec![watcher], std::future::pending())
         .await

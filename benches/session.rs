@@ -420,6 +420,7 @@ async fn start_tree() -> Orchestrator {
         budget: Default::default(),
         human: None,
         fleet_events: None,
+        telemetry: Default::default(),
     })
     .await
     .expect("tree starts")

@@ -22,7 +22,10 @@ Manifests are looked up in order: `cap-agent.toml` beside the agent's binary on 
 in capfleet, then `<binary> --cap-manifest` (5 s timeout).
 
 Environment: NO_COLOR disables colour (as does --color never); CAPFLEET_LOG sets the
-diagnostics filter on stderr (default `warn`; e.g. CAPFLEET_LOG=debug).";
+diagnostics filter on stderr (default `warn`; e.g. CAPFLEET_LOG=debug). Traces: `run` and
+`chat` export spans over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT (or --otlp) is set, with
+OTEL_EXPORTER_OTLP_PROTOCOL (http/protobuf or grpc), OTEL_SERVICE_NAME and
+OTEL_RESOURCE_ATTRIBUTES as usual.";
 
 /// capfleet: drive fleets of command-line AI agents over CAP (cap-protocol/v1).
 #[derive(Debug, Parser)]
@@ -68,7 +71,10 @@ pub fn main() -> ExitCode {
     if cli.cap_manifest {
         return print_own_manifest();
     }
-    crate::logging::init(cli.color);
+    // `run` and `chat` set up diagnostics with their span pipeline, inside their runtime.
+    if !matches!(cli.command, Some(Command::Run(_) | Command::Chat(_))) {
+        crate::logging::init(cli.color);
+    }
     match cli.command {
         Some(Command::Resolve(args)) => cmd::resolve::run(args, cli.color),
         Some(Command::Manifest(command)) => cmd::manifest::run(command, cli.color),

@@ -1,13 +1,25 @@
 //! Diagnostics on stderr through `tracing`: warnings and errors by default, more
 //! with `CAPFLEET_LOG` (an `EnvFilter`, e.g. `CAPFLEET_LOG=capfleet_actors=debug`).
+//! When spans are exported, the span pipeline's layer sits beside the stderr one,
+//! each with its own filter.
 
-use tracing_subscriber::EnvFilter;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{EnvFilter, Layer, Registry};
 
 use crate::style::ColorChoice;
 
 pub const ENV: &str = "CAPFLEET_LOG";
 
 pub fn init(color: ColorChoice) {
+    init_with(color, None::<tracing_subscriber::layer::Identity>);
+}
+
+/// The stderr diagnostics, plus `spans` (the span pipeline's layer) when given.
+pub fn init_with<L>(color: ColorChoice, spans: Option<L>)
+where
+    L: Layer<Registry> + Send + Sync + 'static,
+{
     let filter = EnvFilter::try_from_env(ENV).unwrap_or_else(|_| EnvFilter::new("warn"));
     let ansi = match color {
         ColorChoice::Always => true,
@@ -17,11 +29,14 @@ pub fn init(color: ColorChoice) {
                 && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
         }
     };
-    // A second init (tests calling main twice) is harmless: keep the first.
-    let _already = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let stderr = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(ansi)
         .with_target(false)
+        .with_filter(filter);
+    // A second init (tests calling main twice) is harmless: keep the first.
+    let _already = tracing_subscriber::registry()
+        .with(spans)
+        .with(stderr)
         .try_init();
 }

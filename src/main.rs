@@ -9,6 +9,7 @@ mod logging;
 mod shipped;
 mod sim;
 mod style;
+mod telemetry;
 
 use std::process::ExitCode;
 

@@ -102,6 +102,7 @@ async fn run(sessions: Vec<SessionSpec>, routing: RoutingSpec, budget: BudgetLim
         journal: None,
         human: None,
         abort_on_error: false,
+        telemetry: Default::default(),
     };
     let report = tokio::time::timeout(
         Duration::from_secs(60),

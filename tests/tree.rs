@@ -80,6 +80,7 @@ async fn two_sessions_under_the_tree_with_taps_and_journal() {
         budget: Default::default(),
         human: None,
         fleet_events: None,
+        telemetry: Default::default(),
     })
     .await
     .unwrap();

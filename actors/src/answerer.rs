@@ -97,6 +97,8 @@ pub enum AnswererMsg {
         urn: Arc<str>,
         session: ActorRef<SessionMsg>,
         request: OpenRequest,
+        /// The request's span in the session's turn: the decision is made under it.
+        span: tracing::Span,
     },
 }
 
@@ -131,13 +133,23 @@ impl Actor for Answerer {
             urn,
             session,
             request,
+            span,
         } = msg;
+        let span = tracing::info_span!(
+            parent: &span, "decide",
+            cap.decision.by = tracing::field::Empty,
+            cap.permission.decision = tracing::field::Empty,
+            cap.permission.rule = tracing::field::Empty,
+        );
         if let OpenRequest::Permission {
             req_id, tool, risk, ..
         } = &request
             && let Some((decision, rule)) = st.policy.decide(tool, *risk)
         {
-            tracing::info!(%urn, %tool, %risk, %decision, rule, "permission decided by policy");
+            tracing::info!(parent: &span, %urn, %tool, %risk, %decision, rule, "permission decided by policy");
+            span.record("cap.decision.by", "policy");
+            span.record("cap.permission.decision", decision.as_str());
+            span.record("cap.permission.rule", rule);
             let _session_gone = session.cast(SessionMsg::Permission {
                 req_id: req_id.clone(),
                 decision,
@@ -152,11 +164,13 @@ impl Actor for Answerer {
                 request: request.clone(),
             };
             if human.send(q).await.is_ok() {
+                span.record("cap.decision.by", "human");
                 return Ok(());
             }
             // The human went away: from now on nobody can be asked.
             st.human = None;
         }
+        span.record("cap.decision.by", RULE_NO_HUMAN);
         let _session_gone = session.cast(fail_safe(&request));
         Ok(())
     }

@@ -14,6 +14,8 @@ use tokio::sync::mpsc;
 
 use crate::answerer::AnswererMsg;
 use crate::session::{Published, Session, SessionArgs, SessionMsg, SessionSpec};
+use crate::telemetry::TreeTelemetry;
+use crate::telemetry::metrics::{SessionInfo, UNKNOWN_MODEL};
 
 /// How long `Shutdown` waits for sessions to close before stopping them.
 pub const SHUTDOWN_DEADLINE: Duration = Duration::from_secs(10);
@@ -28,6 +30,8 @@ pub struct FleetArgs {
     pub taps: Vec<mpsc::Sender<Published>>,
     /// Where the fleet reports sessions ending.
     pub events: Option<mpsc::Sender<FleetEvent>>,
+    /// The parent of the sessions' spans; the metrics sessions are counted in.
+    pub telemetry: TreeTelemetry,
 }
 
 /// What the fleet reports.
@@ -115,10 +119,19 @@ impl Actor for Fleet {
                 }
                 subscribers.extend(st.args.taps.iter().cloned());
                 let urn = spec.urn().to_owned();
+                if let Some(m) = &st.args.telemetry.metrics {
+                    let config = &spec.launch.config;
+                    let info = SessionInfo {
+                        agent: spec.launch.manifest.agent.name.clone(),
+                        model: config.model.get().cloned().unwrap_or(UNKNOWN_MODEL.into()),
+                    };
+                    m.add_session(&urn, info);
+                }
                 let args = SessionArgs {
                     spec: *spec,
                     subscribers,
                     answerer: st.args.answerer.clone(),
+                    parent: st.args.telemetry.span.clone(),
                 };
                 let result = match Actor::spawn_linked(None, Session, args, myself.get_cell()).await
                 {
@@ -126,7 +139,12 @@ impl Actor for Fleet {
                         st.sessions.insert(session.get_id(), (urn, session.clone()));
                         Ok(session)
                     }
-                    Err(e) => Err(format!("{urn}: {e}")),
+                    Err(e) => {
+                        if let Some(m) = &st.args.telemetry.metrics {
+                            m.remove_session(&urn);
+                        }
+                        Err(format!("{urn}: {e}"))
+                    }
                 };
                 let _caller_gone = reply.send(result);
             }

@@ -26,7 +26,8 @@ use crate::fleet::{Fleet, FleetArgs, FleetEvent, FleetMsg};
 use crate::journal::{Journal, JournalMsg};
 use crate::session::{Published, SessionMsg, SessionSpec};
 use crate::tap::TapMsg;
-use crate::telemetry::{Counters, Telemetry, TelemetryMsg};
+use crate::telemetry::feed::{MetricsFeed, MetricsTap};
+use crate::telemetry::{Counters, Telemetry, TelemetryMsg, TreeTelemetry};
 
 pub struct Root;
 
@@ -43,6 +44,8 @@ pub struct RootArgs {
     pub human: Option<mpsc::Sender<HumanQuestion>>,
     /// Where the fleet reports sessions ending.
     pub fleet_events: Option<mpsc::Sender<FleetEvent>>,
+    /// The span sessions hang under, and the metrics to feed (if any).
+    pub telemetry: TreeTelemetry,
 }
 
 pub enum RootMsg {
@@ -103,18 +106,29 @@ impl Actor for Root {
         )
         .await?;
         let mut taps = vec![
-            ractor::call!(budget, TapMsg::Subscribe)?,
-            ractor::call!(telemetry, TapMsg::Subscribe)?,
+            ("budget", ractor::call!(budget, TapMsg::Subscribe)?),
+            ("telemetry", ractor::call!(telemetry, TapMsg::Subscribe)?),
         ];
         if let Some(j) = &journal {
-            taps.push(ractor::call!(j, JournalMsg::Subscribe)?);
+            taps.push(("journal", ractor::call!(j, JournalMsg::Subscribe)?));
         }
+        if let Some(m) = &args.telemetry.metrics {
+            let feed = MetricsFeed::new(m.clone());
+            let (tap, _) =
+                Actor::spawn_linked(None, MetricsTap::default(), feed, myself.get_cell()).await?;
+            taps.push(("metrics", ractor::call!(tap, TapMsg::Subscribe)?));
+            for (name, tx) in &taps {
+                m.watch_queue(name, tx);
+            }
+        }
+        let taps = taps.into_iter().map(|(_, tx)| tx).collect();
         let answerer = spawn_answerer(&myself, args.policy.clone(), args.human.clone()).await?;
         let fleet_args = FleetArgs {
             name: args.fleet_name,
             answerer: Some(answerer.clone()),
             taps,
             events: args.fleet_events,
+            telemetry: args.telemetry,
         };
         let (fleet, _) = Actor::spawn_linked(None, Fleet, fleet_args, myself.get_cell()).await?;
         Ok(RootState {

@@ -15,7 +15,9 @@ use crate::protocol::CancelScope;
 use crate::root::{Orchestrator, RootArgs};
 use crate::router::{Router, RouterArgs, RouterMsg, RoutingSpec};
 use crate::session::{Published, RunOutcome, SessionMsg, SessionSpec};
-use crate::telemetry::Counters;
+use crate::telemetry::context::adopt_parent;
+use crate::telemetry::metrics::Metrics;
+use crate::telemetry::{Counters, TreeTelemetry};
 
 /// Everything a run needs, validated.
 pub struct RunSpec {
@@ -27,6 +29,16 @@ pub struct RunSpec {
     pub journal: Option<PathBuf>,
     pub human: Option<mpsc::Sender<HumanQuestion>>,
     pub abort_on_error: bool,
+    pub telemetry: RunTelemetry,
+}
+
+/// What a run reports to besides its watchers.
+#[derive(Debug, Clone, Default)]
+pub struct RunTelemetry {
+    /// The run's metrics (served by the application), fed by a tap.
+    pub metrics: Option<Metrics>,
+    /// A W3C `traceparent` the run's root span continues (the caller's trace).
+    pub traceparent: Option<String>,
 }
 
 /// How the run went.
@@ -46,6 +58,30 @@ pub async fn run_fleet(
     interrupt: impl Future<Output = ()>,
 ) -> Result<RunReport, String> {
     let (alerts_tx, mut alerts) = mpsc::channel(16);
+    let run_span = tracing::info_span!(
+        "fleet.run",
+        cap.fleet = %spec.fleet,
+        cap.sessions = spec.sessions.len(),
+        cap.budget.limit_usd = spec.budget.total_usd,
+        cap.run.outcome = tracing::field::Empty,
+        otel.status_code = tracing::field::Empty,
+    );
+    if let Some(tp) = &spec.telemetry.traceparent {
+        adopt_parent(&run_span, tp);
+    }
+    if let Some(m) = &spec.telemetry.metrics {
+        let per_session: Vec<(String, f64)> = spec
+            .budget
+            .per_session_usd
+            .iter()
+            .map(|(urn, usd)| (urn.to_string(), *usd))
+            .collect();
+        m.set_budget(spec.budget.total_usd, &per_session);
+    }
+    let telemetry = TreeTelemetry {
+        span: run_span.clone(),
+        metrics: spec.telemetry.metrics.clone(),
+    };
     let tree = Orchestrator::start(RootArgs {
         fleet_name: spec.fleet.clone(),
         journal: spec.journal,
@@ -53,6 +89,7 @@ pub async fn run_fleet(
         budget: BudgetBook::with_limits(spec.budget, alerts_tx),
         human: spec.human,
         fleet_events: None,
+        telemetry: telemetry.clone(),
     })
     .await?;
     let mut sessions = Vec::with_capacity(spec.sessions.len());
@@ -78,6 +115,7 @@ pub async fn run_fleet(
         sessions,
         sinks,
         abort_on_error: spec.abort_on_error,
+        telemetry,
     };
     let (router, _) = Actor::spawn_linked(None, Router, args, tree.root_cell())
         .await
@@ -96,10 +134,12 @@ pub async fn run_fleet(
             },
             Some(alert) = alerts.recv() => match alert {
                 BudgetAlert::Total { spent, limit } => {
+                    let _budget = budget_span(&run_span, "fleet", spent, limit, "stop_run").entered();
                     let reason = format!("cap_budget_exceeded: ${spent:.4} spent, budget ${limit:.4}");
                     let _gone = router.cast(RouterMsg::Stop { outcome: RunOutcome::BudgetExceeded, reason });
                 }
                 BudgetAlert::Session { urn, spent, limit } => {
+                    let _budget = budget_span(&run_span, &urn, spent, limit, "close_session").entered();
                     tracing::warn!(%urn, spent, limit, "session budget exceeded; closing the session");
                     if let Some((_, s)) = by_urn.iter().find(|(u, _)| *u == urn) {
                         let reason = format!("cap_budget_exceeded: ${spent:.4} of ${limit:.4}");
@@ -109,11 +149,13 @@ pub async fn run_fleet(
             },
             () = &mut interrupt, if !interrupted => {
                 interrupted = true;
+                tracing::info!(parent: &run_span, "interrupted");
                 let reason = "interrupted".to_owned();
                 let _gone = router.cast(RouterMsg::Stop { outcome: RunOutcome::Interrupted, reason });
             }
         }
     };
+    record_outcome(&run_span, outcome);
     let budget = tree.budget().await.unwrap_or_default();
     let counters = tree.counters().await.unwrap_or_default();
     // The router holds a journal sender: it goes before the journal is finished.
@@ -127,4 +169,28 @@ pub async fn run_fleet(
         counters,
         journal_records,
     })
+}
+
+/// A budget crossing: instantaneous, under the run (the stop it causes is sent in it).
+fn budget_span(run: &tracing::Span, scope: &str, spent: f64, limit: f64, action: &str) -> tracing::Span {
+    tracing::info_span!(
+        parent: run, "budget",
+        cap.budget.scope = scope,
+        cap.budget.spent_usd = spent,
+        cap.budget.limit_usd = limit,
+        cap.budget.action = action,
+    )
+}
+
+fn record_outcome(run: &tracing::Span, outcome: RunOutcome) {
+    let name = serde_json::to_value(outcome)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default();
+    run.record("cap.run.outcome", name.as_str());
+    match outcome {
+        RunOutcome::Completed => run.record("otel.status_code", "ok"),
+        RunOutcome::SessionFailed | RunOutcome::BudgetExceeded => run.record("otel.status_code", "error"),
+        RunOutcome::Interrupted => run,
+    };
 }

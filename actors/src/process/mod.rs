@@ -16,6 +16,7 @@ use std::ffi::{OsStr, OsString};
 use std::io;
 use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use tokio::process::{Child, Command};
@@ -138,6 +139,14 @@ impl SpawnSpec {
     }
 }
 
+/// Process groups alive (spawned and not yet dropped), for the metrics.
+static LIVE_GROUPS: AtomicUsize = AtomicUsize::new(0);
+
+/// How many process groups this process holds now (agents, their commands, probes).
+pub fn live_groups() -> usize {
+    LIVE_GROUPS.load(Ordering::Relaxed)
+}
+
 /// A child that leads its own process group.
 #[derive(Debug)]
 pub struct ProcessGroup {
@@ -156,6 +165,7 @@ impl Drop for ProcessGroup {
     /// actor killed outright): SIGKILL whatever is left of the group. tokio reaps the
     /// leader (`kill_on_drop`).
     fn drop(&mut self) {
+        LIVE_GROUPS.fetch_sub(1, Ordering::Relaxed);
         if !self.settled {
             let _already_gone = signal_group(self.pgid, libc::SIGKILL);
         }
@@ -185,6 +195,7 @@ impl ProcessGroup {
             .id()
             .ok_or_else(|| io::Error::other("child exited before its pid was read"))?;
         let pgid = i32::try_from(pid).map_err(|_| io::Error::other("pid out of range"))?;
+        LIVE_GROUPS.fetch_add(1, Ordering::Relaxed);
         Ok(ProcessGroup {
             child,
             pgid,

@@ -5,14 +5,18 @@ use std::sync::Arc;
 
 use ractor::ActorRef;
 use tokio::sync::mpsc;
+use tracing::Instrument;
 
 use super::RouterMsg;
 use super::mentions::{mentions, target_of};
 use super::plan::MasterPlan;
-use super::spec::{CollectMode, Picker, RouteAction, RoutingSpec, Split};
-use super::subtasks;
+
+mod routes;
+use super::spec::RoutingSpec;
 use crate::protocol::{CancelScope, CapEvent, HasMeta, PlanStatus};
 use crate::session::events::now_ms;
+use crate::telemetry::TreeTelemetry;
+use crate::telemetry::metrics::MailboxLabels;
 use crate::session::{
     EventBody, Published, RouteVia, RunOutcome, SessionError, SessionEvent, SessionMsg,
     TurnOutcome, TurnResult,
@@ -68,6 +72,8 @@ pub struct Core {
     /// Race candidates the router cancelled itself: their cancelled turn is no failure.
     race_losers: HashSet<String>,
     pub outcome: Option<RunOutcome>,
+    /// The run's span (routes hang under it) and metrics (pending deliveries).
+    telemetry: TreeTelemetry,
 }
 
 impl Core {
@@ -77,6 +83,7 @@ impl Core {
         sessions: Vec<(String, ActorRef<SessionMsg>)>,
         sinks: Vec<mpsc::Sender<Published>>,
         abort_on_error: bool,
+        telemetry: TreeTelemetry,
     ) -> Self {
         let order = sessions.iter().map(|(n, _)| n.clone()).collect();
         let slots = sessions
@@ -111,6 +118,7 @@ impl Core {
             any_failed: false,
             race_losers: HashSet::new(),
             outcome: None,
+            telemetry,
         }
     }
 
@@ -207,6 +215,14 @@ impl Core {
         self.running += 1;
         let actor = slot.actor.clone();
         let (name, origin, prompt) = (to.to_owned(), d.origin.clone(), d.text.clone());
+        // The route lasts until the turn it started ends; the turn links back to it.
+        let route = tracing::info_span!(
+            parent: &self.telemetry.span, "route",
+            cap.route.from = %d.from.join("+"),
+            cap.route.to = to,
+            cap.route.via = d.via.as_str(),
+            cap.route.bytes = d.text.len(),
+        );
         self.record(EventBody::Routed {
             from: d.from,
             to: to.into(),
@@ -216,6 +232,7 @@ impl Core {
         .await;
         let router = me.clone();
         tokio::spawn(async move {
+            // Sent inside `route`: the session handles the ask in it (ractor carries it).
             let result = match actor
                 .call(|reply| SessionMsg::Ask { prompt, reply }, None)
                 .await
@@ -228,7 +245,8 @@ impl Core {
                 origin,
                 result,
             });
-        });
+        }
+        .instrument(route));
     }
 
     pub async fn turn_done(
@@ -262,6 +280,7 @@ impl Core {
             }
         }
         self.pump(me).await;
+        self.note_pending();
         self.check_end().await;
     }
 
@@ -315,149 +334,6 @@ impl Core {
         }
         self.fire_routes(me, session).await;
         self.dispatch_plan(me).await;
-    }
-
-    async fn fire_routes(&mut self, me: &ActorRef<RouterMsg>, session: &str) {
-        for i in 0..self.spec.routes.len() {
-            let route = self.spec.routes[i].clone();
-            if !route.when.iter().any(|w| w == session) {
-                continue;
-            }
-            self.done_since[i].insert(session.to_owned());
-            let all = route.when.iter().all(|w| self.done_since[i].contains(w));
-            let first_of_race = matches!(
-                route.action,
-                RouteAction::Collect {
-                    mode: CollectMode::First,
-                    ..
-                }
-            );
-            if !(all || (first_of_race && !self.collected[i])) {
-                continue;
-            }
-            self.done_since[i].clear();
-            let (from, text) = self.joined(&route.when, first_of_race.then_some(session));
-            match route.action {
-                RouteAction::To(to) => {
-                    let d = Delivery {
-                        from,
-                        text,
-                        via: RouteVia::Route,
-                        origin: Origin::Route,
-                    };
-                    self.deliver(me, &to, d).await;
-                }
-                RouteAction::FanOut {
-                    to,
-                    split: Split::Broadcast,
-                } => {
-                    for t in to {
-                        let d = Delivery {
-                            from: from.clone(),
-                            text: text.clone(),
-                            via: RouteVia::FanOut,
-                            origin: Origin::Route,
-                        };
-                        self.deliver(me, &t, d).await;
-                    }
-                }
-                RouteAction::FanOut {
-                    to,
-                    split: Split::BySubtask,
-                } => match subtasks::assign(&text, &to) {
-                    Ok(tasks) => {
-                        for (t, task) in tasks {
-                            let d = Delivery {
-                                from: from.clone(),
-                                text: task,
-                                via: RouteVia::Subtask,
-                                origin: Origin::Route,
-                            };
-                            self.deliver(me, &t, d).await;
-                        }
-                    }
-                    Err(e) => {
-                        self.any_failed = true;
-                        self.record(EventBody::RouteFailed {
-                            route: i,
-                            reason: e.to_string(),
-                        })
-                        .await;
-                    }
-                },
-                RouteAction::Collect { picker, mode } => {
-                    if self.collected[i] {
-                        continue;
-                    }
-                    self.collected[i] = true;
-                    if mode == CollectMode::First {
-                        self.cancel_others(&route.when, session).await;
-                    }
-                    match picker {
-                        Picker::Session(to) => {
-                            let text = format!("Pick the best of these results:\n\n{text}");
-                            let d = Delivery {
-                                from,
-                                text,
-                                via: RouteVia::Collect,
-                                origin: Origin::Route,
-                            };
-                            self.deliver(me, &to, d).await;
-                        }
-                        // No picker session: the first (or, for `all`, the first listed) wins.
-                        Picker::Human => {
-                            let winner = from.first().cloned().unwrap_or_default();
-                            self.record(EventBody::Routed {
-                                from,
-                                to: format!("human (picked {winner})"),
-                                via: RouteVia::Collect,
-                                bytes: text.len(),
-                            })
-                            .await;
-                        }
-                    }
-                }
-            }
-        }
-    }
-
-    /// The outputs of `when` (or only `only`), each headed by its session.
-    fn joined(&self, when: &[String], only: Option<&str>) -> (Vec<String>, String) {
-        let names: Vec<String> = match only {
-            Some(s) => vec![s.to_owned()],
-            None => when.to_vec(),
-        };
-        let text = names
-            .iter()
-            .map(|n| {
-                let out = self
-                    .slots
-                    .get(n)
-                    .and_then(|s| s.output.as_deref())
-                    .unwrap_or("");
-                if names.len() == 1 {
-                    out.to_owned()
-                } else {
-                    format!("## Output of {n}\n{out}")
-                }
-            })
-            .collect::<Vec<_>>()
-            .join("\n\n");
-        (names, text)
-    }
-
-    async fn cancel_others(&mut self, candidates: &[String], winner: &str) {
-        for c in candidates.iter().filter(|c| *c != winner) {
-            if let Some(slot) = self.slots.get(c)
-                && slot.running.is_some()
-            {
-                self.race_losers.insert(c.clone());
-                let _gone = slot.actor.cast(SessionMsg::Cancel {
-                    scope: CancelScope::CurrentTurn,
-                    reason: format!("{winner} won the race"),
-                });
-            }
-        }
     }
 
     async fn adopt_plan(&mut self, r: &TurnResult) {
@@ -526,6 +402,19 @@ impl Core {
                 origin: Origin::Plan(i),
             };
             self.deliver(me, &t.assigned_to, d).await;
+        }
+    }
+
+    /// Deliveries waiting (per-session queues and admission), for the metrics.
+    pub fn note_pending(&self) {
+        if let Some(m) = &self.telemetry.metrics {
+            let queued: usize = self.slots.values().map(|s| s.queue.len()).sum();
+            let pending = queued + self.admission.len();
+            m.mailbox_depth
+                .get_or_create(&MailboxLabels {
+                    mailbox: "router_pending".into(),
+                })
+                .set(i64::try_from(pending).unwrap_or(i64::MAX));
         }
     }
 

@@ -30,6 +30,8 @@ pub struct RouterArgs {
     pub sinks: Vec<mpsc::Sender<Published>>,
     /// `on_error = "abort"`: the first failed turn stops the run.
     pub abort_on_error: bool,
+    /// The run's span and metrics.
+    pub telemetry: crate::telemetry::TreeTelemetry,
 }
 
 pub enum RouterMsg {
@@ -72,7 +74,14 @@ impl Actor for Router {
         _myself: ActorRef<RouterMsg>,
         a: RouterArgs,
     ) -> Result<RouterState, ActorProcessingErr> {
-        let core = dispatch::Core::new(a.fleet, a.spec, a.sessions, a.sinks, a.abort_on_error);
+        let core = dispatch::Core::new(
+            a.fleet,
+            a.spec,
+            a.sessions,
+            a.sinks,
+            a.abort_on_error,
+            a.telemetry,
+        );
         Ok(RouterState {
             core,
             waiters: Vec::new(),
@@ -86,7 +95,10 @@ impl Actor for Router {
         st: &mut RouterState,
     ) -> Result<(), ActorProcessingErr> {
         match msg {
-            RouterMsg::Start => st.core.start(&myself).await,
+            RouterMsg::Start => {
+                st.core.start(&myself).await;
+                st.core.note_pending();
+            }
             RouterMsg::TurnDone {
                 session,
                 origin,

@@ -7,6 +7,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 use tokio::sync::Semaphore;
 
 use super::handlers::Core;
+use super::spans::Spans;
 use super::{SessionArgs, SessionMsg, SessionState};
 use crate::driver::DriverMsg;
 use crate::driver::sink::DEFAULT_CREDITS;
@@ -30,14 +31,10 @@ impl Actor for Session {
             spec,
             subscribers,
             answerer,
+            parent,
         } = args;
         let urn: Arc<str> = Arc::from(spec.urn());
-        let span = tracing::info_span!(
-            "session",
-            cap.session.urn = %urn,
-            cap.binding = spec.binding.as_str(),
-            gen_ai.agent.name = %spec.launch.manifest.agent.name,
-        );
+        let spans = Spans::new(&spec, &parent);
         let tracker = RestartTracker::new(spec.policy);
         let _started = myself.cast(SessionMsg::StartDriver);
         Ok(Core {
@@ -61,8 +58,7 @@ impl Actor for Session {
             kill_expected: false,
             closing: false,
             usage: Default::default(),
-            span,
-            turn_span: None,
+            spans,
         })
     }
 

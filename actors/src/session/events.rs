@@ -99,6 +99,21 @@ pub enum RouteVia {
     Plan,
 }
 
+impl RouteVia {
+    /// As serialized (`task`, `route`, `fan_out`, …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RouteVia::Task => "task",
+            RouteVia::Route => "route",
+            RouteVia::FanOut => "fan_out",
+            RouteVia::Subtask => "subtask",
+            RouteVia::Collect => "collect",
+            RouteVia::Mention => "mention",
+            RouteVia::Plan => "plan",
+        }
+    }
+}
+
 /// How a run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -125,4 +140,17 @@ pub(crate) fn now_ms() -> u64 {
         .as_millis()
         .try_into()
         .unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn route_via_names_are_the_serialized_ones() {
+        use RouteVia::*;
+        for v in [Task, Route, FanOut, Subtask, Collect, Mention, Plan] {
+            assert_eq!(serde_json::to_value(v).unwrap(), v.as_str());
+        }
+    }
 }

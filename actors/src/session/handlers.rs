@@ -5,10 +5,10 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use ractor::{ActorRef, RpcReplyPort};
-use serde_json::Value;
 use tokio::sync::{Semaphore, mpsc};
 
 use super::events::{EventBody, SessionEvent, TurnOutcome, now_ms};
+use super::spans::Spans;
 use super::turn::{Turn, TurnResult, UsageTotals};
 use super::{Published, SessionError, SessionMsg, SessionSnapshot, SessionSpec, SessionState};
 use crate::answerer::{AnswererMsg, OpenRequest};
@@ -16,9 +16,10 @@ use crate::driver::acp::AcpDriver;
 use crate::driver::pty::PtyDriver;
 use crate::driver::stream_json::{DriverArgs, StreamJsonDriver};
 use crate::driver::{DriverMsg, DriverOutput, ExitCause, LaunchSpec, OutputSink};
-use crate::protocol::{CapCode, CapEvent, Decision, ErrorKind, HasMeta, StopReason};
+use crate::protocol::{CapCode, CapEvent, StopReason};
 use crate::registry::Binding;
 use crate::supervision::{Decision as Restart, RestartTracker};
+use crate::telemetry::context::{TRACEPARENT, traceparent};
 
 type Reply = RpcReplyPort<Result<TurnResult, SessionError>>;
 
@@ -45,14 +46,13 @@ pub struct Core {
     pub(super) kill_expected: bool,
     pub(super) closing: bool,
     pub(super) usage: UsageTotals,
-    pub(super) span: tracing::Span,
-    pub(super) turn_span: Option<tracing::Span>,
+    pub(super) spans: Spans,
 }
 
 impl Core {
     // ---- publishing -------------------------------------------------------------
 
-    async fn publish(&mut self, body: EventBody) {
+    pub(super) async fn publish(&mut self, body: EventBody) {
         let turn = self.turn.as_ref().map(|t| t.id);
         self.publish_in(turn, body).await;
     }
@@ -80,11 +80,14 @@ impl Core {
         }
     }
 
-    async fn set_state(&mut self, to: SessionState) {
+    pub(super) async fn set_state(&mut self, to: SessionState) {
         if self.state != to {
             let from = self.state;
             self.state = to;
-            tracing::debug!(parent: &self.span, %from, %to, "session state");
+            tracing::debug!(parent: &self.spans.session, %from, %to, "session state");
+            if to.is_terminal() {
+                self.spans.finished(to.as_str());
+            }
             self.publish(EventBody::State { from, to }).await;
         }
     }
@@ -113,6 +116,12 @@ impl Core {
         }
         self.generation += 1;
         let generation = self.generation;
+        // The agent's own spans (if it makes any) join the session's trace.
+        if let Some(tp) = traceparent(self.spans.for_agent()) {
+            let env = &mut Arc::make_mut(&mut self.launch).env;
+            env.retain(|(k, _)| k != TRACEPARENT);
+            env.push((TRACEPARENT.to_owned(), tp));
+        }
         let sink = OutputSink::new(generation, myself.clone(), self.credits.clone());
         let spawned = match self.spec.binding {
             Binding::StreamJson => {
@@ -192,12 +201,9 @@ impl Core {
         }
         match self.tracker.on_exit(Instant::now(), &cause) {
             Restart::Restart { attempt, delay } => {
-                let span = tracing::info_span!(
-                    parent: &self.span, "restart",
-                    cap.restart.cause = %cause, cap.restart.attempt = attempt,
-                    cap.restart.backoff_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
-                );
-                span.in_scope(|| {
+                let backoff_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
+                self.spans.restart(&cause, attempt, backoff_ms);
+                self.spans.for_agent().in_scope(|| {
                     tracing::warn!(urn = %self.urn, %cause, attempt, ?delay, "restarting the agent")
                 });
                 if let Some(t) = self.turn.as_mut() {
@@ -231,7 +237,7 @@ impl Core {
     }
 
     async fn fail(&mut self, reason: String) {
-        tracing::error!(parent: &self.span, urn = %self.urn, %reason, "session failed");
+        tracing::error!(parent: &self.spans.session, urn = %self.urn, %reason, "session failed");
         self.finish_turn_with_error(SessionError::Failed {
             reason: reason.clone(),
         })
@@ -265,16 +271,7 @@ impl Core {
             return;
         }
         let id = self.turns_done + 1;
-        self.turn_span = Some(tracing::info_span!(
-            parent: &self.span, "turn",
-            cap.turn = id,
-            gen_ai.operation.name = "invoke_agent",
-            cap.prompt.bytes = prompt.len(),
-            gen_ai.response.finish_reasons = tracing::field::Empty,
-            gen_ai.usage.input_tokens = tracing::field::Empty,
-            gen_ai.usage.output_tokens = tracing::field::Empty,
-            cap.cost_usd = tracing::field::Empty,
-        ));
+        self.spans.start_turn(id, prompt.len());
         self.turn = Some(Turn::new(id, prompt));
         self.reply = Some(reply);
         if self.state.is_idle() {
@@ -301,7 +298,11 @@ impl Core {
         turn.attempts += 1;
         turn.sent = true;
         let (id, attempt, bytes) = (turn.id, turn.attempts, text.len());
-        let _gone = driver.cast(DriverMsg::Prompt { text });
+        // Sent inside the turn's span: the driver handles the prompt in it.
+        let _gone = self
+            .spans
+            .current()
+            .in_scope(|| driver.cast(DriverMsg::Prompt { text }));
         let timeout = self.spec.turn_timeout;
         let _timer = myself.send_after(timeout, move || SessionMsg::TurnTimeout {
             turn: id,
@@ -322,12 +323,7 @@ impl Core {
         self.turns_done += 1;
         self.usage.merge(turn.usage());
         let result = turn.finish(outcome, stop_reason);
-        if let Some(span) = self.turn_span.take() {
-            span.record("gen_ai.response.finish_reasons", stop_reason.as_str());
-            span.record("gen_ai.usage.input_tokens", result.usage.input_tokens);
-            span.record("gen_ai.usage.output_tokens", result.usage.output_tokens);
-            span.record("cap.cost_usd", result.usage.cost_usd);
-        }
+        self.spans.end_turn(&result);
         self.publish_in(
             Some(result.turn),
             EventBody::TurnEnded {
@@ -365,7 +361,7 @@ impl Core {
         })
         .await;
         self.turn = None;
-        self.turn_span = None;
+        self.spans.abandon_turn(TurnOutcome::Failed);
         if let Some(reply) = self.reply.take() {
             let _caller_gone = reply.send(Err(err));
         }
@@ -422,6 +418,7 @@ impl Core {
         match out {
             DriverOutput::Ready { resume_id, resumed } => {
                 self.ready_generation = self.generation;
+                self.spans.ready();
                 if resume_id.is_some() {
                     self.resume_id = resume_id;
                 }
@@ -452,6 +449,7 @@ impl Core {
             }
             DriverOutput::Withdrawn { req_id } => {
                 self.open.remove(&req_id);
+                self.spans.permission_answered(&req_id, "withdrawn", "agent");
                 self.after_answer().await;
             }
         }
@@ -461,6 +459,7 @@ impl Core {
         if let (CapEvent::Usage(u), Some(pricing)) = (&mut event, &self.spec.pricing) {
             pricing.estimate(u);
         }
+        self.spans.on_event(&event);
         if let Some(turn) = self.turn.as_mut() {
             turn.record(&event);
         } else if let CapEvent::Usage(u) = &event {
@@ -490,6 +489,7 @@ impl Core {
                     let _gone = a.cast(AnswererMsg::Decide {
                         urn: self.urn.clone(),
                         session: myself.clone(),
+                        span: self.spans.request(request.id()),
                         request,
                     });
                 }
@@ -497,63 +497,6 @@ impl Core {
                     let _self_gone = myself.cast(crate::answerer::fail_safe(&request));
                 }
             }
-        }
-    }
-
-    // ---- answers ------------------------------------------------------------------
-
-    pub(super) async fn answer_permission(
-        &mut self,
-        req_id: String,
-        decision: Decision,
-        rule: String,
-    ) {
-        if !matches!(self.open.get(&req_id), Some(OpenRequest::Permission { .. })) {
-            self.reject_answer(&req_id).await;
-            return;
-        }
-        self.open.remove(&req_id);
-        let mut event = CapEvent::permission_response(req_id.clone(), decision);
-        event.set_meta("capfleet.rule", Value::String(rule.clone()));
-        self.publish(EventBody::Cap { event }).await;
-        let message = (decision == Decision::Deny).then(|| format!("denied by capfleet ({rule})"));
-        if let Some(d) = &self.driver {
-            let _gone = d.cast(DriverMsg::Permission {
-                req_id,
-                decision,
-                message,
-            });
-        }
-        self.after_answer().await;
-    }
-
-    pub(super) async fn answer_ask(&mut self, ask_id: String, value: Option<Value>, rule: String) {
-        if !matches!(self.open.get(&ask_id), Some(OpenRequest::Ask { .. })) {
-            self.reject_answer(&ask_id).await;
-            return;
-        }
-        self.open.remove(&ask_id);
-        let mut event = CapEvent::ask_answer(ask_id.clone(), value.clone().unwrap_or(Value::Null));
-        event.set_meta("capfleet.rule", Value::String(rule));
-        self.publish(EventBody::Cap { event }).await;
-        if let Some(d) = &self.driver {
-            let _gone = d.cast(DriverMsg::Answer { ask_id, value });
-        }
-        self.after_answer().await;
-    }
-
-    async fn reject_answer(&mut self, id: &str) {
-        let event = CapEvent::error(
-            ErrorKind::Other(CapCode::UnknownPermission.symbol().into()),
-            format!("answer for {id}, which is not open (answered, withdrawn or unknown)"),
-            false,
-        );
-        self.publish(EventBody::Cap { event }).await;
-    }
-
-    async fn after_answer(&mut self) {
-        if self.open.is_empty() && self.state == SessionState::InputRequired {
-            self.set_state(SessionState::Working).await;
         }
     }
 }

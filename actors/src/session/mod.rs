@@ -12,8 +12,10 @@
 //! gets that as a supervision message).
 
 mod actor;
+mod answers;
 pub mod events;
 mod handlers;
+mod spans;
 pub mod state;
 pub mod turn;
 
@@ -90,6 +92,8 @@ pub struct SessionArgs {
     pub spec: SessionSpec,
     pub subscribers: Vec<mpsc::Sender<Published>>,
     pub answerer: Option<ActorRef<AnswererMsg>>,
+    /// The parent of the session's span (the run's).
+    pub parent: tracing::Span,
 }
 
 /// Why a session could not run a turn.

@@ -135,6 +135,18 @@ pub enum ExitCause {
 }
 
 impl ExitCause {
+    /// The cause's kind as serialized (`exited`, `signaled`, `hung`, …): a label of
+    /// few values for metrics and spans.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ExitCause::Normal => "normal",
+            ExitCause::Exited { .. } => "exited",
+            ExitCause::Signaled { .. } => "signaled",
+            ExitCause::Hung { .. } => "hung",
+            ExitCause::DriverError { .. } => "driver_error",
+        }
+    }
+
     /// Everything but [`ExitCause::Normal`] is abnormal.
     pub fn is_abnormal(&self) -> bool {
         !matches!(self, ExitCause::Normal)

@@ -264,3 +264,20 @@ fn exit_cause_from_status_and_error() {
     let json = serde_json::to_string(&ExitCause::Signaled { signal: 15 }).unwrap();
     assert_eq!(json, r#"{"kind":"signaled","signal":15}"#);
 }
+
+#[test]
+fn exit_cause_kind_is_its_serialized_tag() {
+    let causes = [
+        ExitCause::Normal,
+        ExitCause::Exited { code: 3 },
+        ExitCause::Signaled { signal: 9 },
+        ExitCause::Hung { timeout_ms: 5 },
+        ExitCause::DriverError {
+            message: "x".into(),
+        },
+    ];
+    for c in causes {
+        let v = serde_json::to_value(&c).unwrap();
+        assert_eq!(v["kind"], c.kind(), "{c:?}");
+    }
+}

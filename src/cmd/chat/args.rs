@@ -88,6 +88,8 @@ pub struct ChatArgs {
     /// Extra environment for the agent, KEY=VALUE (repeatable).
     #[arg(long, value_parser = parse_env)]
     pub env: Vec<(String, String)>,
+    #[command(flatten)]
+    pub telemetry: crate::telemetry::TelemetryArgs,
 }
 
 fn parse_mode(s: &str) -> Result<PermissionMode, String> {

@@ -21,6 +21,7 @@ use std::sync::Arc;
 
 use capfleet_actors::protocol::CancelScope;
 use capfleet_actors::root::{Orchestrator, RootArgs};
+use capfleet_actors::telemetry::TreeTelemetry;
 use capfleet_actors::session::{
     Published, SUBSCRIBER_CAPACITY, SessionError, SessionMsg, TurnOutcome, TurnResult, UsageTotals,
 };
@@ -30,6 +31,7 @@ use tokio::sync::{mpsc, oneshot};
 pub use args::ChatArgs;
 
 use crate::style::{ColorChoice, Style};
+use crate::telemetry::Telemetry;
 
 /// Exit codes.
 const EXIT_FAILED: u8 = 1;
@@ -48,10 +50,22 @@ pub fn run(args: ChatArgs, color: ColorChoice) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    runtime.block_on(chat(args, color))
+    runtime.block_on(async {
+        let telemetry = match Telemetry::start(color, &args.telemetry) {
+            Ok(t) => t,
+            Err(e) => {
+                crate::logging::init(color);
+                eprintln!("{} {e}", Style::for_stderr(color).err("error:"));
+                return ExitCode::from(EXIT_USAGE);
+            }
+        };
+        let code = chat(args, color, &telemetry).await;
+        telemetry.finish().await;
+        code
+    })
 }
 
-async fn chat(args: ChatArgs, color: ColorChoice) -> ExitCode {
+async fn chat(args: ChatArgs, color: ColorChoice, telemetry: &Telemetry) -> ExitCode {
     let err_style = Style::for_stderr(color);
     let spec = match args.session_spec().await {
         Ok(spec) => spec,
@@ -64,6 +78,11 @@ async fn chat(args: ChatArgs, color: ColorChoice) -> ExitCode {
     let terminated = terminated();
     let interactive = std::io::stdin().is_terminal();
     let (human_tx, human_rx) = mpsc::channel(16);
+    // One trace per chat: its sessions' spans hang under `chat`.
+    let span = tracing::info_span!("chat", gen_ai.agent.name = %args.agent);
+    if let Some(tp) = telemetry.traceparent() {
+        capfleet_actors::telemetry::context::adopt_parent(&span, &tp);
+    }
     let orchestrator = match Orchestrator::start(RootArgs {
         fleet_name: "chat".into(),
         journal: args.journal.clone(),
@@ -71,6 +90,10 @@ async fn chat(args: ChatArgs, color: ColorChoice) -> ExitCode {
         budget: Default::default(),
         human: interactive.then_some(human_tx),
         fleet_events: None,
+        telemetry: TreeTelemetry {
+            span,
+            metrics: None,
+        },
     })
     .await
     {

@@ -1,6 +1,9 @@
 //! `capfleet run` arguments.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
+
+use crate::telemetry::TelemetryArgs;
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
@@ -12,6 +15,10 @@ Examples:
 Validation happens before anything spawns; every error names file, line and key.
 Each run records its journal in .capfleet/runs/<run-id>/journal.jsonl under the current
 directory (`capfleet log latest`).
+
+Traces: --otlp URL (or OTEL_EXPORTER_OTLP_ENDPOINT) exports one trace per run, rooted at
+`fleet.run`; --trace-file writes the same spans as JSON lines. Metrics: --metrics-addr.
+See observability/README.md for Jaeger, Prometheus and Grafana.
 
 Exit codes: 0 completed, 1 a session failed, 2 invalid config (or bad usage),
 3 budget exceeded, 130 interrupted (Ctrl-C).")]
@@ -28,4 +35,10 @@ pub struct RunArgs {
     /// Replace the fleet's task (`@path` reads the task from a file).
     #[arg(long, short = 't')]
     pub task: Option<String>,
+    /// Serve Prometheus metrics at http://ADDR/metrics while the run lasts
+    /// (e.g. 127.0.0.1:9464).
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_addr: Option<SocketAddr>,
+    #[command(flatten)]
+    pub telemetry: TelemetryArgs,
 }

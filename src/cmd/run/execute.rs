@@ -10,8 +10,9 @@ use std::sync::Arc;
 use capfleet_actors::answerer::HumanQuestion;
 use capfleet_actors::budget::BudgetLimits;
 use capfleet_actors::fleet::urn;
-use capfleet_actors::run::{RunReport, RunSpec, run_fleet};
+use capfleet_actors::run::{RunReport, RunSpec, RunTelemetry, run_fleet};
 use capfleet_actors::session::{RunOutcome, SUBSCRIBER_CAPACITY};
+use capfleet_actors::telemetry::metrics::FleetMetrics;
 use tokio::sync::mpsc;
 
 use super::view::{self, Mode};
@@ -19,9 +20,35 @@ use super::{EXIT_BUDGET, EXIT_INTERRUPTED, EXIT_SESSION_FAILED, RunArgs};
 use crate::fleet::{Fleet, OnError, RunDir};
 use crate::human::Input;
 use crate::style::{ColorChoice, Style};
+use crate::telemetry::Telemetry;
+use crate::telemetry::metrics_http::MetricsServer;
 
-pub async fn execute(mut fleet: Fleet, args: &RunArgs, color: ColorChoice) -> ExitCode {
+pub async fn execute(
+    mut fleet: Fleet,
+    args: &RunArgs,
+    color: ColorChoice,
+    telemetry: &Telemetry,
+) -> ExitCode {
     let err = Style::for_stderr(color);
+    let run_telemetry = RunTelemetry {
+        metrics: args
+            .metrics_addr
+            .map(|_| Arc::new(FleetMetrics::new(telemetry.span_stats().unwrap_or_default()))),
+        traceparent: telemetry.traceparent(),
+    };
+    let metrics_server = match (args.metrics_addr, &run_telemetry.metrics) {
+        (Some(addr), Some(m)) => match MetricsServer::start(addr, m.clone()).await {
+            Ok(s) => {
+                eprintln!("capfleet: metrics on http://{}/metrics", s.local_addr());
+                Some(s)
+            }
+            Err(e) => {
+                eprintln!("{} {e}", err.err("error:"));
+                return ExitCode::from(super::EXIT_INVALID);
+            }
+        },
+        _ => None,
+    };
     let run = match std::env::current_dir()
         .map_err(|e| e.to_string())
         .and_then(|dir| RunDir::create(&dir).map_err(|e| e.to_string()))
@@ -78,6 +105,7 @@ pub async fn execute(mut fleet: Fleet, args: &RunArgs, color: ColorChoice) -> Ex
         journal: Some(run.journal()),
         human,
         abort_on_error: fleet.on_error == OnError::Abort,
+        telemetry: run_telemetry,
     };
     let interrupt = async {
         if tokio::signal::ctrl_c().await.is_err() {
@@ -86,6 +114,9 @@ pub async fn execute(mut fleet: Fleet, args: &RunArgs, color: ColorChoice) -> Ex
         eprintln!("\n^C stopping the run: every session is cancelled");
     };
     let report = run_fleet(spec, vec![tx], interrupt).await;
+    if let Some(s) = metrics_server {
+        s.stop().await;
+    }
     let seen = viewer.await.unwrap_or_default();
     let code = match &report {
         Ok(r) => exit_code(r.outcome),

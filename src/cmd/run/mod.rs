@@ -12,6 +12,7 @@ pub use args::RunArgs;
 
 use crate::fleet::{self, Loaded};
 use crate::style::{ColorChoice, Style};
+use crate::telemetry::Telemetry;
 
 /// Exit codes (documented in `--help`).
 pub const EXIT_SESSION_FAILED: u8 = 1;
@@ -35,6 +36,29 @@ pub fn run(args: RunArgs, color: ColorChoice) -> ExitCode {
 }
 
 async fn main(args: RunArgs, color: ColorChoice) -> ExitCode {
+    let err = Style::for_stderr(color);
+    if args.dry_run {
+        crate::logging::init(color);
+    }
+    let telemetry = match (!args.dry_run)
+        .then(|| Telemetry::start(color, &args.telemetry))
+        .transpose()
+    {
+        Ok(t) => t,
+        Err(e) => {
+            crate::logging::init(color);
+            eprintln!("{} {e}", err.err("error:"));
+            return ExitCode::from(EXIT_INVALID);
+        }
+    };
+    let code = load_and_run(&args, color, telemetry.as_ref()).await;
+    if let Some(t) = telemetry {
+        t.finish().await;
+    }
+    code
+}
+
+async fn load_and_run(args: &RunArgs, color: ColorChoice, telemetry: Option<&Telemetry>) -> ExitCode {
     let err = Style::for_stderr(color);
     if args.fleets.len() > 1 && !args.dry_run {
         eprintln!(
@@ -66,10 +90,10 @@ async fn main(args: RunArgs, color: ColorChoice) -> ExitCode {
     }
     if args.dry_run {
         let fleets: Vec<_> = loaded.into_iter().map(|l: Loaded| l.fleet).collect();
-        return dry_run::print(&fleets, &args, Style::for_stdout(color));
+        return dry_run::print(&fleets, args, Style::for_stdout(color));
     }
-    match loaded.pop() {
-        Some(l) => execute::execute(l.fleet, &args, color).await,
-        None => ExitCode::from(EXIT_INVALID),
+    match (loaded.pop(), telemetry) {
+        (Some(l), Some(t)) => execute::execute(l.fleet, args, color, t).await,
+        _ => ExitCode::from(EXIT_INVALID),
     }
 }

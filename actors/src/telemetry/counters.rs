@@ -1,6 +1,5 @@
-//! The telemetry hook (a [`crate::tap`]): counts what the fleet does — events by kind,
-//! sessions by state, turns, restarts — for status views now and for the metrics
-//! exporter (observability issue) later.
+//! The counters tap (a [`crate::tap`]): counts what the fleet does — events by kind,
+//! sessions by state, turns, restarts — for the run's report and status views.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -35,29 +34,15 @@ impl TapHandler for Counters {
     type Snapshot = Counters;
 
     fn on_event(&mut self, event: &SessionEvent) {
-        let kind = match &event.body {
-            EventBody::Cap { event } => event.kind(),
+        match &event.body {
             EventBody::State { to, .. } => {
                 self.states.insert(event.urn.clone(), *to);
-                "state"
             }
-            EventBody::TurnStarted { .. } => "turn_started",
-            EventBody::TurnEnded { .. } => {
-                self.turns += 1;
-                "turn_ended"
-            }
-            EventBody::Restart { .. } => {
-                self.restarts += 1;
-                "restart"
-            }
-            EventBody::CancelRequested { .. } => "cancel_requested",
-            EventBody::Failed { .. } => "failed",
-            EventBody::Routed { .. } => "routed",
-            EventBody::Refused { .. } => "refused",
-            EventBody::RouteFailed { .. } => "route_failed",
-            EventBody::PlanEntry { .. } => "plan_entry",
-            EventBody::RunEnded { .. } => "run_ended",
-        };
+            EventBody::TurnEnded { .. } => self.turns += 1,
+            EventBody::Restart { .. } => self.restarts += 1,
+            _ => {}
+        }
+        let kind = event_kind(&event.body);
         match self.events.get_mut(kind) {
             Some(n) => *n += 1,
             None => {
@@ -68,5 +53,24 @@ impl TapHandler for Counters {
 
     fn snapshot(&self) -> Counters {
         self.clone()
+    }
+}
+
+/// An event's kind: the CAP wire name (`cap.text_chunk`, …) or the session kind
+/// (`state`, `restart`, …).
+pub fn event_kind(body: &EventBody) -> &'static str {
+    match body {
+        EventBody::Cap { event } => event.kind(),
+        EventBody::State { .. } => "state",
+        EventBody::TurnStarted { .. } => "turn_started",
+        EventBody::TurnEnded { .. } => "turn_ended",
+        EventBody::Restart { .. } => "restart",
+        EventBody::CancelRequested { .. } => "cancel_requested",
+        EventBody::Failed { .. } => "failed",
+        EventBody::Routed { .. } => "routed",
+        EventBody::Refused { .. } => "refused",
+        EventBody::RouteFailed { .. } => "route_failed",
+        EventBody::PlanEntry { .. } => "plan_entry",
+        EventBody::RunEnded { .. } => "run_ended",
     }
 }

@@ -1,0 +1,156 @@
+//! Static routes firing when their `when` sessions are done: one target, fan-out
+//! (broadcast or by subtask), or collect (all, or the first of a race).
+
+use ractor::ActorRef;
+
+use super::super::RouterMsg;
+use super::super::spec::{CollectMode, Picker, RouteAction, Split};
+use super::super::subtasks;
+use super::{Core, Delivery, Origin};
+use crate::protocol::CancelScope;
+use crate::session::{EventBody, RouteVia, SessionMsg};
+
+impl Core {
+    pub(super) async fn fire_routes(&mut self, me: &ActorRef<RouterMsg>, session: &str) {
+        for i in 0..self.spec.routes.len() {
+            let route = self.spec.routes[i].clone();
+            if !route.when.iter().any(|w| w == session) {
+                continue;
+            }
+            self.done_since[i].insert(session.to_owned());
+            let all = route.when.iter().all(|w| self.done_since[i].contains(w));
+            let first_of_race = matches!(
+                route.action,
+                RouteAction::Collect {
+                    mode: CollectMode::First,
+                    ..
+                }
+            );
+            if !(all || (first_of_race && !self.collected[i])) {
+                continue;
+            }
+            self.done_since[i].clear();
+            let (from, text) = self.joined(&route.when, first_of_race.then_some(session));
+            match route.action {
+                RouteAction::To(to) => {
+                    let d = Delivery {
+                        from,
+                        text,
+                        via: RouteVia::Route,
+                        origin: Origin::Route,
+                    };
+                    self.deliver(me, &to, d).await;
+                }
+                RouteAction::FanOut {
+                    to,
+                    split: Split::Broadcast,
+                } => {
+                    for t in to {
+                        let d = Delivery {
+                            from: from.clone(),
+                            text: text.clone(),
+                            via: RouteVia::FanOut,
+                            origin: Origin::Route,
+                        };
+                        self.deliver(me, &t, d).await;
+                    }
+                }
+                RouteAction::FanOut {
+                    to,
+                    split: Split::BySubtask,
+                } => match subtasks::assign(&text, &to) {
+                    Ok(tasks) => {
+                        for (t, task) in tasks {
+                            let d = Delivery {
+                                from: from.clone(),
+                                text: task,
+                                via: RouteVia::Subtask,
+                                origin: Origin::Route,
+                            };
+                            self.deliver(me, &t, d).await;
+                        }
+                    }
+                    Err(e) => {
+                        self.any_failed = true;
+                        self.record(EventBody::RouteFailed {
+                            route: i,
+                            reason: e.to_string(),
+                        })
+                        .await;
+                    }
+                },
+                RouteAction::Collect { picker, mode } => {
+                    if self.collected[i] {
+                        continue;
+                    }
+                    self.collected[i] = true;
+                    if mode == CollectMode::First {
+                        self.cancel_others(&route.when, session).await;
+                    }
+                    match picker {
+                        Picker::Session(to) => {
+                            let text = format!("Pick the best of these results:\n\n{text}");
+                            let d = Delivery {
+                                from,
+                                text,
+                                via: RouteVia::Collect,
+                                origin: Origin::Route,
+                            };
+                            self.deliver(me, &to, d).await;
+                        }
+                        // No picker session: the first (or, for `all`, the first listed) wins.
+                        Picker::Human => {
+                            let winner = from.first().cloned().unwrap_or_default();
+                            self.record(EventBody::Routed {
+                                from,
+                                to: format!("human (picked {winner})"),
+                                via: RouteVia::Collect,
+                                bytes: text.len(),
+                            })
+                            .await;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The outputs of `when` (or only `only`), each headed by its session.
+    fn joined(&self, when: &[String], only: Option<&str>) -> (Vec<String>, String) {
+        let names: Vec<String> = match only {
+            Some(s) => vec![s.to_owned()],
+            None => when.to_vec(),
+        };
+        let text = names
+            .iter()
+            .map(|n| {
+                let out = self
+                    .slots
+                    .get(n)
+                    .and_then(|s| s.output.as_deref())
+                    .unwrap_or("");
+                if names.len() == 1 {
+                    out.to_owned()
+                } else {
+                    format!("## Output of {n}\n{out}")
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("\n\n");
+        (names, text)
+    }
+
+    async fn cancel_others(&mut self, candidates: &[String], winner: &str) {
+        for c in candidates.iter().filter(|c| *c != winner) {
+            if let Some(slot) = self.slots.get(c)
+                && slot.running.is_some()
+            {
+                self.race_losers.insert(c.clone());
+                let _gone = slot.actor.cast(SessionMsg::Cancel {
+                    scope: CancelScope::CurrentTurn,
+                    reason: format!("{winner} won the race"),
+                });
+            }
+        }
+    }
+}

@@ -1,0 +1,43 @@
+//! Observability: what the fleet does, counted and traced.
+//!
+//! - [`counters`]: the run's own counters (events by kind, sessions by state, turns,
+//!   restarts), a tap every run has, for its report;
+//! - [`metrics`] and [`feed`]: the Prometheus metrics of a run (`--metrics-addr`), fed
+//!   by a tap from every published event;
+//! - [`pipeline`], [`config`], [`counted`], [`trace_file`]: the span pipeline to OTLP
+//!   and/or a JSON-lines file, configured by flags and the standard `OTEL_*` variables;
+//! - [`context`]: W3C `traceparent` in and out of the process.
+//!
+//! The spans themselves are opened where the work happens: `fleet.run` in
+//! [`crate::run`], `session`, `turn`, `tool_call`, `permission`, `ask`, `restart` in
+//! [`crate::session`], `decide` in [`crate::answerer`], `route` in [`crate::router`],
+//! `budget` in [`crate::run`]. Each is created with an explicit parent carried in the
+//! actors' arguments and messages, so one turn is one tree across the actors it touches.
+
+pub mod config;
+pub mod context;
+pub mod counted;
+pub mod counters;
+pub mod feed;
+pub mod metrics;
+pub mod pipeline;
+pub mod trace_file;
+
+pub use counters::{Counters, Telemetry, TelemetryMsg};
+
+/// What a supervision tree reports to: the span its sessions' spans hang under (the
+/// run's), and the run's metrics when they are served.
+#[derive(Debug, Clone)]
+pub struct TreeTelemetry {
+    pub span: tracing::Span,
+    pub metrics: Option<metrics::Metrics>,
+}
+
+impl Default for TreeTelemetry {
+    fn default() -> Self {
+        TreeTelemetry {
+            span: tracing::Span::none(),
+            metrics: None,
+        }
+    }
+}

@@ -1,0 +1,172 @@
+//! The span pipeline: `tracing` spans → `tracing-opentelemetry` → the OpenTelemetry
+//! SDK → OTLP (HTTP/protobuf or gRPC) and/or the trace file, each behind a bounded,
+//! counted batch queue ([`super::counted`]).
+//!
+//! Only capfleet's own spans are exported (targets `capfleet` and `capfleet_actors`):
+//! ractor wraps each actor's life in spans of its own, which would otherwise become
+//! long-lived parents and split a turn over several traces. With nothing configured
+//! there is no pipeline at all, and capfleet's spans stay disabled callsites.
+//!
+//! Build it inside the tokio runtime (the gRPC channel lives there) and
+//! [`TracePipeline::shutdown`] it before the runtime ends: that flushes what is queued.
+
+use std::time::Duration;
+
+use opentelemetry::KeyValue;
+use opentelemetry::trace::TracerProvider as _;
+use opentelemetry_otlp::{SpanExporter as OtlpExporter, WithExportConfig};
+use opentelemetry_sdk::Resource;
+use opentelemetry_sdk::trace::SdkTracerProvider;
+use tracing::Level;
+use tracing_subscriber::Layer;
+use tracing_subscriber::filter::Targets;
+use tracing_subscriber::registry::LookupSpan;
+
+use super::config::{
+    ENV_RESOURCE_ATTRIBUTES, ENV_SERVICE_NAME, OtlpTarget, Protocol, TelemetryError, TraceConfig,
+    queue_size,
+};
+use super::counted;
+use super::metrics::{ReasonLabels, SpanStats};
+use super::trace_file::TraceFile;
+
+/// The service name when neither `OTEL_SERVICE_NAME` nor `OTEL_RESOURCE_ATTRIBUTES` names one.
+pub const SERVICE_NAME: &str = "capfleet";
+/// How long the exit path waits for the last spans to be exported.
+pub const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A running span pipeline.
+#[derive(Debug)]
+pub struct TracePipeline {
+    provider: SdkTracerProvider,
+    stats: SpanStats,
+    /// Where spans go, for the closing line.
+    pub destinations: Vec<String>,
+}
+
+/// What the pipeline did, for the closing line of a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SpanTotals {
+    pub exported: u64,
+    pub dropped: u64,
+}
+
+impl TracePipeline {
+    /// The pipeline `cfg` and the environment (through `env`) ask for; `None` when they
+    /// ask for nothing.
+    pub fn start(
+        cfg: &TraceConfig,
+        env: impl Fn(&str) -> Option<String> + Copy,
+    ) -> Result<Option<TracePipeline>, TelemetryError> {
+        let target = cfg.otlp_target(env)?;
+        if target.is_none() && cfg.trace_file.is_none() {
+            return Ok(None);
+        }
+        let queue = queue_size(env);
+        let stats = SpanStats::default();
+        let mut destinations = Vec::new();
+        let mut builder = SdkTracerProvider::builder().with_resource(resource(env));
+        if let Some(t) = &target {
+            let exporter = otlp_exporter(t)?;
+            builder = builder.with_span_processor(counted::batch(exporter, queue, stats.clone()));
+            destinations.push(format!("{} ({})", t.endpoint, t.protocol.as_str()));
+        }
+        if let Some(path) = &cfg.trace_file {
+            let file = TraceFile::create(path)?;
+            builder = builder.with_span_processor(counted::batch(file, queue, stats.clone()));
+            destinations.push(path.display().to_string());
+        }
+        Ok(Some(TracePipeline {
+            provider: builder.build(),
+            stats,
+            destinations,
+        }))
+    }
+
+    /// The `tracing` layer that feeds the pipeline with capfleet's spans.
+    pub fn layer<S>(&self) -> impl Layer<S> + Send + Sync + 'static
+    where
+        S: tracing::Subscriber + for<'a> LookupSpan<'a> + Send + Sync,
+    {
+        let tracer = self.provider.tracer("capfleet");
+        tracing_opentelemetry::layer()
+            .with_tracer(tracer)
+            .with_threads(false)
+            .with_tracked_inactivity(false)
+            .with_filter(
+                Targets::new()
+                    .with_target("capfleet", Level::INFO)
+                    .with_target("capfleet_actors", Level::INFO),
+            )
+    }
+
+    /// The pipeline's counters (exported, dropped), to show in the run's metrics.
+    pub fn stats(&self) -> SpanStats {
+        self.stats.clone()
+    }
+
+    pub fn totals(&self) -> SpanTotals {
+        let dropped = ["queue_full", "export_failed"]
+            .iter()
+            .map(|r| {
+                self.stats
+                    .dropped
+                    .get_or_create(&ReasonLabels {
+                        reason: (*r).into(),
+                    })
+                    .get()
+            })
+            .sum();
+        SpanTotals {
+            exported: self.stats.exported.get(),
+            dropped,
+        }
+    }
+
+    /// Export what is queued now (the panic path: the process may not get further).
+    pub fn flush(&self) {
+        if let Err(e) = self.provider.force_flush() {
+            tracing::debug!("flushing spans: {e}");
+        }
+    }
+
+    /// Export what is queued, then stop. Blocks up to [`SHUTDOWN_TIMEOUT`] per
+    /// destination: call it off the runtime's workers (`spawn_blocking`).
+    pub fn shutdown(&self) -> SpanTotals {
+        if let Err(e) = self.provider.shutdown_with_timeout(SHUTDOWN_TIMEOUT) {
+            tracing::debug!("span pipeline shutdown: {e}");
+        }
+        self.totals()
+    }
+}
+
+fn otlp_exporter(t: &OtlpTarget) -> Result<OtlpExporter, TelemetryError> {
+    let built = match t.protocol {
+        Protocol::Grpc => OtlpExporter::builder()
+            .with_tonic()
+            .with_endpoint(t.endpoint.clone())
+            .build(),
+        Protocol::HttpProtobuf => OtlpExporter::builder()
+            .with_http()
+            .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
+            .with_endpoint(t.endpoint.clone())
+            .build(),
+    };
+    built.map_err(|e| TelemetryError::Exporter(e.to_string()))
+}
+
+/// The SDK's resource (`OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`, telemetry.sdk.*),
+/// named `capfleet` unless the environment names the service.
+fn resource(env: impl Fn(&str) -> Option<String>) -> Resource {
+    let named = env(ENV_SERVICE_NAME).is_some_and(|v| !v.trim().is_empty())
+        || env(ENV_RESOURCE_ATTRIBUTES)
+            .is_some_and(|v| v.split(',').any(|kv| kv.trim().starts_with("service.name=")));
+    let mut b = Resource::builder().with_attribute(KeyValue::new(
+        "service.version",
+        env!("CARGO_PKG_VERSION"),
+    ));
+    if !named {
+        b = b.with_service_name(SERVICE_NAME);
+    }
+    b.build()
+}
