@@ -31,6 +31,9 @@ use crate::telemetry::{Counters, Telemetry, TelemetryMsg, TreeTelemetry};
 
 pub struct Root;
 
+/// How long the root's shutdown waits for its children to stop.
+const CHILDREN_DEADLINE: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// How to build the tree.
 pub struct RootArgs {
     pub fleet_name: String,
@@ -173,6 +176,11 @@ impl Actor for Root {
                     Some(j) => ractor::call!(j, JournalMsg::Finish).unwrap_or(0),
                     None => 0,
                 };
+                // Every child gone (and its state with it: the run's span ends with the
+                // tree) before the caller goes on to flush the telemetry.
+                myself
+                    .stop_children_and_wait(Some("shutdown".into()), Some(CHILDREN_DEADLINE))
+                    .await;
                 let _caller_gone = reply.send(written);
                 myself.stop(Some("shutdown".into()));
             }

@@ -61,7 +61,7 @@ pub async fn run_fleet(
     let run_span = tracing::info_span!(
         "fleet.run",
         cap.fleet = %spec.fleet,
-        cap.sessions = spec.sessions.len(),
+        cap.sessions = crate::telemetry::int(spec.sessions.len()),
         cap.budget.limit_usd = spec.budget.total_usd,
         cap.run.outcome = tracing::field::Empty,
         otel.status_code = tracing::field::Empty,
@@ -149,7 +149,6 @@ pub async fn run_fleet(
             },
             () = &mut interrupt, if !interrupted => {
                 interrupted = true;
-                tracing::info!(parent: &run_span, "interrupted");
                 let reason = "interrupted".to_owned();
                 let _gone = router.cast(RouterMsg::Stop { outcome: RunOutcome::Interrupted, reason });
             }

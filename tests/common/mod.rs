@@ -19,6 +19,7 @@
 pub mod chat;
 pub mod chat_json;
 pub mod fake_llm;
+pub mod otel;
 pub mod peers;
 pub mod procs;
 pub mod terminal;

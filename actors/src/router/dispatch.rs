@@ -221,7 +221,7 @@ impl Core {
             cap.route.from = %d.from.join("+"),
             cap.route.to = to,
             cap.route.via = d.via.as_str(),
-            cap.route.bytes = d.text.len(),
+            cap.route.bytes = crate::telemetry::int(d.text.len()),
         );
         self.record(EventBody::Routed {
             from: d.from,

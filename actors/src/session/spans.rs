@@ -20,6 +20,7 @@ use super::events::TurnOutcome;
 use super::turn::TurnResult;
 use crate::protocol::{CapEvent, StopReason};
 use crate::supervision::ExitCause;
+use crate::telemetry::int;
 
 /// Tool calls and requests tracked with a span at once, at most (an agent that opens
 /// calls without closing them does not grow the session).
@@ -45,14 +46,14 @@ fn outcome_str(o: TurnOutcome) -> &'static str {
 impl Spans {
     pub fn new(spec: &SessionSpec, parent: &Span) -> Self {
         let agent = spec.launch.manifest.agent.name.clone();
-        let model = spec.launch.config.model.get().cloned().unwrap_or_default();
+        let model = spec.launch.config.model.get().map(String::as_str);
         let session = tracing::info_span!(
             parent: parent, "session",
             cap.session.urn = spec.urn(),
             cap.session.name = %spec.name,
             cap.binding = spec.binding.as_str(),
             gen_ai.agent.name = %agent,
-            gen_ai.request.model = %model,
+            gen_ai.request.model = model,
             cap.session.state = Empty,
         );
         Spans {
@@ -78,11 +79,11 @@ impl Spans {
         }
         let turn = tracing::info_span!(
             parent: &self.session, "turn",
-            cap.turn = id,
+            cap.turn = int(id),
             gen_ai.operation.name = "invoke_agent",
             gen_ai.agent.name = %self.agent,
             gen_ai.response.model = Empty,
-            cap.prompt.bytes = prompt_bytes,
+            cap.prompt.bytes = int(prompt_bytes),
             gen_ai.response.finish_reasons = Empty,
             gen_ai.usage.input_tokens = Empty,
             gen_ai.usage.output_tokens = Empty,
@@ -183,14 +184,11 @@ impl Spans {
             return;
         };
         span.record("gen_ai.response.finish_reasons", result.stop_reason.as_str());
-        span.record("gen_ai.usage.input_tokens", result.usage.input_tokens);
-        span.record("gen_ai.usage.output_tokens", result.usage.output_tokens);
+        span.record("gen_ai.usage.input_tokens", int(result.usage.input_tokens));
+        span.record("gen_ai.usage.output_tokens", int(result.usage.output_tokens));
         span.record("cap.cost_usd", result.usage.cost_usd);
-        span.record("cap.turn.restarts", result.restarts);
-        span.record(
-            "cap.turn.duration_ms",
-            u64::try_from(result.duration.as_millis()).unwrap_or(u64::MAX),
-        );
+        span.record("cap.turn.restarts", int(result.restarts));
+        span.record("cap.turn.duration_ms", int(result.duration.as_millis()));
         self.close_turn(span, result.outcome);
     }
 
@@ -220,10 +218,9 @@ impl Spans {
             parent: self.current(), "restart",
             cap.restart.cause = cause.kind(),
             cap.restart.reason = %cause,
-            cap.restart.attempt = attempt,
-            cap.restart.backoff_ms = backoff_ms,
+            cap.restart.attempt = int(attempt),
+            cap.restart.backoff_ms = int(backoff_ms),
         );
-        span.in_scope(|| tracing::warn!(%cause, attempt, backoff_ms, "restarting the agent"));
         self.restart = Some(span);
     }
 

@@ -43,6 +43,13 @@ pub fn batch<E: SpanExporter + 'static>(
     }
 }
 
+impl CountedProcessor {
+    /// Spans admitted and neither exported nor failed yet: what an exit now would lose.
+    pub fn pending(&self) -> Arc<AtomicUsize> {
+        self.in_flight.clone()
+    }
+}
+
 /// The gate in front of the batch processor.
 #[derive(Debug)]
 pub struct CountedProcessor {

@@ -105,7 +105,8 @@ pub struct AgentLabels {
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ReasonLabels {
-    /// `queue_full` (the batch queue was full) or `export_failed`.
+    /// `queue_full` (the batch queue was full), `export_failed`, or `unsent_at_exit`
+    /// (still queued for a hung endpoint when the process ended).
     pub reason: String,
 }
 

@@ -41,3 +41,9 @@ impl Default for TreeTelemetry {
         }
     }
 }
+
+/// A count as a span attribute: OpenTelemetry integers are `i64` (a `u64` field would
+/// be exported as a string).
+pub fn int<T: TryInto<i64>>(n: T) -> i64 {
+    n.try_into().unwrap_or(i64::MAX)
+}

@@ -10,6 +10,8 @@
 //! Build it inside the tokio runtime (the gRPC channel lives there) and
 //! [`TracePipeline::shutdown`] it before the runtime ends: that flushes what is queued.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use opentelemetry::KeyValue;
@@ -40,6 +42,8 @@ pub const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);
 pub struct TracePipeline {
     provider: SdkTracerProvider,
     stats: SpanStats,
+    /// Per destination, the spans admitted and not yet exported.
+    pending: Vec<Arc<AtomicUsize>>,
     /// Where spans go, for the closing line.
     pub destinations: Vec<String>,
 }
@@ -65,20 +69,26 @@ impl TracePipeline {
         let queue = queue_size(env);
         let stats = SpanStats::default();
         let mut destinations = Vec::new();
+        let mut pending = Vec::new();
         let mut builder = SdkTracerProvider::builder().with_resource(resource(env));
         if let Some(t) = &target {
             let exporter = otlp_exporter(t)?;
-            builder = builder.with_span_processor(counted::batch(exporter, queue, stats.clone()));
+            let processor = counted::batch(exporter, queue, stats.clone());
+            pending.push(processor.pending());
+            builder = builder.with_span_processor(processor);
             destinations.push(format!("{} ({})", t.endpoint, t.protocol.as_str()));
         }
         if let Some(path) = &cfg.trace_file {
             let file = TraceFile::create(path)?;
-            builder = builder.with_span_processor(counted::batch(file, queue, stats.clone()));
+            let processor = counted::batch(file, queue, stats.clone());
+            pending.push(processor.pending());
+            builder = builder.with_span_processor(processor);
             destinations.push(path.display().to_string());
         }
         Ok(Some(TracePipeline {
             provider: builder.build(),
             stats,
+            pending,
             destinations,
         }))
     }
@@ -93,6 +103,7 @@ impl TracePipeline {
             .with_tracer(tracer)
             .with_threads(false)
             .with_tracked_inactivity(false)
+            .with_target(false)
             .with_filter(
                 Targets::new()
                     .with_target("capfleet", Level::INFO)
@@ -106,7 +117,7 @@ impl TracePipeline {
     }
 
     pub fn totals(&self) -> SpanTotals {
-        let dropped = ["queue_full", "export_failed"]
+        let dropped = ["queue_full", "export_failed", "unsent_at_exit"]
             .iter()
             .map(|r| {
                 self.stats
@@ -131,10 +142,24 @@ impl TracePipeline {
     }
 
     /// Export what is queued, then stop. Blocks up to [`SHUTDOWN_TIMEOUT`] per
-    /// destination: call it off the runtime's workers (`spawn_blocking`).
+    /// destination: call it off the runtime's workers (`spawn_blocking`). What a hung
+    /// endpoint still holds then is counted lost (`unsent_at_exit`).
     pub fn shutdown(&self) -> SpanTotals {
         if let Err(e) = self.provider.shutdown_with_timeout(SHUTDOWN_TIMEOUT) {
             tracing::debug!("span pipeline shutdown: {e}");
+        }
+        let unsent: usize = self
+            .pending
+            .iter()
+            .map(|p| p.load(Ordering::Acquire))
+            .sum();
+        if unsent > 0 {
+            self.stats
+                .dropped
+                .get_or_create(&ReasonLabels {
+                    reason: "unsent_at_exit".into(),
+                })
+                .inc_by(unsent as u64);
         }
         self.totals()
     }
