@@ -20,18 +20,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use capfleet_actors::budget::BudgetLimits;
-use capfleet_actors::driver::LaunchSpec;
-use capfleet_actors::fleet::urn;
-use capfleet_actors::manifest::Manifest;
-use capfleet_actors::protocol::{CapEvent, SessionConfig};
-use capfleet_actors::registry::Binding;
-use capfleet_actors::router::RoutingSpec;
-use capfleet_actors::run::{RunReport, RunSpec, run_fleet};
+use capfleet_actors::protocol::CapEvent;
+use capfleet_actors::run::RunReport;
 use capfleet_actors::session::{EventBody, Published, SessionSpec, TurnOutcome};
 use tokio::sync::mpsc;
 
-const MARKER: &str = "CAPFLEET_BENCH_FLEET";
+mod support;
+
+use support::{ms, survivors};
 
 /// Counts live heap bytes (and their peak) so the per-session figure is the
 /// orchestrator's own memory, not the allocator's or the kernel's rounding.
@@ -329,10 +325,6 @@ async fn journal_alone(dir: &Path, n: u64) -> (u64, Duration) {
     (written, took)
 }
 
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
-}
-
 fn rss_kib(field: &str) -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
@@ -344,10 +336,6 @@ fn rss_kib(field: &str) -> u64 {
         .unwrap_or(0)
 }
 
-fn survivors(marker: &str) -> usize {
-    capfleet_actors::process::sweep::processes_with_marker(MARKER, marker).len()
-}
-
 /// [`run_with`], every published event kept.
 async fn run(
     dir: &Path,
@@ -356,16 +344,9 @@ async fn run(
     marker: &str,
     budget: f64,
 ) -> (RunReport, Vec<Published>) {
-    let (tx, mut rx) = mpsc::channel(4096);
-    let collector = tokio::spawn(async move {
-        let mut all = Vec::new();
-        while let Some(e) = rx.recv().await {
-            all.push(e);
-        }
-        all
-    });
-    let report = run_with(dir, n, journal, marker, budget, tx).await;
-    (report, collector.await.expect("collector"))
+    let sessions = sessions(dir, n, marker, budget);
+    let budget = (budget > 0.0).then_some(budget);
+    support::run("bench", sessions, budget, journal, Default::default()).await
 }
 
 /// One run of `n` sim sessions; with `budget` > 0, session 0 spends over it and the
@@ -378,15 +359,22 @@ async fn run_with(
     budget: f64,
     watcher: mpsc::Sender<Published>,
 ) -> RunReport {
-    let src = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("config/agents/sim.toml"),
+    let sessions = sessions(dir, n, marker, budget);
+    let budget = (budget > 0.0).then_some(budget);
+    support::run_with(
+        "bench",
+        sessions,
+        budget,
+        journal,
+        Default::default(),
+        watcher,
     )
-    .expect("sim.toml");
-    let manifest = Arc::new(
-        Manifest::parse(&src, "sim.toml")
-            .expect("sim manifest")
-            .manifest,
-    );
+    .await
+}
+
+/// `n` sim sessions with one quick turn each; with `budget` > 0, session 0 spends
+/// over it and the others wait long.
+fn sessions(dir: &Path, n: usize, marker: &str, budget: f64) -> Vec<SessionSpec> {
     let quick = dir.join("quick.toml");
     std::fs::write(&quick, "[[turn]]\nsteps = [{ say = \"done\" }, { usage = { input_tokens = 10, output_tokens = 2, cost_usd = 0.0001 } }]\n").expect("script");
     let spend = dir.join("spend.toml");
@@ -397,50 +385,9 @@ async fn run_with(
         "[[turn]]\nsteps = [{ say = \"waiting\" }, { sleep_ms = 30000 }]\n",
     )
     .expect("script");
-    let names: Vec<String> = (0..n).map(|i| format!("s{i}")).collect();
-    let sessions = names
-        .iter()
-        .enumerate()
-        .map(|(i, name)| {
-            let script = match (budget > 0.0, i) {
-                (false, _) => &quick,
-                (true, 0) => &spend,
-                (true, _) => &wait,
-            };
-            let mut launch = LaunchSpec::new(
-                urn("bench", name),
-                manifest.clone(),
-                SessionConfig::new(dir.display().to_string()),
-            );
-            launch.program = Some(PathBuf::from(env!("CARGO_BIN_EXE_capfleet")));
-            launch.env = vec![
-                ("CAPFLEET_SIM_SCRIPT".into(), script.display().to_string()),
-                (MARKER.into(), marker.into()),
-            ];
-            SessionSpec::new(name.clone(), launch, Binding::StreamJson)
-        })
-        .collect();
-    let routing = RoutingSpec {
-        start: names.clone(),
-        task: "go".into(),
-        routes: vec![],
-        max_concurrent: 0,
-    };
-    let spec = RunSpec {
-        fleet: "bench".into(),
-        sessions,
-        routing,
-        policy: Default::default(),
-        budget: BudgetLimits {
-            total_usd: (budget > 0.0).then_some(budget),
-            ..Default::default()
-        },
-        journal,
-        human: None,
-        abort_on_error: false,
-        telemetry: Default::default(),
-    };
-    run_fleet(spec, vec![watcher], std::future::pending())
-        .await
-        .expect("run")
+    support::sim_sessions(dir, "bench", n, marker, |i| match (budget > 0.0, i) {
+        (false, _) => quick.clone(),
+        (true, 0) => spend.clone(),
+        (true, _) => wait.clone(),
+    })
 }

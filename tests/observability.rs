@@ -30,10 +30,16 @@ fn the_compose_file_runs_jaeger_prometheus_and_grafana_on_files_that_exist() {
     let services = &compose["services"];
     for name in ["jaeger", "prometheus", "grafana"] {
         let s = &services[name];
-        assert!(s["image"].as_str().is_some_and(|i| i.contains(':')), "{name} pins an image");
+        assert!(
+            s["image"].as_str().is_some_and(|i| i.contains(':')),
+            "{name} pins an image"
+        );
         for v in s["volumes"].as_vec().into_iter().flatten() {
             let host = v.as_str().unwrap().split(':').next().unwrap();
-            assert!(dir().join(host).exists(), "{name} mounts {host}, which exists");
+            assert!(
+                dir().join(host).exists(),
+                "{name} mounts {host}, which exists"
+            );
         }
     }
     let ports = |s: &str| -> Vec<String> {
@@ -45,7 +51,10 @@ fn the_compose_file_runs_jaeger_prometheus_and_grafana_on_files_that_exist() {
             .collect()
     };
     for p in ["4317:4317", "4318:4318", "16686:16686"] {
-        assert!(ports("jaeger").contains(&p.to_owned()), "jaeger publishes {p}");
+        assert!(
+            ports("jaeger").contains(&p.to_owned()),
+            "jaeger publishes {p}"
+        );
     }
     assert!(ports("grafana").contains(&"3000:3000".to_owned()));
 }
@@ -63,7 +72,10 @@ fn grafana_provisions_both_data_sources_and_the_dashboard_folder() {
     assert_eq!(uids, BTreeSet::from(["jaeger", "prometheus"]));
     let boards = yaml(&prov.join("dashboards/dashboards.yml"));
     let path = boards["providers"][0]["options"]["path"].as_str().unwrap();
-    assert_eq!(path, "/var/lib/grafana/dashboards", "where compose mounts grafana/dashboards");
+    assert_eq!(
+        path, "/var/lib/grafana/dashboards",
+        "where compose mounts grafana/dashboards"
+    );
 }
 
 #[test]
@@ -111,7 +123,10 @@ fn every_dashboard_query_names_metrics_capfleet_exports() {
     assert!(qs.len() >= 10, "{qs:?}");
     for (title, expr) in &qs {
         let names: Vec<&str> = name.find_iter(expr).map(|m| m.as_str()).collect();
-        assert!(!names.is_empty(), "panel {title:?} queries no capfleet metric: {expr}");
+        assert!(
+            !names.is_empty(),
+            "panel {title:?} queries no capfleet metric: {expr}"
+        );
         for n in names {
             assert!(
                 exported.contains(n),
@@ -145,7 +160,11 @@ fn the_observability_demo_fleet_validates() {
         .env("NO_COLOR", "1")
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let plan = String::from_utf8_lossy(&out.stdout);
     for s in ["api", "db", "ui", "flaky", "reviewer"] {
         assert!(plan.contains(&format!("cap://watch/{s}")), "{plan}");

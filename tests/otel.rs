@@ -80,7 +80,10 @@ async fn the_demo_fleet_is_one_trace_over_grpc_with_restarts_and_genai_attribute
     // One trace, rooted at fleet.run.
     let run = t.one("fleet.run");
     assert_eq!(run.parent_span_id, "", "fleet.run is the root");
-    assert!(t.spans.iter().all(|s| s.trace_id == run.trace_id), "one trace");
+    assert!(
+        t.spans.iter().all(|s| s.trace_id == run.trace_id),
+        "one trace"
+    );
     assert_eq!(attr(run, "cap.fleet"), "demo");
     assert_eq!(attr(run, "cap.run.outcome"), "completed");
 
@@ -92,13 +95,27 @@ async fn the_demo_fleet_is_one_trace_over_grpc_with_restarts_and_genai_attribute
         assert_eq!(attr(s, "gen_ai.agent.name"), "sim");
         assert_eq!(attr(s, "cap.binding"), "stream_json");
         assert_eq!(attr(s, "cap.session.state"), "closed");
-        assert!(!t.children(s, "turn").is_empty(), "{} ran a turn", attr(s, "cap.session.name"));
+        assert!(
+            !t.children(s, "turn").is_empty(),
+            "{} ran a turn",
+            attr(s, "cap.session.name")
+        );
     }
     for turn in t.named("turn") {
         assert_eq!(t.parent(turn).map(|p| p.name.as_str()), Some("session"));
         assert_eq!(attr(turn, "gen_ai.operation.name"), "invoke_agent");
-        assert!(attr(turn, "gen_ai.usage.input_tokens").parse::<u64>().unwrap() > 0);
-        assert!(attr(turn, "gen_ai.usage.output_tokens").parse::<u64>().unwrap() > 0);
+        assert!(
+            attr(turn, "gen_ai.usage.input_tokens")
+                .parse::<u64>()
+                .unwrap()
+                > 0
+        );
+        assert!(
+            attr(turn, "gen_ai.usage.output_tokens")
+                .parse::<u64>()
+                .unwrap()
+                > 0
+        );
         assert!(attr(turn, "gen_ai.response.model").starts_with("sim-"));
         assert_eq!(attr(turn, "gen_ai.response.finish_reasons"), "end_turn");
         assert!(attr(turn, "cap.cost_usd").parse::<f64>().unwrap() > 0.0);
@@ -131,14 +148,20 @@ async fn the_demo_fleet_is_one_trace_over_grpc_with_restarts_and_genai_attribute
     let turn = t.parent(restart).expect("restart has a parent");
     assert_eq!(turn.name, "turn");
     assert_eq!(attr(turn, "cap.turn.restarts"), "1");
-    assert_eq!(t.parent(turn).unwrap().span_id, session_named(&t, "worker-a").span_id);
+    assert_eq!(
+        t.parent(turn).unwrap().span_id,
+        session_named(&t, "worker-a").span_id
+    );
 
     // A permission decided by the answerer actor, under the session's turn.
     let decide = t.one("decide");
     assert_eq!(attr(decide, "cap.decision.by"), "policy");
     let permission = t.parent(decide).expect("decide under its permission");
     assert_eq!(permission.name, "permission");
-    assert_eq!(attr(permission, "cap.permission.rule"), attr(decide, "cap.permission.rule"));
+    assert_eq!(
+        attr(permission, "cap.permission.rule"),
+        attr(decide, "cap.permission.rule")
+    );
     assert_eq!(attr(permission, "cap.permission.decision"), "allow_once");
     assert_eq!(t.parent(permission).unwrap().name, "turn");
 
@@ -223,8 +246,12 @@ async fn ctrl_c_mid_turn_loses_no_span() {
         ),
     );
     let mut cmd = capfleet(d);
-    cmd.env("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
-        .args(["run", "fleet.toml", "--otlp", collector.endpoint()]);
+    cmd.env("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc").args([
+        "run",
+        "fleet.toml",
+        "--otlp",
+        collector.endpoint(),
+    ]);
     let out = tokio::task::spawn_blocking(move || {
         let child = cmd.spawn().unwrap();
         assert!(
@@ -274,10 +301,15 @@ async fn a_dead_endpoint_does_not_hold_the_fleet_and_losses_are_reported() {
     let started = Instant::now();
     let out = finish(cmd, Duration::from_secs(60)).await;
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert!(started.elapsed() < Duration::from_secs(20), "took {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "took {:?}",
+        started.elapsed()
+    );
     let err = stderr(&out);
     assert!(
-        err.contains("spans exported") && err.contains("dropped (the trace endpoint was slow or unreachable)"),
+        err.contains("spans exported")
+            && err.contains("dropped (the trace endpoint was slow or unreachable)"),
         "{err}"
     );
 }
@@ -304,7 +336,11 @@ async fn an_endpoint_that_never_answers_costs_one_bounded_queue_and_a_bounded_ex
     held.abort();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     // The demo takes about a second; the exit waits at most the 5 s shutdown bound.
-    assert!(started.elapsed() < Duration::from_secs(15), "took {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "took {:?}",
+        started.elapsed()
+    );
     let err = stderr(&out);
     let line = err
         .lines()
@@ -319,12 +355,15 @@ async fn http_protobuf_delivers_the_same_tree_and_a_trace_file_matches_it() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("spans.jsonl");
     let mut cmd = capfleet(dir.path());
-    cmd.env("TRACEPARENT", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")
-        .arg("run")
-        .arg(demo())
-        .args(["--otlp", &endpoint])
-        .arg("--trace-file")
-        .arg(&file);
+    cmd.env(
+        "TRACEPARENT",
+        "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+    )
+    .arg("run")
+    .arg(demo())
+    .args(["--otlp", &endpoint])
+    .arg("--trace-file")
+    .arg(&file);
     let out = finish(cmd, Duration::from_secs(60)).await;
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let over_http = received.collect().await;
@@ -333,19 +372,33 @@ async fn http_protobuf_delivers_the_same_tree_and_a_trace_file_matches_it() {
         .lines()
         .map(|l| serde_json::from_str(l).expect("each line is JSON"))
         .collect();
-    assert_eq!(over_http.len(), lines.len(), "both destinations got every span");
+    assert_eq!(
+        over_http.len(),
+        lines.len(),
+        "both destinations got every span"
+    );
     // The run continues the trace capfleet was started in.
     let run = lines.iter().find(|l| l["name"] == "fleet.run").unwrap();
     assert_eq!(run["trace_id"], "0af7651916cd43dd8448eb211c80319c");
     assert_eq!(run["parent_span_id"], "b7ad6b7169203331");
     for l in &lines {
         assert_eq!(l["trace_id"], run["trace_id"]);
-        for k in ["name", "span_id", "start_unix_nano", "end_unix_nano", "status", "attributes"] {
+        for k in [
+            "name",
+            "span_id",
+            "start_unix_nano",
+            "end_unix_nano",
+            "status",
+            "attributes",
+        ] {
             assert!(!l[k].is_null(), "{k} in {l}");
         }
     }
     let mut names: Vec<String> = over_http.iter().map(|(n, _)| n.clone()).collect();
-    let mut file_names: Vec<String> = lines.iter().map(|l| l["name"].as_str().unwrap().to_owned()).collect();
+    let mut file_names: Vec<String> = lines
+        .iter()
+        .map(|l| l["name"].as_str().unwrap().to_owned())
+        .collect();
     names.sort();
     file_names.sort();
     assert_eq!(names, file_names);

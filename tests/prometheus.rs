@@ -34,7 +34,8 @@ impl Drop for Group {
 
 /// The instant value of a PromQL query, once there is one.
 fn query(port: u16, q: &str) -> Option<f64> {
-    let (status, body) = common::http(port, "GET", &format!("/api/v1/query?query={q}"), None).ok()?;
+    let (status, body) =
+        common::http(port, "GET", &format!("/api/v1/query?query={q}"), None).ok()?;
     if status != 200 {
         return None;
     }
@@ -116,7 +117,10 @@ fn prometheus_scrapes_a_running_fleet_and_counts_the_restarts_it_caused() {
     );
     let log = std::fs::File::create(d.join("prometheus.log")).unwrap();
     let prometheus = Command::new("prometheus")
-        .arg(format!("--config.file={}", d.join("prometheus.yml").display()))
+        .arg(format!(
+            "--config.file={}",
+            d.join("prometheus.yml").display()
+        ))
         .arg(format!("--storage.tsdb.path={}", d.join("tsdb").display()))
         .arg(format!("--web.listen-address=127.0.0.1:{prom_port}"))
         .stdout(Stdio::null())

@@ -25,6 +25,16 @@ command -v node >/dev/null \
 node -e 'process.exit(parseInt(process.versions.node, 10) < 20 ? 1 : 0)' \
   || die "node >= 20 required, found $(node --version)"
 command -v npm >/dev/null || die "npm not found: install npm (Debian: apt-get install npm)"
+# The observability tests start Prometheus and run promtool: Debian's `prometheus`,
+# installed here when missing (as root) or asked for.
+if ! command -v prometheus >/dev/null || ! command -v promtool >/dev/null; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "== apt-get install prometheus"
+    apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends prometheus
+  else
+    die "prometheus/promtool not found: install them (Debian: apt-get install prometheus)"
+  fi
+fi
 
 # Third-party peers are installed here, keyed by their pinned versions, and reused when present.
 export CAPFLEET_PEERS_DIR="${CAPFLEET_PEERS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/capfleet/peers}"

@@ -171,7 +171,13 @@ pub async fn run_fleet(
 }
 
 /// A budget crossing: instantaneous, under the run (the stop it causes is sent in it).
-fn budget_span(run: &tracing::Span, scope: &str, spent: f64, limit: f64, action: &str) -> tracing::Span {
+fn budget_span(
+    run: &tracing::Span,
+    scope: &str,
+    spent: f64,
+    limit: f64,
+    action: &str,
+) -> tracing::Span {
     tracing::info_span!(
         parent: run, "budget",
         cap.budget.scope = scope,
@@ -189,7 +195,9 @@ fn record_outcome(run: &tracing::Span, outcome: RunOutcome) {
     run.record("cap.run.outcome", name.as_str());
     match outcome {
         RunOutcome::Completed => run.record("otel.status_code", "ok"),
-        RunOutcome::SessionFailed | RunOutcome::BudgetExceeded => run.record("otel.status_code", "error"),
+        RunOutcome::SessionFailed | RunOutcome::BudgetExceeded => {
+            run.record("otel.status_code", "error")
+        }
         RunOutcome::Interrupted => run,
     };
 }

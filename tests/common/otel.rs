@@ -125,7 +125,9 @@ pub fn attr(s: &ExportedSpan, key: &str) -> String {
     let re = regex::Regex::new(r#"(StringValue|IntValue|DoubleValue|BoolValue)\((.*)\)\) \}\)$"#)
         .expect("regex");
     match re.captures(raw) {
-        Some(c) if &c[1] == "StringValue" => serde_json::from_str::<String>(&c[2]).unwrap_or_default(),
+        Some(c) if &c[1] == "StringValue" => {
+            serde_json::from_str::<String>(&c[2]).unwrap_or_default()
+        }
         Some(c) => c[2].to_owned(),
         None => raw.clone(),
     }
@@ -140,7 +142,9 @@ impl Received {
     /// Everything received, once nothing more arrives for a while.
     pub async fn collect(mut self) -> Vec<(String, String)> {
         let mut all = Vec::new();
-        while let Ok(Some(s)) = tokio::time::timeout(Duration::from_millis(700), self.rx.recv()).await {
+        while let Ok(Some(s)) =
+            tokio::time::timeout(Duration::from_millis(700), self.rx.recv()).await
+        {
             all.push(s);
         }
         all

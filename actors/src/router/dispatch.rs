@@ -15,12 +15,12 @@ mod routes;
 use super::spec::RoutingSpec;
 use crate::protocol::{CancelScope, CapEvent, HasMeta, PlanStatus};
 use crate::session::events::now_ms;
-use crate::telemetry::TreeTelemetry;
-use crate::telemetry::metrics::MailboxLabels;
 use crate::session::{
     EventBody, Published, RouteVia, RunOutcome, SessionError, SessionEvent, SessionMsg,
     TurnOutcome, TurnResult,
 };
+use crate::telemetry::TreeTelemetry;
+use crate::telemetry::metrics::MailboxLabels;
 
 /// Deliveries waiting for a busy session, at most (tai's `CAP_ROUTE_QUEUE_MAX`).
 pub const QUEUE_MAX: usize = 16;
@@ -231,22 +231,24 @@ impl Core {
         })
         .await;
         let router = me.clone();
-        tokio::spawn(async move {
-            // Sent inside `route`: the session handles the ask in it (ractor carries it).
-            let result = match actor
-                .call(|reply| SessionMsg::Ask { prompt, reply }, None)
-                .await
-            {
-                Ok(ractor::rpc::CallResult::Success(r)) => r,
-                _ => Err(SessionError::Closed),
-            };
-            let _router_gone = router.cast(RouterMsg::TurnDone {
-                session: name,
-                origin,
-                result,
-            });
-        }
-        .instrument(route));
+        tokio::spawn(
+            async move {
+                // Sent inside `route`: the session handles the ask in it (ractor carries it).
+                let result = match actor
+                    .call(|reply| SessionMsg::Ask { prompt, reply }, None)
+                    .await
+                {
+                    Ok(ractor::rpc::CallResult::Success(r)) => r,
+                    _ => Err(SessionError::Closed),
+                };
+                let _router_gone = router.cast(RouterMsg::TurnDone {
+                    session: name,
+                    origin,
+                    result,
+                });
+            }
+            .instrument(route),
+        );
     }
 
     pub async fn turn_done(

@@ -3,9 +3,9 @@
 
 use serde_json::Value;
 
+use super::events::EventBody;
 use super::handlers::Core;
 use super::state::SessionState;
-use super::events::EventBody;
 use crate::answerer::OpenRequest;
 use crate::driver::DriverMsg;
 use crate::protocol::{CapCode, CapEvent, Decision, ErrorKind, HasMeta};

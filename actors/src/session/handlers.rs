@@ -449,7 +449,8 @@ impl Core {
             }
             DriverOutput::Withdrawn { req_id } => {
                 self.open.remove(&req_id);
-                self.spans.permission_answered(&req_id, "withdrawn", "agent");
+                self.spans
+                    .permission_answered(&req_id, "withdrawn", "agent");
                 self.after_answer().await;
             }
         }

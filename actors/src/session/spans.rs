@@ -183,9 +183,15 @@ impl Spans {
         let Some(span) = self.turn.take() else {
             return;
         };
-        span.record("gen_ai.response.finish_reasons", result.stop_reason.as_str());
+        span.record(
+            "gen_ai.response.finish_reasons",
+            result.stop_reason.as_str(),
+        );
         span.record("gen_ai.usage.input_tokens", int(result.usage.input_tokens));
-        span.record("gen_ai.usage.output_tokens", int(result.usage.output_tokens));
+        span.record(
+            "gen_ai.usage.output_tokens",
+            int(result.usage.output_tokens),
+        );
         span.record("cap.cost_usd", result.usage.cost_usd);
         span.record("cap.turn.restarts", int(result.restarts));
         span.record("cap.turn.duration_ms", int(result.duration.as_millis()));

@@ -132,7 +132,9 @@ impl TraceConfig {
         let url = url.trim().to_owned();
         check_url(&source, &url)?;
         let endpoint = match protocol {
-            Protocol::HttpProtobuf if !exact && !url.trim_end_matches('/').ends_with("/v1/traces") => {
+            Protocol::HttpProtobuf
+                if !exact && !url.trim_end_matches('/').ends_with("/v1/traces") =>
+            {
                 format!("{}/v1/traces", url.trim_end_matches('/'))
             }
             _ => url,
@@ -193,7 +195,10 @@ pub fn queue_size(env: impl Fn(&str) -> Option<String>) -> usize {
 mod tests {
     use super::*;
 
-    fn target(flag: Option<&str>, vars: &[(&str, &str)]) -> Result<Option<OtlpTarget>, TelemetryError> {
+    fn target(
+        flag: Option<&str>,
+        vars: &[(&str, &str)],
+    ) -> Result<Option<OtlpTarget>, TelemetryError> {
         let cfg = TraceConfig {
             otlp: flag.map(str::to_owned),
             trace_file: None,
@@ -216,7 +221,9 @@ mod tests {
         let t = target(Some("http://127.0.0.1:4318"), &[]).unwrap().unwrap();
         assert_eq!(t.endpoint, "http://127.0.0.1:4318/v1/traces");
         assert_eq!(t.protocol, Protocol::HttpProtobuf);
-        let t = target(None, &[(ENV_ENDPOINT, "http://c:4318/")]).unwrap().unwrap();
+        let t = target(None, &[(ENV_ENDPOINT, "http://c:4318/")])
+            .unwrap()
+            .unwrap();
         assert_eq!(t.endpoint, "http://c:4318/v1/traces");
         let t = target(None, &[(ENV_TRACES_ENDPOINT, "http://c:4318/custom")])
             .unwrap()
@@ -235,7 +242,10 @@ mod tests {
         assert_eq!(t.endpoint, "http://flag:4317");
         assert_eq!(t.protocol, Protocol::Grpc);
         assert_eq!(target(None, &vars), Ok(None));
-        let off = [(ENV_ENDPOINT, "http://env:4317"), (ENV_SDK_DISABLED, "TRUE")];
+        let off = [
+            (ENV_ENDPOINT, "http://env:4317"),
+            (ENV_SDK_DISABLED, "TRUE"),
+        ];
         assert_eq!(target(None, &off), Ok(None));
     }
 
@@ -251,7 +261,10 @@ mod tests {
         let e = target(Some("http://h"), &[(ENV_PROTOCOL, "http/json")])
             .unwrap_err()
             .to_string();
-        assert!(e.starts_with("OTEL_EXPORTER_OTLP_PROTOCOL=http/json: not in this build"), "{e}");
+        assert!(
+            e.starts_with("OTEL_EXPORTER_OTLP_PROTOCOL=http/json: not in this build"),
+            "{e}"
+        );
         let e = target(None, &[(ENV_TRACES_EXPORTER, "zipkin")])
             .unwrap_err()
             .to_string();

@@ -171,15 +171,16 @@ mod tests {
             tracer.in_span("s", |_| {});
         }
         assert!(started.elapsed() < Duration::from_secs(2), "never blocked");
-        let dropped = stats
-            .dropped
-            .get_or_create(&drop_label("queue_full"))
-            .get();
+        let dropped = stats.dropped.get_or_create(&drop_label("queue_full")).get();
         assert!(dropped >= 1000 - 8, "dropped {dropped}");
         drop(held);
         provider.force_flush().unwrap();
         let exported = stats.exported.get();
-        assert_eq!(exported + dropped, 1000, "every span is exported or counted");
+        assert_eq!(
+            exported + dropped,
+            1000,
+            "every span is exported or counted"
+        );
         let _ = provider.shutdown();
     }
 }

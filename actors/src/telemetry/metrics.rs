@@ -436,8 +436,14 @@ mod tests {
         );
         m.set_budget(Some(1.0), &[]);
         let text = m.encode();
-        assert!(text.contains("capfleet_sessions{state=\"starting\"} 1"), "{text}");
-        assert!(text.contains("capfleet_budget_remaining_usd{scope=\"fleet\"} 1.0"), "{text}");
+        assert!(
+            text.contains("capfleet_sessions{state=\"starting\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("capfleet_budget_remaining_usd{scope=\"fleet\"} 1.0"),
+            "{text}"
+        );
         assert!(text.contains("capfleet_agent_processes "), "{text}");
         assert!(text.ends_with("# EOF\n"));
         for name in m.series_names() {

@@ -148,11 +148,7 @@ impl TracePipeline {
         if let Err(e) = self.provider.shutdown_with_timeout(SHUTDOWN_TIMEOUT) {
             tracing::debug!("span pipeline shutdown: {e}");
         }
-        let unsent: usize = self
-            .pending
-            .iter()
-            .map(|p| p.load(Ordering::Acquire))
-            .sum();
+        let unsent: usize = self.pending.iter().map(|p| p.load(Ordering::Acquire)).sum();
         if unsent > 0 {
             self.stats
                 .dropped
@@ -184,12 +180,12 @@ fn otlp_exporter(t: &OtlpTarget) -> Result<OtlpExporter, TelemetryError> {
 /// named `capfleet` unless the environment names the service.
 fn resource(env: impl Fn(&str) -> Option<String>) -> Resource {
     let named = env(ENV_SERVICE_NAME).is_some_and(|v| !v.trim().is_empty())
-        || env(ENV_RESOURCE_ATTRIBUTES)
-            .is_some_and(|v| v.split(',').any(|kv| kv.trim().starts_with("service.name=")));
-    let mut b = Resource::builder().with_attribute(KeyValue::new(
-        "service.version",
-        env!("CARGO_PKG_VERSION"),
-    ));
+        || env(ENV_RESOURCE_ATTRIBUTES).is_some_and(|v| {
+            v.split(',')
+                .any(|kv| kv.trim().starts_with("service.name="))
+        });
+    let mut b = Resource::builder()
+        .with_attribute(KeyValue::new("service.version", env!("CARGO_PKG_VERSION")));
     if !named {
         b = b.with_service_name(SERVICE_NAME);
     }

@@ -186,6 +186,10 @@ mod tests {
     #[test]
     fn an_unwritable_path_is_a_clear_error() {
         let e = TraceFile::create(Path::new("/proc/nope/spans.jsonl")).unwrap_err();
-        assert!(e.to_string().starts_with("cannot write the trace file /proc/nope/spans.jsonl"), "{e}");
+        assert!(
+            e.to_string()
+                .starts_with("cannot write the trace file /proc/nope/spans.jsonl"),
+            "{e}"
+        );
     }
 }

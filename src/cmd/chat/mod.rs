@@ -21,10 +21,10 @@ use std::sync::Arc;
 
 use capfleet_actors::protocol::CancelScope;
 use capfleet_actors::root::{Orchestrator, RootArgs};
-use capfleet_actors::telemetry::TreeTelemetry;
 use capfleet_actors::session::{
     Published, SUBSCRIBER_CAPACITY, SessionError, SessionMsg, TurnOutcome, TurnResult, UsageTotals,
 };
+use capfleet_actors::telemetry::TreeTelemetry;
 use ractor::ActorRef;
 use tokio::sync::{mpsc, oneshot};
 

@@ -31,9 +31,11 @@ pub async fn execute(
 ) -> ExitCode {
     let err = Style::for_stderr(color);
     let run_telemetry = RunTelemetry {
-        metrics: args
-            .metrics_addr
-            .map(|_| Arc::new(FleetMetrics::new(telemetry.span_stats().unwrap_or_default()))),
+        metrics: args.metrics_addr.map(|_| {
+            Arc::new(FleetMetrics::new(
+                telemetry.span_stats().unwrap_or_default(),
+            ))
+        }),
         traceparent: telemetry.traceparent(),
     };
     let metrics_server = match (args.metrics_addr, &run_telemetry.metrics) {

@@ -58,7 +58,11 @@ async fn main(args: RunArgs, color: ColorChoice) -> ExitCode {
     code
 }
 
-async fn load_and_run(args: &RunArgs, color: ColorChoice, telemetry: Option<&Telemetry>) -> ExitCode {
+async fn load_and_run(
+    args: &RunArgs,
+    color: ColorChoice,
+    telemetry: Option<&Telemetry>,
+) -> ExitCode {
     let err = Style::for_stderr(color);
     if args.fleets.len() > 1 && !args.dry_run {
         eprintln!(

@@ -1,0 +1,127 @@
+//! What the fleet-scale benches share: simulator sessions (stream-json, each following
+//! a script), a run of them through `run_fleet` with every event collected, and the
+//! no-survivor check.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use capfleet_actors::budget::BudgetLimits;
+use capfleet_actors::driver::LaunchSpec;
+use capfleet_actors::fleet::urn;
+use capfleet_actors::manifest::Manifest;
+use capfleet_actors::protocol::SessionConfig;
+use capfleet_actors::registry::Binding;
+use capfleet_actors::router::RoutingSpec;
+use capfleet_actors::run::{RunReport, RunSpec, RunTelemetry, run_fleet};
+use capfleet_actors::session::{Published, SessionSpec};
+use tokio::sync::mpsc;
+
+/// The environment marker every bench agent carries (for the survivor check).
+pub const MARKER: &str = "CAPFLEET_BENCH_FLEET";
+
+fn sim_manifest() -> Arc<Manifest> {
+    let src = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("config/agents/sim.toml"),
+    )
+    .expect("sim.toml");
+    Arc::new(
+        Manifest::parse(&src, "sim.toml")
+            .expect("sim manifest")
+            .manifest,
+    )
+}
+
+/// `n` sim sessions `s0`… of fleet `fleet` in `dir`; session `i` follows `script(i)`.
+pub fn sim_sessions(
+    dir: &Path,
+    fleet: &str,
+    n: usize,
+    marker: &str,
+    script: impl Fn(usize) -> PathBuf,
+) -> Vec<SessionSpec> {
+    let manifest = sim_manifest();
+    (0..n)
+        .map(|i| {
+            let name = format!("s{i}");
+            let mut launch = LaunchSpec::new(
+                urn(fleet, &name),
+                manifest.clone(),
+                SessionConfig::new(dir.display().to_string()),
+            );
+            launch.program = Some(PathBuf::from(env!("CARGO_BIN_EXE_capfleet")));
+            launch.env = vec![
+                (
+                    "CAPFLEET_SIM_SCRIPT".into(),
+                    script(i).display().to_string(),
+                ),
+                (MARKER.into(), marker.into()),
+            ];
+            SessionSpec::new(name, launch, Binding::StreamJson)
+        })
+        .collect()
+}
+
+/// [`run_with`], every published event kept.
+pub async fn run(
+    fleet: &str,
+    sessions: Vec<SessionSpec>,
+    budget_usd: Option<f64>,
+    journal: Option<PathBuf>,
+    telemetry: RunTelemetry,
+) -> (RunReport, Vec<Published>) {
+    let (tx, mut rx) = mpsc::channel(4096);
+    let collector = tokio::spawn(async move {
+        let mut all = Vec::new();
+        while let Some(e) = rx.recv().await {
+            all.push(e);
+        }
+        all
+    });
+    let report = run_with(fleet, sessions, budget_usd, journal, telemetry, tx).await;
+    (report, collector.await.expect("collector"))
+}
+
+/// Every session of `sessions` starts with the task `go`; `watcher` sees every event.
+pub async fn run_with(
+    fleet: &str,
+    sessions: Vec<SessionSpec>,
+    budget_usd: Option<f64>,
+    journal: Option<PathBuf>,
+    telemetry: RunTelemetry,
+    watcher: mpsc::Sender<Published>,
+) -> RunReport {
+    let routing = RoutingSpec {
+        start: sessions.iter().map(|s| s.name.clone()).collect(),
+        task: "go".into(),
+        routes: vec![],
+        max_concurrent: 0,
+    };
+    let spec = RunSpec {
+        fleet: fleet.into(),
+        sessions,
+        routing,
+        policy: Default::default(),
+        budget: BudgetLimits {
+            total_usd: budget_usd,
+            ..Default::default()
+        },
+        journal,
+        human: None,
+        abort_on_error: false,
+        telemetry,
+    };
+    run_fleet(spec, vec![watcher], std::future::pending())
+        .await
+        .expect("run")
+}
+
+pub fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// Bench agents still alive.
+pub fn survivors(marker: &str) -> usize {
+    capfleet_actors::process::sweep::processes_with_marker(MARKER, marker).len()
+}
