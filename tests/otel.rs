@@ -77,7 +77,8 @@ async fn the_demo_fleet_is_one_trace_over_grpc_with_restarts_and_genai_attribute
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let t = collector.spans().await;
 
-    // One trace, rooted at fleet.run.
+    // One trace, rooted at fleet.run; ractor's own per-actor spans stay out of it.
+    assert!(t.named("Actor").is_empty(), "{:?}", t.names());
     let run = t.one("fleet.run");
     assert_eq!(run.parent_span_id, "", "fleet.run is the root");
     assert!(
@@ -404,4 +405,45 @@ async fn http_protobuf_delivers_the_same_tree_and_a_trace_file_matches_it() {
     assert_eq!(names, file_names);
     let http_run = over_http.iter().find(|(n, _)| n == "fleet.run").unwrap();
     assert_eq!(http_run.1, "capfleet", "service.name defaults to capfleet");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chat_traces_its_turn_and_hands_the_agent_its_traceparent() {
+    let collector = Collector::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let seen = dir.path().join("traceparent.txt");
+    // The agent: the simulator, behind a shell that notes the TRACEPARENT it was given.
+    let agent = format!(
+        "echo \"$TRACEPARENT\" > '{}'; exec '{}' sim --mode stream-json",
+        seen.display(),
+        env!("CARGO_BIN_EXE_capfleet")
+    );
+    let mut cmd = capfleet(dir.path());
+    cmd.env("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+        .args([
+            "chat",
+            "sim",
+            "--task",
+            "hello",
+            "--otlp",
+            collector.endpoint(),
+        ])
+        .args(["--argv", "sh", "-c", &agent]);
+    let out = finish(cmd, Duration::from_secs(30)).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let t = collector.spans().await;
+    let chat = t.one("chat");
+    assert_eq!(chat.parent_span_id, "");
+    let session = t.one("session");
+    assert_eq!(session.parent_span_id, chat.span_id);
+    let turn = t.one("turn");
+    assert_eq!(turn.parent_span_id, session.span_id);
+    assert_eq!(attr(turn, "cap.turn.outcome"), "completed");
+    // W3C: 00-<trace id>-<the session span's id>-01.
+    let tp = std::fs::read_to_string(&seen).unwrap();
+    assert_eq!(
+        tp.trim(),
+        format!("00-{}-{}-01", session.trace_id, session.span_id),
+        "the agent runs inside its session's span"
+    );
 }
