@@ -23,6 +23,9 @@ Permission requests: --deny-tool, then --allow-tool, then --max-risk decide firs
 what they leave open is asked at the terminal, or, with no terminal, denied
 (fail-safe). Every decision is recorded with the rule that made it. Ctrl-C cancels the turn; again, ends the session.
 
+Traces: --otlp URL (or OTEL_EXPORTER_OTLP_ENDPOINT) exports one trace per chat, rooted
+at `chat`; --trace-file writes the same spans as JSON lines. The agent gets TRACEPARENT.
+
 Exit codes: 0 the last turn completed, 1 it failed (or the session did), 2 bad usage,
 130 interrupted (Ctrl-C), 129 / 143 ended by SIGHUP / SIGTERM (the agent is shut down
 with the session either way).")]
