@@ -6,6 +6,7 @@
 pub mod answerer;
 pub mod bindings;
 pub mod budget;
+pub mod clock;
 pub mod driver;
 pub mod fleet;
 pub mod journal;
@@ -23,3 +24,4 @@ pub mod supervision;
 pub mod tap;
 pub mod telemetry;
 pub mod tomldoc;
+pub mod workspace;

@@ -8,6 +8,8 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use capfleet_actors::clock::civil_from_days;
+
 /// The runs directory, relative to where runs are started.
 pub const RUNS_DIR: &str = ".capfleet/runs";
 /// The journal's file name inside a run directory.
@@ -139,20 +141,6 @@ fn random_suffix() -> u16 {
     let mut h = RandomState::new().build_hasher();
     h.write_u32(std::process::id());
     (h.finish() & 0xffff) as u16
-}
-
-/// Days since 1970-01-01 to (year, month, day) (Howard Hinnant's algorithm).
-pub fn civil_from_days(days: u64) -> (u64, u64, u64) {
-    let z = days + 719_468;
-    let era = z / 146_097;
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + u64::from(m <= 2);
-    (y, m, d)
 }
 
 #[cfg(test)]

@@ -4,7 +4,6 @@
 //! them through bounded channels.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
@@ -133,14 +132,7 @@ pub enum TurnOutcome {
     Failed,
 }
 
-pub(crate) fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or(Duration::ZERO)
-        .as_millis()
-        .try_into()
-        .unwrap_or(u64::MAX)
-}
+pub(crate) use crate::clock::now_ms;
 
 #[cfg(test)]
 mod tests {

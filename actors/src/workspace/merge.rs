@@ -1,0 +1,138 @@
+//! `capfleet merge <run-id> <session>`: the session's branch into the current branch
+//! (coding §7.4's three-way merge). Never auto-resolves: a conflict is computed in
+//! memory first and reported (`merge_conflict`) with nothing changed; a dirty tree
+//! on either side is refused (`git_dirty`). Otherwise a fast-forward when possible,
+//! else a merge commit; the working tree is checked out safely before `HEAD` moves.
+
+use std::path::Path;
+
+use git2::build::CheckoutBuilder;
+use git2::{BranchType, Repository};
+
+use super::error::{Context, WorkspaceError};
+use super::record::{Kind, Workspace};
+use super::repo::committer;
+use super::status::{uncommitted, uncommitted_in};
+
+/// How a merge went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MergeOutcome {
+    /// The current branch already has the session's work.
+    UpToDate,
+    FastForward { sha: String },
+    Merged { sha: String },
+}
+
+/// Merge `ws`'s branch into the branch checked out at `at`.
+pub fn merge(ws: &Workspace, at: &Path) -> Result<MergeOutcome, WorkspaceError> {
+    let Kind::Worktree { repo, branch, .. } = &ws.kind else {
+        return Err(WorkspaceError::Repo {
+            path: ws.path.clone(),
+            reason: format!(
+                "{} worked in a plain directory (no git repository): there is no branch to merge",
+                ws.session
+            ),
+        });
+    };
+    if ws.path.exists() {
+        let files = uncommitted(&ws.path)?;
+        if !files.is_empty() {
+            return Err(WorkspaceError::Dirty {
+                what: format!("{}'s worktree {}", ws.session, ws.path.display()),
+                files,
+                fix: "; commit them first (capfleet merge --commit, or git commit in the worktree)"
+                    .into(),
+            });
+        }
+    }
+    let target = Repository::discover(at).ctx("cannot open the repository here", at)?;
+    let session_repo = Repository::open(repo).ctx("cannot open the run's repository", repo)?;
+    if canonical(target.commondir()) != canonical(session_repo.commondir()) {
+        return Err(WorkspaceError::Repo {
+            path: at.to_owned(),
+            reason: format!(
+                "not the repository of this run ({}): run capfleet merge there",
+                repo.display()
+            ),
+        });
+    }
+    let workdir = target.workdir().unwrap_or(target.path()).to_owned();
+    let head = target.head().ctx("cannot read HEAD", &workdir)?;
+    if !head.is_branch() {
+        return Err(WorkspaceError::Repo {
+            path: workdir,
+            reason: "HEAD is detached: check out the branch to merge into".into(),
+        });
+    }
+    let into = head.shorthand().unwrap_or("HEAD").to_owned();
+    let dirty = uncommitted_in(&target, false)?;
+    if !dirty.is_empty() {
+        return Err(WorkspaceError::Dirty {
+            what: format!("the working tree of {into} ({})", workdir.display()),
+            files: dirty,
+            fix: "; commit or stash them first".into(),
+        });
+    }
+    let ours = head.peel_to_commit().ctx("cannot read HEAD", &workdir)?;
+    let theirs = target
+        .find_branch(branch, BranchType::Local)
+        .and_then(|b| b.get().peel_to_commit())
+        .ctx(format!("cannot find branch {branch}"), &workdir)?;
+    let descends = |a, b| target.graph_descendant_of(a, b).ctx("cannot walk history", &workdir);
+    if ours.id() == theirs.id() || descends(ours.id(), theirs.id())? {
+        return Ok(MergeOutcome::UpToDate);
+    }
+    let mut safe = CheckoutBuilder::new();
+    safe.safe();
+    if descends(theirs.id(), ours.id())? {
+        let tree = theirs.tree().ctx("cannot read the branch", &workdir)?;
+        target
+            .checkout_tree(tree.as_object(), Some(&mut safe))
+            .ctx("cannot check out the session's work", &workdir)?;
+        let mut head = head;
+        head.set_target(theirs.id(), &format!("capfleet merge {branch}: fast-forward"))
+            .ctx("cannot move the branch", &workdir)?;
+        return Ok(MergeOutcome::FastForward {
+            sha: theirs.id().to_string(),
+        });
+    }
+    let mut index = target
+        .merge_commits(&ours, &theirs, None)
+        .ctx("cannot merge", &workdir)?;
+    if index.has_conflicts() {
+        let mut files: Vec<String> = index
+            .conflicts()
+            .ctx("cannot read the conflicts", &workdir)?
+            .filter_map(Result::ok)
+            .filter_map(|c| c.our.or(c.their).or(c.ancestor))
+            .map(|e| String::from_utf8_lossy(&e.path).into_owned())
+            .collect();
+        files.dedup();
+        return Err(WorkspaceError::Conflict {
+            branch: branch.clone(),
+            into,
+            files,
+        });
+    }
+    let tree_id = index
+        .write_tree_to(&target)
+        .ctx("cannot write the merged tree", &workdir)?;
+    let tree = target
+        .find_tree(tree_id)
+        .ctx("cannot read the merged tree", &workdir)?;
+    target
+        .checkout_tree(tree.as_object(), Some(&mut safe))
+        .ctx("cannot check out the merge", &workdir)?;
+    let sig = committer(&target)?;
+    let message = format!("Merge branch '{branch}' into {into} (capfleet)");
+    let sha = target
+        .commit(Some("HEAD"), &sig, &sig, &message, &tree, &[&ours, &theirs])
+        .ctx("cannot commit the merge", &workdir)?;
+    Ok(MergeOutcome::Merged {
+        sha: sha.to_string(),
+    })
+}
+
+fn canonical(p: &Path) -> std::path::PathBuf {
+    std::fs::canonicalize(p).unwrap_or_else(|_| p.to_owned())
+}
