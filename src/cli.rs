@@ -57,6 +57,12 @@ enum Command {
     Run(Box<cmd::run::RunArgs>),
     /// Print a run's journal readably (`latest` or a run id; `--follow`, `--session`, `--json`).
     Log(cmd::log::LogArgs),
+    /// Show a run's workspace diffs against their base (all sessions, or one).
+    Diff(cmd::worktree::diff::DiffArgs),
+    /// Merge a session's branch into the current branch (conflicts are reported, never resolved).
+    Merge(cmd::worktree::merge::MergeArgs),
+    /// Remove a run's worktrees and branches; refuses when work would be lost (`--force`).
+    Clean(cmd::worktree::clean::CleanArgs),
     /// Run the scripted simulator agent (stream-json or terminal UI).
     Sim(Box<sim::SimArgs>),
     /// Print a shell completion script: `capfleet completions bash > /etc/bash_completion.d/capfleet`.
@@ -81,6 +87,9 @@ pub fn main() -> ExitCode {
         Some(Command::Chat(args)) => cmd::chat::run(*args, cli.color),
         Some(Command::Run(args)) => cmd::run::run(*args, cli.color),
         Some(Command::Log(args)) => cmd::log::run(args, cli.color),
+        Some(Command::Diff(args)) => cmd::worktree::diff::run(args, cli.color),
+        Some(Command::Merge(args)) => cmd::worktree::merge::run(args, cli.color),
+        Some(Command::Clean(args)) => cmd::worktree::clean::run(args, cli.color),
         Some(Command::Sim(args)) => sim::run(*args),
         Some(Command::Completions { shell }) => {
             clap_complete::generate(

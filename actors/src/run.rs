@@ -1,10 +1,13 @@
 //! One fleet run, end to end: the supervision tree, every session, the router; the
 //! task to the start sessions; budget alerts and interrupts turned into a stop; the
-//! report when the run has ended. The application adds the view and the exit code.
+//! workspaces collected (diffs, vetting, commits, tests, the plan, transcripts at
+//! each session's end); the report when the run has ended. The application adds the
+//! view and the exit code.
 
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use ractor::{Actor, ActorRef};
 use tokio::sync::mpsc;
@@ -18,6 +21,10 @@ use crate::session::{Published, RunOutcome, SessionMsg, SessionSpec};
 use crate::telemetry::context::adopt_parent;
 use crate::telemetry::metrics::Metrics;
 use crate::telemetry::{Counters, TreeTelemetry};
+use crate::workspace::candidates::Candidates;
+use crate::workspace::collect::{CollectSpec, SessionReport, collect, publish_plan_doc};
+use crate::workspace::publish::Publisher;
+use crate::workspace::{ArtifactStore, Workspace, transcript};
 
 /// Everything a run needs, validated.
 pub struct RunSpec {
@@ -30,6 +37,19 @@ pub struct RunSpec {
     pub human: Option<mpsc::Sender<HumanQuestion>>,
     pub abort_on_error: bool,
     pub telemetry: RunTelemetry,
+    /// Artifacts and the coding sessions' workspaces (provisioned before the run).
+    pub workspace: Option<WorkspacePhase>,
+}
+
+/// What a run does with artifacts and workspaces.
+pub struct WorkspacePhase {
+    pub run_id: String,
+    pub store: Arc<ArtifactStore>,
+    pub workspaces: Vec<Workspace>,
+    /// Commit each worktree's work on its branch at the end (`--commit`).
+    pub commit: bool,
+    /// How long a session's test command may run.
+    pub test_timeout: Duration,
 }
 
 /// What a run reports to besides its watchers.
@@ -48,6 +68,10 @@ pub struct RunReport {
     pub budget: BudgetSnapshot,
     pub counters: Counters,
     pub journal_records: u64,
+    /// Each workspace after the run (diff, vetting, commit, tests).
+    pub workspaces: Vec<SessionReport>,
+    /// The stored final master plan.
+    pub plan_doc: Option<PathBuf>,
 }
 
 /// Run the fleet until it ends or `interrupt` resolves (Ctrl-C): then every session is
@@ -92,10 +116,26 @@ pub async fn run_fleet(
         telemetry: telemetry.clone(),
     })
     .await?;
+    let mut sinks = watchers.clone();
+    sinks.extend(tree.journal_tap().await);
+    let publisher = Publisher::new(&spec.fleet, sinks);
+    let phase = spec.workspace;
+    let mut agents = Vec::with_capacity(spec.sessions.len());
     let mut sessions = Vec::with_capacity(spec.sessions.len());
     for s in spec.sessions {
         let name = s.name.clone();
-        match tree.spawn_session(s, watchers.clone()).await {
+        agents.push((name.clone(), s.launch.manifest.agent.name.clone()));
+        let mut subscribers = watchers.clone();
+        if let Some(p) = &phase {
+            let subject = transcript::Subject {
+                session: name.clone(),
+                urn: s.urn().to_owned(),
+                agent: s.launch.manifest.agent.name.clone(),
+                model: s.launch.config.model.get().cloned(),
+            };
+            subscribers.extend(transcript::spawn(subject, &p.store, publisher.clone()));
+        }
+        match tree.spawn_session(s, subscribers).await {
             Ok(actor) => sessions.push((name, actor)),
             Err(e) => {
                 tree.shutdown().await;
@@ -110,12 +150,20 @@ pub async fn run_fleet(
     let mut sinks = watchers;
     sinks.extend(tree.journal_tap().await);
     let args = RouterArgs {
-        fleet: spec.fleet,
+        fleet: spec.fleet.clone(),
         spec: spec.routing,
         sessions,
         sinks,
         abort_on_error: spec.abort_on_error,
         telemetry,
+        candidates: phase.as_ref().map(|p| {
+            Arc::new(Candidates::new(
+                &spec.fleet,
+                &p.run_id,
+                &p.workspaces,
+                p.store.clone(),
+            ))
+        }),
     };
     let (router, _) = Actor::spawn_linked(None, Router, args, tree.root_cell())
         .await
@@ -155,6 +203,48 @@ pub async fn run_fleet(
         }
     };
     record_outcome(&run_span, outcome);
+    let mut workspaces = Vec::new();
+    let mut plan_doc = None;
+    if let Some(p) = &phase {
+        let plan = router
+            .call(RouterMsg::MasterPlan, None)
+            .await
+            .ok()
+            .and_then(|r| match r {
+                ractor::rpc::CallResult::Success(plan) => plan,
+                _ => None,
+            });
+        let cs = CollectSpec {
+            fleet: spec.fleet.clone(),
+            run_id: p.run_id.clone(),
+            // An interrupted run leaves everything as it is: no commits, no test runs.
+            commit: p.commit && outcome != RunOutcome::Interrupted,
+            tests: outcome != RunOutcome::Interrupted,
+            test_timeout: p.test_timeout,
+            agents,
+        };
+        let router_urn = crate::fleet::urn(&spec.fleet, "router");
+        let gather = async {
+            let doc = match plan {
+                Some(entries) => {
+                    let doc = crate::protocol::Plan {
+                        entries,
+                        ..Default::default()
+                    };
+                    publish_plan_doc(&doc, &p.store, &publisher, &router_urn).await
+                }
+                None => None,
+            };
+            (doc, collect(&cs, &p.workspaces, &p.store, &publisher).await)
+        };
+        tokio::select! {
+            (doc, reports) = gather => (plan_doc, workspaces) = (doc, reports),
+            () = &mut interrupt, if !interrupted => {
+                tracing::warn!("interrupted while collecting the workspaces; they stay as they are");
+            }
+        }
+    }
+    drop(publisher);
     let budget = tree.budget().await.unwrap_or_default();
     let counters = tree.counters().await.unwrap_or_default();
     // The router holds a journal sender: it goes before the journal is finished.
@@ -167,6 +257,8 @@ pub async fn run_fleet(
         budget,
         counters,
         journal_records,
+        workspaces,
+        plan_doc,
     })
 }
 

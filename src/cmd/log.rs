@@ -260,12 +260,36 @@ fn describe(kind: &str, rec: &Map<String, Value>) -> (String, String) {
 }
 
 fn cap_summary(event: &Map<String, Value>) -> String {
+    if event.get("kind").and_then(Value::as_str) == Some("cap.artifact") {
+        return artifact_summary(event);
+    }
     for key in ["text", "prompt", "message", "tool", "title"] {
         if let Some(Value::String(s)) = event.get(key) {
             return s.clone();
         }
     }
     rest(event, &["kind"])
+}
+
+/// `name (mime, N bytes) for session: uri`.
+fn artifact_summary(a: &Map<String, Value>) -> String {
+    let f = |k: &str| text(a.get(k));
+    let owner = a
+        .get("_meta")
+        .and_then(|m| m.get("capfleet.session"))
+        .and_then(Value::as_str)
+        .map(|u| format!(" of {}", u.rsplit('/').next().unwrap_or(u)))
+        .unwrap_or_default();
+    let place = match a.get("uri").and_then(Value::as_str) {
+        Some(uri) => uri.to_owned(),
+        None => "inline".to_owned(),
+    };
+    format!(
+        "{}{owner} ({}, {} bytes): {place}",
+        f("name"),
+        f("mime_type"),
+        f("size")
+    )
 }
 
 /// The object without `skip`, as compact JSON.

@@ -5,3 +5,4 @@ pub mod log;
 pub mod manifest;
 pub mod resolve;
 pub mod run;
+pub mod worktree;

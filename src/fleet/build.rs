@@ -13,6 +13,7 @@ use capfleet_actors::router::{Picker, Route, RouteAction, RoutingSpec};
 use capfleet_actors::session::DEFAULT_TURN_TIMEOUT;
 use capfleet_actors::supervision::RestartPolicy;
 use capfleet_actors::tomldoc::Location;
+use capfleet_actors::workspace::repo;
 
 use super::config::{ActionEntry, At, FleetFile, HUMAN, SessionEntry};
 use super::error::FleetError;
@@ -54,6 +55,9 @@ pub async fn build(file: &FleetFile, cx: &Context<'_>) -> Result<Fleet, Vec<Flee
             Err(e) => errors.extend(e),
         }
     }
+    if let Some(base) = &f.base {
+        check_base(base, &sessions, &mut errors);
+    }
     if !errors.is_empty() {
         return Err(errors);
     }
@@ -92,8 +96,34 @@ pub async fn build(file: &FleetFile, cx: &Context<'_>) -> Result<Fleet, Vec<Flee
         },
         on_error: f.on_error,
         turn_timeout,
-        base: f.base.clone(),
+        base: f.base.as_ref().map(|b| b.value.clone()),
     })
+}
+
+/// `base` must name a commit in the repository of every coding session.
+fn check_base(base: &At<String>, sessions: &[FleetSession], errors: &mut Vec<FleetError>) {
+    let mut seen = std::collections::HashSet::new();
+    for s in sessions.iter().filter(|s| s.coding) {
+        let cwd = PathBuf::from(&s.spec.launch.config.cwd);
+        if !seen.insert(cwd.clone()) {
+            continue;
+        }
+        let reason = match repo::resolve_base(&cwd, Some(&base.value)) {
+            Ok(Some(_)) => continue,
+            Ok(None) => format!(
+                "base {:?} is set, but session `{}` works in {}, which is not in a git repository",
+                base.value,
+                s.spec.name,
+                cwd.display()
+            ),
+            Err(e) => format!("base {:?}: {e}", base.value),
+        };
+        errors.push(FleetError::InvalidValue {
+            at: base.at.clone(),
+            reason,
+        });
+        return;
+    }
 }
 
 /// The task text: `--task` over `[fleet].task`; `@path` reads a file (relative to
@@ -224,10 +254,13 @@ async fn session(
     spec.turn_timeout = turn_timeout;
     spec.max_turns = s.max_turns;
     Ok(FleetSession {
+        coding: spec.launch.manifest.claims_coding(),
         spec,
         agent: agent.clone(),
         source,
         budget_usd: s.budget_usd.as_ref().map(|b| b.value),
+        paths: s.paths.clone(),
+        test_command: s.test_command.clone(),
     })
 }
 

@@ -5,6 +5,7 @@ use capfleet_actors::protocol::{PermissionMode, RiskLevel};
 use capfleet_actors::router::{CollectMode, Split};
 use capfleet_actors::supervision::Restart;
 use capfleet_actors::tomldoc::Location;
+use capfleet_actors::workspace::testrun::TestCommand;
 
 /// A value and where it was written.
 #[derive(Debug, Clone)]
@@ -61,8 +62,8 @@ pub struct FleetSection {
     pub deny_tools: Vec<String>,
     pub max_risk: Option<RiskLevel>,
     pub turn_timeout_s: Option<At<f64>>,
-    /// The git base for worktrees (kept for later).
-    pub base: Option<String>,
+    /// The git revision coding sessions' worktrees branch from (default `HEAD`).
+    pub base: Option<At<String>>,
 }
 
 /// One `[[sessions]]` entry.
@@ -87,6 +88,11 @@ pub struct SessionEntry {
     /// A simulator script, relative to the fleet file.
     pub script: Option<At<String>>,
     pub env: Vec<(String, String)>,
+    /// Declared paths (globs relative to the workspace root): changes elsewhere are
+    /// flagged.
+    pub paths: Vec<String>,
+    /// Run in the session's workspace after the run (`test_result`).
+    pub test_command: Option<TestCommand>,
 }
 
 /// One `[[routes]]` entry.

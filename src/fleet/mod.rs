@@ -22,6 +22,7 @@ use capfleet_actors::answerer::Policy;
 use capfleet_actors::router::RoutingSpec;
 use capfleet_actors::session::SessionSpec;
 use capfleet_actors::tomldoc::Warning;
+use capfleet_actors::workspace::testrun::TestCommand;
 
 pub use config::OnError;
 pub use error::{FleetError, FleetErrors};
@@ -48,7 +49,7 @@ pub struct Fleet {
     pub on_error: OnError,
     /// Every session's turn timeout (`turn_timeout_s`, default 600 s).
     pub turn_timeout: Duration,
-    /// The git base for worktrees (not used yet).
+    /// The git revision coding sessions' worktrees branch from (default `HEAD`).
     pub base: Option<String>,
 }
 
@@ -61,6 +62,11 @@ pub struct FleetSession {
     /// Where its manifest came from (e.g. `shipped manifest sim`).
     pub source: String,
     pub budget_usd: Option<f64>,
+    /// The agent claims the coding profile: the session gets its own workspace.
+    pub coding: bool,
+    /// Declared paths (globs) for vetting.
+    pub paths: Vec<String>,
+    pub test_command: Option<TestCommand>,
 }
 
 /// The fleet's budgets, in USD.

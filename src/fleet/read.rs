@@ -7,6 +7,7 @@ use capfleet_actors::protocol::{PermissionMode, RiskLevel};
 use capfleet_actors::router::{CollectMode, Split};
 use capfleet_actors::supervision::Restart;
 use capfleet_actors::tomldoc::{self, join};
+use capfleet_actors::workspace::testrun::TestCommand;
 use toml::de::{DeTable, DeValue};
 
 use super::config::{
@@ -45,6 +46,8 @@ const SESSION_KEYS: &[&str] = &[
     "budget_usd",
     "script",
     "env",
+    "paths",
+    "test_command",
 ];
 const ROUTE_KEYS: &[&str] = &["when", "route_to", "fan_out", "collect", "mode"];
 
@@ -168,7 +171,7 @@ fn read_fleet(r: &mut Reader, t: &DeTable<'_>, span: Range<usize>) -> FleetSecti
         deny_tools: r.strings(t, path, "deny_tools").unwrap_or_default(),
         max_risk,
         turn_timeout_s: number_at(r, t, path, "turn_timeout_s"),
-        base: r.string(t, path, "base"),
+        base: string_at(r, t, path, "base"),
     }
 }
 
@@ -214,8 +217,52 @@ fn read_session(
         budget_usd: number_at(r, t, path, "budget_usd"),
         script: string_at(r, t, path, "script"),
         env: read_env(r, t, path),
+        paths: read_paths(r, t, path),
+        test_command: read_test_command(r, t, path),
     };
     Some(entry)
+}
+
+/// `paths`: globs relative to the workspace root, inside it.
+fn read_paths(r: &mut Reader, t: &DeTable<'_>, path: &str) -> Vec<String> {
+    let paths = r.strings(t, path, "paths").unwrap_or_default();
+    for p in &paths {
+        let outside = p.starts_with('/') || p.split('/').any(|seg| seg == "..");
+        if p.trim().is_empty() || outside {
+            let reason = format!(
+                "{p:?}: a declared path is a glob relative to the workspace root (e.g. \"src/**\")"
+            );
+            r.invalid(&join(path, "paths"), Reader::span_of(t, "paths"), reason);
+        }
+    }
+    paths
+}
+
+/// `test_command`: a shell line, or an argv array.
+fn read_test_command(r: &mut Reader, t: &DeTable<'_>, path: &str) -> Option<TestCommand> {
+    let v = t.get("test_command")?;
+    let key = join(path, "test_command");
+    let cmd = match v.get_ref() {
+        DeValue::String(s) => TestCommand::Shell(s.to_string()),
+        DeValue::Array(_) => TestCommand::Argv(r.string_array(&key, v)?),
+        _ => {
+            r.wrong_type(&key, v, "a command line or an argv array of strings");
+            return None;
+        }
+    };
+    let empty = match &cmd {
+        TestCommand::Shell(s) => s.trim().is_empty(),
+        TestCommand::Argv(a) => a.first().is_none_or(|p| p.is_empty()),
+    };
+    if empty {
+        r.invalid(
+            &key,
+            Reader::span_of(t, "test_command"),
+            "the test command is empty (e.g. \"cargo test\" or [\"pytest\", \"-q\"])",
+        );
+        return None;
+    }
+    Some(cmd)
 }
 
 fn read_env(r: &mut Reader, t: &DeTable<'_>, path: &str) -> Vec<(String, String)> {

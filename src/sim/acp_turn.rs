@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::acp::{Incoming, Wire};
+use super::edit::{Change, FileEdit};
 use super::steps::{Ask, FloodGen, Flow, Frontend, PlanEntry, Stop, ToolStep, Usage, chunks};
 
 /// JSON-RPC "internal error": how a scripted `error` step fails the prompt.
@@ -166,6 +167,34 @@ impl Frontend for AcpTurn<'_> {
         let status = if tool.is_error { "failed" } else { "completed" };
         let end = json!({ "status": status, "rawOutput": tool.final_output() });
         self.tool_update(&id, end)?;
+        Ok(Flow::Next)
+    }
+
+    /// A file step as an ACP edit: a text write carries `diff` content.
+    fn edit(&mut self, edit: &FileEdit) -> io::Result<Flow> {
+        let applied = edit.apply();
+        let tool = edit.as_tool(&applied);
+        self.tools += 1;
+        let id = format!("sim-tool-{}", self.tools);
+        let content = match (&edit.change, &applied) {
+            (Change::Text(new), Ok(a)) => json!([{ "type": "diff", "path": a.path,
+                                                   "oldText": a.old, "newText": new }]),
+            _ => json!([]),
+        };
+        let kind = if edit.change == Change::Delete {
+            "delete"
+        } else {
+            "edit"
+        };
+        let start = json!({ "sessionUpdate": "tool_call", "toolCallId": id, "title": tool.name,
+                            "kind": kind, "status": "in_progress", "rawInput": tool.input,
+                            "content": content });
+        self.wire.update(start)?;
+        let status = if tool.is_error { "failed" } else { "completed" };
+        self.tool_update(
+            &id,
+            json!({ "status": status, "rawOutput": tool.final_output() }),
+        )?;
         Ok(Flow::Next)
     }
 

@@ -83,6 +83,7 @@
 mod acp;
 mod acp_turn;
 mod client;
+mod edit;
 mod fields;
 mod frames;
 mod inbound;

@@ -83,6 +83,9 @@ const STEP_KINDS: &[&str] = &[
     "error",
     "rpc",
     "run",
+    "write",
+    "delete",
+    "artifact",
 ];
 
 /// Parses and validates a script. `origin` names it in errors.
@@ -290,6 +293,20 @@ fn parse_step(loc: &Loc<'_>, value: &toml::Value) -> Result<Step, ScriptError> {
             Step::Run {
                 command: f.req_str("run")?,
                 args: f.strings("args")?.unwrap_or_default(),
+            }
+        }
+        "write" | "delete" => super::edit::parse(&f, kind)?,
+        "artifact" => {
+            f.only(&["artifact", "mime_type", "content"])?;
+            let content = match table.get("content") {
+                Some(toml::Value::String(s)) => Value::String(s.clone()),
+                Some(toml::Value::Table(_)) => f.json("content")?.unwrap_or_default(),
+                _ => return Err(loc.err("content", "expected a string or a table")),
+            };
+            Step::Artifact {
+                name: f.req_str("artifact")?,
+                mime_type: f.req_str("mime_type")?,
+                content,
             }
         }
         _ => {

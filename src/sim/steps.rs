@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use super::edit::FileEdit;
 use super::fields::{Fields, ScriptError};
 use super::script::{Header, Turn};
 use super::state::StateDir;
@@ -47,6 +48,14 @@ pub enum Step {
     Run {
         command: String,
         args: Vec<String>,
+    },
+    /// Write or delete a file in the working directory.
+    Edit(FileEdit),
+    /// stream-json mode: an `artifact` frame.
+    Artifact {
+        name: String,
+        mime_type: String,
+        content: Value,
     },
 }
 
@@ -220,6 +229,18 @@ pub trait Frontend {
     fn run(&mut self, command: &str, _args: &[String]) -> io::Result<Flow> {
         Err(acp_only("run", command))
     }
+    /// A file step: done, then shown as a tool call.
+    fn edit(&mut self, edit: &FileEdit) -> io::Result<Flow> {
+        let applied = edit.apply();
+        self.tool(&edit.as_tool(&applied))
+    }
+    /// An `artifact` step; only stream-json has artifact frames.
+    fn artifact(&mut self, name: &str, _mime: &str, _content: &Value) -> io::Result<Flow> {
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            format!("step `artifact = {name:?}` needs --mode stream-json"),
+        ))
+    }
     fn end_turn(&mut self, stop: Option<Stop>) -> io::Result<()>;
 }
 
@@ -267,6 +288,12 @@ pub fn run_turn<F: Frontend>(
             Step::Oversize(bytes) => fe.oversize(*bytes)?,
             Step::Rpc { method, params } => fe.rpc(method, params)?,
             Step::Run { command, args } => fe.run(command, args)?,
+            Step::Edit(edit) => fe.edit(edit)?,
+            Step::Artifact {
+                name,
+                mime_type,
+                content,
+            } => fe.artifact(name, mime_type, content)?,
             Step::Error { message, subtype } => Flow::Stop(Stop::Error {
                 message: message.clone(),
                 subtype: subtype.clone(),

@@ -264,6 +264,20 @@ impl Frontend for StreamJson {
         Ok(Flow::Next)
     }
 
+    fn artifact(&mut self, name: &str, mime: &str, content: &Value) -> io::Result<Flow> {
+        let id = format!("sim-art-{}", self.client.out.next_seq());
+        self.client.out.emit(&json!({
+            "type": "artifact",
+            "artifact_id": id,
+            "mime_type": mime,
+            "name": name,
+            "content": content,
+            "session_id": self.session.session_id,
+        }))?;
+        self.client.out.flush()?;
+        Ok(Flow::Next)
+    }
+
     fn plan(&mut self, entries: &[PlanEntry]) -> io::Result<Flow> {
         let todos: Vec<Value> = entries
             .iter()

@@ -57,6 +57,12 @@ pub struct Validated {
 }
 
 impl Manifest {
+    /// The agent claims the coding profile: `"coding"` in `agent.profiles` or a
+    /// `[capabilities.coding]` section (its sessions get isolated workspaces).
+    pub fn claims_coding(&self) -> bool {
+        self.agent.profiles.iter().any(|p| p == "coding") || self.capabilities.coding.is_some()
+    }
+
     /// Parse and validate TOML source; `origin` (a path or a label) prefixes every finding.
     pub fn parse(src: &str, origin: &str) -> Result<Validated, ManifestErrors> {
         let mut r = Reader::new(origin, src);

@@ -22,6 +22,8 @@ use crate::session::{
 use crate::telemetry::TreeTelemetry;
 use crate::telemetry::metrics::MailboxLabels;
 
+mod collect;
+
 /// Deliveries waiting for a busy session, at most (tai's `CAP_ROUTE_QUEUE_MAX`).
 pub const QUEUE_MAX: usize = 16;
 
@@ -74,6 +76,8 @@ pub struct Core {
     pub outcome: Option<RunOutcome>,
     /// The run's span (routes hang under it) and metrics (pending deliveries).
     telemetry: TreeTelemetry,
+    /// The coding sessions' workspaces, for collect pickers.
+    pub candidates: Option<Arc<crate::workspace::candidates::Candidates>>,
 }
 
 impl Core {
@@ -119,6 +123,7 @@ impl Core {
             race_losers: HashSet::new(),
             outcome: None,
             telemetry,
+            candidates: None,
         }
     }
 
@@ -336,6 +341,11 @@ impl Core {
         }
         self.fire_routes(me, session).await;
         self.dispatch_plan(me).await;
+    }
+
+    /// The adopted master plan, statuses as they stand.
+    pub fn master_plan(&self) -> Option<Vec<crate::protocol::PlanEntry>> {
+        self.plan.as_ref().map(MasterPlan::entries)
     }
 
     async fn adopt_plan(&mut self, r: &TurnResult) {

@@ -32,6 +32,8 @@ pub struct RouterArgs {
     pub abort_on_error: bool,
     /// The run's span and metrics.
     pub telemetry: crate::telemetry::TreeTelemetry,
+    /// The coding sessions' workspaces: a collect picker sees each candidate's diff.
+    pub candidates: Option<std::sync::Arc<crate::workspace::candidates::Candidates>>,
 }
 
 pub enum RouterMsg {
@@ -47,6 +49,8 @@ pub enum RouterMsg {
     Stop { outcome: RunOutcome, reason: String },
     /// Reply when the run has ended.
     WaitEnd(RpcReplyPort<RunOutcome>),
+    /// The master plan as it stands (statuses followed), if one was adopted.
+    MasterPlan(RpcReplyPort<Option<Vec<crate::protocol::PlanEntry>>>),
 }
 
 pub struct RouterState {
@@ -74,7 +78,7 @@ impl Actor for Router {
         _myself: ActorRef<RouterMsg>,
         a: RouterArgs,
     ) -> Result<RouterState, ActorProcessingErr> {
-        let core = dispatch::Core::new(
+        let mut core = dispatch::Core::new(
             a.fleet,
             a.spec,
             a.sessions,
@@ -82,6 +86,7 @@ impl Actor for Router {
             a.abort_on_error,
             a.telemetry,
         );
+        core.candidates = a.candidates;
         Ok(RouterState {
             core,
             waiters: Vec::new(),
@@ -109,6 +114,9 @@ impl Actor for Router {
                 st.core.check_end().await;
             }
             RouterMsg::WaitEnd(reply) => st.waiters.push(reply),
+            RouterMsg::MasterPlan(reply) => {
+                let _caller_gone = reply.send(st.core.master_plan());
+            }
         }
         st.answer_waiters();
         Ok(())

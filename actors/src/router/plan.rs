@@ -166,9 +166,15 @@ impl MasterPlan {
             .map(|t| {
                 let mut e = PlanEntry::new(t.id.clone(), t.content.clone(), t.status);
                 e.set_meta(
-                    "cap.assigned_to",
+                    crate::protocol::meta::CAP_ASSIGNED_TO,
                     serde_json::Value::String(t.assigned_to.clone()),
                 );
+                if !t.depends_on.is_empty() {
+                    e.set_meta(
+                        crate::protocol::meta::CAP_DEPENDS_ON,
+                        serde_json::json!(t.depends_on),
+                    );
+                }
                 e
             })
             .collect()

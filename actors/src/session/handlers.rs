@@ -457,8 +457,16 @@ impl Core {
     }
 
     async fn on_event(&mut self, myself: &ActorRef<SessionMsg>, mut event: CapEvent) {
-        if let (CapEvent::Usage(u), Some(pricing)) = (&mut event, &self.spec.pricing) {
-            pricing.estimate(u);
+        match (&mut event, &self.spec.pricing, &self.spec.artifacts) {
+            (CapEvent::Usage(u), Some(pricing), _) => {
+                pricing.estimate(u);
+            }
+            (CapEvent::Artifact(a), _, Some(store)) => {
+                if let Err(e) = store.keep(&self.spec.name, a) {
+                    tracing::error!(urn = %self.urn, "cannot store the agent's artifact: {e}");
+                }
+            }
+            _ => {}
         }
         self.spans.on_event(&event);
         if let Some(turn) = self.turn.as_mut() {

@@ -62,6 +62,9 @@ pub struct SessionSpec {
     pub max_turns: Option<u32>,
     /// Prices for usage reported without a cost (estimated, marked in `_meta`).
     pub pricing: Option<Arc<crate::pricing::Pricing>>,
+    /// Where artifacts the agent emits are stored (their large content leaves the
+    /// event for a file URI).
+    pub artifacts: Option<Arc<crate::workspace::ArtifactStore>>,
 }
 
 impl SessionSpec {
@@ -79,6 +82,7 @@ impl SessionSpec {
             cancel_grace: DEFAULT_CANCEL_GRACE,
             max_turns: None,
             pricing: None,
+            artifacts: None,
         }
     }
 

@@ -140,7 +140,10 @@ mod tests {
         assert_eq!(sanitize("../../etc/passwd"), "_.._etc_passwd");
         assert_eq!(sanitize("src/protocol.rs.patch"), "src_protocol.rs.patch");
         assert_eq!(sanitize("..."), "artifact");
-        assert_eq!(file_uri(Path::new("/tmp/a b/ü")), "file:///tmp/a%20b/%C3%BC");
+        assert_eq!(
+            file_uri(Path::new("/tmp/a b/ü")),
+            "file:///tmp/a%20b/%C3%BC"
+        );
     }
 
     #[test]

@@ -87,8 +87,9 @@ pub fn clean(run: &RunWorkspaces, force: bool) -> CleanReport {
     let mut report = CleanReport::default();
     for w in &run.workspaces {
         match clean_one(w, force) {
-            Ok(Ok(removed)) => report.removed.push(removed),
-            Ok(Err(refusal)) => report.refused.push(refusal),
+            Ok(Outcome::Removed(removed)) => report.removed.push(removed),
+            Ok(Outcome::Refused(refusal)) => report.refused.push(refusal),
+            Ok(Outcome::Gone) => {}
             Err(error) => report.refused.push(Refusal::Failed {
                 session: w.session.clone(),
                 error,
@@ -103,23 +104,35 @@ pub fn clean(run: &RunWorkspaces, force: bool) -> CleanReport {
     report
 }
 
-fn clean_one(w: &Workspace, force: bool) -> Result<Result<Removed, Refusal>, WorkspaceError> {
+/// What `clean` did with one workspace.
+enum Outcome {
+    Removed(Removed),
+    Refused(Refusal),
+    /// Removed by an earlier clean.
+    Gone,
+}
+
+fn clean_one(w: &Workspace, force: bool) -> Result<Outcome, WorkspaceError> {
     let Kind::Worktree {
-        repo, branch, base, name,
+        repo,
+        branch,
+        base,
+        name,
     } = &w.kind
     else {
+        if !w.path.exists() {
+            return Ok(Outcome::Gone);
+        }
         let files = plain_files(&w.path)?;
         if !files.is_empty() && !force {
-            return Ok(Err(Refusal::Uncommitted {
+            return Ok(Outcome::Refused(Refusal::Uncommitted {
                 session: w.session.clone(),
                 path: w.path.clone(),
                 files,
             }));
         }
-        if w.path.exists() {
-            std::fs::remove_dir_all(&w.path).ctx("cannot remove", &w.path)?;
-        }
-        return Ok(Ok(Removed {
+        std::fs::remove_dir_all(&w.path).ctx("cannot remove", &w.path)?;
+        return Ok(Outcome::Removed(Removed {
             session: w.session.clone(),
             path: w.path.clone(),
             dropped: files,
@@ -132,16 +145,20 @@ fn clean_one(w: &Workspace, force: bool) -> Result<Result<Removed, Refusal>, Wor
         Vec::new()
     };
     if !files.is_empty() && !force {
-        return Ok(Err(Refusal::Uncommitted {
+        return Ok(Outcome::Refused(Refusal::Uncommitted {
             session: w.session.clone(),
             path: w.path.clone(),
             files,
         }));
     }
     let repository = Repository::open(repo).ctx("cannot open the repository", repo)?;
+    let branch_exists = repository.find_branch(branch, BranchType::Local).is_ok();
+    if !w.path.exists() && !branch_exists {
+        return Ok(Outcome::Gone);
+    }
     let unmerged = unmerged_commits(&repository, branch, base)?;
     if unmerged > 0 && !force {
-        return Ok(Err(Refusal::Unmerged {
+        return Ok(Outcome::Refused(Refusal::Unmerged {
             session: w.session.clone(),
             branch: branch.clone(),
             commits: unmerged,
@@ -157,7 +174,7 @@ fn clean_one(w: &Workspace, force: bool) -> Result<Result<Removed, Refusal>, Wor
         }
         None
     };
-    Ok(Ok(Removed {
+    Ok(Outcome::Removed(Removed {
         session: w.session.clone(),
         path: w.path.clone(),
         dropped: files,
@@ -202,7 +219,9 @@ pub fn remove_worktree(repo: &Path, name: &str, path: &Path) -> Result<(), Works
     let repository = Repository::open(repo).ctx("cannot open the repository", repo)?;
     match repository.find_worktree(name) {
         Ok(wt) => wt
-            .prune(Some(WorktreePruneOptions::new().valid(true).working_tree(true)))
+            .prune(Some(
+                WorktreePruneOptions::new().valid(true).working_tree(true),
+            ))
             .ctx(format!("cannot prune the worktree {name}"), repo),
         Err(e) if e.code() == git2::ErrorCode::NotFound => Ok(()),
         Err(source) => Err(WorkspaceError::Git {

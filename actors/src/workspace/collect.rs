@@ -76,7 +76,11 @@ pub async fn collect(
     let mut out = Vec::with_capacity(workspaces.len());
     for ws in workspaces {
         let span = tracing::info_span!("workspace.collect", cap.session = %ws.session);
-        out.push(collect_one(spec, ws, store, publisher).instrument(span).await);
+        out.push(
+            collect_one(spec, ws, store, publisher)
+                .instrument(span)
+                .await,
+        );
     }
     out
 }
@@ -139,9 +143,10 @@ async fn collect_one(
                 ws.session, spec.run_id
             );
             let w = ws.clone();
-            let made = tokio::task::spawn_blocking(move || super::commit::commit(&w, &message, &author))
-                .await
-                .unwrap_or_else(|e| Err(join_error(e, ws)));
+            let made =
+                tokio::task::spawn_blocking(move || super::commit::commit(&w, &message, &author))
+                    .await
+                    .unwrap_or_else(|e| Err(join_error(e, ws)));
             match made {
                 Ok(Some(c)) => {
                     report.commit = Some(c.sha.clone());

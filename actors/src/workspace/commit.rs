@@ -14,7 +14,11 @@ use crate::protocol::coding::Commit;
 
 /// Commit everything in `ws`'s worktree on its branch; `Ok(None)` when there is
 /// nothing to commit (or the workspace is a plain directory).
-pub fn commit(ws: &Workspace, message: &str, author: &str) -> Result<Option<Commit>, WorkspaceError> {
+pub fn commit(
+    ws: &Workspace,
+    message: &str,
+    author: &str,
+) -> Result<Option<Commit>, WorkspaceError> {
     if matches!(ws.kind, Kind::Plain) {
         return Ok(None);
     }
@@ -36,7 +40,8 @@ pub fn commit(ws: &Workspace, message: &str, author: &str) -> Result<Option<Comm
     }
     let tree = repo.find_tree(tree_id).ctx("cannot read the tree", path)?;
     let email = format!("{}@capfleet.invalid", ws.session);
-    let author_sig = Signature::now(author, &email).ctx("cannot make the author signature", path)?;
+    let author_sig =
+        Signature::now(author, &email).ctx("cannot make the author signature", path)?;
     let committer_sig = committer(&repo)?;
     let oid = repo
         .commit(
@@ -49,7 +54,11 @@ pub fn commit(ws: &Workspace, message: &str, author: &str) -> Result<Option<Comm
         )
         .ctx("cannot commit", path)?;
     let stats = repo
-        .diff_tree_to_tree(Some(&head.tree().ctx("cannot read the tree", path)?), Some(&tree), None)
+        .diff_tree_to_tree(
+            Some(&head.tree().ctx("cannot read the tree", path)?),
+            Some(&tree),
+            None,
+        )
         .and_then(|d| d.stats())
         .ctx("cannot count the changes", path)?;
     Ok(Some(Commit {

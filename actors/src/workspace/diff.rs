@@ -88,7 +88,9 @@ fn diff_worktree(path: &Path, base: &str, p: &mut Printer<'_, '_>) -> Result<(),
     let diff = repo
         .diff_tree_to_workdir_with_index(Some(&tree), Some(&mut opts))
         .ctx("cannot diff the worktree", path)?;
-    let printed = diff.print(DiffFormat::Patch, |delta, _hunk, line| p.line(&delta, &line));
+    let printed = diff.print(DiffFormat::Patch, |delta, _hunk, line| {
+        p.line(&delta, &line)
+    });
     p.check(printed, path)?;
     for delta in diff.deltas() {
         let change = match delta.status() {
@@ -153,8 +155,9 @@ fn diff_plain(dir: &Path, p: &mut Printer<'_, '_>) -> Result<(), WorkspaceError>
             let mut content = sniff;
             file.read_to_end(&mut content).ctx("cannot read", &path)?;
             let mut opts = options();
-            let mut patch = Patch::from_buffers(&[], None, &content, Some(Path::new(&rel)), Some(&mut opts))
-                .ctx("cannot diff", &path)?;
+            let mut patch =
+                Patch::from_buffers(&[], None, &content, Some(Path::new(&rel)), Some(&mut opts))
+                    .ctx("cannot diff", &path)?;
             let printed = patch.print(&mut |delta, _hunk, line| p.line(&delta, &line));
             p.check(printed, &path)?;
         }
@@ -250,7 +253,11 @@ impl<'o, 'a> Printer<'o, 'a> {
     }
 
     /// A git error from printing, or the write error that stopped it.
-    fn check(&mut self, printed: Result<(), git2::Error>, path: &Path) -> Result<(), WorkspaceError> {
+    fn check(
+        &mut self,
+        printed: Result<(), git2::Error>,
+        path: &Path,
+    ) -> Result<(), WorkspaceError> {
         if let Some(e) = self.error.take() {
             return Err(e).ctx("cannot write the diff", path);
         }

@@ -19,8 +19,12 @@ use super::status::{uncommitted, uncommitted_in};
 pub enum MergeOutcome {
     /// The current branch already has the session's work.
     UpToDate,
-    FastForward { sha: String },
-    Merged { sha: String },
+    FastForward {
+        sha: String,
+    },
+    Merged {
+        sha: String,
+    },
 }
 
 /// Merge `ws`'s branch into the branch checked out at `at`.
@@ -78,7 +82,11 @@ pub fn merge(ws: &Workspace, at: &Path) -> Result<MergeOutcome, WorkspaceError> 
         .find_branch(branch, BranchType::Local)
         .and_then(|b| b.get().peel_to_commit())
         .ctx(format!("cannot find branch {branch}"), &workdir)?;
-    let descends = |a, b| target.graph_descendant_of(a, b).ctx("cannot walk history", &workdir);
+    let descends = |a, b| {
+        target
+            .graph_descendant_of(a, b)
+            .ctx("cannot walk history", &workdir)
+    };
     if ours.id() == theirs.id() || descends(ours.id(), theirs.id())? {
         return Ok(MergeOutcome::UpToDate);
     }
@@ -90,8 +98,11 @@ pub fn merge(ws: &Workspace, at: &Path) -> Result<MergeOutcome, WorkspaceError> 
             .checkout_tree(tree.as_object(), Some(&mut safe))
             .ctx("cannot check out the session's work", &workdir)?;
         let mut head = head;
-        head.set_target(theirs.id(), &format!("capfleet merge {branch}: fast-forward"))
-            .ctx("cannot move the branch", &workdir)?;
+        head.set_target(
+            theirs.id(),
+            &format!("capfleet merge {branch}: fast-forward"),
+        )
+        .ctx("cannot move the branch", &workdir)?;
         return Ok(MergeOutcome::FastForward {
             sha: theirs.id().to_string(),
         });

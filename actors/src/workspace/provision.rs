@@ -17,11 +17,11 @@ use std::path::{Path, PathBuf};
 
 use git2::{BranchType, Repository, WorktreeAddOptions};
 
+use super::WORKTREES_DIR;
 use super::error::{Context, WorkspaceError};
 use super::record::{Kind, RunWorkspaces, Workspace};
 use super::repo;
 use super::testrun::TestCommand;
-use super::WORKTREES_DIR;
 
 /// Worktrees checked out at once, at most.
 pub const MAX_THREADS: usize = 8;
@@ -86,11 +86,16 @@ fn provision_all(
         match repo::discover(&r.cwd)? {
             Some(found) => {
                 let workdir = repo::workdir(&found)?;
-                repos.entry(workdir).or_insert((found, Vec::new())).1.push(i);
+                repos
+                    .entry(workdir)
+                    .or_insert((found, Vec::new()))
+                    .1
+                    .push(i);
             }
             None => {
                 let path = r.cwd.join(WORKTREES_DIR).join(run_id).join(&r.session);
-                std::fs::create_dir_all(&path).ctx("cannot create the session's directory", &path)?;
+                std::fs::create_dir_all(&path)
+                    .ctx("cannot create the session's directory", &path)?;
                 made.dirs.push(path.clone());
                 out[i] = Some(workspace(r, path.clone(), path, Kind::Plain));
             }
@@ -192,7 +197,8 @@ fn check_out(jobs: &[(PathBuf, Vec<Job>)], made: &mut Made) -> Result<(), Worksp
         match r {
             Ok(()) => {
                 if let Some((w, j)) = all.iter().find(|(_, j)| j.index == index) {
-                    made.worktrees.push((w.to_path_buf(), j.name.clone(), j.path.clone()));
+                    made.worktrees
+                        .push((w.to_path_buf(), j.name.clone(), j.path.clone()));
                 }
             }
             Err(e) => {

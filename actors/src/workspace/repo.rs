@@ -52,7 +52,10 @@ pub fn resolve_base(dir: &Path, spec: Option<&str>) -> Result<Option<Base>, Work
     let spec = spec.unwrap_or("HEAD").to_owned();
     let commit = base_commit(&repo, &spec)?;
     let dir = std::fs::canonicalize(dir).ctx("cannot resolve the directory", dir)?;
-    let subdir = dir.strip_prefix(&workdir).unwrap_or(Path::new("")).to_owned();
+    let subdir = dir
+        .strip_prefix(&workdir)
+        .unwrap_or(Path::new(""))
+        .to_owned();
     Ok(Some(Base {
         workdir,
         subdir,

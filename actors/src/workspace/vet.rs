@@ -191,7 +191,10 @@ impl Vetter {
                 }
             }
             if !self.declared.is_empty()
-                && !self.declared.iter().any(|re| re.is_match(f.path.as_bytes()))
+                && !self
+                    .declared
+                    .iter()
+                    .any(|re| re.is_match(f.path.as_bytes()))
             {
                 out.push(finding(&f.path, Flag::OutsidePaths));
             }

@@ -41,4 +41,8 @@ pub struct RunArgs {
     pub metrics_addr: Option<SocketAddr>,
     #[command(flatten)]
     pub telemetry: TelemetryArgs,
+    /// At the end, commit each coding session's work on its branch
+    /// (capfleet/<run-id>/<session>); a likely secret keeps it uncommitted.
+    #[arg(long)]
+    pub commit: bool,
 }

@@ -16,6 +16,7 @@ use capfleet_actors::telemetry::metrics::FleetMetrics;
 use tokio::sync::mpsc;
 
 use super::view::{self, Mode};
+use super::workspaces;
 use super::{EXIT_BUDGET, EXIT_INTERRUPTED, EXIT_SESSION_FAILED, RunArgs};
 use crate::fleet::{Fleet, OnError, RunDir};
 use crate::human::Input;
@@ -67,6 +68,18 @@ pub async fn execute(
         run.id,
         run.journal().display()
     );
+    // Before any agent starts: a workspace that cannot be made fails the run.
+    let workspace = match workspaces::prepare(&mut fleet, &run, args.commit).await {
+        Ok(phase) => phase,
+        Err(e) => {
+            eprintln!("{} cannot provision the workspaces: {e}", err.err("error:"));
+            if let Err(e) = run.record_end(EXIT_SESSION_FAILED) {
+                eprintln!("{} {e}", err.err("error:"));
+            }
+            return ExitCode::from(EXIT_SESSION_FAILED);
+        }
+    };
+    workspaces::announce(&workspace);
 
     let mode = if args.json {
         Mode::Json
@@ -108,6 +121,7 @@ pub async fn execute(
         human,
         abort_on_error: fleet.on_error == OnError::Abort,
         telemetry: run_telemetry,
+        workspace: Some(workspace),
     };
     let interrupt = async {
         if tokio::signal::ctrl_c().await.is_err() {
@@ -203,6 +217,7 @@ fn summary(fleet: &Fleet, r: &RunReport, seen: &view::Seen, run: &RunDir, s: Sty
         r.budget.total.cost_usd,
         r.counters.restarts
     );
+    workspaces::summary(r, run, s);
     eprintln!(
         "  journal {} ({} records)",
         run.journal().display(),

@@ -5,6 +5,7 @@ mod args;
 mod dry_run;
 mod execute;
 mod view;
+mod workspaces;
 
 use std::process::ExitCode;
 

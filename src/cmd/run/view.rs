@@ -100,7 +100,8 @@ pub async fn watch(
 }
 
 fn update(seen: &mut Seen, e: &SessionEvent) {
-    if e.urn.ends_with("/router") {
+    // The router's and the workspaces' records are not sessions.
+    if e.urn.ends_with("/router") || e.urn.ends_with("/workspace") {
         return;
     }
     let row = seen.rows.entry(e.urn.clone()).or_default();

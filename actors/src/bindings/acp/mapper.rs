@@ -1,7 +1,8 @@
 //! `session/update` -> CAP events (Appendix C.3).
 //!
 //! `agent_message_chunk` -> `cap.text_chunk`, `agent_thought_chunk` -> `cap.thought`,
-//! `tool_call` -> `cap.tool_call.start` (+ `end` when it arrives finished),
+//! `tool_call` -> `cap.tool_call.start` (+ `end` when it arrives finished; each `diff`
+//! content, once per call and file, also a coding `diff` `cap.artifact`),
 //! `tool_call_update` -> `cap.tool_call.delta` with new content, `cap.tool_call.end`
 //! once completed/failed (preceded by a `start` when the agent never sent the
 //! `tool_call`: Gemini CLI announces a gated call only in its permission request), `plan` -> `cap.plan`, `usage_update` -> `cap.usage`. A kind
@@ -32,6 +33,8 @@ pub struct AcpMapper {
     turn: u64,
     /// Tool calls started this turn (at most [`MAX_TRACKED_CALLS`]).
     started: HashSet<String>,
+    /// Diffs already turned into artifacts this turn: (call, path, new text length).
+    diffs: HashSet<(String, std::path::PathBuf, usize)>,
 }
 
 /// Tool call ids remembered per turn; past it, updates of unseen ids get no `start`.
@@ -80,6 +83,7 @@ impl AcpMapper {
     pub fn next_turn(&mut self) {
         self.turn += 1;
         self.started.clear();
+        self.diffs.clear();
     }
 
     /// Remember a started call; true if it was not known yet.
@@ -114,6 +118,7 @@ impl AcpMapper {
                     .unwrap_or_else(|| json!({ "title": tc.title }));
                 self.start(&id);
                 let mut out = vec![CapEvent::tool_start(&id, name, input)];
+                out.extend(self.diffs_of(&id, &tc.content));
                 out.extend(end_of(&id, &tc.status, tc.raw_output.clone(), &tc.content));
                 out
             }
@@ -130,6 +135,7 @@ impl AcpMapper {
                         .unwrap_or_else(|| json!({ "title": name }));
                     out.push(CapEvent::tool_start(&id, name, input));
                 }
+                out.extend(self.diffs_of(&id, &content));
                 out.extend(match &u.fields.status {
                     Some(s @ (ToolCallStatus::Completed | ToolCallStatus::Failed)) => {
                         end_of(&id, s, u.fields.raw_output.clone(), &content)
@@ -184,6 +190,20 @@ impl AcpMapper {
             }
             _ => vec![self.unmapped(params)],
         }
+    }
+
+    /// A `diff` artifact per `diff` content not seen yet in this call.
+    fn diffs_of(&mut self, id: &str, content: &[ToolCallContent]) -> Vec<CapEvent> {
+        let mut out = Vec::new();
+        for (n, c) in content.iter().enumerate() {
+            if let ToolCallContent::Diff(d) = c {
+                let key = (id.to_owned(), d.path.clone(), d.new_text.len());
+                if self.diffs.len() < MAX_TRACKED_CALLS && self.diffs.insert(key) {
+                    out.push(super::diff::diff_artifact(id, n, d));
+                }
+            }
+        }
+        out
     }
 
     fn unmapped(&mut self, params: &Value) -> CapEvent {
@@ -255,6 +275,41 @@ mod tests {
             "never panics on junk"
         );
         assert_eq!(m.unmapped, 2);
+    }
+
+    #[test]
+    fn diff_content_becomes_one_diff_artifact() {
+        let mut m = AcpMapper::new();
+        let diff =
+            json!([{"type": "diff", "path": "/w/a.txt", "oldText": "x\n", "newText": "y\n"}]);
+        let ev = m.on_update(&upd(
+            json!({"sessionUpdate": "tool_call", "toolCallId": "e1",
+            "title": "Edit a.txt", "kind": "edit", "status": "pending", "content": diff.clone()}),
+        ));
+        let kinds: Vec<_> = ev.iter().map(CapEvent::kind).collect();
+        assert_eq!(kinds, ["cap.tool_call.start", "cap.artifact"]);
+        let CapEvent::Artifact(a) = &ev[1] else {
+            panic!()
+        };
+        assert_eq!(a.mime_type, crate::protocol::coding::MIME_DIFF);
+        assert!(
+            a.content
+                .get()
+                .unwrap()
+                .as_str()
+                .unwrap()
+                .contains("-x\n+y\n")
+        );
+        let again = m.on_update(&upd(
+            json!({"sessionUpdate": "tool_call_update", "toolCallId": "e1",
+            "status": "completed", "content": diff}),
+        ));
+        let kinds: Vec<_> = again.iter().map(CapEvent::kind).collect();
+        assert_eq!(
+            kinds,
+            ["cap.tool_call.end"],
+            "the same diff is not announced twice"
+        );
     }
 
     #[test]

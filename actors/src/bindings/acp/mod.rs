@@ -3,6 +3,7 @@
 //! tool kinds to risk levels. Wire types come from the `agent-client-protocol` crate;
 //! the connection and the process live in [`crate::driver::acp`].
 
+pub mod diff;
 pub mod mapper;
 pub mod permission;
 

@@ -67,6 +67,8 @@ pub enum Frame<'a> {
     ControlRequest(ControlRequestFrame<'a>),
     ControlCancelRequest(ControlCancelFrame<'a>),
     ControlResponse(ControlResponseFrame<'a>),
+    /// `artifact`: a `cap.artifact` event's fields as a frame (tai's artifact frames).
+    Artifact(Map<String, Value>),
     /// A `type` this binding does not map (e.g. `rate_limit_event`).
     Unknown(Str<'a>),
     /// A JSON object without a string `type`.
@@ -313,6 +315,7 @@ fn by_type<'de, D: Deserializer<'de>>(ty: Str<'de>, d: D) -> Result<Frame<'de>, 
         "control_request" => Frame::ControlRequest(Deserialize::deserialize(d)?),
         "control_cancel_request" => Frame::ControlCancelRequest(Deserialize::deserialize(d)?),
         "control_response" => Frame::ControlResponse(Deserialize::deserialize(d)?),
+        "artifact" => Frame::Artifact(Deserialize::deserialize(d)?),
         _ => {
             IgnoredAny::deserialize(d)?;
             Frame::Unknown(ty)

@@ -13,6 +13,7 @@
 //! | `control_request` other | [`Output::UnsupportedControlRequest`] |
 //! | `control_cancel_request` | [`Output::PermissionWithdrawn`] |
 //! | `control_response` | [`Output::ControlAck`] |
+//! | `artifact` (the fields of a `cap.artifact`) | `cap.artifact`; invalid ones are malformed |
 //! | anything else well-formed | nothing; counted in `ignored_frames` |
 //! | not a JSON object / too long | `cap.error` `parse_failed`; counted in `malformed_frames` |
 //!
@@ -163,6 +164,13 @@ impl StreamJsonMapper {
             Frame::ControlRequest(f) => self.on_control_request(f, out),
             Frame::ControlCancelRequest(f) => self.on_control_cancel(f, out),
             Frame::ControlResponse(f) => on_control_response(f, out),
+            Frame::Artifact(fields) => {
+                match artifact(fields) {
+                    Ok(event) => self.emit(out, event),
+                    Err(msg) => self.malformed(line, msg, out),
+                }
+                true
+            }
             Frame::Unknown(_) | Frame::Untyped => false,
         };
         if !handled {
@@ -331,6 +339,14 @@ impl StreamJsonMapper {
             _ => false,
         }
     }
+}
+
+/// An `artifact` frame as the `cap.artifact` it carries, validated like any event.
+fn artifact(mut fields: serde_json::Map<String, Value>) -> Result<CapEvent, String> {
+    fields.remove("type");
+    fields.insert("kind".into(), Value::String("cap.artifact".into()));
+    crate::protocol::decode_value(Value::Object(fields))
+        .map_err(|e| format!("invalid artifact frame: {e}"))
 }
 
 fn on_control_response(f: ControlResponseFrame<'_>, out: &mut Vec<Output>) -> bool {

@@ -4,11 +4,10 @@
 use ractor::ActorRef;
 
 use super::super::RouterMsg;
-use super::super::spec::{CollectMode, Picker, RouteAction, Split};
+use super::super::spec::{CollectMode, RouteAction, Split};
 use super::super::subtasks;
 use super::{Core, Delivery, Origin};
-use crate::protocol::CancelScope;
-use crate::session::{EventBody, RouteVia, SessionMsg};
+use crate::session::{EventBody, RouteVia};
 
 impl Core {
     pub(super) async fn fire_routes(&mut self, me: &ActorRef<RouterMsg>, session: &str) {
@@ -80,36 +79,8 @@ impl Core {
                     }
                 },
                 RouteAction::Collect { picker, mode } => {
-                    if self.collected[i] {
-                        continue;
-                    }
-                    self.collected[i] = true;
-                    if mode == CollectMode::First {
-                        self.cancel_others(&route.when, session).await;
-                    }
-                    match picker {
-                        Picker::Session(to) => {
-                            let text = format!("Pick the best of these results:\n\n{text}");
-                            let d = Delivery {
-                                from,
-                                text,
-                                via: RouteVia::Collect,
-                                origin: Origin::Route,
-                            };
-                            self.deliver(me, &to, d).await;
-                        }
-                        // No picker session: the first (or, for `all`, the first listed) wins.
-                        Picker::Human => {
-                            let winner = from.first().cloned().unwrap_or_default();
-                            self.record(EventBody::Routed {
-                                from,
-                                to: format!("human (picked {winner})"),
-                                via: RouteVia::Collect,
-                                bytes: text.len(),
-                            })
-                            .await;
-                        }
-                    }
+                    let race = (i, route.when.as_slice(), session);
+                    self.collect(me, race, from, text, picker, mode).await;
                 }
             }
         }
@@ -138,19 +109,5 @@ impl Core {
             .collect::<Vec<_>>()
             .join("\n\n");
         (names, text)
-    }
-
-    async fn cancel_others(&mut self, candidates: &[String], winner: &str) {
-        for c in candidates.iter().filter(|c| *c != winner) {
-            if let Some(slot) = self.slots.get(c)
-                && slot.running.is_some()
-            {
-                self.race_losers.insert(c.clone());
-                let _gone = slot.actor.cast(SessionMsg::Cancel {
-                    scope: CancelScope::CurrentTurn,
-                    reason: format!("{winner} won the race"),
-                });
-            }
-        }
     }
 }

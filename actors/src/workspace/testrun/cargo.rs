@@ -26,7 +26,8 @@ impl Parser for CargoTest {
         static RUNNING: OnceLock<Regex> = OnceLock::new();
         static DOC: OnceLock<Regex> = OnceLock::new();
         static RESULT: OnceLock<Regex> = OnceLock::new();
-        if let Some(c) = re(&RUNNING, r"^\s+Running (?:unittests )?(.+?)(?: \(.*\))?$").captures(line)
+        if let Some(c) =
+            re(&RUNNING, r"^\s+Running (?:unittests )?(.+?)(?: \(.*\))?$").captures(line)
         {
             self.current = Some(c[1].to_owned());
             return;

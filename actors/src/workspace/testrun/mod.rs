@@ -93,7 +93,10 @@ pub async fn run_tests(
         .stdio(Io::Null, Io::Piped, Io::Null)
         .marked(label)
         .spawn()
-        .ctx(format!("cannot run the test command `{}`", cmd.display()), cwd)?;
+        .ctx(
+            format!("cannot run the test command `{}`", cmd.display()),
+            cwd,
+        )?;
     let stdout = group.child().stdout.take();
     let mut parsers = Parsers::default();
     let mut tail = Tail::default();
@@ -146,7 +149,10 @@ pub fn to_result(
 ) -> TestResult {
     let mut extra = Map::new();
     extra.insert("command".into(), Value::String(cmd.display()));
-    extra.insert("exit_code".into(), exit_code.map_or(Value::Null, Value::from));
+    extra.insert(
+        "exit_code".into(),
+        exit_code.map_or(Value::Null, Value::from),
+    );
     let (framework, counts, duration, suites) = match summary {
         Some(s) => (s.framework, s.counts, s.duration_ms, s.suites),
         None => {

@@ -117,7 +117,10 @@ impl Parser for NodeTest {
             self.open = Some((c[1].to_owned(), Counts::default()));
             return;
         }
-        let spec = re(&SPEC_RESULT, r"^( *)(✔|✖|﹣) (.*?)(?: \([\d.]+m?s\))?( # \w+)?$");
+        let spec = re(
+            &SPEC_RESULT,
+            r"^( *)(✔|✖|﹣) (.*?)(?: \([\d.]+m?s\))?( # \w+)?$",
+        );
         if let Some(c) = spec.captures(line) {
             let ok = &c[2] != "✖";
             let directive = c.get(4).map_or("", |m| m.as_str());

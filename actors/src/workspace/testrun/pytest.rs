@@ -44,7 +44,8 @@ impl Parser for Pytest {
             self.total = Some((counts, secs_to_ms(&c[2])));
             return;
         }
-        if let Some(c) = re(&PROGRESS, r"^(\S+\.py) ([.FEsxX]+)\s*(?:\[\s*\d+%\])?$").captures(line) {
+        if let Some(c) = re(&PROGRESS, r"^(\S+\.py) ([.FEsxX]+)\s*(?:\[\s*\d+%\])?$").captures(line)
+        {
             let counts = self.files.entry(c[1].to_owned()).or_default();
             for ch in c[2].chars() {
                 match ch {

@@ -1,0 +1,93 @@
+//! Collect routes (races, gathers): the candidates' outputs — and for coding
+//! sessions their diffs against the base, which is their actual work — go to the
+//! picker. A picker session gets them in its prompt; the human picker gets each diff
+//! as a `cap.artifact` record (journal, live view, `capfleet diff`).
+
+use ractor::ActorRef;
+
+use super::{Core, Delivery, Origin};
+use crate::protocol::CancelScope;
+use crate::router::RouterMsg;
+use crate::router::spec::{CollectMode, Picker};
+use crate::session::{EventBody, RouteVia, SessionMsg};
+use crate::workspace::candidates::CandidateDiff;
+
+impl Core {
+    /// Fire collect route `race.0` (its `when`, the session that just finished):
+    /// `from` and `text` are the candidates and their joined outputs.
+    pub(super) async fn collect(
+        &mut self,
+        me: &ActorRef<RouterMsg>,
+        race: (usize, &[String], &str),
+        from: Vec<String>,
+        text: String,
+        picker: Picker,
+        mode: CollectMode,
+    ) {
+        let (i, when, session) = race;
+        if self.collected[i] {
+            return;
+        }
+        self.collected[i] = true;
+        if mode == CollectMode::First {
+            self.cancel_others(when, session).await;
+        }
+        let diffs = self.candidate_diffs(&from).await;
+        match picker {
+            Picker::Session(to) => {
+                let mut text = format!("Pick the best of these results:\n\n{text}");
+                for d in &diffs {
+                    text.push_str("\n\n");
+                    text.push_str(&d.text);
+                }
+                let d = Delivery {
+                    from,
+                    text,
+                    via: RouteVia::Collect,
+                    origin: Origin::Route,
+                };
+                self.deliver(me, &to, d).await;
+            }
+            // No picker session: the first (or, for `all`, the first listed) wins.
+            Picker::Human => {
+                for d in diffs {
+                    self.record(EventBody::Cap { event: d.event }).await;
+                }
+                let winner = from.first().cloned().unwrap_or_default();
+                self.record(EventBody::Routed {
+                    from,
+                    to: format!("human (picked {winner})"),
+                    via: RouteVia::Collect,
+                    bytes: text.len(),
+                })
+                .await;
+            }
+        }
+    }
+
+    /// Each candidate's diff, for those with a workspace.
+    async fn candidate_diffs(&self, from: &[String]) -> Vec<CandidateDiff> {
+        let Some(c) = &self.candidates else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for name in from {
+            out.extend(c.diff(name).await);
+        }
+        out
+    }
+
+    async fn cancel_others(&mut self, candidates: &[String], winner: &str) {
+        for c in candidates.iter().filter(|c| *c != winner) {
+            if let Some(slot) = self.slots.get(c)
+                && slot.running.is_some()
+            {
+                self.race_losers.insert(c.clone());
+                let _gone = slot.actor.cast(SessionMsg::Cancel {
+                    scope: CancelScope::CurrentTurn,
+                    reason: format!("{winner} won the race"),
+                });
+            }
+        }
+    }
+}

@@ -1,0 +1,113 @@
+//! `capfleet merge <run-id> <session>`: the session's branch into the current
+//! branch. Conflicts are reported (`merge_conflict`) and never resolved; a dirty
+//! tree on either side is refused (`git_dirty`). `--commit` first commits what the
+//! session left uncommitted in its worktree (vetted: a likely secret refuses).
+
+use std::process::ExitCode;
+
+use capfleet_actors::workspace::WorkspaceError;
+use capfleet_actors::workspace::commit::commit;
+use capfleet_actors::workspace::diff::diff;
+use capfleet_actors::workspace::merge::{MergeOutcome, merge};
+use capfleet_actors::workspace::vet::Vetter;
+
+use super::{EXIT_REFUSED, EXIT_USAGE, RunRef, session};
+use crate::style::{ColorChoice, Style};
+
+#[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Examples:
+  capfleet merge latest worker-a           merge worker-a's branch into the current branch
+  capfleet merge latest worker-b --commit  commit what worker-b left uncommitted, then merge
+
+Exit codes: 0 merged (or already merged), 1 refused (merge_conflict, git_dirty, a git
+error; nothing changed), 2 unknown run or session.")]
+pub struct MergeArgs {
+    #[command(flatten)]
+    pub run: RunRef,
+    /// The session whose branch to merge.
+    pub session: String,
+    /// Commit the session's uncommitted work on its branch first.
+    #[arg(long)]
+    pub commit: bool,
+}
+
+pub fn run(args: MergeArgs, color: ColorChoice) -> ExitCode {
+    let err = Style::for_stderr(color);
+    let (_run, all) = match args.run.load() {
+        Ok(x) => x,
+        Err(e) => {
+            eprintln!("{} {e}", err.err("error:"));
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    let w = match session(&all, &args.session) {
+        Ok(w) => w,
+        Err(e) => {
+            eprintln!("{} {e}", err.err("error:"));
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    if args.commit && w.path.exists() {
+        match commit_vetted(w, &all.run_id) {
+            Ok(Some(sha)) => eprintln!("capfleet: committed {}'s work: {sha}", w.session),
+            Ok(None) => {}
+            Err(e) => {
+                eprintln!("{} {e}", err.err("error:"));
+                return ExitCode::from(EXIT_REFUSED);
+            }
+        }
+    }
+    let here = match std::env::current_dir() {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("{} the current directory: {e}", err.err("error:"));
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    let branch = w.branch().unwrap_or_default();
+    match merge(w, &here) {
+        Ok(MergeOutcome::UpToDate) => {
+            println!("{branch}: already merged");
+            ExitCode::SUCCESS
+        }
+        Ok(MergeOutcome::FastForward { sha }) => {
+            println!("{branch}: fast-forward to {sha}");
+            ExitCode::SUCCESS
+        }
+        Ok(MergeOutcome::Merged { sha }) => {
+            println!("{branch}: merged as {sha}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("{} {e}", err.err("error:"));
+            ExitCode::from(EXIT_REFUSED)
+        }
+    }
+}
+
+/// Vet the worktree's changes; commit them unless a likely secret is among them.
+fn commit_vetted(
+    w: &capfleet_actors::workspace::Workspace,
+    run_id: &str,
+) -> Result<Option<String>, WorkspaceError> {
+    let mut vetter = Vetter::new(&w.paths);
+    let summary = diff(w, &mut std::io::sink(), &mut |p, l, c| {
+        vetter.added_line(p, l, c)
+    })?;
+    let secrets: Vec<String> = vetter
+        .finish(&summary.files)
+        .iter()
+        .filter(|f| f.blocks_commit())
+        .map(|f| f.describe())
+        .collect();
+    if !secrets.is_empty() {
+        return Err(WorkspaceError::Dirty {
+            what: format!("{}'s worktree", w.session),
+            files: secrets,
+            fix: "; not committed: remove the secrets, or commit by hand".into(),
+        });
+    }
+    let message = format!("capfleet: work of session {} (run {run_id})", w.session);
+    Ok(commit(w, &message, &w.session)?.map(|c| c.sha))
+}

@@ -1,0 +1,154 @@
+//! File steps: the sim changes files in its working directory as a coding agent
+//! does, and shows each change as a tool call (`Write` / `Delete`; in ACP mode an
+//! edit with `diff` content).
+//!
+//! - `{ write = "path", content = "text" }` writes text (parents created);
+//! - `{ write = "path", bytes = N }` writes N deterministic pseudo-random bytes (a
+//!   binary);
+//! - `{ delete = "path" }` removes a file.
+//!
+//! Paths are relative to the working directory and may not leave it (`..`).
+
+use std::io::{self, Write};
+use std::path::{Component, Path, PathBuf};
+
+use serde_json::json;
+
+use super::fields::{Fields, ScriptError};
+use super::steps::{Step, ToolStep};
+
+/// What a file step does.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Change {
+    Text(String),
+    Bytes(u64),
+    Delete,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct FileEdit {
+    pub path: String,
+    pub change: Change,
+}
+
+/// A file step once done.
+#[derive(Debug, Clone)]
+pub struct Applied {
+    pub path: PathBuf,
+    /// The text before (a text write over an existing text file).
+    pub old: Option<String>,
+    /// One line for the tool's output.
+    pub summary: String,
+}
+
+/// `write` or `delete` step.
+pub fn parse(f: &Fields<'_, '_>, kind: &str) -> Result<Step, ScriptError> {
+    let path = f.req_str(kind)?;
+    let p = Path::new(&path);
+    let escapes = p
+        .components()
+        .any(|c| !matches!(c, Component::Normal(_) | Component::CurDir));
+    if path.is_empty() || escapes {
+        return Err(f.loc.err(
+            kind,
+            "a path relative to the working directory, without `..`",
+        ));
+    }
+    let change = if kind == "delete" {
+        f.only(&["delete"])?;
+        Change::Delete
+    } else {
+        f.only(&["write", "content", "bytes"])?;
+        match (f.str("content")?, f.u64("bytes")?) {
+            (Some(text), None) => Change::Text(text),
+            (None, Some(n)) => Change::Bytes(n),
+            _ => {
+                return Err(f
+                    .loc
+                    .err("write", "needs exactly one of `content` or `bytes`"));
+            }
+        }
+    };
+    Ok(Step::Edit(FileEdit { path, change }))
+}
+
+impl FileEdit {
+    /// Do it, in the current directory.
+    pub fn apply(&self) -> io::Result<Applied> {
+        let path = std::env::current_dir()?.join(&self.path);
+        let summary = match &self.change {
+            Change::Delete => {
+                std::fs::remove_file(&path)?;
+                format!("deleted {}", self.path)
+            }
+            Change::Text(text) => {
+                let old = std::fs::read_to_string(&path).ok();
+                write_parents(&path)?;
+                std::fs::write(&path, text)?;
+                return Ok(Applied {
+                    summary: format!("wrote {} bytes to {}", text.len(), self.path),
+                    path,
+                    old,
+                });
+            }
+            Change::Bytes(n) => {
+                write_parents(&path)?;
+                write_noise(&path, *n)?;
+                format!("wrote {n} bytes to {}", self.path)
+            }
+        };
+        Ok(Applied {
+            path,
+            old: None,
+            summary,
+        })
+    }
+
+    /// The tool call it is shown as (a failed one when `applied` is an error).
+    pub fn as_tool(&self, applied: &io::Result<Applied>) -> ToolStep {
+        let name = match self.change {
+            Change::Delete => "Delete",
+            _ => "Write",
+        };
+        let (output, is_error) = match applied {
+            Ok(a) => (a.summary.clone(), false),
+            Err(e) => (format!("{}: {e}", self.path), true),
+        };
+        ToolStep {
+            name: name.into(),
+            input: json!({ "file_path": self.path }),
+            deltas: Vec::new(),
+            output: Some(output),
+            is_error,
+            duration_ms: 0,
+            risk: None,
+        }
+    }
+}
+
+fn write_parents(path: &Path) -> io::Result<()> {
+    match path.parent() {
+        Some(dir) => std::fs::create_dir_all(dir),
+        None => Ok(()),
+    }
+}
+
+/// `n` bytes of xorshift noise (never compressible, never text), in 64 KiB pieces.
+fn write_noise(path: &Path, n: u64) -> io::Result<()> {
+    let mut out = io::BufWriter::new(std::fs::File::create(path)?);
+    let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut left = n;
+    let mut buf = vec![0u8; 64 << 10];
+    while left > 0 {
+        let take = left.min(buf.len() as u64) as usize;
+        for chunk in buf[..take].chunks_mut(8) {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            chunk.copy_from_slice(&state.to_le_bytes()[..chunk.len()]);
+        }
+        out.write_all(&buf[..take])?;
+        left -= take as u64;
+    }
+    out.flush()
+}
