@@ -103,6 +103,7 @@ async fn run(sessions: Vec<SessionSpec>, routing: RoutingSpec, budget: BudgetLim
         human: None,
         abort_on_error: false,
         telemetry: Default::default(),
+        workspace: None,
     };
     let report = tokio::time::timeout(
         Duration::from_secs(60),

@@ -111,6 +111,7 @@ pub async fn run_with(
         human: None,
         abort_on_error: false,
         telemetry,
+        workspace: None,
     };
     run_fleet(spec, vec![watcher], std::future::pending())
         .await

@@ -77,11 +77,17 @@ impl RunDir {
             }
             Err(source) => return Err(RunDirError::Io { path: runs, source }),
         };
+        // Ids sort by their start second; within one second the later directory wins.
         let latest = entries
             .filter_map(Result::ok)
             .filter(|e| e.path().is_dir())
-            .filter_map(|e| e.file_name().into_string().ok())
-            .max();
+            .filter_map(|e| {
+                let made = e.metadata().and_then(|m| m.modified()).ok();
+                let id = e.file_name().into_string().ok()?;
+                Some(((id.split('-').next().unwrap_or("").to_owned(), made), id))
+            })
+            .max()
+            .map(|(_, id)| id);
         match latest {
             Some(id) => Ok(RunDir {
                 path: runs.join(&id),

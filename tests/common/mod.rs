@@ -22,6 +22,7 @@ pub mod fake_llm;
 pub mod otel;
 pub mod peers;
 pub mod procs;
+pub mod repo;
 pub mod terminal;
 
 pub use chat_json::{of_kind, of_type, run_chat, texts};
