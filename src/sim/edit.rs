@@ -133,7 +133,8 @@ fn write_parents(path: &Path) -> io::Result<()> {
     }
 }
 
-/// `n` bytes of xorshift noise (never compressible, never text), in 64 KiB pieces.
+/// `n` bytes of xorshift noise with a NUL every 64 bytes (binary, never
+/// compressible), in 64 KiB pieces.
 fn write_noise(path: &Path, n: u64) -> io::Result<()> {
     let mut out = io::BufWriter::new(std::fs::File::create(path)?);
     let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
@@ -141,11 +142,15 @@ fn write_noise(path: &Path, n: u64) -> io::Result<()> {
     let mut buf = vec![0u8; 64 << 10];
     while left > 0 {
         let take = left.min(buf.len() as u64) as usize;
-        for chunk in buf[..take].chunks_mut(8) {
+        for (i, chunk) in buf[..take].chunks_mut(8).enumerate() {
             state ^= state << 13;
             state ^= state >> 7;
             state ^= state << 17;
             chunk.copy_from_slice(&state.to_le_bytes()[..chunk.len()]);
+            // A NUL now and then: binary by any tool's heuristic.
+            if i % 8 == 0 {
+                chunk[0] = 0;
+            }
         }
         out.write_all(&buf[..take])?;
         left -= take as u64;

@@ -71,14 +71,20 @@ impl Fixture {
 
     /// `capfleet <args>` here, to the end.
     pub fn capfleet(&self, args: &[&str]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_capfleet"))
-            .args(args)
+        self.command(args).output().expect("capfleet runs")
+    }
+
+    /// `capfleet <args>` here, not started (stdout and stderr piped).
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_capfleet"));
+        c.args(args)
             .current_dir(self.path())
             .env("XDG_CONFIG_HOME", self.path().join(".config-test"))
             .env("NO_COLOR", "1")
             .stdin(Stdio::null())
-            .output()
-            .expect("capfleet runs")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        c
     }
 
     /// The last run's directory.

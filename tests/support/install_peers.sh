@@ -32,6 +32,7 @@ codex|npm|0.171.0|@openai/codex@0.171.0|node_modules/.bin/codex
 py-acp|venv|0.12.1|agent-client-protocol==0.12.1|venv/bin/python
 a2a-py|venv|1.3.0|a2a-sdk[http-server]==1.3.0 uvicorn|venv/bin/python
 aider|venv|0.86.2|aider-chat==0.86.2|venv/bin/aider
+pytest|venv|9.2.0|pytest==9.2.0|venv/bin/python
 '
 
 die() { echo "install_peers: $*" >&2; exit 1; }
@@ -64,6 +65,8 @@ check_version() { # peer dir
       "$dir/venv/bin/python" -c 'import a2a, uvicorn, importlib.metadata as m; print(m.version("a2a-sdk"))' ;;
     aider)
       timeout 120 "$dir/venv/bin/aider" --version </dev/null 2>&1 | tail -n 1 ;;
+    pytest)
+      "$dir/venv/bin/python" -c 'import pytest; print(pytest.__version__)' ;;
   esac
 }
 

@@ -19,7 +19,7 @@ use super::status::plain_files;
 
 /// Inline bytes of one artifact, at most; longer ones travel as a file URI.
 pub const INLINE_MAX: usize = 64 * 1024;
-/// Text files larger than this are shown as binary (their lines are not diffed).
+/// In a plain directory, files larger than this are shown as binary (not read).
 pub const MAX_TEXT: u64 = 16 << 20;
 /// How far into a file binary detection looks (git's heuristic: a NUL byte).
 const SNIFF: usize = 8000;
@@ -131,7 +131,9 @@ fn options() -> DiffOptions {
         .recurse_untracked_dirs(true)
         .show_untracked_content(true)
         .include_typechange(true)
-        .max_size(i64::try_from(MAX_TEXT).unwrap_or(i64::MAX));
+        // No size cut-off: libgit2 sniffs large files for binary content itself (its
+        // cut-off path writes a broken header for untracked files).
+        .max_size(-1);
     opts
 }
 
