@@ -34,7 +34,12 @@ fn a_secret_and_a_20_mb_binary_are_flagged_and_not_committed() {
         "s.toml",
         "[[turn]]\nsteps = [\n  { write = \"config/.env\", content = \"AWS_ACCESS_KEY_ID=AKIAIOSFODNN7EXAMPLE\\n\" },\n  { write = \"assets/blob.bin\", bytes = 20971520 },\n  { write = \"src/lib.rs\", content = \"pub fn f() {}\\n\" },\n  { delete = \"README.md\" },\n  { say = \"done\" },\n]\n",
     );
-    let body = sim_session("s", "s.toml", &m, "paths = [\"src/**\", \"config\", \"README.md\"]");
+    let body = sim_session(
+        "s",
+        "s.toml",
+        &m,
+        "paths = [\"src/**\", \"config\", \"README.md\"]",
+    );
     f.write("fleet.toml", &fleet("vet", "s", &body));
     let out = run_ok(&f, &["run", "fleet.toml", "--commit"]);
     let summary = stderr(&out);
@@ -46,7 +51,10 @@ fn a_secret_and_a_20_mb_binary_are_flagged_and_not_committed() {
         "deleted README.md",
         "not committed: likely secret",
     ] {
-        assert!(summary.contains(expected), "{expected:?} missing from:\n{summary}");
+        assert!(
+            summary.contains(expected),
+            "{expected:?} missing from:\n{summary}"
+        );
     }
     let journal = f.journal();
     let warnings: Vec<&Value> = cap_events(&journal, "cap.error")
@@ -54,7 +62,11 @@ fn a_secret_and_a_20_mb_binary_are_flagged_and_not_committed() {
         .filter(|e| e["code"] == "git_dirty")
         .collect();
     assert_eq!(warnings.len(), 5, "{warnings:#?}");
-    assert!(warnings.iter().all(|w| w["_meta"]["capfleet.severity"] == "warning"));
+    assert!(
+        warnings
+            .iter()
+            .all(|w| w["_meta"]["capfleet.severity"] == "warning")
+    );
     let reasons: Vec<&str> = warnings
         .iter()
         .map(|w| w["details"]["reason"].as_str().unwrap())
@@ -109,16 +121,27 @@ fn agent_artifacts_are_stored_and_large_ones_travel_by_uri() {
     assert_eq!(own.len(), 2, "{own:#?}");
     let small = own.iter().find(|a| a["name"] == "summary.md").unwrap();
     assert_eq!(small["content"], "# Done");
-    let path = small["uri"].as_str().unwrap().strip_prefix("file://").unwrap();
+    let path = small["uri"]
+        .as_str()
+        .unwrap()
+        .strip_prefix("file://")
+        .unwrap();
     assert_eq!(std::fs::read_to_string(path).unwrap(), "# Done");
     let large = own.iter().find(|a| a["name"] == "big.log").unwrap();
     assert!(large.get("content").is_none(), "over 64 KiB: by URI only");
     assert_eq!(large["size"], 70 * 1024);
-    let path = large["uri"].as_str().unwrap().strip_prefix("file://").unwrap();
+    let path = large["uri"]
+        .as_str()
+        .unwrap()
+        .strip_prefix("file://")
+        .unwrap();
     assert_eq!(std::fs::read_to_string(path).unwrap().len(), 70 * 1024);
     // The ACP agent's edit carried `diff` content: a diff artifact, stored too.
     let edits = from("cap://own/e");
-    let d = edits.iter().find(|a| a["mime_type"] == MIME_DIFF).expect("a diff artifact");
+    let d = edits
+        .iter()
+        .find(|a| a["mime_type"] == MIME_DIFF)
+        .expect("a diff artifact");
     let text = d["content"].as_str().unwrap();
     assert!(text.contains("-old line\n+new line\n"), "{text}");
     assert!(d["uri"].as_str().unwrap().contains("/artifacts/e/"));
@@ -147,8 +170,15 @@ fn transcripts_for_every_session_and_the_master_plan_as_plan_doc() {
     for s in ["planner", "worker"] {
         let t: Value = serde_json::from_str(&f.artifact(s, "transcript.json")).unwrap();
         let events = t["events"].as_array().unwrap();
-        assert!(events.iter().any(|e| e["kind"] == "cap.session.ready"), "{s}");
-        assert!(events.iter().all(|e| e["kind"].as_str().unwrap().starts_with("cap.")));
+        assert!(
+            events.iter().any(|e| e["kind"] == "cap.session.ready"),
+            "{s}"
+        );
+        assert!(
+            events
+                .iter()
+                .all(|e| e["kind"].as_str().unwrap().starts_with("cap."))
+        );
         assert_eq!(t["agent"], "sim");
         assert!(t["started_at"].as_str().unwrap() <= t["ended_at"].as_str().unwrap());
         // It decodes as the coding profile's transcript type.
@@ -159,10 +189,7 @@ fn transcripts_for_every_session_and_the_master_plan_as_plan_doc() {
         .iter()
         .filter_map(|a| a["mime_type"].as_str())
         .collect();
-    let transcripts = mimes
-        .iter()
-        .filter(|m| m.contains("transcript"))
-        .count();
+    let transcripts = mimes.iter().filter(|m| m.contains("transcript")).count();
     assert_eq!(transcripts, 2);
     let plan: Value = serde_json::from_str(
         &std::fs::read_to_string(f.run_dir().join("artifacts/plan_doc.json")).unwrap(),
@@ -183,8 +210,12 @@ fn a_sessions_test_command_runs_in_its_worktree() {
         "s.toml",
         "[[turn]]\nsteps = [{ write = \"test_calc.py\", content = \"from calc import add\\ndef test_add():\\n    assert add(1, 2) == 3\\ndef test_zero():\\n    assert add(0, 0) == 0\\n\" }, { say = \"tests written\" }]\n",
     );
-    let extra = format!("test_command = [\"{python}\", \"-m\", \"pytest\", \"-p\", \"no:cacheprovider\"]");
-    f.write("fleet.toml", &fleet("t", "s", &sim_session("s", "s.toml", &m, &extra)));
+    let extra =
+        format!("test_command = [\"{python}\", \"-m\", \"pytest\", \"-p\", \"no:cacheprovider\"]");
+    f.write(
+        "fleet.toml",
+        &fleet("t", "s", &sim_session("s", "s.toml", &m, &extra)),
+    );
     let out = run_ok(&f, &["run", "fleet.toml"]);
     let summary = stderr(&out);
     assert!(
@@ -193,7 +224,10 @@ fn a_sessions_test_command_runs_in_its_worktree() {
     );
     let result: Value = serde_json::from_str(&f.artifact("s", "test_result.json")).unwrap();
     assert_eq!(result["framework"], "pytest");
-    assert_eq!((result["passed"].as_u64(), result["failed"].as_u64()), (Some(1), Some(1)));
+    assert_eq!(
+        (result["passed"].as_u64(), result["failed"].as_u64()),
+        (Some(1), Some(1))
+    );
     assert!(result["output"].as_str().unwrap().contains("test_add"));
     let journal = f.journal();
     let failed = cap_events(&journal, "cap.error")
@@ -233,7 +267,10 @@ fn the_race_picker_sees_the_candidates_diffs() {
         .collect();
     assert!(echoed.contains("### Changes of fast"), "{echoed}");
     assert!(echoed.contains("-none\n+hash map"), "{echoed}");
-    assert!(!echoed.contains("b-tree"), "the loser was cancelled before writing");
+    assert!(
+        !echoed.contains("b-tree"),
+        "the loser was cancelled before writing"
+    );
 }
 
 #[test]
@@ -244,16 +281,29 @@ fn an_interrupted_run_leaves_every_worktree_in_place() {
         "s.toml",
         "[[turn]]\nsteps = [{ write = \"w.txt\", content = \"half done\\n\" }, { say = \"writing\" }, { sleep_ms = 20000 }]\n",
     );
-    f.write("fleet.toml", &fleet("int", "s", &sim_session("s", "s.toml", &m, "")));
-    let child = f.command(&["run", "fleet.toml", "--commit"]).spawn().unwrap();
+    f.write(
+        "fleet.toml",
+        &fleet("int", "s", &sim_session("s", "s.toml", &m, "")),
+    );
+    let child = f
+        .command(&["run", "fleet.toml", "--commit"])
+        .spawn()
+        .unwrap();
     let written = || {
         let runs = f.path().join(".cap-worktrees");
-        std::fs::read_dir(&runs).ok().and_then(|mut d| d.next()).is_some_and(|run| {
-            let p = run.unwrap().path().join("s/w.txt");
-            std::fs::read_to_string(p).is_ok_and(|t| t == "half done\n")
-        })
+        std::fs::read_dir(&runs)
+            .ok()
+            .and_then(|mut d| d.next())
+            .is_some_and(|run| {
+                let p = run.unwrap().path().join("s/w.txt");
+                std::fs::read_to_string(p).is_ok_and(|t| t == "half done\n")
+            })
     };
-    assert!(common::wait_until(Duration::from_secs(10), Duration::from_millis(20), written));
+    assert!(common::wait_until(
+        Duration::from_secs(10),
+        Duration::from_millis(20),
+        written
+    ));
     // SAFETY: kill(2) on our own child's pid.
     unsafe {
         libc::kill(child.id() as i32, libc::SIGINT);
@@ -261,11 +311,16 @@ fn an_interrupted_run_leaves_every_worktree_in_place() {
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
     let run = f.run_id();
-    assert_eq!(std::fs::read_to_string(f.worktree("s").join("w.txt")).unwrap(), "half done\n");
+    assert_eq!(
+        std::fs::read_to_string(f.worktree("s").join("w.txt")).unwrap(),
+        "half done\n"
+    );
     let tip = f.git(&["rev-parse", &format!("capfleet/{run}/s")]);
     assert_eq!(tip, f.git(&["rev-parse", "HEAD"]), "nothing committed");
     assert!(f.artifact("s", "diff.patch").contains("+half done"));
-    assert!(common::wait_until(Duration::from_secs(5), Duration::from_millis(50), || m
-        .processes()
-        .is_empty()));
+    assert!(common::wait_until(
+        Duration::from_secs(5),
+        Duration::from_millis(50),
+        || m.processes().is_empty()
+    ));
 }

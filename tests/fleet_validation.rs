@@ -203,6 +203,40 @@ fn every_validation_error_names_line_and_key() {
             "is not one of permanent | transient | temporary",
         ),
         (
+            "paths leaving the workspace",
+            format!(
+                "[fleet]\nstart = \"a\"\n{task}\n[[sessions]]\nname = \"a\"\nagent = \"sim\"\npaths = [\"src/**\", \"../etc\"]\n"
+            ),
+            "paths = ",
+            "sessions[0].paths",
+            "\"../etc\": a declared path is a glob relative to the workspace root",
+        ),
+        (
+            "empty test_command",
+            format!(
+                "[fleet]\nstart = \"a\"\n{task}\n[[sessions]]\nname = \"a\"\nagent = \"sim\"\ntest_command = \" \"\n"
+            ),
+            "test_command = ",
+            "sessions[0].test_command",
+            "the test command is empty",
+        ),
+        (
+            "test_command of the wrong type",
+            format!(
+                "[fleet]\nstart = \"a\"\n{task}\n[[sessions]]\nname = \"a\"\nagent = \"sim\"\ntest_command = 3\n"
+            ),
+            "test_command = ",
+            "sessions[0].test_command",
+            "expected a command line or an argv array of strings, found integer",
+        ),
+        (
+            "base outside a repository",
+            fleet(&format!("{start}\n{task}base = \"main\""), ""),
+            "base = ",
+            "fleet.base",
+            "base \"main\" is set, but session `a` works in",
+        ),
+        (
             "bad max_risk",
             fleet(&format!("{start}\n{task}max_risk = \"extreme\""), ""),
             "max_risk",

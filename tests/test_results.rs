@@ -56,7 +56,9 @@ fn suites(r: &TestResult) -> Vec<(String, u64, u64, u64)> {
 }
 
 fn owned(v: &[(&str, u64, u64, u64)]) -> Vec<(String, u64, u64, u64)> {
-    v.iter().map(|(n, p, f, s)| ((*n).to_owned(), *p, *f, *s)).collect()
+    v.iter()
+        .map(|(n, p, f, s)| ((*n).to_owned(), *p, *f, *s))
+        .collect()
 }
 
 const LIB_RS: &str = "pub fn add(a: i32, b: i32) -> i32 { a + b }
@@ -81,10 +83,16 @@ fn cargo_test_and_cargo_nextest() {
         "[package]\nname = \"demo\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[workspace]\n",
     );
     write(d, "src/lib.rs", LIB_RS);
-    write(d, "tests/api.rs", "#[test] fn api_ok() {}\n#[test] fn api_ok2() {}\n");
+    write(
+        d,
+        "tests/api.rs",
+        "#[test] fn api_ok() {}\n#[test] fn api_ok2() {}\n",
+    );
     let target = d.join("target").display().to_string();
     let cargo = run(
-        shell(&format!("CARGO_TARGET_DIR={target} cargo test --offline --no-fail-fast")),
+        shell(&format!(
+            "CARGO_TARGET_DIR={target} cargo test --offline --no-fail-fast"
+        )),
         d,
         Duration::from_secs(240),
     );
@@ -106,8 +114,16 @@ fn cargo_test_and_cargo_nextest() {
         Duration::from_secs(240),
     );
     let r = &nextest.result;
-    assert_eq!(counts(r), ("cargo-nextest".into(), 4, 1, 1), "{:?}", r.output);
-    assert_eq!(suites(r), owned(&[("demo", 2, 1, 0), ("demo::api", 2, 0, 0)]));
+    assert_eq!(
+        counts(r),
+        ("cargo-nextest".into(), 4, 1, 1),
+        "{:?}",
+        r.output
+    );
+    assert_eq!(
+        suites(r),
+        owned(&[("demo", 2, 1, 0), ("demo::api", 2, 0, 0)])
+    );
     assert!(r.duration_ms.get().is_some());
 }
 
@@ -126,21 +142,34 @@ fn pytest_plain_quiet_and_verbose() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     write(d, "tests/test_a.py", TEST_A);
-    write(d, "tests/test_b.py", "def test_b1(): pass\ndef test_b2(): pass\n");
+    write(
+        d,
+        "tests/test_b.py",
+        "def test_b1(): pass\ndef test_b2(): pass\n",
+    );
     let by_file = owned(&[("tests/test_a.py", 1, 1, 2), ("tests/test_b.py", 2, 0, 0)]);
     for (flag, files) in [("", by_file.clone()), ("-q", vec![]), ("-v", by_file)] {
         let mut argv = vec![python.clone(), "-m".into(), "pytest".into()];
         argv.extend((!flag.is_empty()).then(|| flag.to_owned()));
         let run = run(TestCommand::Argv(argv), d, Duration::from_secs(120));
         let r = &run.result;
-        assert_eq!(counts(r), ("pytest".into(), 3, 1, 2), "{flag}: {:?}", r.output);
+        assert_eq!(
+            counts(r),
+            ("pytest".into(), 3, 1, 2),
+            "{flag}: {:?}",
+            r.output
+        );
         assert_eq!(suites(r), files, "{flag}");
         assert!(run.failed() && run.exit_code == Some(1));
         assert!(r.output.get().unwrap().contains("test_bad"));
     }
     // All green.
     std::fs::remove_file(d.join("tests/test_a.py")).unwrap();
-    let ok = run(shell(&format!("{python} -m pytest")), d, Duration::from_secs(120));
+    let ok = run(
+        shell(&format!("{python} -m pytest")),
+        d,
+        Duration::from_secs(120),
+    );
     assert_eq!(counts(&ok.result), ("pytest".into(), 2, 0, 0));
     assert!(!ok.failed());
 }
@@ -162,7 +191,11 @@ fn node_test_with_its_reporters() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     write(d, "a.test.mjs", NODE_A);
-    write(d, "b.test.mjs", "import { test } from 'node:test';\ntest('b ok', () => {});\n");
+    write(
+        d,
+        "b.test.mjs",
+        "import { test } from 'node:test';\ntest('b ok', () => {});\n",
+    );
     for cmd in [
         "node --test",
         "node --test --test-reporter=tap",
@@ -170,7 +203,12 @@ fn node_test_with_its_reporters() {
     ] {
         let run = run(shell(cmd), d, Duration::from_secs(120));
         let r = &run.result;
-        assert_eq!(counts(r), ("node-test".into(), 4, 1, 2), "{cmd}: {:?}", r.output);
+        assert_eq!(
+            counts(r),
+            ("node-test".into(), 4, 1, 2),
+            "{cmd}: {:?}",
+            r.output
+        );
         assert_eq!(suites(r), owned(&[("math", 2, 0, 0)]), "{cmd}");
         assert!(run.failed());
     }

@@ -38,20 +38,41 @@ fn two_sessions_edit_the_same_file_apart_and_the_second_merge_conflicts() {
     assert!(m.processes().is_empty(), "no agent left behind");
 
     // Each worktree holds its own session's change only; the checkout is untouched.
-    assert_eq!(std::fs::read_to_string(f.worktree("a").join("shared.txt")).unwrap(), "from a\n");
-    assert_eq!(std::fs::read_to_string(f.worktree("b").join("shared.txt")).unwrap(), "from b\n");
+    assert_eq!(
+        std::fs::read_to_string(f.worktree("a").join("shared.txt")).unwrap(),
+        "from a\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(f.worktree("b").join("shared.txt")).unwrap(),
+        "from b\n"
+    );
     assert_eq!(f.read("shared.txt"), "base\n");
     let run = f.run_id();
     let branches = f.git(&["branch", "--list", "capfleet/*"]);
-    assert!(branches.contains(&format!("capfleet/{run}/a")), "{branches}");
-    assert!(branches.contains(&format!("capfleet/{run}/b")), "{branches}");
+    assert!(
+        branches.contains(&format!("capfleet/{run}/a")),
+        "{branches}"
+    );
+    assert!(
+        branches.contains(&format!("capfleet/{run}/b")),
+        "{branches}"
+    );
 
     // Both diffs are right and neither carries the other's change.
     let diff_a = f.artifact("a", "diff.patch");
     let diff_b = f.artifact("b", "diff.patch");
-    assert!(diff_a.starts_with("diff --git a/shared.txt b/shared.txt\n"), "{diff_a}");
-    assert!(diff_a.contains("-base\n+from a\n") && !diff_a.contains("from b"), "{diff_a}");
-    assert!(diff_b.contains("-base\n+from b\n") && !diff_b.contains("from a"), "{diff_b}");
+    assert!(
+        diff_a.starts_with("diff --git a/shared.txt b/shared.txt\n"),
+        "{diff_a}"
+    );
+    assert!(
+        diff_a.contains("-base\n+from a\n") && !diff_a.contains("from b"),
+        "{diff_a}"
+    );
+    assert!(
+        diff_b.contains("-base\n+from b\n") && !diff_b.contains("from a"),
+        "{diff_b}"
+    );
     let journal = f.journal();
     let diffs = cap_events(&journal, "cap.artifact")
         .into_iter()
@@ -78,16 +99,30 @@ fn two_sessions_edit_the_same_file_apart_and_the_second_merge_conflicts() {
     // The first merge fast-forwards; the second conflicts and changes nothing.
     let merged = f.capfleet(&["merge", "latest", "a"]);
     assert_eq!(merged.status.code(), Some(0), "{}", stderr(&merged));
-    assert!(stdout(&merged).contains("fast-forward"), "{}", stdout(&merged));
+    assert!(
+        stdout(&merged).contains("fast-forward"),
+        "{}",
+        stdout(&merged)
+    );
     assert_eq!(f.read("shared.txt"), "from a\n");
     let head = f.git(&["rev-parse", "HEAD"]);
     let conflict = f.capfleet(&["merge", "latest", "b"]);
     assert_eq!(conflict.status.code(), Some(1));
     let why = stderr(&conflict);
-    assert!(why.contains("merge_conflict") && why.contains("shared.txt"), "{why}");
-    assert_eq!(f.read("shared.txt"), "from a\n", "never auto-resolved, no markers");
+    assert!(
+        why.contains("merge_conflict") && why.contains("shared.txt"),
+        "{why}"
+    );
+    assert_eq!(
+        f.read("shared.txt"),
+        "from a\n",
+        "never auto-resolved, no markers"
+    );
     assert_eq!(f.git(&["rev-parse", "HEAD"]), head);
-    assert_eq!(f.git(&["status", "--porcelain", "--untracked-files=no"]), "");
+    assert_eq!(
+        f.git(&["status", "--porcelain", "--untracked-files=no"]),
+        ""
+    );
 }
 
 #[test]
@@ -95,19 +130,31 @@ fn clean_refuses_to_lose_work_force_removes_and_merged_branches_go_quietly() {
     let f = Fixture::git_repo(&[("shared.txt", "base\n")]);
     let m = EnvMarker::new("ws-clean");
     f.write("a.toml", &writes("notes/todo.txt", "keep me\\n", "a done"));
-    f.write("b.toml", "[[turn]]\nsteps = [{ say = \"nothing to change\" }]\n");
+    f.write(
+        "b.toml",
+        "[[turn]]\nsteps = [{ say = \"nothing to change\" }]\n",
+    );
     let sessions = sim_session("a", "a.toml", &m, "") + &sim_session("b", "b.toml", &m, "");
     f.write("fleet.toml", &fleet("keep", &["a", "b"], &sessions));
     let out = f.capfleet(&["run", "fleet.toml"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let (run, wt_a, wt_b) = (f.run_id(), f.worktree("a"), f.worktree("b"));
-    assert!(wt_a.join("notes/todo.txt").is_file(), "worktrees stay after the run");
+    assert!(
+        wt_a.join("notes/todo.txt").is_file(),
+        "worktrees stay after the run"
+    );
 
     let refused = f.capfleet(&["clean", &run]);
     assert_eq!(refused.status.code(), Some(1));
     let why = stderr(&refused);
-    assert!(why.contains("notes/todo.txt") && why.contains("would be lost"), "{why}");
-    assert!(wt_a.join("notes/todo.txt").is_file(), "refused: nothing removed");
+    assert!(
+        why.contains("notes/todo.txt") && why.contains("would be lost"),
+        "{why}"
+    );
+    assert!(
+        wt_a.join("notes/todo.txt").is_file(),
+        "refused: nothing removed"
+    );
     assert!(!wt_b.exists(), "b had no work: cleaned");
     assert!(!f.git(&["branch"]).contains(&format!("capfleet/{run}/b")));
 
@@ -144,7 +191,10 @@ fn a_dirty_working_tree_is_left_exactly_as_it_was() {
     let before = f.git(&["status", "--porcelain"]);
     let m = EnvMarker::new("ws-dirty");
     f.write("a.toml", &writes("shared.txt", "agent edit\\n", "done"));
-    f.write("fleet.toml", &fleet("dirty", &["a"], &sim_session("a", "a.toml", &m, "")));
+    f.write(
+        "fleet.toml",
+        &fleet("dirty", &["a"], &sim_session("a", "a.toml", &m, "")),
+    );
     let out = f.capfleet(&["run", "fleet.toml", "--commit"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(f.read("shared.txt"), "the user's own edit\n");
@@ -152,10 +202,18 @@ fn a_dirty_working_tree_is_left_exactly_as_it_was() {
     assert_eq!(f.read("scratch.txt"), "untracked notes\n");
     // Same status, staged change still staged, capfleet's own dirs excluded.
     let after = f.git(&["status", "--porcelain"]);
-    assert_eq!(after.replace("?? a.toml\n", "").replace("?? fleet.toml\n", ""), before);
+    assert_eq!(
+        after
+            .replace("?? a.toml\n", "")
+            .replace("?? fleet.toml\n", ""),
+        before
+    );
     let exclude = std::fs::read_to_string(f.path().join(".git/info/exclude")).unwrap();
     assert!(exclude.contains(".cap-worktrees/") && exclude.contains(".capfleet/"));
-    assert!(!f.path().join(".gitignore").exists(), "the user's .gitignore is not touched");
+    assert!(
+        !f.path().join(".gitignore").exists(),
+        "the user's .gitignore is not touched"
+    );
     // The session started from HEAD, not from the user's uncommitted state.
     let diff = f.artifact("a", "diff.patch");
     assert!(diff.contains("-base\n+agent edit\n"), "{diff}");
@@ -166,7 +224,11 @@ fn a_dirty_working_tree_is_left_exactly_as_it_was() {
     // Merging into a dirty tree is refused.
     let refused = f.capfleet(&["merge", "latest", "a"]);
     assert_eq!(refused.status.code(), Some(1));
-    assert!(stderr(&refused).contains("git_dirty"), "{}", stderr(&refused));
+    assert!(
+        stderr(&refused).contains("git_dirty"),
+        "{}",
+        stderr(&refused)
+    );
     assert_eq!(f.read("shared.txt"), "the user's own edit\n");
 }
 
@@ -181,15 +243,27 @@ fn outside_a_repository_sessions_work_in_plain_directories() {
     let out = f.capfleet(&["run", "fleet.toml", "--commit"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(stderr(&out).contains("plain directory"), "{}", stderr(&out));
-    assert_eq!(std::fs::read_to_string(f.worktree("a").join("out/hello.txt")).unwrap(), "hi\n");
-    assert!(!f.worktree("a").join("hello.txt").exists(), "b's file stays in b's directory");
+    assert_eq!(
+        std::fs::read_to_string(f.worktree("a").join("out/hello.txt")).unwrap(),
+        "hi\n"
+    );
+    assert!(
+        !f.worktree("a").join("hello.txt").exists(),
+        "b's file stays in b's directory"
+    );
     assert!(!f.path().join("hello.txt").exists());
     let diff = f.artifact("a", "diff.patch");
-    assert!(diff.contains("+++ b/out/hello.txt") && diff.contains("+hi"), "{diff}");
+    assert!(
+        diff.contains("+++ b/out/hello.txt") && diff.contains("+hi"),
+        "{diff}"
+    );
     let refused = f.capfleet(&["clean", "latest"]);
     assert_eq!(refused.status.code(), Some(1));
     assert!(stderr(&refused).contains("out/hello.txt"));
-    assert_eq!(f.capfleet(&["clean", "latest", "--force"]).status.code(), Some(0));
+    assert_eq!(
+        f.capfleet(&["clean", "latest", "--force"]).status.code(),
+        Some(0)
+    );
     assert!(!f.worktree("a").exists() && !f.worktree("b").exists());
 }
 
@@ -209,7 +283,10 @@ fn base_is_validated_and_used() {
     let bad = f.capfleet(&["run", "bad.toml"]);
     assert_eq!(bad.status.code(), Some(2));
     let why = stderr(&bad);
-    assert!(why.contains("bad.toml:4") && why.contains("fleet.base"), "{why}");
+    assert!(
+        why.contains("bad.toml:4") && why.contains("fleet.base"),
+        "{why}"
+    );
     assert!(why.contains("no-such-rev"), "{why}");
     assert!(!f.path().join(".capfleet").exists(), "nothing ran");
 
@@ -219,7 +296,10 @@ fn base_is_validated_and_used() {
     );
     let good = f.capfleet(&["run", "good.toml"]);
     assert_eq!(good.status.code(), Some(0), "{}", stderr(&good));
-    assert_eq!(std::fs::read_to_string(f.worktree("a").join("v.txt")).unwrap(), "one\n");
+    assert_eq!(
+        std::fs::read_to_string(f.worktree("a").join("v.txt")).unwrap(),
+        "one\n"
+    );
 }
 
 #[test]
@@ -228,13 +308,28 @@ fn a_repository_without_commits_fails_the_run_before_any_agent_starts() {
     f.git(&["init", "-q", "-b", "main"]);
     let m = EnvMarker::new("ws-unborn");
     f.write("a.toml", "[[turn]]\nsteps = [{ say = \"never\" }]\n");
-    f.write("fleet.toml", &fleet("unborn", &["a"], &sim_session("a", "a.toml", &m, "")));
+    f.write(
+        "fleet.toml",
+        &fleet("unborn", &["a"], &sim_session("a", "a.toml", &m, "")),
+    );
     let out = f.capfleet(&["run", "fleet.toml"]);
     assert_eq!(out.status.code(), Some(1));
     let why = stderr(&out);
-    assert!(why.contains("cannot provision the workspaces") && why.contains("no commit"), "{why}");
+    assert!(
+        why.contains("cannot provision the workspaces") && why.contains("no commit"),
+        "{why}"
+    );
     let journal = f.journal();
-    assert!(journal.iter().all(|r| r["type"] != "state"), "no session started: {journal:?}");
+    assert!(
+        journal.iter().all(|r| r["type"] != "state"),
+        "no session started: {journal:?}"
+    );
     assert_eq!(journal.last().unwrap()["type"], "run_ended");
-    assert!(!f.path().join(".cap-worktrees").join(f.run_id()).join("a").exists());
+    assert!(
+        !f.path()
+            .join(".cap-worktrees")
+            .join(f.run_id())
+            .join("a")
+            .exists()
+    );
 }

@@ -121,7 +121,14 @@ fn print_record(
     let session = session_of(&rec);
     if let Some(want) = &args.session {
         let urn = rec.get("urn").and_then(Value::as_str);
-        if session != want.as_str() && urn != Some(want.as_str()) {
+        // A workspace record (artifact, vetting warning) names its session in `_meta`.
+        let owner = rec
+            .get("event")
+            .and_then(|e| e.get("_meta"))
+            .and_then(|m| m.get("capfleet.session"))
+            .and_then(Value::as_str);
+        let owned = owner.is_some_and(|o| o == want || o.rsplit('/').next() == Some(want));
+        if session != want.as_str() && urn != Some(want.as_str()) && !owned {
             return Ok(ended);
         }
     }

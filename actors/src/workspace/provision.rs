@@ -52,6 +52,12 @@ pub fn provision(
     base: Option<&str>,
     requests: &[Request],
 ) -> Result<RunWorkspaces, WorkspaceError> {
+    let span = tracing::info_span!(
+        "workspace.provision",
+        cap.run = run_id,
+        sessions = requests.len()
+    );
+    let _entered = span.enter();
     let mut made = Made::default();
     match provision_all(run_id, base, requests, &mut made) {
         Ok(workspaces) => Ok(RunWorkspaces {

@@ -14,11 +14,16 @@ Examples:
 
 Validation happens before anything spawns; every error names file, line and key.
 Each run records its journal in .capfleet/runs/<run-id>/journal.jsonl under the current
-directory (`capfleet log latest`).
+directory (`capfleet log latest`), its artifacts beside it (artifacts/<session>/).
 
 Traces: --otlp URL (or OTEL_EXPORTER_OTLP_ENDPOINT) exports one trace per run, rooted at
 `fleet.run`; --trace-file writes the same spans as JSON lines. Metrics: --metrics-addr.
 See observability/README.md for Jaeger, Prometheus and Grafana.
+
+Sessions of coding agents each work in their own git worktree,
+<repo>/.cap-worktrees/<run-id>/<session> on branch capfleet/<run-id>/<session> (off
+[fleet].base, default HEAD; a plain directory outside git). Worktrees stay after the run:
+`capfleet diff`, `capfleet merge`, `capfleet clean`.
 
 Exit codes: 0 completed, 1 a session failed, 2 invalid config (or bad usage),
 3 budget exceeded, 130 interrupted (Ctrl-C).")]

@@ -97,7 +97,7 @@ fn print_text(f: &Fleet, st: Style) {
         if f.auto_answer { "on" } else { "off" }
     );
     if let Some(base) = &f.base {
-        println!("  base:      {base} (git worktrees: not yet)");
+        println!("  base:      {base} (coding sessions' worktrees branch from it)");
     }
     println!("{}", st.bold("sessions"));
     for s in &f.sessions {
@@ -123,6 +123,18 @@ fn print_session(s: &FleetSession, st: Style) {
         spec.binding.as_str()
     );
     println!("      cwd {}", spec.launch.config.cwd);
+    if s.coding {
+        let mut line =
+            "      workspace: own worktree (branch capfleet/<run-id>/<session>; a plain directory outside git)"
+                .to_owned();
+        if !s.paths.is_empty() {
+            line.push_str(&format!(", paths [{}]", s.paths.join(", ")));
+        }
+        println!("{line}");
+        if let Some(t) = &s.test_command {
+            println!("      test_command {}", t.display());
+        }
+    }
     let p = &spec.policy;
     let mut line = format!(
         "      restart {} ({} within {}s)",
@@ -163,6 +175,9 @@ fn plan_json(f: &Fleet) -> Value {
                 "restart": spec.policy,
                 "max_turns": spec.max_turns,
                 "budget_usd": s.budget_usd,
+                "workspace": s.coding,
+                "paths": s.paths,
+                "test_command": s.test_command,
             })
         })
         .collect();
