@@ -271,6 +271,23 @@ fn the_race_picker_sees_the_candidates_diffs() {
         !echoed.contains("b-tree"),
         "the loser was cancelled before writing"
     );
+
+    // A human picker gets each candidate's diff as an artifact record of the router.
+    let human = std::fs::read_to_string(f.path().join("fleet.toml"))
+        .unwrap()
+        .replace("collect = \"judge\"", "collect = \"human\"");
+    f.write("human.toml", &human);
+    run_ok(&f, &["run", "human.toml"]);
+    let journal = f.journal();
+    let shown: Vec<&Value> = journal
+        .iter()
+        .filter(|r| r["urn"] == "cap://race/router" && r["event"]["kind"] == "cap.artifact")
+        .map(|r| &r["event"])
+        .collect();
+    assert_eq!(shown.len(), 1, "{shown:#?}");
+    assert_eq!(shown[0]["mime_type"], MIME_DIFF);
+    assert_eq!(shown[0]["_meta"]["capfleet.session"], "cap://race/fast");
+    assert!(shown[0]["content"].as_str().unwrap().contains("+hash map"));
 }
 
 #[test]

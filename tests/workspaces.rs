@@ -257,6 +257,8 @@ fn outside_a_repository_sessions_work_in_plain_directories() {
         diff.contains("+++ b/out/hello.txt") && diff.contains("+hi"),
         "{diff}"
     );
+    let stat = f.capfleet(&["diff", "latest", "a", "--stat"]);
+    assert_eq!(stdout(&stat), "A out/hello.txt\n");
     let refused = f.capfleet(&["clean", "latest"]);
     assert_eq!(refused.status.code(), Some(1));
     assert!(stderr(&refused).contains("out/hello.txt"));

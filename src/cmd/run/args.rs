@@ -23,7 +23,8 @@ See observability/README.md for Jaeger, Prometheus and Grafana.
 Sessions of coding agents each work in their own git worktree,
 <repo>/.cap-worktrees/<run-id>/<session> on branch capfleet/<run-id>/<session> (off
 [fleet].base, default HEAD; a plain directory outside git). Worktrees stay after the run:
-`capfleet diff`, `capfleet merge`, `capfleet clean`.
+`capfleet diff`, `capfleet merge`, `capfleet clean`. A workspace that cannot be made
+fails the run (exit 1) before any agent starts.
 
 Exit codes: 0 completed, 1 a session failed, 2 invalid config (or bad usage),
 3 budget exceeded, 130 interrupted (Ctrl-C).")]
