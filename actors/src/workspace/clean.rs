@@ -88,12 +88,18 @@ pub fn clean(run: &RunWorkspaces, force: bool) -> CleanReport {
     for w in &run.workspaces {
         match clean_one(w, force) {
             Ok(Outcome::Removed(removed)) => report.removed.push(removed),
-            Ok(Outcome::Refused(refusal)) => report.refused.push(refusal),
+            Ok(Outcome::Refused(refusal)) => {
+                report.refused.push(refusal);
+                continue;
+            }
             Ok(Outcome::Gone) => {}
-            Err(error) => report.refused.push(Refusal::Failed {
-                session: w.session.clone(),
-                error,
-            }),
+            Err(error) => {
+                report.refused.push(Refusal::Failed {
+                    session: w.session.clone(),
+                    error,
+                });
+                continue;
+            }
         }
         // The run's directory under `.cap-worktrees`, then that, once empty.
         if let Some(run_dir) = w.path.parent() {
@@ -113,6 +119,17 @@ enum Outcome {
 }
 
 fn clean_one(w: &Workspace, force: bool) -> Result<Outcome, WorkspaceError> {
+    // Only what provisioning made is ever removed, whatever the record says.
+    let ours = w
+        .path
+        .components()
+        .any(|c| c.as_os_str() == super::WORKTREES_DIR);
+    if !ours {
+        return Err(WorkspaceError::Repo {
+            path: w.path.clone(),
+            reason: format!("not under {}: not removed", super::WORKTREES_DIR),
+        });
+    }
     let Kind::Worktree {
         repo,
         branch,
@@ -229,5 +246,33 @@ pub fn remove_worktree(repo: &Path, name: &str, path: &Path) -> Result<(), Works
             path: repo.to_owned(),
             source,
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_pointing_elsewhere_removes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let precious = dir.path().join("precious");
+        std::fs::create_dir_all(&precious).unwrap();
+        std::fs::write(precious.join("work.txt"), "mine").unwrap();
+        let run = RunWorkspaces {
+            run_id: "r".into(),
+            workspaces: vec![Workspace {
+                session: "s".into(),
+                path: precious.clone(),
+                cwd: precious.clone(),
+                kind: Kind::Plain,
+                paths: Vec::new(),
+                test_command: None,
+            }],
+        };
+        let report = clean(&run, true);
+        assert!(report.removed.is_empty());
+        assert!(matches!(report.refused[..], [Refusal::Failed { .. }]));
+        assert!(precious.join("work.txt").is_file());
     }
 }
