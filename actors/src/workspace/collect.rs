@@ -209,6 +209,11 @@ async fn diff_and_vet(
         let mut out = std::io::BufWriter::new(file);
         let mut vetter = Vetter::new(&w.paths);
         let summary = diff(&w, &mut out, &mut |p, l, c| vetter.added_line(p, l, c))?;
+        if summary.files.is_empty() {
+            // No changes, no diff artifact.
+            drop(out);
+            let _already_gone = std::fs::remove_file(&path);
+        }
         let findings = vetter.finish(&summary.files);
         Ok((summary, findings, path))
     })

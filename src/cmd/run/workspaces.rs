@@ -125,6 +125,10 @@ pub fn summary(r: &RunReport, run: &RunDir, s: Style) {
             ));
         }
         eprintln!("{line}");
+        let stored = stored(&run.path, &w.session);
+        if !stored.is_empty() {
+            eprintln!("      artifacts: {}", stored.join(" "));
+        }
         for f in &w.findings {
             eprintln!("      {} git_dirty: {}", s.warn("!"), f.describe());
         }
@@ -135,10 +139,29 @@ pub fn summary(r: &RunReport, run: &RunDir, s: Style) {
             eprintln!("      {} {e}", s.err("error:"));
         }
     }
+    if let Some(doc) = &r.plan_doc {
+        eprintln!("  plan_doc {}", doc.display());
+    }
     let artifacts = run
         .path
         .join(capfleet_actors::workspace::artifacts::ARTIFACTS_DIR);
     if artifacts.is_dir() {
         eprintln!("  artifacts {}", artifacts.display());
     }
+}
+
+/// The files stored for `session` under the run's artifacts, sorted.
+fn stored(run: &std::path::Path, session: &str) -> Vec<String> {
+    let dir = run
+        .join(capfleet_actors::workspace::artifacts::ARTIFACTS_DIR)
+        .join(capfleet_actors::workspace::artifacts::sanitize(session));
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
 }
