@@ -181,6 +181,9 @@ fn check_out(jobs: &[(PathBuf, Vec<Job>)], made: &mut Made) -> Result<(), Worksp
     if all.is_empty() {
         return Ok(());
     }
+    // Like git itself, read objects without re-hashing each one (libgit2 checks every
+    // object's SHA-1 on read by default: most of a checkout's time).
+    git2::opts::strict_hash_verification(false);
     let threads = std::thread::available_parallelism()
         .map_or(2, usize::from)
         .clamp(1, MAX_THREADS)
