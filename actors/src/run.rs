@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use ractor::{Actor, ActorRef};
 use tokio::sync::mpsc;
+use tracing::Instrument;
 
 use crate::answerer::{HumanQuestion, Policy};
 use crate::budget::{BudgetAlert, BudgetBook, BudgetLimits, BudgetSnapshot};
@@ -236,7 +237,9 @@ pub async fn run_fleet(
                 None => None,
             };
             (doc, collect(&cs, &p.workspaces, &p.store, &publisher).await)
-        };
+        }
+        // Each workspace's collection is a span of the run.
+        .instrument(run_span.clone());
         tokio::select! {
             (doc, reports) = gather => (plan_doc, workspaces) = (doc, reports),
             () = &mut interrupt, if !interrupted => {
