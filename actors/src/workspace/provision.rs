@@ -52,18 +52,22 @@ pub fn provision(
     base: Option<&str>,
     requests: &[Request],
 ) -> Result<RunWorkspaces, WorkspaceError> {
-    let span = tracing::info_span!(
-        "workspace.provision",
-        cap.run = run_id,
-        sessions = requests.len()
-    );
-    let _entered = span.enter();
+    // (No span of its own: it runs before the run's trace starts.)
+    let started = std::time::Instant::now();
     let mut made = Made::default();
     match provision_all(run_id, base, requests, &mut made) {
-        Ok(workspaces) => Ok(RunWorkspaces {
-            run_id: run_id.to_owned(),
-            workspaces,
-        }),
+        Ok(workspaces) => {
+            tracing::info!(
+                run = run_id,
+                workspaces = workspaces.len(),
+                ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+                "workspaces provisioned"
+            );
+            Ok(RunWorkspaces {
+                run_id: run_id.to_owned(),
+                workspaces,
+            })
+        }
         Err(e) => {
             made.undo();
             Err(e)
