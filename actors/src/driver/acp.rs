@@ -16,7 +16,7 @@ use tokio::task::JoinHandle;
 use super::acp_conn::{self, Cmd, Conn};
 use super::acp_host::SessionHost;
 use super::acp_perms::{Perms, TerminalApprover};
-use super::death::{end_deliberately, reap, report_death};
+use super::death::{end_deliberately, ended, reap, report_death};
 use super::launch::Spawned;
 use super::stream_json::DriverArgs;
 use super::{DriverMsg, ExitCause, LaunchError, LaunchSpec, OutputSink};
@@ -193,7 +193,7 @@ impl Actor for AcpDriver {
                     }
                 };
                 report_death(&st.sink, &st.stderr, &cause).await;
-                return Err(Box::new(cause));
+                return ended(&myself, cause);
             }
         }
         Ok(())

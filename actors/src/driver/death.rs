@@ -77,3 +77,17 @@ pub async fn end_deliberately(
     }
     let _status = group.kill(crate::process::DEFAULT_GRACE).await;
 }
+
+/// How a driver ends once its agent's output closed and the end was reaped and
+/// reported: an abnormal end fails the driver (its session restarts it per policy),
+/// a clean exit stops it.
+pub fn ended(
+    myself: &ractor::ActorRef<super::DriverMsg>,
+    cause: ExitCause,
+) -> Result<(), ractor::ActorProcessingErr> {
+    if cause.is_abnormal() {
+        return Err(Box::new(cause));
+    }
+    myself.stop(Some("agent exited".into()));
+    Ok(())
+}

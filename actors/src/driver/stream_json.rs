@@ -16,7 +16,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::process::ChildStdin;
 use tokio::task::JoinHandle;
 
-use super::death::{end_deliberately, reap};
+use super::death::{end_deliberately, ended, reap};
 use super::launch::Spawned;
 use super::{DriverMsg, DriverOutput, ExitCause, LaunchError, LaunchSpec, OutputSink, TurnEnd};
 use crate::bindings::stream_json::{Output, StreamJsonMapper, TurnEnd as WireTurnEnd};
@@ -202,10 +202,7 @@ impl Actor for StreamJsonDriver {
                 }
                 let cause = reap(&mut st.group, &st.urn).await;
                 st.report_death(&cause).await;
-                if cause.is_abnormal() {
-                    return Err(Box::new(cause));
-                }
-                myself.stop(Some("agent exited".into()));
+                return ended(&myself, cause);
             }
         }
         Ok(())

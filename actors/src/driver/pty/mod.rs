@@ -13,7 +13,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use super::death::{end_deliberately, reap};
+use super::death::{end_deliberately, ended, reap};
 use super::stream_json::DriverArgs;
 use super::{DriverMsg, DriverOutput, ExitCause, LaunchError, LaunchSpec, OutputSink, TurnEnd};
 use crate::manifest::CancelMode;
@@ -185,10 +185,7 @@ impl Actor for PtyDriver {
                 }
                 let cause = reap(&mut st.group, &st.urn).await;
                 st.report_death(&cause).await;
-                if cause.is_abnormal() {
-                    return Err(Box::new(cause));
-                }
-                myself.stop(Some("agent exited".into()));
+                return ended(&myself, cause);
             }
         }
         Ok(())
