@@ -21,6 +21,7 @@ pub mod rpc;
 pub mod run;
 pub mod session;
 pub mod supervision;
+pub mod sync;
 pub mod tap;
 pub mod telemetry;
 pub mod tomldoc;

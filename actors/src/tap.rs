@@ -2,13 +2,14 @@
 //! bounded channel (a slow tap slows the sessions; it never queues without bound).
 //! The budget and telemetry actors are taps; each supplies a [`TapHandler`].
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use crate::session::{Published, SUBSCRIBER_CAPACITY, SessionEvent};
+use crate::sync::lock;
 
 /// What a tap does with events, and what it reports.
 pub trait TapHandler: Send + 'static {
@@ -56,10 +57,7 @@ impl<H: TapHandler> Actor for Tap<H> {
         let drain = tokio::spawn(async move {
             while let Some(event) = rx.recv().await {
                 // Held only for the synchronous update, never across an await.
-                shared
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .on_event(&event);
+                lock(&shared).on_event(&event);
             }
         });
         Ok(TapState { tx, handler, drain })
@@ -76,11 +74,7 @@ impl<H: TapHandler> Actor for Tap<H> {
                 let _caller_gone = reply.send(st.tx.clone());
             }
             TapMsg::Snapshot(reply) => {
-                let snap = st
-                    .handler
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .snapshot();
+                let snap = lock(&st.handler).snapshot();
                 let _caller_gone = reply.send(snap);
             }
         }

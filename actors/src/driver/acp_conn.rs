@@ -36,6 +36,7 @@ use super::{DriverOutput, TurnEnd};
 use crate::bindings::acp::{AcpMapper, option_for, risk_of, stop_reason};
 use crate::protocol::{CapEvent, ErrorKind, StopReason};
 use crate::rpc::{Rpc, RpcError};
+use crate::sync::lock;
 
 /// Agent -> client requests (permissions, fs, terminals) served at once; more wait.
 pub const MAX_IN_FLIGHT: usize = 32;
@@ -215,10 +216,6 @@ async fn close(cx: &ConnectionTo<Agent>, conn: &Conn, sid: &str, can_close: bool
         Ok(Err(e)) => tracing::warn!(session = %sid, "session/close failed: {e}"),
         Err(_) => tracing::warn!(session = %sid, "session/close unanswered after {CLOSE_WAIT:?}"),
     }
-}
-
-fn lock(m: &Mutex<AcpMapper>) -> std::sync::MutexGuard<'_, AcpMapper> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// One prompt turn, ended by the `session/prompt` response. False: stop serving.

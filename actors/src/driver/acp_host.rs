@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 use tokio::sync::oneshot;
@@ -15,15 +15,12 @@ use super::{DriverOutput, OutputSink};
 use crate::protocol::CapEvent;
 use crate::rpc::Host;
 use crate::rpc::host::{BoxFuture, Reply};
+use crate::sync::lock;
 
 pub struct SessionHost {
     sink: OutputSink,
     seq: AtomicU64,
     asks: Mutex<HashMap<String, oneshot::Sender<Reply>>>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl SessionHost {

@@ -7,7 +7,7 @@ use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use serde_json::json;
 use tokio::sync::oneshot;
@@ -15,6 +15,7 @@ use tokio::sync::oneshot;
 use super::{DriverOutput, OutputSink};
 use crate::protocol::{CapEvent, Decision, RiskLevel};
 use crate::rpc::{Approver, CommandApproval};
+use crate::sync::lock;
 
 /// The tool name CAP shows for vetted terminal commands.
 pub const TERMINAL_TOOL: &str = "terminal.create";
@@ -24,10 +25,6 @@ pub struct Perms {
     seq: AtomicU64,
     pending: Mutex<HashMap<String, oneshot::Sender<Option<Decision>>>>,
     always: Mutex<HashSet<String>>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Perms {

@@ -9,7 +9,7 @@
 //! Readiness: Claude prints nothing before the first prompt, so the agent is ready
 //! once spawned; its `system/init` later only teaches us the id to `--resume` with.
 
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::io::AsyncWriteExt;
@@ -26,6 +26,7 @@ use crate::process::lines::{LineConfig, LineItem, LineReader};
 use crate::process::stderr_ring::StderrRing;
 use crate::process::{DEFAULT_GRACE, ProcessGroup};
 use crate::protocol::{CapEvent, ErrorKind};
+use crate::sync::lock;
 
 use super::sink::MAX_BATCH;
 
@@ -52,12 +53,6 @@ pub struct DriverState {
     urn: String,
     interrupts: u64,
     shutting_down: bool,
-}
-
-fn lock(m: &Mutex<StreamJsonMapper>) -> MutexGuard<'_, StreamJsonMapper> {
-    // A panic while mapping cannot leave the mapper half-updated in a way that matters
-    // more than losing the session: keep going with what it has.
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// The argv for this generation: the fleet's override or the manifest's fast path,

@@ -14,6 +14,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::task::JoinHandle;
 
+use crate::sync::lock;
+
 /// Default number of lines kept.
 pub const DEFAULT_LINES: usize = 50;
 /// Default longest kept line, in bytes.
@@ -165,10 +167,8 @@ impl StderrRing {
     }
 
     fn lock(&self) -> MutexGuard<'_, Ring> {
-        // A poisoned ring still holds valid lines: recover rather than panic.
-        self.ring
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        // A poisoned ring still holds valid lines.
+        lock(&self.ring)
     }
 
     /// The kept lines, oldest first.

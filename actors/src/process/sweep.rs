@@ -9,9 +9,11 @@
 
 use std::collections::{HashMap, HashSet};
 use std::fs;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Mutex, MutexGuard};
 
 use tokio::sync::oneshot;
+
+use crate::sync::lock;
 
 /// The environment variable carrying an agent's marker.
 pub const MARKER_KEY: &str = "CAPFLEET_AGENT";
@@ -82,7 +84,7 @@ static BATCH: Mutex<Batch> = Mutex::new(Batch {
 });
 
 fn batch() -> MutexGuard<'static, Batch> {
-    BATCH.lock().unwrap_or_else(PoisonError::into_inner)
+    lock(&BATCH)
 }
 
 /// [`kill_marked`] for [`MARKER_KEY`], with concurrent callers sharing `/proc` scans:

@@ -20,6 +20,7 @@ use tokio::time::Instant;
 
 use super::error::RpcError;
 use crate::process::{DEFAULT_GRACE, Io, SpawnSpec};
+use crate::sync::lock;
 
 /// Limits of the terminals of one session.
 #[derive(Debug, Clone)]
@@ -104,10 +105,6 @@ pub struct Terminals {
     cfg: TermConfig,
     next: AtomicU64,
     map: Mutex<HashMap<String, Arc<Term>>>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl Terminals {

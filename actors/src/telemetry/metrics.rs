@@ -9,7 +9,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -20,6 +20,7 @@ use prometheus_client::registry::{Metric, Registry};
 use tokio::sync::mpsc;
 
 use crate::session::Published;
+use crate::sync::lock;
 
 /// The content type of [`FleetMetrics::encode`]'s output.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -328,19 +329,13 @@ impl FleetMetrics {
 
     /// Watch the fill level of a bounded queue, shown as `mailbox_depth{mailbox=name}`.
     pub fn watch_queue(&self, name: &str, tx: &mpsc::Sender<Published>) {
-        self.queues
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push((name.to_owned(), tx.downgrade()));
+        lock(&self.queues).push((name.to_owned(), tx.downgrade()));
     }
 
     /// A session joined the fleet: its agent and model label its series; it starts
     /// in `starting`.
     pub fn add_session(&self, urn: &str, info: SessionInfo) {
-        self.sessions_info
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(urn.to_owned(), info);
+        lock(&self.sessions_info).insert(urn.to_owned(), info);
         self.sessions
             .get_or_create(&StateLabels {
                 state: "starting".into(),
@@ -350,10 +345,7 @@ impl FleetMetrics {
 
     /// A session that could not start after all.
     pub fn remove_session(&self, urn: &str) {
-        self.sessions_info
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(urn);
+        lock(&self.sessions_info).remove(urn);
         self.sessions
             .get_or_create(&StateLabels {
                 state: "starting".into(),
@@ -363,9 +355,7 @@ impl FleetMetrics {
 
     /// The agent and model of a session (unknown ones for a session never added).
     pub fn session_info(&self, urn: &str) -> SessionInfo {
-        self.sessions_info
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+        lock(&self.sessions_info)
             .get(urn)
             .cloned()
             .unwrap_or_else(|| SessionInfo {
@@ -401,10 +391,7 @@ impl FleetMetrics {
         let live = crate::process::live_groups();
         self.agent_processes
             .set(i64::try_from(live).unwrap_or(i64::MAX));
-        let queues = self
-            .queues
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+        let queues = lock(&self.queues)
             .iter()
             .map(|(n, w)| (n.clone(), w.upgrade()))
             .collect::<Vec<_>>();

@@ -12,7 +12,7 @@
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::Path;
-use std::sync::{Mutex, PoisonError};
+use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use opentelemetry::trace::{SpanId, SpanKind, Status};
@@ -22,6 +22,7 @@ use opentelemetry_sdk::trace::{SpanData, SpanExporter};
 use serde_json::{Map, Value, json};
 
 use super::config::TelemetryError;
+use crate::sync::lock;
 
 /// Writes spans as JSON lines.
 #[derive(Debug)]
@@ -128,7 +129,7 @@ pub fn span_json(span: &SpanData) -> Value {
 
 impl SpanExporter for TraceFile {
     async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
-        let mut out = self.out.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut out = lock(&self.out);
         let written: std::io::Result<()> = batch.iter().try_for_each(|span| {
             serde_json::to_writer(&mut *out, &span_json(span))?;
             out.write_all(b"\n")
