@@ -201,3 +201,30 @@ fn color_always_paints_and_no_color_is_honoured() {
     });
     assert!(!plain.contains('\x1b'), "NO_COLOR and a pipe: no escapes");
 }
+
+#[test]
+fn a_journal_that_cannot_be_opened_is_named_before_any_agent_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    // A regular file where the journal's directory should be: no one, root included,
+    // can make the journal under it.
+    let blocker = dir.path().join("not-a-dir");
+    std::fs::write(&blocker, "").unwrap();
+    let journal = blocker.join("journal.jsonl");
+    let out = capfleet()
+        .args(["chat", "sim", "--task", "hi", "--journal"])
+        .arg(&journal)
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "stderr:\n{stderr}");
+    assert!(
+        stderr.contains(&format!("cannot open the journal {}", journal.display())),
+        "the error names the journal's path:\n{stderr}"
+    );
+    assert!(
+        !stderr.contains("panicked"),
+        "no ractor panic framing:\n{stderr}"
+    );
+    assert!(out.stdout.is_empty(), "no agent answered: {:?}", out.stdout);
+}

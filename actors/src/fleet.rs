@@ -13,6 +13,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent
 use tokio::sync::mpsc;
 
 use crate::answerer::AnswererMsg;
+use crate::error::TreeError;
 use crate::session::{Published, Session, SessionArgs, SessionMsg, SessionSpec};
 use crate::telemetry::TreeTelemetry;
 use crate::telemetry::metrics::{SessionInfo, UNKNOWN_MODEL};
@@ -51,7 +52,7 @@ pub enum FleetMsg {
     Spawn {
         spec: Box<SessionSpec>,
         subscribers: Vec<mpsc::Sender<Published>>,
-        reply: RpcReplyPort<Result<ActorRef<SessionMsg>, String>>,
+        reply: RpcReplyPort<Result<ActorRef<SessionMsg>, TreeError>>,
     },
     /// Close every session; reply when all are gone.
     Shutdown(RpcReplyPort<()>),
@@ -114,7 +115,8 @@ impl Actor for Fleet {
                 reply,
             } => {
                 if !st.shutdown_replies.is_empty() {
-                    let _caller_gone = reply.send(Err("the fleet is shutting down".into()));
+                    let urn = spec.urn().to_owned();
+                    let _caller_gone = reply.send(Err(TreeError::ShuttingDown { urn }));
                     return Ok(());
                 }
                 subscribers.extend(st.args.taps.iter().cloned());
@@ -143,7 +145,11 @@ impl Actor for Fleet {
                         if let Some(m) = &st.args.telemetry.metrics {
                             m.remove_session(&urn);
                         }
-                        Err(format!("{urn}: {e}"))
+                        let reason = match TreeError::spawn("session", e) {
+                            TreeError::Start { reason, .. } => reason,
+                            other => other.to_string(),
+                        };
+                        Err(TreeError::Session { urn, reason })
                     }
                 };
                 let _caller_gone = reply.send(result);

@@ -14,6 +14,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
+use crate::error::JournalOpen;
 use crate::session::{Published, SUBSCRIBER_CAPACITY};
 
 /// The longest a record waits in memory before it is written and synced.
@@ -44,14 +45,20 @@ impl Actor for Journal {
         _myself: ActorRef<JournalMsg>,
         path: PathBuf,
     ) -> Result<JournalState, ActorProcessingErr> {
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)?;
+        let opened = match path.parent() {
+            Some(dir) => std::fs::create_dir_all(dir),
+            None => Ok(()),
         }
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .map_err(|e| format!("cannot open the journal {}: {e}", path.display()))?;
+        .and_then(|()| {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&path)
+        });
+        let file = opened.map_err(|source| JournalOpen {
+            path: path.clone(),
+            source,
+        })?;
         let (tx, rx) = mpsc::channel(SUBSCRIBER_CAPACITY);
         let writer = tokio::spawn(write_loop(file, rx));
         Ok(JournalState {

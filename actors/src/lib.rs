@@ -8,6 +8,7 @@ pub mod bindings;
 pub mod budget;
 pub mod clock;
 pub mod driver;
+pub mod error;
 pub mod fleet;
 pub mod journal;
 pub mod manifest;

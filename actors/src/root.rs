@@ -22,6 +22,7 @@ use tokio::task::JoinHandle;
 
 use crate::answerer::{Answerer, AnswererArgs, AnswererMsg, HumanQuestion, Policy};
 use crate::budget::{Budget, BudgetBook, BudgetMsg, BudgetSnapshot};
+use crate::error::TreeError;
 use crate::fleet::{Fleet, FleetArgs, FleetEvent, FleetMsg};
 use crate::journal::{Journal, JournalMsg};
 use crate::session::{Published, SessionMsg, SessionSpec};
@@ -222,11 +223,12 @@ pub struct Orchestrator {
 }
 
 impl Orchestrator {
-    pub async fn start(args: RootArgs) -> Result<Self, String> {
+    pub async fn start(args: RootArgs) -> Result<Self, TreeError> {
         let (root, join) = Actor::spawn(None, Root, args)
             .await
-            .map_err(|e| format!("cannot start the supervision tree: {e}"))?;
-        let fleet = ractor::call!(root, RootMsg::Fleet).map_err(|e| e.to_string())?;
+            .map_err(|e| TreeError::spawn("supervision tree", e))?;
+        let fleet = ractor::call!(root, RootMsg::Fleet)
+            .map_err(|e| TreeError::unreachable("supervision tree", e))?;
         Ok(Orchestrator { root, fleet, join })
     }
 
@@ -235,9 +237,10 @@ impl Orchestrator {
     }
 
     /// Usage so far, per session and in total.
-    pub async fn budget(&self) -> Result<BudgetSnapshot, String> {
-        let budget = ractor::call!(self.root, RootMsg::Budget).map_err(|e| e.to_string())?;
-        ractor::call!(budget, TapMsg::Snapshot).map_err(|e| e.to_string())
+    pub async fn budget(&self) -> Result<BudgetSnapshot, TreeError> {
+        let budget = ractor::call!(self.root, RootMsg::Budget)
+            .map_err(|e| TreeError::unreachable("supervision tree", e))?;
+        ractor::call!(budget, TapMsg::Snapshot).map_err(|e| TreeError::unreachable("budget", e))
     }
 
     /// A sender into the journal, when the tree keeps one. Drop it before
@@ -252,9 +255,10 @@ impl Orchestrator {
     }
 
     /// Fleet counters so far.
-    pub async fn counters(&self) -> Result<Counters, String> {
-        let t = ractor::call!(self.root, RootMsg::Telemetry).map_err(|e| e.to_string())?;
-        ractor::call!(t, TapMsg::Snapshot).map_err(|e| e.to_string())
+    pub async fn counters(&self) -> Result<Counters, TreeError> {
+        let t = ractor::call!(self.root, RootMsg::Telemetry)
+            .map_err(|e| TreeError::unreachable("supervision tree", e))?;
+        ractor::call!(t, TapMsg::Snapshot).map_err(|e| TreeError::unreachable("telemetry", e))
     }
 
     /// Start one session under the fleet.
@@ -262,13 +266,13 @@ impl Orchestrator {
         &self,
         spec: SessionSpec,
         subscribers: Vec<mpsc::Sender<Published>>,
-    ) -> Result<ActorRef<SessionMsg>, String> {
+    ) -> Result<ActorRef<SessionMsg>, TreeError> {
         ractor::call!(self.fleet, |reply| FleetMsg::Spawn {
             spec: Box::new(spec),
             subscribers,
             reply,
         })
-        .map_err(|e| e.to_string())?
+        .map_err(|e| TreeError::unreachable("fleet", e))?
     }
 
     /// Close every session (their agents with them), finish the journal, stop the

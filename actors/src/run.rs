@@ -15,6 +15,7 @@ use tracing::Instrument;
 
 use crate::answerer::{HumanQuestion, Policy};
 use crate::budget::{BudgetAlert, BudgetBook, BudgetLimits, BudgetSnapshot};
+use crate::error::TreeError;
 use crate::protocol::CancelScope;
 use crate::root::{Orchestrator, RootArgs};
 use crate::router::{Router, RouterArgs, RouterMsg, RoutingSpec};
@@ -81,7 +82,7 @@ pub async fn run_fleet(
     spec: RunSpec,
     watchers: Vec<mpsc::Sender<Published>>,
     interrupt: impl Future<Output = ()>,
-) -> Result<RunReport, String> {
+) -> Result<RunReport, TreeError> {
     let (alerts_tx, mut alerts) = mpsc::channel(16);
     let run_span = tracing::info_span!(
         "fleet.run",
@@ -168,7 +169,7 @@ pub async fn run_fleet(
     };
     let (router, _) = Actor::spawn_linked(None, Router, args, tree.root_cell())
         .await
-        .map_err(|e| format!("cannot start the router: {e}"))?;
+        .map_err(|e| TreeError::spawn("router", e))?;
     let _started = router.cast(RouterMsg::Start);
 
     let ended = router.call(RouterMsg::WaitEnd, None);
