@@ -22,9 +22,10 @@ use tokio::task::JoinHandle;
 
 use crate::answerer::{Answerer, AnswererArgs, AnswererMsg, HumanQuestion, Policy};
 use crate::budget::{Budget, BudgetBook, BudgetMsg, BudgetSnapshot};
+use crate::events::Published;
 use crate::fleet::{Fleet, FleetArgs, FleetEvent, FleetMsg};
 use crate::journal::{Journal, JournalMsg};
-use crate::session::{Published, SessionMsg, SessionSpec};
+use crate::session::{SessionMsg, SessionSpec};
 use crate::tap::TapMsg;
 use crate::telemetry::feed::{MetricsFeed, MetricsTap};
 use crate::telemetry::{Counters, Telemetry, TelemetryMsg, TreeTelemetry};
