@@ -150,4 +150,23 @@ mod tests {
             assert_eq!(serde_json::to_value(v).unwrap(), v.as_str());
         }
     }
+
+    #[test]
+    fn a_route_failure_names_its_route_only_when_there_is_one() {
+        let record = |route| {
+            let body = EventBody::RouteFailed {
+                route,
+                reason: "r".into(),
+            };
+            serde_json::to_value(body).unwrap()
+        };
+        assert_eq!(
+            record(Some(2)),
+            serde_json::json!({"type": "route_failed", "route": 2, "reason": "r"})
+        );
+        assert_eq!(
+            record(None),
+            serde_json::json!({"type": "route_failed", "reason": "r"})
+        );
+    }
 }
