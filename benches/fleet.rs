@@ -20,9 +20,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use capfleet_actors::events::{EventBody, Published, TurnOutcome};
 use capfleet_actors::protocol::CapEvent;
 use capfleet_actors::run::RunReport;
-use capfleet_actors::session::{EventBody, Published, SessionSpec, TurnOutcome};
+use capfleet_actors::session::SessionSpec;
 use tokio::sync::mpsc;
 
 mod support;
@@ -297,8 +298,8 @@ async fn run_counting(dir: &Path, n: usize, marker: &str) -> (RunReport, usize) 
 
 /// Push `n` published events straight into a journal actor; time until all are on disk.
 async fn journal_alone(dir: &Path, n: u64) -> (u64, Duration) {
+    use capfleet_actors::events::SessionEvent;
     use capfleet_actors::journal::{Journal, JournalMsg};
-    use capfleet_actors::session::SessionEvent;
     let path = dir.join("alone.jsonl");
     let (journal, _) = ractor::Actor::spawn(None, Journal, path)
         .await

@@ -26,13 +26,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use capfleet_actors::driver::LaunchSpec;
+use capfleet_actors::events::{EventBody, Published, SUBSCRIBER_CAPACITY};
 use capfleet_actors::manifest::Manifest;
 use capfleet_actors::protocol::{CapEvent, SessionConfig};
 use capfleet_actors::registry::Binding;
 use capfleet_actors::root::{Orchestrator, RootArgs};
-use capfleet_actors::session::{
-    EventBody, Published, SUBSCRIBER_CAPACITY, SessionMsg, SessionSpec,
-};
+use capfleet_actors::session::{SessionMsg, SessionSpec};
 use tokio::sync::mpsc;
 
 const EXE: &str = env!("CARGO_BIN_EXE_capfleet");

@@ -87,7 +87,7 @@ pub fn session_spec(r: SessionRequest<'_>) -> capfleet_actors::session::SessionS
         config = config.with_permission_mode(mode);
     }
     let binding = select_binding(&r.manifest, SUPPORTED_BINDINGS).binding;
-    let urn = capfleet_actors::fleet::urn(r.fleet, &r.name);
+    let urn = capfleet_actors::events::urn(r.fleet, &r.name);
     let mut launch = LaunchSpec::new(urn, r.manifest.clone(), config);
     launch.argv = r.argv;
     launch.program = program_override(&r.manifest);

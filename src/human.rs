@@ -3,9 +3,9 @@
 
 use std::io::{BufRead, Read, Write};
 
-use capfleet_actors::answerer::{HumanQuestion, OpenRequest, RULE_HUMAN};
+use capfleet_actors::answerer::{HumanQuestion, RULE_HUMAN};
+use capfleet_actors::events::requests::{Answer, OpenRequest};
 use capfleet_actors::protocol::Decision;
-use capfleet_actors::session::SessionMsg;
 use serde_json::{Map, Value};
 use tokio::sync::mpsc;
 
@@ -91,7 +91,7 @@ impl Input {
                     "a" | "always" => Decision::AllowAlways,
                     _ => Decision::Deny,
                 };
-                SessionMsg::Permission {
+                Answer::Permission {
                     req_id: req_id.clone(),
                     decision,
                     rule: RULE_HUMAN.into(),
@@ -103,7 +103,7 @@ impl Input {
                 form,
             } => {
                 let value = self.ask_form(prompt, form.as_ref()).await;
-                SessionMsg::Answer {
+                Answer::Ask {
                     ask_id: ask_id.clone(),
                     value,
                     rule: RULE_HUMAN.into(),

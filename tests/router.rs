@@ -10,13 +10,13 @@ use std::time::Duration;
 
 use capfleet_actors::budget::BudgetLimits;
 use capfleet_actors::driver::LaunchSpec;
-use capfleet_actors::fleet::urn;
+use capfleet_actors::events::{EventBody, Published, RunOutcome, urn};
 use capfleet_actors::manifest::Manifest;
 use capfleet_actors::protocol::SessionConfig;
 use capfleet_actors::registry::Binding;
 use capfleet_actors::router::{CollectMode, Picker, Route, RouteAction, RoutingSpec, Split};
 use capfleet_actors::run::{RunReport, RunSpec, run_fleet};
-use capfleet_actors::session::{EventBody, Published, RunOutcome, SessionSpec};
+use capfleet_actors::session::SessionSpec;
 use common::EnvMarker;
 use tokio::sync::mpsc;
 

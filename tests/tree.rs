@@ -10,12 +10,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use capfleet_actors::driver::LaunchSpec;
-use capfleet_actors::fleet::urn;
+use capfleet_actors::events::{SessionState, TurnOutcome, urn};
 use capfleet_actors::manifest::Manifest;
 use capfleet_actors::protocol::SessionConfig;
 use capfleet_actors::registry::Binding;
 use capfleet_actors::root::{Orchestrator, RootArgs};
-use capfleet_actors::session::{SessionError, SessionMsg, SessionSpec, SessionState, TurnOutcome};
+use capfleet_actors::session::{SessionError, SessionMsg, SessionSpec};
 use common::EnvMarker;
 use ractor::rpc::CallResult;
 

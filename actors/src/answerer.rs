@@ -9,14 +9,11 @@
 use std::sync::Arc;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef};
-use serde_json::Value;
 use tokio::sync::mpsc;
 
-use crate::protocol::{Decision, PermissionScope, RiskLevel};
-use crate::session::SessionMsg;
+use crate::events::requests::{Answer, AnswerTo, Decide, OpenRequest, RULE_NO_HUMAN, fail_safe};
+use crate::protocol::{Decision, RiskLevel};
 
-/// The rule name recorded when nobody could be asked.
-pub const RULE_NO_HUMAN: &str = "no_human_fail_safe";
 /// The rule name recorded for a human's answer.
 pub const RULE_HUMAN: &str = "human";
 /// The rule names recorded for policy decisions.
@@ -57,49 +54,36 @@ impl Policy {
     }
 }
 
-/// A request waiting for an answer.
-#[derive(Debug, Clone, PartialEq)]
-pub enum OpenRequest {
-    Permission {
-        req_id: String,
-        tool: String,
-        intent: Option<Value>,
-        scope: Option<PermissionScope>,
-        risk: RiskLevel,
-    },
-    Ask {
-        ask_id: String,
-        prompt: String,
-        form: Option<Value>,
-    },
-}
-
-impl OpenRequest {
-    pub fn id(&self) -> &str {
-        match self {
-            OpenRequest::Permission { req_id, .. } => req_id,
-            OpenRequest::Ask { ask_id, .. } => ask_id,
-        }
-    }
-}
-
 /// A question for the human, with the session to answer.
 #[derive(Debug)]
 pub struct HumanQuestion {
     pub urn: Arc<str>,
-    pub session: ActorRef<SessionMsg>,
+    pub session: AnswerTo,
     pub request: OpenRequest,
 }
 
-/// Messages of the answerer.
+/// Messages of the answerer. Sessions reach it through a
+/// [`Decider`](crate::events::requests::Decider) (`get_derived()` of its ref).
+#[derive(Debug)]
 pub enum AnswererMsg {
-    Decide {
-        urn: Arc<str>,
-        session: ActorRef<SessionMsg>,
-        request: OpenRequest,
-        /// The request's span in the session's turn: the decision is made under it.
-        span: tracing::Span,
-    },
+    /// Decide a session's open request.
+    Decide(Decide),
+}
+
+impl From<Decide> for AnswererMsg {
+    fn from(d: Decide) -> Self {
+        AnswererMsg::Decide(d)
+    }
+}
+
+impl TryFrom<AnswererMsg> for Decide {
+    type Error = AnswererMsg;
+
+    fn try_from(msg: AnswererMsg) -> Result<Self, AnswererMsg> {
+        match msg {
+            AnswererMsg::Decide(d) => Ok(d),
+        }
+    }
 }
 
 pub struct Answerer;
@@ -129,12 +113,12 @@ impl Actor for Answerer {
         msg: AnswererMsg,
         st: &mut AnswererArgs,
     ) -> Result<(), ActorProcessingErr> {
-        let AnswererMsg::Decide {
+        let AnswererMsg::Decide(Decide {
             urn,
             session,
             request,
             span,
-        } = msg;
+        }) = msg;
         let span = tracing::info_span!(
             parent: &span, "decide",
             cap.decision.by = tracing::field::Empty,
@@ -150,7 +134,7 @@ impl Actor for Answerer {
             span.record("cap.decision.by", "policy");
             span.record("cap.permission.decision", decision.as_str());
             span.record("cap.permission.rule", rule);
-            let _session_gone = session.cast(SessionMsg::Permission {
+            let _session_gone = session.cast(Answer::Permission {
                 req_id: req_id.clone(),
                 decision,
                 rule: rule.into(),
@@ -173,22 +157,6 @@ impl Actor for Answerer {
         span.record("cap.decision.by", RULE_NO_HUMAN);
         let _session_gone = session.cast(fail_safe(&request));
         Ok(())
-    }
-}
-
-/// The fail-safe answer: deny, or decline.
-pub fn fail_safe(request: &OpenRequest) -> SessionMsg {
-    match request {
-        OpenRequest::Permission { req_id, .. } => SessionMsg::Permission {
-            req_id: req_id.clone(),
-            decision: Decision::Deny,
-            rule: RULE_NO_HUMAN.into(),
-        },
-        OpenRequest::Ask { ask_id, .. } => SessionMsg::Answer {
-            ask_id: ask_id.clone(),
-            value: None,
-            rule: RULE_NO_HUMAN.into(),
-        },
     }
 }
 

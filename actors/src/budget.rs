@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use tokio::sync::mpsc;
 
+use crate::events::{EventBody, SessionEvent, UsageTotals};
 use crate::protocol::CapEvent;
-use crate::session::{EventBody, SessionEvent, UsageTotals};
 use crate::tap::{Tap, TapHandler, TapMsg};
 
 /// The budget actor.

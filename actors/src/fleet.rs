@@ -14,7 +14,8 @@ use tokio::sync::mpsc;
 
 use crate::answerer::AnswererMsg;
 use crate::error::TreeError;
-use crate::session::{Published, Session, SessionArgs, SessionMsg, SessionSpec};
+use crate::events::Published;
+use crate::session::{Session, SessionArgs, SessionMsg, SessionSpec};
 use crate::telemetry::TreeTelemetry;
 use crate::telemetry::metrics::{SessionInfo, UNKNOWN_MODEL};
 
@@ -80,11 +81,6 @@ impl FleetState {
     }
 }
 
-/// `cap://<fleet>/<session>`: stable for the life of the orchestrator.
-pub fn urn(fleet: &str, session: &str) -> String {
-    format!("cap://{fleet}/{session}")
-}
-
 impl Actor for Fleet {
     type Msg = FleetMsg;
     type State = FleetState;
@@ -132,7 +128,7 @@ impl Actor for Fleet {
                 let args = SessionArgs {
                     spec: *spec,
                     subscribers,
-                    answerer: st.args.answerer.clone(),
+                    answerer: st.args.answerer.as_ref().map(ActorRef::get_derived),
                     parent: st.args.telemetry.span.clone(),
                 };
                 let result = match Actor::spawn_linked(None, Session, args, myself.get_cell()).await

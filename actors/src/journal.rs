@@ -15,7 +15,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use crate::error::JournalOpen;
-use crate::session::{Published, SUBSCRIBER_CAPACITY};
+use crate::events::{Published, SUBSCRIBER_CAPACITY};
 
 /// The longest a record waits in memory before it is written and synced.
 pub const FLUSH_EVERY: Duration = Duration::from_millis(100);
@@ -23,7 +23,7 @@ pub const FLUSH_EVERY: Duration = Duration::from_millis(100);
 pub struct Journal;
 
 pub enum JournalMsg {
-    /// A sender for a new publisher (a session).
+    /// A sender for a new publisher (a session, the router, the workspace stream).
     Subscribe(RpcReplyPort<mpsc::Sender<Published>>),
     /// Stop accepting, write everything queued, sync; reply with the records written.
     Finish(RpcReplyPort<u64>),

@@ -2,6 +2,17 @@
 //!
 //! Layering, never reversed: [`protocol`] <- [`manifest`] / [`registry`] <- bindings <- actors.
 //! The protocol types know no actor; a binding knows no fleet; nothing here knows the CLI.
+//!
+//! The actors, in floors, each importing only from the floors below it:
+//!
+//! 1. [`events`], the bus: the run's event type, its [`Publisher`](events::Publisher),
+//!    the stream URNs, the requests a session hands its answerer and their answers,
+//!    the trace context;
+//! 2. [`driver`] (a driver reaches its session through a narrow sink handle);
+//! 3. [`session`] and [`workspace`];
+//! 4. [`router`], and the fleet floor: [`fleet`], [`answerer`], [`journal`],
+//!    [`budget`], [`tap`], [`telemetry`] — the consumers read the bus, never a session;
+//! 5. [`root`] and [`run`], which assemble the tree.
 
 pub mod answerer;
 pub mod bindings;
@@ -9,6 +20,7 @@ pub mod budget;
 pub mod clock;
 pub mod driver;
 pub mod error;
+pub mod events;
 pub mod fleet;
 pub mod journal;
 pub mod manifest;

@@ -16,16 +16,17 @@ use tracing::Instrument;
 use crate::answerer::{HumanQuestion, Policy};
 use crate::budget::{BudgetAlert, BudgetBook, BudgetLimits, BudgetSnapshot};
 use crate::error::TreeError;
+use crate::events::trace::{adopt_parent, int};
+use crate::events::{Published, RunOutcome, urn};
 use crate::protocol::CancelScope;
 use crate::root::{Orchestrator, RootArgs};
+use crate::router::ROUTER_URN_SEGMENT;
 use crate::router::{Router, RouterArgs, RouterMsg, RoutingSpec};
-use crate::session::{Published, RunOutcome, SessionMsg, SessionSpec};
-use crate::telemetry::context::adopt_parent;
+use crate::session::{SessionMsg, SessionSpec};
 use crate::telemetry::metrics::Metrics;
 use crate::telemetry::{Counters, TreeTelemetry};
 use crate::workspace::candidates::Candidates;
 use crate::workspace::collect::{CollectSpec, SessionReport, collect, publish_plan_doc};
-use crate::workspace::publish::Publisher;
 use crate::workspace::{ArtifactStore, Workspace, transcript};
 
 /// Everything a run needs, validated.
@@ -87,7 +88,7 @@ pub async fn run_fleet(
     let run_span = tracing::info_span!(
         "fleet.run",
         cap.fleet = %spec.fleet,
-        cap.sessions = crate::telemetry::int(spec.sessions.len()),
+        cap.sessions = int(spec.sessions.len()),
         cap.budget.limit_usd = spec.budget.total_usd,
         cap.run.outcome = tracing::field::Empty,
         otel.status_code = tracing::field::Empty,
@@ -120,7 +121,7 @@ pub async fn run_fleet(
     .await?;
     let mut sinks = watchers.clone();
     sinks.extend(tree.journal_tap().await);
-    let publisher = Publisher::new(&spec.fleet, sinks);
+    let mut publisher = crate::workspace::publisher(&spec.fleet, sinks);
     let phase = spec.workspace;
     let mut agents = Vec::with_capacity(spec.sessions.len());
     let mut sessions = Vec::with_capacity(spec.sessions.len());
@@ -147,7 +148,7 @@ pub async fn run_fleet(
     }
     let by_urn: Vec<(Arc<str>, ActorRef<SessionMsg>)> = sessions
         .iter()
-        .map(|(n, a)| (Arc::from(crate::fleet::urn(&spec.fleet, n)), a.clone()))
+        .map(|(n, a)| (Arc::from(urn(&spec.fleet, n)), a.clone()))
         .collect();
     let mut sinks = watchers;
     sinks.extend(tree.journal_tap().await);
@@ -225,7 +226,7 @@ pub async fn run_fleet(
             test_timeout: p.test_timeout,
             agents,
         };
-        let router_urn = crate::fleet::urn(&spec.fleet, "router");
+        let router_urn = urn(&spec.fleet, ROUTER_URN_SEGMENT);
         let gather = async {
             let doc = match plan {
                 Some(entries) => {
@@ -233,11 +234,14 @@ pub async fn run_fleet(
                         entries,
                         ..Default::default()
                     };
-                    publish_plan_doc(&doc, &p.store, &publisher, &router_urn).await
+                    publish_plan_doc(&doc, &p.store, &mut publisher, &router_urn).await
                 }
                 None => None,
             };
-            (doc, collect(&cs, &p.workspaces, &p.store, &publisher).await)
+            (
+                doc,
+                collect(&cs, &p.workspaces, &p.store, &mut publisher).await,
+            )
         }
         // Each workspace's collection is a span of the run.
         .instrument(run_span.clone());

@@ -8,7 +8,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use crate::session::{Published, SUBSCRIBER_CAPACITY, SessionEvent};
+use crate::events::{Published, SUBSCRIBER_CAPACITY, SessionEvent};
 use crate::sync::lock;
 
 /// What a tap does with events, and what it reports.
@@ -20,7 +20,7 @@ pub trait TapHandler: Send + 'static {
 }
 
 pub enum TapMsg<S> {
-    /// A sender for a new publisher (a session).
+    /// A sender for a new publisher (a session, the router, the workspace stream).
     Subscribe(RpcReplyPort<mpsc::Sender<Published>>),
     /// What the tap has gathered so far.
     Snapshot(RpcReplyPort<S>),

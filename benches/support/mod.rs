@@ -9,13 +9,13 @@ use std::time::Duration;
 
 use capfleet_actors::budget::BudgetLimits;
 use capfleet_actors::driver::LaunchSpec;
-use capfleet_actors::fleet::urn;
+use capfleet_actors::events::{Published, urn};
 use capfleet_actors::manifest::Manifest;
 use capfleet_actors::protocol::SessionConfig;
 use capfleet_actors::registry::Binding;
 use capfleet_actors::router::RoutingSpec;
 use capfleet_actors::run::{RunReport, RunSpec, RunTelemetry, run_fleet};
-use capfleet_actors::session::{Published, SessionSpec};
+use capfleet_actors::session::SessionSpec;
 use tokio::sync::mpsc;
 
 /// The environment marker every bench agent carries (for the survivor check).

@@ -251,10 +251,14 @@ fn describe(kind: &str, rec: &Map<String, Value>) -> (String, String) {
             format!("{} -> {}: {}", f("from"), f("to"), f("reason")),
         ),
         "cancel_requested" => ("cancel_requested".into(), f("reason")),
-        "route_failed" => (
-            "route_failed".into(),
-            format!("routes[{}]: {}", f("route"), f("reason")),
-        ),
+        // No `route` when what failed is no route (a rejected master plan).
+        "route_failed" => {
+            let summary = match rec.get("route") {
+                Some(_) => format!("routes[{}]: {}", f("route"), f("reason")),
+                None => f("reason"),
+            };
+            ("route_failed".into(), summary)
+        }
         "plan_entry" => (
             "plan_entry".into(),
             format!("{} ({}) {}", f("id"), f("assigned_to"), f("status")),

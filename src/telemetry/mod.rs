@@ -13,8 +13,8 @@ pub mod metrics_http;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use capfleet_actors::events::trace::TRACEPARENT;
 use capfleet_actors::telemetry::config::{TelemetryError, TraceConfig};
-use capfleet_actors::telemetry::context::TRACEPARENT;
 use capfleet_actors::telemetry::metrics::SpanStats;
 use capfleet_actors::telemetry::pipeline::TracePipeline;
 

@@ -17,21 +17,21 @@ use tokio::sync::{Semaphore, mpsc};
 use super::acp_conn::{self, Cmd, Conn, MAX_IN_FLIGHT};
 use super::acp_host::SessionHost;
 use super::acp_perms::Perms;
+use super::sink::OutputBatch;
 use super::{DriverOutput, OutputSink};
 use crate::protocol::{CapEvent, Decision, StopReason};
-use crate::session::SessionMsg;
 
 /// Stands in for the session: forwards the driver's outputs to the test.
 struct Probe;
 
 impl Actor for Probe {
-    type Msg = SessionMsg;
+    type Msg = OutputBatch;
     type State = mpsc::Sender<DriverOutput>;
     type Arguments = mpsc::Sender<DriverOutput>;
 
     async fn pre_start(
         &self,
-        _myself: ActorRef<SessionMsg>,
+        _myself: ActorRef<OutputBatch>,
         tx: mpsc::Sender<DriverOutput>,
     ) -> Result<Self::State, ActorProcessingErr> {
         Ok(tx)
@@ -39,14 +39,12 @@ impl Actor for Probe {
 
     async fn handle(
         &self,
-        _myself: ActorRef<SessionMsg>,
-        msg: SessionMsg,
+        _myself: ActorRef<OutputBatch>,
+        msg: OutputBatch,
         tx: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
-        if let SessionMsg::Output { batch, .. } = msg {
-            for o in batch {
-                tx.send(o).await?;
-            }
+        for o in msg.outputs {
+            tx.send(o).await?;
         }
         Ok(())
     }
@@ -87,7 +85,7 @@ struct Harness {
     cmds: mpsc::Sender<Cmd>,
     perms: Arc<Perms>,
     host: Arc<SessionHost>,
-    probe: ActorRef<SessionMsg>,
+    probe: ActorRef<OutputBatch>,
     _child: tokio::process::Child,
     ws: tempfile::TempDir,
 }
@@ -106,7 +104,7 @@ impl Harness {
         let (stdin, stdout) = (child.stdin.take(), child.stdout.take());
         let (tx, mut rx) = mpsc::channel(256);
         let (probe, _task) = Actor::spawn(None, Probe, tx).await.expect("probe");
-        let sink = OutputSink::new(1, probe.clone(), Arc::new(Semaphore::new(32)));
+        let sink = OutputSink::new(1, probe.get_derived(), Arc::new(Semaphore::new(32)));
         let perms = Perms::new(sink.clone());
         let host = SessionHost::new(sink);
         let conn = Conn {

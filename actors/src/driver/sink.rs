@@ -4,14 +4,17 @@
 //! batch holds a credit (a semaphore permit) until the session has handled it. With
 //! all credits taken, the driver's reader waits, the agent's pipe fills and the agent
 //! blocks on write — memory stays flat however much it prints.
+//!
+//! The sink reaches its session through a narrow handle (ractor's `DerivedActorRef`
+//! of [`OutputBatch`]): a driver can send its session outputs and nothing else, and
+//! knows no session type.
 
 use std::sync::Arc;
 
-use ractor::ActorRef;
+use ractor::DerivedActorRef;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::DriverOutput;
-use crate::session::SessionMsg;
 
 /// Batches in flight between one driver and its session.
 pub const DEFAULT_CREDITS: usize = 32;
@@ -23,8 +26,18 @@ pub const MAX_BATCH: usize = 512;
 #[derive(Clone)]
 pub struct OutputSink {
     generation: u64,
-    session: ActorRef<SessionMsg>,
+    session: DerivedActorRef<OutputBatch>,
     credits: Arc<Semaphore>,
+}
+
+/// Outputs of the driver of `generation`, holding a flow-control credit until the
+/// session has handled them. Only a sink makes one (a [`Credit`] comes from nowhere
+/// else).
+#[derive(Debug)]
+pub struct OutputBatch {
+    pub generation: u64,
+    pub outputs: Vec<DriverOutput>,
+    pub credit: Credit,
 }
 
 /// Proof that a batch holds a credit; dropping it returns the credit.
@@ -34,7 +47,13 @@ pub struct Credit {
 }
 
 impl OutputSink {
-    pub fn new(generation: u64, session: ActorRef<SessionMsg>, credits: Arc<Semaphore>) -> Self {
+    /// A sink for the driver of `generation`, sending to `session` (its actor's
+    /// `get_derived()`) within `credits`.
+    pub fn new(
+        generation: u64,
+        session: DerivedActorRef<OutputBatch>,
+        credits: Arc<Semaphore>,
+    ) -> Self {
         OutputSink {
             generation,
             session,
@@ -55,9 +74,9 @@ impl OutputSink {
             return false;
         };
         self.session
-            .cast(SessionMsg::Output {
+            .cast(OutputBatch {
                 generation: self.generation,
-                batch,
+                outputs: batch,
                 credit: Credit { _permit: permit },
             })
             .is_ok()

@@ -13,12 +13,10 @@ use super::plan::MasterPlan;
 
 mod routes;
 use super::spec::RoutingSpec;
+use crate::events::trace::int;
+use crate::events::{EventBody, Published, Publisher, RouteVia, RunOutcome, TurnOutcome, urn};
 use crate::protocol::{CancelScope, CapEvent, HasMeta, PlanStatus};
-use crate::session::events::now_ms;
-use crate::session::{
-    EventBody, Published, RouteVia, RunOutcome, SessionError, SessionEvent, SessionMsg,
-    TurnOutcome, TurnResult,
-};
+use crate::session::{SessionError, SessionMsg, TurnResult};
 use crate::telemetry::TreeTelemetry;
 use crate::telemetry::metrics::MailboxLabels;
 
@@ -56,8 +54,8 @@ pub struct Slot {
 
 pub struct Core {
     fleet: String,
-    urn: Arc<str>,
-    seq: u64,
+    /// The router's stream (`cap://<fleet>/router`): its records.
+    bus: Publisher,
     spec: RoutingSpec,
     pub slots: HashMap<String, Slot>,
     order: Vec<String>,
@@ -67,7 +65,6 @@ pub struct Core {
     done_since: Vec<HashSet<String>>,
     collected: Vec<bool>,
     plan: Option<MasterPlan>,
-    sinks: Vec<mpsc::Sender<Published>>,
     abort_on_error: bool,
     stopped: Option<RunOutcome>,
     any_failed: bool,
@@ -105,9 +102,8 @@ impl Core {
             .collect();
         let routes = spec.routes.len();
         Core {
-            urn: Arc::from(format!("cap://{fleet}/router")),
+            bus: Publisher::new(urn(&fleet, super::ROUTER_URN_SEGMENT), sinks),
             fleet,
-            seq: 0,
             spec,
             slots,
             order,
@@ -116,7 +112,6 @@ impl Core {
             done_since: vec![HashSet::new(); routes],
             collected: vec![false; routes],
             plan: None,
-            sinks,
             abort_on_error,
             stopped: None,
             any_failed: false,
@@ -129,17 +124,7 @@ impl Core {
 
     /// Every mediation is a record in the journal (and for the run's watchers).
     pub async fn record(&mut self, body: EventBody) {
-        self.seq += 1;
-        let event = Arc::new(SessionEvent {
-            seq: self.seq,
-            urn: self.urn.clone(),
-            turn: None,
-            ts_ms: now_ms(),
-            body,
-        });
-        for sink in &self.sinks {
-            let _watcher_gone = sink.send(event.clone()).await;
-        }
+        self.bus.publish(None, body).await;
     }
 
     pub async fn start(&mut self, me: &ActorRef<RouterMsg>) {
@@ -226,7 +211,7 @@ impl Core {
             cap.route.from = %d.from.join("+"),
             cap.route.to = to,
             cap.route.via = d.via.as_str(),
-            cap.route.bytes = crate::telemetry::int(d.text.len()),
+            cap.route.bytes = int(d.text.len()),
         );
         self.record(EventBody::Routed {
             from: d.from,
@@ -375,7 +360,7 @@ impl Core {
             Err(e) => {
                 self.any_failed = true;
                 self.record(EventBody::RouteFailed {
-                    route: usize::MAX,
+                    route: None,
                     reason: format!("master plan rejected: {e}"),
                 })
                 .await;

@@ -16,7 +16,11 @@ use tokio::sync::mpsc;
 pub use dispatch::{Origin, QUEUE_MAX};
 pub use spec::{CollectMode, Picker, Route, RouteAction, RoutingSpec, Split};
 
-use crate::session::{Published, RunOutcome, SessionError, SessionMsg, TurnResult};
+use crate::events::{Published, RunOutcome};
+use crate::session::{SessionError, SessionMsg, TurnResult};
+
+/// The last URN segment of the router's stream (its records).
+pub const ROUTER_URN_SEGMENT: &str = "router";
 
 pub struct Router;
 

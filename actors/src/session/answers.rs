@@ -3,54 +3,57 @@
 
 use serde_json::Value;
 
-use super::events::EventBody;
-use super::handlers::Core;
-use super::state::SessionState;
-use crate::answerer::OpenRequest;
+use super::machine::Core;
 use crate::driver::DriverMsg;
+use crate::events::requests::Answer;
+use crate::events::{EventBody, SessionState};
 use crate::protocol::{CapCode, CapEvent, Decision, ErrorKind, HasMeta};
 
 impl Core {
-    pub(super) async fn answer_permission(
-        &mut self,
-        req_id: String,
-        decision: Decision,
-        rule: String,
-    ) {
-        if !matches!(self.open.get(&req_id), Some(OpenRequest::Permission { .. })) {
+    pub(super) async fn on_answer(&mut self, answer: Answer) {
+        match answer {
+            Answer::Permission {
+                req_id,
+                decision,
+                rule,
+            } => self.answer_permission(req_id, decision, rule).await,
+            Answer::Ask {
+                ask_id,
+                value,
+                rule,
+            } => self.answer_ask(ask_id, value, rule).await,
+        }
+    }
+
+    async fn answer_permission(&mut self, req_id: String, decision: Decision, rule: String) {
+        if !self.book.answer_permission(&req_id) {
             self.reject_answer(&req_id).await;
             return;
         }
-        self.open.remove(&req_id);
         self.spans
             .permission_answered(&req_id, decision.as_str(), &rule);
         let mut event = CapEvent::permission_response(req_id.clone(), decision);
         event.set_meta("capfleet.rule", Value::String(rule.clone()));
         self.publish(EventBody::Cap { event }).await;
         let message = (decision == Decision::Deny).then(|| format!("denied by capfleet ({rule})"));
-        if let Some(d) = &self.driver {
-            let _gone = d.cast(DriverMsg::Permission {
-                req_id,
-                decision,
-                message,
-            });
-        }
+        self.slot.send(DriverMsg::Permission {
+            req_id,
+            decision,
+            message,
+        });
         self.after_answer().await;
     }
 
-    pub(super) async fn answer_ask(&mut self, ask_id: String, value: Option<Value>, rule: String) {
-        if !matches!(self.open.get(&ask_id), Some(OpenRequest::Ask { .. })) {
+    async fn answer_ask(&mut self, ask_id: String, value: Option<Value>, rule: String) {
+        if !self.book.answer_ask(&ask_id) {
             self.reject_answer(&ask_id).await;
             return;
         }
-        self.open.remove(&ask_id);
         self.spans.ask_answered(&ask_id, value.is_some(), &rule);
         let mut event = CapEvent::ask_answer(ask_id.clone(), value.clone().unwrap_or(Value::Null));
         event.set_meta("capfleet.rule", Value::String(rule));
         self.publish(EventBody::Cap { event }).await;
-        if let Some(d) = &self.driver {
-            let _gone = d.cast(DriverMsg::Answer { ask_id, value });
-        }
+        self.slot.send(DriverMsg::Answer { ask_id, value });
         self.after_answer().await;
     }
 
@@ -64,7 +67,7 @@ impl Core {
     }
 
     pub(super) async fn after_answer(&mut self) {
-        if self.open.is_empty() && self.state == SessionState::InputRequired {
+        if self.book.open_requests() == 0 && self.state == SessionState::InputRequired {
             self.set_state(SessionState::Working).await;
         }
     }

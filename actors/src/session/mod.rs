@@ -10,31 +10,45 @@
 //! can, else re-issue the interrupted turn with the partial output kept (§10.6); past
 //! the window the session fails and stops with the reason (its supervisor, the fleet,
 //! gets that as a supervision message).
+//!
+//! What it publishes and the handles it is reached through are in [`crate::events`]:
+//! its driver's sink holds a `DerivedActorRef` of outputs, the answerer one of
+//! answers; the messages the session sends itself ([`Internal`]) cannot be made
+//! outside it. Its state, by concept:
+//!
+//! - `machine`: the session's state machine (`Core`), what it publishes, closing and failing;
+//! - `slot`: the driver slot — the one driver at a time, its generation, readiness,
+//!   credits, restart tracker and launch spec — and starting, killing and losing it;
+//! - `book`: the turn book — the current turn, its caller, the open requests, usage,
+//!   turns done — and asking, ending and cancelling turns;
+//! - `outputs`: what the driver's outputs do; `answers`: answers to open requests;
+//! - `hooks`: pricing estimates and artifact keeping on the agent's events;
+//! - `spans`: the session's spans; `turn`: one turn's bookkeeping.
 
 mod actor;
 mod answers;
-pub mod events;
-mod handlers;
+mod book;
+mod hooks;
+mod machine;
+mod outputs;
+mod slot;
 mod spans;
-pub mod state;
 pub mod turn;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use ractor::{ActorRef, RpcReplyPort};
-use serde_json::Value;
+use ractor::RpcReplyPort;
 use tokio::sync::mpsc;
 
 pub use actor::Session;
-pub use events::{EventBody, RouteVia, RunOutcome, SessionEvent, TurnOutcome};
-pub use state::SessionState;
-pub use turn::{TurnResult, UsageTotals};
+pub use turn::TurnResult;
 
-use crate::answerer::AnswererMsg;
-use crate::driver::sink::Credit;
-use crate::driver::{DriverOutput, LaunchSpec};
-use crate::protocol::{CancelScope, Decision};
+use crate::driver::LaunchSpec;
+use crate::driver::sink::OutputBatch;
+use crate::events::requests::{Answer, Decider};
+use crate::events::{Published, SessionState, UsageTotals};
+use crate::protocol::CancelScope;
 use crate::registry::Binding;
 use crate::supervision::{ExitCause, RestartPolicy};
 
@@ -42,11 +56,6 @@ use crate::supervision::{ExitCause, RestartPolicy};
 pub const DEFAULT_TURN_TIMEOUT: Duration = Duration::from_secs(600);
 /// How long a cancelled turn may take to end before its agent is killed.
 pub const DEFAULT_CANCEL_GRACE: Duration = Duration::from_secs(5);
-/// Capacity of each subscriber channel.
-pub const SUBSCRIBER_CAPACITY: usize = 1024;
-
-/// A published event, shared by every subscriber.
-pub type Published = Arc<SessionEvent>;
 
 /// Everything a session needs.
 #[derive(Debug, Clone)]
@@ -95,7 +104,9 @@ impl SessionSpec {
 pub struct SessionArgs {
     pub spec: SessionSpec,
     pub subscribers: Vec<mpsc::Sender<Published>>,
-    pub answerer: Option<ActorRef<AnswererMsg>>,
+    /// Who decides the agent's permission requests and asks (the answerer's
+    /// `get_derived()`); without one, each gets the fail-safe answer.
+    pub answerer: Option<Decider>,
     /// The parent of the session's span (the run's).
     pub parent: tracing::Span,
 }
@@ -132,18 +143,9 @@ pub enum SessionMsg {
         prompt: String,
         reply: RpcReplyPort<Result<TurnResult, SessionError>>,
     },
-    /// Answer an open permission request (`rule` says who decided).
-    Permission {
-        req_id: String,
-        decision: Decision,
-        rule: String,
-    },
-    /// Answer an open ask; `None` declines it.
-    Answer {
-        ask_id: String,
-        value: Option<Value>,
-        rule: String,
-    },
+    /// Answer an open permission request or ask (from the answerer, a human, the
+    /// fail-safe; they hold an [`AnswerTo`](crate::events::requests::AnswerTo)).
+    Answer(Answer),
     /// Cancel the current turn, or the whole session.
     Cancel { scope: CancelScope, reason: String },
     /// End the session (the agent is shut down gracefully).
@@ -153,23 +155,71 @@ pub enum SessionMsg {
     Resize { rows: u16, cols: u16 },
     /// A snapshot of the session.
     Snapshot(RpcReplyPort<SessionSnapshot>),
+    /// What the session sends itself, and its driver's outputs: made only inside the
+    /// session (and by the driver's sink, from an [`OutputBatch`]).
+    Internal(Internal),
+}
+
+/// A message of the session to itself; opaque outside the session.
+pub struct Internal(Own);
+
+/// The session's own messages.
+enum Own {
     /// Outputs of the driver of `generation` (holds a flow-control credit).
-    Output {
-        generation: u64,
-        batch: Vec<DriverOutput>,
-        credit: Credit,
-    },
-    /// Internal: (re)spawn the driver.
+    Output(OutputBatch),
+    /// (Re)spawn the driver.
     StartDriver,
-    /// Internal: the driver of `generation` ended with `cause`. ractor delivers the
-    /// supervision event ahead of the mailbox, so the session re-queues the exit
-    /// behind the driver's last outputs (its partial text, its `cap.error`): they are
-    /// published first, the restart (or failure) after them.
+    /// The driver of `generation` ended with `cause`. ractor delivers the supervision
+    /// event ahead of the mailbox, so the session re-queues the exit behind the
+    /// driver's last outputs (its partial text, its `cap.error`): they are published
+    /// first, the restart (or failure) after them.
     DriverExited { generation: u64, cause: ExitCause },
-    /// Internal: the driver of `generation` did not get ready in time.
+    /// The driver of `generation` did not get ready in time.
     InitTimeout { generation: u64 },
-    /// Internal: attempt `attempt` of turn `turn` ran past the turn timeout.
+    /// Attempt `attempt` of turn `turn` ran past the turn timeout.
     TurnTimeout { turn: u32, attempt: u32 },
-    /// Internal: the cancelled turn `turn` did not end within the grace.
+    /// The cancelled turn `turn` did not end within the grace.
     CancelDeadline { turn: u32 },
+}
+
+impl From<Own> for SessionMsg {
+    fn from(own: Own) -> Self {
+        SessionMsg::Internal(Internal(own))
+    }
+}
+
+/// What the driver's sink sends (`DerivedActorRef<OutputBatch>`).
+impl From<OutputBatch> for SessionMsg {
+    fn from(batch: OutputBatch) -> Self {
+        Own::Output(batch).into()
+    }
+}
+
+impl TryFrom<SessionMsg> for OutputBatch {
+    type Error = SessionMsg;
+
+    fn try_from(msg: SessionMsg) -> Result<Self, SessionMsg> {
+        match msg {
+            SessionMsg::Internal(Internal(Own::Output(batch))) => Ok(batch),
+            other => Err(other),
+        }
+    }
+}
+
+/// What the answerer (or a human) sends (`DerivedActorRef<Answer>`).
+impl From<Answer> for SessionMsg {
+    fn from(answer: Answer) -> Self {
+        SessionMsg::Answer(answer)
+    }
+}
+
+impl TryFrom<SessionMsg> for Answer {
+    type Error = SessionMsg;
+
+    fn try_from(msg: SessionMsg) -> Result<Self, SessionMsg> {
+        match msg {
+            SessionMsg::Answer(answer) => Ok(answer),
+            other => Err(other),
+        }
+    }
 }

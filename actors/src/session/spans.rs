@@ -16,11 +16,11 @@ use tracing::Span;
 use tracing::field::Empty;
 
 use super::SessionSpec;
-use super::events::TurnOutcome;
 use super::turn::TurnResult;
+use crate::events::TurnOutcome;
+use crate::events::trace::int;
 use crate::protocol::{CapEvent, StopReason};
 use crate::supervision::ExitCause;
-use crate::telemetry::int;
 
 /// Tool calls and requests tracked with a span at once, at most (an agent that opens
 /// calls without closing them does not grow the session).

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use super::events::TurnOutcome;
-use crate::protocol::{CapEvent, Channel, StopReason, Usage};
+use crate::events::{TurnOutcome, UsageTotals};
+use crate::protocol::{CapEvent, Channel, StopReason};
 
 /// Events kept in a [`TurnResult`] at most.
 pub const MAX_TURN_EVENTS: usize = 10_000;
@@ -20,42 +20,6 @@ pub const MAX_TURN_TEXT: usize = 1 << 20;
 /// The event count alone does not bound memory: 10 000 flood chunks of 16 KiB each
 /// would pin 160 MiB until the turn ends.
 pub const MAX_TURN_EVENT_TEXT: usize = 2 * MAX_TURN_TEXT;
-
-/// Token and cost totals.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
-pub struct UsageTotals {
-    pub input_tokens: u64,
-    pub output_tokens: u64,
-    pub cache_read_tokens: u64,
-    pub cache_creation_tokens: u64,
-    pub thinking_tokens: u64,
-    pub cost_usd: f64,
-    /// Usage reports seen.
-    pub reports: u32,
-}
-
-impl UsageTotals {
-    pub fn add(&mut self, u: &Usage) {
-        let n = |v: &crate::protocol::Nullable<u64>| v.get().copied().unwrap_or(0);
-        self.input_tokens += n(&u.input_tokens);
-        self.output_tokens += n(&u.output_tokens);
-        self.cache_read_tokens += n(&u.cache_read_tokens);
-        self.cache_creation_tokens += n(&u.cache_creation_tokens);
-        self.thinking_tokens += n(&u.thinking_tokens);
-        self.cost_usd += u.cost_usd().unwrap_or(0.0);
-        self.reports += 1;
-    }
-
-    pub fn merge(&mut self, other: &UsageTotals) {
-        self.input_tokens += other.input_tokens;
-        self.output_tokens += other.output_tokens;
-        self.cache_read_tokens += other.cache_read_tokens;
-        self.cache_creation_tokens += other.cache_creation_tokens;
-        self.thinking_tokens += other.thinking_tokens;
-        self.cost_usd += other.cost_usd;
-        self.reports += other.reports;
-    }
-}
 
 /// What `ask` returns: the turn's events, how it ended, its usage and its text.
 #[derive(Debug, Clone, Serialize)]

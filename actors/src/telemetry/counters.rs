@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use crate::session::{EventBody, SessionEvent, SessionState};
+use crate::events::{EventBody, SessionEvent, SessionState};
 use crate::tap::{Tap, TapHandler, TapMsg};
 
 /// The telemetry actor.

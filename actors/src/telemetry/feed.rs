@@ -10,8 +10,8 @@ use super::metrics::{
     AgentLabels, AskLabels, DecisionLabels, KindLabels, Metrics, RestartLabels, ScopeLabels,
     SessionLabels, StateLabels, TokenLabels, TurnLabels, UsageLabels,
 };
+use crate::events::{EventBody, SessionEvent};
 use crate::protocol::{CapEvent, ErrorKind, HasMeta, Usage};
-use crate::session::{EventBody, SessionEvent};
 use crate::tap::{Tap, TapHandler, TapMsg};
 
 /// The metrics tap actor.
@@ -143,7 +143,7 @@ impl TapHandler for MetricsFeed {
         match &event.body {
             EventBody::Cap { event: cap } => self.cap(event, cap),
             EventBody::State { from, to } => {
-                let l = |s: &crate::session::SessionState| StateLabels {
+                let l = |s: &crate::events::SessionState| StateLabels {
                     state: s.as_str().into(),
                 };
                 m.sessions.get_or_create(&l(from)).dec();
@@ -186,8 +186,8 @@ impl TapHandler for MetricsFeed {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::events::{SessionState, TurnOutcome};
     use crate::protocol::{CapEvent, Decision, Nullable};
-    use crate::session::{SessionState, TurnOutcome};
     use crate::supervision::ExitCause;
     use crate::telemetry::metrics::{FleetMetrics, SessionInfo};
 

@@ -19,7 +19,7 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Metric, Registry};
 use tokio::sync::mpsc;
 
-use crate::session::Published;
+use crate::events::Published;
 use crate::sync::lock;
 
 /// The content type of [`FleetMetrics::encode`]'s output.

@@ -5,8 +5,10 @@
 //! - [`metrics`] and [`feed`]: the Prometheus metrics of a run (`--metrics-addr`), fed
 //!   by a tap from every published event;
 //! - [`pipeline`], [`config`], [`counted`], [`trace_file`]: the span pipeline to OTLP
-//!   and/or a JSON-lines file, configured by flags and the standard `OTEL_*` variables;
-//! - [`context`]: W3C `traceparent` in and out of the process.
+//!   and/or a JSON-lines file, configured by flags and the standard `OTEL_*` variables.
+//!
+//! The W3C `traceparent` in and out of the process, and `int` for span attributes,
+//! are in [`crate::events::trace`]: the session opens spans too, below this floor.
 //!
 //! The spans themselves are opened where the work happens: `fleet.run` in
 //! [`crate::run`], `session`, `turn`, `tool_call`, `permission`, `ask`, `restart` in
@@ -15,7 +17,6 @@
 //! actors' arguments and messages, so one turn is one tree across the actors it touches.
 
 pub mod config;
-pub mod context;
 pub mod counted;
 pub mod counters;
 pub mod feed;
@@ -40,10 +41,4 @@ impl Default for TreeTelemetry {
             metrics: None,
         }
     }
-}
-
-/// A count as a span attribute: OpenTelemetry integers are `i64` (a `u64` field would
-/// be exported as a string).
-pub fn int<T: TryInto<i64>>(n: T) -> i64 {
-    n.try_into().unwrap_or(i64::MAX)
 }

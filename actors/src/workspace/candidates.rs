@@ -100,7 +100,7 @@ impl Candidates {
             &path,
             summary.bytes,
             inline,
-            &crate::fleet::urn(&self.fleet, session),
+            &crate::events::urn(&self.fleet, session),
         );
         Some(CandidateDiff { text, event })
     }

@@ -15,10 +15,10 @@ use tracing::Instrument;
 use super::artifacts::{ArtifactStore, META_SESSION, artifact_event};
 use super::diff::{DiffSummary, INLINE_MAX, diff};
 use super::error::WorkspaceError;
-use super::publish::Publisher;
 use super::record::Workspace;
 use super::testrun::run_tests;
 use super::vet::{Finding, Vetter};
+use crate::events::{EventBody, Publisher, urn};
 use crate::protocol::coding::{CodingArtifact, Commit, PlanDoc, TestResult};
 use crate::protocol::{CapEvent, ErrorKind, HasMeta, Nullable};
 
@@ -71,7 +71,7 @@ pub async fn collect(
     spec: &CollectSpec,
     workspaces: &[Workspace],
     store: &Arc<ArtifactStore>,
-    publisher: &Publisher,
+    publisher: &mut Publisher,
 ) -> Vec<SessionReport> {
     let mut out = Vec::with_capacity(workspaces.len());
     for ws in workspaces {
@@ -86,14 +86,14 @@ pub async fn collect(
 }
 
 fn session_urn(spec: &CollectSpec, ws: &Workspace) -> String {
-    crate::fleet::urn(&spec.fleet, &ws.session)
+    urn(&spec.fleet, &ws.session)
 }
 
 async fn collect_one(
     spec: &CollectSpec,
     ws: &Workspace,
     store: &Arc<ArtifactStore>,
-    publisher: &Publisher,
+    publisher: &mut Publisher,
 ) -> SessionReport {
     let urn = session_urn(spec, ws);
     let mut report = SessionReport {
@@ -118,11 +118,18 @@ async fn collect_one(
                     inline,
                     &urn,
                 );
-                publisher.publish(event).await;
+                publisher.publish(None, EventBody::Cap { event }).await;
                 report.diff = Some(path);
             }
             for f in &findings {
-                publisher.publish(finding_event(f, &ws.session, &urn)).await;
+                publisher
+                    .publish(
+                        None,
+                        EventBody::Cap {
+                            event: finding_event(f, &ws.session, &urn),
+                        },
+                    )
+                    .await;
             }
             report.findings = findings;
         }
@@ -183,7 +190,7 @@ async fn collect_one(
                     );
                     let mut event = CapEvent::error(ErrorKind::TestFailed, message, false);
                     event.set_meta(META_SESSION, Value::String(urn.clone()));
-                    publisher.publish(event).await;
+                    publisher.publish(None, EventBody::Cap { event }).await;
                 }
             }
             Err(e) => report.errors.push(format!("tests: {e}")),
@@ -269,7 +276,7 @@ async fn publish_commit(
     c: &Commit,
     ws: &Workspace,
     store: &Arc<ArtifactStore>,
-    publisher: &Publisher,
+    publisher: &mut Publisher,
     urn: &str,
 ) {
     publish_json(store, publisher, ws, urn, CodingArtifact::Commit, c).await;
@@ -278,7 +285,7 @@ async fn publish_commit(
 /// Store a JSON payload as `artifacts/<session>/<type>.json` and announce it.
 async fn publish_json<T: serde::Serialize>(
     store: &Arc<ArtifactStore>,
-    publisher: &Publisher,
+    publisher: &mut Publisher,
     ws: &Workspace,
     urn: &str,
     kind: CodingArtifact,
@@ -301,7 +308,7 @@ async fn publish_json<T: serde::Serialize>(
                 inline,
                 urn,
             );
-            publisher.publish(event).await;
+            publisher.publish(None, EventBody::Cap { event }).await;
         }
         Err(e) => tracing::error!(session = %ws.session, "cannot store {file}: {e}"),
     }
@@ -311,7 +318,7 @@ async fn publish_json<T: serde::Serialize>(
 pub async fn publish_plan_doc(
     plan: &PlanDoc,
     store: &Arc<ArtifactStore>,
-    publisher: &Publisher,
+    publisher: &mut Publisher,
     router_urn: &str,
 ) -> Option<PathBuf> {
     let value = serde_json::to_value(plan).ok()?;
@@ -332,6 +339,6 @@ pub async fn publish_plan_doc(
         inline,
         router_urn,
     );
-    publisher.publish(event).await;
+    publisher.publish(None, EventBody::Cap { event }).await;
     Some(path)
 }

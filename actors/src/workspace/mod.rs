@@ -23,7 +23,6 @@ pub mod diff;
 mod error;
 pub mod merge;
 pub mod provision;
-pub mod publish;
 pub mod record;
 pub mod repo;
 pub mod status;
@@ -31,10 +30,24 @@ pub mod testrun;
 pub mod transcript;
 pub mod vet;
 
+use tokio::sync::mpsc;
+
 pub use artifacts::ArtifactStore;
 pub use error::WorkspaceError;
 pub use record::{Kind, RunWorkspaces, Workspace};
 
+use crate::events::{Published, Publisher, urn};
+
 /// The directory (in a repository's working tree, or beside a plain session's cwd)
 /// that holds the worktrees.
 pub const WORKTREES_DIR: &str = ".cap-worktrees";
+
+/// The last URN segment of the workspace records' stream.
+pub const WORKSPACE_URN_SEGMENT: &str = "workspace";
+
+/// The workspace records' stream: artifacts and vetting warnings published under
+/// `cap://<fleet>/workspace` (numbered like a session's events), each naming its
+/// session in `_meta."capfleet.session"`, to the journal and the run's watchers.
+pub fn publisher(fleet: &str, sinks: Vec<mpsc::Sender<Published>>) -> Publisher {
+    Publisher::new(urn(fleet, WORKSPACE_URN_SEGMENT), sinks)
+}

@@ -15,11 +15,10 @@ use tokio::sync::mpsc;
 
 use super::artifacts::{ArtifactStore, artifact_event};
 use super::diff::INLINE_MAX;
-use super::publish::Publisher;
 use crate::clock::{now_ms, rfc3339_ms};
+use crate::events::{EventBody, Published, Publisher, SUBSCRIBER_CAPACITY};
 use crate::protocol::CapEvent;
 use crate::protocol::coding::CodingArtifact;
-use crate::session::{EventBody, Published, SUBSCRIBER_CAPACITY};
 
 /// The transcript's file name in the session's artifact directory.
 pub const TRANSCRIPT_FILE: &str = "transcript.json";
@@ -39,7 +38,7 @@ pub struct Subject {
 pub fn spawn(
     subject: Subject,
     store: &Arc<ArtifactStore>,
-    publisher: Publisher,
+    mut publisher: Publisher,
 ) -> Option<mpsc::Sender<Published>> {
     let path = match store.session_dir(&subject.session) {
         Ok(dir) => dir.join(TRANSCRIPT_FILE),
@@ -58,7 +57,7 @@ pub fn spawn(
     let (tx, rx) = mpsc::channel(SUBSCRIBER_CAPACITY);
     tokio::spawn(async move {
         match write(file, rx, &subject).await {
-            Ok(size) => announce(&subject, path, size, &publisher).await,
+            Ok(size) => announce(&subject, path, size, &mut publisher).await,
             Err(e) => tracing::error!(session = %subject.session, "transcript: {e}"),
         }
     });
@@ -108,7 +107,7 @@ async fn write(
     Ok(file.metadata()?.len())
 }
 
-async fn announce(subject: &Subject, path: PathBuf, size: u64, publisher: &Publisher) {
+async fn announce(subject: &Subject, path: PathBuf, size: u64, publisher: &mut Publisher) {
     let inline = if size <= INLINE_MAX as u64 {
         std::fs::read(&path)
             .ok()
@@ -125,5 +124,5 @@ async fn announce(subject: &Subject, path: PathBuf, size: u64, publisher: &Publi
         inline,
         &subject.urn,
     );
-    publisher.publish(event).await;
+    publisher.publish(None, EventBody::Cap { event }).await;
 }

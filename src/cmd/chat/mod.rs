@@ -19,11 +19,10 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::sync::Arc;
 
+use capfleet_actors::events::{Published, SUBSCRIBER_CAPACITY, TurnOutcome, UsageTotals};
 use capfleet_actors::protocol::CancelScope;
 use capfleet_actors::root::{Orchestrator, RootArgs};
-use capfleet_actors::session::{
-    Published, SUBSCRIBER_CAPACITY, SessionError, SessionMsg, TurnOutcome, TurnResult, UsageTotals,
-};
+use capfleet_actors::session::{SessionError, SessionMsg, TurnResult};
 use capfleet_actors::telemetry::TreeTelemetry;
 use ractor::ActorRef;
 use tokio::sync::{mpsc, oneshot};
@@ -81,7 +80,7 @@ async fn chat(args: ChatArgs, color: ColorChoice, telemetry: &Telemetry) -> Exit
     // One trace per chat: its sessions' spans hang under `chat`.
     let span = tracing::info_span!("chat", gen_ai.agent.name = %args.agent);
     if let Some(tp) = telemetry.traceparent() {
-        capfleet_actors::telemetry::context::adopt_parent(&span, &tp);
+        capfleet_actors::events::trace::adopt_parent(&span, &tp);
     }
     let orchestrator = match Orchestrator::start(RootArgs {
         fleet_name: "chat".into(),

@@ -4,8 +4,8 @@
 
 use std::io::Write;
 
+use capfleet_actors::events::{EventBody, Published};
 use capfleet_actors::protocol::{CapEvent, Channel};
-use capfleet_actors::session::{EventBody, Published};
 use serde_json::Value;
 use tokio::sync::mpsc;
 

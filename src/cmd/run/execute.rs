@@ -9,9 +9,8 @@ use std::sync::Arc;
 
 use capfleet_actors::answerer::HumanQuestion;
 use capfleet_actors::budget::BudgetLimits;
-use capfleet_actors::fleet::urn;
+use capfleet_actors::events::{RunOutcome, SUBSCRIBER_CAPACITY, urn};
 use capfleet_actors::run::{RunReport, RunSpec, RunTelemetry, run_fleet};
-use capfleet_actors::session::{RunOutcome, SUBSCRIBER_CAPACITY};
 use capfleet_actors::telemetry::metrics::FleetMetrics;
 use tokio::sync::mpsc;
 

@@ -8,8 +8,8 @@ use std::io::Write;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use capfleet_actors::events::{EventBody, Published, SessionEvent, SessionState};
 use capfleet_actors::protocol::CapEvent;
-use capfleet_actors::session::{EventBody, Published, SessionEvent, SessionState};
 use tokio::sync::mpsc;
 
 use crate::cmd::log;

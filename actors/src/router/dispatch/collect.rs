@@ -6,10 +6,11 @@
 use ractor::ActorRef;
 
 use super::{Core, Delivery, Origin};
+use crate::events::{EventBody, RouteVia};
 use crate::protocol::CancelScope;
 use crate::router::RouterMsg;
 use crate::router::spec::{CollectMode, Picker};
-use crate::session::{EventBody, RouteVia, SessionMsg};
+use crate::session::SessionMsg;
 use crate::workspace::candidates::CandidateDiff;
 
 impl Core {

@@ -7,7 +7,7 @@ use super::super::RouterMsg;
 use super::super::spec::{CollectMode, RouteAction, Split};
 use super::super::subtasks;
 use super::{Core, Delivery, Origin};
-use crate::session::{EventBody, RouteVia};
+use crate::events::{EventBody, RouteVia};
 
 impl Core {
     pub(super) async fn fire_routes(&mut self, me: &ActorRef<RouterMsg>, session: &str) {
@@ -72,7 +72,7 @@ impl Core {
                     Err(e) => {
                         self.any_failed = true;
                         self.record(EventBody::RouteFailed {
-                            route: i,
+                            route: Some(i),
                             reason: e.to_string(),
                         })
                         .await;

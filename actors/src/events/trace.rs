@@ -1,6 +1,8 @@
-//! W3C trace context across process boundaries: `TRACEPARENT` for the agents capfleet
+//! The trace context that goes with the work, for every actor that opens spans: W3C
+//! trace context across process boundaries — `TRACEPARENT` for the agents capfleet
 //! spawns (their own spans join the session's trace), and a `TRACEPARENT` capfleet was
-//! started with becomes the parent of its run (a CI job's trace contains the fleet).
+//! started with becomes the parent of its run (a CI job's trace contains the fleet) —
+//! and counts as span attributes ([`int`]).
 
 use std::collections::HashMap;
 
@@ -8,6 +10,12 @@ use opentelemetry::propagation::TextMapPropagator;
 use opentelemetry::trace::TraceContextExt;
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
+
+/// A count as a span attribute: OpenTelemetry integers are `i64` (a `u64` field would
+/// be exported as a string).
+pub fn int<T: TryInto<i64>>(n: T) -> i64 {
+    n.try_into().unwrap_or(i64::MAX)
+}
 
 /// The environment variable carrying a W3C `traceparent` to a child process.
 pub const TRACEPARENT: &str = "TRACEPARENT";

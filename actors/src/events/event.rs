@@ -1,22 +1,23 @@
-//! What a session publishes: every CAP event of its agent plus the orchestration
-//! events around them (state changes, turns, restarts), numbered and tagged with the
-//! session URN and turn. Subscribers (the terminal view, `--json`, the journal) get
-//! them through bounded channels.
+//! The run's one event type: every CAP event of a session's agent plus the
+//! orchestration events around them (state changes, turns, restarts), the router's
+//! records (routes, refusals, plan entries, the run's end) and the workspace's
+//! artifacts, each numbered per stream and tagged with its stream's URN and turn.
 
 use std::sync::Arc;
 
 use serde::Serialize;
 
-use super::state::SessionState;
+use super::SessionState;
 use crate::protocol::{CapEvent, StopReason};
 use crate::supervision::ExitCause;
 
 /// One published event.
 #[derive(Debug, Clone, Serialize)]
 pub struct SessionEvent {
-    /// Per-session sequence number, from 1, without gaps.
+    /// Per-stream (per-URN) sequence number, from 1, without gaps.
     pub seq: u64,
-    /// The session's URN, `cap://<fleet>/<session>`.
+    /// The stream's URN: a session's `cap://<fleet>/<session>`, or the fleet's
+    /// `…/router` and `…/workspace` streams.
     pub urn: Arc<str>,
     /// The turn this event belongs to, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -72,8 +73,14 @@ pub enum EventBody {
         to: String,
         reason: String,
     },
-    /// A route could not fire (e.g. its `cap-subtasks` block is missing).
-    RouteFailed { route: usize, reason: String },
+    /// A route could not fire (e.g. its `cap-subtasks` block is missing): `route` is
+    /// its index in the fleet's `routes`; `None` for what is no route (a rejected
+    /// master plan).
+    RouteFailed {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        route: Option<usize>,
+        reason: String,
+    },
     /// A master-plan entry changed status.
     PlanEntry {
         id: String,
@@ -132,8 +139,6 @@ pub enum TurnOutcome {
     Failed,
 }
 
-pub(crate) use crate::clock::now_ms;
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -144,5 +149,24 @@ mod tests {
         for v in [Task, Route, FanOut, Subtask, Collect, Mention, Plan] {
             assert_eq!(serde_json::to_value(v).unwrap(), v.as_str());
         }
+    }
+
+    #[test]
+    fn a_route_failure_names_its_route_only_when_there_is_one() {
+        let record = |route| {
+            let body = EventBody::RouteFailed {
+                route,
+                reason: "r".into(),
+            };
+            serde_json::to_value(body).unwrap()
+        };
+        assert_eq!(
+            record(Some(2)),
+            serde_json::json!({"type": "route_failed", "route": 2, "reason": "r"})
+        );
+        assert_eq!(
+            record(None),
+            serde_json::json!({"type": "route_failed", "reason": "r"})
+        );
     }
 }

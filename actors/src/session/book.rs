@@ -1,0 +1,262 @@
+//! The turn book: the current turn and the caller waiting for its result, the open
+//! permission requests and asks, the usage of the turns done (and of what was reported
+//! between turns), how many turns are done — and what the session does to ask, end
+//! and cancel a turn.
+
+use std::collections::HashMap;
+
+use ractor::{ActorRef, RpcReplyPort};
+
+use super::machine::Core;
+use super::turn::{Turn, TurnResult};
+use super::{Own, SessionError, SessionMsg};
+use crate::driver::DriverMsg;
+use crate::events::requests::OpenRequest;
+use crate::events::{EventBody, SessionState, TurnOutcome, UsageTotals};
+use crate::protocol::{CapEvent, StopReason};
+
+type Reply = RpcReplyPort<Result<TurnResult, SessionError>>;
+
+/// The session's turns.
+#[derive(Default)]
+pub(super) struct TurnBook {
+    turn: Option<Turn>,
+    reply: Option<Reply>,
+    open: HashMap<String, OpenRequest>,
+    usage: UsageTotals,
+    done: u32,
+}
+
+impl TurnBook {
+    pub fn current(&self) -> Option<&Turn> {
+        self.turn.as_ref()
+    }
+
+    /// The running turn's id.
+    pub fn turn_id(&self) -> Option<u32> {
+        self.turn.as_ref().map(|t| t.id)
+    }
+
+    /// Turns ended (completed, cancelled or failed by the agent).
+    pub fn done(&self) -> u32 {
+        self.done
+    }
+
+    /// Usage of the turns done and of what was reported between turns.
+    pub fn usage(&self) -> UsageTotals {
+        self.usage
+    }
+
+    /// A turn waits for its prompt to go to a driver.
+    pub fn prompt_pending(&self) -> bool {
+        self.turn.as_ref().is_some_and(|t| !t.sent)
+    }
+
+    /// The running turn was asked to stop.
+    pub fn cancel_requested(&self) -> bool {
+        self.turn.as_ref().is_some_and(|t| t.cancel_requested)
+    }
+
+    /// Record an agent event in the running turn (usage between turns counts for the
+    /// session).
+    pub fn record(&mut self, event: &CapEvent) {
+        if let Some(turn) = self.turn.as_mut() {
+            turn.record(event);
+        } else if let CapEvent::Usage(u) = event {
+            self.usage.add(u);
+        }
+    }
+
+    /// The agent restarts during the running turn: its prompt goes out again, and
+    /// nothing the old agent asked stays open.
+    pub fn restarting(&mut self) {
+        if let Some(t) = self.turn.as_mut() {
+            t.restarts += 1;
+            t.sent = false;
+        }
+        self.open.clear();
+    }
+
+    /// `request` waits for an answer.
+    pub fn open(&mut self, request: OpenRequest) {
+        self.open.insert(request.id().to_owned(), request);
+    }
+
+    /// Close `req_id` if it is an open permission request.
+    pub fn answer_permission(&mut self, req_id: &str) -> bool {
+        self.close_if(req_id, |r| matches!(r, OpenRequest::Permission { .. }))
+    }
+
+    /// Close `ask_id` if it is an open ask.
+    pub fn answer_ask(&mut self, ask_id: &str) -> bool {
+        self.close_if(ask_id, |r| matches!(r, OpenRequest::Ask { .. }))
+    }
+
+    fn close_if(&mut self, id: &str, is: impl Fn(&OpenRequest) -> bool) -> bool {
+        let open = self.open.get(id).is_some_and(is);
+        if open {
+            self.open.remove(id);
+        }
+        open
+    }
+
+    /// The agent withdrew request `id`.
+    pub fn withdraw(&mut self, id: &str) {
+        self.open.remove(id);
+    }
+
+    /// Requests waiting for an answer.
+    pub fn open_requests(&self) -> usize {
+        self.open.len()
+    }
+
+    /// Answer the caller waiting for the turn, if any.
+    pub fn reply(&mut self, result: Result<TurnResult, SessionError>) {
+        if let Some(reply) = self.reply.take() {
+            let _caller_gone = reply.send(result);
+        }
+    }
+}
+
+impl Core {
+    pub(super) async fn ask(
+        &mut self,
+        myself: &ActorRef<SessionMsg>,
+        prompt: String,
+        reply: Reply,
+    ) {
+        let refuse = match self.state {
+            SessionState::Failed => Some(SessionError::Failed {
+                reason: self.stop_reason(),
+            }),
+            SessionState::Closed => Some(SessionError::Closed),
+            _ if self.closing => Some(SessionError::Closed),
+            _ if self.book.turn.is_some() => Some(SessionError::Busy),
+            _ => match self.spec.max_turns {
+                Some(max) if self.book.done >= max => Some(SessionError::MaxTurns { max }),
+                _ => None,
+            },
+        };
+        if let Some(err) = refuse {
+            let _caller_gone = reply.send(Err(err));
+            return;
+        }
+        let id = self.book.done + 1;
+        self.spans.start_turn(id, prompt.len());
+        self.book.turn = Some(Turn::new(id, prompt));
+        self.book.reply = Some(reply);
+        if self.state.is_idle() {
+            self.send_prompt(myself, None).await;
+        }
+        // Starting: the prompt goes out when the driver is ready (wait-for-ready).
+    }
+
+    /// Send the current turn's prompt to the driver. After a restart without native
+    /// resume the partial output is handed back with it (§10.6).
+    pub(super) async fn send_prompt(
+        &mut self,
+        myself: &ActorRef<SessionMsg>,
+        resumed: Option<bool>,
+    ) {
+        let (Some(driver), Some(turn)) = (self.slot.driver.clone(), self.book.turn.as_mut()) else {
+            return;
+        };
+        let text = match resumed {
+            Some(false) if !turn.partial_text().is_empty() => format!(
+                "{}\n\n[capfleet: the agent restarted during this turn. Its partial answer so far \
+                 was:]\n{}\n[Continue from there.]",
+                turn.prompt,
+                turn.partial_text()
+            ),
+            _ => turn.prompt.clone(),
+        };
+        turn.attempts += 1;
+        turn.sent = true;
+        let (id, attempt, bytes) = (turn.id, turn.attempts, text.len());
+        // Sent inside the turn's span: the driver handles the prompt in it.
+        let _gone = self
+            .spans
+            .current()
+            .in_scope(|| driver.cast(DriverMsg::Prompt { text }));
+        let timeout = self.spec.turn_timeout;
+        let _timer = myself.send_after(timeout, move || {
+            Own::TurnTimeout { turn: id, attempt }.into()
+        });
+        self.publish(EventBody::TurnStarted {
+            prompt_bytes: bytes,
+            attempt,
+        })
+        .await;
+        self.set_state(SessionState::Working).await;
+    }
+
+    pub(super) async fn end_turn(&mut self, outcome: TurnOutcome, stop_reason: StopReason) {
+        let Some(turn) = self.book.turn.take() else {
+            return;
+        };
+        self.book.done += 1;
+        self.book.usage.merge(turn.usage());
+        let result = turn.finish(outcome, stop_reason);
+        self.spans.end_turn(&result);
+        // Published once the turn is taken off the session, yet it belongs to it.
+        let turn = Some(result.turn);
+        self.bus
+            .publish(
+                turn,
+                EventBody::TurnEnded {
+                    stop_reason,
+                    outcome,
+                    duration_ms: result.duration.as_millis().try_into().unwrap_or(u64::MAX),
+                },
+            )
+            .await;
+        self.book.open.clear();
+        self.book.reply(Ok(result));
+        if !self.state.is_terminal() && self.state != SessionState::Starting {
+            self.set_state(SessionState::Done).await;
+        }
+    }
+
+    /// End the running turn because the session cannot finish it (closed, failed):
+    /// subscribers still see `turn_ended` (failed), the caller gets the error.
+    pub(super) async fn finish_turn_with_error(&mut self, err: SessionError) {
+        let Some(turn) = self.book.turn.as_ref() else {
+            return;
+        };
+        let duration_ms = turn
+            .started
+            .elapsed()
+            .as_millis()
+            .try_into()
+            .unwrap_or(u64::MAX);
+        self.publish(EventBody::TurnEnded {
+            stop_reason: StopReason::Error,
+            outcome: TurnOutcome::Failed,
+            duration_ms,
+        })
+        .await;
+        self.book.turn = None;
+        self.spans.abandon_turn(TurnOutcome::Failed);
+        self.book.reply(Err(err));
+    }
+
+    pub(super) async fn cancel_turn(&mut self, myself: &ActorRef<SessionMsg>, reason: &str) {
+        let Some(turn) = self.book.turn.as_mut() else {
+            return;
+        };
+        if turn.cancel_requested {
+            return;
+        }
+        turn.cancel_requested = true;
+        let id = turn.id;
+        tracing::info!(urn = %self.bus.urn(), turn = id, reason, "cancelling the turn");
+        self.slot.send(DriverMsg::Interrupt);
+        let _timer = myself.send_after(self.spec.cancel_grace, move || {
+            Own::CancelDeadline { turn: id }.into()
+        });
+        self.publish(EventBody::CancelRequested {
+            reason: reason.to_owned(),
+        })
+        .await;
+    }
+}

@@ -1,0 +1,94 @@
+//! What the driver's outputs do to the session: readiness (and the prompt that waited
+//! for it), the agent's events (hooks, spans, the turn book, the stream; its requests
+//! to the answerer), a turn's end, a withdrawn request.
+
+use ractor::ActorRef;
+
+use super::SessionMsg;
+use super::machine::Core;
+use crate::driver::DriverOutput;
+use crate::events::requests::{Decide, OpenRequest, fail_safe};
+use crate::events::{EventBody, SessionState, TurnOutcome};
+use crate::protocol::{CapEvent, StopReason};
+
+impl Core {
+    pub(super) async fn on_output(&mut self, myself: &ActorRef<SessionMsg>, out: DriverOutput) {
+        match out {
+            DriverOutput::Ready { resume_id, resumed } => {
+                self.slot.set_ready();
+                self.spans.ready();
+                if resume_id.is_some() {
+                    self.slot.resume_id = resume_id;
+                }
+                self.publish(EventBody::Cap {
+                    event: CapEvent::ready(self.slot.resume_id.as_deref()),
+                })
+                .await;
+                if self.book.prompt_pending() {
+                    self.send_prompt(myself, Some(resumed)).await;
+                } else if self.book.done() == 0 {
+                    self.set_state(SessionState::Ready).await;
+                } else {
+                    self.set_state(SessionState::Done).await;
+                }
+            }
+            DriverOutput::ResumeId(id) => self.slot.resume_id = Some(id),
+            DriverOutput::Event(event) => self.on_event(myself, event).await,
+            DriverOutput::TurnEnd(end) => {
+                let cancelled =
+                    self.book.cancel_requested() || end.stop_reason == StopReason::Cancelled;
+                let outcome = match (cancelled, end.is_error) {
+                    (true, _) => TurnOutcome::Cancelled,
+                    (false, true) => TurnOutcome::Failed,
+                    (false, false) => TurnOutcome::Completed,
+                };
+                self.end_turn(outcome, end.stop_reason).await;
+            }
+            DriverOutput::Withdrawn { req_id } => {
+                self.book.withdraw(&req_id);
+                self.spans
+                    .permission_answered(&req_id, "withdrawn", "agent");
+                self.after_answer().await;
+            }
+        }
+    }
+
+    async fn on_event(&mut self, myself: &ActorRef<SessionMsg>, mut event: CapEvent) {
+        self.hooks.apply(self.bus.urn(), &mut event);
+        self.spans.on_event(&event);
+        self.book.record(&event);
+        let request = match &event {
+            CapEvent::PermissionRequest(p) => Some(OpenRequest::Permission {
+                req_id: p.req_id.clone(),
+                tool: p.tool.clone(),
+                intent: p.intent.get().cloned(),
+                scope: p.scope,
+                risk: p.risk_level,
+            }),
+            CapEvent::AskUser(a) => Some(OpenRequest::Ask {
+                ask_id: a.ask_id.clone(),
+                prompt: a.prompt.clone(),
+                form: a.form.get().cloned(),
+            }),
+            _ => None,
+        };
+        self.publish(EventBody::Cap { event }).await;
+        if let Some(request) = request {
+            self.book.open(request.clone());
+            self.set_state(SessionState::InputRequired).await;
+            match &self.answerer {
+                Some(a) => {
+                    let _gone = a.cast(Decide {
+                        urn: self.bus.urn().clone(),
+                        session: myself.get_derived(),
+                        span: self.spans.request(request.id()),
+                        request,
+                    });
+                }
+                None => {
+                    let _self_gone = myself.cast(fail_safe(&request).into());
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,245 @@
+//! The driver slot: the session's one driver at a time — its ref, its generation
+//! (outputs and exits of a replaced driver are stale), whether it got ready, the
+//! credits its output sink draws on, the restart tracker, the launch spec the next
+//! driver starts with (resume id, `TRACEPARENT`, terminal size), and whether its next
+//! exit is one the session caused — and what the session does to start, kill and
+//! lose it.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use ractor::{ActorCell, ActorRef};
+use tokio::sync::Semaphore;
+
+use super::machine::Core;
+use super::{Own, SessionError, SessionMsg, SessionSpec};
+use crate::driver::acp::AcpDriver;
+use crate::driver::pty::PtyDriver;
+use crate::driver::sink::DEFAULT_CREDITS;
+use crate::driver::stream_json::{DriverArgs, StreamJsonDriver};
+use crate::driver::{DriverMsg, ExitCause, LaunchSpec, OutputSink};
+use crate::events::trace::{TRACEPARENT, traceparent};
+use crate::events::{EventBody, SessionState, TurnOutcome};
+use crate::protocol::{CapCode, StopReason};
+use crate::registry::Binding;
+use crate::supervision::{Decision as Restart, RestartTracker};
+
+/// The session's driver, one at a time.
+pub(super) struct DriverSlot {
+    pub driver: Option<ActorRef<DriverMsg>>,
+    /// What the next driver starts with.
+    pub launch: Arc<LaunchSpec>,
+    /// The agent's session to resume, once it reported one.
+    pub resume_id: Option<String>,
+    pub tracker: RestartTracker,
+    generation: u64,
+    ready_generation: u64,
+    credits: Arc<Semaphore>,
+    /// The next driver exit was caused by us (cancel fallback): respawn, no restart count.
+    kill_expected: bool,
+}
+
+impl DriverSlot {
+    pub fn new(spec: &SessionSpec) -> Self {
+        DriverSlot {
+            driver: None,
+            launch: Arc::new(spec.launch.clone()),
+            resume_id: None,
+            tracker: RestartTracker::new(spec.policy),
+            generation: 0,
+            ready_generation: 0,
+            credits: Arc::new(Semaphore::new(DEFAULT_CREDITS)),
+            kill_expected: false,
+        }
+    }
+
+    /// Outputs and exits of `generation` are the current driver's.
+    pub fn is_current(&self, generation: u64) -> bool {
+        generation == self.generation
+    }
+
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// Start a new generation: whatever the driver before still has in flight (a
+    /// reader racing a kill) is stale from now on.
+    pub fn next_generation(&mut self) -> u64 {
+        self.generation += 1;
+        self.generation
+    }
+
+    /// The current driver is ready.
+    pub fn set_ready(&mut self) {
+        self.ready_generation = self.generation;
+    }
+
+    /// The driver of `generation` is the current one and not ready yet.
+    pub fn awaits_ready(&self, generation: u64) -> bool {
+        self.is_current(generation) && self.ready_generation != generation
+    }
+
+    /// `cell` is the current driver's.
+    pub fn holds(&self, cell: &ActorCell) -> bool {
+        self.driver
+            .as_ref()
+            .is_some_and(|d| d.get_id() == cell.get_id())
+    }
+
+    /// The agent's own spans (if it makes any) join the trace of `span`.
+    fn join_trace(&mut self, span: &tracing::Span) {
+        if let Some(tp) = traceparent(span) {
+            let env = &mut Arc::make_mut(&mut self.launch).env;
+            env.retain(|(k, _)| k != TRACEPARENT);
+            env.push((TRACEPARENT.to_owned(), tp));
+        }
+    }
+
+    /// The output sink of the current generation.
+    fn sink(&self, session: &ActorRef<SessionMsg>) -> OutputSink {
+        OutputSink::new(self.generation, session.get_derived(), self.credits.clone())
+    }
+
+    /// Send the driver `msg`, if there is a driver.
+    pub fn send(&self, msg: DriverMsg) {
+        if let Some(d) = &self.driver {
+            let _gone = d.cast(msg);
+        }
+    }
+
+    pub fn kill(&self, cause: ExitCause) {
+        self.send(DriverMsg::Kill { cause });
+    }
+
+    /// Kill the driver to end a cancelled turn: its exit is no crash.
+    pub fn kill_cancelled(&mut self) {
+        self.kill_expected = true;
+        self.kill(ExitCause::Normal);
+    }
+
+    /// The viewer's terminal is `rows` x `cols`: the driver's terminal follows, and
+    /// the next driver starts at it.
+    pub fn resize(&mut self, rows: u16, cols: u16) {
+        if rows == 0 || cols == 0 {
+            return;
+        }
+        let pty = &mut Arc::make_mut(&mut Arc::make_mut(&mut self.launch).manifest).pty;
+        (pty.rows, pty.cols) = (rows, cols);
+        self.send(DriverMsg::Resize { rows, cols });
+    }
+}
+
+impl Core {
+    pub(super) async fn start_driver(&mut self, myself: &ActorRef<SessionMsg>) {
+        if self.state.is_terminal() || self.closing || self.slot.driver.is_some() {
+            return;
+        }
+        let generation = self.slot.next_generation();
+        self.slot.join_trace(self.spans.for_agent());
+        let sink = self.slot.sink(myself);
+        let spawned = match self.spec.binding {
+            Binding::StreamJson => {
+                let args = DriverArgs {
+                    launch: self.slot.launch.clone(),
+                    sink,
+                    resume_id: self.slot.resume_id.clone(),
+                };
+                ractor::Actor::spawn_linked(None, StreamJsonDriver, args, myself.get_cell()).await
+            }
+            Binding::AcpStdio => {
+                let args = DriverArgs {
+                    launch: self.slot.launch.clone(),
+                    sink,
+                    resume_id: self.slot.resume_id.clone(),
+                };
+                ractor::Actor::spawn_linked(None, AcpDriver, args, myself.get_cell()).await
+            }
+            Binding::Pty => {
+                let args = DriverArgs {
+                    launch: self.slot.launch.clone(),
+                    sink,
+                    resume_id: None,
+                };
+                ractor::Actor::spawn_linked(None, PtyDriver, args, myself.get_cell()).await
+            }
+            other => {
+                let reason = format!(
+                    "{}: no {other} driver in this build ({})",
+                    self.bus.urn(),
+                    CapCode::BindingUnavailable.symbol()
+                );
+                self.fail(reason).await;
+                return;
+            }
+        };
+        match spawned {
+            Ok((driver, _join)) => {
+                self.slot.driver = Some(driver);
+                let _timer = myself.send_after(self.spec.init_timeout, move || {
+                    Own::InitTimeout { generation }.into()
+                });
+            }
+            // A spawn failure (bad argv, missing binary) counts as a crash.
+            Err(e) => {
+                Box::pin(self.on_driver_exit(
+                    myself,
+                    ExitCause::DriverError {
+                        message: e.to_string(),
+                    },
+                ))
+                .await
+            }
+        }
+    }
+
+    /// The current driver ended with `cause`: close, respawn after a kill of ours,
+    /// restart under the policy, or fail.
+    pub(super) async fn on_driver_exit(&mut self, myself: &ActorRef<SessionMsg>, cause: ExitCause) {
+        self.slot.ready_generation = 0;
+        if self.closing {
+            self.finish_turn_with_error(SessionError::Closed).await;
+            self.set_state(SessionState::Closed).await;
+            return;
+        }
+        if std::mem::take(&mut self.slot.kill_expected) {
+            // We killed it to end a cancelled turn: that turn is over, a fresh agent follows.
+            self.end_turn(TurnOutcome::Cancelled, StopReason::Cancelled)
+                .await;
+            self.set_state(SessionState::Starting).await;
+            let _go = myself.cast(Own::StartDriver.into());
+            return;
+        }
+        match self.slot.tracker.on_exit(Instant::now(), &cause) {
+            Restart::Restart { attempt, delay } => {
+                let backoff_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
+                self.spans.restart(&cause, attempt, backoff_ms);
+                let urn = self.bus.urn();
+                self.spans.for_agent().in_scope(
+                    || tracing::warn!(%urn, %cause, attempt, ?delay, "restarting the agent"),
+                );
+                self.book.restarting();
+                self.publish(EventBody::Restart {
+                    cause,
+                    attempt,
+                    delay_ms: delay.as_millis().try_into().unwrap_or(u64::MAX),
+                })
+                .await;
+                self.set_state(SessionState::Starting).await;
+                if delay.is_zero() {
+                    let _go = myself.cast(Own::StartDriver.into());
+                } else {
+                    let _timer = myself.send_after(delay, || Own::StartDriver.into());
+                }
+            }
+            Restart::Stop { reason } => {
+                if cause.is_abnormal() {
+                    self.fail(format!("agent {cause}; {reason}")).await;
+                } else {
+                    // The agent ended by itself and the policy does not bring it back.
+                    self.finish_turn_with_error(SessionError::Closed).await;
+                    self.set_state(SessionState::Closed).await;
+                }
+            }
+        }
+    }
+}
