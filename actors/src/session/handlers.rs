@@ -12,12 +12,8 @@ use super::spans::Spans;
 use super::turn::{Turn, TurnResult, UsageTotals};
 use super::{Published, SessionError, SessionMsg, SessionSnapshot, SessionSpec, SessionState};
 use crate::answerer::{AnswererMsg, OpenRequest};
-use crate::driver::acp::AcpDriver;
-use crate::driver::pty::PtyDriver;
-use crate::driver::stream_json::{DriverArgs, StreamJsonDriver};
-use crate::driver::{DriverMsg, DriverOutput, ExitCause, LaunchSpec, OutputSink};
-use crate::protocol::{CapCode, CapEvent, StopReason};
-use crate::registry::Binding;
+use crate::driver::{DriverArgs, DriverMsg, DriverOutput, ExitCause, LaunchSpec, OutputSink};
+use crate::protocol::{CapEvent, StopReason};
 use crate::supervision::{Decision as Restart, RestartTracker};
 use crate::telemetry::context::{TRACEPARENT, traceparent};
 
@@ -123,48 +119,20 @@ impl Core {
             env.push((TRACEPARENT.to_owned(), tp));
         }
         let sink = OutputSink::new(generation, myself.clone(), self.credits.clone());
-        let spawned = match self.spec.binding {
-            Binding::StreamJson => {
-                let args = DriverArgs {
-                    launch: self.launch.clone(),
-                    sink,
-                    resume_id: self.resume_id.clone(),
-                };
-                ractor::Actor::spawn_linked(None, StreamJsonDriver, args, myself.get_cell()).await
-            }
-            Binding::AcpStdio => {
-                let args = DriverArgs {
-                    launch: self.launch.clone(),
-                    sink,
-                    resume_id: self.resume_id.clone(),
-                };
-                ractor::Actor::spawn_linked(None, AcpDriver, args, myself.get_cell()).await
-            }
-            Binding::Pty => {
-                let args = DriverArgs {
-                    launch: self.launch.clone(),
-                    sink,
-                    resume_id: None,
-                };
-                ractor::Actor::spawn_linked(None, PtyDriver, args, myself.get_cell()).await
-            }
-            other => {
-                let reason = format!(
-                    "{}: no {other} driver in this build ({})",
-                    self.urn,
-                    CapCode::BindingUnavailable.symbol()
-                );
-                self.fail(reason).await;
-                return;
-            }
+        let args = DriverArgs {
+            launch: self.launch.clone(),
+            sink,
+            resume_id: self.resume_id.clone(),
         };
-        match spawned {
-            Ok((driver, _join)) => {
+        match crate::driver::spawn(self.spec.binding, args, myself.get_cell()).await {
+            Ok(driver) => {
                 self.driver = Some(driver);
                 let _timer = myself.send_after(self.spec.init_timeout, move || {
                     SessionMsg::InitTimeout { generation }
                 });
             }
+            // No driver for this binding (or shape) in this build: nothing to restart.
+            Err(e) if e.code().is_some() => self.fail(e.to_string()).await,
             // A spawn failure (bad argv, missing binary) counts as a crash.
             Err(e) => {
                 Box::pin(self.on_driver_exit(
