@@ -106,7 +106,8 @@ fn start<W: wire::Wire>(
 ) -> Pin<Box<dyn Future<Output = Spawned> + Send>> {
     Box::pin(async move {
         let shape = args.launch.shape;
-        if !W::admits(&shape) {
+        // Per turn the skeleton is ready between agents: only a wire ready at start fits.
+        if !W::admits(&shape) || (shape == Shape::PerTurn && !W::READY_AT_START) {
             let urn = args.launch.urn.clone();
             return Err(SpawnError::Shape {
                 urn,
@@ -226,4 +227,20 @@ pub struct TurnEnd {
     pub is_error: bool,
     /// The agent's own summary of the turn's text, when the binding gives one.
     pub result_text: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn supported_is_the_driver_table_in_priority_order() {
+        assert_eq!(
+            SUPPORTED,
+            [Binding::StreamJson, Binding::AcpStdio, Binding::Pty]
+        );
+        for b in Binding::PRIORITY {
+            assert_eq!(supported(b), SUPPORTED.contains(&b), "{b}");
+        }
+    }
 }

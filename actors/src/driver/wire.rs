@@ -96,8 +96,8 @@ pub trait Wire: Send + Sized + 'static {
     /// last frames are kept; what a dying terminal draws is not.
     const READ_WHILE_KILLED: bool = true;
 
-    /// The shapes this wire can be reached in. [`Shape::LongLived`] always; a wire
-    /// admitting [`Shape::PerTurn`] must be [`Wire::READY_AT_START`].
+    /// The shapes this wire can be reached in: [`Shape::LongLived`] by default.
+    /// [`Shape::PerTurn`] is only taken from a wire that is [`Wire::READY_AT_START`].
     fn admits(shape: &Shape) -> bool {
         matches!(shape, Shape::LongLived)
     }
