@@ -323,9 +323,6 @@ impl<W: Wire> DriverState<W> {
         let cause = W::end_of_output(cause);
         self.announce(W::death_event(&cause, true, &live.stderr))
             .await;
-        // Keep the agent reachable for `post_stop` (its group is gone by now).
-        self.live = Some(live);
-        self.stopping = true;
         ended(myself, cause)
     }
 }
