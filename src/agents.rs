@@ -1,6 +1,7 @@
 //! The application's view of agents: the registry configured from the environment
-//! and the shipped manifests, the bindings this build drives, and how capfleet's own
-//! agents (the simulator) are started.
+//! and the shipped manifests, and how capfleet's own agents (the simulator) are
+//! started. The bindings this build drives are the engine's
+//! ([`capfleet_actors::driver::SUPPORTED`]).
 
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
@@ -8,13 +9,9 @@ use std::sync::{Arc, OnceLock};
 use capfleet_actors::pricing::Pricing;
 
 use capfleet_actors::manifest::Manifest;
-use capfleet_actors::registry::{Binding, Registry, RegistryConfig};
+use capfleet_actors::registry::{Registry, RegistryConfig};
 
 use crate::shipped::SHIPPED;
-
-/// The bindings this build has drivers for, in the spec's priority order. Selection
-/// always falls through to PTY.
-pub const SUPPORTED_BINDINGS: &[Binding] = &[Binding::StreamJson, Binding::AcpStdio, Binding::Pty];
 
 /// The registry over the real places (`PATH`, `~/.config/cap/agents`, …) plus the
 /// manifests embedded in this binary.
@@ -86,7 +83,7 @@ pub fn session_spec(r: SessionRequest<'_>) -> capfleet_actors::session::SessionS
     if let Some(mode) = r.permission_mode {
         config = config.with_permission_mode(mode);
     }
-    let binding = select_binding(&r.manifest, SUPPORTED_BINDINGS).binding;
+    let binding = select_binding(&r.manifest, capfleet_actors::driver::SUPPORTED).binding;
     let urn = capfleet_actors::events::urn(r.fleet, &r.name);
     let mut launch = LaunchSpec::new(urn, r.manifest.clone(), config);
     launch.argv = r.argv;

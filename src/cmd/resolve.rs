@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use capfleet_actors::registry::{Resolved, Selection, select_binding};
 use serde_json::json;
 
-use crate::agents::{SUPPORTED_BINDINGS, registry};
+use crate::agents::registry;
 use crate::style::{ColorChoice, Style};
 
 #[derive(Debug, clap::Args)]
@@ -38,7 +38,7 @@ pub fn run(args: ResolveArgs, color: ColorChoice) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let selection = select_binding(&resolved.manifest, SUPPORTED_BINDINGS);
+    let selection = select_binding(&resolved.manifest, capfleet_actors::driver::SUPPORTED);
     let printed = if args.json {
         print_json(&args.agent, &resolved, &selection)
     } else {

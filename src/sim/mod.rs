@@ -58,6 +58,10 @@
 //! `can_use_tool` (asks as tool `AskUserQuestion`, answered with
 //! `updatedInput.answers = { "<question>": "<label>" }`).
 //!
+//! `--one-turn` answers the first prompt and exits (one process per turn, resumed with
+//! `--resume <id>`); `--listen ADDR` serves the same over TCP, one sim per
+//! connection, after printing the bound address (see `listen`).
+//!
 //! # ACP
 //!
 //! `--mode acp` is an ACP agent: `say` / `think` / `tool` / `plan` / `usage` are
@@ -88,6 +92,7 @@ mod fields;
 mod frames;
 mod inbound;
 mod line_editor;
+mod listen;
 mod script;
 mod state;
 mod steps;
@@ -148,6 +153,14 @@ pub struct SimArgs {
     /// TUI: query the cursor position (`ESC[6n`) at boot, wait up to 2 s.
     #[arg(long)]
     ask_cursor: bool,
+    /// Answer one turn, then exit (stream-json): one process per turn, as
+    /// `claude -p --resume <id>` or `codex exec` run.
+    #[arg(long)]
+    one_turn: bool,
+    /// Serve stream-json over TCP instead of stdio: print the bound address (port 0
+    /// picks one), then answer each connection with a sim of its own.
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<std::net::SocketAddr>,
     /// Input format; only `stream-json` (Claude compatibility).
     #[arg(long)]
     input_format: Option<String>,
@@ -197,6 +210,15 @@ pub fn run(args: SimArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if let Some(addr) = args.listen {
+        return match listen::serve(addr) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("capfleet sim: {} {addr}: {e}", listen::FLAG);
+                ExitCode::FAILURE
+            }
+        };
+    }
     let state = StateDir::new(args.state_dir.clone());
     let header = &script.header;
     let session_id = args
@@ -226,6 +248,7 @@ pub fn run(args: SimArgs) -> ExitCode {
             let options = stream_json::Options {
                 session,
                 partial: args.include_partial_messages,
+                one_turn: args.one_turn,
             };
             stream_json::run(&script, &state, options)
         }
@@ -258,6 +281,9 @@ fn load(args: &SimArgs) -> Result<Script, String> {
         if value.as_deref().is_some_and(|v| v != "stream-json") {
             return Err(format!("{flag}: only stream-json is supported"));
         }
+    }
+    if (args.one_turn || args.listen.is_some()) && args.mode != Mode::StreamJson {
+        return Err("--one-turn and --listen need --mode stream-json".to_string());
     }
     let script = match (&args.script_inline, &args.script) {
         (Some(text), _) => script::parse("<inline>", text).map_err(|e| e.to_string())?,

@@ -19,12 +19,15 @@ use super::steps::{
 pub struct Options {
     pub session: Session,
     pub partial: bool,
+    /// Exit after the first turn.
+    pub one_turn: bool,
 }
 
-/// Runs the mode until stdin ends.
+/// Runs the mode until stdin ends (or, with `one_turn`, its first turn ended).
 pub fn run(script: &Script, state: &StateDir, options: Options) -> io::Result<()> {
     let rx = spawn_reader();
     std::thread::sleep(Duration::from_millis(script.header.boot_delay_ms));
+    let one_turn = options.one_turn;
     let mut fe = StreamJson::new(Client::new(rx), options);
     let cwd = std::env::current_dir()
         .map(|p| p.display().to_string())
@@ -36,6 +39,9 @@ pub fn run(script: &Script, state: &StateDir, options: Options) -> io::Result<()
     while let Some(prompt) = fe.client.next_prompt()? {
         let turn = picker.pick(&script.turns, &prompt);
         run_turn(&mut fe, &script.header, turn, &prompt, state)?;
+        if one_turn {
+            break;
+        }
     }
     fe.client.out.flush()
 }

@@ -1,47 +1,37 @@
-//! The ACP-stdio driver actor (spec §6.4, Appendix C.3): capfleet is the ACP client.
+//! The ACP-stdio wire (spec §6.4, Appendix C.3): capfleet is the ACP client.
 //!
 //! It spawns the ACP server in its own process group (the fleet's/chat's `argv`, or
-//! the manifest's `fast_path.acp_stdio`), runs the connection task of
-//! [`super::acp_conn`] over its stdio, and relays the session's messages: prompts
-//! and cancels over a small bounded channel, permission answers straight to the
-//! waiting request. When the agent's output closes, the connection task tells the
-//! actor, which reports the death and fails like every pipe driver.
+//! the manifest's `fast_path.acp_stdio`); its output task is the connection of
+//! [`super::acp_conn`] over the server's stdio. The wire relays the session's
+//! messages: prompts and cancels over a small bounded channel, permission answers
+//! straight to the waiting request. An ACP agent that ends its output without being
+//! asked has died, whatever its exit status.
 
 use std::sync::Arc;
 
-use ractor::{Actor, ActorProcessingErr, ActorRef};
+use serde_json::Value;
 use tokio::sync::mpsc;
-use tokio::task::JoinHandle;
 
 use super::acp_conn::{self, Cmd, Conn};
 use super::acp_host::SessionHost;
 use super::acp_perms::{Perms, TerminalApprover};
-use super::death::{end_deliberately, ended, reap, report_death};
 use super::launch::Spawned;
-use super::stream_json::DriverArgs;
-use super::{DriverMsg, ExitCause, LaunchError, LaunchSpec, OutputSink};
+use super::wire::{Interrupt, OutputEnd, Peer, Start, Started, Wire};
+use super::{ExitCause, LaunchError, LaunchSpec};
 use crate::manifest::AcpFastPath;
-use crate::process::stderr_ring::StderrRing;
-use crate::process::{DEFAULT_GRACE, ProcessGroup};
+use crate::protocol::Decision;
 use crate::rpc::{Rpc, TermConfig, WatchConfig};
 
 /// Commands in flight from the actor to the connection task.
 const CMD_QUEUE: usize = 8;
 
-/// The ACP-stdio driver.
-pub struct AcpDriver;
-
-pub struct AcpState {
-    group: ProcessGroup,
+/// The ACP wire of one agent process.
+pub struct AcpWire {
     cmds: Option<mpsc::Sender<Cmd>>,
     perms: Arc<Perms>,
     host: Arc<SessionHost>,
     rpc: Option<Arc<Rpc>>,
-    stderr: StderrRing,
-    conn: JoinHandle<()>,
-    sink: OutputSink,
     urn: String,
-    shutting_down: bool,
 }
 
 /// The ACP server's argv: the fleet's override, else the manifest's fast path.
@@ -61,23 +51,17 @@ fn argv_for(launch: &LaunchSpec) -> Result<Vec<String>, LaunchError> {
     Ok(argv)
 }
 
-impl Actor for AcpDriver {
-    type Msg = DriverMsg;
-    type State = AcpState;
-    type Arguments = DriverArgs;
+impl Wire for AcpWire {
+    const WHO: &'static str = "ACP agent";
 
-    async fn pre_start(
-        &self,
-        myself: ActorRef<DriverMsg>,
-        args: DriverArgs,
-    ) -> Result<AcpState, ActorProcessingErr> {
-        let DriverArgs {
+    async fn start(start: Start<'_>) -> Result<Started<Self>, LaunchError> {
+        let Start {
             launch,
             sink,
             resume_id,
-        } = args;
+        } = start;
         let urn = launch.urn.clone();
-        let argv = argv_for(&launch)?;
+        let argv = argv_for(launch)?;
         let cwd = std::fs::canonicalize(&launch.config.cwd).map_err(|e| LaunchError::Config {
             urn: urn.clone(),
             message: format!("session cwd {:?}: {e}", launch.config.cwd),
@@ -109,121 +93,89 @@ impl Actor for AcpDriver {
             host: host.clone(),
             rpc: rpc.clone(),
             cwd,
-            resume_id,
+            resume_id: resume_id.map(str::to_owned),
         };
-        let me = myself.clone();
-        let conn = match (stdin, stdout) {
-            (Some(i), Some(o)) => tokio::spawn(async move {
-                if let Err(e) = acp_conn::run(conn, i, o, cmd_rx).await {
-                    tracing::warn!("ACP connection ended: {e}");
-                }
-                let _gone = me.cast(DriverMsg::OutputClosed);
-            }),
-            _ => tokio::spawn(async move {
-                let _gone = me.cast(DriverMsg::OutputClosed);
-            }),
-        };
-        Ok(AcpState {
-            group,
+        let output = Box::pin(async move {
+            if let (Some(i), Some(o)) = (stdin, stdout)
+                && let Err(e) = acp_conn::run(conn, i, o, cmd_rx).await
+            {
+                tracing::warn!("ACP connection ended: {e}");
+            }
+            OutputEnd::CLOSED
+        });
+        let wire = AcpWire {
             cmds: Some(cmd_tx),
             perms,
             host,
             rpc,
-            stderr,
-            conn,
-            sink,
             urn,
-            shutting_down: false,
+        };
+        Ok(Started {
+            wire,
+            peer: Peer::Process(group),
+            stderr,
+            output,
         })
     }
 
-    async fn handle(
-        &self,
-        myself: ActorRef<DriverMsg>,
-        msg: DriverMsg,
-        st: &mut AcpState,
-    ) -> Result<(), ActorProcessingErr> {
-        match msg {
-            DriverMsg::Prompt { text } => st.command(Cmd::Prompt(text)).await,
-            DriverMsg::Interrupt => st.command(Cmd::Cancel).await,
-            DriverMsg::Resize { .. } => {} // no terminal to resize
-            DriverMsg::Permission {
-                req_id, decision, ..
-            } => {
-                if !st.perms.answer(&req_id, decision) {
-                    tracing::debug!(urn = %st.urn, %req_id, "answer to a closed permission request");
-                }
-            }
-            DriverMsg::Answer { ask_id, value } => {
-                if !st.host.answer(&ask_id, value) {
-                    tracing::debug!(urn = %st.urn, %ask_id, "answer to a closed ask");
-                }
-            }
-            DriverMsg::Kill { cause } => {
-                st.stop_terminals();
-                let _status = st.group.kill(DEFAULT_GRACE).await;
-                st.perms.cancel_all().await;
-                st.host.cancel_all().await;
-                report_death(&st.sink, &st.stderr, &cause).await;
-                return Err(Box::new(cause));
-            }
-            DriverMsg::Shutdown => {
-                st.shutting_down = true;
-                // The connection closes the session (`session/close`, when the agent
-                // offers it), then ends: the agent's stdin closes.
-                st.cmds = None;
-                st.stop_terminals();
-                end_deliberately(&mut st.group, &st.urn, "ACP agent", "end of input").await;
-                myself.stop(None);
-            }
-            DriverMsg::OutputClosed => {
-                if st.shutting_down {
-                    return Ok(());
-                }
-                st.stop_terminals();
-                st.perms.cancel_all().await;
-                st.host.cancel_all().await;
-                let cause = reap(&mut st.group, &st.urn).await;
-                // An ACP agent that ends its output without being asked is abnormal.
-                let cause = if cause.is_abnormal() {
-                    cause
-                } else {
-                    ExitCause::DriverError {
-                        message: "ACP agent closed the connection".into(),
-                    }
-                };
-                report_death(&st.sink, &st.stderr, &cause).await;
-                return ended(&myself, cause);
-            }
-        }
-        Ok(())
+    async fn prompt(&mut self, text: String) {
+        self.command(Cmd::Prompt(text)).await;
     }
 
-    async fn post_stop(
-        &self,
-        _myself: ActorRef<DriverMsg>,
-        st: &mut AcpState,
-    ) -> Result<(), ActorProcessingErr> {
-        st.conn.abort();
-        st.stop_terminals();
-        let _status = st.group.kill(DEFAULT_GRACE).await;
-        Ok(())
-    }
-}
-
-impl AcpState {
-    async fn command(&mut self, cmd: Cmd) {
-        if let Some(tx) = &self.cmds {
-            if tx.send(cmd).await.is_err() {
-                tracing::debug!(urn = %self.urn, "ACP connection gone; command dropped");
-            }
+    async fn permission(&mut self, req_id: String, decision: Decision, _message: Option<String>) {
+        if !self.perms.answer(&req_id, decision) {
+            tracing::debug!(urn = %self.urn, %req_id, "answer to a closed permission request");
         }
+    }
+
+    async fn answer(&mut self, ask_id: String, value: Option<Value>) {
+        if !self.host.answer(&ask_id, value) {
+            tracing::debug!(urn = %self.urn, %ask_id, "answer to a closed ask");
+        }
+    }
+
+    async fn interrupt(&mut self) -> Interrupt {
+        self.command(Cmd::Cancel).await;
+        Interrupt::Sent
+    }
+
+    /// The connection closes the session (`session/close`, when the agent offers
+    /// it), then ends: the agent's stdin closes.
+    fn close(&mut self, _peer: &Peer) -> &'static str {
+        self.cmds = None;
+        "end of input"
     }
 
     /// The orchestrator kills the session's terminals (they report `cap_terminal_killed`).
-    fn stop_terminals(&self) {
+    fn halt(&mut self) {
         if let Some(rpc) = &self.rpc {
             rpc.terminals().kill_all();
+        }
+    }
+
+    async fn release(&mut self) {
+        self.perms.cancel_all().await;
+        self.host.cancel_all().await;
+    }
+
+    /// An ACP agent that ends its output without being asked is abnormal.
+    fn end_of_output(cause: ExitCause) -> ExitCause {
+        if cause.is_abnormal() {
+            cause
+        } else {
+            ExitCause::DriverError {
+                message: "ACP agent closed the connection".into(),
+            }
+        }
+    }
+}
+
+impl AcpWire {
+    async fn command(&mut self, cmd: Cmd) {
+        if let Some(tx) = &self.cmds
+            && tx.send(cmd).await.is_err()
+        {
+            tracing::debug!(urn = %self.urn, "ACP connection gone; command dropped");
         }
     }
 }

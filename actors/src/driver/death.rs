@@ -1,8 +1,18 @@
 //! How every driver's agent ends: deliberately (told, given time, then killed), or by
 //! itself (reaped, classified, and announced with a `cap.error` when abnormal).
+//!
+//! Neither `agent_exited` nor `agent_hung` is in the spec's registry (§14.2 knows only
+//! `pty_died` for a dead agent, and only under PTY), so both stay binding codes
+//! ([`ErrorKind::Other`]).
 
-use super::{DriverOutput, ExitCause, OutputSink};
+use std::time::Duration;
+
+use tokio::task::JoinHandle;
+
+use super::wire::{OutputEnd, Peer};
+use super::{DriverMsg, ExitCause};
 use crate::process::stderr_ring::StderrRing;
+use crate::process::{DEFAULT_GRACE, ProcessGroup};
 use crate::protocol::{CapEvent, ErrorKind};
 
 /// The `cap.error` code for an agent process that died under a pipe binding.
@@ -10,10 +20,11 @@ pub const AGENT_EXITED: &str = "agent_exited";
 /// The `cap.error` code for an agent killed because it hung.
 pub const AGENT_HUNG: &str = "agent_hung";
 
-/// Announce an abnormal end, quoting the agent's last stderr lines.
-pub async fn report_death(sink: &OutputSink, stderr: &StderrRing, cause: &ExitCause) {
+/// The `cap.error` announcing an abnormal end (`None` for a clean one), quoting the
+/// agent's last stderr lines.
+pub fn exit_event(cause: &ExitCause, stderr: &StderrRing) -> Option<CapEvent> {
     if !cause.is_abnormal() {
-        return;
+        return None;
     }
     let code = match cause {
         ExitCause::Hung { .. } => AGENT_HUNG,
@@ -33,15 +44,24 @@ pub async fn report_death(sink: &OutputSink, stderr: &StderrRing, cause: &ExitCa
         }))
         .into();
     }
-    sink.send_one(DriverOutput::Event(event)).await;
+    Some(event)
 }
 
 /// How long an agent whose output ended gets to exit before its group is killed.
-pub const EXIT_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+pub const EXIT_WAIT: Duration = Duration::from_secs(2);
 
 /// After an agent's output ended: give the leader [`EXIT_WAIT`] to exit, then kill
 /// whatever is left of its group (nothing of it outlives it), and classify the end.
-pub async fn reap(group: &mut crate::process::ProcessGroup, urn: &str) -> ExitCause {
+/// A connection has no exit status: its loss is the death.
+pub async fn reap(peer: &mut Peer, urn: &str) -> ExitCause {
+    let group = match peer {
+        Peer::Process(group) => group,
+        Peer::Connection(addr) => {
+            return ExitCause::DriverError {
+                message: format!("the connection to {addr} closed"),
+            };
+        }
+    };
     let status = match tokio::time::timeout(EXIT_WAIT, group.wait()).await {
         Ok(Ok(status)) => Some(status),
         Ok(Err(e)) => {
@@ -50,7 +70,7 @@ pub async fn reap(group: &mut crate::process::ProcessGroup, urn: &str) -> ExitCa
         }
         Err(_) => None,
     };
-    let killed = group.kill(crate::process::DEFAULT_GRACE).await.ok();
+    let killed = group.kill(DEFAULT_GRACE).await.ok();
     match status.or(killed) {
         Some(s) => ExitCause::from_status(s),
         None => ExitCause::DriverError {
@@ -59,30 +79,50 @@ pub async fn reap(group: &mut crate::process::ProcessGroup, urn: &str) -> ExitCa
     }
 }
 
+/// Kill the agent's process group now, with the usual escalation (`SIGTERM`, grace,
+/// `SIGKILL`). A connection has nothing to kill: dropping the wire closes it.
+pub async fn kill(peer: &mut Peer) {
+    if let Peer::Process(group) = peer {
+        let _status = group.kill(DEFAULT_GRACE).await;
+    }
+}
+
 /// How long a deliberately ended agent gets to exit by itself before its group is killed.
-pub const SHUTDOWN_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+pub const SHUTDOWN_WAIT: Duration = Duration::from_secs(3);
 
 /// A deliberate end (the session closes): the agent has been `told` (its input closed,
-/// a hang-up, `session/close`); it gets [`SHUTDOWN_WAIT`] to exit, then whatever is
-/// left of its group is killed. `who` names the agent in the log.
+/// a hang-up, `session/close`); it gets [`SHUTDOWN_WAIT`] to exit (a connection: to
+/// close its side), then whatever is left of its group is killed. `who` names the
+/// agent in the log.
 pub async fn end_deliberately(
-    group: &mut crate::process::ProcessGroup,
+    peer: &mut Peer,
+    output: &mut JoinHandle<OutputEnd>,
     urn: &str,
     who: &str,
     told: &str,
 ) {
+    match peer {
+        Peer::Process(group) => end_group(group, urn, who, told).await,
+        Peer::Connection(addr) => match tokio::time::timeout(SHUTDOWN_WAIT, output).await {
+            Ok(_) => tracing::info!(%urn, %addr, "{who} closed the connection at {told}"),
+            Err(_) => tracing::warn!(%urn, %addr, "{who} ignored {told}; dropping the connection"),
+        },
+    }
+}
+
+async fn end_group(group: &mut ProcessGroup, urn: &str, who: &str, told: &str) {
     match tokio::time::timeout(SHUTDOWN_WAIT, group.wait()).await {
         Ok(status) => tracing::info!(%urn, ?status, "{who} exited at {told}"),
         Err(_) => tracing::warn!(%urn, "{who} ignored {told}; killing its group"),
     }
-    let _status = group.kill(crate::process::DEFAULT_GRACE).await;
+    let _status = group.kill(DEFAULT_GRACE).await;
 }
 
 /// How a driver ends once its agent's output closed and the end was reaped and
 /// reported: an abnormal end fails the driver (its session restarts it per policy),
 /// a clean exit stops it.
 pub fn ended(
-    myself: &ractor::ActorRef<super::DriverMsg>,
+    myself: &ractor::ActorRef<DriverMsg>,
     cause: ExitCause,
 ) -> Result<(), ractor::ActorProcessingErr> {
     if cause.is_abnormal() {

@@ -1,8 +1,11 @@
-//! What a driver needs to start its agent, and why that can fail.
+//! What a driver needs to start its agent, the shape it reaches the agent in, and
+//! why that can fail.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::process::{ChildStdin, ChildStdout};
 
 use crate::manifest::Manifest;
@@ -30,6 +33,36 @@ pub struct LaunchSpec {
     pub max_line: usize,
     /// Emit `cap.pty.raw_bytes` (PTY only; a separate opt-in stream, spec §6.1).
     pub raw_bytes: bool,
+    /// How the agent is reached: an engine option (no manifest key), set by whoever
+    /// builds the spec for a binding that needs another shape than one process.
+    pub shape: Shape,
+}
+
+/// The shapes of agent a driver reaches: each binding's wire admits some of them
+/// ([`super::wire::Wire::admits`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Shape {
+    /// One long-lived process per session: its end of output is its death (or, at
+    /// status 0, its end).
+    #[default]
+    LongLived,
+    /// One process per turn (`codex exec --json`, `claude -p --resume <id>`): a clean
+    /// end of output ends the turn, not the session; the next prompt starts the next
+    /// process, resuming the conversation. Its crash mid-turn is a death.
+    PerTurn,
+    /// No process of ours: a connection to a peer already listening at this address,
+    /// speaking the binding's wire. Its loss is the death; a restart reconnects.
+    Connect(SocketAddr),
+}
+
+impl std::fmt::Display for Shape {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Shape::LongLived => f.write_str("one process per session"),
+            Shape::PerTurn => f.write_str("one process per turn"),
+            Shape::Connect(addr) => write!(f, "a connection to {addr}"),
+        }
+    }
 }
 
 impl LaunchSpec {
@@ -43,6 +76,7 @@ impl LaunchSpec {
             env: Vec::new(),
             max_line: DEFAULT_MAX_LINE,
             raw_bytes: false,
+            shape: Shape::LongLived,
         }
     }
 
@@ -110,6 +144,28 @@ impl LaunchSpec {
     }
 }
 
+impl LaunchSpec {
+    /// Connect to a peer listening at `addr` (the [`Shape::Connect`] shape): the read
+    /// and write halves of the connection.
+    pub async fn connect(
+        &self,
+        addr: SocketAddr,
+    ) -> Result<(OwnedReadHalf, OwnedWriteHalf), LaunchError> {
+        let stream = tokio::net::TcpStream::connect(addr)
+            .await
+            .map_err(|source| LaunchError::Connect {
+                urn: self.urn.clone(),
+                addr,
+                source,
+            })?;
+        if let Err(e) = stream.set_nodelay(true) {
+            tracing::debug!(urn = %self.urn, "TCP_NODELAY: {e}");
+        }
+        tracing::info!(urn = %self.urn, %addr, "connected to the agent");
+        Ok(stream.into_split())
+    }
+}
+
 /// Why a driver could not start its agent.
 #[derive(Debug, thiserror::Error)]
 pub enum LaunchError {
@@ -121,6 +177,13 @@ pub enum LaunchError {
     Spawn {
         urn: String,
         program: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{urn}: cannot connect to {addr}: {source}")]
+    Connect {
+        urn: String,
+        addr: SocketAddr,
         #[source]
         source: std::io::Error,
     },

@@ -1,11 +1,18 @@
-//! The contract between a session and its driver: one driver actor per binding
-//! (stream-json and ACP-stdio today; PTY and A2A follow), all speaking these messages.
+//! The contract between a session and its driver, written once.
 //!
-//! A driver owns its agent's process (or connection). It turns the agent's wire into
-//! [`DriverOutput`]s that travel to the session through an [`OutputSink`]: batches
-//! bounded by credits, so a flooding agent is slowed down (its pipe fills) instead of
-//! growing a mailbox. When the agent dies the driver emits `cap.error` and *fails*
-//! with an [`ExitCause`]; the session, its supervisor, applies the restart policy.
+//! [`spawn`] starts the driver of a [`Binding`]: one actor type, the skeleton
+//! [`actor::Driver`], generic over the binding's [`wire::Wire`] (stream-json, ACP-stdio
+//! and PTY in this build; gRPC and A2A are bindings this build has no driver for,
+//! and [`SUPPORTED`] — which binding selection reads — says so from the same table).
+//! Every driver speaks [`DriverMsg`] in and [`DriverOutput`] out.
+//!
+//! A driver owns its agent's process group (or connection). It turns the agent's wire
+//! into [`DriverOutput`]s that travel to the session through an [`OutputSink`]:
+//! batches bounded by credits, so a flooding agent is slowed down (its pipe fills)
+//! instead of growing a mailbox. When the agent dies the driver emits `cap.error`
+//! and *fails* with an [`ExitCause`]; the session, its supervisor, applies the
+//! restart policy. The agent is reached in one of three [`Shape`]s: one long-lived
+//! process per session, one process per turn, or a connection with no process.
 
 pub mod acp;
 mod acp_conn;
@@ -14,19 +21,152 @@ mod acp_conn_tests;
 mod acp_elicit;
 mod acp_host;
 mod acp_perms;
+pub mod actor;
 pub mod death;
 pub mod launch;
 pub mod pty;
 pub mod sink;
 pub mod stream_json;
+pub mod wire;
 
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use ractor::{ActorCell, ActorRef};
 use serde_json::Value;
 
-pub use launch::{LaunchError, LaunchSpec};
+pub use launch::{LaunchError, LaunchSpec, Shape};
 pub use sink::OutputSink;
 
-use crate::protocol::{CapEvent, Decision, StopReason};
+use crate::protocol::{CapCode, CapEvent, Decision, ErrorKind, StopReason};
+use crate::registry::Binding;
 pub use crate::supervision::ExitCause;
+
+/// Start arguments of one driver generation.
+pub struct DriverArgs {
+    pub launch: Arc<LaunchSpec>,
+    pub sink: OutputSink,
+    /// The conversation to resume natively (`--resume <id>`), if any.
+    pub resume_id: Option<String>,
+}
+
+/// Why no driver could be started.
+#[derive(Debug, thiserror::Error)]
+pub enum SpawnError {
+    /// This build has no driver for the binding.
+    #[error("{urn}: no {binding} driver in this build ({})", CapCode::BindingUnavailable.symbol())]
+    Unavailable { urn: String, binding: Binding },
+    /// The binding's driver cannot reach an agent in the launch's shape.
+    #[error("{urn}: the {binding} driver cannot reach {shape} ({})", CapCode::BindingUnavailable.symbol())]
+    Shape {
+        urn: String,
+        binding: Binding,
+        shape: Shape,
+    },
+    /// The driver failed to start (its agent could not be started or reached).
+    #[error(transparent)]
+    Start(#[from] ractor::SpawnErr),
+}
+
+impl SpawnError {
+    /// The registry's code for the error, when the spec names one: a binding that
+    /// cannot be had is `cap_binding_unavailable`; a failed start has none (it is a
+    /// crash, and restarted like one).
+    pub fn code(&self) -> Option<CapCode> {
+        match self {
+            SpawnError::Unavailable { .. } | SpawnError::Shape { .. } => {
+                Some(CapCode::BindingUnavailable)
+            }
+            SpawnError::Start(_) => None,
+        }
+    }
+}
+
+type Spawned = Result<ActorRef<DriverMsg>, SpawnError>;
+/// Starts the driver of one binding.
+type Starter = fn(Binding, DriverArgs, ActorCell) -> Pin<Box<dyn Future<Output = Spawned> + Send>>;
+
+/// The one table of this build's drivers: every binding has an arm, so a new
+/// [`Binding`] does not compile until it has a driver or says it has none here.
+const fn driver_of(binding: Binding) -> Option<Starter> {
+    match binding {
+        Binding::StreamJson => Some(start::<stream_json::StreamJsonWire>),
+        Binding::AcpStdio => Some(start::<acp::AcpWire>),
+        Binding::Pty => Some(start::<pty::PtyWire>),
+        // Not in this build.
+        Binding::Grpc | Binding::A2a => None,
+    }
+}
+
+fn start<W: wire::Wire>(
+    binding: Binding,
+    args: DriverArgs,
+    supervisor: ActorCell,
+) -> Pin<Box<dyn Future<Output = Spawned> + Send>> {
+    Box::pin(async move {
+        let shape = args.launch.shape;
+        // Per turn the skeleton is ready between agents: only a wire ready at start fits.
+        if !W::admits(&shape) || (shape == Shape::PerTurn && !W::READY_AT_START) {
+            let urn = args.launch.urn.clone();
+            return Err(SpawnError::Shape {
+                urn,
+                binding,
+                shape,
+            });
+        }
+        let driver = actor::Driver::<W>::default();
+        let (driver, _join) = ractor::Actor::spawn_linked(None, driver, args, supervisor).await?;
+        Ok(driver)
+    })
+}
+
+/// Start the driver of `binding`, linked to `supervisor` (the session).
+pub async fn spawn(binding: Binding, args: DriverArgs, supervisor: ActorCell) -> Spawned {
+    match driver_of(binding) {
+        Some(start) => start(binding, args, supervisor).await,
+        None => Err(SpawnError::Unavailable {
+            urn: args.launch.urn.clone(),
+            binding,
+        }),
+    }
+}
+
+/// Whether this build has a driver for `binding`.
+pub const fn supported(binding: Binding) -> bool {
+    driver_of(binding).is_some()
+}
+
+const fn supported_count() -> usize {
+    let (mut n, mut i) = (0, 0);
+    while i < Binding::PRIORITY.len() {
+        if supported(Binding::PRIORITY[i]) {
+            n += 1;
+        }
+        i += 1;
+    }
+    n
+}
+
+/// The bindings this build has drivers for, in the spec's priority order (what
+/// [`crate::registry::select_binding`] is given; selection always ends at PTY).
+pub const SUPPORTED: &[Binding] = &{
+    let mut out = [Binding::Pty; supported_count()];
+    let (mut i, mut j) = (0, 0);
+    while i < Binding::PRIORITY.len() {
+        if supported(Binding::PRIORITY[i]) {
+            out[j] = Binding::PRIORITY[i];
+            j += 1;
+        }
+        i += 1;
+    }
+    out
+};
+
+/// A `cap.error` whose code is one of the registry's (`cap_*`), not retryable.
+pub(crate) fn registry_error(code: CapCode, message: impl Into<String>) -> CapEvent {
+    CapEvent::error(ErrorKind::Other(code.symbol().into()), message, false)
+}
 
 /// What a session asks of its driver.
 #[derive(Debug)]
@@ -55,8 +195,8 @@ pub enum DriverMsg {
     Shutdown,
     /// The user's terminal was resized (SIGWINCH): pass the size on (PTY only).
     Resize { rows: u16, cols: u16 },
-    /// Internal: the agent's output reached end of file.
-    OutputClosed,
+    /// Internal: the output of the driver's agent number `run` reached its end.
+    OutputClosed { run: u64 },
 }
 
 /// What a driver tells its session, in stream order.
@@ -87,4 +227,20 @@ pub struct TurnEnd {
     pub is_error: bool,
     /// The agent's own summary of the turn's text, when the binding gives one.
     pub result_text: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn supported_is_the_driver_table_in_priority_order() {
+        assert_eq!(
+            SUPPORTED,
+            [Binding::StreamJson, Binding::AcpStdio, Binding::Pty]
+        );
+        for b in Binding::PRIORITY {
+            assert_eq!(supported(b), SUPPORTED.contains(&b), "{b}");
+        }
+    }
 }

@@ -1,58 +1,47 @@
-//! The stream-json driver actor (spec §6.2, Appendix C.1; Claude Code's protocol).
+//! The stream-json wire (spec §6.2, Appendix C.1; Claude Code's protocol).
 //!
-//! It spawns the agent in its own process group, writes `user` frames and control
-//! responses to its stdin, and runs one reader task that maps stdout lines (bounded,
-//! [`LineReader`]) through the [`StreamJsonMapper`] into credit-bounded batches for
-//! the session. The mapper is shared with the actor (answers need its pending
-//! requests) behind a `std` mutex that is never held across an await.
+//! It writes `user` frames and control responses to the agent's input, and its
+//! output task maps the agent's output lines (bounded, [`LineReader`]) through the
+//! [`StreamJsonMapper`] into credit-bounded batches for the session. The mapper is
+//! shared with the wire (answers need its pending requests) behind a `std` mutex that
+//! is never held across an await.
 //!
 //! Readiness: Claude prints nothing before the first prompt, so the agent is ready
-//! once spawned; its `system/init` later only teaches us the id to `--resume` with.
+//! once started; its `system/init` later only teaches us the id to `--resume` with.
+//! The wire admits every [`Shape`]: a long-lived process, one `-p` process per turn
+//! resuming the previous one's conversation, or stream-json over a TCP connection.
 
 use std::sync::{Arc, Mutex};
 
-use ractor::{Actor, ActorProcessingErr, ActorRef};
-use tokio::io::AsyncWriteExt;
-use tokio::process::ChildStdin;
-use tokio::task::JoinHandle;
+use serde_json::Value;
+use tokio::io::{AsyncWrite, AsyncWriteExt};
 
-use super::death::{end_deliberately, ended, reap};
 use super::launch::Spawned;
-use super::{DriverMsg, DriverOutput, ExitCause, LaunchError, LaunchSpec, OutputSink, TurnEnd};
-use crate::bindings::stream_json::{Output, StreamJsonMapper, TurnEnd as WireTurnEnd};
+use super::wire::{Interrupt, OutputEnd, OutputTask, Peer, Start, Started, Wire};
+use super::{DriverOutput, LaunchError, LaunchSpec, OutputSink, Shape, TurnEnd};
+use crate::bindings::stream_json::{
+    Output, ResponseError, StreamJsonMapper, TurnEnd as WireTurnEnd,
+};
 use crate::bindings::stream_json::{build_argv, outbound};
 use crate::manifest::ArgvFastPath;
 use crate::process::lines::{LineConfig, LineItem, LineReader};
 use crate::process::stderr_ring::StderrRing;
-use crate::process::{DEFAULT_GRACE, ProcessGroup};
-use crate::protocol::{CapEvent, ErrorKind};
+use crate::protocol::{CapEvent, Decision, ErrorKind};
 use crate::sync::lock;
 
 use super::sink::MAX_BATCH;
 
-pub use super::death::{AGENT_EXITED, AGENT_HUNG};
+/// The agent's input: a pipe or the write half of a connection (written per frame,
+/// never per output line).
+type Input = Box<dyn AsyncWrite + Send + Unpin>;
 
-/// The stream-json driver.
-pub struct StreamJsonDriver;
-
-/// Start arguments of one driver generation.
-pub struct DriverArgs {
-    pub launch: Arc<LaunchSpec>,
-    pub sink: OutputSink,
-    /// The conversation to resume natively (`--resume <id>`), if any.
-    pub resume_id: Option<String>,
-}
-
-pub struct DriverState {
-    group: ProcessGroup,
-    stdin: Option<ChildStdin>,
+/// The stream-json wire of one agent process (or connection).
+pub struct StreamJsonWire {
+    input: Option<Input>,
     mapper: Arc<Mutex<StreamJsonMapper>>,
-    stderr: StderrRing,
-    reader: JoinHandle<()>,
     sink: OutputSink,
     urn: String,
     interrupts: u64,
-    shutting_down: bool,
 }
 
 /// The argv for this generation: the fleet's override or the manifest's fast path,
@@ -88,184 +77,169 @@ fn argv_for(launch: &LaunchSpec, resume_id: Option<&str>) -> Result<Vec<String>,
     Ok(built.argv)
 }
 
-impl Actor for StreamJsonDriver {
-    type Msg = DriverMsg;
-    type State = DriverState;
-    type Arguments = DriverArgs;
+impl Wire for StreamJsonWire {
+    const WHO: &'static str = "agent";
+    const READY_AT_START: bool = true;
 
-    async fn pre_start(
-        &self,
-        myself: ActorRef<DriverMsg>,
-        args: DriverArgs,
-    ) -> Result<DriverState, ActorProcessingErr> {
-        let DriverArgs {
+    fn admits(_shape: &Shape) -> bool {
+        true
+    }
+
+    fn resumes(launch: &LaunchSpec, resume_id: Option<&str>) -> bool {
+        resume_id.is_some()
+            && launch.manifest.startup.resume_arg.is_some()
+            && !matches!(launch.shape, Shape::Connect(_))
+    }
+
+    async fn start(start: Start<'_>) -> Result<Started<Self>, LaunchError> {
+        let Start {
             launch,
             sink,
             resume_id,
-        } = args;
-        let argv = argv_for(&launch, resume_id.as_deref())?;
-        let resumed = resume_id.is_some() && launch.manifest.startup.resume_arg.is_some();
-        let Spawned {
-            group,
-            stdin,
-            stdout,
-            stderr,
-        } = launch.spawn_piped(&argv, &launch.config.cwd)?;
-
-        // Ready goes first: nothing the reader sends may overtake it.
-        sink.send_one(DriverOutput::Ready {
-            resume_id: resume_id.clone(),
-            resumed,
-        })
-        .await;
-
+        } = start;
         let mapper = Arc::new(Mutex::new(
             StreamJsonMapper::new().with_max_line_bytes(launch.max_line),
         ));
-        let reader = match stdout {
-            Some(out) => tokio::spawn(read_loop(
-                LineReader::with_config(
-                    out,
-                    LineConfig {
-                        max_line: launch.max_line,
-                        ..LineConfig::default()
-                    },
-                ),
-                mapper.clone(),
-                sink.clone(),
-                myself.clone(),
-            )),
-            None => tokio::spawn(async {}),
+        let (input, peer, stderr, output): (Option<Input>, _, _, OutputTask) = match launch.shape {
+            Shape::LongLived | Shape::PerTurn => {
+                let argv = argv_for(launch, resume_id)?;
+                let Spawned {
+                    group,
+                    stdin,
+                    stdout,
+                    stderr,
+                } = launch.spawn_piped(&argv, &launch.config.cwd)?;
+                let output = match stdout {
+                    Some(out) => output_task(out, launch, &mapper, sink),
+                    None => Box::pin(async { OutputEnd::CLOSED }),
+                };
+                let input = stdin.map(|i| Box::new(i) as Input);
+                (input, Peer::Process(group), stderr, output)
+            }
+            Shape::Connect(addr) => {
+                let (read, write) = launch.connect(addr).await?;
+                let input: Input = Box::new(write);
+                let output = output_task(read, launch, &mapper, sink);
+                (
+                    Some(input),
+                    Peer::Connection(addr),
+                    StderrRing::default(),
+                    output,
+                )
+            }
         };
-        Ok(DriverState {
-            group,
-            stdin,
+        let wire = StreamJsonWire {
+            input,
             mapper,
-            stderr,
-            reader,
-            sink,
+            sink: sink.clone(),
             urn: launch.urn.clone(),
             interrupts: 0,
-            shutting_down: false,
+        };
+        Ok(Started {
+            wire,
+            peer,
+            stderr,
+            output,
         })
     }
 
-    async fn handle(
-        &self,
-        myself: ActorRef<DriverMsg>,
-        msg: DriverMsg,
-        st: &mut DriverState,
-    ) -> Result<(), ActorProcessingErr> {
-        match msg {
-            DriverMsg::Prompt { text } => st.write(&outbound::user_frame(&text)).await,
-            DriverMsg::Permission {
-                req_id,
-                decision,
-                message,
-            } => {
-                let line =
-                    lock(&st.mapper).respond_permission(&req_id, decision, message.as_deref());
-                st.write_or_report(line).await;
-            }
-            DriverMsg::Answer { ask_id, value } => {
-                let line = match value {
-                    Some(value) => lock(&st.mapper).respond_ask(&ask_id, &value),
-                    None => lock(&st.mapper).decline(&ask_id, "declined: nobody could answer"),
-                };
-                st.write_or_report(line).await;
-            }
-            DriverMsg::Resize { .. } => {} // no terminal to resize
-            DriverMsg::Interrupt => {
-                st.interrupts += 1;
-                let id = format!("capfleet-interrupt-{}", st.interrupts);
-                st.write(&outbound::interrupt_request(&id)).await;
-            }
-            DriverMsg::Kill { cause } => {
-                let _status = st.group.kill(DEFAULT_GRACE).await;
-                st.report_death(&cause).await;
-                return Err(Box::new(cause));
-            }
-            DriverMsg::Shutdown => {
-                st.shutting_down = true;
-                st.stdin = None; // EOF: a stream-json agent exits when its input ends.
-                end_deliberately(&mut st.group, &st.urn, "agent", "end of input").await;
-                myself.stop(None);
-            }
-            DriverMsg::OutputClosed => {
-                if st.shutting_down {
-                    return Ok(());
-                }
-                let cause = reap(&mut st.group, &st.urn).await;
-                st.report_death(&cause).await;
-                return ended(&myself, cause);
-            }
-        }
-        Ok(())
+    async fn prompt(&mut self, text: String) {
+        self.write(&outbound::user_frame(&text)).await;
     }
 
-    async fn post_stop(
-        &self,
-        _myself: ActorRef<DriverMsg>,
-        st: &mut DriverState,
-    ) -> Result<(), ActorProcessingErr> {
-        st.reader.abort();
-        // Stopped from outside (session closed, fleet stopping): never leave the agent.
-        let _status = st.group.kill(DEFAULT_GRACE).await;
-        Ok(())
+    async fn permission(&mut self, req_id: String, decision: Decision, message: Option<String>) {
+        let line = lock(&self.mapper).respond_permission(&req_id, decision, message.as_deref());
+        self.write_or_report(line).await;
+    }
+
+    async fn answer(&mut self, ask_id: String, value: Option<Value>) {
+        let line = match value {
+            Some(value) => lock(&self.mapper).respond_ask(&ask_id, &value),
+            None => lock(&self.mapper).decline(&ask_id, "declined: nobody could answer"),
+        };
+        self.write_or_report(line).await;
+    }
+
+    async fn interrupt(&mut self) -> Interrupt {
+        self.interrupts += 1;
+        let id = format!("capfleet-interrupt-{}", self.interrupts);
+        self.write(&outbound::interrupt_request(&id)).await;
+        Interrupt::Sent
+    }
+
+    fn close(&mut self, _peer: &Peer) -> &'static str {
+        self.input = None; // EOF: a stream-json agent exits when its input ends.
+        "end of input"
     }
 }
 
-impl DriverState {
+impl StreamJsonWire {
     /// Write one frame. A broken pipe means the agent is gone: its reader reports that.
     async fn write(&mut self, line: &str) {
-        let Some(stdin) = self.stdin.as_mut() else {
+        let Some(input) = self.input.as_mut() else {
             return;
         };
-        let res = match stdin.write_all(line.as_bytes()).await {
-            Ok(()) => stdin.flush().await,
+        let res = match input.write_all(line.as_bytes()).await {
+            Ok(()) => input.flush().await,
             Err(e) => Err(e),
         };
         if let Err(e) = res {
             tracing::debug!(urn = %self.urn, "write to agent failed: {e}");
-            self.stdin = None;
+            self.input = None;
         }
     }
 
-    async fn write_or_report<E: std::fmt::Display>(&mut self, line: Result<String, E>) {
+    /// Write an answer, or report why it could not be made (with the registry's code).
+    async fn write_or_report(&mut self, line: Result<String, ResponseError>) {
         match line {
             Ok(line) => self.write(&line).await,
             Err(e) => {
-                let event = CapEvent::error(
-                    ErrorKind::Other("invalid_answer".into()),
-                    e.to_string(),
-                    false,
-                );
+                let event = super::registry_error(e.code(), e.to_string());
                 self.sink.send_one(DriverOutput::Event(event)).await;
             }
         }
     }
-
-    async fn report_death(&mut self, cause: &ExitCause) {
-        super::death::report_death(&self.sink, &self.stderr, cause).await;
-    }
 }
 
-/// Reads stdout to EOF, mapping lines into batches; then tells the actor.
+/// What the output task learns on the way: whether a turn ended, and the id to
+/// resume the conversation with.
+#[derive(Default)]
+struct Learned {
+    turn_ended: bool,
+    resume_id: Option<String>,
+}
+
+/// The output task over `out` (a pipe or a connection's read half).
+fn output_task<R: tokio::io::AsyncRead + Unpin + Send + 'static>(
+    out: R,
+    launch: &LaunchSpec,
+    mapper: &Arc<Mutex<StreamJsonMapper>>,
+    sink: &OutputSink,
+) -> OutputTask {
+    let lines = LineConfig {
+        max_line: launch.max_line,
+        ..LineConfig::default()
+    };
+    let reader = LineReader::with_config(out, lines);
+    Box::pin(read_loop(reader, mapper.clone(), sink.clone()))
+}
+
+/// Reads the agent's output to its end, mapping lines into batches.
 async fn read_loop<R: tokio::io::AsyncRead + Unpin>(
     mut reader: LineReader<R>,
     mapper: Arc<Mutex<StreamJsonMapper>>,
     sink: OutputSink,
-    driver: ActorRef<DriverMsg>,
-) {
+) -> OutputEnd {
     // Both grow to the largest burst seen (usually a few items), not to a guess.
     let mut wire = Vec::new();
     let mut batch = Vec::new();
+    let mut learned = Learned::default();
     loop {
         let item = match reader.next().await {
             Ok(Some(item)) => item,
             Ok(None) => break,
             Err(e) => {
-                tracing::warn!("agent stdout read failed: {e}");
+                tracing::warn!("agent output read failed: {e}");
                 break;
             }
         };
@@ -283,24 +257,28 @@ async fn read_loop<R: tokio::io::AsyncRead + Unpin>(
                 }
             }
         }
-        convert(&mut wire, &mut batch);
+        convert(&mut wire, &mut batch, &mut learned);
         let flush = batch.len() >= MAX_BATCH || !reader.has_buffered();
         if flush && !sink.send(std::mem::take(&mut batch)).await {
-            return; // the session is gone; the actor's post_stop kills the agent
+            return OutputEnd::SessionGone;
         }
     }
     if !batch.is_empty() {
         sink.send(batch).await;
     }
-    let _gone = driver.cast(DriverMsg::OutputClosed);
+    OutputEnd::Closed {
+        turn_ended: learned.turn_ended,
+        resume_id: learned.resume_id,
+    }
 }
 
 /// Binding outputs → driver outputs.
-fn convert(wire: &mut Vec<Output>, batch: &mut Vec<DriverOutput>) {
+fn convert(wire: &mut Vec<Output>, batch: &mut Vec<DriverOutput>, learned: &mut Learned) {
     for out in wire.drain(..) {
         match out {
             Output::Event(CapEvent::SessionReady(ready)) => {
                 if let Some(id) = ready.session_id.into_option() {
+                    learned.resume_id = Some(id.clone());
                     batch.push(DriverOutput::ResumeId(id));
                 }
             }
@@ -310,11 +288,14 @@ fn convert(wire: &mut Vec<Output>, batch: &mut Vec<DriverOutput>) {
                 is_error,
                 result_text,
                 ..
-            }) => batch.push(DriverOutput::TurnEnd(TurnEnd {
-                stop_reason,
-                is_error,
-                result_text,
-            })),
+            }) => {
+                learned.turn_ended = true;
+                batch.push(DriverOutput::TurnEnd(TurnEnd {
+                    stop_reason,
+                    is_error,
+                    result_text,
+                }));
+            }
             Output::PermissionWithdrawn { req_id, .. } => {
                 batch.push(DriverOutput::Withdrawn { req_id })
             }

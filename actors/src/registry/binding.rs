@@ -102,8 +102,8 @@ impl fmt::Display for Selection {
 }
 
 /// Pick the first binding in [`Binding::PRIORITY`] that `m` declares and `supported`
-/// lists. PTY is the universal fallback (spec §6.1) and is chosen even if `supported`
-/// omits it.
+/// lists (this build's drivers: [`crate::driver::SUPPORTED`]). PTY is the universal
+/// fallback (spec §6.1) and is chosen even if `supported` omits it.
 pub fn select_binding(m: &Manifest, supported: &[Binding]) -> Selection {
     let mut skipped = Vec::new();
     for b in Binding::PRIORITY {

@@ -13,15 +13,11 @@ use tokio::sync::Semaphore;
 
 use super::machine::Core;
 use super::{Own, SessionError, SessionMsg, SessionSpec};
-use crate::driver::acp::AcpDriver;
-use crate::driver::pty::PtyDriver;
 use crate::driver::sink::DEFAULT_CREDITS;
-use crate::driver::stream_json::{DriverArgs, StreamJsonDriver};
-use crate::driver::{DriverMsg, ExitCause, LaunchSpec, OutputSink};
+use crate::driver::{DriverArgs, DriverMsg, ExitCause, LaunchSpec, OutputSink};
 use crate::events::trace::{TRACEPARENT, traceparent};
 use crate::events::{EventBody, SessionState, TurnOutcome};
-use crate::protocol::{CapCode, StopReason};
-use crate::registry::Binding;
+use crate::protocol::StopReason;
 use crate::supervision::{Decision as Restart, RestartTracker};
 
 /// The session's driver, one at a time.
@@ -137,48 +133,20 @@ impl Core {
         let generation = self.slot.next_generation();
         self.slot.join_trace(self.spans.for_agent());
         let sink = self.slot.sink(myself);
-        let spawned = match self.spec.binding {
-            Binding::StreamJson => {
-                let args = DriverArgs {
-                    launch: self.slot.launch.clone(),
-                    sink,
-                    resume_id: self.slot.resume_id.clone(),
-                };
-                ractor::Actor::spawn_linked(None, StreamJsonDriver, args, myself.get_cell()).await
-            }
-            Binding::AcpStdio => {
-                let args = DriverArgs {
-                    launch: self.slot.launch.clone(),
-                    sink,
-                    resume_id: self.slot.resume_id.clone(),
-                };
-                ractor::Actor::spawn_linked(None, AcpDriver, args, myself.get_cell()).await
-            }
-            Binding::Pty => {
-                let args = DriverArgs {
-                    launch: self.slot.launch.clone(),
-                    sink,
-                    resume_id: None,
-                };
-                ractor::Actor::spawn_linked(None, PtyDriver, args, myself.get_cell()).await
-            }
-            other => {
-                let reason = format!(
-                    "{}: no {other} driver in this build ({})",
-                    self.bus.urn(),
-                    CapCode::BindingUnavailable.symbol()
-                );
-                self.fail(reason).await;
-                return;
-            }
+        let args = DriverArgs {
+            launch: self.slot.launch.clone(),
+            sink,
+            resume_id: self.slot.resume_id.clone(),
         };
-        match spawned {
-            Ok((driver, _join)) => {
+        match crate::driver::spawn(self.spec.binding, args, myself.get_cell()).await {
+            Ok(driver) => {
                 self.slot.driver = Some(driver);
                 let _timer = myself.send_after(self.spec.init_timeout, move || {
                     Own::InitTimeout { generation }.into()
                 });
             }
+            // No driver for this binding (or shape) in this build: nothing to restart.
+            Err(e) if e.code().is_some() => self.fail(e.to_string()).await,
             // A spawn failure (bad argv, missing binary) counts as a crash.
             Err(e) => {
                 Box::pin(self.on_driver_exit(

@@ -3,7 +3,6 @@
 
 use std::collections::VecDeque;
 
-use ractor::ActorRef;
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
@@ -15,8 +14,8 @@ use crate::bindings::pty::{
     LineParser, Paste, RowScan, Screen, Settle, Verdict, answer_bytes, prompt_bytes,
 };
 use crate::driver::sink::MAX_BATCH;
-use crate::driver::{DriverMsg, DriverOutput, LaunchSpec, OutputSink, TurnEnd};
-use crate::protocol::{CapCode, CapEvent, ErrorKind, StopReason};
+use crate::driver::{DriverOutput, LaunchSpec, OutputSink, TurnEnd, registry_error};
+use crate::protocol::{CapCode, CapEvent, StopReason};
 
 /// What the actor asks of its engine.
 #[derive(Debug)]
@@ -31,6 +30,14 @@ pub(super) enum Cmd {
         rows: u16,
         cols: u16,
     },
+}
+
+/// How the engine's run ended.
+pub(super) enum End {
+    /// The terminal closed (EOF or EIO: its last slave closed) or the actor went away.
+    Closed,
+    /// The session stopped taking output.
+    SessionGone,
 }
 
 /// The engine: owns the terminal's master side and everything derived from it.
@@ -86,8 +93,7 @@ impl Engine {
         mut self,
         mut pty: pty_process::Pty,
         mut rx: mpsc::Receiver<Cmd>,
-        driver: ActorRef<DriverMsg>,
-    ) {
+    ) -> End {
         let mut buf = vec![0u8; READ_CHUNK];
         loop {
             let deadline = self.settle.deadline().map(Instant::from_std);
@@ -125,11 +131,11 @@ impl Engine {
                 let rest = self.out.split_off(self.out.len().min(MAX_BATCH));
                 let batch = std::mem::replace(&mut self.out, rest);
                 if !self.sink.send(batch).await {
-                    return; // the session is gone; the actor's post_stop kills the agent
+                    return End::SessionGone; // the actor's post_stop kills the agent
                 }
             }
         }
-        let _gone = driver.cast(DriverMsg::OutputClosed);
+        End::Closed
     }
 
     /// `n` more bytes of input reached the terminal: typing counts as activity (no
@@ -164,10 +170,9 @@ impl Engine {
             Cmd::Prompt(text) => {
                 if !self.ready || self.settle.is_busy() {
                     if self.ready && !self.queued_input {
-                        self.events.push(CapEvent::error(
-                            ErrorKind::Other(CapCode::QueuedInputUnsupported.symbol().into()),
+                        self.events.push(registry_error(
+                            CapCode::QueuedInputUnsupported,
                             "this agent takes no input while a turn runs",
-                            false,
                         ));
                         return;
                     }

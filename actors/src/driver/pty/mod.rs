@@ -1,24 +1,27 @@
-//! The PTY driver actor (spec §6.1, Appendix A): any terminal agent, driven the way
-//! a human would drive it.
+//! The PTY wire (spec §6.1, Appendix A): any terminal agent, driven the way a human
+//! would drive it.
 //!
 //! The agent runs as a session leader on a fresh pseudo-terminal (its own process
-//! group, killed as a whole through [`ProcessGroup`]). One engine task owns the
-//! master side: it reads output into the [`Screen`], answers terminal queries,
-//! classifies completed lines ([`LineParser`]), decides readiness and turn ends
-//! ([`Settle`], on a timer: idle waiting costs nothing) and types prompts and
-//! answers. Outputs travel in credit-bounded batches: when the session lags, the
-//! engine stops reading and the agent blocks on its terminal.
+//! group, killed as a whole through [`ProcessGroup`]). The output task is the one
+//! engine owning the master side: it reads output into the [`Screen`], answers
+//! terminal queries, classifies completed lines ([`LineParser`]), decides readiness
+//! and turn ends ([`Settle`], on a timer: idle waiting costs nothing) and types
+//! prompts and answers. Outputs travel in credit-bounded batches: when the session
+//! lags, the engine stops reading and the agent blocks on its terminal.
+//!
+//! [`Screen`]: crate::bindings::pty::Screen
+//! [`LineParser`]: crate::bindings::pty::LineParser
+//! [`Settle`]: crate::bindings::pty::Settle
 
-use ractor::{Actor, ActorProcessingErr, ActorRef};
+use serde_json::Value;
 use tokio::sync::mpsc;
-use tokio::task::JoinHandle;
 
-use super::death::{end_deliberately, ended, reap};
-use super::stream_json::DriverArgs;
-use super::{DriverMsg, DriverOutput, ExitCause, LaunchError, LaunchSpec, OutputSink, TurnEnd};
+use super::wire::{Interrupt, OutputEnd, Peer, Start, Started, Wire};
+use super::{ExitCause, LaunchError, LaunchSpec};
 use crate::manifest::CancelMode;
-use crate::process::{DEFAULT_GRACE, ProcessGroup, SpawnSpec};
-use crate::protocol::{CapCode, CapEvent, ErrorKind, StopReason};
+use crate::process::stderr_ring::StderrRing;
+use crate::process::{ProcessGroup, SpawnSpec};
+use crate::protocol::{CapEvent, Decision, ErrorKind};
 
 /// Bytes read from the terminal at once.
 const READ_CHUNK: usize = 16 * 1024;
@@ -27,21 +30,15 @@ const WRITE_CHUNK: usize = 4 * 1024;
 /// Commands from the actor to its engine in flight (fed by the session, not the agent).
 const COMMANDS: usize = 64;
 
-/// The PTY driver.
-pub struct PtyDriver;
-
 mod engine;
 
 use engine::{Cmd, Engine};
 
-pub struct PtyState {
-    group: ProcessGroup,
+/// The PTY wire of one agent process.
+pub struct PtyWire {
     cmds: mpsc::Sender<Cmd>,
-    engine: JoinHandle<()>,
-    sink: OutputSink,
     urn: String,
     cancel: CancelMode,
-    stopping: bool,
 }
 
 fn argv_for(launch: &LaunchSpec) -> Result<Vec<String>, LaunchError> {
@@ -73,18 +70,13 @@ fn spawn_error(launch: &LaunchSpec, program: &str, e: impl std::fmt::Display) ->
     }
 }
 
-impl Actor for PtyDriver {
-    type Msg = DriverMsg;
-    type State = PtyState;
-    type Arguments = DriverArgs;
+impl Wire for PtyWire {
+    const WHO: &'static str = "agent";
+    const READ_WHILE_KILLED: bool = false;
 
-    async fn pre_start(
-        &self,
-        myself: ActorRef<DriverMsg>,
-        args: DriverArgs,
-    ) -> Result<PtyState, ActorProcessingErr> {
-        let DriverArgs { launch, sink, .. } = args;
-        let argv = argv_for(&launch)?;
+    async fn start(start: Start<'_>) -> Result<Started<Self>, LaunchError> {
+        let Start { launch, sink, .. } = start;
+        let argv = argv_for(launch)?;
         let program = launch.program_for(&argv[0]);
         let shown = program.display().to_string();
         let mut spec = SpawnSpec::new(&program)
@@ -96,12 +88,12 @@ impl Actor for PtyDriver {
             spec = spec.env(k, v);
         }
         let pty_cfg = &launch.manifest.pty;
-        let (pty, pts) = pty_process::open().map_err(|e| spawn_error(&launch, &shown, e))?;
+        let (pty, pts) = pty_process::open().map_err(|e| spawn_error(launch, &shown, e))?;
         pty.resize(pty_process::Size::new(pty_cfg.rows, pty_cfg.cols))
-            .map_err(|e| spawn_error(&launch, &shown, e))?;
+            .map_err(|e| spawn_error(launch, &shown, e))?;
         let child = pty_process::Command::from(spec.session_command())
             .spawn(pts)
-            .map_err(|e| spawn_error(&launch, &shown, e))?;
+            .map_err(|e| spawn_error(launch, &shown, e))?;
         let group = ProcessGroup::from_leader(child, spec.marker.clone()).map_err(|source| {
             LaunchError::Spawn {
                 urn: launch.urn.clone(),
@@ -114,105 +106,67 @@ impl Actor for PtyDriver {
         let caps = &launch.manifest.capabilities;
         let cancel = caps.mid_turn_cancel.unwrap_or(pty_cfg.sigint_cancels_turn);
         let (cmds, rx) = mpsc::channel(COMMANDS);
-        let engine = Engine::new(&launch, sink.clone());
-        let engine = tokio::spawn(engine.run(pty, rx, myself.clone()));
-        Ok(PtyState {
-            group,
+        let engine = Engine::new(launch, sink.clone());
+        let output = Box::pin(async move {
+            match engine.run(pty, rx).await {
+                engine::End::Closed => OutputEnd::CLOSED,
+                engine::End::SessionGone => OutputEnd::SessionGone,
+            }
+        });
+        let wire = PtyWire {
             cmds,
-            engine,
-            sink,
             urn: launch.urn.clone(),
             cancel,
-            stopping: false,
+        };
+        Ok(Started {
+            wire,
+            peer: Peer::Process(group),
+            // The agent's stderr is its terminal: the screen has it.
+            stderr: StderrRing::default(),
+            output,
         })
     }
 
-    async fn handle(
-        &self,
-        myself: ActorRef<DriverMsg>,
-        msg: DriverMsg,
-        st: &mut PtyState,
-    ) -> Result<(), ActorProcessingErr> {
-        match msg {
-            DriverMsg::Prompt { text } => st.command(Cmd::Prompt(text)).await,
-            DriverMsg::Answer { ask_id, value } => st.command(Cmd::Answer { ask_id, value }).await,
-            DriverMsg::Permission { req_id, .. } => {
-                tracing::debug!(urn = %st.urn, %req_id, "a PTY agent asks in its terminal; ignored");
-            }
-            DriverMsg::Resize { rows, cols } => st.command(Cmd::Resize { rows, cols }).await,
-            DriverMsg::Interrupt => match st.cancel {
-                CancelMode::Graceful => st.command(Cmd::Interrupt).await,
-                CancelMode::None => {
-                    let event = CapEvent::error(
-                        ErrorKind::Other(CapCode::CancelUnsupported.symbol().into()),
-                        "this agent cannot cancel a turn (mid_turn_cancel = none)",
-                        false,
-                    );
-                    st.sink.send_one(DriverOutput::Event(event)).await;
-                }
-                CancelMode::Hard => {
-                    st.stopping = true;
-                    st.engine.abort();
-                    let _status = st.group.kill(DEFAULT_GRACE).await;
-                    st.sink
-                        .send_one(DriverOutput::TurnEnd(TurnEnd {
-                            stop_reason: StopReason::Cancelled,
-                            is_error: false,
-                            result_text: None,
-                        }))
-                        .await;
-                    myself.stop(Some("turn cancelled hard".into()));
-                }
-            },
-            DriverMsg::Kill { cause } => {
-                st.stopping = true;
-                st.engine.abort();
-                let _status = st.group.kill(DEFAULT_GRACE).await;
-                st.report_death(&cause).await;
-                return Err(Box::new(cause));
-            }
-            DriverMsg::Shutdown => {
-                st.stopping = true;
-                // Hang up: SIGHUP to the terminal's session, as closing a window does.
-                let _gone = crate::process::signal_group(st.group.pgid(), libc::SIGHUP);
-                end_deliberately(&mut st.group, &st.urn, "agent", "the hang-up").await;
-                st.engine.abort();
-                myself.stop(None);
-            }
-            DriverMsg::OutputClosed => {
-                if st.stopping {
-                    return Ok(());
-                }
-                let cause = reap(&mut st.group, &st.urn).await;
-                st.report_death(&cause).await;
-                return ended(&myself, cause);
-            }
-        }
-        Ok(())
+    async fn prompt(&mut self, text: String) {
+        self.command(Cmd::Prompt(text)).await;
     }
 
-    async fn post_stop(
-        &self,
-        _myself: ActorRef<DriverMsg>,
-        st: &mut PtyState,
-    ) -> Result<(), ActorProcessingErr> {
-        st.engine.abort();
-        let _status = st.group.kill(DEFAULT_GRACE).await;
-        Ok(())
+    async fn permission(&mut self, req_id: String, _decision: Decision, _message: Option<String>) {
+        tracing::debug!(urn = %self.urn, %req_id, "a PTY agent asks in its terminal; ignored");
     }
-}
 
-impl PtyState {
-    async fn command(&mut self, cmd: Cmd) {
-        if self.cmds.send(cmd).await.is_err() {
-            tracing::debug!(urn = %self.urn, "engine gone; command dropped");
+    async fn answer(&mut self, ask_id: String, value: Option<Value>) {
+        self.command(Cmd::Answer { ask_id, value }).await;
+    }
+
+    async fn interrupt(&mut self) -> Interrupt {
+        match self.cancel {
+            CancelMode::Graceful => {
+                self.command(Cmd::Interrupt).await;
+                Interrupt::Sent
+            }
+            CancelMode::None => Interrupt::Unsupported,
+            CancelMode::Hard => Interrupt::Hard,
         }
     }
 
-    /// `cap.error pty_died` (spec A6), before the session hears of the exit.
-    async fn report_death(&mut self, cause: &ExitCause) {
-        if !cause.is_abnormal() && self.stopping {
-            return;
+    async fn resize(&mut self, rows: u16, cols: u16) {
+        self.command(Cmd::Resize { rows, cols }).await;
+    }
+
+    /// Hang up: SIGHUP to the terminal's session, as closing a window does.
+    fn close(&mut self, peer: &Peer) -> &'static str {
+        if let Peer::Process(group) = peer {
+            let _gone = crate::process::signal_group(group.pgid(), libc::SIGHUP);
+        }
+        "the hang-up"
+    }
+
+    /// `cap.error pty_died` (spec A6), before the session hears of the exit: for every
+    /// end of its own, clean or not, and for an abnormal kill.
+    fn death_event(cause: &ExitCause, by_itself: bool, _stderr: &StderrRing) -> Option<CapEvent> {
+        if !cause.is_abnormal() && !by_itself {
+            return None;
         }
         let mut event = CapEvent::error(
             ErrorKind::PtyDied,
@@ -222,6 +176,14 @@ impl PtyState {
         if let CapEvent::Error(e) = &mut event {
             e.details = Some(serde_json::json!({ "cause": cause })).into();
         }
-        self.sink.send_one(DriverOutput::Event(event)).await;
+        Some(event)
+    }
+}
+
+impl PtyWire {
+    async fn command(&mut self, cmd: Cmd) {
+        if self.cmds.send(cmd).await.is_err() {
+            tracing::debug!(urn = %self.urn, "engine gone; command dropped");
+        }
     }
 }
