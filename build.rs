@@ -17,7 +17,7 @@ fn main() {
         .collect();
     entries.sort();
     let mut out = String::from(
-        "/// Shipped manifests: `(registry name, TOML source)`.\npub const SHIPPED: &[(&str, &str)] = &[\n",
+        "/// Shipped manifests: `(registry name, TOML source)`.\npub(crate) const SHIPPED: &[(&str, &str)] = &[\n",
     );
     for path in entries {
         println!("cargo:rerun-if-changed={}", path.display());
@@ -40,7 +40,7 @@ fn main() {
     );
     writeln!(
         out,
-        "/// capfleet's own manifest as an agent (`capfleet --cap-manifest`).\npub const OWN_MANIFEST: &str = include_str!({:?});",
+        "/// capfleet's own manifest as an agent (`capfleet --cap-manifest`).\npub(crate) const OWN_MANIFEST: &str = include_str!({:?});",
         own.display().to_string()
     )
     .unwrap();

@@ -12,6 +12,8 @@
 //! Run: `cargo bench --bench acp`. Prints figures; asserts nothing about time.
 //! `CAPFLEET_BENCH_PARTS=1` or `=2` runs one part; `CAPFLEET_BENCH_TURNS` changes
 //! the turn count of part 1.
+// A bench's figures are its output.
+#![allow(clippy::print_stdout)]
 
 use std::future::Future;
 use std::io::{BufRead, BufReader, Write};

@@ -13,6 +13,8 @@
 //!   to the last turn ending cancelled (which includes the agents' own reaction).
 //!
 //! Run: `cargo bench --bench fleet`. `CAPFLEET_BENCH_SESSIONS=200,1000` chooses N.
+// A bench's figures are its output.
+#![allow(clippy::print_stdout)]
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::path::{Path, PathBuf};

@@ -7,6 +7,8 @@
 //!   `serde_json::Value` parse of the same lines.
 //!
 //! Run: `cargo bench --bench foundation`. Prints figures; asserts nothing about time.
+// A bench's figures are its output.
+#![allow(clippy::print_stdout)]
 
 use std::path::Path;
 use std::process::{Command, Stdio};

@@ -12,6 +12,8 @@
 //!   that one build can measure (a `max_level_off` build would be a second build).
 //!
 //! Run: `cargo bench --bench otel`. `CAPFLEET_BENCH_ROUNDS` (default 3) sets the rounds.
+// A bench's figures are its output.
+#![allow(clippy::print_stdout)]
 
 mod support;
 

@@ -10,6 +10,8 @@
 //!   `capfleet --version`.
 //!
 //! Run: `cargo bench --bench pty`. Prints figures; asserts nothing about time.
+// A bench's figures are its output.
+#![allow(clippy::print_stdout)]
 
 use std::io::{BufRead, BufReader};
 use std::num::NonZeroU16;

@@ -18,6 +18,8 @@
 //! Run: `cargo bench --bench session`. Prints figures; asserts nothing about time.
 //! `CAPFLEET_BENCH_PARTS=1,3` runs some parts only; `CAPFLEET_BENCH_FRAMES` changes
 //! the frame count of part 1.
+// A bench's figures are its output.
+#![allow(clippy::print_stdout)]
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};

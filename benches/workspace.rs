@@ -7,6 +7,8 @@
 //!
 //! Run: `cargo bench --bench workspace`. `CAPFLEET_BENCH_FILES` and
 //! `CAPFLEET_BENCH_WORKTREES` change the sizes.
+// A bench's figures are its output.
+#![allow(clippy::print_stdout)]
 
 use std::path::Path;
 use std::process::Command;

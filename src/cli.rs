@@ -31,7 +31,7 @@ OTEL_RESOURCE_ATTRIBUTES as usual.";
 #[derive(Debug, Parser)]
 #[command(name = "capfleet", version, about, long_about = None, after_help = AFTER_HELP)]
 #[command(arg_required_else_help = true)]
-pub struct Cli {
+pub(crate) struct Cli {
     /// Print capfleet's own CAP manifest (capfleet as an agent) and exit.
     #[arg(long, exclusive = true)]
     cap_manifest: bool,
@@ -72,7 +72,7 @@ enum Command {
     },
 }
 
-pub fn main() -> ExitCode {
+pub(crate) fn main() -> ExitCode {
     let cli = Cli::parse();
     if cli.cap_manifest {
         return print_own_manifest();

@@ -11,7 +11,7 @@ use tokio::sync::mpsc;
 
 use crate::style::Style;
 
-pub struct Input {
+pub(crate) struct Input {
     interactive: bool,
     lines: mpsc::Receiver<String>,
     questions: mpsc::Receiver<HumanQuestion>,
@@ -20,7 +20,7 @@ pub struct Input {
 
 impl Input {
     /// Start reading stdin: line by line on a terminal, all at once otherwise.
-    pub fn spawn(
+    pub(crate) fn spawn(
         interactive: bool,
         questions: mpsc::Receiver<HumanQuestion>,
         style: Style,
@@ -50,28 +50,28 @@ impl Input {
         }
     }
 
-    pub fn interactive(&self) -> bool {
+    pub(crate) fn interactive(&self) -> bool {
         self.interactive
     }
 
     /// All of a piped stdin.
-    pub async fn read_all(&mut self) -> Option<String> {
+    pub(crate) async fn read_all(&mut self) -> Option<String> {
         self.lines.recv().await
     }
 
     /// The next REPL line; `None` at end of input.
-    pub async fn prompt_line(&mut self) -> Option<String> {
+    pub(crate) async fn prompt_line(&mut self) -> Option<String> {
         eprint!("{} ", self.style.bold("›"));
         std::io::stderr().flush().ok();
         self.lines.recv().await
     }
 
-    pub async fn next_question(&mut self) -> Option<HumanQuestion> {
+    pub(crate) async fn next_question(&mut self) -> Option<HumanQuestion> {
         self.questions.recv().await
     }
 
     /// Ask the human and send the answer to the session.
-    pub async fn ask_human(&mut self, q: HumanQuestion) {
+    pub(crate) async fn ask_human(&mut self, q: HumanQuestion) {
         let msg = match &q.request {
             OpenRequest::Permission {
                 req_id,

@@ -9,14 +9,14 @@ use tracing_subscriber::{EnvFilter, Layer, Registry};
 
 use crate::style::ColorChoice;
 
-pub const ENV: &str = "CAPFLEET_LOG";
+pub(crate) const ENV: &str = "CAPFLEET_LOG";
 
-pub fn init(color: ColorChoice) {
+pub(crate) fn init(color: ColorChoice) {
     init_with(color, None::<tracing_subscriber::layer::Identity>);
 }
 
 /// The stderr diagnostics, plus `spans` (the span pipeline's layer) when given.
-pub fn init_with<L>(color: ColorChoice, spans: Option<L>)
+pub(crate) fn init_with<L>(color: ColorChoice, spans: Option<L>)
 where
     L: Layer<Registry> + Send + Sync + 'static,
 {

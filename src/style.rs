@@ -4,7 +4,7 @@ use std::io::IsTerminal;
 
 /// When to colour output.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
-pub enum ColorChoice {
+pub(crate) enum ColorChoice {
     /// Colour when stdout is a terminal and `NO_COLOR` is unset or empty.
     #[default]
     Auto,
@@ -14,16 +14,16 @@ pub enum ColorChoice {
 
 /// Resolved styling for one stream.
 #[derive(Debug, Clone, Copy)]
-pub struct Style {
+pub(crate) struct Style {
     enabled: bool,
 }
 
 impl Style {
-    pub fn for_stdout(choice: ColorChoice) -> Self {
+    pub(crate) fn for_stdout(choice: ColorChoice) -> Self {
         Self::resolve(choice, std::io::stdout().is_terminal())
     }
 
-    pub fn for_stderr(choice: ColorChoice) -> Self {
+    pub(crate) fn for_stderr(choice: ColorChoice) -> Self {
         Self::resolve(choice, std::io::stderr().is_terminal())
     }
 
@@ -49,23 +49,23 @@ impl Style {
         }
     }
 
-    pub fn bold(self, text: &str) -> String {
+    pub(crate) fn bold(self, text: &str) -> String {
         self.paint("1", text)
     }
 
-    pub fn dim(self, text: &str) -> String {
+    pub(crate) fn dim(self, text: &str) -> String {
         self.paint("2", text)
     }
 
-    pub fn ok(self, text: &str) -> String {
+    pub(crate) fn ok(self, text: &str) -> String {
         self.paint("32", text)
     }
 
-    pub fn warn(self, text: &str) -> String {
+    pub(crate) fn warn(self, text: &str) -> String {
         self.paint("33", text)
     }
 
-    pub fn err(self, text: &str) -> String {
+    pub(crate) fn err(self, text: &str) -> String {
         self.paint("31;1", text)
     }
 }

@@ -4,8 +4,11 @@
 #
 #   ./tests/run.sh            everything
 #   ./tests/run.sh sim_tui    extra arguments go to the test runner (a filter, say);
-#                             a bare word naming a test file (tests/NAME.rs) selects
-#                             that test binary (it becomes `--test NAME`)
+#                             a bare word naming a module of a crate's one test binary
+#                             (tests/all/NAME.rs, actors/tests/all/NAME.rs or
+#                             protocol/tests/all/NAME.rs) selects that module's tests:
+#                             with nextest `-E 'binary_id(<crate>::all) & test(/^NAME::/)'`,
+#                             with cargo test `--test all -- NAME::` (a substring match)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -45,15 +48,32 @@ for p in "${PEERS[@]}"; do
   tests/support/install_peers.sh "$p" || die "installing peer '$p' failed (see above)"
 done
 
-args=()
+# Each crate has one integration-test binary, `all`, with a module per area.
+args=() modules=() filters=()
 for a in "$@"; do
-  if [[ $a =~ ^[A-Za-z0-9_]+$ ]] && [ -f "tests/$a.rs" ]; then args+=(--test "$a"); else args+=("$a"); fi
+  crate=""
+  if [[ $a =~ ^[A-Za-z0-9_]+$ ]]; then
+    for c in capfleet:tests capfleet-actors:actors/tests capfleet-protocol:protocol/tests; do
+      if [ -f "${c#*:}/all/$a.rs" ]; then crate=${c%%:*}; fi
+    done
+  fi
+  if [ -n "$crate" ]; then
+    modules+=("$a::") filters+=("(binary_id($crate::all) & test(/^$a::/))")
+  else
+    args+=("$a")
+  fi
 done
-set -- ${args[@]+"${args[@]}"}
 
 if cargo nextest --version >/dev/null 2>&1; then
+  if [ ${#filters[@]} -gt 0 ]; then
+    expr=${filters[0]}
+    for f in "${filters[@]:1}"; do expr="$expr | $f"; done
+    args+=(-E "$expr")
+  fi
   # (The suite has no doctests; nextest does not run them.)
-  cargo nextest run --workspace --no-fail-fast "$@"
+  cargo nextest run --workspace --no-fail-fast ${args[@]+"${args[@]}"}
+elif [ ${#modules[@]} -gt 0 ]; then
+  cargo test --workspace --no-fail-fast --test all ${args[@]+"${args[@]}"} -- "${modules[@]}"
 else
-  cargo test --workspace --no-fail-fast "$@"
+  cargo test --workspace --no-fail-fast ${args[@]+"${args[@]}"}
 fi

@@ -13,6 +13,9 @@
 //! 4. [`router`], and the fleet floor: [`fleet`], [`answerer`], [`journal`],
 //!    [`budget`], [`tap`], [`telemetry`] — the consumers read the bus, never a session;
 //! 5. [`root`] and [`run`], which assemble the tree.
+//!
+//! [`protocol`], [`manifest`] and [`tomldoc`] live in the `capfleet-protocol` crate and are
+//! re-exported here at the paths the engine and its users name them by.
 
 pub mod answerer;
 pub mod bindings;
@@ -23,10 +26,8 @@ pub mod error;
 pub mod events;
 pub mod fleet;
 pub mod journal;
-pub mod manifest;
 pub mod pricing;
 pub mod process;
-pub mod protocol;
 pub mod registry;
 pub mod root;
 pub mod router;
@@ -37,5 +38,6 @@ pub mod supervision;
 pub mod sync;
 pub mod tap;
 pub mod telemetry;
-pub mod tomldoc;
 pub mod workspace;
+
+pub use capfleet_protocol::{manifest, protocol, tomldoc};

@@ -19,7 +19,7 @@ use capfleet_actors::session::SessionSpec;
 use tokio::sync::mpsc;
 
 /// The environment marker every bench agent carries (for the survivor check).
-pub const MARKER: &str = "CAPFLEET_BENCH_FLEET";
+pub(crate) const MARKER: &str = "CAPFLEET_BENCH_FLEET";
 
 fn sim_manifest() -> Arc<Manifest> {
     let src = std::fs::read_to_string(
@@ -34,7 +34,7 @@ fn sim_manifest() -> Arc<Manifest> {
 }
 
 /// `n` sim sessions `s0`… of fleet `fleet` in `dir`; session `i` follows `script(i)`.
-pub fn sim_sessions(
+pub(crate) fn sim_sessions(
     dir: &Path,
     fleet: &str,
     n: usize,
@@ -64,7 +64,7 @@ pub fn sim_sessions(
 }
 
 /// [`run_with`], every published event kept.
-pub async fn run(
+pub(crate) async fn run(
     fleet: &str,
     sessions: Vec<SessionSpec>,
     budget_usd: Option<f64>,
@@ -84,7 +84,7 @@ pub async fn run(
 }
 
 /// Every session of `sessions` starts with the task `go`; `watcher` sees every event.
-pub async fn run_with(
+pub(crate) async fn run_with(
     fleet: &str,
     sessions: Vec<SessionSpec>,
     budget_usd: Option<f64>,
@@ -118,11 +118,11 @@ pub async fn run_with(
         .expect("run")
 }
 
-pub fn ms(d: Duration) -> f64 {
+pub(crate) fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
 /// Bench agents still alive.
-pub fn survivors(marker: &str) -> usize {
+pub(crate) fn survivors(marker: &str) -> usize {
     capfleet_actors::process::sweep::processes_with_marker(MARKER, marker).len()
 }

@@ -25,7 +25,7 @@ Examples:
   capfleet log 20261130T121500Z-3fa9 -f    follow a run until it ends
   capfleet log latest --session worker-a   one session's records
   capfleet log latest --json | jq .        the raw JSONL records")]
-pub struct LogArgs {
+pub(crate) struct LogArgs {
     /// The run id (a directory of .capfleet/runs) or `latest`.
     #[arg(default_value = LATEST)]
     pub run: String,
@@ -43,7 +43,7 @@ pub struct LogArgs {
     pub dir: Option<PathBuf>,
 }
 
-pub fn run(args: LogArgs, color: ColorChoice) -> ExitCode {
+pub(crate) fn run(args: LogArgs, color: ColorChoice) -> ExitCode {
     let err = Style::for_stderr(color);
     let base = args.dir.clone().unwrap_or_else(|| PathBuf::from("."));
     let run = match RunDir::find(&base, &args.run) {
@@ -141,7 +141,7 @@ fn print_record(
 }
 
 /// One record as a readable line: time, session, turn, kind, summary.
-pub fn line(rec: &Map<String, Value>, style: Style) -> String {
+pub(crate) fn line(rec: &Map<String, Value>, style: Style) -> String {
     let kind = rec.get("type").and_then(Value::as_str).unwrap_or("?");
     let time = rec
         .get("ts_ms")

@@ -7,7 +7,7 @@ use capfleet_actors::manifest::Manifest;
 use crate::style::{ColorChoice, Style};
 
 #[derive(Debug, clap::Subcommand)]
-pub enum ManifestCommand {
+pub(crate) enum ManifestCommand {
     /// Validate manifests against CAP §5 (and the coding profile's section); prints
     /// every error and warning. Exit codes: 0 all valid, 1 any invalid.
     Validate {
@@ -20,7 +20,7 @@ pub enum ManifestCommand {
     },
 }
 
-pub fn run(command: ManifestCommand, color: ColorChoice) -> ExitCode {
+pub(crate) fn run(command: ManifestCommand, color: ColorChoice) -> ExitCode {
     match command {
         ManifestCommand::Validate { files, strict } => validate(&files, strict, color),
     }

@@ -1,8 +1,8 @@
 //! One module per CLI verb.
 
-pub mod chat;
-pub mod log;
-pub mod manifest;
-pub mod resolve;
-pub mod run;
-pub mod worktree;
+pub(crate) mod chat;
+pub(crate) mod log;
+pub(crate) mod manifest;
+pub(crate) mod resolve;
+pub(crate) mod run;
+pub(crate) mod worktree;

@@ -11,7 +11,7 @@ use crate::style::{ColorChoice, Style};
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Exit codes: 0 resolved, 1 no valid manifest (cap_manifest_missing).")]
-pub struct ResolveArgs {
+pub(crate) struct ResolveArgs {
     /// An agent name (registry key, e.g. `sim`) or a path to a manifest file.
     agent: String,
     /// Print one JSON object (source, binding, skipped bindings, warnings, manifest).
@@ -19,7 +19,7 @@ pub struct ResolveArgs {
     json: bool,
 }
 
-pub fn run(args: ResolveArgs, color: ColorChoice) -> ExitCode {
+pub(crate) fn run(args: ResolveArgs, color: ColorChoice) -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -21,7 +21,7 @@ use super::{Budgets, Fleet, FleetSession};
 use crate::agents::{SessionRequest, registry, session_spec};
 
 /// Where relative paths start and what the task override is.
-pub struct Context<'a> {
+pub(super) struct Context<'a> {
     /// The fleet file's directory.
     pub dir: &'a Path,
     /// The fleet file's name without extension (the default fleet name).
@@ -32,7 +32,7 @@ pub struct Context<'a> {
 
 /// Build the fleet; every problem found is returned (agents are all resolved even
 /// when one fails).
-pub async fn build(file: &FleetFile, cx: &Context<'_>) -> Result<Fleet, Vec<FleetError>> {
+pub(super) async fn build(file: &FleetFile, cx: &Context<'_>) -> Result<Fleet, Vec<FleetError>> {
     let mut errors = Vec::new();
     let f = &file.fleet;
     let name = f

@@ -9,14 +9,14 @@ use capfleet_actors::workspace::testrun::TestCommand;
 
 /// A value and where it was written.
 #[derive(Debug, Clone)]
-pub struct At<T> {
+pub(crate) struct At<T> {
     pub value: T,
     pub at: Location,
 }
 
 /// What happens to the run when a session fails.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum OnError {
+pub(crate) enum OnError {
     /// The other sessions go on; the run exits 1 at the end.
     #[default]
     Continue,
@@ -25,10 +25,10 @@ pub enum OnError {
 }
 
 impl OnError {
-    pub const WIRE: &[(OnError, &str)] =
+    pub(crate) const WIRE: &[(OnError, &str)] =
         &[(OnError::Continue, "continue"), (OnError::Abort, "abort")];
 
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             OnError::Continue => "continue",
             OnError::Abort => "abort",
@@ -38,7 +38,7 @@ impl OnError {
 
 /// The whole file.
 #[derive(Debug, Clone)]
-pub struct FleetFile {
+pub(crate) struct FleetFile {
     pub fleet: FleetSection,
     pub sessions: Vec<SessionEntry>,
     pub routes: Vec<RouteEntry>,
@@ -46,7 +46,7 @@ pub struct FleetFile {
 
 /// `[fleet]`.
 #[derive(Debug, Clone)]
-pub struct FleetSection {
+pub(crate) struct FleetSection {
     /// The `[fleet]` header (or the document start when absent).
     pub at: Location,
     pub name: Option<At<String>>,
@@ -68,7 +68,7 @@ pub struct FleetSection {
 
 /// One `[[sessions]]` entry.
 #[derive(Debug, Clone)]
-pub struct SessionEntry {
+pub(crate) struct SessionEntry {
     /// The entry's first key.
     pub at: Location,
     pub name: At<String>,
@@ -97,14 +97,14 @@ pub struct SessionEntry {
 
 /// One `[[routes]]` entry.
 #[derive(Debug, Clone)]
-pub struct RouteEntry {
+pub(crate) struct RouteEntry {
     /// Session names (`.done` and `cap://<fleet>/` stripped); more than one = a join.
     pub when: At<Vec<String>>,
     pub action: ActionEntry,
 }
 
 #[derive(Debug, Clone)]
-pub enum ActionEntry {
+pub(crate) enum ActionEntry {
     To(At<String>),
     FanOut {
         to: At<Vec<String>>,
@@ -119,7 +119,7 @@ pub enum ActionEntry {
 
 impl ActionEntry {
     /// The sessions this action hands output to, with where each was named.
-    pub fn targets(&self) -> Vec<(&str, &Location)> {
+    pub(crate) fn targets(&self) -> Vec<(&str, &Location)> {
         match self {
             ActionEntry::To(to) => vec![(to.value.as_str(), &to.at)],
             ActionEntry::FanOut { to, .. } => {
@@ -132,11 +132,11 @@ impl ActionEntry {
 }
 
 /// The picker name for the human at the terminal.
-pub const HUMAN: &str = "human";
+pub(crate) const HUMAN: &str = "human";
 
 /// A session reference as written: `a`, `a.done`, `cap://<fleet>/a` or
 /// `cap://<fleet>/a.done`, reduced to the session name.
-pub fn session_ref(s: &str) -> String {
+pub(crate) fn session_ref(s: &str) -> String {
     let s = s.strip_suffix(".done").unwrap_or(s);
     let s = match s.strip_prefix("cap://") {
         Some(rest) => rest.rsplit('/').next().unwrap_or(rest),

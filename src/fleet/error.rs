@@ -8,7 +8,7 @@ use capfleet_actors::tomldoc::{Finding, Location};
 
 /// One reason a fleet file is rejected.
 #[derive(Debug, thiserror::Error)]
-pub enum FleetError {
+pub(crate) enum FleetError {
     #[error("{at}: TOML syntax error: {message}")]
     Syntax { at: Location, message: String },
     #[error("{at}: required key missing")]
@@ -63,7 +63,7 @@ pub enum FleetError {
 
 impl FleetError {
     /// Where the error sits (none for an unreadable fleet file).
-    pub fn location(&self) -> Option<&Location> {
+    pub(crate) fn location(&self) -> Option<&Location> {
         match self {
             FleetError::Syntax { at, .. }
             | FleetError::Missing { at }
@@ -109,7 +109,7 @@ impl Finding for FleetError {
 
 /// Every error found in one fleet file, in source order.
 #[derive(Debug)]
-pub struct FleetErrors {
+pub(crate) struct FleetErrors {
     pub errors: Vec<FleetError>,
 }
 

@@ -9,10 +9,10 @@
 //! ```
 
 mod build;
-pub mod config;
-pub mod error;
+pub(crate) mod config;
+pub(crate) mod error;
 mod read;
-pub mod run_dir;
+pub(crate) mod run_dir;
 mod validate;
 
 use std::path::{Path, PathBuf};
@@ -24,16 +24,16 @@ use capfleet_actors::session::SessionSpec;
 use capfleet_actors::tomldoc::Warning;
 use capfleet_actors::workspace::testrun::TestCommand;
 
-pub use config::OnError;
-pub use error::{FleetError, FleetErrors};
-pub use run_dir::RunDir;
+pub(crate) use config::OnError;
+pub(crate) use error::{FleetError, FleetErrors};
+pub(crate) use run_dir::RunDir;
 
 /// The variable naming a simulator's state directory (`once` crash markers).
-pub const SIM_STATE_ENV: &str = "CAPFLEET_SIM_STATE";
+pub(crate) const SIM_STATE_ENV: &str = "CAPFLEET_SIM_STATE";
 
 /// A validated fleet, ready to run.
 #[derive(Debug, Clone)]
-pub struct Fleet {
+pub(crate) struct Fleet {
     pub name: String,
     /// The fleet file, as given.
     pub file: PathBuf,
@@ -55,7 +55,7 @@ pub struct Fleet {
 
 /// One session of a fleet.
 #[derive(Debug, Clone)]
-pub struct FleetSession {
+pub(crate) struct FleetSession {
     pub spec: SessionSpec,
     /// The agent as written (registry key or manifest path).
     pub agent: String,
@@ -71,7 +71,7 @@ pub struct FleetSession {
 
 /// The fleet's budgets, in USD.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Budgets {
+pub(crate) struct Budgets {
     pub total_usd: Option<f64>,
     /// Sessions with their own budget (each at most the total).
     pub per_session: Vec<(String, f64)>,
@@ -79,13 +79,13 @@ pub struct Budgets {
 
 /// A fleet with what it was warned about (unknown keys).
 #[derive(Debug)]
-pub struct Loaded {
+pub(crate) struct Loaded {
     pub fleet: Fleet,
     pub warnings: Vec<Warning>,
 }
 
 /// Read, validate and build a fleet file; `task` replaces `[fleet].task`.
-pub async fn load(path: &Path, task: Option<&str>) -> Result<Loaded, FleetErrors> {
+pub(crate) async fn load(path: &Path, task: Option<&str>) -> Result<Loaded, FleetErrors> {
     let src = std::fs::read_to_string(path).map_err(|source| FleetErrors {
         errors: vec![FleetError::Io {
             path: path.to_owned(),
@@ -119,14 +119,14 @@ pub async fn load(path: &Path, task: Option<&str>) -> Result<Loaded, FleetErrors
 
 impl Fleet {
     /// The session specs, in file order.
-    pub fn specs(&self) -> impl Iterator<Item = &SessionSpec> {
+    pub(crate) fn specs(&self) -> impl Iterator<Item = &SessionSpec> {
         self.sessions.iter().map(|s| &s.spec)
     }
 
     /// Give every capfleet-run agent (the simulator) a state directory inside the
     /// run's directory, unless the fleet file sets one: `once` crashes then happen
     /// once per run.
-    pub fn bind_run_dir(&mut self, run: &RunDir) {
+    pub(crate) fn bind_run_dir(&mut self, run: &RunDir) {
         for s in &mut self.sessions {
             let launch = &mut s.spec.launch;
             let has_state = launch.env.iter().any(|(k, _)| k == SIM_STATE_ENV);

@@ -15,7 +15,7 @@ use super::config::{
 };
 use super::error::FleetError;
 
-pub type Reader = tomldoc::Reader<FleetError>;
+pub(super) type Reader = tomldoc::Reader<FleetError>;
 
 const FLEET_KEYS: &[&str] = &[
     "name",
@@ -63,7 +63,7 @@ const SPLITS: &[(Split, &str)] = &[
 const MODES: &[(CollectMode, &str)] = &[(CollectMode::First, "first"), (CollectMode::All, "all")];
 
 /// Read the whole document; problems are recorded in `r`.
-pub fn read(r: &mut Reader, root: &DeTable<'_>) -> FleetFile {
+pub(super) fn read(r: &mut Reader, root: &DeTable<'_>) -> FleetFile {
     r.unknown_keys(root, "", &["fleet", "sessions", "routes"]);
     let empty = DeTable::new();
     let (ft, span) = r.table(root, "", "fleet").unwrap_or((&empty, 0..0));

@@ -11,22 +11,22 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use capfleet_actors::clock::civil_from_days;
 
 /// The runs directory, relative to where runs are started.
-pub const RUNS_DIR: &str = ".capfleet/runs";
+pub(crate) const RUNS_DIR: &str = ".capfleet/runs";
 /// The journal's file name inside a run directory.
-pub const JOURNAL_FILE: &str = "journal.jsonl";
+pub(crate) const JOURNAL_FILE: &str = "journal.jsonl";
 /// The id `capfleet log` reads as "the most recent run".
-pub const LATEST: &str = "latest";
+pub(crate) const LATEST: &str = "latest";
 
 /// One run's directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RunDir {
+pub(crate) struct RunDir {
     pub id: String,
     pub path: PathBuf,
 }
 
 /// Why a run directory could not be found or made.
 #[derive(Debug, thiserror::Error)]
-pub enum RunDirError {
+pub(crate) enum RunDirError {
     #[error("no runs under {}", dir.display())]
     NoRuns { dir: PathBuf },
     #[error("no run `{id}` under {} (see `ls {}`)", dir.display(), dir.display())]
@@ -37,7 +37,7 @@ pub enum RunDirError {
 
 impl RunDir {
     /// Make a new run directory under `base/.capfleet/runs`.
-    pub fn create(base: &Path) -> Result<RunDir, RunDirError> {
+    pub(crate) fn create(base: &Path) -> Result<RunDir, RunDirError> {
         let runs = base.join(RUNS_DIR);
         std::fs::create_dir_all(&runs).map_err(|source| RunDirError::Io {
             path: runs.clone(),
@@ -55,7 +55,7 @@ impl RunDir {
     }
 
     /// The run `id` (or [`LATEST`]) under `base/.capfleet/runs`.
-    pub fn find(base: &Path, id: &str) -> Result<RunDir, RunDirError> {
+    pub(crate) fn find(base: &Path, id: &str) -> Result<RunDir, RunDirError> {
         let runs = base.join(RUNS_DIR);
         if id != LATEST {
             let path = runs.join(id);
@@ -98,13 +98,13 @@ impl RunDir {
     }
 
     /// The run's journal.
-    pub fn journal(&self) -> PathBuf {
+    pub(crate) fn journal(&self) -> PathBuf {
         self.path.join(JOURNAL_FILE)
     }
 
     /// Append the run's last record, `{"type":"run_ended",…}`, to the journal
     /// (`capfleet log --follow` stops there).
-    pub fn record_end(&self, exit_code: u8) -> Result<(), RunDirError> {
+    pub(crate) fn record_end(&self, exit_code: u8) -> Result<(), RunDirError> {
         use std::io::Write as _;
         let path = self.journal();
         let ts_ms = SystemTime::now()
@@ -125,13 +125,13 @@ impl RunDir {
     }
 
     /// A simulator session's state directory.
-    pub fn sim_state(&self, session: &str) -> PathBuf {
+    pub(crate) fn sim_state(&self, session: &str) -> PathBuf {
         self.path.join("sim").join(session)
     }
 }
 
 /// `YYYYMMDDTHHMMSSZ-xxxx` for `at` (UTC).
-pub fn run_id(at: SystemTime, suffix: u16) -> String {
+pub(crate) fn run_id(at: SystemTime, suffix: u16) -> String {
     let secs = at.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let (days, rem) = (secs / 86_400, secs % 86_400);
     let (y, m, d) = civil_from_days(days);

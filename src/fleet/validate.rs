@@ -9,7 +9,7 @@ use super::config::{At, FleetFile, HUMAN};
 use super::error::FleetError;
 
 /// Every problem of `file` that reading alone could not see.
-pub fn validate(file: &FleetFile) -> Vec<FleetError> {
+pub(super) fn validate(file: &FleetFile) -> Vec<FleetError> {
     let mut errors = Vec::new();
     let mut first_line: HashMap<&str, usize> = HashMap::new();
     for s in &file.sessions {

@@ -13,7 +13,7 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 /// The `/metrics` route over `metrics`.
-pub fn router(metrics: Metrics) -> Router {
+pub(crate) fn router(metrics: Metrics) -> Router {
     Router::new().route(
         "/metrics",
         get(move || {
@@ -24,7 +24,7 @@ pub fn router(metrics: Metrics) -> Router {
 }
 
 /// A running `/metrics` server.
-pub struct MetricsServer {
+pub(crate) struct MetricsServer {
     addr: SocketAddr,
     stop: Option<oneshot::Sender<()>>,
     task: JoinHandle<()>,
@@ -32,7 +32,7 @@ pub struct MetricsServer {
 
 impl MetricsServer {
     /// Bind `addr` and serve until [`MetricsServer::stop`].
-    pub async fn start(addr: SocketAddr, metrics: Metrics) -> Result<Self, String> {
+    pub(crate) async fn start(addr: SocketAddr, metrics: Metrics) -> Result<Self, String> {
         let listener = tokio::net::TcpListener::bind(addr)
             .await
             .map_err(|e| format!("--metrics-addr {addr}: cannot listen: {e}"))?;
@@ -57,12 +57,12 @@ impl MetricsServer {
     }
 
     /// Where it listens (the port chosen when `:0` was asked for).
-    pub fn local_addr(&self) -> SocketAddr {
+    pub(crate) fn local_addr(&self) -> SocketAddr {
         self.addr
     }
 
     /// Stop accepting and end the server.
-    pub async fn stop(mut self) {
+    pub(crate) async fn stop(mut self) {
         if let Some(stop) = self.stop.take() {
             let _already = stop.send(());
         }

@@ -8,7 +8,7 @@
 //! the command unwinds, and a panic hook for a panic outside the runtime's workers
 //! (a panicking actor is caught by ractor and the run ends on a normal path).
 
-pub mod metrics_http;
+pub(crate) mod metrics_http;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -22,7 +22,7 @@ use crate::style::ColorChoice;
 
 /// The flags shared by `run` and `chat`.
 #[derive(Debug, Clone, Default, clap::Args)]
-pub struct TelemetryArgs {
+pub(crate) struct TelemetryArgs {
     /// Export spans over OTLP to this URL (e.g. http://127.0.0.1:4318 for HTTP/protobuf;
     /// with OTEL_EXPORTER_OTLP_PROTOCOL=grpc, http://127.0.0.1:4317). Overrides
     /// OTEL_EXPORTER_OTLP_ENDPOINT.
@@ -34,7 +34,7 @@ pub struct TelemetryArgs {
 }
 
 /// The running telemetry of one command; finish it before the runtime ends.
-pub struct Telemetry {
+pub(crate) struct Telemetry {
     pipeline: Option<Arc<TracePipeline>>,
 }
 
@@ -45,7 +45,10 @@ fn env_var(k: &str) -> Option<String> {
 impl Telemetry {
     /// Set up the span pipeline (if anything asks for one) and the diagnostics
     /// subscriber. Call inside the runtime, once.
-    pub fn start(color: ColorChoice, args: &TelemetryArgs) -> Result<Telemetry, TelemetryError> {
+    pub(crate) fn start(
+        color: ColorChoice,
+        args: &TelemetryArgs,
+    ) -> Result<Telemetry, TelemetryError> {
         let cfg = TraceConfig {
             otlp: args.otlp.clone(),
             trace_file: args.trace_file.clone(),
@@ -60,19 +63,19 @@ impl Telemetry {
     }
 
     /// The span pipeline's counters, for the run's metrics.
-    pub fn span_stats(&self) -> Option<SpanStats> {
+    pub(crate) fn span_stats(&self) -> Option<SpanStats> {
         self.pipeline.as_ref().map(|p| p.stats())
     }
 
     /// The trace the run continues: the `TRACEPARENT` capfleet was started with, when
     /// spans are exported.
-    pub fn traceparent(&self) -> Option<String> {
+    pub(crate) fn traceparent(&self) -> Option<String> {
         self.pipeline.as_ref()?;
         env_var(TRACEPARENT).filter(|v| !v.trim().is_empty())
     }
 
     /// Export what is left and stop; says so on stderr when spans were lost.
-    pub async fn finish(mut self) {
+    pub(crate) async fn finish(mut self) {
         let Some(p) = self.pipeline.take() else {
             return;
         };

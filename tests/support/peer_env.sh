@@ -12,7 +12,7 @@
 #   tests/support/peer_env.sh claude PORT WORKDIR [HOME_DIR] -- claude -p ...   # one-shot
 #
 # This file is the single source of truth for the peers' offline environment:
-# the Rust test helpers (tests/common/peers.rs, `claude_env`) run
+# the Rust test helpers (tests/all/common/peers.rs, `claude_env`) run
 # `peer_env.sh claude PORT WORKDIR HOME_DIR -- env -0` and use what it prints.
 #
 # Each function makes HOME a throw-away directory (mktemp -d unless HOME_DIR is

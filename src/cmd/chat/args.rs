@@ -29,7 +29,7 @@ at `chat`; --trace-file writes the same spans as JSON lines. The agent gets TRAC
 Exit codes: 0 the last turn completed, 1 it failed (or the session did), 2 bad usage,
 130 interrupted (Ctrl-C), 129 / 143 ended by SIGHUP / SIGTERM (the agent is shut down
 with the session either way).")]
-pub struct ChatArgs {
+pub(crate) struct ChatArgs {
     /// The agent: a registry name (see `capfleet resolve`) or a manifest path.
     pub agent: String,
     /// Run this task (repeatable: one turn each) and exit, instead of a REPL.
@@ -128,7 +128,7 @@ fn seconds(what: &str, s: f64) -> Result<Duration, String> {
 
 impl ChatArgs {
     /// The answerer's policy from the flags.
-    pub fn policy(&self) -> Policy {
+    pub(crate) fn policy(&self) -> Policy {
         Policy {
             deny_tools: self.deny_tools.clone(),
             allow_tools: self.allow_tools.clone(),
@@ -137,7 +137,7 @@ impl ChatArgs {
     }
 
     /// Resolve the agent and build the session spec.
-    pub async fn session_spec(&self) -> Result<SessionSpec, String> {
+    pub(crate) async fn session_spec(&self) -> Result<SessionSpec, String> {
         let resolved = registry()
             .resolve(&self.agent)
             .await

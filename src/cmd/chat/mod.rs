@@ -27,7 +27,7 @@ use capfleet_actors::telemetry::TreeTelemetry;
 use ractor::ActorRef;
 use tokio::sync::{mpsc, oneshot};
 
-pub use args::ChatArgs;
+pub(crate) use args::ChatArgs;
 
 use crate::style::{ColorChoice, Style};
 use crate::telemetry::Telemetry;
@@ -37,7 +37,7 @@ const EXIT_FAILED: u8 = 1;
 const EXIT_USAGE: u8 = 2;
 const EXIT_INTERRUPTED: u8 = 130;
 
-pub fn run(args: ChatArgs, color: ColorChoice) -> ExitCode {
+pub(crate) fn run(args: ChatArgs, color: ColorChoice) -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -245,7 +245,7 @@ async fn run_turn(
 
 /// Totals the printer gathered, for the closing summary.
 #[derive(Debug, Default, Clone)]
-pub struct Totals {
+pub(crate) struct Totals {
     pub usage: UsageTotals,
     pub turns: u32,
     pub restarts: u32,

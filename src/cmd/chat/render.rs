@@ -12,14 +12,14 @@ use tokio::sync::mpsc;
 use super::Totals;
 use crate::style::Style;
 
-pub struct Mode {
+pub(super) struct Mode {
     json: bool,
     thoughts: bool,
     style: Style,
 }
 
 impl Mode {
-    pub fn new(json: bool, thoughts: bool, style: Style) -> Self {
+    pub(super) fn new(json: bool, thoughts: bool, style: Style) -> Self {
         Mode {
             json,
             thoughts,
@@ -29,7 +29,7 @@ impl Mode {
 }
 
 /// Print until every publisher is gone; return the totals seen.
-pub async fn print_events(mut rx: mpsc::Receiver<Published>, mode: Mode) -> Totals {
+pub(super) async fn print_events(mut rx: mpsc::Receiver<Published>, mode: Mode) -> Totals {
     // Not `stdout().lock()`: the guard cannot cross awaits on another thread.
     let mut out = std::io::BufWriter::with_capacity(64 << 10, std::io::stdout());
     let mut totals = Totals::default();
@@ -180,7 +180,7 @@ fn first_line(v: &Value) -> String {
 }
 
 /// One line to stderr: turns, tokens, cost, restarts.
-pub fn summary(t: &Totals, style: Style) {
+pub(super) fn summary(t: &Totals, style: Style) {
     eprintln!(
         "{}",
         style.dim(&format!(

@@ -9,7 +9,7 @@ use tokio::task::JoinHandle;
 
 /// Forwards size changes of stdout's terminal until aborted; `None` when stdout is
 /// not a terminal (or SIGWINCH cannot be watched).
-pub fn forward(session: ActorRef<SessionMsg>) -> Option<JoinHandle<()>> {
+pub(super) fn forward(session: ActorRef<SessionMsg>) -> Option<JoinHandle<()>> {
     use tokio::signal::unix::{SignalKind, signal};
     if !std::io::stdout().is_terminal() {
         return None;

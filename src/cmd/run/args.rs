@@ -28,7 +28,7 @@ fails the run (exit 1) before any agent starts.
 
 Exit codes: 0 completed, 1 a session failed, 2 invalid config (or bad usage),
 3 budget exceeded, 130 interrupted (Ctrl-C).")]
-pub struct RunArgs {
+pub(crate) struct RunArgs {
     /// The fleet file(s); more than one only with --dry-run.
     #[arg(required = true, value_name = "FLEET.toml")]
     pub fleets: Vec<PathBuf>,

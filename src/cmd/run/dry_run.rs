@@ -11,7 +11,7 @@ use super::RunArgs;
 use crate::fleet::{Fleet, FleetSession};
 use crate::style::Style;
 
-pub fn print(fleets: &[Fleet], args: &RunArgs, style: Style) -> ExitCode {
+pub(super) fn print(fleets: &[Fleet], args: &RunArgs, style: Style) -> ExitCode {
     for fleet in fleets {
         if args.json {
             println!("{}", plan_json(fleet));

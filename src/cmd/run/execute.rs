@@ -23,7 +23,7 @@ use crate::style::{ColorChoice, Style};
 use crate::telemetry::Telemetry;
 use crate::telemetry::metrics_http::MetricsServer;
 
-pub async fn execute(
+pub(super) async fn execute(
     mut fleet: Fleet,
     args: &RunArgs,
     color: ColorChoice,

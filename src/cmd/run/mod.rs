@@ -9,19 +9,19 @@ mod workspaces;
 
 use std::process::ExitCode;
 
-pub use args::RunArgs;
+pub(crate) use args::RunArgs;
 
 use crate::fleet::{self, Loaded};
 use crate::style::{ColorChoice, Style};
 use crate::telemetry::Telemetry;
 
 /// Exit codes (documented in `--help`).
-pub const EXIT_SESSION_FAILED: u8 = 1;
-pub const EXIT_INVALID: u8 = 2;
-pub const EXIT_BUDGET: u8 = 3;
-pub const EXIT_INTERRUPTED: u8 = 130;
+pub(crate) const EXIT_SESSION_FAILED: u8 = 1;
+pub(crate) const EXIT_INVALID: u8 = 2;
+pub(crate) const EXIT_BUDGET: u8 = 3;
+pub(crate) const EXIT_INTERRUPTED: u8 = 130;
 
-pub fn run(args: RunArgs, color: ColorChoice) -> ExitCode {
+pub(crate) fn run(args: RunArgs, color: ColorChoice) -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

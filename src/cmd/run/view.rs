@@ -17,7 +17,7 @@ use crate::style::Style;
 
 /// How the run is shown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
+pub(super) enum Mode {
     Live,
     Lines,
     Json,
@@ -25,7 +25,7 @@ pub enum Mode {
 
 /// One session's row.
 #[derive(Debug, Clone)]
-pub struct Row {
+pub(super) struct Row {
     pub state: SessionState,
     pub turns: u32,
     pub input_tokens: u64,
@@ -49,7 +49,7 @@ impl Default for Row {
 
 /// Everything the view saw, for the closing summary.
 #[derive(Debug, Default, Clone)]
-pub struct Seen {
+pub(super) struct Seen {
     pub rows: BTreeMap<Arc<str>, Row>,
     pub events: u64,
 }
@@ -57,7 +57,7 @@ pub struct Seen {
 const REDRAW: Duration = Duration::from_millis(100);
 
 /// Show events until every publisher is gone.
-pub async fn watch(
+pub(super) async fn watch(
     mut rx: mpsc::Receiver<Published>,
     mode: Mode,
     budget_usd: Option<f64>,

@@ -15,7 +15,7 @@ use crate::style::Style;
 
 /// Provision every coding session's workspace and bind every session to the run's
 /// artifact store.
-pub async fn prepare(
+pub(super) async fn prepare(
     fleet: &mut Fleet,
     run: &RunDir,
     commit: bool,
@@ -77,7 +77,7 @@ fn coding_config(w: &Workspace) -> Value {
 }
 
 /// One line per provisioned workspace, before the run.
-pub fn announce(phase: &WorkspacePhase) {
+pub(super) fn announce(phase: &WorkspacePhase) {
     for w in &phase.workspaces {
         match &w.kind {
             Kind::Worktree { branch, .. } => eprintln!(
@@ -95,7 +95,7 @@ pub fn announce(phase: &WorkspacePhase) {
 }
 
 /// The workspace part of the run summary.
-pub fn summary(r: &RunReport, run: &RunDir, s: Style) {
+pub(super) fn summary(r: &RunReport, run: &RunDir, s: Style) {
     if r.workspaces.is_empty() && r.plan_doc.is_none() {
         return;
     }

@@ -17,7 +17,7 @@ Examples:
   capfleet clean latest --force    remove the worktrees anyway (unmerged branches stay)
 
 Exit codes: 0 everything removed, 1 something was refused (listed), 2 unknown run.")]
-pub struct CleanArgs {
+pub(crate) struct CleanArgs {
     #[command(flatten)]
     pub run: RunRef,
     /// Remove worktrees even with uncommitted changes (they are lost); branches with
@@ -26,7 +26,7 @@ pub struct CleanArgs {
     pub force: bool,
 }
 
-pub fn run(args: CleanArgs, color: ColorChoice) -> ExitCode {
+pub(crate) fn run(args: CleanArgs, color: ColorChoice) -> ExitCode {
     let err = Style::for_stderr(color);
     let (_run, all) = match args.run.load() {
         Ok(x) => x,

@@ -22,7 +22,7 @@ Examples:
   capfleet diff latest --stat            changed files per session
 
 Exit codes: 0 shown, 1 a workspace could not be read, 2 unknown run or session.")]
-pub struct DiffArgs {
+pub(crate) struct DiffArgs {
     #[command(flatten)]
     pub run: RunRef,
     /// Only this session.
@@ -32,7 +32,7 @@ pub struct DiffArgs {
     pub stat: bool,
 }
 
-pub fn run(args: DiffArgs, color: ColorChoice) -> ExitCode {
+pub(crate) fn run(args: DiffArgs, color: ColorChoice) -> ExitCode {
     let err = Style::for_stderr(color);
     let (run, all) = match args.run.load() {
         Ok(x) => x,

@@ -22,7 +22,7 @@ Examples:
 
 Exit codes: 0 merged (or already merged), 1 refused (merge_conflict, git_dirty, a git
 error; nothing changed), 2 unknown run or session.")]
-pub struct MergeArgs {
+pub(crate) struct MergeArgs {
     #[command(flatten)]
     pub run: RunRef,
     /// The session whose branch to merge.
@@ -32,7 +32,7 @@ pub struct MergeArgs {
     pub commit: bool,
 }
 
-pub fn run(args: MergeArgs, color: ColorChoice) -> ExitCode {
+pub(crate) fn run(args: MergeArgs, color: ColorChoice) -> ExitCode {
     let err = Style::for_stderr(color);
     let (_run, all) = match args.run.load() {
         Ok(x) => x,

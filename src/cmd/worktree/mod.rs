@@ -2,9 +2,9 @@
 //! finds the run like `capfleet log` does (`latest` or a run id, under the current
 //! directory or `--dir`) and reads its `workspaces.json`.
 
-pub mod clean;
-pub mod diff;
-pub mod merge;
+pub(crate) mod clean;
+pub(crate) mod diff;
+pub(crate) mod merge;
 
 use std::path::PathBuf;
 
@@ -13,13 +13,13 @@ use capfleet_actors::workspace::{RunWorkspaces, Workspace};
 use crate::fleet::run_dir::RunDir;
 
 /// Exit code for a refusal (`git_dirty`, `merge_conflict`, work that would be lost).
-pub const EXIT_REFUSED: u8 = 1;
+pub(crate) const EXIT_REFUSED: u8 = 1;
 /// Exit code for bad usage (unknown run or session).
-pub const EXIT_USAGE: u8 = 2;
+pub(crate) const EXIT_USAGE: u8 = 2;
 
 /// Which run, and where it was started.
 #[derive(Debug, Clone, clap::Args)]
-pub struct RunRef {
+pub(crate) struct RunRef {
     /// The run id (a directory of .capfleet/runs) or `latest`.
     pub run: String,
     /// The directory the run was started from (default: the current directory).
@@ -29,7 +29,7 @@ pub struct RunRef {
 
 impl RunRef {
     /// The run directory and its workspaces.
-    pub fn load(&self) -> Result<(RunDir, RunWorkspaces), String> {
+    pub(crate) fn load(&self) -> Result<(RunDir, RunWorkspaces), String> {
         let base = self.dir.clone().unwrap_or_else(|| PathBuf::from("."));
         let run = RunDir::find(&base, &self.run).map_err(|e| e.to_string())?;
         let ws = RunWorkspaces::load(&run.path).map_err(|e| e.to_string())?;
@@ -38,7 +38,7 @@ impl RunRef {
 }
 
 /// The workspace of `session`, or an error naming the run's sessions.
-pub fn session<'a>(ws: &'a RunWorkspaces, session: &str) -> Result<&'a Workspace, String> {
+pub(crate) fn session<'a>(ws: &'a RunWorkspaces, session: &str) -> Result<&'a Workspace, String> {
     ws.find(session).ok_or_else(|| {
         format!(
             "run {} has no workspace for `{session}` (sessions with workspaces: {})",

@@ -1,0 +1,209 @@
+//! The CAP regex subset (spec §5.4): patterns compiled once, in multi-line mode, with
+//! look-around and backreferences rejected by name.
+
+use regex::{Regex, RegexBuilder};
+
+use super::error::{ManifestError, RegexConstruct};
+use super::reader::Reader;
+
+/// Every pattern of a manifest, compiled once at validation so drivers never recompile.
+///
+/// All are built with `multi_line(true)` (`^`/`$` match at each logical line) and
+/// `crlf(true)` (a `\r` before `\n` does not defeat `$`).
+#[derive(Debug, Clone, Default)]
+pub struct Patterns {
+    /// `parse.idle` (the §5.3 default pair when unset).
+    pub idle: Vec<Regex>,
+    /// `parse.tool_call_start`.
+    pub tool_call_start: Option<Regex>,
+    /// `parse.tool_call_end`.
+    pub tool_call_end: Option<Regex>,
+    /// `parse.plan_section`.
+    pub plan_section: Option<Regex>,
+    /// `parse.thought_section`.
+    pub thought_section: Option<Regex>,
+    /// `parse.ask_yes_no`.
+    pub ask_yes_no: Option<Regex>,
+    /// `parse.ask_options`.
+    pub ask_options: Option<Regex>,
+    /// `parse.error_lines`, in order.
+    pub error_lines: Vec<Regex>,
+    /// `startup.ready_when.pattern`.
+    pub ready_when: Option<Regex>,
+    /// `agent.version_match`, applied to `--version` output.
+    pub version_match: Option<Regex>,
+    /// `probe.version_pattern`.
+    pub version_pattern: Option<Regex>,
+}
+
+impl PartialEq for Patterns {
+    /// Equal when compiled from the same sources.
+    fn eq(&self, other: &Self) -> bool {
+        fn srcs<'a>(v: impl IntoIterator<Item = &'a Regex>) -> Vec<&'a str> {
+            v.into_iter().map(Regex::as_str).collect()
+        }
+        fn all(p: &Patterns) -> Vec<Vec<&str>> {
+            vec![
+                srcs(&p.idle),
+                srcs(&p.tool_call_start),
+                srcs(&p.tool_call_end),
+                srcs(&p.plan_section),
+                srcs(&p.thought_section),
+                srcs(&p.ask_yes_no),
+                srcs(&p.ask_options),
+                srcs(&p.error_lines),
+                srcs(&p.ready_when),
+                srcs(&p.version_match),
+                srcs(&p.version_pattern),
+            ]
+        }
+        all(self) == all(other)
+    }
+}
+
+/// Compile one pattern of the CAP subset, multi-line.
+pub fn compile(pattern: &str) -> Result<Regex, PatternError> {
+    if let Some(construct) = forbidden_construct(pattern) {
+        return Err(PatternError::Unsupported(construct));
+    }
+    RegexBuilder::new(pattern)
+        .multi_line(true)
+        .crlf(true)
+        .build()
+        .map_err(|e| {
+            let full = e.to_string();
+            if full.contains("look-around") {
+                return PatternError::Unsupported(RegexConstruct::LookAhead);
+            }
+            if full.contains("backreference") {
+                return PatternError::Unsupported(RegexConstruct::Backreference);
+            }
+            // regex's message is a multi-line caret display; keep its `error:` line.
+            let msg = full
+                .lines()
+                .find_map(|l| l.trim().strip_prefix("error: "))
+                .map(str::to_owned)
+                .unwrap_or(full);
+            PatternError::Syntax(msg)
+        })
+}
+
+/// Why a pattern was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PatternError {
+    /// A construct outside the §5.4 subset (look-around, backreference).
+    Unsupported(RegexConstruct),
+    /// Not a valid regex; the engine's message.
+    Syntax(String),
+}
+
+/// Find look-ahead, look-behind or a backreference outside character classes.
+pub fn forbidden_construct(pattern: &str) -> Option<RegexConstruct> {
+    let b = pattern.as_bytes();
+    let mut i = 0;
+    let mut class_depth = 0usize;
+    while i < b.len() {
+        match b[i] {
+            b'\\' => {
+                let next = b.get(i + 1).copied();
+                if class_depth == 0 {
+                    match next {
+                        Some(b'1'..=b'9') => return Some(RegexConstruct::Backreference),
+                        Some(b'k') if matches!(b.get(i + 2), Some(b'<' | b'{' | b'\'')) => {
+                            return Some(RegexConstruct::Backreference);
+                        }
+                        _ => {}
+                    }
+                }
+                i += 2;
+                continue;
+            }
+            b'[' => {
+                class_depth += 1;
+                // A `]` right after `[` or `[^` is a literal.
+                let mut j = i + 1;
+                if b.get(j) == Some(&b'^') {
+                    j += 1;
+                }
+                if b.get(j) == Some(&b']') {
+                    j += 1;
+                }
+                i = j;
+                continue;
+            }
+            b']' if class_depth > 0 => class_depth -= 1,
+            b'(' if class_depth == 0 => {
+                let rest = &b[i + 1..];
+                if rest.starts_with(b"?=") || rest.starts_with(b"?!") {
+                    return Some(RegexConstruct::LookAhead);
+                }
+                if rest.starts_with(b"?<=") || rest.starts_with(b"?<!") {
+                    return Some(RegexConstruct::LookBehind);
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    None
+}
+
+/// Compile `pattern` for the field `key`, recording an error on failure.
+pub(crate) fn compile_field(
+    r: &mut Reader,
+    key: &str,
+    span: Option<std::ops::Range<usize>>,
+    pattern: &str,
+) -> Option<Regex> {
+    match compile(pattern) {
+        Ok(re) => Some(re),
+        Err(PatternError::Unsupported(construct)) => {
+            let at = r.at(key, span);
+            r.push(ManifestError::UnsupportedRegex {
+                at,
+                construct,
+                pattern: pattern.to_owned(),
+            });
+            None
+        }
+        Err(PatternError::Syntax(message)) => {
+            let at = r.at(key, span);
+            r.push(ManifestError::Regex {
+                at,
+                pattern: pattern.to_owned(),
+                message,
+            });
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scanner() {
+        use RegexConstruct::*;
+        assert_eq!(forbidden_construct("a(?=b)"), Some(LookAhead));
+        assert_eq!(forbidden_construct("a(?!b)"), Some(LookAhead));
+        assert_eq!(forbidden_construct("(?<=a)b"), Some(LookBehind));
+        assert_eq!(forbidden_construct("(?<!a)b"), Some(LookBehind));
+        assert_eq!(forbidden_construct(r"(a)\1"), Some(Backreference));
+        assert_eq!(forbidden_construct(r"(?<x>a)\k<x>"), Some(Backreference));
+        assert_eq!(forbidden_construct(r"[(?=]x"), None);
+        assert_eq!(forbidden_construct(r"[]\1]"), None);
+        assert_eq!(forbidden_construct(r"\(?=x"), None);
+        assert_eq!(forbidden_construct(r"(?P<n>a)(?<m>b)"), None);
+        assert_eq!(forbidden_construct(r"\\1"), None);
+    }
+
+    #[test]
+    fn syntax_error_is_one_line() {
+        let Err(PatternError::Syntax(m)) = compile("(ab") else {
+            panic!("expected syntax error")
+        };
+        assert!(!m.contains('\n'), "{m}");
+        assert!(m.contains("unclosed"), "{m}");
+    }
+}

@@ -1,0 +1,326 @@
+//! The typed sections of a manifest (spec §5.1), with the §5.3 defaults applied.
+//! Every field is documented with its default; serialization writes the effective values.
+
+use serde::ser::{Serialize, SerializeSeq, Serializer};
+
+use super::coding::CodingCaps;
+use super::reader::Wire;
+
+/// `[agent]`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Agent {
+    /// Required. Unique within a registry.
+    pub name: String,
+    /// Required. Looked up on `PATH` unless absolute.
+    pub binary: String,
+    /// Optional regex on `--version` output (compiled in [`super::Patterns::version_match`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version_match: Option<String>,
+    /// Required (may be empty): declared profiles, e.g. `["coding"]`.
+    pub profiles: Vec<String>,
+}
+
+/// `[probe]`: how to ask the binary for its version. All optional.
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize)]
+pub struct Probe {
+    /// The argv that prints the version, e.g. `["claude", "--version"]`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub command: Option<Vec<String>>,
+    /// Regex on the command's output whose first group is the version.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version_pattern: Option<String>,
+}
+
+/// `[startup]`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Startup {
+    /// Required: argv prefix; the driver appends its own arguments.
+    pub command: Vec<String>,
+    /// Optional flag carrying the working directory; when unset the driver sets the
+    /// child's cwd directly.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cwd_arg: Option<String>,
+    /// Optional flag injecting the model selection.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model_arg: Option<String>,
+    /// Optional environment variable carrying the session id.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session_id_env: Option<String>,
+    /// Optional flag resuming a previous session natively (capfleet extension, not in
+    /// the core spec; stored verbatim for drivers).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resume_arg: Option<String>,
+    /// Optional flag passing a permission mode (capfleet extension, stored verbatim).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub permission_mode_arg: Option<String>,
+    /// Seconds to wait for `ready_when`; default 60.
+    pub init_timeout_seconds: u64,
+    /// Required: how the driver knows initialization completed.
+    pub ready_when: ReadyWhen,
+}
+
+/// Default `startup.init_timeout_seconds`.
+pub const DEFAULT_INIT_TIMEOUT_SECONDS: u64 = 60;
+
+/// `startup.ready_when`: at least one of `pattern` and `silence_ms`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ReadyWhen {
+    /// Regex on the ANSI-stripped screen (compiled in [`super::Patterns::ready_when`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pattern: Option<String>,
+    /// Quiet period after which the agent counts as ready.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub silence_ms: Option<u64>,
+}
+
+/// A fast path given as an argv (`stream_json`); `false` or absent = unsupported.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum ArgvFastPath {
+    /// Not spoken (`false` or absent).
+    #[default]
+    Unsupported,
+    /// Spoken by running this argv.
+    Argv(Vec<String>),
+}
+
+/// A fast path given as an address or URL (`grpc`, `a2a_serve_at`); `false` or absent = unsupported.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum AddressFastPath {
+    /// Not spoken (`false` or absent).
+    #[default]
+    Unsupported,
+    /// Served at this address or URL.
+    Address(String),
+}
+
+/// `fast_path.acp_stdio`: `false`/absent, `true` (the startup command speaks ACP), or an argv.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum AcpFastPath {
+    /// Not spoken (`false` or absent).
+    #[default]
+    Unsupported,
+    /// `true`: the startup command itself speaks ACP on stdio.
+    StartupCommand,
+    /// Spoken by running this argv.
+    Argv(Vec<String>),
+}
+
+impl ArgvFastPath {
+    /// True unless unsupported.
+    pub fn is_supported(&self) -> bool {
+        !matches!(self, ArgvFastPath::Unsupported)
+    }
+}
+
+impl AddressFastPath {
+    /// True unless unsupported.
+    pub fn is_supported(&self) -> bool {
+        !matches!(self, AddressFastPath::Unsupported)
+    }
+}
+
+impl AcpFastPath {
+    /// True unless unsupported.
+    pub fn is_supported(&self) -> bool {
+        !matches!(self, AcpFastPath::Unsupported)
+    }
+}
+
+fn ser_argv<S: Serializer>(s: S, argv: &[String]) -> Result<S::Ok, S::Error> {
+    let mut seq = s.serialize_seq(Some(argv.len()))?;
+    for a in argv {
+        seq.serialize_element(a)?;
+    }
+    seq.end()
+}
+
+impl Serialize for ArgvFastPath {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            ArgvFastPath::Unsupported => s.serialize_bool(false),
+            ArgvFastPath::Argv(a) => ser_argv(s, a),
+        }
+    }
+}
+
+impl Serialize for AddressFastPath {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            AddressFastPath::Unsupported => s.serialize_bool(false),
+            AddressFastPath::Address(a) => s.serialize_str(a),
+        }
+    }
+}
+
+impl Serialize for AcpFastPath {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            AcpFastPath::Unsupported => s.serialize_bool(false),
+            AcpFastPath::StartupCommand => s.serialize_bool(true),
+            AcpFastPath::Argv(a) => ser_argv(s, a),
+        }
+    }
+}
+
+/// `[fast_path]`: every entry defaults to unsupported.
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize)]
+pub struct FastPath {
+    /// `stream_json`: Claude Code's stream-json protocol.
+    pub stream_json: ArgvFastPath,
+    /// `grpc`: the gRPC binding's address.
+    pub grpc: AddressFastPath,
+    /// `acp_stdio`: ACP over stdio.
+    pub acp_stdio: AcpFastPath,
+    /// `a2a_serve_at`: where the agent serves A2A.
+    pub a2a_serve_at: AddressFastPath,
+}
+
+/// How a turn is cancelled: `graceful | hard | none`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CancelMode {
+    /// `graceful`: the agent finishes the turn cleanly when asked.
+    Graceful,
+    /// `hard`: the turn is cut off (e.g. Ctrl+C) and may leave partial output.
+    Hard,
+    /// `none`: a turn cannot be cancelled.
+    None,
+}
+
+impl Wire for CancelMode {
+    const ALL: &'static [(Self, &'static str)] = &[
+        (CancelMode::Graceful, "graceful"),
+        (CancelMode::Hard, "hard"),
+        (CancelMode::None, "none"),
+    ];
+}
+
+/// Serialize any [`Wire`] enum as its wire name.
+macro_rules! wire_serialize {
+    ($($t:ty),*) => {$(
+        impl serde::Serialize for $t {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(crate::manifest::reader::Wire::wire(*self))
+            }
+        }
+        impl $t {
+            /// The wire name, e.g. `"graceful"`.
+            pub fn as_str(self) -> &'static str {
+                crate::manifest::reader::Wire::wire(self)
+            }
+        }
+    )*};
+}
+pub(crate) use wire_serialize;
+
+wire_serialize!(CancelMode);
+
+/// `[pty]`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Pty {
+    /// Required: starting columns.
+    pub cols: u16,
+    /// Required: starting rows.
+    pub rows: u16,
+    /// Default false.
+    pub bracketed_paste: bool,
+    /// capfleet extension, default false: with `bracketed_paste`, every prompt is
+    /// pasted, not only multi-line or long ones.
+    pub paste_prompts: bool,
+    /// Default `hard`.
+    pub sigint_cancels_turn: CancelMode,
+    /// Default false.
+    pub queued_input_supported: bool,
+}
+
+/// The §5.3 default for `parse.idle`.
+pub const DEFAULT_IDLE: [&str; 2] = ["^>\\s*$", "^❯\\s*$"];
+
+/// `[parse]`: pattern sources (compiled forms live in [`super::Patterns`]).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Parse {
+    /// A string or a list; default [`DEFAULT_IDLE`].
+    pub idle: Vec<String>,
+    /// Regex on a line that starts a tool call.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_call_start: Option<String>,
+    /// Regex on a line that ends a tool call.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_call_end: Option<String>,
+    /// Regex on the heading of a plan block.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub plan_section: Option<String>,
+    /// Regex on the heading of a thinking block.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub thought_section: Option<String>,
+    /// Regex on a yes/no question.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ask_yes_no: Option<String>,
+    /// Regex on a multiple-choice question.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ask_options: Option<String>,
+    /// Default empty.
+    pub error_lines: Vec<String>,
+}
+
+impl Default for Parse {
+    fn default() -> Self {
+        Parse {
+            idle: DEFAULT_IDLE.iter().map(|s| (*s).to_owned()).collect(),
+            tool_call_start: None,
+            tool_call_end: None,
+            plan_section: None,
+            thought_section: None,
+            ask_yes_no: None,
+            ask_options: None,
+            error_lines: Vec::new(),
+        }
+    }
+}
+
+/// `[capabilities.ask_user]`: all default false.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+pub struct AskUser {
+    /// The agent asks yes/no questions.
+    pub yes_no: bool,
+    /// The agent asks multiple-choice questions.
+    pub options: bool,
+    /// The agent asks for free text.
+    pub free_text: bool,
+}
+
+/// `[capabilities]`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Capabilities {
+    /// Required.
+    pub streaming_output: bool,
+    /// Default false.
+    pub streaming_tool_output: bool,
+    /// Default false (not declared = not supported).
+    pub queued_input: bool,
+    /// Unset = not declared.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mid_turn_cancel: Option<CancelMode>,
+    /// Default false.
+    pub multi_session: bool,
+    /// Unset = not declared.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub input_modalities: Option<Vec<String>>,
+    /// Unset = not declared.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_modalities: Option<Vec<String>>,
+    /// `[capabilities.ask_user]`: the kinds of question the agent asks.
+    pub ask_user: AskUser,
+    /// The coding profile's section (coding §3), when present.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub coding: Option<CodingCaps>,
+}
+
+/// `[cost]`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize)]
+pub struct Cost {
+    /// Default false.
+    pub metered: bool,
+    /// The currency of its costs, e.g. `USD`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub currency: Option<String>,
+}

@@ -1,0 +1,62 @@
+//! The binary under test: [`BIN`], the [`capfleet`] command every test starts from,
+//! its registry [`sandbox`], and a run's journal read back.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use serde_json::Value;
+
+/// The `capfleet` binary cargo built beside this test binary.
+pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_capfleet");
+
+/// `capfleet` run in `dir` with a config home of its own (`dir/config`) and no
+/// colour; stdin null, stdout and stderr piped.
+pub(crate) fn capfleet(dir: &Path) -> Command {
+    let mut c = Command::new(BIN);
+    c.current_dir(dir)
+        .env("XDG_CONFIG_HOME", dir.join("config"))
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    c
+}
+
+/// Confines `c`'s registry to the shipped manifests: `PATH`, the config home and
+/// `HOME` are (empty) directories inside `dir`.
+pub(crate) fn sandbox<'c>(c: &'c mut Command, dir: &Path) -> &'c mut Command {
+    c.env("PATH", dir.join("bin"))
+        .env("XDG_CONFIG_HOME", dir.join("config"))
+        .env("HOME", dir.join("home"))
+}
+
+/// [`capfleet`] in `dir` confined to the shipped manifests ([`sandbox`]).
+pub(crate) fn sandboxed(dir: &Path) -> Command {
+    let mut c = capfleet(dir);
+    sandbox(&mut c, dir);
+    c
+}
+
+/// The newest run directory under `dir/.capfleet/runs` (two runs may start within
+/// one second, so by modification time, not by name).
+pub(crate) fn latest_run(dir: &Path) -> PathBuf {
+    std::fs::read_dir(dir.join(".capfleet/runs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .max_by_key(|p| std::fs::metadata(p).and_then(|m| m.modified()).ok())
+        .expect("a run directory")
+}
+
+/// Every record of the journal at `path`, parsed.
+pub(crate) fn journal_records(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("journal {}: {e}", path.display()))
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("journal line ({e}): {l}")))
+        .collect()
+}
+
+/// The records of the newest run's journal under `dir`.
+pub(crate) fn run_journal(dir: &Path) -> Vec<Value> {
+    journal_records(&latest_run(dir).join("journal.jsonl"))
+}

@@ -1,0 +1,54 @@
+//! The helpers every module of the test binary shares (`use crate::common;`).
+//!
+//! - [`capfleet`](mod@capfleet): the binary under test ([`BIN`]), the `capfleet(dir)`
+//!   command and its registry sandbox, a run's journal read back.
+//! - [`sim`]: the simulator as the test agent (library session specs, fleet entries).
+//! - [`chat`]: `capfleet chat <agent> --json` runs built for a test, their events,
+//!   the no-survivor check (on top of [`chat_json`]).
+//! - [`chaos`]: `capfleet chat sim` on the chaos scripts, read live with deadlines.
+//! - [`fake_llm`]: the scripted fake LLM (`tests/support/fake_llm.py`) as a
+//!   RAII handle, plus a tiny blocking HTTP client.
+//! - [`chat_json`]: any prepared `capfleet chat --json` command run to the end
+//!   (bounded, optional SIGINT and stdin), its NDJSON read.
+//! - [`otel`]: an in-process OTLP collector and the span tree it received.
+//! - [`peers`]: the pinned third-party peers (`tests/support/install_peers.sh`)
+//!   and their offline environment (`tests/support/peer_env.sh`).
+//! - [`procs`]: `/proc` walks for orphan checks (descendants, process groups,
+//!   env markers, RSS) and `wait_until`.
+//! - [`repo`]: a git repository (or plain directory) to run fleets in.
+//! - [`terminal`]: `capfleet` with a human at a terminal (a PTY) answering its
+//!   questions.
+
+pub(crate) mod capfleet;
+pub(crate) mod chaos;
+pub(crate) mod chat;
+pub(crate) mod chat_json;
+pub(crate) mod fake_llm;
+pub(crate) mod otel;
+pub(crate) mod peers;
+pub(crate) mod procs;
+pub(crate) mod repo;
+pub(crate) mod sim;
+pub(crate) mod terminal;
+
+pub(crate) use capfleet::{
+    BIN, capfleet, journal_records, latest_run, run_journal, sandbox, sandboxed,
+};
+pub(crate) use chat_json::{of_kind, of_type, run_chat, texts};
+pub(crate) use fake_llm::{FakeLlm, http};
+pub(crate) use peers::{claude_env, claude_env_in, peer, peer_env, try_peer};
+pub(crate) use procs::{
+    EnvMarker, descendants, is_alive, kill_group, processes_in_group, rss_kib, wait_until,
+};
+
+use std::path::PathBuf;
+
+/// The root package's directory (where `tests/` lives).
+pub(crate) fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `tests/support/<name>`.
+pub(crate) fn support(name: &str) -> PathBuf {
+    repo_root().join("tests/support").join(name)
+}

@@ -1,0 +1,52 @@
+//! The simulator as the test agent: its shipped manifest, a library session running a
+//! script, and a fleet's `[[sessions]]` entry for it.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use capfleet_actors::driver::LaunchSpec;
+use capfleet_actors::events::urn;
+use capfleet_actors::manifest::Manifest;
+use capfleet_actors::protocol::SessionConfig;
+use capfleet_actors::registry::Binding;
+use capfleet_actors::session::SessionSpec;
+
+use super::procs::EnvMarker;
+
+/// The shipped `config/agents/sim.toml`, validated.
+pub(crate) fn manifest() -> Arc<Manifest> {
+    let src = std::fs::read_to_string(super::repo_root().join("config/agents/sim.toml")).unwrap();
+    Arc::new(Manifest::parse(&src, "sim.toml").unwrap().manifest)
+}
+
+/// A stream-json session `name` of fleet `fleet` on the simulator (this build's
+/// binary), running `script` (written to `dir/<name>.toml`) in `dir`, marked with
+/// `marker` for the no-survivor checks.
+pub(crate) fn session_spec(
+    dir: &Path,
+    fleet: &str,
+    name: &str,
+    script: &str,
+    marker: &EnvMarker,
+) -> SessionSpec {
+    let path = dir.join(format!("{name}.toml"));
+    std::fs::write(&path, script).unwrap();
+    let config = SessionConfig::new(dir.display().to_string());
+    let mut launch = LaunchSpec::new(urn(fleet, name), manifest(), config);
+    launch.program = Some(PathBuf::from(super::BIN));
+    let (k, v) = marker.pair();
+    launch.env = vec![
+        ("CAPFLEET_SIM_SCRIPT".into(), path.display().to_string()),
+        (k.into(), v.into()),
+    ];
+    SessionSpec::new(name, launch, Binding::StreamJson)
+}
+
+/// A `[[sessions]]` entry for the simulator with `script`, the no-survivor marker and
+/// `extra` lines.
+pub(crate) fn fleet_session(name: &str, script: &str, marker: &EnvMarker, extra: &str) -> String {
+    let (k, v) = marker.pair();
+    format!(
+        "[[sessions]]\nname = \"{name}\"\nagent = \"sim\"\nscript = \"{script}\"\nenv = {{ {k} = \"{v}\" }}\n{extra}\n"
+    )
+}

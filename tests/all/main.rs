@@ -1,0 +1,39 @@
+//! The root package's one integration-test binary: `capfleet` end to end (and the
+//! engine through the library where a test needs the real binary as its agent).
+//!
+//! One module per area (`tests/all/<area>.rs`), one shared helper module
+//! ([`common`]). nextest still runs every test in a process of its own, so tests
+//! that install signal handlers or global state stay isolated. Select an area with
+//! `cargo nextest run --test all <area>::` or `./tests/run.sh <area>`.
+
+mod common;
+
+mod acp_echo;
+mod acp_peers;
+mod artifacts;
+mod cli;
+mod driver_shapes;
+mod fleet_config;
+mod fleet_examples;
+mod fleet_validation;
+mod interop_claude_stream;
+mod log;
+mod observability;
+mod otel;
+mod peers_smoke;
+mod prometheus;
+mod pty_driver;
+mod pty_input;
+mod pty_peers;
+mod registry;
+mod router;
+mod run_cli;
+mod run_human;
+mod session_chaos;
+mod session_policy;
+mod sim_acp;
+mod sim_stream_json;
+mod sim_tui;
+mod test_results;
+mod tree;
+mod workspaces;

@@ -1,0 +1,444 @@
+//! `capfleet run` exporting its trace to a real OTLP receiver: the in-process collector
+//! of `fake-opentelemetry-collector` over gRPC, and a plain HTTP/protobuf endpoint.
+//! The demo fleet (a crash and restart, a permission decided by policy, routes and a
+//! mention) must arrive as one tree; the budget exit and Ctrl-C must lose nothing; a
+//! dead endpoint must not hold the fleet up.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::otel::{Collector, ExportedSpan, Tree, attr};
+
+use crate::common;
+
+/// [`common::capfleet`] without the OTEL environment the test runner may carry.
+fn capfleet(dir: &Path) -> Command {
+    let mut c = common::capfleet(dir);
+    for (k, _) in std::env::vars() {
+        if k.starts_with("OTEL_") || k == "TRACEPARENT" {
+            c.env_remove(k);
+        }
+    }
+    c
+}
+
+fn demo() -> PathBuf {
+    common::repo_root().join("config/fleets/demo.toml")
+}
+
+/// Run `cmd` to the end off the async runtime; panics past `limit`.
+async fn finish(mut cmd: Command, limit: Duration) -> std::process::Output {
+    tokio::task::spawn_blocking(move || {
+        let child = cmd.spawn().expect("capfleet spawns");
+        let pid = child.id() as i32;
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || tx.send(child.wait_with_output()));
+        match rx.recv_timeout(limit) {
+            Ok(out) => out.expect("output"),
+            Err(_) => {
+                // SAFETY: kill(2) on our own child.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+                panic!("capfleet did not finish within {limit:?}");
+            }
+        }
+    })
+    .await
+    .expect("join")
+}
+
+fn stderr(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn session_named<'a>(t: &'a Tree, name: &str) -> &'a ExportedSpan {
+    t.named("session")
+        .into_iter()
+        .find(|s| attr(s, "cap.session.name") == name)
+        .unwrap_or_else(|| panic!("a session span for {name}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_demo_fleet_is_one_trace_over_grpc_with_restarts_and_genai_attributes() {
+    let collector = Collector::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = capfleet(dir.path());
+    cmd.env("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+        .env("OTEL_SERVICE_NAME", "capfleet-test")
+        .arg("run")
+        .arg(demo())
+        .args(["--otlp", collector.endpoint()]);
+    let out = finish(cmd, Duration::from_secs(60)).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let t = collector.spans().await;
+
+    // One trace, rooted at fleet.run; ractor's own per-actor spans stay out of it.
+    assert!(t.named("Actor").is_empty(), "{:?}", t.names());
+    let run = t.one("fleet.run");
+    assert_eq!(run.parent_span_id, "", "fleet.run is the root");
+    assert!(
+        t.spans.iter().all(|s| s.trace_id == run.trace_id),
+        "one trace"
+    );
+    assert_eq!(attr(run, "cap.fleet"), "demo");
+    assert_eq!(attr(run, "cap.run.outcome"), "completed");
+
+    // run -> session -> turn -> tool call, for every session.
+    let sessions = t.named("session");
+    assert_eq!(sessions.len(), 4, "{:?}", t.names());
+    for s in &sessions {
+        assert_eq!(s.parent_span_id, run.span_id, "session under the run");
+        assert_eq!(attr(s, "gen_ai.agent.name"), "sim");
+        assert_eq!(attr(s, "cap.binding"), "stream_json");
+        assert_eq!(attr(s, "cap.session.state"), "closed");
+        assert!(
+            !t.children(s, "turn").is_empty(),
+            "{} ran a turn",
+            attr(s, "cap.session.name")
+        );
+    }
+    for turn in t.named("turn") {
+        assert_eq!(t.parent(turn).map(|p| p.name.as_str()), Some("session"));
+        assert_eq!(attr(turn, "gen_ai.operation.name"), "invoke_agent");
+        assert!(
+            attr(turn, "gen_ai.usage.input_tokens")
+                .parse::<u64>()
+                .unwrap()
+                > 0
+        );
+        assert!(
+            attr(turn, "gen_ai.usage.output_tokens")
+                .parse::<u64>()
+                .unwrap()
+                > 0
+        );
+        assert!(attr(turn, "gen_ai.response.model").starts_with("sim-"));
+        assert_eq!(attr(turn, "gen_ai.response.finish_reasons"), "end_turn");
+        assert!(attr(turn, "cap.cost_usd").parse::<f64>().unwrap() > 0.0);
+        assert!(attr(turn, "cap.prompt.bytes").parse::<u64>().unwrap() > 0);
+        // The route that delivered the prompt is linked.
+        let linked: Vec<&ExportedSpan> = turn
+            .links
+            .iter()
+            .filter_map(|l| t.spans.iter().find(|s| s.span_id == l.span_id))
+            .collect();
+        assert!(
+            linked.iter().any(|r| r.name == "route"),
+            "turn links to its route: {:?}",
+            turn.links
+        );
+    }
+    let tools = t.named("tool_call");
+    assert!(!tools.is_empty());
+    for tool in &tools {
+        assert_eq!(t.parent(tool).map(|p| p.name.as_str()), Some("turn"));
+        assert_eq!(attr(tool, "gen_ai.operation.name"), "execute_tool");
+        assert!(!attr(tool, "gen_ai.tool.name").is_empty());
+    }
+
+    // worker-a crashes once (the sim is killed by signal 9) and is restarted in its turn.
+    let restart = t.one("restart");
+    assert_eq!(attr(restart, "cap.restart.cause"), "signaled");
+    assert_eq!(attr(restart, "cap.restart.attempt"), "1");
+    assert_eq!(attr(restart, "cap.restart.backoff_ms"), "0");
+    let turn = t.parent(restart).expect("restart has a parent");
+    assert_eq!(turn.name, "turn");
+    assert_eq!(attr(turn, "cap.turn.restarts"), "1");
+    assert_eq!(
+        t.parent(turn).unwrap().span_id,
+        session_named(&t, "worker-a").span_id
+    );
+
+    // A permission decided by the answerer actor, under the session's turn.
+    let decide = t.one("decide");
+    assert_eq!(attr(decide, "cap.decision.by"), "policy");
+    let permission = t.parent(decide).expect("decide under its permission");
+    assert_eq!(permission.name, "permission");
+    assert_eq!(
+        attr(permission, "cap.permission.rule"),
+        attr(decide, "cap.permission.rule")
+    );
+    assert_eq!(attr(permission, "cap.permission.decision"), "allow_once");
+    assert_eq!(t.parent(permission).unwrap().name, "turn");
+
+    // Routes (the task, the plan, the mention, the join) hang under the run.
+    let routes = t.named("route");
+    assert!(routes.iter().all(|r| r.parent_span_id == run.span_id));
+    let mention = routes
+        .iter()
+        .find(|r| attr(r, "cap.route.via") == "mention")
+        .expect("worker-a's mention of worker-b");
+    assert_eq!(attr(mention, "cap.route.from"), "worker-a");
+    assert_eq!(attr(mention, "cap.route.to"), "worker-b");
+    assert!(
+        routes
+            .iter()
+            .any(|r| attr(r, "cap.route.to") == "reviewer" && attr(r, "cap.route.via") == "route")
+    );
+}
+
+fn write(dir: &Path, name: &str, text: &str) {
+    std::fs::write(dir.join(name), text).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_budget_exit_still_exports_the_budget_span_and_every_session() {
+    let collector = Collector::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write(
+        d,
+        "spend.toml",
+        "[[turn]]\nsteps = [{ usage = { input_tokens = 10, output_tokens = 10, cost_usd = 0.4 } }, { say = \"spent\" }]\n",
+    );
+    write(d, "wait.toml", "[[turn]]\nsteps = [{ sleep_ms = 20000 }]\n");
+    write(
+        d,
+        "fleet.toml",
+        "[fleet]\nname = \"b\"\nstart = [\"spend\", \"wait\"]\ntask = \"go\"\nbudget_usd = 0.25\n\n\
+         [[sessions]]\nname = \"spend\"\nagent = \"sim\"\nscript = \"spend.toml\"\n\n\
+         [[sessions]]\nname = \"wait\"\nagent = \"sim\"\nscript = \"wait.toml\"\n",
+    );
+    let mut cmd = capfleet(d);
+    cmd.env("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", collector.endpoint())
+        .args(["run", "fleet.toml"]);
+    let out = finish(cmd, Duration::from_secs(30)).await;
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let t = collector.spans().await;
+    let run = t.one("fleet.run");
+    assert_eq!(attr(run, "cap.run.outcome"), "budget_exceeded");
+    let budget = t.one("budget");
+    assert_eq!(budget.parent_span_id, run.span_id);
+    assert_eq!(attr(budget, "cap.budget.scope"), "fleet");
+    assert_eq!(attr(budget, "cap.budget.action"), "stop_run");
+    assert_eq!(attr(budget, "cap.budget.limit_usd"), "0.25");
+    // The waiting session's turn was cut short and still arrived.
+    let wait = session_named(&t, "wait");
+    let turns = t.children(wait, "turn");
+    assert_eq!(turns.len(), 1, "{:?}", t.names());
+    assert_ne!(attr(turns[0], "cap.turn.outcome"), "completed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_mid_turn_loses_no_span() {
+    let collector = Collector::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let m = common::EnvMarker::new("otel-sigint");
+    let (k, v) = m.pair();
+    write(
+        d,
+        "long.toml",
+        "[[turn]]\nsteps = [{ tool = \"Read\", input = { file_path = \"a\" }, duration_ms = 20000 }]\n",
+    );
+    write(
+        d,
+        "fleet.toml",
+        &format!(
+            "[fleet]\nname = \"c\"\nstart = [\"a\", \"b\"]\ntask = \"go\"\n\n\
+             [[sessions]]\nname = \"a\"\nagent = \"sim\"\nscript = \"long.toml\"\nenv = {{ {k} = \"{v}\" }}\n\n\
+             [[sessions]]\nname = \"b\"\nagent = \"sim\"\nscript = \"long.toml\"\nenv = {{ {k} = \"{v}\" }}\n"
+        ),
+    );
+    let mut cmd = capfleet(d);
+    cmd.env("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc").args([
+        "run",
+        "fleet.toml",
+        "--otlp",
+        collector.endpoint(),
+    ]);
+    let out = tokio::task::spawn_blocking(move || {
+        let child = cmd.spawn().unwrap();
+        assert!(
+            common::wait_until(Duration::from_secs(10), Duration::from_millis(20), || m
+                .processes()
+                .len()
+                == 2),
+            "two agents run"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+        // SAFETY: kill(2) on our own child.
+        unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+        child.wait_with_output().unwrap()
+    })
+    .await
+    .unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
+    let t = collector.spans().await;
+    let run = t.one("fleet.run");
+    assert_eq!(attr(run, "cap.run.outcome"), "interrupted");
+    for name in ["a", "b"] {
+        let s = session_named(&t, name);
+        assert_eq!(s.parent_span_id, run.span_id);
+        let turns = t.children(s, "turn");
+        assert_eq!(turns.len(), 1, "{name}'s interrupted turn was exported");
+        assert_ne!(attr(turns[0], "cap.turn.outcome"), "completed");
+        // The tool call still open when the run stopped ends with its turn.
+        assert_eq!(t.children(turns[0], "tool_call").len(), 1);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_endpoint_does_not_hold_the_fleet_and_losses_are_reported() {
+    // A port nobody listens on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = capfleet(dir.path());
+    cmd.env("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+        .env("OTEL_EXPORTER_OTLP_TIMEOUT", "500")
+        .arg("run")
+        .arg(demo())
+        .args(["--otlp", &format!("http://127.0.0.1:{port}")]);
+    let started = Instant::now();
+    let out = finish(cmd, Duration::from_secs(60)).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "took {:?}",
+        started.elapsed()
+    );
+    let err = stderr(&out);
+    assert!(
+        err.contains("spans exported")
+            && err.contains("dropped (the trace endpoint was slow or unreachable)"),
+        "{err}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_endpoint_that_never_answers_costs_one_bounded_queue_and_a_bounded_exit() {
+    // Accepts connections and never says a word (a hung collector).
+    let hole = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = hole.local_addr().unwrap();
+    let held = tokio::spawn(async move {
+        let mut conns = Vec::new();
+        while let Ok((c, _)) = hole.accept().await {
+            conns.push(c);
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = capfleet(dir.path());
+    cmd.env("OTEL_BSP_MAX_QUEUE_SIZE", "4")
+        .arg("run")
+        .arg(demo())
+        .args(["--otlp", &format!("http://{addr}")]);
+    let started = Instant::now();
+    let out = finish(cmd, Duration::from_secs(60)).await;
+    held.abort();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    // The demo takes about a second; the exit waits at most the 5 s shutdown bound.
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "took {:?}",
+        started.elapsed()
+    );
+    let err = stderr(&out);
+    let line = err
+        .lines()
+        .find(|l| l.contains("spans exported"))
+        .unwrap_or_else(|| panic!("the losses are reported: {err}"));
+    assert!(line.starts_with("capfleet: 0 spans exported, "), "{line}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_protobuf_delivers_the_same_tree_and_a_trace_file_matches_it() {
+    let (endpoint, received) = common::otel::http_receiver().await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("spans.jsonl");
+    let mut cmd = capfleet(dir.path());
+    cmd.env(
+        "TRACEPARENT",
+        "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+    )
+    .arg("run")
+    .arg(demo())
+    .args(["--otlp", &endpoint])
+    .arg("--trace-file")
+    .arg(&file);
+    let out = finish(cmd, Duration::from_secs(60)).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let over_http = received.collect().await;
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&file)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("each line is JSON"))
+        .collect();
+    assert_eq!(
+        over_http.len(),
+        lines.len(),
+        "both destinations got every span"
+    );
+    // The run continues the trace capfleet was started in.
+    let run = lines.iter().find(|l| l["name"] == "fleet.run").unwrap();
+    assert_eq!(run["trace_id"], "0af7651916cd43dd8448eb211c80319c");
+    assert_eq!(run["parent_span_id"], "b7ad6b7169203331");
+    for l in &lines {
+        assert_eq!(l["trace_id"], run["trace_id"]);
+        for k in [
+            "name",
+            "span_id",
+            "start_unix_nano",
+            "end_unix_nano",
+            "status",
+            "attributes",
+        ] {
+            assert!(!l[k].is_null(), "{k} in {l}");
+        }
+    }
+    let mut names: Vec<String> = over_http.iter().map(|(n, _)| n.clone()).collect();
+    let mut file_names: Vec<String> = lines
+        .iter()
+        .map(|l| l["name"].as_str().unwrap().to_owned())
+        .collect();
+    names.sort();
+    file_names.sort();
+    assert_eq!(names, file_names);
+    let http_run = over_http.iter().find(|(n, _)| n == "fleet.run").unwrap();
+    assert_eq!(http_run.1, "capfleet", "service.name defaults to capfleet");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chat_traces_its_turn_and_hands_the_agent_its_traceparent() {
+    let collector = Collector::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let seen = dir.path().join("traceparent.txt");
+    // The agent: the simulator, behind a shell that notes the TRACEPARENT it was given.
+    let agent = format!(
+        "echo \"$TRACEPARENT\" > '{}'; exec '{}' sim --mode stream-json",
+        seen.display(),
+        common::BIN
+    );
+    let mut cmd = capfleet(dir.path());
+    cmd.env("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+        .args([
+            "chat",
+            "sim",
+            "--task",
+            "hello",
+            "--otlp",
+            collector.endpoint(),
+        ])
+        .args(["--argv", "sh", "-c", &agent]);
+    let out = finish(cmd, Duration::from_secs(30)).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let t = collector.spans().await;
+    let chat = t.one("chat");
+    assert_eq!(chat.parent_span_id, "");
+    let session = t.one("session");
+    assert_eq!(session.parent_span_id, chat.span_id);
+    let turn = t.one("turn");
+    assert_eq!(turn.parent_span_id, session.span_id);
+    assert_eq!(attr(turn, "cap.turn.outcome"), "completed");
+    // W3C: 00-<trace id>-<the session span's id>-01.
+    let tp = std::fs::read_to_string(&seen).unwrap();
+    assert_eq!(
+        tp.trim(),
+        format!("00-{}-{}-01", session.trace_id, session.span_id),
+        "the agent runs inside its session's span"
+    );
+}

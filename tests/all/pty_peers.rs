@@ -1,0 +1,151 @@
+//! Real terminal agents under the PTY driver, offline against the fake LLM: aider,
+//! Claude Code's TUI and the Codex CLI's TUI, each answering, its turn ends
+//! detected, its text without chrome, and nothing of it left behind (Codex's TUI
+//! starts a `codex app-server --managed-daemon` that leaves the process group and is
+//! re-parented to pid 1: the driver's sweep of marked processes must end it).
+
+use common::EnvMarker;
+use common::chat::{assert_no_survivor, chat_in};
+
+use crate::common;
+
+#[test]
+fn aider_two_turns_against_the_fake_llm() {
+    let aider = common::peer("aider");
+    let fake = common::FakeLlm::start();
+    fake.script(serde_json::json!([
+        { "text": "Hello from the fake model." },
+        { "text": "Second answer here." }
+    ]));
+    let home = tempfile::tempdir().expect("home");
+    let work = tempfile::tempdir().expect("work");
+    let marker = EnvMarker::new("pty-aider");
+    let base = format!("{}/v1", fake.url());
+    let run = chat_in(
+        "aider",
+        &[
+            "--task",
+            "say hello",
+            "--task",
+            "again",
+            "--cwd",
+            work.path().to_str().expect("utf8"),
+            "--env",
+            &format!("HOME={}", home.path().display()),
+            "--env",
+            "LITELLM_LOCAL_MODEL_COST_MAP=True",
+            "--argv",
+            aider.to_str().expect("utf8"),
+            "--model",
+            "openai/fake-model",
+            "--openai-api-base",
+            &base,
+            "--openai-api-key",
+            "dummy",
+            "--no-git",
+            "--no-check-update",
+            "--analytics-disable",
+            "--no-show-model-warnings",
+            "--no-show-release-notes",
+            "--no-fancy-input",
+            "--no-pretty",
+        ],
+        &marker,
+    );
+    assert!(run.status.success(), "{:?}\n{:#?}", run.status, run.events);
+    assert_eq!(
+        run.texts(),
+        ["Hello from the fake model.\n", "Second answer here.\n"],
+        "text without banner, echo, token counts or prompt"
+    );
+    let ended = run.session("turn_ended");
+    assert_eq!(ended.len(), 2);
+    assert!(ended.iter().all(|e| e["outcome"] == "completed"));
+    assert_no_survivor(&marker);
+}
+
+#[test]
+fn claude_code_tui_two_turns_against_the_fake_llm() {
+    let claude = common::peer("claude-code");
+    let fake = common::FakeLlm::start();
+    fake.script(serde_json::json!([
+        { "text": "Hello from the fake model." },
+        { "text": "Second answer." }
+    ]));
+    let home = tempfile::tempdir().expect("home");
+    let work = tempfile::tempdir().expect("work");
+    let marker = EnvMarker::new("pty-claude-tui");
+    let env: Vec<String> = common::claude_env_in(&fake, home.path(), work.path())
+        .into_iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    let mut args = vec![
+        "--task",
+        "say hello",
+        "--task",
+        "again",
+        "--cwd",
+        work.path().to_str().expect("utf8"),
+    ];
+    for kv in &env {
+        args.extend(["--env", kv.as_str()]);
+    }
+    args.extend(["--argv", claude.to_str().expect("utf8")]);
+    let run = chat_in("claude-code-tui", &args, &marker);
+    assert!(run.status.success(), "{:?}\n{:#?}", run.status, run.events);
+    assert_eq!(
+        run.texts(),
+        ["Hello from the fake model.\n", "Second answer.\n"],
+        "the answers only: no banner, input box, tips, spinner or echo"
+    );
+    let ended = run.session("turn_ended");
+    assert_eq!(ended.len(), 2);
+    assert!(ended.iter().all(|e| e["outcome"] == "completed"));
+    assert_no_survivor(&marker);
+}
+
+#[test]
+fn codex_tui_one_turn_against_the_fake_llm() {
+    let codex = common::peer("codex");
+    let fake = common::FakeLlm::start();
+    // Codex names the thread with a side request quoting the prompt: it takes the
+    // matching turn, never the answer.
+    fake.script(serde_json::json!([
+        { "text": "Greeting", "match": "Do not answer the request" },
+        { "text": "Hello from the fake model." }
+    ]));
+    let home = tempfile::tempdir().expect("home");
+    let work = tempfile::tempdir().expect("work");
+    let marker = EnvMarker::new("pty-codex-tui");
+    let env: Vec<String> = common::peers::peer_env("codex", fake.port(), home.path(), work.path())
+        .into_iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    let mut args = vec![
+        "--task",
+        "say hello",
+        "--cwd",
+        work.path().to_str().expect("utf8"),
+    ];
+    for kv in &env {
+        args.extend(["--env", kv.as_str()]);
+    }
+    args.extend(["--argv", codex.to_str().expect("utf8")]);
+    let run = chat_in("codex-tui", &args, &marker);
+    assert!(run.status.success(), "{:?}\n{:#?}", run.status, run.events);
+    assert_eq!(
+        run.texts(),
+        ["Hello from the fake model.\n"],
+        "the answer only: no banner, composer, status rows, footer or echo"
+    );
+    let ended = run.session("turn_ended");
+    assert_eq!(ended.len(), 1);
+    assert_eq!(ended[0]["outcome"], "completed");
+    assert!(
+        fake.requests_to("/v1/responses")
+            .iter()
+            .any(|r| r["body"].to_string().contains("say hello")),
+        "the prompt reached the model"
+    );
+    assert_no_survivor(&marker);
+}

@@ -1,0 +1,573 @@
+//! End-to-end tests of `capfleet sim --mode stream-json` over pipes.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::process::ExitStatusExt;
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::sync::mpsc::{Receiver, channel};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::common;
+
+const TIMEOUT: Duration = Duration::from_secs(5);
+
+struct Sim {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Receiver<String>,
+}
+
+impl Sim {
+    fn spawn(args: &[&str]) -> Sim {
+        let mut child = Command::new(common::BIN)
+            .arg("sim")
+            .args(args)
+            .env_remove("CAPFLEET_SIM_SCRIPT")
+            .env_remove("CAPFLEET_SIM_STATE")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn capfleet sim");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, lines) = channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let stdin = child.stdin.take();
+        Sim {
+            child,
+            stdin,
+            lines,
+        }
+    }
+
+    fn script(script: &str, extra: &[&str]) -> Sim {
+        let mut args = vec!["--mode", "stream-json", "--script-inline", script];
+        args.extend_from_slice(extra);
+        Sim::spawn(&args)
+    }
+
+    fn send(&mut self, frame: Value) {
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        writeln!(stdin, "{frame}").expect("write frame");
+        stdin.flush().expect("flush");
+    }
+
+    fn prompt(&mut self, text: &str) {
+        self.send(json!({"type": "user", "message": {"role": "user", "content": text}}));
+    }
+
+    fn line(&mut self) -> String {
+        self.lines
+            .recv_timeout(TIMEOUT)
+            .expect("a line from the sim in time")
+    }
+
+    fn frame(&mut self) -> Value {
+        let line = self.line();
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("bad frame {line:.200}: {e}"))
+    }
+
+    /// Skips the init frame and checks it.
+    fn init(&mut self) -> Value {
+        let init = self.frame();
+        assert_eq!(
+            (init["type"].as_str(), init["subtype"].as_str()),
+            (Some("system"), Some("init"))
+        );
+        init
+    }
+
+    /// Frames up to and including the next `result`.
+    fn until_result(&mut self) -> Vec<Value> {
+        let mut frames = Vec::new();
+        loop {
+            let frame = self.frame();
+            let done = frame["type"] == "result";
+            frames.push(frame);
+            if done {
+                return frames;
+            }
+        }
+    }
+
+    fn wait_exit(&mut self) -> ExitStatus {
+        self.stdin = None;
+        let deadline = Instant::now() + TIMEOUT;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "sim did not exit in time");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for Sim {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn kinds(frames: &[Value]) -> Vec<String> {
+    frames
+        .iter()
+        .map(|f| match f["type"].as_str() {
+            Some("assistant") => format!(
+                "assistant/{}",
+                f["message"]["content"][0]["type"].as_str().unwrap_or("?")
+            ),
+            Some("user") => "user/tool_result".to_string(),
+            Some("stream_event") => format!("event/{}", f["event"]["type"].as_str().unwrap_or("?")),
+            Some(other) => other.to_string(),
+            None => "?".to_string(),
+        })
+        .collect()
+}
+
+fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/sim")
+        .join(name)
+}
+
+fn state_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("capfleet-sim-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+#[test]
+fn scripted_turn_frame_sequence() {
+    let path = fixture("coding_turn.toml");
+    let mut sim = Sim::spawn(&[
+        "--mode",
+        "stream-json",
+        "--script",
+        path.to_str().expect("utf-8 path"),
+    ]);
+    let init = sim.init();
+    assert_eq!(init["session_id"], "sess-fixture");
+    assert_eq!(init["model"], "sim-model");
+    assert!(init["tools"].as_array().is_some_and(|t| !t.is_empty()));
+    sim.prompt("build it");
+    let frames = sim.until_result();
+    assert_eq!(
+        kinds(&frames),
+        [
+            "assistant/text",
+            "assistant/text",
+            "assistant/text",
+            "assistant/thinking",
+            "assistant/tool_use",
+            "tool_progress",
+            "tool_progress",
+            "user/tool_result",
+            "assistant/tool_use",
+            "user/tool_result",
+            "assistant/text",
+            "result"
+        ]
+    );
+    let texts: Vec<&str> = frames[..3]
+        .iter()
+        .filter_map(|f| f["message"]["content"][0]["text"].as_str())
+        .collect();
+    assert_eq!(texts, ["Hell", "o wo", "rld"]);
+    assert_eq!(frames[0]["message"]["model"], "sim-model");
+    assert_eq!(frames[0]["session_id"], "sess-fixture");
+    assert!(
+        frames[0]["message"]["id"]
+            .as_str()
+            .is_some_and(|id| id.starts_with("msg_"))
+    );
+    assert_eq!(
+        frames[3]["message"]["content"][0]["thinking"],
+        "pondering the task"
+    );
+    let tool = &frames[4]["message"]["content"][0];
+    assert_eq!(
+        (tool["name"].as_str(), &tool["input"]),
+        (Some("Bash"), &json!({"command": "ls -la"}))
+    );
+    let tool_id = tool["id"].clone();
+    assert_eq!(frames[5]["output_chunk"], "a.txt\n");
+    assert_eq!(frames[6]["output_chunk"], "b.txt\n");
+    let result = &frames[7]["message"]["content"][0];
+    assert_eq!(result["tool_use_id"], tool_id);
+    assert_eq!(
+        (result["content"].as_str(), result["is_error"].as_bool()),
+        (Some("a.txt\nb.txt\n"), Some(false))
+    );
+    let todos = &frames[8]["message"]["content"][0];
+    assert_eq!(todos["name"], "TodoWrite");
+    assert_eq!(todos["input"]["todos"][0]["priority"], "high");
+    assert_eq!(
+        todos["input"]["todos"][1]["_meta"]["cap.depends_on"],
+        json!(["p1"])
+    );
+    let end = &frames[11];
+    assert_eq!(
+        (end["subtype"].as_str(), end["is_error"].as_bool()),
+        (Some("success"), Some(false))
+    );
+    assert_eq!(end["result"], "Hello world\nDone.");
+    assert_eq!(end["total_cost_usd"], 0.0125);
+    assert_eq!(
+        end["usage"],
+        json!({"input_tokens": 120, "output_tokens": 30, "cache_read_input_tokens": 50, "cache_creation_input_tokens": 7})
+    );
+    assert_eq!(sim.wait_exit().code(), Some(0));
+}
+
+#[test]
+fn permission_allow_and_deny() {
+    let script = r#"
+        [[turn]]
+        steps = [{ permission = "Bash", input = { command = "make" }, risk = "high", output = "built" }]
+        [[turn]]
+        steps = [{ permission = "Bash", input = { command = "rm -rf /" }, risk = "high", output = "gone" }]
+    "#;
+    let mut sim = Sim::script(
+        script,
+        &["-p", "--verbose", "--permission-prompt-tool", "stdio"],
+    );
+    sim.init();
+    for (allow, expected) in [(true, "built"), (false, "no way")] {
+        sim.prompt("go");
+        assert_eq!(sim.frame()["message"]["content"][0]["type"], "tool_use");
+        let request = sim.frame();
+        assert_eq!(request["type"], "control_request");
+        assert_eq!(request["request"]["subtype"], "can_use_tool");
+        assert_eq!(request["request"]["tool_name"], "Bash");
+        assert_eq!(request["request"]["risk_level"], "high");
+        let behaviour = if allow {
+            json!({"behavior": "allow", "updatedInput": request["request"]["input"]})
+        } else {
+            json!({"behavior": "deny", "message": "no way"})
+        };
+        sim.send(json!({"type": "control_response", "response": {
+            "subtype": "success", "request_id": request["request_id"], "response": behaviour}}));
+        let frames = sim.until_result();
+        assert_eq!(kinds(&frames), ["user/tool_result", "result"]);
+        let block = &frames[0]["message"]["content"][0];
+        assert_eq!(
+            (block["content"].as_str(), block["is_error"].as_bool()),
+            (Some(expected), Some(!allow))
+        );
+        assert_eq!(
+            frames[1]["permission_denials"].as_array().map(Vec::len),
+            Some(usize::from(!allow))
+        );
+    }
+}
+
+#[test]
+fn ask_user_question_round_trip() {
+    let script = r#"turn = [{ steps = [{ ask = "Which DB?", options = ["pg", "sqlite"] }] }]"#;
+    let mut sim = Sim::script(script, &[]);
+    sim.init();
+    sim.prompt("pick");
+    let tool_use = sim.frame();
+    assert_eq!(tool_use["message"]["content"][0]["name"], "AskUserQuestion");
+    let request = sim.frame();
+    let question = &request["request"]["input"]["questions"][0];
+    assert_eq!(request["request"]["tool_name"], "AskUserQuestion");
+    assert_eq!(question["question"], "Which DB?");
+    assert_eq!(question["options"][1]["label"], "sqlite");
+    sim.send(json!({"type": "control_response", "response": {"subtype": "success", "request_id": request["request_id"],
+        "response": {"behavior": "allow", "updatedInput": {"answers": {"Which DB?": "sqlite"}}}}}));
+    let frames = sim.until_result();
+    assert_eq!(
+        frames[0]["message"]["content"][0]["content"],
+        "answer: sqlite"
+    );
+    assert_eq!(frames[1]["subtype"], "success");
+}
+
+#[test]
+fn interrupt_mid_turn_then_next_prompt() {
+    let script =
+        r#"turn = [{ steps = [{ say = "start" }, { sleep_ms = 10000 }, { say = "never" }] }]"#;
+    let mut sim = Sim::script(script, &[]);
+    sim.init();
+    let started = Instant::now();
+    sim.prompt("long job");
+    assert_eq!(sim.frame()["message"]["content"][0]["text"], "start");
+    sim.send(json!({"type": "control_request", "request_id": "int-1", "request": {"subtype": "interrupt"}}));
+    let ack = sim.frame();
+    assert_eq!(
+        ack,
+        json!({"type": "control_response", "response": {"subtype": "success", "request_id": "int-1", "response": {}}})
+    );
+    let result = sim.frame();
+    assert_eq!(result["type"], "result");
+    assert_eq!(result["subtype"], "error_during_execution");
+    assert_eq!(
+        (
+            result["is_error"].as_bool(),
+            result["interrupted"].as_bool()
+        ),
+        (Some(true), Some(true))
+    );
+    assert!(started.elapsed() < Duration::from_secs(3));
+    sim.prompt("next");
+    let frames = sim.until_result();
+    assert_eq!(frames[0]["message"]["content"][0]["text"], "echo: next");
+    assert_eq!(frames[1]["result"], "echo: next");
+}
+
+#[test]
+fn crash_exits_with_code() {
+    let mut sim = Sim::script(
+        r#"turn = [{ steps = [{ say = "bye" }, { crash = 3 }] }]"#,
+        &[],
+    );
+    sim.init();
+    sim.prompt("go");
+    assert_eq!(sim.frame()["message"]["content"][0]["text"], "bye");
+    assert_eq!(sim.wait_exit().code(), Some(3));
+}
+
+#[test]
+fn crash_once_does_not_recur_with_same_state_dir() {
+    let dir = state_dir("once");
+    let script = r#"turn = [{ steps = [{ crash = 7, once = true }, { say = "survived" }] }]"#;
+    let dir_arg = dir.to_str().expect("utf-8 path");
+    let mut first = Sim::script(script, &["--state-dir", dir_arg]);
+    first.init();
+    first.prompt("go");
+    assert_eq!(first.wait_exit().code(), Some(7));
+    let mut second = Sim::script(script, &["--state-dir", dir_arg]);
+    second.init();
+    second.prompt("go");
+    let frames = second.until_result();
+    assert_eq!(frames[1]["result"], "survived");
+    assert_eq!(second.wait_exit().code(), Some(0));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn once_without_state_dir_is_a_usage_error() {
+    let mut sim = Sim::script(r#"turn = [{ steps = [{ crash = 1, once = true }] }]"#, &[]);
+    assert_eq!(sim.wait_exit().code(), Some(2));
+}
+
+#[test]
+fn sigkill_self() {
+    let mut sim = Sim::script(r#"turn = [{ steps = [{ crash = "sigkill" }] }]"#, &[]);
+    sim.init();
+    sim.prompt("die");
+    assert_eq!(sim.wait_exit().signal(), Some(libc::SIGKILL));
+}
+
+#[test]
+fn hang_keeps_running_until_killed() {
+    let mut sim = Sim::script(
+        r#"turn = [{ steps = [{ say = "before" }, { hang = true }] }]"#,
+        &[],
+    );
+    sim.init();
+    sim.prompt("go");
+    assert_eq!(sim.frame()["message"]["content"][0]["text"], "before");
+    std::thread::sleep(Duration::from_millis(300));
+    sim.stdin = None;
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(
+        sim.child.try_wait().expect("try_wait").is_none(),
+        "a hung sim must still run"
+    );
+    assert!(sim.lines.try_recv().is_err(), "a hung sim says nothing");
+    sim.child.kill().expect("kill");
+    assert_eq!(
+        sim.child.wait().expect("wait").signal(),
+        Some(libc::SIGKILL)
+    );
+}
+
+#[test]
+fn flood_arrives_complete() {
+    const BYTES: u64 = 5_000_000;
+    let mut sim = Sim::script(
+        &format!("turn = [{{ steps = [{{ flood = {BYTES}, chunk = 65536 }}] }}]"),
+        &[],
+    );
+    sim.init();
+    sim.prompt("flood");
+    let (mut total, mut frames) = (0u64, 0u64);
+    loop {
+        let frame = sim.frame();
+        if frame["type"] == "result" {
+            assert_eq!(frame["subtype"], "success");
+            break;
+        }
+        let text = frame["message"]["content"][0]["text"]
+            .as_str()
+            .expect("flood text");
+        assert!(text.len() <= 65536);
+        total += text.len() as u64;
+        frames += 1;
+    }
+    assert_eq!(total, BYTES);
+    assert_eq!(frames, BYTES.div_ceil(65536));
+}
+
+#[test]
+fn malformed_and_oversize_lines_are_verbatim() {
+    let script = r#"turn = [{ steps = [{ raw = "{not json" }, { oversize = 2000000 }, { say = "after" }] }]"#;
+    let mut sim = Sim::script(script, &[]);
+    sim.init();
+    sim.prompt("go");
+    assert_eq!(sim.line(), "{not json");
+    let big = sim.line();
+    assert_eq!(big.len(), 2_000_000);
+    let frame: Value = serde_json::from_str(&big).expect("oversize line is a valid frame");
+    assert_eq!(frame["type"], "assistant");
+    assert_eq!(sim.frame()["message"]["content"][0]["text"], "after");
+}
+
+#[test]
+fn echo_after_script_exhaustion_and_text_blocks() {
+    let mut sim = Sim::script(r#"turn = [{ steps = [{ say = "scripted" }] }]"#, &[]);
+    sim.init();
+    sim.prompt("one");
+    assert_eq!(sim.until_result()[1]["result"], "scripted");
+    sim.send(json!({"type": "user", "message": {"role": "user", "content": [{"type": "text", "text": "two"}]}}));
+    assert_eq!(sim.until_result()[1]["result"], "echo: two");
+}
+
+#[test]
+fn resume_keeps_session_id() {
+    let mut sim = Sim::spawn(&[
+        "--mode",
+        "stream-json",
+        "--resume",
+        "sess-resumed",
+        "--model",
+        "m-x",
+    ]);
+    let init = sim.init();
+    assert_eq!(
+        (init["session_id"].as_str(), init["model"].as_str()),
+        (Some("sess-resumed"), Some("m-x"))
+    );
+    sim.prompt("hi");
+    let frames = sim.until_result();
+    assert!(frames.iter().all(|f| f["session_id"] == "sess-resumed"));
+}
+
+#[test]
+fn partial_messages_stream_deltas_then_snapshot() {
+    let mut sim = Sim::script(
+        r#"turn = [{ steps = [{ say = "abcdefg", chunk = 3 }] }]"#,
+        &["--include-partial-messages"],
+    );
+    sim.init();
+    sim.prompt("go");
+    let frames = sim.until_result();
+    assert_eq!(
+        kinds(&frames),
+        [
+            "event/message_start",
+            "event/content_block_start",
+            "event/content_block_delta",
+            "event/content_block_delta",
+            "event/content_block_delta",
+            "event/content_block_stop",
+            "assistant/text",
+            "event/message_delta",
+            "event/message_stop",
+            "result"
+        ]
+    );
+    let deltas: Vec<&str> = frames[2..5]
+        .iter()
+        .filter_map(|f| f["event"]["delta"]["text"].as_str())
+        .collect();
+    assert_eq!(deltas, ["abc", "def", "g"]);
+    assert_eq!(frames[6]["message"]["content"][0]["text"], "abcdefg");
+}
+
+#[test]
+fn error_step_gives_error_result() {
+    let mut sim = Sim::script(
+        r#"turn = [{ steps = [{ error = "rate_limit_error: slow down" }, { say = "never" }] }]"#,
+        &[],
+    );
+    sim.init();
+    sim.prompt("go");
+    let frames = sim.until_result();
+    assert_eq!(frames.len(), 1);
+    assert_eq!(
+        (
+            frames[0]["subtype"].as_str(),
+            frames[0]["is_error"].as_bool()
+        ),
+        (Some("error_during_execution"), Some(true))
+    );
+    assert_eq!(frames[0]["error"], "rate_limit_error: slow down");
+}
+
+#[test]
+fn bad_script_names_turn_step_and_key() {
+    for (script, expected) in [
+        (
+            r#"turn = [{ steps = [{ say = "ok" }, { say = 3 }] }]"#,
+            "<inline>: turn 1 step 2: key `say`",
+        ),
+        (
+            r#"turn = [{ steps = [{ tool = "Bash", colour = "red" }] }]"#,
+            "turn 1 step 1: key `colour`: unknown key",
+        ),
+        (
+            r#"turn = [{ steps = [{ say = "a", think = "b" }] }]"#,
+            "turn 1 step 1: key `think`",
+        ),
+        ("bogus = 1", "<inline>: key `bogus`"),
+        ("[[turn", "invalid TOML"),
+    ] {
+        let mut sim = Sim::script(script, &[]);
+        let status = sim.wait_exit();
+        let mut stderr = String::new();
+        std::io::Read::read_to_string(&mut sim.child.stderr.take().expect("stderr"), &mut stderr)
+            .expect("stderr");
+        assert_eq!(status.code(), Some(2), "{script}: {stderr}");
+        assert!(stderr.contains(expected), "{script}: {stderr}");
+    }
+    let mut missing = Sim::spawn(&["--script", "/nonexistent/sim.toml"]);
+    assert_eq!(missing.wait_exit().code(), Some(2));
+}
+
+#[test]
+fn shipped_demo_scripts_are_valid() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("config/sim");
+    let state = state_dir("demo");
+    let mut count = 0;
+    for entry in std::fs::read_dir(dir).expect("config/sim") {
+        let path = entry.expect("entry").path();
+        if path.extension().is_some_and(|e| e == "toml") {
+            let args = [
+                "--script",
+                path.to_str().expect("utf-8"),
+                "--state-dir",
+                state.to_str().expect("utf-8"),
+            ];
+            let mut sim = Sim::spawn(&args);
+            sim.init();
+            assert_eq!(sim.wait_exit().code(), Some(0), "{}", path.display());
+            count += 1;
+        }
+    }
+    assert!(count >= 3);
+    let _ = std::fs::remove_dir_all(&state);
+}
