@@ -15,7 +15,7 @@ use crate::shipped::SHIPPED;
 
 /// The registry over the real places (`PATH`, `~/.config/cap/agents`, …) plus the
 /// manifests embedded in this binary.
-pub fn registry() -> Registry {
+pub(crate) fn registry() -> Registry {
     let shipped = SHIPPED
         .iter()
         .map(|(name, src)| ((*name).to_owned(), (*src).to_owned()))
@@ -25,7 +25,7 @@ pub fn registry() -> Registry {
 
 /// Agents whose binary is `capfleet` (the simulator, capfleet as an agent) run this
 /// very executable, whether or not a `capfleet` is on `PATH`.
-pub fn program_override(manifest: &Manifest) -> Option<PathBuf> {
+pub(crate) fn program_override(manifest: &Manifest) -> Option<PathBuf> {
     (manifest.agent.binary == "capfleet")
         .then(std::env::current_exe)
         .and_then(Result::ok)
@@ -33,7 +33,7 @@ pub fn program_override(manifest: &Manifest) -> Option<PathBuf> {
 
 /// The shipped pricing table (`config/pricing.toml`), for agents that report tokens
 /// but no cost.
-pub fn pricing() -> Arc<Pricing> {
+pub(crate) fn pricing() -> Arc<Pricing> {
     static TABLE: OnceLock<Arc<Pricing>> = OnceLock::new();
     TABLE
         .get_or_init(|| {
@@ -46,10 +46,10 @@ pub fn pricing() -> Arc<Pricing> {
 }
 
 /// The variable naming a simulator's script.
-pub const SIM_SCRIPT_ENV: &str = "CAPFLEET_SIM_SCRIPT";
+pub(crate) const SIM_SCRIPT_ENV: &str = "CAPFLEET_SIM_SCRIPT";
 
 /// What `chat` and `fleet.toml` say about one session of an agent.
-pub struct SessionRequest<'a> {
+pub(crate) struct SessionRequest<'a> {
     pub fleet: &'a str,
     pub name: String,
     pub manifest: Arc<Manifest>,
@@ -68,7 +68,7 @@ pub struct SessionRequest<'a> {
 /// first, the binding chosen, the launch (argv override, capfleet's own executable
 /// for its agents, environment, script), the pricing table. Restart policy, timeouts
 /// and limits are the caller's.
-pub fn session_spec(r: SessionRequest<'_>) -> capfleet_actors::session::SessionSpec {
+pub(crate) fn session_spec(r: SessionRequest<'_>) -> capfleet_actors::session::SessionSpec {
     use capfleet_actors::driver::LaunchSpec;
     use capfleet_actors::protocol::SessionConfig;
     use capfleet_actors::registry::select_binding;

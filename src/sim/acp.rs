@@ -25,7 +25,7 @@ const INBOX: usize = 256;
 
 /// One message from the client.
 #[derive(Debug)]
-pub enum Incoming {
+pub(super) enum Incoming {
     Request {
         id: Value,
         method: String,
@@ -42,7 +42,7 @@ pub enum Incoming {
 }
 
 /// The sim's end of the connection.
-pub struct Wire {
+pub(super) struct Wire {
     inbox: Receiver<Incoming>,
     out: io::Stdout,
     next_id: u64,
@@ -60,31 +60,35 @@ impl Wire {
     }
 
     /// One line, verbatim (the `raw` step).
-    pub fn raw(&mut self, line: &str) -> io::Result<()> {
+    pub(super) fn raw(&mut self, line: &str) -> io::Result<()> {
         let mut out = self.out.lock();
         out.write_all(line.as_bytes())?;
         out.write_all(b"\n")?;
         out.flush()
     }
 
-    pub fn respond(&mut self, id: Value, result: Value) -> io::Result<()> {
+    pub(super) fn respond(&mut self, id: Value, result: Value) -> io::Result<()> {
         self.write(&json!({ "jsonrpc": "2.0", "id": id, "result": result }))
     }
 
-    pub fn respond_error(&mut self, id: Value, code: i64, message: &str) -> io::Result<()> {
+    pub(super) fn respond_error(&mut self, id: Value, code: i64, message: &str) -> io::Result<()> {
         let error = json!({ "code": code, "message": message });
         self.write(&json!({ "jsonrpc": "2.0", "id": id, "error": error }))
     }
 
     /// A `session/update` of this session.
-    pub fn update(&mut self, update: Value) -> io::Result<()> {
+    pub(super) fn update(&mut self, update: Value) -> io::Result<()> {
         let params = json!({ "sessionId": self.session_id, "update": update });
         self.write(&json!({ "jsonrpc": "2.0", "method": "session/update", "params": params }))
     }
 
     /// Call the client and wait for its answer: `Err(error object)` on a JSON-RPC
     /// error. A cancel arriving meanwhile is noted; requests are refused (busy).
-    pub fn call(&mut self, method: &str, mut params: Value) -> io::Result<Result<Value, Value>> {
+    pub(super) fn call(
+        &mut self,
+        method: &str,
+        mut params: Value,
+    ) -> io::Result<Result<Value, Value>> {
         self.next_id += 1;
         let id = self.next_id;
         if let Some(p) = params.as_object_mut() {
@@ -107,7 +111,7 @@ impl Wire {
 
     /// Wait up to `timeout` (`None`: forever) for a message the turn must see;
     /// cancels are noted, stray requests refused. `Ok(None)`: timed out.
-    pub fn recv(&mut self, timeout: Option<Duration>) -> io::Result<Option<Incoming>> {
+    pub(super) fn recv(&mut self, timeout: Option<Duration>) -> io::Result<Option<Incoming>> {
         let deadline = timeout.map(|t| Instant::now() + t);
         loop {
             let msg = match deadline {
@@ -137,7 +141,7 @@ impl Wire {
 }
 
 /// Serve the client until stdin ends.
-pub fn run(script: &Script, state: &StateDir, session_id: String) -> io::Result<()> {
+pub(super) fn run(script: &Script, state: &StateDir, session_id: String) -> io::Result<()> {
     let (tx, inbox) = sync_channel(INBOX);
     std::thread::spawn(move || read_loop(io::stdin().lock(), &tx));
     let mut wire = Wire {

@@ -16,7 +16,7 @@ use super::steps::{Ask, FloodGen, Flow, Frontend, PlanEntry, Stop, ToolStep, Usa
 /// JSON-RPC "internal error": how a scripted `error` step fails the prompt.
 const INTERNAL_ERROR: i64 = -32603;
 
-pub struct AcpTurn<'w> {
+pub(super) struct AcpTurn<'w> {
     wire: &'w mut Wire,
     prompt_id: Value,
     tools: u64,
@@ -51,7 +51,7 @@ fn message_of(e: &Value) -> String {
 }
 
 impl<'w> AcpTurn<'w> {
-    pub fn new(wire: &'w mut Wire, prompt_id: Value) -> Self {
+    pub(super) fn new(wire: &'w mut Wire, prompt_id: Value) -> Self {
         AcpTurn {
             wire,
             prompt_id,

@@ -20,7 +20,7 @@ enum Event {
 }
 
 /// Both directions of the stdio conversation.
-pub struct Client {
+pub(super) struct Client {
     pub out: Out,
     rx: Receiver<Inbound>,
     /// Prompts that arrived mid-turn, run after it.
@@ -29,7 +29,7 @@ pub struct Client {
 }
 
 impl Client {
-    pub fn new(rx: Receiver<Inbound>) -> Client {
+    pub(super) fn new(rx: Receiver<Inbound>) -> Client {
         Client {
             out: Out::new(),
             rx,
@@ -39,7 +39,7 @@ impl Client {
     }
 
     /// The next prompt (queued first); `None` at end of input.
-    pub fn next_prompt(&mut self) -> io::Result<Option<String>> {
+    pub(super) fn next_prompt(&mut self) -> io::Result<Option<String>> {
         loop {
             if let Some(prompt) = self.queued.pop_front() {
                 return Ok(Some(prompt));
@@ -83,7 +83,7 @@ impl Client {
     }
 
     /// Waits `duration`, handling client messages; stops on interrupt.
-    pub fn wait(&mut self, duration: Duration) -> io::Result<Flow> {
+    pub(super) fn wait(&mut self, duration: Duration) -> io::Result<Flow> {
         self.out.flush()?;
         let deadline = Instant::now() + duration;
         loop {
@@ -108,7 +108,7 @@ impl Client {
     }
 
     /// Handles pending client messages without blocking.
-    pub fn poll(&mut self) -> io::Result<Flow> {
+    pub(super) fn poll(&mut self) -> io::Result<Flow> {
         loop {
             match self.rx.try_recv() {
                 Ok(message) => {
@@ -126,7 +126,7 @@ impl Client {
     }
 
     /// Sends a `can_use_tool` request and waits for its `control_response`.
-    pub fn request_permission(
+    pub(super) fn request_permission(
         &mut self,
         tool: &str,
         input: &Value,

@@ -19,21 +19,21 @@ use super::steps::{Step, ToolStep};
 
 /// What a file step does.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Change {
+pub(super) enum Change {
     Text(String),
     Bytes(u64),
     Delete,
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct FileEdit {
+pub(super) struct FileEdit {
     pub path: String,
     pub change: Change,
 }
 
 /// A file step once done.
 #[derive(Debug, Clone)]
-pub struct Applied {
+pub(super) struct Applied {
     pub path: PathBuf,
     /// The text before (a text write over an existing text file).
     pub old: Option<String>,
@@ -42,7 +42,7 @@ pub struct Applied {
 }
 
 /// `write` or `delete` step.
-pub fn parse(f: &Fields<'_, '_>, kind: &str) -> Result<Step, ScriptError> {
+pub(super) fn parse(f: &Fields<'_, '_>, kind: &str) -> Result<Step, ScriptError> {
     let path = f.req_str(kind)?;
     let p = Path::new(&path);
     let escapes = p
@@ -74,7 +74,7 @@ pub fn parse(f: &Fields<'_, '_>, kind: &str) -> Result<Step, ScriptError> {
 
 impl FileEdit {
     /// Do it, in the current directory.
-    pub fn apply(&self) -> io::Result<Applied> {
+    pub(super) fn apply(&self) -> io::Result<Applied> {
         let path = std::env::current_dir()?.join(&self.path);
         let summary = match &self.change {
             Change::Delete => {
@@ -105,7 +105,7 @@ impl FileEdit {
     }
 
     /// The tool call it is shown as (a failed one when `applied` is an error).
-    pub fn as_tool(&self, applied: &io::Result<Applied>) -> ToolStep {
+    pub(super) fn as_tool(&self, applied: &io::Result<Applied>) -> ToolStep {
         let name = match self.change {
             Change::Delete => "Delete",
             _ => "Write",

@@ -7,7 +7,7 @@ use toml::Table;
 
 /// A script validation error.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ScriptError {
+pub(super) struct ScriptError {
     pub origin: String,
     pub location: String,
     pub message: String,
@@ -27,14 +27,14 @@ impl std::error::Error for ScriptError {}
 
 /// Where in the script a value sits: builds error messages.
 #[derive(Debug, Clone)]
-pub struct Loc<'a> {
+pub(super) struct Loc<'a> {
     origin: &'a str,
     location: String,
 }
 
 impl<'a> Loc<'a> {
     /// The top of a script.
-    pub fn root(origin: &'a str) -> Loc<'a> {
+    pub(super) fn root(origin: &'a str) -> Loc<'a> {
         Loc {
             origin,
             location: String::new(),
@@ -42,11 +42,11 @@ impl<'a> Loc<'a> {
     }
 
     /// The location text, e.g. `turn 2 step 3`.
-    pub fn location(&self) -> &str {
+    pub(super) fn location(&self) -> &str {
         &self.location
     }
 
-    pub fn err(&self, key: &str, message: impl fmt::Display) -> ScriptError {
+    pub(super) fn err(&self, key: &str, message: impl fmt::Display) -> ScriptError {
         let message = if key.is_empty() {
             message.to_string()
         } else {
@@ -59,7 +59,7 @@ impl<'a> Loc<'a> {
         }
     }
 
-    pub fn at(&self, location: String) -> Loc<'a> {
+    pub(super) fn at(&self, location: String) -> Loc<'a> {
         Loc {
             origin: self.origin,
             location,
@@ -68,14 +68,14 @@ impl<'a> Loc<'a> {
 }
 
 /// Typed access to the keys of one TOML table, with error locations.
-pub struct Fields<'t, 'a> {
+pub(super) struct Fields<'t, 'a> {
     pub table: &'t Table,
     pub loc: Loc<'a>,
 }
 
 impl Fields<'_, '_> {
     /// Rejects keys outside `allowed`.
-    pub fn only(&self, allowed: &[&str]) -> Result<(), ScriptError> {
+    pub(super) fn only(&self, allowed: &[&str]) -> Result<(), ScriptError> {
         match self.table.keys().find(|k| !allowed.contains(&k.as_str())) {
             Some(k) => Err(self
                 .loc
@@ -84,7 +84,7 @@ impl Fields<'_, '_> {
         }
     }
 
-    pub fn str(&self, key: &str) -> Result<Option<String>, ScriptError> {
+    pub(super) fn str(&self, key: &str) -> Result<Option<String>, ScriptError> {
         match self.table.get(key) {
             None => Ok(None),
             Some(toml::Value::String(s)) => Ok(Some(s.clone())),
@@ -92,7 +92,7 @@ impl Fields<'_, '_> {
         }
     }
 
-    pub fn u64(&self, key: &str) -> Result<Option<u64>, ScriptError> {
+    pub(super) fn u64(&self, key: &str) -> Result<Option<u64>, ScriptError> {
         match self.table.get(key) {
             None => Ok(None),
             Some(toml::Value::Integer(i)) => u64::try_from(*i)
@@ -102,7 +102,7 @@ impl Fields<'_, '_> {
         }
     }
 
-    pub fn f64(&self, key: &str) -> Result<Option<f64>, ScriptError> {
+    pub(super) fn f64(&self, key: &str) -> Result<Option<f64>, ScriptError> {
         match self.table.get(key) {
             None => Ok(None),
             Some(toml::Value::Float(x)) if *x >= 0.0 => Ok(Some(*x)),
@@ -111,7 +111,7 @@ impl Fields<'_, '_> {
         }
     }
 
-    pub fn bool(&self, key: &str) -> Result<Option<bool>, ScriptError> {
+    pub(super) fn bool(&self, key: &str) -> Result<Option<bool>, ScriptError> {
         match self.table.get(key) {
             None => Ok(None),
             Some(toml::Value::Boolean(b)) => Ok(Some(*b)),
@@ -119,7 +119,7 @@ impl Fields<'_, '_> {
         }
     }
 
-    pub fn strings(&self, key: &str) -> Result<Option<Vec<String>>, ScriptError> {
+    pub(super) fn strings(&self, key: &str) -> Result<Option<Vec<String>>, ScriptError> {
         match self.table.get(key) {
             None => Ok(None),
             Some(toml::Value::Array(items)) => items
@@ -135,7 +135,7 @@ impl Fields<'_, '_> {
         }
     }
 
-    pub fn table(&self, key: &str) -> Result<Option<&Table>, ScriptError> {
+    pub(super) fn table(&self, key: &str) -> Result<Option<&Table>, ScriptError> {
         match self.table.get(key) {
             None => Ok(None),
             Some(toml::Value::Table(t)) => Ok(Some(t)),
@@ -144,7 +144,7 @@ impl Fields<'_, '_> {
     }
 
     /// Any TOML value as JSON (tool inputs, `_meta`).
-    pub fn json(&self, key: &str) -> Result<Option<Value>, ScriptError> {
+    pub(super) fn json(&self, key: &str) -> Result<Option<Value>, ScriptError> {
         match self.table.get(key) {
             None => Ok(None),
             Some(v) => serde_json::to_value(v)
@@ -154,12 +154,12 @@ impl Fields<'_, '_> {
     }
 
     /// A required string-valued key.
-    pub fn req_str(&self, key: &str) -> Result<String, ScriptError> {
+    pub(super) fn req_str(&self, key: &str) -> Result<String, ScriptError> {
         self.str(key)?.ok_or_else(|| self.loc.err(key, "missing"))
     }
 
     /// The value of a key that must be exactly `true`.
-    pub fn flag_true(&self, key: &str) -> Result<(), ScriptError> {
+    pub(super) fn flag_true(&self, key: &str) -> Result<(), ScriptError> {
         match self.bool(key)? {
             Some(true) => Ok(()),
             _ => Err(self.loc.err(key, "expected `true`")),

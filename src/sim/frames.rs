@@ -9,7 +9,7 @@ use super::steps::{Stop, Usage};
 
 /// Session-wide facts every frame repeats.
 #[derive(Debug, Clone)]
-pub struct Session {
+pub(super) struct Session {
     pub session_id: String,
     pub model: String,
     pub tools: Vec<String>,
@@ -19,7 +19,7 @@ pub struct Session {
 }
 
 /// An `assistant` text frame split around its text and uuid.
-pub struct TextTemplate {
+pub(super) struct TextTemplate {
     head: String,
     middle: String,
     tail: String,
@@ -27,13 +27,13 @@ pub struct TextTemplate {
 
 /// Writes one JSON frame per line to stdout through a large buffer; the
 /// caller flushes per frame or per batch.
-pub struct Out {
+pub(super) struct Out {
     writer: BufWriter<StdoutLock<'static>>,
     seq: u64,
 }
 
 impl Out {
-    pub fn new() -> Out {
+    pub(super) fn new() -> Out {
         Out {
             writer: BufWriter::with_capacity(64 * 1024, io::stdout().lock()),
             seq: 0,
@@ -41,32 +41,32 @@ impl Out {
     }
 
     /// A fresh sequence number (ids, uuids).
-    pub fn next_seq(&mut self) -> u64 {
+    pub(super) fn next_seq(&mut self) -> u64 {
         self.seq += 1;
         self.seq
     }
 
     /// A uuid-shaped id, unique within the process.
-    pub fn uuid(&mut self) -> String {
+    pub(super) fn uuid(&mut self) -> String {
         let n = self.next_seq();
         format!("00000000-0000-4000-8000-{:012x}", n & 0xffff_ffff_ffff)
     }
 
-    pub fn emit(&mut self, frame: &Value) -> io::Result<()> {
+    pub(super) fn emit(&mut self, frame: &Value) -> io::Result<()> {
         serde_json::to_writer(&mut self.writer, frame)?;
         self.writer.write_all(b"\n")
     }
 
-    pub fn write_raw(&mut self, bytes: &[u8]) -> io::Result<()> {
+    pub(super) fn write_raw(&mut self, bytes: &[u8]) -> io::Result<()> {
         self.writer.write_all(bytes)
     }
 
-    pub fn flush(&mut self) -> io::Result<()> {
+    pub(super) fn flush(&mut self) -> io::Result<()> {
         self.writer.flush()
     }
 
     /// A `stream_event` frame wrapping a raw API stream event.
-    pub fn stream_event(&mut self, session: &Session, event: Value) -> io::Result<()> {
+    pub(super) fn stream_event(&mut self, session: &Session, event: Value) -> io::Result<()> {
         let uuid = self.uuid();
         self.emit(&json!({
             "type": "stream_event",
@@ -78,7 +78,7 @@ impl Out {
     }
 
     /// An `assistant` frame with one content block.
-    pub fn assistant(
+    pub(super) fn assistant(
         &mut self,
         session: &Session,
         message_id: &str,
@@ -91,7 +91,7 @@ impl Out {
 
     /// Pre-renders `assistant` text frames of one message, so floods only
     /// escape their text (a million frames stay fast).
-    pub fn text_template(
+    pub(super) fn text_template(
         &self,
         session: &Session,
         message_id: &str,
@@ -109,7 +109,7 @@ impl Out {
     }
 
     /// One `assistant` text frame from a template.
-    pub fn emit_text(&mut self, template: &TextTemplate, text: &str) -> io::Result<()> {
+    pub(super) fn emit_text(&mut self, template: &TextTemplate, text: &str) -> io::Result<()> {
         let mut escaped = Vec::with_capacity(text.len() + 2);
         serde_json::to_writer(&mut escaped, text)?;
         self.emit_escaped_text(template, &escaped)
@@ -117,7 +117,11 @@ impl Out {
 
     /// One `assistant` text frame from a template and an already
     /// JSON-escaped, quoted text.
-    pub fn emit_escaped_text(&mut self, template: &TextTemplate, escaped: &[u8]) -> io::Result<()> {
+    pub(super) fn emit_escaped_text(
+        &mut self,
+        template: &TextTemplate,
+        escaped: &[u8],
+    ) -> io::Result<()> {
         let n = self.next_seq();
         self.writer.write_all(template.head.as_bytes())?;
         self.writer.write_all(escaped)?;
@@ -132,7 +136,7 @@ impl Out {
     }
 
     /// A `user` frame carrying one `tool_result` block.
-    pub fn tool_result(
+    pub(super) fn tool_result(
         &mut self,
         session: &Session,
         tool_use_id: &str,
@@ -159,7 +163,12 @@ impl Out {
 
     /// A valid `assistant` text frame line of about `bytes` bytes (at least
     /// its envelope), its padding streamed in pieces.
-    pub fn oversize(&mut self, session: &Session, message_id: &str, bytes: u64) -> io::Result<()> {
+    pub(super) fn oversize(
+        &mut self,
+        session: &Session,
+        message_id: &str,
+        bytes: u64,
+    ) -> io::Result<()> {
         let (prefix, suffix) = oversize_parts(session, message_id);
         let mut padding = bytes.saturating_sub((prefix.len() + suffix.len()) as u64);
         self.write_raw(prefix.as_bytes())?;
@@ -175,7 +184,7 @@ impl Out {
     }
 
     /// A successful `control_response` to a client request.
-    pub fn ack(&mut self, request_id: &str) -> io::Result<()> {
+    pub(super) fn ack(&mut self, request_id: &str) -> io::Result<()> {
         self.emit(&json!({
             "type": "control_response",
             "response": { "subtype": "success", "request_id": request_id, "response": {} },
@@ -185,7 +194,7 @@ impl Out {
 }
 
 /// What a turn did so far: the `result` frame reports it.
-pub struct TurnAcc {
+pub(super) struct TurnAcc {
     pub started: Instant,
     pub text: Vec<String>,
     pub usage: Usage,
@@ -194,7 +203,7 @@ pub struct TurnAcc {
 }
 
 impl TurnAcc {
-    pub fn new() -> TurnAcc {
+    pub(super) fn new() -> TurnAcc {
         TurnAcc {
             started: Instant::now(),
             text: Vec::new(),
@@ -231,7 +240,7 @@ fn assistant_frame(
 }
 
 /// The `system`/`init` frame.
-pub fn init_frame(session: &Session, cwd: &str, uuid: String) -> Value {
+pub(super) fn init_frame(session: &Session, cwd: &str, uuid: String) -> Value {
     json!({
         "type": "system",
         "subtype": "init",
@@ -250,7 +259,7 @@ pub fn init_frame(session: &Session, cwd: &str, uuid: String) -> Value {
 }
 
 /// Usage in the Anthropic API's field names.
-pub fn usage_json(usage: &Usage) -> Value {
+pub(super) fn usage_json(usage: &Usage) -> Value {
     json!({
         "input_tokens": usage.input_tokens,
         "output_tokens": usage.output_tokens,
@@ -260,7 +269,7 @@ pub fn usage_json(usage: &Usage) -> Value {
 }
 
 /// The `result` frame closing a turn (without its `uuid`).
-pub fn result_frame(session: &Session, turn: &TurnAcc, stop: Option<Stop>) -> Value {
+pub(super) fn result_frame(session: &Session, turn: &TurnAcc, stop: Option<Stop>) -> Value {
     let elapsed = turn.started.elapsed().as_millis() as u64;
     let mut frame = json!({
         "type": "result",

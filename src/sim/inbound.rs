@@ -11,7 +11,7 @@ const LINE_MAX: u64 = 16 * 1024 * 1024;
 
 /// One message from the client.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Inbound {
+pub(super) enum Inbound {
     /// A `user` frame: the prompt text.
     Prompt(String),
     /// A `control_request` with subtype `interrupt`.
@@ -25,7 +25,7 @@ pub enum Inbound {
 }
 
 /// Starts the stdin reader thread.
-pub fn spawn_reader() -> Receiver<Inbound> {
+pub(super) fn spawn_reader() -> Receiver<Inbound> {
     let (tx, rx) = channel();
     std::thread::spawn(move || read_loop(std::io::stdin().lock(), &tx));
     rx
@@ -88,7 +88,7 @@ fn truncate(text: &str, max: usize) -> &str {
 }
 
 /// Parses one input frame; `None` for frames the sim does not understand.
-pub fn parse_inbound(line: &str) -> Option<Inbound> {
+pub(super) fn parse_inbound(line: &str) -> Option<Inbound> {
     let frame: Value = serde_json::from_str(line).ok()?;
     let str_of = |v: &Value, key: &str| v.get(key).and_then(Value::as_str).map(str::to_string);
     match frame.get("type")?.as_str()? {

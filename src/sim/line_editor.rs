@@ -9,7 +9,7 @@ const ESC_MAX: usize = 32;
 
 /// What the typed bytes mean.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Key {
+pub(super) enum Key {
     /// Enter outside a paste: the line typed so far.
     Submit(String),
     /// A cursor-position report `ESC[row;colR`.
@@ -21,7 +21,7 @@ pub enum Key {
 }
 
 #[derive(Debug, Default)]
-pub struct LineEditor {
+pub(super) struct LineEditor {
     line: Vec<u8>,
     esc: Option<Vec<u8>>,
     paste: bool,
@@ -30,7 +30,7 @@ pub struct LineEditor {
 
 impl LineEditor {
     /// Feeds input bytes; appends what to echo and the keys recognised.
-    pub fn feed(&mut self, bytes: &[u8], echo: &mut Vec<u8>, keys: &mut Vec<Key>) {
+    pub(super) fn feed(&mut self, bytes: &[u8], echo: &mut Vec<u8>, keys: &mut Vec<Key>) {
         for &b in bytes {
             let after_cr = std::mem::replace(&mut self.last_cr, b == b'\r');
             if let Some(seq) = self.esc.as_mut() {
@@ -64,12 +64,12 @@ impl LineEditor {
     }
 
     /// The partial line typed so far.
-    pub fn pending(&self) -> String {
+    pub(super) fn pending(&self) -> String {
         String::from_utf8_lossy(&self.line).into_owned()
     }
 
     /// Drops the partial line (Ctrl-C at the prompt).
-    pub fn clear(&mut self) {
+    pub(super) fn clear(&mut self) {
         self.line.clear();
         self.paste = false;
     }

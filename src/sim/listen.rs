@@ -13,10 +13,10 @@ use std::net::{SocketAddr, TcpListener};
 use std::process::{Command, Stdio};
 
 /// The flag this module serves (its value follows it, or `=`).
-pub const FLAG: &str = "--listen";
+pub(super) const FLAG: &str = "--listen";
 
 /// Accepts connections until killed; an error only when the listener cannot be had.
-pub fn serve(addr: SocketAddr) -> io::Result<()> {
+pub(super) fn serve(addr: SocketAddr) -> io::Result<()> {
     let listener = TcpListener::bind(addr)?;
     let mut out = io::stdout().lock();
     writeln!(out, "{}", listener.local_addr()?)?;

@@ -110,7 +110,7 @@ use state::StateDir;
 
 /// The protocol the sim speaks on stdio.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Mode {
+pub(crate) enum Mode {
     /// Claude-compatible NDJSON (`claude -p --input-format stream-json ...`).
     StreamJson,
     /// An interactive terminal agent (run it on a PTY).
@@ -121,7 +121,7 @@ pub enum Mode {
 
 /// Arguments of `capfleet sim`.
 #[derive(Debug, clap::Args)]
-pub struct SimArgs {
+pub(crate) struct SimArgs {
     /// Protocol spoken on stdio.
     #[arg(long, value_enum, default_value = "stream-json")]
     mode: Mode,
@@ -202,7 +202,7 @@ const DEFAULT_TOOLS: &[&str] = &[
     "AskUserQuestion",
 ];
 
-pub fn run(args: SimArgs) -> ExitCode {
+pub(crate) fn run(args: SimArgs) -> ExitCode {
     let script = match load(&args) {
         Ok(script) => script,
         Err(message) => {

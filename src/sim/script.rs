@@ -14,14 +14,14 @@ use super::steps::{
 
 /// A whole script: header settings and turns.
 #[derive(Debug, Clone, Default)]
-pub struct Script {
+pub(super) struct Script {
     pub header: Header,
     pub turns: Vec<Turn>,
 }
 
 /// Script-wide settings (all optional).
 #[derive(Debug, Clone, Default)]
-pub struct Header {
+pub(super) struct Header {
     pub session_id: Option<String>,
     pub model: Option<String>,
     pub boot_delay_ms: u64,
@@ -36,7 +36,7 @@ pub struct Header {
 
 /// One turn: what the sim does for one prompt.
 #[derive(Debug, Clone, Default)]
-pub struct Turn {
+pub(super) struct Turn {
     /// Run this turn for the first prompt containing this text.
     pub matches: Option<String>,
     pub steps: Vec<Step>,
@@ -44,7 +44,7 @@ pub struct Turn {
 
 impl Script {
     /// True when some crash step has `once = true` (needs a state dir).
-    pub fn needs_state(&self) -> bool {
+    pub(super) fn needs_state(&self) -> bool {
         self.turns
             .iter()
             .flat_map(|t| &t.steps)
@@ -89,7 +89,7 @@ const STEP_KINDS: &[&str] = &[
 ];
 
 /// Parses and validates a script. `origin` names it in errors.
-pub fn parse(origin: &str, text: &str) -> Result<Script, ScriptError> {
+pub(super) fn parse(origin: &str, text: &str) -> Result<Script, ScriptError> {
     let root = Loc::root(origin);
     let table: Table = text
         .parse()

@@ -8,18 +8,18 @@ use super::script::Turn;
 
 /// The directory holding one marker file per spent `once` crash step.
 #[derive(Debug, Clone, Default)]
-pub struct StateDir {
+pub(super) struct StateDir {
     dir: Option<PathBuf>,
 }
 
 impl StateDir {
-    pub fn new(dir: Option<PathBuf>) -> StateDir {
+    pub(super) fn new(dir: Option<PathBuf>) -> StateDir {
         StateDir { dir }
     }
 
     /// True the first time a (turn, step) asks; records the marker file
     /// `crash-t<turn>-s<step>` (0-based indices) so later runs get false.
-    pub fn first_time(&self, turn: usize, step: usize) -> io::Result<bool> {
+    pub(super) fn first_time(&self, turn: usize, step: usize) -> io::Result<bool> {
         let Some(dir) = &self.dir else {
             return Ok(true);
         };
@@ -41,18 +41,22 @@ impl StateDir {
 /// occurs in the prompt, else the next unused turn without `match`; `None`
 /// when the script is exhausted (the echo turn).
 #[derive(Debug)]
-pub struct TurnPicker {
+pub(super) struct TurnPicker {
     used: Vec<bool>,
 }
 
 impl TurnPicker {
-    pub fn new(turns: &[Turn]) -> TurnPicker {
+    pub(super) fn new(turns: &[Turn]) -> TurnPicker {
         TurnPicker {
             used: vec![false; turns.len()],
         }
     }
 
-    pub fn pick<'t>(&mut self, turns: &'t [Turn], prompt: &str) -> Option<(usize, &'t Turn)> {
+    pub(super) fn pick<'t>(
+        &mut self,
+        turns: &'t [Turn],
+        prompt: &str,
+    ) -> Option<(usize, &'t Turn)> {
         let unused = |i: &usize| !self.used[*i];
         let found = (0..turns.len())
             .filter(unused)

@@ -13,7 +13,7 @@ use super::state::StateDir;
 
 /// One scripted action.
 #[derive(Debug, Clone)]
-pub enum Step {
+pub(super) enum Step {
     Say {
         text: String,
         chunk: Option<usize>,
@@ -60,7 +60,7 @@ pub enum Step {
 }
 
 #[derive(Debug, Clone)]
-pub struct ToolStep {
+pub(super) struct ToolStep {
     pub name: String,
     pub input: Value,
     pub deltas: Vec<String>,
@@ -73,13 +73,13 @@ pub struct ToolStep {
 
 impl ToolStep {
     /// The tool's final output: `output`, else the joined deltas.
-    pub fn final_output(&self) -> String {
+    pub(super) fn final_output(&self) -> String {
         self.output.clone().unwrap_or_else(|| self.deltas.concat())
     }
 }
 
 #[derive(Debug, Clone)]
-pub struct PlanEntry {
+pub(super) struct PlanEntry {
     pub id: String,
     pub content: String,
     pub status: String,
@@ -89,14 +89,14 @@ pub struct PlanEntry {
 
 /// An ask: yes/no when `options` is empty.
 #[derive(Debug, Clone)]
-pub struct Ask {
+pub(super) struct Ask {
     pub question: String,
     pub options: Vec<String>,
 }
 
 impl Ask {
     /// The labels offered: the options, or `yes`/`no`.
-    pub fn labels(&self) -> Vec<String> {
+    pub(super) fn labels(&self) -> Vec<String> {
         if self.options.is_empty() {
             vec!["yes".to_string(), "no".to_string()]
         } else {
@@ -106,7 +106,7 @@ impl Ask {
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct Usage {
+pub(super) struct Usage {
     pub input_tokens: u64,
     pub output_tokens: u64,
     pub cache_read_tokens: u64,
@@ -115,7 +115,7 @@ pub struct Usage {
 }
 
 impl Usage {
-    pub fn add(&mut self, other: &Usage) {
+    pub(super) fn add(&mut self, other: &Usage) {
         self.input_tokens += other.input_tokens;
         self.output_tokens += other.output_tokens;
         self.cache_read_tokens += other.cache_read_tokens;
@@ -125,13 +125,13 @@ impl Usage {
 }
 
 #[derive(Debug, Clone, Copy)]
-pub struct Crash {
+pub(super) struct Crash {
     pub kind: CrashKind,
     pub once: bool,
 }
 
 #[derive(Debug, Clone, Copy)]
-pub enum CrashKind {
+pub(super) enum CrashKind {
     Exit(i32),
     SigKill,
     Abort,
@@ -146,7 +146,7 @@ const STATUSES: &[&str] = &[
 ];
 const PRIORITIES: &[&str] = &["urgent", "high", "medium", "low"];
 
-pub fn parse_plan_entry(f: &Fields<'_, '_>) -> Result<PlanEntry, ScriptError> {
+pub(super) fn parse_plan_entry(f: &Fields<'_, '_>) -> Result<PlanEntry, ScriptError> {
     f.only(&["id", "content", "status", "priority", "_meta"])?;
     let status = f.str("status")?.unwrap_or_else(|| "pending".to_string());
     if !STATUSES.contains(&status.as_str()) {
@@ -176,7 +176,7 @@ pub fn parse_plan_entry(f: &Fields<'_, '_>) -> Result<PlanEntry, ScriptError> {
     })
 }
 
-pub fn parse_usage(f: &Fields<'_, '_>) -> Result<Usage, ScriptError> {
+pub(super) fn parse_usage(f: &Fields<'_, '_>) -> Result<Usage, ScriptError> {
     f.only(&[
         "input_tokens",
         "output_tokens",
@@ -195,20 +195,20 @@ pub fn parse_usage(f: &Fields<'_, '_>) -> Result<Usage, ScriptError> {
 
 /// Whether a turn goes on after a step.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Flow {
+pub(super) enum Flow {
     Next,
     Stop(Stop),
 }
 
 /// Why a turn ended early.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Stop {
+pub(super) enum Stop {
     Interrupted,
     Error { message: String, subtype: String },
 }
 
 /// How a mode renders steps. Waiting methods watch for interrupts.
-pub trait Frontend {
+pub(super) trait Frontend {
     fn begin_turn(&mut self, prompt: &str) -> io::Result<()>;
     fn say(&mut self, text: &str, chunk: usize, delay: Duration) -> io::Result<Flow>;
     fn think(&mut self, text: &str) -> io::Result<Flow>;
@@ -252,7 +252,7 @@ fn acp_only(step: &str, what: &str) -> io::Error {
 }
 
 /// Plays one turn (`None`: the echo turn) through a frontend.
-pub fn run_turn<F: Frontend>(
+pub(super) fn run_turn<F: Frontend>(
     fe: &mut F,
     header: &Header,
     turn: Option<(usize, &Turn)>,
@@ -336,7 +336,7 @@ fn crash_now(kind: CrashKind) -> ! {
 
 /// Splits `text` into pieces of about `size` bytes on char boundaries
 /// (`size == 0`: one piece).
-pub fn chunks(text: &str, size: usize) -> Vec<&str> {
+pub(super) fn chunks(text: &str, size: usize) -> Vec<&str> {
     if size == 0 || text.len() <= size {
         return vec![text];
     }
@@ -355,7 +355,7 @@ pub fn chunks(text: &str, size: usize) -> Vec<&str> {
 
 /// The deterministic content of a flood: lines of 63 characters and `\n`,
 /// produced piece by piece so a 200 MB flood never sits in memory.
-pub struct FloodGen {
+pub(super) struct FloodGen {
     remaining: u64,
     position: u64,
 }
@@ -364,7 +364,7 @@ pub struct FloodGen {
 const FLOOD_LINE: &str = "abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ_\n";
 
 impl FloodGen {
-    pub fn new(bytes: u64) -> FloodGen {
+    pub(super) fn new(bytes: u64) -> FloodGen {
         FloodGen {
             remaining: bytes,
             position: 0,
@@ -372,7 +372,7 @@ impl FloodGen {
     }
 
     /// Fills `buf` (cleared first) with up to `max` bytes; false when done.
-    pub fn next_into(&mut self, buf: &mut String, max: usize) -> bool {
+    pub(super) fn next_into(&mut self, buf: &mut String, max: usize) -> bool {
         buf.clear();
         let take = self.remaining.min(max as u64) as usize;
         while buf.len() < take {

@@ -16,7 +16,7 @@ use super::steps::{
 
 /// Options of the stream-json mode.
 #[derive(Debug, Clone)]
-pub struct Options {
+pub(super) struct Options {
     pub session: Session,
     pub partial: bool,
     /// Exit after the first turn.
@@ -24,7 +24,7 @@ pub struct Options {
 }
 
 /// Runs the mode until stdin ends (or, with `one_turn`, its first turn ended).
-pub fn run(script: &Script, state: &StateDir, options: Options) -> io::Result<()> {
+pub(super) fn run(script: &Script, state: &StateDir, options: Options) -> io::Result<()> {
     let rx = spawn_reader();
     std::thread::sleep(Duration::from_millis(script.header.boot_delay_ms));
     let one_turn = options.one_turn;

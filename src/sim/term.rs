@@ -13,7 +13,7 @@ extern "C" fn on_sigint(_signal: libc::c_int) {
 
 /// Installs the SIGINT disposition: ignored, or recorded for
 /// [`take_interrupt`].
-pub fn install_sigint(ignore: bool) {
+pub(super) fn install_sigint(ignore: bool) {
     // SAFETY: a zeroed sigaction is a valid value; the handler only stores to
     // an atomic, which is async-signal-safe.
     unsafe {
@@ -36,7 +36,7 @@ extern "C" fn on_sigwinch(_signal: libc::c_int) {
 }
 
 /// Records SIGWINCH for [`take_resize`].
-pub fn install_sigwinch() {
+pub(super) fn install_sigwinch() {
     // SAFETY: as in `install_sigint`: the handler only stores to an atomic.
     unsafe {
         let mut action: libc::sigaction = std::mem::zeroed();
@@ -48,7 +48,7 @@ pub fn install_sigwinch() {
 }
 
 /// The terminal's new rows and columns, once per SIGWINCH since the last call.
-pub fn take_resize() -> Option<(u16, u16)> {
+pub(super) fn take_resize() -> Option<(u16, u16)> {
     if !RESIZED.swap(false, Ordering::SeqCst) {
         return None;
     }
@@ -60,19 +60,19 @@ pub fn take_resize() -> Option<(u16, u16)> {
 }
 
 /// True once per SIGINT received since the last call.
-pub fn take_interrupt() -> bool {
+pub(super) fn take_interrupt() -> bool {
     INTERRUPTED.swap(false, Ordering::SeqCst)
 }
 
 /// Non-canonical, no-echo input on a terminal stdin (signals and output
 /// processing stay on); restores the saved mode on drop. No-op when stdin
 /// is not a terminal.
-pub struct RawMode {
+pub(super) struct RawMode {
     saved: Option<libc::termios>,
 }
 
 impl RawMode {
-    pub fn enable() -> RawMode {
+    pub(super) fn enable() -> RawMode {
         // SAFETY: tcgetattr/tcsetattr on fd 0 with a valid termios buffer.
         unsafe {
             let mut saved: libc::termios = std::mem::zeroed();
@@ -102,13 +102,13 @@ impl Drop for RawMode {
 
 /// Raw input from the terminal.
 #[derive(Debug)]
-pub enum Input {
+pub(super) enum Input {
     Bytes(Vec<u8>),
     Eof,
 }
 
 /// Starts the stdin reader thread.
-pub fn spawn_reader() -> Receiver<Input> {
+pub(super) fn spawn_reader() -> Receiver<Input> {
     let (tx, rx) = channel();
     std::thread::spawn(move || {
         let mut stdin = std::io::stdin().lock();

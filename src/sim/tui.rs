@@ -19,14 +19,14 @@ use super::tui_io::summary;
 
 /// Options of the TUI mode.
 #[derive(Debug, Clone)]
-pub struct Options {
+pub(super) struct Options {
     pub session_id: String,
     pub model: String,
     pub ask_cursor: bool,
 }
 
 /// Runs the mode until end of input.
-pub fn run(script: &Script, state: &StateDir, options: &Options) -> io::Result<()> {
+pub(super) fn run(script: &Script, state: &StateDir, options: &Options) -> io::Result<()> {
     install_sigint(script.header.ignore_sigint);
     install_sigwinch();
     let _raw = RawMode::enable();

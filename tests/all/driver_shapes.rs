@@ -16,13 +16,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use crate::common::{self, EnvMarker, of_type};
 use capfleet_actors::driver::{LaunchSpec, Shape};
 use capfleet_actors::events::{TurnOutcome, urn};
 use capfleet_actors::protocol::SessionConfig;
 use capfleet_actors::registry::Binding;
 use capfleet_actors::root::{Orchestrator, RootArgs};
 use capfleet_actors::session::{SessionMsg, SessionSnapshot, SessionSpec, TurnResult};
-use crate::common::{self, EnvMarker, of_type};
 use ractor::ActorRef;
 use ractor::rpc::CallResult;
 use serde_json::Value;

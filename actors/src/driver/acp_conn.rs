@@ -39,19 +39,19 @@ use crate::rpc::{Rpc, RpcError};
 use crate::sync::lock;
 
 /// Agent -> client requests (permissions, fs, terminals) served at once; more wait.
-pub const MAX_IN_FLIGHT: usize = 32;
+pub(super) const MAX_IN_FLIGHT: usize = 32;
 /// Longest wait for the answer to `session/close`.
 const CLOSE_WAIT: Duration = Duration::from_secs(2);
 
 /// What the actor asks of the connection task.
 #[derive(Debug)]
-pub enum Cmd {
+pub(super) enum Cmd {
     Prompt(String),
     Cancel,
 }
 
 /// Everything the connection needs.
-pub struct Conn {
+pub(super) struct Conn {
     pub perms: Arc<Perms>,
     pub host: Arc<SessionHost>,
     pub rpc: Option<Arc<Rpc>>,
@@ -72,7 +72,7 @@ fn acp_error(e: &RpcError) -> agent_client_protocol::Error {
 }
 
 /// Run the connection until the agent's output closes or the actor drops `cmds`.
-pub async fn run(
+pub(super) async fn run(
     conn: Conn,
     stdin: ChildStdin,
     stdout: ChildStdout,

@@ -20,10 +20,10 @@ use super::acp_host::SessionHost;
 use crate::rpc::Host;
 use crate::rpc::host::Reply;
 
-pub const METHOD: &str = "elicitation/create";
+pub(super) const METHOD: &str = "elicitation/create";
 
 /// Serve one elicitation.
-pub async fn elicit(
+pub(super) async fn elicit(
     host: &Arc<SessionHost>,
     params: Value,
     responder: Responder<Value>,

@@ -18,9 +18,9 @@ use crate::rpc::{Approver, CommandApproval};
 use crate::sync::lock;
 
 /// The tool name CAP shows for vetted terminal commands.
-pub const TERMINAL_TOOL: &str = "terminal.create";
+pub(super) const TERMINAL_TOOL: &str = "terminal.create";
 
-pub struct Perms {
+pub(super) struct Perms {
     sink: OutputSink,
     seq: AtomicU64,
     pending: Mutex<HashMap<String, oneshot::Sender<Option<Decision>>>>,
@@ -28,7 +28,7 @@ pub struct Perms {
 }
 
 impl Perms {
-    pub fn new(sink: OutputSink) -> Arc<Self> {
+    pub(super) fn new(sink: OutputSink) -> Arc<Self> {
         Arc::new(Perms {
             sink,
             seq: AtomicU64::new(1),
@@ -37,17 +37,17 @@ impl Perms {
         })
     }
 
-    pub fn sink(&self) -> &OutputSink {
+    pub(super) fn sink(&self) -> &OutputSink {
         &self.sink
     }
 
     /// Was `allow_always` given for this tool in this session?
-    pub fn always_allowed(&self, tool: &str) -> bool {
+    pub(super) fn always_allowed(&self, tool: &str) -> bool {
         lock(&self.always).contains(tool)
     }
 
     /// Emit a `cap.permission.request` and wait for its answer (`None`: cancelled).
-    pub async fn ask(
+    pub(super) async fn ask(
         &self,
         tool: &str,
         intent: serde_json::Value,
@@ -69,7 +69,7 @@ impl Perms {
     }
 
     /// Deliver a decision; false if the request is unknown (already answered/cancelled).
-    pub fn answer(&self, req_id: &str, decision: Decision) -> bool {
+    pub(super) fn answer(&self, req_id: &str, decision: Decision) -> bool {
         match lock(&self.pending).remove(req_id) {
             Some(tx) => tx.send(Some(decision)).is_ok(),
             None => false,
@@ -78,7 +78,7 @@ impl Perms {
 
     /// Answer every open request `cancelled` (ACP requires it on `session/cancel`);
     /// the session is told each was withdrawn.
-    pub async fn cancel_all(&self) {
+    pub(super) async fn cancel_all(&self) {
         let open: Vec<_> = lock(&self.pending).drain().collect();
         let mut withdrawn = Vec::with_capacity(open.len());
         for (req_id, tx) in open {
@@ -90,7 +90,7 @@ impl Perms {
 }
 
 /// Terminal vetting asks through the permission path.
-pub struct TerminalApprover(pub Arc<Perms>);
+pub(super) struct TerminalApprover(pub Arc<Perms>);
 
 impl Approver for TerminalApprover {
     fn approve(&self, req: CommandApproval) -> Pin<Box<dyn Future<Output = bool> + Send>> {

@@ -36,14 +36,14 @@ pub enum Origin {
 
 /// Text for a session.
 #[derive(Debug, Clone)]
-pub struct Delivery {
+pub(super) struct Delivery {
     pub from: Vec<String>,
     pub text: String,
     pub via: RouteVia,
     pub origin: Origin,
 }
 
-pub struct Slot {
+pub(super) struct Slot {
     pub actor: ActorRef<SessionMsg>,
     running: Option<Origin>,
     queue: VecDeque<Delivery>,
@@ -52,7 +52,7 @@ pub struct Slot {
     failed: bool,
 }
 
-pub struct Core {
+pub(super) struct Core {
     fleet: String,
     /// The router's stream (`cap://<fleet>/router`): its records.
     bus: Publisher,
@@ -78,7 +78,7 @@ pub struct Core {
 }
 
 impl Core {
-    pub fn new(
+    pub(super) fn new(
         fleet: String,
         spec: RoutingSpec,
         sessions: Vec<(String, ActorRef<SessionMsg>)>,
@@ -123,11 +123,11 @@ impl Core {
     }
 
     /// Every mediation is a record in the journal (and for the run's watchers).
-    pub async fn record(&mut self, body: EventBody) {
+    pub(super) async fn record(&mut self, body: EventBody) {
         self.bus.publish(None, body).await;
     }
 
-    pub async fn start(&mut self, me: &ActorRef<RouterMsg>) {
+    pub(super) async fn start(&mut self, me: &ActorRef<RouterMsg>) {
         let task = self.spec.task.clone();
         for name in self.spec.start.clone() {
             let d = Delivery {
@@ -241,7 +241,7 @@ impl Core {
         );
     }
 
-    pub async fn turn_done(
+    pub(super) async fn turn_done(
         &mut self,
         me: &ActorRef<RouterMsg>,
         session: String,
@@ -329,7 +329,7 @@ impl Core {
     }
 
     /// The adopted master plan, statuses as they stand.
-    pub fn master_plan(&self) -> Option<Vec<crate::protocol::PlanEntry>> {
+    pub(super) fn master_plan(&self) -> Option<Vec<crate::protocol::PlanEntry>> {
         self.plan.as_ref().map(MasterPlan::entries)
     }
 
@@ -403,7 +403,7 @@ impl Core {
     }
 
     /// Deliveries waiting (per-session queues and admission), for the metrics.
-    pub fn note_pending(&self) {
+    pub(super) fn note_pending(&self) {
         if let Some(m) = &self.telemetry.metrics {
             let queued: usize = self.slots.values().map(|s| s.queue.len()).sum();
             let pending = queued + self.admission.len();
@@ -443,7 +443,7 @@ impl Core {
     }
 
     /// Stop dispatching; close every session.
-    pub async fn stop(&mut self, outcome: RunOutcome, reason: &str) {
+    pub(super) async fn stop(&mut self, outcome: RunOutcome, reason: &str) {
         if self.stopped.is_some() {
             return;
         }
@@ -459,7 +459,7 @@ impl Core {
         }
     }
 
-    pub async fn check_end(&mut self) {
+    pub(super) async fn check_end(&mut self) {
         if self.outcome.is_some() || self.running > 0 || !self.admission.is_empty() {
             return;
         }

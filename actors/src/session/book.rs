@@ -28,38 +28,38 @@ pub(super) struct TurnBook {
 }
 
 impl TurnBook {
-    pub fn current(&self) -> Option<&Turn> {
+    pub(super) fn current(&self) -> Option<&Turn> {
         self.turn.as_ref()
     }
 
     /// The running turn's id.
-    pub fn turn_id(&self) -> Option<u32> {
+    pub(super) fn turn_id(&self) -> Option<u32> {
         self.turn.as_ref().map(|t| t.id)
     }
 
     /// Turns ended (completed, cancelled or failed by the agent).
-    pub fn done(&self) -> u32 {
+    pub(super) fn done(&self) -> u32 {
         self.done
     }
 
     /// Usage of the turns done and of what was reported between turns.
-    pub fn usage(&self) -> UsageTotals {
+    pub(super) fn usage(&self) -> UsageTotals {
         self.usage
     }
 
     /// A turn waits for its prompt to go to a driver.
-    pub fn prompt_pending(&self) -> bool {
+    pub(super) fn prompt_pending(&self) -> bool {
         self.turn.as_ref().is_some_and(|t| !t.sent)
     }
 
     /// The running turn was asked to stop.
-    pub fn cancel_requested(&self) -> bool {
+    pub(super) fn cancel_requested(&self) -> bool {
         self.turn.as_ref().is_some_and(|t| t.cancel_requested)
     }
 
     /// Record an agent event in the running turn (usage between turns counts for the
     /// session).
-    pub fn record(&mut self, event: &CapEvent) {
+    pub(super) fn record(&mut self, event: &CapEvent) {
         if let Some(turn) = self.turn.as_mut() {
             turn.record(event);
         } else if let CapEvent::Usage(u) = event {
@@ -69,7 +69,7 @@ impl TurnBook {
 
     /// The agent restarts during the running turn: its prompt goes out again, and
     /// nothing the old agent asked stays open.
-    pub fn restarting(&mut self) {
+    pub(super) fn restarting(&mut self) {
         if let Some(t) = self.turn.as_mut() {
             t.restarts += 1;
             t.sent = false;
@@ -78,17 +78,17 @@ impl TurnBook {
     }
 
     /// `request` waits for an answer.
-    pub fn open(&mut self, request: OpenRequest) {
+    pub(super) fn open(&mut self, request: OpenRequest) {
         self.open.insert(request.id().to_owned(), request);
     }
 
     /// Close `req_id` if it is an open permission request.
-    pub fn answer_permission(&mut self, req_id: &str) -> bool {
+    pub(super) fn answer_permission(&mut self, req_id: &str) -> bool {
         self.close_if(req_id, |r| matches!(r, OpenRequest::Permission { .. }))
     }
 
     /// Close `ask_id` if it is an open ask.
-    pub fn answer_ask(&mut self, ask_id: &str) -> bool {
+    pub(super) fn answer_ask(&mut self, ask_id: &str) -> bool {
         self.close_if(ask_id, |r| matches!(r, OpenRequest::Ask { .. }))
     }
 
@@ -101,17 +101,17 @@ impl TurnBook {
     }
 
     /// The agent withdrew request `id`.
-    pub fn withdraw(&mut self, id: &str) {
+    pub(super) fn withdraw(&mut self, id: &str) {
         self.open.remove(id);
     }
 
     /// Requests waiting for an answer.
-    pub fn open_requests(&self) -> usize {
+    pub(super) fn open_requests(&self) -> usize {
         self.open.len()
     }
 
     /// Answer the caller waiting for the turn, if any.
-    pub fn reply(&mut self, result: Result<TurnResult, SessionError>) {
+    pub(super) fn reply(&mut self, result: Result<TurnResult, SessionError>) {
         if let Some(reply) = self.reply.take() {
             let _caller_gone = reply.send(result);
         }

@@ -19,7 +19,7 @@ pub(super) struct Hooks {
 }
 
 impl Hooks {
-    pub fn new(spec: &SessionSpec) -> Self {
+    pub(super) fn new(spec: &SessionSpec) -> Self {
         Hooks {
             name: spec.name.clone(),
             pricing: spec.pricing.clone(),
@@ -29,7 +29,7 @@ impl Hooks {
 
     /// Run the hooks on `event` of the session `urn`. A store failure is logged: the
     /// event still goes out, with its content inline.
-    pub fn apply(&self, urn: &str, event: &mut CapEvent) {
+    pub(super) fn apply(&self, urn: &str, event: &mut CapEvent) {
         match (event, &self.pricing, &self.artifacts) {
             (CapEvent::Usage(u), Some(pricing), _) => {
                 pricing.estimate(u);

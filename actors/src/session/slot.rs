@@ -36,7 +36,7 @@ pub(super) struct DriverSlot {
 }
 
 impl DriverSlot {
-    pub fn new(spec: &SessionSpec) -> Self {
+    pub(super) fn new(spec: &SessionSpec) -> Self {
         DriverSlot {
             driver: None,
             launch: Arc::new(spec.launch.clone()),
@@ -50,33 +50,33 @@ impl DriverSlot {
     }
 
     /// Outputs and exits of `generation` are the current driver's.
-    pub fn is_current(&self, generation: u64) -> bool {
+    pub(super) fn is_current(&self, generation: u64) -> bool {
         generation == self.generation
     }
 
-    pub fn generation(&self) -> u64 {
+    pub(super) fn generation(&self) -> u64 {
         self.generation
     }
 
     /// Start a new generation: whatever the driver before still has in flight (a
     /// reader racing a kill) is stale from now on.
-    pub fn next_generation(&mut self) -> u64 {
+    pub(super) fn next_generation(&mut self) -> u64 {
         self.generation += 1;
         self.generation
     }
 
     /// The current driver is ready.
-    pub fn set_ready(&mut self) {
+    pub(super) fn set_ready(&mut self) {
         self.ready_generation = self.generation;
     }
 
     /// The driver of `generation` is the current one and not ready yet.
-    pub fn awaits_ready(&self, generation: u64) -> bool {
+    pub(super) fn awaits_ready(&self, generation: u64) -> bool {
         self.is_current(generation) && self.ready_generation != generation
     }
 
     /// `cell` is the current driver's.
-    pub fn holds(&self, cell: &ActorCell) -> bool {
+    pub(super) fn holds(&self, cell: &ActorCell) -> bool {
         self.driver
             .as_ref()
             .is_some_and(|d| d.get_id() == cell.get_id())
@@ -97,25 +97,25 @@ impl DriverSlot {
     }
 
     /// Send the driver `msg`, if there is a driver.
-    pub fn send(&self, msg: DriverMsg) {
+    pub(super) fn send(&self, msg: DriverMsg) {
         if let Some(d) = &self.driver {
             let _gone = d.cast(msg);
         }
     }
 
-    pub fn kill(&self, cause: ExitCause) {
+    pub(super) fn kill(&self, cause: ExitCause) {
         self.send(DriverMsg::Kill { cause });
     }
 
     /// Kill the driver to end a cancelled turn: its exit is no crash.
-    pub fn kill_cancelled(&mut self) {
+    pub(super) fn kill_cancelled(&mut self) {
         self.kill_expected = true;
         self.kill(ExitCause::Normal);
     }
 
     /// The viewer's terminal is `rows` x `cols`: the driver's terminal follows, and
     /// the next driver starts at it.
-    pub fn resize(&mut self, rows: u16, cols: u16) {
+    pub(super) fn resize(&mut self, rows: u16, cols: u16) {
         if rows == 0 || cols == 0 {
             return;
         }

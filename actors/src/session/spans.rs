@@ -24,7 +24,7 @@ use crate::supervision::ExitCause;
 
 /// Tool calls and requests tracked with a span at once, at most (an agent that opens
 /// calls without closing them does not grow the session).
-pub const MAX_OPEN_SPANS: usize = 256;
+pub(super) const MAX_OPEN_SPANS: usize = 256;
 
 pub(super) struct Spans {
     pub session: Span,
@@ -44,7 +44,7 @@ fn outcome_str(o: TurnOutcome) -> &'static str {
 }
 
 impl Spans {
-    pub fn new(spec: &SessionSpec, parent: &Span) -> Self {
+    pub(super) fn new(spec: &SessionSpec, parent: &Span) -> Self {
         let agent = spec.launch.manifest.agent.name.clone();
         let model = spec.launch.config.model.get().map(String::as_str);
         let session = tracing::info_span!(
@@ -67,13 +67,13 @@ impl Spans {
     }
 
     /// The innermost span work belongs to now: the turn's, else the session's.
-    pub fn current(&self) -> &Span {
+    pub(super) fn current(&self) -> &Span {
         self.turn.as_ref().unwrap_or(&self.session)
     }
 
     /// Open turn `id`. The span current while the ask is handled is the sender's
     /// (the router's `route`): the turn links to it.
-    pub fn start_turn(&mut self, id: u32, prompt_bytes: usize) {
+    pub(super) fn start_turn(&mut self, id: u32, prompt_bytes: usize) {
         if self.session.is_disabled() {
             return;
         }
@@ -101,7 +101,7 @@ impl Spans {
     }
 
     /// Spans for what the agent starts (tool calls, requests) and ends.
-    pub fn on_event(&mut self, event: &CapEvent) {
+    pub(super) fn on_event(&mut self, event: &CapEvent) {
         let Some(turn) = &self.turn else {
             return;
         };
@@ -156,12 +156,12 @@ impl Spans {
     }
 
     /// The span of open request `id` (the answerer decides under it).
-    pub fn request(&self, id: &str) -> Span {
+    pub(super) fn request(&self, id: &str) -> Span {
         self.requests.get(id).cloned().unwrap_or_else(Span::none)
     }
 
     /// A permission request was answered (`rule` decided); its span ends.
-    pub fn permission_answered(&mut self, req_id: &str, decision: &str, rule: &str) {
+    pub(super) fn permission_answered(&mut self, req_id: &str, decision: &str, rule: &str) {
         if let Some(span) = self.requests.remove(req_id) {
             span.record("cap.permission.decision", decision);
             span.record("cap.permission.rule", rule);
@@ -169,7 +169,7 @@ impl Spans {
     }
 
     /// An ask was answered (or declined); its span ends.
-    pub fn ask_answered(&mut self, ask_id: &str, answered: bool, rule: &str) {
+    pub(super) fn ask_answered(&mut self, ask_id: &str, answered: bool, rule: &str) {
         if let Some(span) = self.requests.remove(ask_id) {
             span.record("cap.ask.answered", answered);
             span.record("cap.ask.rule", rule);
@@ -177,7 +177,7 @@ impl Spans {
     }
 
     /// The turn ended with `result`; its span and everything still open in it end.
-    pub fn end_turn(&mut self, result: &TurnResult) {
+    pub(super) fn end_turn(&mut self, result: &TurnResult) {
         self.tools.clear();
         self.requests.clear();
         let Some(span) = self.turn.take() else {
@@ -199,7 +199,7 @@ impl Spans {
     }
 
     /// The turn could not finish (the session closed or failed).
-    pub fn abandon_turn(&mut self, outcome: TurnOutcome) {
+    pub(super) fn abandon_turn(&mut self, outcome: TurnOutcome) {
         self.tools.clear();
         self.requests.clear();
         if let Some(span) = self.turn.take() {
@@ -217,7 +217,7 @@ impl Spans {
 
     /// The agent ended and is restarted: the `restart` span stays open until the new
     /// agent is ready.
-    pub fn restart(&mut self, cause: &ExitCause, attempt: u32, backoff_ms: u64) {
+    pub(super) fn restart(&mut self, cause: &ExitCause, attempt: u32, backoff_ms: u64) {
         self.tools.clear();
         self.requests.clear();
         let span = tracing::info_span!(
@@ -231,18 +231,18 @@ impl Spans {
     }
 
     /// The (re)started agent is ready: a restart is over.
-    pub fn ready(&mut self) {
+    pub(super) fn ready(&mut self) {
         self.restart = None;
     }
 
     /// The session reached a final state.
-    pub fn finished(&mut self, state: &str) {
+    pub(super) fn finished(&mut self, state: &str) {
         self.restart = None;
         self.session.record("cap.session.state", state);
     }
 
     /// The span an agent started now belongs to: the restart's, else the session's.
-    pub fn for_agent(&self) -> &Span {
+    pub(super) fn for_agent(&self) -> &Span {
         self.restart.as_ref().unwrap_or(&self.session)
     }
 }

@@ -62,7 +62,7 @@ pub(crate) struct Turn {
 }
 
 impl Turn {
-    pub fn new(id: u32, prompt: String) -> Self {
+    pub(crate) fn new(id: u32, prompt: String) -> Self {
         Turn {
             id,
             prompt,
@@ -80,7 +80,7 @@ impl Turn {
         }
     }
 
-    pub fn record(&mut self, event: &CapEvent) {
+    pub(crate) fn record(&mut self, event: &CapEvent) {
         match event {
             CapEvent::TextChunk(t) if t.channel.is_none_or(|c| c == Channel::Assistant) => {
                 self.push_text(&t.text)
@@ -116,15 +116,15 @@ impl Turn {
     }
 
     /// The assistant text so far (kept across a restart, spec §10.6).
-    pub fn partial_text(&self) -> &str {
+    pub(crate) fn partial_text(&self) -> &str {
         &self.text
     }
 
-    pub fn usage(&self) -> &UsageTotals {
+    pub(crate) fn usage(&self) -> &UsageTotals {
         &self.usage
     }
 
-    pub fn finish(self, outcome: TurnOutcome, stop_reason: StopReason) -> TurnResult {
+    pub(crate) fn finish(self, outcome: TurnOutcome, stop_reason: StopReason) -> TurnResult {
         TurnResult {
             turn: self.id,
             outcome,
@@ -145,7 +145,7 @@ mod duration_ms {
 
     use serde::Serializer;
 
-    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    pub(super) fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_u64(d.as_millis().try_into().unwrap_or(u64::MAX))
     }
 }

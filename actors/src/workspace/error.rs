@@ -83,7 +83,7 @@ impl<T> Context<T> for Result<T, std::io::Error> {
 }
 
 /// At most ten file names, then a count.
-pub fn list(files: &[String]) -> String {
+pub(super) fn list(files: &[String]) -> String {
     const SHOWN: usize = 10;
     let mut s = files
         .iter()

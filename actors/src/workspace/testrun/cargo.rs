@@ -15,7 +15,7 @@ fn re(cell: &'static OnceLock<Regex>, pattern: &str) -> &'static Regex {
 
 /// `cargo test`.
 #[derive(Default)]
-pub struct CargoTest {
+pub(super) struct CargoTest {
     current: Option<String>,
     suites: Vec<Suite>,
     seen: bool,
@@ -81,7 +81,7 @@ impl Parser for CargoTest {
 
 /// `cargo nextest run`.
 #[derive(Default)]
-pub struct Nextest {
+pub(super) struct Nextest {
     /// binary id -> test name -> (final status, ms); the latest line of a test wins
     /// (retries).
     tests: BTreeMap<String, BTreeMap<String, (Status, u64)>>,

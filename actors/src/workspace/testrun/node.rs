@@ -10,7 +10,7 @@ use regex::Regex;
 use super::summary::{Counts, Parser, Suite, Summary};
 
 #[derive(Default)]
-pub struct NodeTest {
+pub(super) struct NodeTest {
     /// The top-level subtest being read, and the results nested in it.
     open: Option<(String, Counts)>,
     suites: Vec<Suite>,

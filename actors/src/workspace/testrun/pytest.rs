@@ -11,7 +11,7 @@ use regex::Regex;
 use super::summary::{Counts, Parser, Suite, Summary, secs_to_ms};
 
 #[derive(Default)]
-pub struct Pytest {
+pub(super) struct Pytest {
     files: BTreeMap<String, Counts>,
     total: Option<(Counts, Option<u64>)>,
 }
