@@ -165,7 +165,7 @@ pub const SUPPORTED: &[Binding] = &{
 
 /// A `cap.error` whose code is one of the registry's (`cap_*`), not retryable.
 pub(crate) fn registry_error(code: CapCode, message: impl Into<String>) -> CapEvent {
-    CapEvent::error(ErrorKind::Other(code.symbol().into()), message, false)
+    CapEvent::error(ErrorKind::Cap(code), message, false)
 }
 
 /// What a session asks of its driver.

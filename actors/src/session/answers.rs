@@ -59,7 +59,7 @@ impl Core {
 
     async fn reject_answer(&mut self, id: &str) {
         let event = CapEvent::error(
-            ErrorKind::Other(CapCode::UnknownPermission.symbol().into()),
+            ErrorKind::Cap(CapCode::UnknownPermission),
             format!("answer for {id}, which is not open (answered, withdrawn or unknown)"),
             false,
         );

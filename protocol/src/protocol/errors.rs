@@ -230,7 +230,9 @@ impl fmt::Display for CapCode {
 
 /// The string codes of `cap.error` events (core §7.11/§14.2 and coding §10).
 ///
-/// Bindings may carry codes of their own; those survive as [`ErrorKind::Other`].
+/// A registry code (`cap_*`, [`CapCode`]) carried by a `cap.error` is
+/// [`ErrorKind::Cap`]; bindings may carry codes of their own, which survive as
+/// [`ErrorKind::Other`].
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum ErrorKind {
     /// `rate_limit`: the API's rate limit was hit.
@@ -255,7 +257,9 @@ pub enum ErrorKind {
     MergeConflict,
     /// `language_server_down` (coding): a required language server is unavailable.
     LanguageServerDown,
-    /// A code outside the standard vocabulary (binding-specific), kept verbatim.
+    /// A code of the numeric registry, spelled by its symbol (`cap_invalid_answer`).
+    Cap(CapCode),
+    /// A code the spec does not define (binding-specific), kept verbatim.
     Other(String),
 }
 
@@ -283,6 +287,7 @@ impl ErrorKind {
     pub fn as_str(&self) -> &str {
         match self {
             ErrorKind::Other(s) => s,
+            ErrorKind::Cap(code) => code.symbol(),
             known => ERROR_KIND_TABLE
                 .iter()
                 .find(|(k, _, _)| k == known)
@@ -291,16 +296,19 @@ impl ErrorKind {
         }
     }
 
-    /// The kind of a wire code; an unknown code becomes [`ErrorKind::Other`].
+    /// The kind of a wire code: a string code of the table, a registry symbol
+    /// ([`ErrorKind::Cap`]), else [`ErrorKind::Other`].
     pub fn parse(code: &str) -> Self {
         ERROR_KIND_TABLE
             .iter()
             .find(|(_, s, _)| *s == code)
             .map(|(k, _, _)| k.clone())
+            .or_else(|| CapCode::from_symbol(code).map(ErrorKind::Cap))
             .unwrap_or_else(|| ErrorKind::Other(code.to_owned()))
     }
 
-    /// True for the spec's own codes (core or coding), false for [`ErrorKind::Other`].
+    /// True for the spec's own codes (core, coding or the numeric registry), false
+    /// for [`ErrorKind::Other`].
     pub fn is_standard(&self) -> bool {
         !matches!(self, ErrorKind::Other(_))
     }
@@ -360,5 +368,18 @@ mod tests {
             ErrorKind::parse("acp_disconnected"),
             ErrorKind::Other("acp_disconnected".into())
         );
+    }
+
+    #[test]
+    fn registry_codes_are_their_own_kind_spelled_by_symbol() {
+        for r in CODE_TABLE {
+            let kind = ErrorKind::Cap(r.code);
+            assert_eq!(kind.as_str(), r.symbol);
+            assert_eq!(ErrorKind::parse(r.symbol), kind);
+            assert!(kind.is_standard());
+            let json = serde_json::to_string(&kind).unwrap();
+            assert_eq!(json, format!("\"{}\"", r.symbol));
+            assert_eq!(serde_json::from_str::<ErrorKind>(&json).unwrap(), kind);
+        }
     }
 }
