@@ -32,27 +32,28 @@
 //!   belongs in our session actor, not in a generic spawn closure.
 //!
 //! So the strategy is [`policy`]: a pure, deterministic [`RestartTracker`] (one per session)
-//! that the session supervisor actor calls from ractor's own `handle_supervisor_evt`:
+//! that the session actor calls from ractor's own `handle_supervisor_evt`:
 //! `ActorFailed(_, err)` gives [`ExitCause::from_error`] (a driver fails with an
-//! [`ExitCause`] after emitting `cap.error`), `ActorTerminated` gives [`ExitCause::Normal`];
-//! [`Decision::Restart`] becomes a restart event (cause, attempt, delay) and a respawn via
-//! `send_after(delay)`, [`Decision::Stop`] a normal end or a meltdown message to the fleet.
+//! [`ExitCause`] after emitting `cap.error`), `ActorTerminated` gives [`ExitCause::Normal`].
+//! The session re-queues the exit behind the driver's last outputs, then (in
+//! `session/slot.rs`, `on_driver_exit`) [`Decision::Restart`] becomes a `restart` event
+//! (cause, attempt, delay) and a respawn of the driver after the delay, and
+//! [`Decision::Stop`] either a normal close (the agent ended by itself and the policy does
+//! not bring it back) or a failed session (`failed`, with the reason: a meltdown) — which
+//! the fleet learns as the session actor's end and reports to the router.
 //! No other restart loop exists anywhere in capfleet.
 //!
 //! ```text
-//! // in the session supervisor's handle_supervisor_evt (sketch):
+//! // the session's handle_supervisor_evt and its exit handling (sketch):
 //! let cause = match evt {
 //!     SupervisionEvent::ActorFailed(_, err) => ExitCause::from_error(err.as_ref()),
 //!     SupervisionEvent::ActorTerminated(..) => ExitCause::Normal,
 //!     _ => return Ok(()),
 //! };
-//! match state.tracker.on_exit(Instant::now(), &cause) {
-//!     Decision::Restart { attempt, delay } => {
-//!         emit(SessionEvent::Restart { cause, attempt, delay });   // journal + span
-//!         myself.send_after(delay, || SessionMsg::SpawnDriver);
-//!     }
-//!     Decision::Stop { reason: StopReason::Meltdown { .. } } => fleet.send(FleetMsg::Failed { .. }),
-//!     Decision::Stop { .. } => { /* normal end (transient/temporary) or failure (temporary) */ }
+//! match tracker.on_exit(Instant::now(), &cause) {
+//!     Decision::Restart { attempt, delay } => { publish(Restart { cause, attempt, delay }); start_driver_after(delay) }
+//!     Decision::Stop { .. } if cause.is_abnormal() => fail(reason),   // the fleet sees the session end
+//!     Decision::Stop { .. } => close(),
 //! }
 //! ```
 //!

@@ -1,7 +1,8 @@
 //! The PTY binding (spec §6.1, Appendix A) as pure, synchronous code: the screen a
 //! human would see ([`screen`]), when the agent is ready or done ([`settle`]), what
 //! its completed lines mean ([`lines`]) and how to type into it ([`input`]). The
-//! driver actor (`crate::driver::pty`) owns the process and the clock.
+//! PTY wire (`crate::driver::pty`) drives them on the clock; the driver skeleton owns
+//! the process.
 
 mod classify;
 pub mod input;
