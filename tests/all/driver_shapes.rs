@@ -21,7 +21,7 @@ use capfleet_actors::driver::{LaunchSpec, Shape};
 use capfleet_actors::events::{TurnOutcome, urn};
 use capfleet_actors::protocol::SessionConfig;
 use capfleet_actors::registry::Binding;
-use capfleet_actors::root::{Orchestrator, RootArgs};
+use capfleet_actors::root::Orchestrator;
 use capfleet_actors::session::{SessionMsg, SessionSnapshot, SessionSpec, TurnResult};
 use ractor::ActorRef;
 use ractor::rpc::CallResult;
@@ -51,17 +51,7 @@ impl Bench {
     async fn new(label: &str) -> Bench {
         let dir = tempfile::tempdir().unwrap();
         let journal = dir.path().join("journal.jsonl");
-        let tree = Orchestrator::start(RootArgs {
-            fleet_name: "shapes".into(),
-            journal: Some(journal.clone()),
-            policy: Default::default(),
-            budget: Default::default(),
-            human: None,
-            fleet_events: None,
-            telemetry: Default::default(),
-        })
-        .await
-        .unwrap();
+        let tree = common::tree("shapes", &journal).await;
         Bench {
             dir,
             marker: EnvMarker::new(label),

@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use capfleet_actors::events::{SessionState, TurnOutcome};
-use capfleet_actors::root::{Orchestrator, RootArgs};
 use capfleet_actors::session::{SessionError, SessionMsg, SessionSpec};
 use common::EnvMarker;
 use ractor::rpc::CallResult;
@@ -56,17 +55,7 @@ async fn two_sessions_under_the_tree_with_taps_and_journal() {
     let dir = tempfile::tempdir().unwrap();
     let journal = dir.path().join("journal.jsonl");
     let marker = EnvMarker::new("tree");
-    let tree = Orchestrator::start(RootArgs {
-        fleet_name: "tree".into(),
-        journal: Some(journal.clone()),
-        policy: Default::default(),
-        budget: Default::default(),
-        human: None,
-        fleet_events: None,
-        telemetry: Default::default(),
-    })
-    .await
-    .unwrap();
+    let tree = common::tree("tree", &journal).await;
     let a = tree
         .spawn_session(sim_spec(dir.path(), "a", &marker), vec![])
         .await

@@ -18,6 +18,7 @@
 //! - [`repo`]: a git repository (or plain directory) to run fleets in.
 //! - [`terminal`]: `capfleet` with a human at a terminal (a PTY) answering its
 //!   questions.
+//! - [`tree`]: a supervision tree with a journal, for library-level tests.
 
 pub(crate) mod capfleet;
 pub(crate) mod chaos;
@@ -42,6 +43,24 @@ pub(crate) use procs::{
 };
 
 use std::path::PathBuf;
+
+use capfleet_actors::root::{Orchestrator, RootArgs};
+
+/// A supervision tree for fleet `fleet` with defaults (no policy, budget, human or
+/// telemetry) journaling to `journal`.
+pub(crate) async fn tree(fleet: &str, journal: &std::path::Path) -> Orchestrator {
+    Orchestrator::start(RootArgs {
+        fleet_name: fleet.into(),
+        journal: Some(journal.to_path_buf()),
+        policy: Default::default(),
+        budget: Default::default(),
+        human: None,
+        fleet_events: None,
+        telemetry: Default::default(),
+    })
+    .await
+    .expect("the supervision tree starts")
+}
 
 /// The root package's directory (where `tests/` lives).
 pub(crate) fn repo_root() -> PathBuf {
