@@ -228,6 +228,20 @@ fn describe(kind: &str, rec: &Map<String, Value>) -> (String, String) {
             ),
         ),
         "failed" => ("failed".into(), f("reason")),
+        "audit" => {
+            let what = match f("action").as_str() {
+                "terminal_create" => format!("run {:?} in {}", f("command"), f("cwd")),
+                "terminal_kill" => format!("kill {} ({})", f("terminal_id"), f("signal")),
+                "fs_write" => format!("write {} ({} bytes)", f("path"), f("bytes")),
+                "fs_delete" => format!("delete {}", f("path")),
+                other => other.to_owned(),
+            };
+            let error = rec
+                .get("error")
+                .map_or(String::new(), |e| format!(": {}", text(Some(e))));
+            let summary = format!("{} {what} by {}{error}", f("outcome"), f("rule"));
+            ("audit".into(), summary)
+        }
         "routed" => {
             let from = rec
                 .get("from")

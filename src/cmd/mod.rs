@@ -5,4 +5,5 @@ pub(crate) mod log;
 pub(crate) mod manifest;
 pub(crate) mod resolve;
 pub(crate) mod run;
+pub(crate) mod unattended;
 pub(crate) mod worktree;

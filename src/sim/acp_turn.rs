@@ -250,7 +250,14 @@ impl Frontend for AcpTurn<'_> {
     }
 
     fn rpc(&mut self, method: &str, params: &Value) -> io::Result<Flow> {
-        let said = match self.wire.call(method, params.clone())? {
+        let mut params = params.clone();
+        // `path = "./x"`: x in the session's cwd, made absolute as ACP wants (a script
+        // does not know the worktree its session runs in).
+        if let Some(rel) = params["path"].as_str().and_then(|p| p.strip_prefix("./")) {
+            let abs = std::env::current_dir()?.join(rel);
+            params["path"] = Value::from(abs.display().to_string());
+        }
+        let said = match self.wire.call(method, params)? {
             Ok(v) => format!("{method} -> {v}"),
             Err(e) => format!("{method} error: {}", message_of(&e)),
         };

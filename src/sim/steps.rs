@@ -39,7 +39,8 @@ pub(super) enum Step {
         message: String,
         subtype: String,
     },
-    /// ACP mode: call a client method (`fs/*`, `terminal/*`, `_cap/*`), say the result.
+    /// ACP mode: call a client method (`fs/*`, `terminal/*`, `_cap/*`), say the result
+    /// (a `path` starting with `./` is taken in the sim's cwd).
     Rpc {
         method: String,
         params: Value,

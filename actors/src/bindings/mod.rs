@@ -3,4 +3,5 @@
 
 pub mod acp;
 pub mod pty;
+pub mod risk;
 pub mod stream_json;

@@ -1,5 +1,5 @@
-//! The session side of the reverse RPC for the ACP driver ([`Host`]): events go
-//! out through the driver's credit-bounded sink; asks (`cap.user_io.input`, ACP
+//! The session side of the reverse RPC for the ACP driver ([`Host`]): events and
+//! audit records go out through the driver's credit-bounded sink; asks (`cap.user_io.input`, ACP
 //! form elicitations) become `cap.ask_user` answered by the session
 //! (`DriverMsg::Answer`: a value, or `None` declined), or withdrawn on cancel,
 //! agent death or stop.
@@ -13,8 +13,8 @@ use tokio::sync::oneshot;
 
 use super::{DriverOutput, OutputSink};
 use crate::protocol::CapEvent;
-use crate::rpc::Host;
 use crate::rpc::host::{BoxFuture, Reply};
+use crate::rpc::{Audited, Host};
 use crate::sync::lock;
 
 pub struct SessionHost {
@@ -61,6 +61,11 @@ impl Host for Arc<SessionHost> {
     fn publish(&self, event: CapEvent) -> BoxFuture<bool> {
         let sink = self.sink.clone();
         Box::pin(async move { sink.send_one(DriverOutput::Event(event)).await })
+    }
+
+    fn audit(&self, record: Audited) -> BoxFuture<bool> {
+        let sink = self.sink.clone();
+        Box::pin(async move { sink.send_one(DriverOutput::Audit(record)).await })
     }
 
     fn ask(&self, prompt: String, form: Option<Value>) -> BoxFuture<Reply> {

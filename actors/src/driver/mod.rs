@@ -218,6 +218,8 @@ pub enum DriverOutput {
     TurnEnd(TurnEnd),
     /// The agent withdrew an open permission request / ask (e.g. on interrupt).
     Withdrawn { req_id: String },
+    /// The reverse RPC acted (or refused to act) on the agent's behalf.
+    Audit(crate::rpc::Audited),
 }
 
 /// How a turn ended, as the binding reports it.

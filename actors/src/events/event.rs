@@ -60,6 +60,12 @@ pub enum EventBody {
     CancelRequested { reason: String },
     /// The session failed for good (meltdown, unrecoverable start error).
     Failed { reason: String },
+    /// The orchestrator acted (or refused to act) on the agent's behalf through the
+    /// reverse RPC: a terminal started or killed, a file written or deleted.
+    Audit {
+        #[serde(flatten)]
+        record: crate::rpc::Audited,
+    },
     /// The router handed text to a session (published under the router's URN).
     Routed {
         from: Vec<String>,

@@ -3,6 +3,7 @@
 //! (§7.1) and terminal vetting (§7.2). A binding maps its wire names onto these
 //! (ACP: `fs/read_text_file` -> `cap.fs.read`, ...) and calls [`Rpc::call`].
 
+pub mod audit;
 pub mod error;
 pub mod fs;
 pub mod fs_open;
@@ -30,6 +31,7 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
+pub use audit::{AuditAction, AuditOutcome, Audited, RULE_UNATTENDED};
 pub use error::RpcError;
 pub use host::Host;
 pub use scope::Scope;
@@ -38,6 +40,7 @@ pub use vetting::Vet;
 pub use watch::{WatchConfig, Watches};
 
 use crate::manifest::{CodingCaps, FsScope};
+use crate::tomldoc::Wire as _;
 
 /// A terminal command waiting for the user's approval.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -174,8 +177,20 @@ impl Rpc {
             }
             "cap.fs.write" => {
                 self.need(f.write, "fs.write")?;
-                let (scope, p) = (self.scope.clone(), params(p)?);
-                blocking(move || fs::write(&scope, &p)).await
+                let (scope, p): (_, fs::WriteParams) = (self.scope.clone(), params(p)?);
+                let path = self.audited_path(&p.path);
+                let asked = p.content.len() as u64;
+                let result = blocking(move || fs::write(&scope, &p)).await;
+                let bytes = result
+                    .as_ref()
+                    .ok()
+                    .and_then(|v| v["bytes_written"].as_u64());
+                let action = AuditAction::FsWrite {
+                    path,
+                    bytes: bytes.unwrap_or(asked),
+                };
+                self.audit(action, self.fs_rule("fs.write"), &result).await;
+                result
             }
             "cap.fs.list" => {
                 self.need(f.list, "fs.list")?;
@@ -188,8 +203,14 @@ impl Rpc {
             }
             "cap.fs.delete" => {
                 self.need(f.delete, "fs.delete")?;
-                let (scope, p) = (self.scope.clone(), params(p)?);
-                blocking(move || fs::delete(&scope, &p)).await
+                let (scope, p): (_, fs::PathParams) = (self.scope.clone(), params(p)?);
+                let action = AuditAction::FsDelete {
+                    path: self.audited_path(&p.path),
+                    recursive: p.recursive.unwrap_or(false),
+                };
+                let result = blocking(move || fs::delete(&scope, &p)).await;
+                self.audit(action, self.fs_rule("fs.delete"), &result).await;
+                result
             }
             "cap.fs.watch" => {
                 self.need(f.watch, "fs.watch")?;
@@ -216,14 +237,27 @@ impl Rpc {
             "cap.terminal.kill" => {
                 self.need_terminal()?;
                 let t: TermId = params(p)?;
-                self.terminals.kill(&t.terminal_id, t.signal.as_deref())?;
-                Ok(json!({ "ok": true }))
+                let signal = t.signal.as_deref().unwrap_or("SIGTERM").to_owned();
+                let result = self
+                    .terminals
+                    .kill(&t.terminal_id, t.signal.as_deref())
+                    .map(|()| json!({ "ok": true }));
+                self.audit_kill(t.terminal_id, signal, &result).await;
+                result
             }
             "cap.terminal.release" => {
                 self.need_terminal()?;
                 let t: TermId = params(p)?;
-                self.terminals.release(&t.terminal_id)?;
-                Ok(json!({ "ok": true }))
+                let was_running = self.terminals.running(&t.terminal_id);
+                let result = self
+                    .terminals
+                    .release(&t.terminal_id)
+                    .map(|()| json!({ "ok": true }));
+                if was_running {
+                    let signal = "SIGTERM (release)".to_owned();
+                    self.audit_kill(t.terminal_id, signal, &result).await;
+                }
+                result
             }
             other => Err(RpcError::MethodNotFound(other.to_owned())),
         }
@@ -239,23 +273,58 @@ impl Rpc {
             None => self.cwd.clone(),
         };
         let line = vetting::command_line(&create.command, &create.args);
-        match vetting::vet(&self.caps, &create.command, &create.args) {
-            Vet::Deny(why) => return Err(RpcError::Denied(why)),
+        let mut action = AuditAction::TerminalCreate {
+            command: line.clone(),
+            cwd: cwd.display().to_string(),
+            terminal_id: None,
+        };
+        let (rule, allowed) = match vetting::vet(&self.caps, &create.command, &create.args) {
+            Vet::Deny(why) => (why.clone(), Err(RpcError::Denied(why))),
             Vet::Ask => {
                 let req = CommandApproval {
                     command_line: line.clone(),
                     cwd: cwd.display().to_string(),
                 };
-                if !self.approver.approve(req).await {
-                    return Err(RpcError::Denied(format!("the user denied {line:?}")));
+                let mode = self.caps.tool_permission.wire();
+                if self.approver.approve(req).await {
+                    (
+                        format!("approved on request (tool_permission = {mode:?})"),
+                        Ok(()),
+                    )
+                } else {
+                    let why = format!("the user denied {line:?}");
+                    let rule = format!("denied on request (tool_permission = {mode:?})");
+                    (rule, Err(RpcError::Denied(why)))
                 }
             }
-            Vet::Allow => {}
+            Vet::Allow(rule) => (rule, Ok(())),
+        };
+        let result = allowed.and_then(|()| {
+            tracing::info!(command = %line, cwd = %cwd.display(), "terminal spawn");
+            create.cwd = Some(cwd);
+            self.terminals.create(create)
+        });
+        if let (AuditAction::TerminalCreate { terminal_id, .. }, Ok(id)) = (&mut action, &result) {
+            *terminal_id = Some(id.clone());
         }
-        tracing::info!(command = %line, cwd = %cwd.display(), "terminal spawn");
-        create.cwd = Some(cwd);
-        let id = self.terminals.create(create)?;
-        Ok(json!({ "terminal_id": id }))
+        let result = result.map(|id| json!({ "terminal_id": id }));
+        self.audit(action, rule, &result).await;
+        result
+    }
+
+    async fn audit_kill(
+        &self,
+        terminal_id: String,
+        signal: String,
+        result: &Result<Value, RpcError>,
+    ) {
+        let action = AuditAction::TerminalKill {
+            command: self.terminals.command(&terminal_id),
+            terminal_id,
+            signal,
+        };
+        self.audit(action, "the agent's own terminal".to_owned(), result)
+            .await;
     }
 }
 

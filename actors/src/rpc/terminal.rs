@@ -92,6 +92,8 @@ struct Buf {
 
 #[derive(Debug)]
 struct Term {
+    /// The command line, for the audit of a kill.
+    command: String,
     buf: Mutex<Buf>,
     limit: usize,
     exit: watch::Receiver<Option<Exit>>,
@@ -171,6 +173,7 @@ impl Terminals {
         let (exit_tx, exit_rx) = watch::channel(None);
         let (kill_tx, mut kill_rx) = mpsc::channel::<(i32, bool)>(4);
         let term = Arc::new(Term {
+            command: super::vetting::command_line(&p.command, &p.args),
             buf: Mutex::new(Buf::default()),
             limit,
             exit: exit_rx,
@@ -266,6 +269,17 @@ impl Terminals {
             Some(e) if e.by_orchestrator => Err(RpcError::TerminalKilled),
             _ => self.output(id, None),
         }
+    }
+
+    /// The command line of a terminal this session knows.
+    pub fn command(&self, id: &str) -> Option<String> {
+        self.get(id).ok().map(|t| t.command.clone())
+    }
+
+    /// Is this terminal's command still running (and not released)?
+    pub fn running(&self, id: &str) -> bool {
+        self.get(id)
+            .is_ok_and(|t| t.exit.borrow().is_none() && lock(&t.released_at).is_none())
     }
 
     /// `cap.terminal.kill` at the agent's request (`signal` defaults to SIGTERM).

@@ -1,12 +1,14 @@
 //! Terminal command vetting (coding §7.2): may `cap.terminal.create` run this command?
 
+use super::RULE_UNATTENDED;
 use crate::manifest::{CodingCaps, ToolPermission};
 
 /// The vetting verdict before any spawn.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Vet {
-    /// Run it (allow-listed under `confirm`, or `none`: logged, unattended).
-    Allow,
+    /// Run it (allow-listed under `confirm`, or `none`: logged, unattended); the
+    /// rule that allows it, for the audit.
+    Allow(String),
     /// Ask the user (a `cap.permission.request`) first.
     Ask,
     /// Never run it; why.
@@ -48,14 +50,13 @@ pub fn vet(caps: &CodingCaps, program: &str, args: &[String]) -> Vet {
     let allowed = caps
         .tools_allowed
         .iter()
-        .any(|a| matches(a, program, &line));
-    match caps.tool_permission {
-        ToolPermission::Interactive => Vet::Ask,
-        ToolPermission::Confirm if allowed => Vet::Allow,
-        ToolPermission::Confirm => Vet::Ask,
-        ToolPermission::None => {
+        .find(|a| matches(a, program, &line));
+    match (caps.tool_permission, allowed) {
+        (ToolPermission::Interactive, _) | (ToolPermission::Confirm, None) => Vet::Ask,
+        (ToolPermission::Confirm, Some(a)) => Vet::Allow(format!("tools_allowed entry {a:?}")),
+        (ToolPermission::None, _) => {
             tracing::warn!(command = %line, "UNATTENDED: tool_permission = none, spawning without asking");
-            Vet::Allow
+            Vet::Allow(RULE_UNATTENDED.to_owned())
         }
     }
 }
@@ -83,14 +84,20 @@ mod tests {
     fn policy_table() {
         let a = |s: &str| vec![s.to_string()];
         let c = caps(ToolPermission::Confirm, &["git *", "ls"], &["git push*"]);
-        assert_eq!(vet(&c, "git", &a("status")), Vet::Allow);
-        assert_eq!(vet(&c, "/bin/ls", &[]), Vet::Allow);
+        assert_eq!(
+            vet(&c, "git", &a("status")),
+            Vet::Allow("tools_allowed entry \"git *\"".into())
+        );
+        assert_eq!(
+            vet(&c, "/bin/ls", &[]),
+            Vet::Allow("tools_allowed entry \"ls\"".into())
+        );
         assert_eq!(vet(&c, "rm", &a("-rf")), Vet::Ask);
         assert!(matches!(vet(&c, "git", &a("push")), Vet::Deny(_)));
         let i = caps(ToolPermission::Interactive, &["*"], &[]);
         assert_eq!(vet(&i, "ls", &[]), Vet::Ask);
         let n = caps(ToolPermission::None, &[], &["rm"]);
-        assert_eq!(vet(&n, "ls", &[]), Vet::Allow);
+        assert_eq!(vet(&n, "ls", &[]), Vet::Allow(RULE_UNATTENDED.into()));
         assert!(matches!(vet(&n, "/bin/rm", &[]), Vet::Deny(_)));
     }
 }

@@ -11,7 +11,7 @@ use tokio::sync::mpsc;
 
 use super::host::{BoxFuture, Reply};
 use super::watch::{diff, snapshot};
-use super::{Approver, CommandApproval, Host, Rpc, RpcError, TermConfig, WatchConfig};
+use super::{Approver, Audited, CommandApproval, Host, Rpc, RpcError, TermConfig, WatchConfig};
 use crate::manifest::{CodingCaps, FsCaps, FsScope, TerminalCaps, ToolPermission};
 use crate::protocol::{CapEvent, Channel, FsEvent};
 
@@ -33,6 +33,10 @@ impl Host for TestHost {
     fn publish(&self, event: CapEvent) -> BoxFuture<bool> {
         let tx = self.events.clone();
         Box::pin(async move { tx.send(event).await.is_ok() })
+    }
+
+    fn audit(&self, _record: Audited) -> BoxFuture<bool> {
+        Box::pin(async { true })
     }
 
     fn ask(&self, _prompt: String, _form: Option<Value>) -> BoxFuture<Reply> {

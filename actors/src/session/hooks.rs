@@ -1,8 +1,10 @@
 //! The session's hooks on its agent's events, before they are recorded and
 //! published: usage reported without a cost gets an estimate from the session's
-//! prices (marked in `_meta`), and an artifact's large content leaves the event for a
-//! file in the run's artifact store (a file URI in its place).
+//! prices (marked in `_meta`), an artifact's large content leaves the event for a
+//! file in the run's artifact store (a file URI in its place), and a permission
+//! request's risk is raised to what its content warrants ([`crate::bindings::risk`]).
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::SessionSpec;
@@ -16,6 +18,8 @@ pub(super) struct Hooks {
     name: String,
     pricing: Option<Arc<Pricing>>,
     artifacts: Option<Arc<ArtifactStore>>,
+    /// The session's workspace, resolved: paths outside it raise a request's risk.
+    workspace: PathBuf,
 }
 
 impl Hooks {
@@ -24,12 +28,15 @@ impl Hooks {
             name: spec.name.clone(),
             pricing: spec.pricing.clone(),
             artifacts: spec.artifacts.clone(),
+            workspace: std::fs::canonicalize(&spec.launch.config.cwd)
+                .unwrap_or_else(|_| PathBuf::from(&spec.launch.config.cwd)),
         }
     }
 
     /// Run the hooks on `event` of the session `urn`. A store failure is logged: the
     /// event still goes out, with its content inline.
     pub(super) fn apply(&self, urn: &str, event: &mut CapEvent) {
+        crate::bindings::risk::rate(event, &self.workspace);
         match (event, &self.pricing, &self.artifacts) {
             (CapEvent::Usage(u), Some(pricing), _) => {
                 pricing.estimate(u);

@@ -44,6 +44,10 @@ impl Core {
                 };
                 self.end_turn(outcome, end.stop_reason).await;
             }
+            DriverOutput::Audit(record) => {
+                self.spans.audit(&record);
+                self.publish(EventBody::Audit { record }).await;
+            }
             DriverOutput::Withdrawn { req_id } => {
                 self.book.withdraw(&req_id);
                 self.spans

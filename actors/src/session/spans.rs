@@ -1,7 +1,7 @@
 //! A session's spans: `session` for its life, `turn` per turn (GenAI `invoke_agent`),
 //! and inside a turn `tool_call` (`execute_tool`), `permission` and `ask` (the
 //! answerer's `decide` goes under them), `restart` (cause, attempt, backoff; open until
-//! the new agent is ready). Attributes follow the OpenTelemetry GenAI conventions
+//! the new agent is ready); audited reverse-RPC actions are events on the turn. Attributes follow the OpenTelemetry GenAI conventions
 //! (`gen_ai.*`) where they apply and CAP's own (`cap.*`) elsewhere.
 //!
 //! Every span has an explicit parent, so what the session does in a turn stays in the
@@ -20,6 +20,7 @@ use super::turn::TurnResult;
 use crate::events::TurnOutcome;
 use crate::events::trace::int;
 use crate::protocol::{CapEvent, StopReason};
+use crate::rpc::Audited;
 use crate::supervision::ExitCause;
 
 /// Tool calls and requests tracked with a span at once, at most (an agent that opens
@@ -169,6 +170,17 @@ impl Spans {
     }
 
     /// An ask was answered (or declined); its span ends.
+    /// An audited reverse-RPC action: an event on the turn (or session) span.
+    pub(super) fn audit(&self, record: &Audited) {
+        tracing::info!(
+            parent: self.current(),
+            cap.audit.action = ?record.action,
+            cap.audit.outcome = ?record.outcome,
+            cap.audit.rule = %record.rule,
+            "audit"
+        );
+    }
+
     pub(super) fn ask_answered(&mut self, ask_id: &str, answered: bool, rule: &str) {
         if let Some(span) = self.requests.remove(ask_id) {
             span.record("cap.ask.answered", answered);

@@ -67,6 +67,7 @@ pub fn event_kind(body: &EventBody) -> &'static str {
         EventBody::Restart { .. } => "restart",
         EventBody::CancelRequested { .. } => "cancel_requested",
         EventBody::Failed { .. } => "failed",
+        EventBody::Audit { .. } => "audit",
         EventBody::Routed { .. } => "routed",
         EventBody::Refused { .. } => "refused",
         EventBody::RouteFailed { .. } => "route_failed",

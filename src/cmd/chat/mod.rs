@@ -73,6 +73,9 @@ async fn chat(args: ChatArgs, color: ColorChoice, telemetry: &Telemetry) -> Exit
             return ExitCode::from(EXIT_USAGE);
         }
     };
+    if crate::cmd::unattended::is_unattended(&spec) {
+        crate::cmd::unattended::warn(&spec, err_style);
+    }
     // Before any agent exists: from here on, SIGTERM/SIGHUP shut the tree down.
     let terminated = terminated();
     let interactive = std::io::stdin().is_terminal();

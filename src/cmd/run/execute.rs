@@ -17,6 +17,7 @@ use tokio::sync::mpsc;
 use super::view::{self, Mode};
 use super::workspaces;
 use super::{EXIT_BUDGET, EXIT_INTERRUPTED, EXIT_SESSION_FAILED, RunArgs};
+use crate::cmd::unattended;
 use crate::fleet::{Fleet, OnError, RunDir};
 use crate::human::Input;
 use crate::style::{ColorChoice, Style};
@@ -79,6 +80,13 @@ pub(super) async fn execute(
         }
     };
     workspaces::announce(&workspace);
+    for fs in fleet
+        .sessions
+        .iter()
+        .filter(|fs| unattended::is_unattended(&fs.spec))
+    {
+        unattended::warn(&fs.spec, err);
+    }
 
     let mode = if args.json {
         Mode::Json
@@ -216,6 +224,22 @@ fn summary(fleet: &Fleet, r: &RunReport, seen: &view::Seen, run: &RunDir, s: Sty
         r.budget.total.cost_usd,
         r.counters.restarts
     );
+    for fs in fleet
+        .sessions
+        .iter()
+        .filter(|fs| unattended::is_unattended(&fs.spec))
+    {
+        let u = urn(&fleet.name, &fs.spec.name);
+        let actions = seen
+            .rows
+            .get(u.as_str())
+            .map_or(0, |r| r.unattended_actions);
+        eprintln!(
+            "  {} {} ran unattended (tool_permission = \"none\"): {actions} actions without asking, each in the journal",
+            s.warn("UNATTENDED:"),
+            fs.spec.name,
+        );
+    }
     workspaces::summary(r, run, s);
     eprintln!(
         "  journal {} ({} records)",

@@ -32,6 +32,8 @@ pub(super) struct Row {
     pub output_tokens: u64,
     pub cost_usd: f64,
     pub restarts: u32,
+    /// Reverse-RPC actions allowed only because the agent runs unattended.
+    pub unattended_actions: u64,
 }
 
 impl Default for Row {
@@ -43,6 +45,7 @@ impl Default for Row {
             output_tokens: 0,
             cost_usd: 0.0,
             restarts: 0,
+            unattended_actions: 0,
         }
     }
 }
@@ -109,6 +112,7 @@ fn update(seen: &mut Seen, e: &SessionEvent) {
         EventBody::State { to, .. } => row.state = *to,
         EventBody::TurnEnded { .. } => row.turns += 1,
         EventBody::Restart { .. } => row.restarts += 1,
+        EventBody::Audit { record } if record.unattended() => row.unattended_actions += 1,
         EventBody::Cap {
             event: CapEvent::Usage(u),
         } => {
