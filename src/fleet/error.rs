@@ -4,7 +4,7 @@
 use std::fmt;
 use std::path::PathBuf;
 
-use capfleet_actors::tomldoc::{Finding, Location};
+use capfleet_actors::tomldoc::{Finding, Location, Warning};
 
 /// One reason a fleet file is rejected.
 #[derive(Debug, thiserror::Error)]
@@ -13,6 +13,14 @@ pub(crate) enum FleetError {
     Syntax { at: Location, message: String },
     #[error("{at}: required key missing")]
     Missing { at: Location },
+    #[error(
+        "{at}: unknown table (a fleet file has [fleet], [[sessions]] and [[routes]]){}",
+        suggestion.map_or(String::new(), |s| format!("; did you mean `{s}`?"))
+    )]
+    UnknownTable {
+        at: Location,
+        suggestion: Option<&'static str>,
+    },
     #[error("{at}: expected {expected}, found {found}")]
     WrongType {
         at: Location,
@@ -67,6 +75,7 @@ impl FleetError {
         match self {
             FleetError::Syntax { at, .. }
             | FleetError::Missing { at }
+            | FleetError::UnknownTable { at, .. }
             | FleetError::WrongType { at, .. }
             | FleetError::InvalidValue { at, .. }
             | FleetError::UnknownSession { at, .. }
@@ -107,10 +116,12 @@ impl Finding for FleetError {
     }
 }
 
-/// Every error found in one fleet file, in source order.
+/// Every error found in one fleet file, in source order, with the warnings found
+/// beside them (an unknown key is often why a required one is missing).
 #[derive(Debug)]
 pub(crate) struct FleetErrors {
     pub errors: Vec<FleetError>,
+    pub warnings: Vec<Warning>,
 }
 
 impl fmt::Display for FleetErrors {

@@ -91,9 +91,13 @@ pub(crate) async fn load(path: &Path, task: Option<&str>) -> Result<Loaded, Flee
             path: path.to_owned(),
             source,
         }],
+        warnings: Vec::new(),
     })?;
     let mut r = read::Reader::new(&path.display().to_string(), &src);
-    let root = r.parse(&src).map_err(|errors| FleetErrors { errors })?;
+    let root = r.parse(&src).map_err(|errors| FleetErrors {
+        errors,
+        warnings: Vec::new(),
+    })?;
     let file = read::read(&mut r, root.get_ref());
     let mut found = validate::validate(&file);
     let dir = match path.parent() {
@@ -113,8 +117,15 @@ pub(crate) async fn load(path: &Path, task: Option<&str>) -> Result<Loaded, Flee
         }
         Ok(_) => {}
     }
+    // A key with a value of the wrong type is reported once, not also as missing.
+    let reported: Vec<String> = errors
+        .iter()
+        .filter(|e| matches!(e, FleetError::WrongType { .. }))
+        .filter_map(|e| e.location().map(|l| l.key.clone()))
+        .collect();
+    errors.retain(|e| !matches!(e, FleetError::Missing { at } if reported.contains(&at.key)));
     errors.sort_by_key(|e| e.location().and_then(|l| l.line).unwrap_or(usize::MAX));
-    Err(FleetErrors { errors })
+    Err(FleetErrors { errors, warnings })
 }
 
 impl Fleet {

@@ -17,6 +17,7 @@ use super::error::FleetError;
 
 pub(super) type Reader = tomldoc::Reader<FleetError>;
 
+const TOP_KEYS: &[&str] = &["fleet", "sessions", "routes"];
 const FLEET_KEYS: &[&str] = &[
     "name",
     "start",
@@ -64,7 +65,16 @@ const MODES: &[(CollectMode, &str)] = &[(CollectMode::First, "first"), (CollectM
 
 /// Read the whole document; problems are recorded in `r`.
 pub(super) fn read(r: &mut Reader, root: &DeTable<'_>) -> FleetFile {
-    r.unknown_keys(root, "", &["fleet", "sessions", "routes"]);
+    // A table the schema does not know is an error, not a warning: `[[route]]` for
+    // `[[routes]]` would run the fleet with no routes at all.
+    for (k, _) in root.iter() {
+        let name: &str = k.get_ref();
+        if !TOP_KEYS.contains(&name) && !name.starts_with("x-") {
+            let at = r.at(name, Some(k.span()));
+            let suggestion = tomldoc::nearest(name, TOP_KEYS);
+            r.push(FleetError::UnknownTable { at, suggestion });
+        }
+    }
     let empty = DeTable::new();
     let (ft, span) = r.table(root, "", "fleet").unwrap_or((&empty, 0..0));
     if root.get("fleet").is_none() {

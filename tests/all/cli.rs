@@ -164,6 +164,39 @@ fn every_shipped_manifest_validates_without_warnings() {
 }
 
 #[test]
+fn manifest_validate_strict_refuses_an_unknown_section_and_names_the_key_meant() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("config/agents/capfleet.toml"),
+    )
+    .unwrap();
+    let file = dir.path().join("typo.toml");
+    std::fs::write(
+        &file,
+        format!("{src}\n[capabilites]\nqueued_input = true\n"),
+    )
+    .unwrap();
+    let run = |strict: bool| {
+        let mut c = capfleet();
+        c.args(["--color", "never", "manifest", "validate"]);
+        if strict {
+            c.arg("--strict");
+        }
+        c.arg(&file).output().unwrap()
+    };
+    let lenient = run(false);
+    assert_eq!(lenient.status.code(), Some(0));
+    let strict = run(true);
+    assert_eq!(strict.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&strict.stderr);
+    assert!(
+        err.contains("capabilites: unknown key (ignored); did you mean `capabilities`?"),
+        "{err}"
+    );
+    assert!(err.contains("warnings are errors under --strict"), "{err}");
+}
+
+#[test]
 fn completions_for_each_shell() {
     for (shell, needle) in [
         ("bash", "_capfleet"),

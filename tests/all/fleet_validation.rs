@@ -386,3 +386,52 @@ fn unknown_keys_are_warnings() {
     );
     assert!(!stderr.contains("x-note"), "{stderr}");
 }
+
+#[test]
+fn typos_are_reported_with_the_errors_they_cause_and_the_key_meant() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = "[fleet]\nstart = \"a\"\ntaks = \"go\"\n\n[[sessions]]\nname = \"a\"\nagent = \"sim\"\n\n[[route]]\nwhen = \"a\"\nroute_to = \"a\"\n";
+    let out = dry_run(dir.path(), src, &[]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("error: fleet.toml:1: fleet.task: required key missing"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(
+            "warning: fleet.toml:3: fleet.taks: unknown key (ignored); did you mean `task`?"
+        ),
+        "the typo is shown beside the error it causes: {stderr}"
+    );
+    assert!(
+        stderr.contains("error: fleet.toml:9: route: unknown table")
+            && stderr.contains("did you mean `routes`?"),
+        "an unknown table is an error, not a run without routes: {stderr}"
+    );
+    let far = dry_run(
+        dir.path(),
+        "[fleet]\nstart = \"a\"\ntask = \"go\"\ncolour = 1\n\n[[sessions]]\nname = \"a\"\nagent = \"sim\"\n\n[[hooks]]\nx = 1\n",
+        &[],
+    );
+    let stderr = text(&far.stderr);
+    assert_eq!(far.status.code(), Some(2), "{stderr}");
+    assert!(
+        !stderr.contains("did you mean"),
+        "no suggestion for a word that is no typo: {stderr}"
+    );
+}
+
+#[test]
+fn a_wrong_type_is_reported_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dry_run(dir.path(), &fleet("start = \"a\"\ntask = 5", ""), &[]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = text(&out.stderr);
+    let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
+    assert_eq!(errors.len(), 1, "{stderr}");
+    assert!(
+        errors[0].contains("fleet.toml:4: fleet.task: expected a string, found integer"),
+        "{stderr}"
+    );
+}

@@ -1,5 +1,6 @@
 //! `[fast_path]` (spec §5.1, §6): each entry is `false`/absent (unsupported) or its
-//! typed value, never a raw TOML value.
+//! typed value, never a raw TOML value. A binding declared `true` without the address
+//! it needs is skipped with a warning, never an invalid manifest.
 
 use toml::Spanned;
 use toml::de::{DeTable, DeValue};
@@ -36,10 +37,13 @@ pub(crate) fn read_fast_path(r: &mut Reader, root: &DeTable<'_>, empty: &DeTable
                 Some(v.span()),
                 "address must not be empty (use false)",
             ),
-            DeValue::Boolean(true) => r.invalid(
+            // Declared without the address this build needs: the binding is skipped
+            // and selection falls through to the next one (spec §6), with a warning.
+            DeValue::Boolean(true) => r.note(
                 &dotted,
                 Some(v.span()),
-                "true needs an address: give it as a string, or false",
+                "true without an address: this binding is skipped (give its address as a \
+                 string to use it)",
             ),
             _ => type_error(r, &dotted, v, "false or an address string"),
         }

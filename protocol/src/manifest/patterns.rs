@@ -148,6 +148,34 @@ pub fn forbidden_construct(pattern: &str) -> Option<RegexConstruct> {
     None
 }
 
+/// A backslash before a character that is no regex metacharacter and no escape
+/// letter (`\›`, `\ `): the first such escape as written, and the pattern with every
+/// one of them replaced by its literal. `None` when there is none.
+pub fn needless_escapes(pattern: &str) -> Option<(String, String)> {
+    const META: &str = "\\.+*?()|[]{}^$#&-~";
+    let mut out = String::with_capacity(pattern.len());
+    let mut first = None;
+    let mut chars = pattern.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some(n) if !n.is_ascii_alphanumeric() && !META.contains(n) => {
+                first.get_or_insert_with(|| format!("`\\{n}`"));
+                out.push(n);
+            }
+            Some(n) => {
+                out.push('\\');
+                out.push(n);
+            }
+            None => out.push('\\'),
+        }
+    }
+    first.map(|f| (f, out))
+}
+
 /// Compile `pattern` for the field `key`, recording an error on failure.
 pub(crate) fn compile_field(
     r: &mut Reader,
@@ -157,6 +185,18 @@ pub(crate) fn compile_field(
 ) -> Option<Regex> {
     match compile(pattern) {
         Ok(re) => Some(re),
+        // Python's `re` (tai's flavor) reads `\›` as `›`; so do we, with a warning.
+        Err(PatternError::Syntax(_))
+            if let Some((literal, fixed)) = needless_escapes(pattern)
+                && let Ok(re) = compile(&fixed) =>
+        {
+            let note = format!(
+                "{literal} escapes no regex metacharacter: read as the literal (write it \
+                 unescaped: {fixed:?})"
+            );
+            r.note(key, span, note);
+            Some(re)
+        }
         Err(PatternError::Unsupported(construct)) => {
             let at = r.at(key, span);
             r.push(ManifestError::UnsupportedRegex {
@@ -181,6 +221,16 @@ pub(crate) fn compile_field(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn needless_escapes_become_literals() {
+        let (first, fixed) = needless_escapes(r"^\›\s*$").expect("one");
+        assert_eq!((first.as_str(), fixed.as_str()), (r"`\›`", r"^›\s*$"));
+        assert!(compile(r"^\›\s*$").is_err(), "the regex crate refuses it");
+        assert!(compile(&fixed).expect("fixed").is_match("›  "));
+        assert_eq!(needless_escapes(r"a\.b\d\\"), None, "real escapes stay");
+        assert_eq!(needless_escapes(r"\ x").map(|(_, f)| f), Some(" x".into()));
+    }
 
     #[test]
     fn scanner() {

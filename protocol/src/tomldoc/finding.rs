@@ -52,8 +52,12 @@ pub struct Warning {
 /// What a [`Warning`] is about.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum WarningKind {
-    /// A key the schema does not define (and not `x-` prefixed); ignored.
-    UnknownKey,
+    /// A key the schema does not define (and not `x-` prefixed); ignored. `suggestion`
+    /// is the nearest key the schema does define, when one is near.
+    UnknownKey {
+        /// The known key the user probably meant.
+        suggestion: Option<&'static str>,
+    },
     /// Accepted, with a remark.
     Note(String),
 }
@@ -61,8 +65,72 @@ pub enum WarningKind {
 impl fmt::Display for Warning {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.kind {
-            WarningKind::UnknownKey => write!(f, "{}: unknown key (ignored)", self.at),
+            WarningKind::UnknownKey { suggestion: None } => {
+                write!(f, "{}: unknown key (ignored)", self.at)
+            }
+            WarningKind::UnknownKey {
+                suggestion: Some(k),
+            } => write!(f, "{}: unknown key (ignored); did you mean `{k}`?", self.at),
             WarningKind::Note(n) => write!(f, "{}: {n}", self.at),
         }
+    }
+}
+
+/// The key of `known` nearest to `typed`, if it is near enough to be a typo: at most
+/// one edit for short keys, two from six characters, and not a whole different word.
+/// (A plain edit distance: the protocol crate keeps to its few dependencies.)
+pub fn nearest(typed: &str, known: &[&'static str]) -> Option<&'static str> {
+    let max = if typed.chars().count() < 6 { 1 } else { 2 };
+    known
+        .iter()
+        .map(|k| (distance(typed, k), *k))
+        .filter(|(d, k)| *d <= max && *d < k.chars().count())
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, k)| k)
+}
+
+/// Levenshtein distance, with a swap of two neighbours counted as one edit.
+fn distance(a: &str, b: &str) -> usize {
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    let mut rows = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for (i, row) in rows.iter_mut().enumerate() {
+        row[0] = i;
+    }
+    for (j, cell) in rows[0].iter_mut().enumerate() {
+        *cell = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut d = (rows[i - 1][j] + 1)
+                .min(rows[i][j - 1] + 1)
+                .min(rows[i - 1][j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                d = d.min(rows[i - 2][j - 2] + 1);
+            }
+            rows[i][j] = d;
+        }
+    }
+    rows[a.len()][b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn typos_find_their_key_and_words_do_not() {
+        let keys = &["task", "start", "routes", "sessions", "budget_usd", "name"];
+        assert_eq!(nearest("taks", keys), Some("task"));
+        assert_eq!(nearest("route", keys), Some("routes"));
+        assert_eq!(nearest("session", keys), Some("sessions"));
+        assert_eq!(nearest("budget_sud", keys), Some("budget_usd"));
+        assert_eq!(nearest("strat", keys), Some("start"));
+        assert_eq!(nearest("colour", keys), None);
+        assert_eq!(
+            nearest("x", &["y"]),
+            None,
+            "one letter is not a typo of another"
+        );
     }
 }

@@ -8,5 +8,5 @@
 mod finding;
 mod reader;
 
-pub use finding::{Finding, Location, Warning, WarningKind};
+pub use finding::{Finding, Location, Warning, WarningKind, nearest};
 pub use reader::{Reader, Wire, join};

@@ -6,7 +6,7 @@ use std::ops::Range;
 use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
-use super::finding::{Finding, Location, Warning, WarningKind};
+use super::finding::{Finding, Location, Warning, WarningKind, nearest};
 
 /// A string-valued enum with fixed wire names.
 pub trait Wire: Sized + Copy + 'static {
@@ -114,15 +114,18 @@ impl<E: Finding> Reader<E> {
         self.push(E::wrong_type(at, expected, v.get_ref().type_str()));
     }
 
-    /// Warn about every key not in `known` and not `x-` prefixed.
-    pub fn unknown_keys(&mut self, t: &DeTable<'_>, path: &str, known: &[&str]) {
+    /// Warn about every key not in `known` and not `x-` prefixed, suggesting the
+    /// nearest known key.
+    pub fn unknown_keys(&mut self, t: &DeTable<'_>, path: &str, known: &[&'static str]) {
         for (k, _) in t.iter() {
             let name: &str = k.get_ref();
             if !known.contains(&name) && !name.starts_with("x-") {
                 let at = self.at(&join(path, name), Some(k.span()));
                 self.warnings.push(Warning {
                     at,
-                    kind: WarningKind::UnknownKey,
+                    kind: WarningKind::UnknownKey {
+                        suggestion: nearest(name, known),
+                    },
                 });
             }
         }

@@ -428,7 +428,7 @@ fn unknown_keys_warn_and_x_keys_do_not() {
     assert!(
         v.warnings
             .iter()
-            .all(|w| w.kind == WarningKind::UnknownKey && w.at.line.is_some())
+            .all(|w| matches!(w.kind, WarningKind::UnknownKey { .. }) && w.at.line.is_some())
     );
     assert!(
         v.warnings[1]
@@ -577,5 +577,40 @@ fn bad_values_are_reported() {
             .contains("graceful | hard | none"),
         "{}",
         errs.errors[1]
+    );
+}
+
+#[test]
+fn upstream_shapes_validate_with_warnings_that_name_the_fix() {
+    let v = load("upstream-shapes.toml");
+    let m = &v.manifest;
+    assert_eq!(m.fast_path.grpc, AddressFastPath::Unsupported, "skipped");
+    assert_eq!(m.fast_path.a2a_serve_at, AddressFastPath::Unsupported);
+    assert!(
+        m.patterns.idle[0].is_match("›  "),
+        "the escaped literal is the literal"
+    );
+    let shown: Vec<String> = v.warnings.iter().map(ToString::to_string).collect();
+    let has = |key: &str, words: &str| shown.iter().any(|w| w.contains(key) && w.contains(words));
+    assert!(
+        has(
+            "startup.ready_when.pattern",
+            "escapes no regex metacharacter"
+        ),
+        "{shown:#?}"
+    );
+    assert!(has("parse.idle", "write it unescaped"), "{shown:#?}");
+    assert!(
+        has("fast_path.grpc", "this binding is skipped"),
+        "{shown:#?}"
+    );
+    assert!(
+        has("fast_path.a2a_serve_at", "this binding is skipped"),
+        "{shown:#?}"
+    );
+    let errs = parse_err(&minimal_without(&[], "[parse]\nidle = \"(?<=\\\\›)x\"\n"));
+    assert!(
+        errs.to_string().contains("look-behind"),
+        "look-around stays an error: {errs}"
     );
 }

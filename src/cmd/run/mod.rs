@@ -86,6 +86,9 @@ async fn load_and_run(
                 for e in &errors.errors {
                     eprintln!("{} {e}", err.err("error:"));
                 }
+                for w in &errors.warnings {
+                    eprintln!("{} {w}", err.warn("warning:"));
+                }
                 invalid = true;
             }
         }
