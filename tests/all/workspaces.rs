@@ -171,6 +171,13 @@ fn clean_refuses_to_lose_work_force_removes_and_merged_branches_go_quietly() {
     let out = f.capfleet(&["run", "fleet2.toml", "--commit"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let run = f.run_id();
+    let unmerged = f.capfleet(&["clean", &run]);
+    assert_eq!(unmerged.status.code(), Some(1));
+    assert!(
+        stderr(&unmerged).contains(&format!("capfleet merge {run} a,")),
+        "the fix names the real run: {}",
+        stderr(&unmerged)
+    );
     let merged = f.capfleet(&["merge", &run, "a"]);
     assert_eq!(merged.status.code(), Some(0), "{}", stderr(&merged));
     let cleaned = f.capfleet(&["clean", &run]);
@@ -180,6 +187,20 @@ fn clean_refuses_to_lose_work_force_removes_and_merged_branches_go_quietly() {
     assert!(!f.git(&["branch"]).contains("capfleet/"));
     assert_eq!(f.read("notes/todo.txt"), "keep me\n", "the work is in main");
     assert!(f.git(&["worktree", "list"]).lines().count() == 1);
+    let again = f.capfleet(&["clean", &run]);
+    assert_eq!(again.status.code(), Some(0));
+    assert_eq!(
+        stdout(&again),
+        format!("nothing left to clean in run {run}: an earlier clean removed its workspaces\n")
+    );
+    let late = f.capfleet(&["merge", &run, "a"]);
+    assert_eq!(late.status.code(), Some(1));
+    assert!(
+        stderr(&late).contains("the run was cleaned: a's worktree and branch")
+            && !stderr(&late).contains("class="),
+        "in the user's words, not libgit2's: {}",
+        stderr(&late)
+    );
 }
 
 #[test]

@@ -21,6 +21,8 @@ use super::status::{plain_files, uncommitted};
 pub struct CleanReport {
     pub removed: Vec<Removed>,
     pub refused: Vec<Refusal>,
+    /// Sessions whose workspace an earlier clean removed already.
+    pub gone: Vec<String>,
 }
 
 /// A workspace removed.
@@ -43,6 +45,7 @@ pub enum Refusal {
         files: Vec<String>,
     },
     Unmerged {
+        run_id: String,
         session: String,
         branch: String,
         commits: usize,
@@ -69,13 +72,14 @@ impl std::fmt::Display for Refusal {
                 super::error::list(files)
             ),
             Refusal::Unmerged {
+                run_id,
                 session,
                 branch,
                 commits,
             } => write!(
                 f,
                 "{session}: branch {branch} has {commits} commit(s) not in HEAD \
-                 (capfleet merge <run-id> {session}, or clean --force to drop the worktree and keep the branch)"
+                 (capfleet merge {run_id} {session}, or clean --force to drop the worktree and keep the branch)"
             ),
             Refusal::Failed { session, error } => write!(f, "{session}: {error}"),
         }
@@ -86,13 +90,13 @@ impl std::fmt::Display for Refusal {
 pub fn clean(run: &RunWorkspaces, force: bool) -> CleanReport {
     let mut report = CleanReport::default();
     for w in &run.workspaces {
-        match clean_one(w, force) {
+        match clean_one(w, &run.run_id, force) {
             Ok(Outcome::Removed(removed)) => report.removed.push(removed),
             Ok(Outcome::Refused(refusal)) => {
                 report.refused.push(refusal);
                 continue;
             }
-            Ok(Outcome::Gone) => {}
+            Ok(Outcome::Gone) => report.gone.push(w.session.clone()),
             Err(error) => {
                 report.refused.push(Refusal::Failed {
                     session: w.session.clone(),
@@ -118,7 +122,7 @@ enum Outcome {
     Gone,
 }
 
-fn clean_one(w: &Workspace, force: bool) -> Result<Outcome, WorkspaceError> {
+fn clean_one(w: &Workspace, run_id: &str, force: bool) -> Result<Outcome, WorkspaceError> {
     // Only what provisioning made is ever removed, whatever the record says.
     let ours = w
         .path
@@ -176,6 +180,7 @@ fn clean_one(w: &Workspace, force: bool) -> Result<Outcome, WorkspaceError> {
     let unmerged = unmerged_commits(&repository, branch, base)?;
     if unmerged > 0 && !force {
         return Ok(Outcome::Refused(Refusal::Unmerged {
+            run_id: run_id.to_owned(),
             session: w.session.clone(),
             branch: branch.clone(),
             commits: unmerged,

@@ -78,8 +78,21 @@ pub fn merge(ws: &Workspace, at: &Path) -> Result<MergeOutcome, WorkspaceError> 
         });
     }
     let ours = head.peel_to_commit().ctx("cannot read HEAD", &workdir)?;
-    let theirs = target
-        .find_branch(branch, BranchType::Local)
+    let found = target.find_branch(branch, BranchType::Local);
+    if let Err(e) = &found
+        && e.code() == git2::ErrorCode::NotFound
+        && !ws.path.exists()
+    {
+        return Err(WorkspaceError::Repo {
+            path: ws.path.clone(),
+            reason: format!(
+                "the run was cleaned: {}'s worktree and branch {branch} are gone, there is \
+                 nothing left to merge",
+                ws.session
+            ),
+        });
+    }
+    let theirs = found
         .and_then(|b| b.get().peel_to_commit())
         .ctx(format!("cannot find branch {branch}"), &workdir)?;
     let descends = |a, b| {

@@ -28,7 +28,7 @@ pub(crate) struct CleanArgs {
 
 pub(crate) fn run(args: CleanArgs, color: ColorChoice) -> ExitCode {
     let err = Style::for_stderr(color);
-    let (_run, all) = match args.run.load() {
+    let (run, all) = match args.run.load() {
         Ok(x) => x,
         Err(e) => {
             eprintln!("{} {e}", err.err("error:"));
@@ -53,6 +53,14 @@ pub(crate) fn run(args: CleanArgs, color: ColorChoice) -> ExitCode {
     }
     for refusal in &report.refused {
         eprintln!("{} kept {refusal}", err.warn("refused:"));
+    }
+    if report.removed.is_empty() && report.refused.is_empty() {
+        let why = if report.gone.is_empty() {
+            "it made no workspaces"
+        } else {
+            "an earlier clean removed its workspaces"
+        };
+        println!("nothing left to clean in run {}: {why}", run.id);
     }
     if report.refused.is_empty() {
         ExitCode::SUCCESS
