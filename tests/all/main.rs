@@ -34,6 +34,7 @@ mod session_policy;
 mod sim_acp;
 mod sim_stream_json;
 mod sim_tui;
+mod stop_signals;
 mod test_results;
 mod tree;
 mod workspaces;

@@ -6,8 +6,10 @@
 //!
 //! The rest of the plumbing every driver shares lives beside it: [`lines`] (bounded
 //! line reading of agent stdout) and [`stderr_ring`] (the last lines of stderr, quoted
-//! when an agent dies).
+//! when an agent dies), and [`halt`] (how urgently agents are being ended: a stop
+//! signal cuts every wait short at once).
 
+pub mod halt;
 pub mod lines;
 pub mod stderr_ring;
 pub mod sweep;
@@ -223,7 +225,8 @@ impl ProcessGroup {
         self.kill_with(libc::SIGTERM, grace).await
     }
 
-    /// Like [`ProcessGroup::kill`] with a chosen first signal (e.g. `SIGINT`).
+    /// Like [`ProcessGroup::kill`] with a chosen first signal (e.g. `SIGINT`). The
+    /// grace ends early when the process's [`halt::Urgency`] reaches `Force`.
     pub async fn kill_with(&mut self, first: i32, grace: Duration) -> io::Result<ExitStatus> {
         // ESRCH (group already gone) is fine: we still reap below.
         let _ignored = signal_group(self.pgid, first);
@@ -236,7 +239,7 @@ impl ProcessGroup {
             if status.is_some() && !group_alive(self.pgid) {
                 break;
             }
-            if Instant::now() >= deadline {
+            if Instant::now() >= deadline || halt::current() == halt::Urgency::Force {
                 let _ignored = signal_group(self.pgid, libc::SIGKILL);
                 break;
             }
