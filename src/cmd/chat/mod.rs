@@ -75,6 +75,11 @@ async fn chat(args: ChatArgs, color: ColorChoice, telemetry: &Telemetry) -> Exit
             return ExitCode::from(EXIT_USAGE);
         }
     };
+    // Nothing is spawned for an agent that is not there.
+    if let Some(missing) = crate::agents::missing_agent(&spec, "give its command with --argv") {
+        eprintln!("{} {missing}", err_style.err("error:"));
+        return ExitCode::from(EXIT_USAGE);
+    }
     // Before any agent exists: from here on, SIGTERM/SIGHUP shut the tree down.
     let mut signals = StopSignals::terminations();
     let interactive = std::io::stdin().is_terminal();

@@ -63,6 +63,15 @@ pub(super) async fn execute(
             return ExitCode::FAILURE;
         }
     };
+    // Held until capfleet exits: `capfleet log -f` sees the orchestrator gone by it.
+    let _lock = match args.fleets.first().map(|f| run.lock(f)) {
+        Some(Ok(lock)) => lock,
+        Some(Err(e)) => {
+            eprintln!("{} cannot lock the run directory: {e}", err.err("error:"));
+            return ExitCode::FAILURE;
+        }
+        None => return ExitCode::from(super::EXIT_INVALID),
+    };
     fleet.bind_run_dir(&run);
     eprintln!(
         "capfleet: run {} (journal {})",

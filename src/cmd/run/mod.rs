@@ -95,6 +95,21 @@ async fn load_and_run(
             }
         }
     }
+    // An agent that is not there: `run` refuses before anything spawns; the plan
+    // only warns (it runs nothing).
+    for l in &loaded {
+        for spec in l.fleet.specs() {
+            let fix = "set the session's `argv` in the fleet";
+            if let Some(missing) = crate::agents::missing_agent(spec, fix) {
+                if args.dry_run {
+                    eprintln!("{} {missing}", err.warn("warning:"));
+                } else {
+                    eprintln!("{} {missing}", err.err("error:"));
+                    invalid = true;
+                }
+            }
+        }
+    }
     if invalid {
         return ExitCode::from(EXIT_INVALID);
     }
