@@ -99,6 +99,57 @@ pub(crate) fn session_spec(r: SessionRequest<'_>) -> capfleet_actors::session::S
     spec
 }
 
+/// What to say when `spec`'s agent program is not there (`None` when it is): the
+/// session, the agent and the binary, then how to fix it — the manifest's install
+/// hint (`agent.x-install`) when it has one, and `override_with` (how this verb
+/// points a session at another command).
+pub(crate) fn missing_agent(
+    spec: &capfleet_actors::session::SessionSpec,
+    override_with: &str,
+) -> Option<String> {
+    use capfleet_actors::driver::LaunchError;
+    let LaunchError::NotFound {
+        agent,
+        program,
+        on_path,
+        ..
+    } = spec.launch.missing_program()?
+    else {
+        return None;
+    };
+    let what = if on_path {
+        format!("binary `{program}` is not on PATH")
+    } else {
+        format!("`{program}` does not exist or is not executable")
+    };
+    let fix = match &spec.launch.manifest.agent.install {
+        Some(install) => format!("install it (`{install}`) or {override_with}"),
+        None => format!("install it or {override_with}"),
+    };
+    Some(format!(
+        "session `{}`: agent `{agent}`: {what}; {fix}",
+        spec.name
+    ))
+}
+
+/// How `resolve` reports an agent's binary: where it is, or why it cannot run.
+pub(crate) fn binary_status(manifest: &Manifest) -> Result<PathBuf, String> {
+    if let Some(own) = program_override(manifest) {
+        return Ok(own);
+    }
+    let binary = std::path::Path::new(&manifest.agent.binary);
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+    capfleet_actors::process::find_program(binary, &cwd, None).ok_or_else(|| {
+        let hint = manifest
+            .agent
+            .install
+            .as_ref()
+            .map(|i| format!(" (install: `{i}`)"))
+            .unwrap_or_default();
+        format!("`{}` is not on PATH{hint}", manifest.agent.binary)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -74,6 +74,9 @@ enum Command {
 
 pub(crate) fn main() -> ExitCode {
     let cli = Cli::parse();
+    if !drives_agents(cli.command.as_ref()) {
+        quiet_on_closed_stdout();
+    }
     if cli.cap_manifest {
         return print_own_manifest();
     }
@@ -105,6 +108,33 @@ pub(crate) fn main() -> ExitCode {
             eprintln!("{}", Cli::command().render_help());
             ExitCode::from(2)
         }
+    }
+}
+
+/// The verbs that drive agents: `run` (not `--dry-run`), `chat`, and the simulator
+/// (an agent itself, whose stdout is its orchestrator's pipe).
+fn drives_agents(command: Option<&Command>) -> bool {
+    match command {
+        Some(Command::Run(args)) => !args.dry_run,
+        Some(Command::Chat(_) | Command::Sim(_)) => true,
+        _ => false,
+    }
+}
+
+/// A closed stdout (`capfleet resolve sim | head -1`) ends every other verb quietly,
+/// as it ends `cat` or `git log`: the default action of `SIGPIPE` (the Rust runtime
+/// ignores it, so that each `println!` would panic on `EPIPE` with exit 101 instead).
+/// Restoring the default once, here, covers every print of these verbs and of the
+/// libraries they print with (clap's help, `clap_complete`), with nothing to forget on
+/// a new one; and the shell takes a death by `SIGPIPE` as the normal end of a pipeline.
+/// The verbs that drive agents keep `SIGPIPE` ignored — an agent's closed stdin must
+/// not kill the orchestrator — and stop printing at a write error instead (their
+/// views), carrying on so that their agents are still shut down.
+fn quiet_on_closed_stdout() {
+    // SAFETY: setting a signal's disposition to its default, before any thread is
+    // started, has no memory-safety preconditions.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }
 

@@ -10,6 +10,7 @@ mod fleet;
 mod human;
 mod logging;
 mod shipped;
+mod signals;
 mod sim;
 mod style;
 mod telemetry;

@@ -1,10 +1,11 @@
 //! One fleet run, end to end: the supervision tree, every session, the router; the
-//! task to the start sessions; budget alerts and interrupts turned into a stop; the
+//! task to the start sessions; budget alerts and stop signals turned into a stop
+//! (`SIGINT` cooperative; `SIGTERM`/`SIGHUP` halting every agent at once; a second
+//! signal cutting the kill grace short, see [`crate::process::halt`]); the
 //! workspaces collected (diffs, vetting, commits, tests, the plan, transcripts at
 //! each session's end); the report when the run has ended. The application adds the
 //! view and the exit code.
 
-use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,7 +18,8 @@ use crate::answerer::{HumanQuestion, Policy};
 use crate::budget::{BudgetAlert, BudgetBook, BudgetLimits, BudgetSnapshot};
 use crate::error::TreeError;
 use crate::events::trace::{adopt_parent, int};
-use crate::events::{Published, RunOutcome, urn};
+use crate::events::{Published, RunOutcome, Signal, urn};
+use crate::process::halt::{self, Urgency};
 use crate::protocol::CancelScope;
 use crate::root::{Orchestrator, RootArgs};
 use crate::router::ROUTER_URN_SEGMENT;
@@ -75,14 +77,18 @@ pub struct RunReport {
     pub workspaces: Vec<SessionReport>,
     /// The stored final master plan.
     pub plan_doc: Option<PathBuf>,
+    /// The signal that stopped the run, if one did (the first one).
+    pub signal: Option<Signal>,
 }
 
-/// Run the fleet until it ends or `interrupt` resolves (Ctrl-C): then every session is
-/// cancelled and closed. `watchers` see every session's events and the router's records.
+/// Run the fleet until it ends or a signal arrives on `signals`: then every session is
+/// cancelled and closed (their agents' groups killed at once unless the signal is
+/// `SIGINT`), and a second signal cuts the kill grace short. `watchers` see every
+/// session's events and the router's records. A closed `signals` is no stop.
 pub async fn run_fleet(
     spec: RunSpec,
     watchers: Vec<mpsc::Sender<Published>>,
-    interrupt: impl Future<Output = ()>,
+    mut signals: mpsc::Receiver<Signal>,
 ) -> Result<RunReport, TreeError> {
     let (alerts_tx, mut alerts) = mpsc::channel(16);
     let run_span = tracing::info_span!(
@@ -175,8 +181,7 @@ pub async fn run_fleet(
 
     let ended = router.call(RouterMsg::WaitEnd, None);
     tokio::pin!(ended);
-    tokio::pin!(interrupt);
-    let mut interrupted = false;
+    let mut stop = Stops::default();
     let outcome = loop {
         tokio::select! {
             r = &mut ended => break match r {
@@ -187,7 +192,7 @@ pub async fn run_fleet(
                 BudgetAlert::Total { spent, limit } => {
                     let _budget = budget_span(&run_span, "fleet", spent, limit, "stop_run").entered();
                     let reason = format!("cap_budget_exceeded: ${spent:.4} spent, budget ${limit:.4}");
-                    let _gone = router.cast(RouterMsg::Stop { outcome: RunOutcome::BudgetExceeded, reason });
+                    let _gone = router.cast(RouterMsg::Stop { outcome: RunOutcome::BudgetExceeded, reason, signal: None });
                 }
                 BudgetAlert::Session { urn, spent, limit } => {
                     let _budget = budget_span(&run_span, &urn, spent, limit, "close_session").entered();
@@ -198,10 +203,14 @@ pub async fn run_fleet(
                     }
                 }
             },
-            () = &mut interrupt, if !interrupted => {
-                interrupted = true;
-                let reason = "interrupted".to_owned();
-                let _gone = router.cast(RouterMsg::Stop { outcome: RunOutcome::Interrupted, reason });
+            signal = signals.recv(), if stop.listening => {
+                if let Some(first) = stop.on(signal) {
+                    let reason = match first {
+                        Signal::Int => "interrupted".to_owned(),
+                        other => format!("terminated by {other}"),
+                    };
+                    let _gone = router.cast(RouterMsg::Stop { outcome: RunOutcome::Interrupted, reason, signal: Some(first) });
+                }
             }
         }
     };
@@ -245,10 +254,20 @@ pub async fn run_fleet(
         }
         // Each workspace's collection is a span of the run.
         .instrument(run_span.clone());
-        tokio::select! {
-            (doc, reports) = gather => (plan_doc, workspaces) = (doc, reports),
-            () = &mut interrupt, if !interrupted => {
-                tracing::warn!("interrupted while collecting the workspaces; they stay as they are");
+        tokio::pin!(gather);
+        loop {
+            tokio::select! {
+                (doc, reports) = &mut gather => {
+                    (plan_doc, workspaces) = (doc, reports);
+                    break;
+                }
+                signal = signals.recv(), if stop.listening => {
+                    let _first = stop.on(signal);
+                    if signal.is_some() {
+                        tracing::warn!("stopped while collecting the workspaces; they stay as they are");
+                        break;
+                    }
+                }
             }
         }
     }
@@ -259,7 +278,17 @@ pub async fn run_fleet(
     if let Err(e) = router.stop_and_wait(None, None).await {
         tracing::error!("router stop: {e}");
     }
-    let journal_records = tree.shutdown().await;
+    // Signals during the shutdown still cut the agents' grace short.
+    let shutdown = tree.shutdown();
+    tokio::pin!(shutdown);
+    let journal_records = loop {
+        tokio::select! {
+            written = &mut shutdown => break written,
+            signal = signals.recv(), if stop.listening => {
+                stop.on(signal);
+            }
+        }
+    };
     Ok(RunReport {
         outcome,
         budget,
@@ -267,7 +296,47 @@ pub async fn run_fleet(
         journal_records,
         workspaces,
         plan_doc,
+        signal: stop.first,
     })
+}
+
+/// The stop signals a run has received.
+struct Stops {
+    first: Option<Signal>,
+    /// The signal channel is open.
+    listening: bool,
+}
+
+impl Default for Stops {
+    fn default() -> Self {
+        Stops {
+            first: None,
+            listening: true,
+        }
+    }
+}
+
+impl Stops {
+    /// Take `signal` (`None`: the channel closed): the first one stops the run (it is
+    /// returned) and halts every agent unless it is `SIGINT`; any later one forces
+    /// every agent's end now.
+    fn on(&mut self, signal: Option<Signal>) -> Option<Signal> {
+        let Some(signal) = signal else {
+            self.listening = false;
+            return None;
+        };
+        if self.first.is_some() {
+            tracing::warn!(%signal, "second signal: killing every agent now");
+            halt::escalate(Urgency::Force);
+            return None;
+        }
+        self.first = Some(signal);
+        if !signal.is_interrupt() {
+            tracing::warn!(%signal, "terminated: killing every agent's group");
+            halt::escalate(Urgency::Halt);
+        }
+        Some(signal)
+    }
 }
 
 /// A budget crossing: instantaneous, under the run (the stop it causes is sent in it).

@@ -113,7 +113,7 @@ pub(crate) async fn run_with(
         telemetry,
         workspace: None,
     };
-    run_fleet(spec, vec![watcher], std::future::pending())
+    run_fleet(spec, vec![watcher], tokio::sync::mpsc::channel(1).1)
         .await
         .expect("run")
 }

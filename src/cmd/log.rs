@@ -1,7 +1,10 @@
 //! `capfleet log <run-id>|latest`: a run's journal, one line per record — time,
 //! session, turn, kind, summary — or the raw lines (`--json`); `--follow` tails it
-//! until the run has ended (its `run_ended` record, then the sessions' last records)
-//! or Ctrl-C.
+//! until the run has ended (its `run_ended` record, then the sessions' last records),
+//! its orchestrator died without ending it (the run's lock is free: the run was
+//! abandoned, said with the command that starts it again), or Ctrl-C. A torn last
+//! record (a writer stopped mid-line, even inside a UTF-8 character) is reported and
+//! everything before it printed.
 
 use std::io::{BufRead, BufReader, Seek, SeekFrom, Write};
 use std::path::PathBuf;
@@ -10,7 +13,7 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
-use crate::fleet::run_dir::{LATEST, RunDir};
+use crate::fleet::run_dir::{LATEST, Orchestrator, Owner, RunDir};
 use crate::style::{ColorChoice, Style};
 
 /// How often `--follow` looks for new records.
@@ -54,7 +57,32 @@ pub(crate) fn run(args: LogArgs, color: ColorChoice) -> ExitCode {
         }
     };
     match print_journal(&run, &args, Style::for_stdout(color)) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(end) => {
+            if end.torn > 0 {
+                eprintln!(
+                    "{} {}: the last record is torn ({} bytes without an end of line, the \
+                     writer stopped mid-record); every record before it is printed",
+                    err.warn("warning:"),
+                    run.journal().display(),
+                    end.torn
+                );
+            }
+            match end.abandoned {
+                None => ExitCode::SUCCESS,
+                Some(owner) => {
+                    eprintln!(
+                        "{} the run's orchestrator (pid {}) is gone and the run never ended: \
+                         it was abandoned. capfleet cannot resume a run; start it again with \
+                         `cd {} && capfleet run {}`",
+                        err.err("error:"),
+                        owner.pid,
+                        owner.cwd.display(),
+                        owner.fleet.display()
+                    );
+                    ExitCode::FAILURE
+                }
+            }
+        }
         // The reader went away (`| head`): nothing more to say.
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
         Err(e) => {
@@ -64,41 +92,91 @@ pub(crate) fn run(args: LogArgs, color: ColorChoice) -> ExitCode {
     }
 }
 
-fn print_journal(run: &RunDir, args: &LogArgs, style: Style) -> std::io::Result<()> {
+/// How printing a journal ended.
+#[derive(Debug, Default)]
+struct End {
+    /// Bytes of a last record without its end of line (never printed).
+    torn: usize,
+    /// Following, the orchestrator died before the run ended.
+    abandoned: Option<Owner>,
+}
+
+fn print_journal(run: &RunDir, args: &LogArgs, style: Style) -> std::io::Result<End> {
     let path = run.journal();
     let mut offset = 0u64;
-    let mut pending = String::new();
+    // Bytes of a record not ended yet (being written, or torn); lines are bytes until
+    // complete, so a record cut inside a UTF-8 character is no read error.
+    let mut pending = Vec::new();
     let mut out = std::io::stdout().lock();
     // Seen `run_ended`: the sessions' last records (closing) may still follow; stop
     // once a poll finds nothing new.
     let mut ended = false;
+    // Following, the orchestrator was seen gone: one more poll reads what it wrote
+    // last, then the run counts as abandoned.
+    let mut gone = None;
     loop {
         let mut fresh = false;
         match std::fs::File::open(&path) {
             Ok(mut file) => {
                 file.seek(SeekFrom::Start(offset))?;
                 let mut reader = BufReader::new(file);
-                let mut chunk = String::new();
-                while reader.read_line(&mut chunk)? > 0 {
-                    offset += chunk.len() as u64;
+                loop {
+                    let n = reader.read_until(b'\n', &mut pending)?;
+                    if n == 0 {
+                        break;
+                    }
+                    offset += n as u64;
                     fresh = true;
-                    pending.push_str(&chunk);
-                    chunk.clear();
-                    if !pending.ends_with('\n') {
+                    if pending.last() != Some(&b'\n') {
                         continue; // a record being written: wait for the rest
                     }
                     let line = std::mem::take(&mut pending);
-                    ended |= print_record(line.trim_end(), args, style, &mut out)?;
+                    ended |= print_line(&line, args, style, &mut out)?;
                 }
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && args.follow => {}
             Err(e) => return Err(e),
         }
         out.flush()?;
+        let done = |abandoned| End {
+            torn: pending.len(),
+            abandoned,
+        };
         if !args.follow || (ended && !fresh) {
-            return Ok(());
+            return Ok(done(None));
+        }
+        if !fresh && !ended {
+            if let Some(owner) = gone.take() {
+                return Ok(done(Some(owner)));
+            }
+            if let Orchestrator::Gone(owner) = run.orchestrator() {
+                gone = Some(owner);
+                continue;
+            }
         }
         std::thread::sleep(POLL);
+    }
+}
+
+/// Print one complete line of the journal; true when it ends the run.
+fn print_line(
+    line: &[u8],
+    args: &LogArgs,
+    style: Style,
+    out: &mut impl Write,
+) -> std::io::Result<bool> {
+    match std::str::from_utf8(line) {
+        Ok(text) => print_record(text.trim_end(), args, style, out),
+        Err(_) => {
+            let lossy = String::from_utf8_lossy(line);
+            writeln!(
+                out,
+                "{} {}",
+                style.warn("(unreadable record, not UTF-8)"),
+                lossy.trim_end()
+            )?;
+            Ok(false)
+        }
     }
 }
 

@@ -7,10 +7,19 @@ use capfleet_actors::registry::{Resolved, Selection, select_binding};
 use serde_json::json;
 
 use crate::agents::registry;
+
+/// Where the agent's binary is, or why it is not there.
+type Binary = Result<std::path::PathBuf, String>;
 use crate::style::{ColorChoice, Style};
 
 #[derive(Debug, clap::Args)]
-#[command(after_help = "Exit codes: 0 resolved, 1 no valid manifest (cap_manifest_missing).")]
+#[command(
+    after_help = "The binary line says where the agent's binary is, or that it is not on PATH \
+(with the manifest's install hint, `agent.x-install`, when it has one): `chat` and `run` refuse
+an agent whose binary is missing.
+
+Exit codes: 0 resolved (even when the binary is missing), 1 no valid manifest (cap_manifest_missing)."
+)]
 pub(crate) struct ResolveArgs {
     /// An agent name (registry key, e.g. `sim`) or a path to a manifest file.
     agent: String,
@@ -39,10 +48,25 @@ pub(crate) fn run(args: ResolveArgs, color: ColorChoice) -> ExitCode {
         }
     };
     let selection = select_binding(&resolved.manifest, capfleet_actors::driver::SUPPORTED);
+    let binary = crate::agents::binary_status(&resolved.manifest);
+    if let Err(missing) = &binary {
+        let style = Style::for_stderr(color);
+        eprintln!(
+            "{} agent `{}`: {missing}; `chat` and `run` refuse it until it is installed",
+            style.warn("warning:"),
+            resolved.manifest.agent.name
+        );
+    }
     let printed = if args.json {
-        print_json(&args.agent, &resolved, &selection)
+        print_json(&args.agent, &resolved, &selection, &binary)
     } else {
-        print_text(&args.agent, &resolved, &selection, Style::for_stdout(color))
+        print_text(
+            &args.agent,
+            &resolved,
+            &selection,
+            &binary,
+            Style::for_stdout(color),
+        )
     };
     match printed {
         Ok(()) => ExitCode::SUCCESS,
@@ -53,7 +77,13 @@ pub(crate) fn run(args: ResolveArgs, color: ColorChoice) -> ExitCode {
     }
 }
 
-fn print_text(agent: &str, r: &Resolved, sel: &Selection, style: Style) -> Result<(), String> {
+fn print_text(
+    agent: &str,
+    r: &Resolved,
+    sel: &Selection,
+    binary: &Binary,
+    style: Style,
+) -> Result<(), String> {
     let toml = r
         .manifest
         .to_toml_string()
@@ -63,6 +93,10 @@ fn print_text(agent: &str, r: &Resolved, sel: &Selection, style: Style) -> Resul
         println!("{}  {agent}", style.dim("asked   "));
     }
     println!("{}  {}", style.bold("source  "), r.source);
+    match binary {
+        Ok(path) => println!("{}  {}", style.bold("binary  "), path.display()),
+        Err(missing) => println!("{}  {missing}", style.warn("binary  ")),
+    }
     println!(
         "{}  {}",
         style.bold("binding "),
@@ -83,10 +117,15 @@ fn print_text(agent: &str, r: &Resolved, sel: &Selection, style: Style) -> Resul
     Ok(())
 }
 
-fn print_json(agent: &str, r: &Resolved, sel: &Selection) -> Result<(), String> {
+fn print_json(agent: &str, r: &Resolved, sel: &Selection, binary: &Binary) -> Result<(), String> {
+    let binary = match binary {
+        Ok(path) => json!({"path": path.display().to_string()}),
+        Err(missing) => json!({"path": null, "error": missing}),
+    };
     let out = json!({
         "agent": agent,
         "source": r.source.to_string(),
+        "binary": binary,
         "binding": sel.binding.as_str(),
         "skipped": sel.skipped.iter().map(|(b, why)| json!({"binding": b.as_str(), "reason": why.to_string()})).collect::<Vec<_>>(),
         "warnings": r.warnings.iter().map(ToString::to_string).collect::<Vec<_>>(),

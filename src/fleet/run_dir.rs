@@ -1,6 +1,11 @@
 //! Where a run keeps its records: `.capfleet/runs/<run-id>/` in the directory the
 //! run was started from, with `journal.jsonl` inside. A run id is the UTC start time
 //! and a short random suffix (`20261130T121500Z-3fa9`), so ids sort by time.
+//!
+//! While its orchestrator lives, the run holds an exclusive `flock` on
+//! `orchestrator.lock` (which names its pid, fleet file and directory): the kernel
+//! drops the lock when the process dies, however it dies, so `capfleet log -f` can
+//! tell a run still going from one whose orchestrator is gone ([`RunDir::orchestrator`]).
 
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
@@ -16,6 +21,34 @@ pub(crate) const RUNS_DIR: &str = ".capfleet/runs";
 pub(crate) const JOURNAL_FILE: &str = "journal.jsonl";
 /// The id `capfleet log` reads as "the most recent run".
 pub(crate) const LATEST: &str = "latest";
+/// The lock file the orchestrator holds while it lives.
+pub(crate) const LOCK_FILE: &str = "orchestrator.lock";
+
+/// The lock a running orchestrator holds (released when dropped or when it dies).
+#[derive(Debug)]
+pub(crate) struct RunLock {
+    _file: std::fs::File,
+}
+
+/// Who the lock file says started the run.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct Owner {
+    pub pid: u32,
+    /// The fleet file, as given to `capfleet run`.
+    pub fleet: PathBuf,
+    /// The directory `capfleet run` was started in.
+    pub cwd: PathBuf,
+}
+
+/// Whether a run's orchestrator still lives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Orchestrator {
+    Running,
+    /// Gone (its lock is free); what its lock file said.
+    Gone(Owner),
+    /// No lock file (a run older than the lock, or one that could not write it).
+    Unknown,
+}
 
 /// One run's directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -102,6 +135,52 @@ impl RunDir {
         self.path.join(JOURNAL_FILE)
     }
 
+    /// Take the orchestrator's lock for this process, naming `fleet` (hold it for the
+    /// run's life).
+    pub(crate) fn lock(&self, fleet: &Path) -> Result<RunLock, RunDirError> {
+        use std::io::Write as _;
+        let path = self.path.join(LOCK_FILE);
+        let io = |source| RunDirError::Io {
+            path: path.clone(),
+            source,
+        };
+        let owner = Owner {
+            pid: std::process::id(),
+            fleet: fleet.to_owned(),
+            cwd: std::env::current_dir().map_err(io)?,
+        };
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(true)
+            .write(true)
+            .open(&path)
+            .map_err(io)?;
+        flock(&file, libc::LOCK_EX | libc::LOCK_NB).map_err(io)?;
+        let text = serde_json::to_string(&owner).map_err(|e| io(e.into()))?;
+        writeln!(file, "{text}").map_err(io)?;
+        Ok(RunLock { _file: file })
+    }
+
+    /// Whether the run's orchestrator still lives (holds the lock).
+    pub(crate) fn orchestrator(&self) -> Orchestrator {
+        let path = self.path.join(LOCK_FILE);
+        let Ok(file) = std::fs::File::open(&path) else {
+            return Orchestrator::Unknown;
+        };
+        if flock(&file, libc::LOCK_SH | libc::LOCK_NB).is_err() {
+            return Orchestrator::Running;
+        }
+        let owner = std::fs::read_to_string(&path)
+            .ok()
+            .and_then(|t| serde_json::from_str::<Owner>(t.trim()).ok());
+        match owner {
+            Some(owner) => Orchestrator::Gone(owner),
+            // Locked and written in one go by the orchestrator: an empty file is one
+            // caught between the two, still starting.
+            None => Orchestrator::Running,
+        }
+    }
+
     /// Append the run's last record, `{"type":"run_ended",…}`, to the journal
     /// (`capfleet log --follow` stops there).
     pub(crate) fn record_end(&self, exit_code: u8) -> Result<(), RunDirError> {
@@ -127,6 +206,16 @@ impl RunDir {
     /// A simulator session's state directory.
     pub(crate) fn sim_state(&self, session: &str) -> PathBuf {
         self.path.join("sim").join(session)
+    }
+}
+
+/// `flock(2)` on `file` (the lock goes with the file's last descriptor).
+fn flock(file: &std::fs::File, op: i32) -> io::Result<()> {
+    use std::os::fd::AsRawFd as _;
+    // SAFETY: flock(2) on a descriptor we own; no memory is passed.
+    match unsafe { libc::flock(file.as_raw_fd(), op) } {
+        0 => Ok(()),
+        _ => Err(io::Error::last_os_error()),
     }
 }
 
@@ -180,6 +269,17 @@ mod tests {
             RunDir::find(dir.path(), "../x"),
             Err(RunDirError::NotFound { .. })
         ));
+        assert_eq!(run.orchestrator(), Orchestrator::Unknown);
+        let lock = run.lock(Path::new("fleet.toml")).unwrap();
+        assert_eq!(run.orchestrator(), Orchestrator::Running);
+        drop(lock);
+        match run.orchestrator() {
+            Orchestrator::Gone(owner) => {
+                assert_eq!(owner.pid, std::process::id());
+                assert_eq!(owner.fleet, Path::new("fleet.toml"));
+            }
+            other => panic!("{other:?}"),
+        }
         run.record_end(3).unwrap();
         let journal = std::fs::read_to_string(run.journal()).unwrap();
         let rec: serde_json::Value = serde_json::from_str(journal.trim()).unwrap();

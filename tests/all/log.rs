@@ -219,3 +219,96 @@ fn a_run_journals_where_it_was_started_and_log_reads_it() {
     assert!(stdout.contains("turn_ended"), "{stdout}");
     assert!(stdout.lines().all(|l| l.contains(" spec ")), "{stdout}");
 }
+
+#[test]
+fn a_torn_last_record_is_reported_and_the_rest_printed() {
+    // Torn inside a UTF-8 character (the first byte of `é`), and torn in plain ASCII.
+    let mut cut_in_char = br#"{"seq":9,"urn":"cap://demo/planner","ts_ms":1,"type":"cap","event":{"kind":"cap.text_chunk","text":"caf"#.to_vec();
+    cut_in_char.push(0xc3);
+    let cut_in_ascii = br#"{"seq":9,"urn":"cap://demo/pla"#.to_vec();
+    for torn in [cut_in_char, cut_in_ascii] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = journal(dir.path(), RUN, &records());
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
+        f.write_all(&torn).unwrap();
+        for json in [false, true] {
+            let mut c = capfleet(dir.path());
+            c.args(["log", "latest"]);
+            if json {
+                c.arg("--json");
+            }
+            let out = c.output().unwrap();
+            let stdout = ok(&out);
+            assert_eq!(stdout.lines().count(), 6, "every whole record: {stdout}");
+            let stderr = text(&out.stderr);
+            assert!(
+                stderr.contains("the last record is torn")
+                    && stderr.contains(&format!("{} bytes", torn.len())),
+                "{stderr}"
+            );
+        }
+    }
+}
+
+/// `log -f` on a run whose orchestrator was killed (SIGKILL: no `run_ended`, no
+/// cleanup) ends by itself, saying the run was abandoned and how to start it again.
+#[test]
+fn follow_ends_when_the_orchestrator_died() {
+    use crate::common::{EnvMarker, sim::fleet_session, wait_until};
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let m = EnvMarker::new("log-abandoned");
+    std::fs::write(
+        d.join("long.toml"),
+        "[[turn]]\nsteps = [{ say = \"started\" }, { sleep_ms = 30000 }]\n",
+    )
+    .unwrap();
+    std::fs::write(
+        d.join("fleet.toml"),
+        format!(
+            "[fleet]\nname = \"l\"\nstart = [\"a\"]\ntask = \"go\"\n\n{}",
+            fleet_session("a", "long.toml", &m, "")
+        ),
+    )
+    .unwrap();
+    let mut run = capfleet(d).args(["run", "fleet.toml"]).spawn().unwrap();
+    assert!(
+        wait_until(Duration::from_secs(20), Duration::from_millis(20), || !m
+            .processes()
+            .is_empty()),
+        "the agent runs"
+    );
+    let follow = capfleet(d)
+        .args(["log", "latest", "--follow"])
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    run.kill().unwrap();
+    run.wait().unwrap();
+    // The orphaned agent is the test's to end (the orchestrator could not).
+    for pid in m.processes() {
+        // SAFETY: kill(2) on a process this test started (it carries its marker).
+        unsafe {
+            libc::kill(pid, libc::SIGKILL);
+        }
+    }
+    let killed = Instant::now();
+    let out = follow.wait_with_output().unwrap();
+    assert!(
+        killed.elapsed() < Duration::from_secs(10),
+        "log -f returned"
+    );
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("abandoned")
+            && stderr.contains("cannot resume")
+            && stderr.contains("capfleet run fleet.toml")
+            && stderr.contains(&d.canonicalize().unwrap().display().to_string()),
+        "{stderr}"
+    );
+    assert!(text(&out.stdout).contains("started"), "the records before");
+}

@@ -87,7 +87,7 @@ async fn run(sessions: Vec<SessionSpec>, routing: RoutingSpec, budget: BudgetLim
     };
     let report = tokio::time::timeout(
         Duration::from_secs(60),
-        run_fleet(spec, vec![tx], std::future::pending()),
+        run_fleet(spec, vec![tx], tokio::sync::mpsc::channel(1).1),
     )
     .await
     .expect("the run ends")

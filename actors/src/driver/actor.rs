@@ -17,7 +17,7 @@ use tokio::task::JoinHandle;
 use super::death::{self, ended};
 use super::launch::Shape;
 use super::wire::{Interrupt, OutputEnd, Peer, Start, Started, Wire};
-use super::{DriverArgs, DriverMsg, DriverOutput, LaunchError, LaunchSpec, OutputSink, TurnEnd};
+use super::{DriverArgs, DriverMsg, DriverOutput, ExitCause, LaunchSpec, OutputSink, TurnEnd};
 use crate::process::stderr_ring::StderrRing;
 use crate::protocol::{CapCode, CapEvent, StopReason};
 
@@ -200,19 +200,29 @@ impl<W: Wire> Actor for Driver<W> {
 
 impl<W: Wire> DriverState<W> {
     /// Start an agent (or connect to it) and its output task; announce readiness
-    /// first when the wire is ready at start.
-    async fn start(&mut self, myself: &ActorRef<DriverMsg>) -> Result<Live<W>, LaunchError> {
+    /// first when the wire is ready at start. A start that failed because the
+    /// agent's program is not there fails as [`ExitCause::CannotStart`] (never
+    /// restarted), whichever wire tried.
+    async fn start(&mut self, myself: &ActorRef<DriverMsg>) -> Result<Live<W>, ActorProcessingErr> {
+        let started = W::start(Start {
+            launch: &self.launch,
+            sink: &self.sink,
+            resume_id: self.resume_id.as_deref(),
+        })
+        .await;
         let Started {
             wire,
             peer,
             stderr,
             output,
-        } = W::start(Start {
-            launch: &self.launch,
-            sink: &self.sink,
-            resume_id: self.resume_id.as_deref(),
-        })
-        .await?;
+        } = started.map_err(|e| -> ActorProcessingErr {
+            match self.launch.missing_program() {
+                Some(missing) => Box::new(ExitCause::CannotStart {
+                    message: missing.to_string(),
+                }),
+                None => Box::new(e),
+            }
+        })?;
         if W::READY_AT_START && self.launch.shape != Shape::PerTurn {
             self.announce_ready().await;
         }

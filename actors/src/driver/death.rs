@@ -11,6 +11,7 @@ use tokio::task::JoinHandle;
 
 use super::wire::{OutputEnd, Peer};
 use super::{DriverMsg, ExitCause};
+use crate::process::halt::{self, Urgency};
 use crate::process::stderr_ring::StderrRing;
 use crate::process::{DEFAULT_GRACE, ProcessGroup};
 use crate::protocol::{CapEvent, ErrorKind};
@@ -50,9 +51,10 @@ pub fn exit_event(cause: &ExitCause, stderr: &StderrRing) -> Option<CapEvent> {
 /// How long an agent whose output ended gets to exit before its group is killed.
 pub const EXIT_WAIT: Duration = Duration::from_secs(2);
 
-/// After an agent's output ended: give the leader [`EXIT_WAIT`] to exit, then kill
-/// whatever is left of its group (nothing of it outlives it), and classify the end.
-/// A connection has no exit status: its loss is the death.
+/// After an agent's output ended: give the leader [`EXIT_WAIT`] to exit (less once a
+/// stop signal halts every agent, see [`halt`]), then kill whatever is left of its
+/// group (nothing of it outlives it), and classify the end. A connection has no exit
+/// status: its loss is the death.
 pub async fn reap(peer: &mut Peer, urn: &str) -> ExitCause {
     let group = match peer {
         Peer::Process(group) => group,
@@ -62,13 +64,13 @@ pub async fn reap(peer: &mut Peer, urn: &str) -> ExitCause {
             };
         }
     };
-    let status = match tokio::time::timeout(EXIT_WAIT, group.wait()).await {
-        Ok(Ok(status)) => Some(status),
-        Ok(Err(e)) => {
+    let status = match unless_halted(EXIT_WAIT, group.wait()).await {
+        Waited::Done(Ok(status)) => Some(status),
+        Waited::Done(Err(e)) => {
             tracing::warn!(%urn, "wait failed: {e}");
             None
         }
-        Err(_) => None,
+        Waited::TimedOut | Waited::Halted => None,
     };
     let killed = group.kill(DEFAULT_GRACE).await.ok();
     match status.or(killed) {
@@ -92,8 +94,9 @@ pub const SHUTDOWN_WAIT: Duration = Duration::from_secs(3);
 
 /// A deliberate end (the session closes): the agent has been `told` (its input closed,
 /// a hang-up, `session/close`); it gets [`SHUTDOWN_WAIT`] to exit (a connection: to
-/// close its side), then whatever is left of its group is killed. `who` names the
-/// agent in the log.
+/// close its side), then whatever is left of its group is killed. Once a stop signal
+/// halts every agent ([`halt::Urgency::Halt`]) the wait ends at once, also one under
+/// way. `who` names the agent in the log.
 pub async fn end_deliberately(
     peer: &mut Peer,
     output: &mut JoinHandle<OutputEnd>,
@@ -103,19 +106,39 @@ pub async fn end_deliberately(
 ) {
     match peer {
         Peer::Process(group) => end_group(group, urn, who, told).await,
-        Peer::Connection(addr) => match tokio::time::timeout(SHUTDOWN_WAIT, output).await {
-            Ok(_) => tracing::info!(%urn, %addr, "{who} closed the connection at {told}"),
-            Err(_) => tracing::warn!(%urn, %addr, "{who} ignored {told}; dropping the connection"),
+        Peer::Connection(addr) => match unless_halted(SHUTDOWN_WAIT, output).await {
+            Waited::Done(_) => tracing::info!(%urn, %addr, "{who} closed the connection at {told}"),
+            Waited::TimedOut => {
+                tracing::warn!(%urn, %addr, "{who} ignored {told}; dropping the connection")
+            }
+            Waited::Halted => tracing::info!(%urn, %addr, "halting: dropping the connection"),
         },
     }
 }
 
 async fn end_group(group: &mut ProcessGroup, urn: &str, who: &str, told: &str) {
-    match tokio::time::timeout(SHUTDOWN_WAIT, group.wait()).await {
-        Ok(status) => tracing::info!(%urn, ?status, "{who} exited at {told}"),
-        Err(_) => tracing::warn!(%urn, "{who} ignored {told}; killing its group"),
+    match unless_halted(SHUTDOWN_WAIT, group.wait()).await {
+        Waited::Done(status) => tracing::info!(%urn, ?status, "{who} exited at {told}"),
+        Waited::TimedOut => tracing::warn!(%urn, "{who} ignored {told}; killing its group"),
+        Waited::Halted => tracing::info!(%urn, "halting: killing the {who}'s group"),
     }
     let _status = group.kill(DEFAULT_GRACE).await;
+}
+
+/// How a wait for an agent ended.
+enum Waited<T> {
+    Done(T),
+    TimedOut,
+    /// Every agent is being halted ([`Urgency::Halt`]): nobody waits any more.
+    Halted,
+}
+
+/// `work`'s result, unless `wait` passes first or every agent is being halted.
+async fn unless_halted<F: std::future::Future>(wait: Duration, work: F) -> Waited<F::Output> {
+    tokio::select! {
+        out = tokio::time::timeout(wait, work) => out.map_or(Waited::TimedOut, Waited::Done),
+        () = halt::reached(Urgency::Halt) => Waited::Halted,
+    }
 }
 
 /// How a driver ends once its agent's output closed and the end was reaped and

@@ -89,6 +89,45 @@ impl LaunchSpec {
     }
 }
 
+impl LaunchSpec {
+    /// The program this launch starts: the first word of the argv override, else the
+    /// manifest's `agent.binary` (with [`LaunchSpec::program`] substituted).
+    pub fn program(&self) -> PathBuf {
+        let argv0 = self
+            .argv
+            .as_ref()
+            .and_then(|a| a.first())
+            .unwrap_or(&self.manifest.agent.binary);
+        self.program_for(argv0)
+    }
+
+    /// The error of a launch whose program is not there (not on the agent's `PATH`,
+    /// or a path that does not exist or is not executable); `None` when it is, or
+    /// when the shape starts no process.
+    pub fn missing_program(&self) -> Option<LaunchError> {
+        if matches!(self.shape, Shape::Connect(_)) {
+            return None;
+        }
+        let program = self.program();
+        let search = self
+            .env
+            .iter()
+            .rev()
+            .find(|(k, _)| k == "PATH")
+            .map(|(_, v)| std::ffi::OsStr::new(v.as_str()));
+        let cwd = std::path::Path::new(&self.config.cwd);
+        if crate::process::find_program(&program, cwd, search).is_some() {
+            return None;
+        }
+        Some(LaunchError::NotFound {
+            urn: self.urn.clone(),
+            agent: self.manifest.agent.name.clone(),
+            on_path: program.components().count() == 1 && !program.is_absolute(),
+            program: program.display().to_string(),
+        })
+    }
+}
+
 /// An agent started over pipes: its process group, its stdin and stdout, and the ring
 /// its stderr drains into.
 pub struct Spawned {
@@ -173,6 +212,16 @@ pub enum LaunchError {
     NoCommand { urn: String, binding: &'static str },
     #[error("{urn}: {message}")]
     Config { urn: String, message: String },
+    /// The agent's program is not there: no restart can help (see
+    /// [`crate::supervision::ExitCause::CannotStart`]).
+    #[error("{urn}: agent `{agent}`: {}", if *on_path { format!("binary `{program}` is not on PATH") } else { format!("`{program}` does not exist or is not executable") })]
+    NotFound {
+        urn: String,
+        agent: String,
+        program: String,
+        /// Looked up on `PATH` (a bare name), rather than a path.
+        on_path: bool,
+    },
     #[error("{urn}: cannot start `{program}`: {source}")]
     Spawn {
         urn: String,

@@ -64,9 +64,22 @@ pub enum SpawnError {
         binding: Binding,
         shape: Shape,
     },
-    /// The driver failed to start (its agent could not be started or reached).
-    #[error(transparent)]
-    Start(#[from] ractor::SpawnErr),
+    /// The driver failed to start (its agent could not be started or reached): said
+    /// as what failed, not as ractor's "panicked during startup".
+    #[error("{urn}: {}", startup_reason(.source))]
+    Start {
+        urn: String,
+        #[source]
+        source: ractor::SpawnErr,
+    },
+}
+
+/// What a failed start says: the start's own error, when there is one.
+fn startup_reason(err: &ractor::SpawnErr) -> String {
+    match err {
+        ractor::SpawnErr::StartupFailed(inner) => inner.to_string(),
+        other => other.to_string(),
+    }
 }
 
 impl SpawnError {
@@ -78,7 +91,22 @@ impl SpawnError {
             SpawnError::Unavailable { .. } | SpawnError::Shape { .. } => {
                 Some(CapCode::BindingUnavailable)
             }
-            SpawnError::Start(_) => None,
+            SpawnError::Start { .. } => None,
+        }
+    }
+
+    /// The failure as a driver exit, for the session's restart policy: the start's
+    /// own cause when it gave one ([`ExitCause::CannotStart`] for a missing program),
+    /// else a driver error saying what failed.
+    pub fn exit_cause(&self) -> ExitCause {
+        match self {
+            SpawnError::Start {
+                source: ractor::SpawnErr::StartupFailed(inner),
+                ..
+            } => ExitCause::from_error(inner.as_ref()),
+            other => ExitCause::DriverError {
+                message: other.to_string(),
+            },
         }
     }
 }
@@ -116,7 +144,10 @@ fn start<W: wire::Wire>(
             });
         }
         let driver = actor::Driver::<W>::default();
-        let (driver, _join) = ractor::Actor::spawn_linked(None, driver, args, supervisor).await?;
+        let urn = args.launch.urn.clone();
+        let (driver, _join) = ractor::Actor::spawn_linked(None, driver, args, supervisor)
+            .await
+            .map_err(|source| SpawnError::Start { urn, source })?;
         Ok(driver)
     })
 }

@@ -93,8 +93,12 @@ pub enum EventBody {
         assigned_to: String,
         status: crate::protocol::PlanStatus,
     },
-    /// The run ended.
-    RunEnded { outcome: RunOutcome },
+    /// The run ended; `signal` when a signal stopped it (the first one received).
+    RunEnded {
+        outcome: RunOutcome,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        signal: Option<Signal>,
+    },
 }
 
 /// How text reached a session.
@@ -134,6 +138,56 @@ pub enum RunOutcome {
     SessionFailed,
     BudgetExceeded,
     Interrupted,
+}
+
+/// A signal that stops a run (or a chat) from outside, as journaled (`SIGTERM`).
+/// `SIGINT` stops it cooperatively (every turn cancelled, every agent closed);
+/// `SIGTERM` and `SIGHUP` kill every agent's group at once; a second signal of any
+/// kind cuts the kill grace short.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Signal {
+    #[serde(rename = "SIGINT")]
+    Int,
+    #[serde(rename = "SIGTERM")]
+    Term,
+    #[serde(rename = "SIGHUP")]
+    Hup,
+}
+
+impl Signal {
+    /// The signal's number.
+    pub fn number(self) -> i32 {
+        match self {
+            Signal::Int => libc::SIGINT,
+            Signal::Term => libc::SIGTERM,
+            Signal::Hup => libc::SIGHUP,
+        }
+    }
+
+    /// Its name, as journaled.
+    pub fn name(self) -> &'static str {
+        match self {
+            Signal::Int => "SIGINT",
+            Signal::Term => "SIGTERM",
+            Signal::Hup => "SIGHUP",
+        }
+    }
+
+    /// The exit status of a process ended by it: 128 + its number (130, 143, 129).
+    pub fn exit_code(self) -> u8 {
+        u8::try_from(128 + self.number()).unwrap_or(u8::MAX)
+    }
+
+    /// `SIGINT`: stop cooperatively rather than kill.
+    pub fn is_interrupt(self) -> bool {
+        self == Signal::Int
+    }
+}
+
+impl std::fmt::Display for Signal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 /// How a turn ended, from the orchestrator's side.

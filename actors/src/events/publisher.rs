@@ -75,6 +75,7 @@ mod tests {
         let mut b = a.clone();
         let body = || EventBody::RunEnded {
             outcome: RunOutcome::Completed,
+            signal: None,
         };
         a.publish(None, body()).await;
         b.publish(Some(2), body()).await;

@@ -6,8 +6,10 @@
 //!
 //! The rest of the plumbing every driver shares lives beside it: [`lines`] (bounded
 //! line reading of agent stdout) and [`stderr_ring`] (the last lines of stderr, quoted
-//! when an agent dies).
+//! when an agent dies), and [`halt`] (how urgently agents are being ended: a stop
+//! signal cuts every wait short at once).
 
+pub mod halt;
 pub mod lines;
 pub mod stderr_ring;
 pub mod sweep;
@@ -139,6 +141,31 @@ impl SpawnSpec {
     }
 }
 
+/// Where `program` would be found when spawned from `cwd` with `search` as `PATH`
+/// (`None`: this process's `PATH`): a name without `/` is looked up on the path, one
+/// with `/` is taken as it is (relative to `cwd`). `None` when it is not there, or
+/// not an executable file.
+pub fn find_program(
+    program: &std::path::Path,
+    cwd: &std::path::Path,
+    search: Option<&OsStr>,
+) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let executable = |p: &std::path::Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if program.components().count() > 1 || program.is_absolute() {
+        let full = cwd.join(program);
+        return executable(&full).then_some(full);
+    }
+    let path = search
+        .map(OsStr::to_owned)
+        .or_else(|| std::env::var_os("PATH"))?;
+    std::env::split_paths(&path)
+        .map(|dir| cwd.join(dir).join(program))
+        .find(|p| executable(p))
+}
+
 /// Process groups alive (spawned and not yet dropped), for the metrics.
 static LIVE_GROUPS: AtomicUsize = AtomicUsize::new(0);
 
@@ -223,7 +250,8 @@ impl ProcessGroup {
         self.kill_with(libc::SIGTERM, grace).await
     }
 
-    /// Like [`ProcessGroup::kill`] with a chosen first signal (e.g. `SIGINT`).
+    /// Like [`ProcessGroup::kill`] with a chosen first signal (e.g. `SIGINT`). The
+    /// grace ends early when the process's [`halt::Urgency`] reaches `Force`.
     pub async fn kill_with(&mut self, first: i32, grace: Duration) -> io::Result<ExitStatus> {
         // ESRCH (group already gone) is fine: we still reap below.
         let _ignored = signal_group(self.pgid, first);
@@ -236,7 +264,7 @@ impl ProcessGroup {
             if status.is_some() && !group_alive(self.pgid) {
                 break;
             }
-            if Instant::now() >= deadline {
+            if Instant::now() >= deadline || halt::current() == halt::Urgency::Force {
                 let _ignored = signal_group(self.pgid, libc::SIGKILL);
                 break;
             }
@@ -416,6 +444,36 @@ mod tests {
         let reaper = tokio::spawn(async move { g.wait().await });
         assert!(kill_group(pgid, libc::SIGTERM, Duration::from_millis(200)).await);
         assert!(reaper.await.expect("join").is_ok());
+    }
+
+    #[test]
+    fn programs_are_found_on_the_path_or_as_given() {
+        let dir = tempfile::tempdir().expect("dir");
+        let exe = dir.path().join("agent-x");
+        std::fs::write(&exe, "#!/bin/sh\n").expect("write");
+        let plain = dir.path().join("not-executable");
+        std::fs::write(&plain, "").expect("write");
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        let path = dir.path().as_os_str();
+        let cwd = std::path::Path::new("/");
+        let found = find_program("agent-x".as_ref(), cwd, Some(path));
+        assert_eq!(found.as_deref(), Some(exe.as_path()));
+        assert_eq!(find_program("agent-y".as_ref(), cwd, Some(path)), None);
+        assert_eq!(
+            find_program("not-executable".as_ref(), cwd, Some(path)),
+            None
+        );
+        assert_eq!(
+            find_program(&exe, cwd, None).as_deref(),
+            Some(exe.as_path())
+        );
+        let relative = find_program("./agent-x".as_ref(), dir.path(), None);
+        assert!(relative.is_some(), "./agent-x from its directory");
+        assert!(
+            find_program("sh".as_ref(), cwd, None).is_some(),
+            "sh on PATH"
+        );
     }
 
     #[test]

@@ -14,7 +14,9 @@ use super::plan::MasterPlan;
 mod routes;
 use super::spec::RoutingSpec;
 use crate::events::trace::int;
-use crate::events::{EventBody, Published, Publisher, RouteVia, RunOutcome, TurnOutcome, urn};
+use crate::events::{
+    EventBody, Published, Publisher, RouteVia, RunOutcome, Signal, TurnOutcome, urn,
+};
 use crate::protocol::{CancelScope, CapEvent, HasMeta, PlanStatus};
 use crate::session::{SessionError, SessionMsg, TurnResult};
 use crate::telemetry::TreeTelemetry;
@@ -67,6 +69,8 @@ pub(super) struct Core {
     plan: Option<MasterPlan>,
     abort_on_error: bool,
     stopped: Option<RunOutcome>,
+    /// The signal that stopped the run, if one did.
+    signal: Option<Signal>,
     any_failed: bool,
     /// Race candidates the router cancelled itself: their cancelled turn is no failure.
     race_losers: HashSet<String>,
@@ -114,6 +118,7 @@ impl Core {
             plan: None,
             abort_on_error,
             stopped: None,
+            signal: None,
             any_failed: false,
             race_losers: HashSet::new(),
             outcome: None,
@@ -283,7 +288,7 @@ impl Core {
             self.set_plan(i, PlanStatus::Blocked).await;
         }
         if self.abort_on_error && self.stopped.is_none() {
-            self.stop(RunOutcome::SessionFailed, "on_error = abort")
+            self.stop(RunOutcome::SessionFailed, "on_error = abort", None)
                 .await;
         }
     }
@@ -442,13 +447,15 @@ impl Core {
         }
     }
 
-    /// Stop dispatching; close every session.
-    pub(super) async fn stop(&mut self, outcome: RunOutcome, reason: &str) {
+    /// Stop dispatching; close every session. The first stop decides the outcome
+    /// (and the signal recorded).
+    pub(super) async fn stop(&mut self, outcome: RunOutcome, reason: &str, signal: Option<Signal>) {
         if self.stopped.is_some() {
             return;
         }
         tracing::warn!(?outcome, reason, "stopping the run");
         self.stopped = Some(outcome);
+        self.signal = signal;
         self.admission.clear();
         for slot in self.slots.values_mut() {
             slot.queue.clear();
@@ -472,6 +479,7 @@ impl Core {
             None => RunOutcome::Completed,
         };
         self.outcome = Some(outcome);
-        self.record(EventBody::RunEnded { outcome }).await;
+        let signal = self.signal;
+        self.record(EventBody::RunEnded { outcome, signal }).await;
     }
 }

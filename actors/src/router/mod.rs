@@ -16,7 +16,7 @@ use tokio::sync::mpsc;
 pub use dispatch::{Origin, QUEUE_MAX};
 pub use spec::{CollectMode, Picker, Route, RouteAction, RoutingSpec, Split};
 
-use crate::events::{Published, RunOutcome};
+use crate::events::{Published, RunOutcome, Signal};
 use crate::session::{SessionError, SessionMsg, TurnResult};
 
 /// The last URN segment of the router's stream (its records).
@@ -49,8 +49,13 @@ pub enum RouterMsg {
         origin: Origin,
         result: Result<TurnResult, SessionError>,
     },
-    /// Stop the run (budget, Ctrl-C): no new turn starts, every session is closed.
-    Stop { outcome: RunOutcome, reason: String },
+    /// Stop the run (budget, a signal): no new turn starts, every session is closed.
+    /// `signal` (if one asked) is recorded in `run_ended`.
+    Stop {
+        outcome: RunOutcome,
+        reason: String,
+        signal: Option<Signal>,
+    },
     /// Reply when the run has ended.
     WaitEnd(RpcReplyPort<RunOutcome>),
     /// The master plan as it stands (statuses followed), if one was adopted.
@@ -113,8 +118,12 @@ impl Actor for Router {
                 origin,
                 result,
             } => st.core.turn_done(&myself, session, origin, result).await,
-            RouterMsg::Stop { outcome, reason } => {
-                st.core.stop(outcome, &reason).await;
+            RouterMsg::Stop {
+                outcome,
+                reason,
+                signal,
+            } => {
+                st.core.stop(outcome, &reason, signal).await;
                 st.core.check_end().await;
             }
             RouterMsg::WaitEnd(reply) => st.waiters.push(reply),

@@ -147,16 +147,9 @@ impl Core {
             }
             // No driver for this binding (or shape) in this build: nothing to restart.
             Err(e) if e.code().is_some() => self.fail(e.to_string()).await,
-            // A spawn failure (bad argv, missing binary) counts as a crash.
-            Err(e) => {
-                Box::pin(self.on_driver_exit(
-                    myself,
-                    ExitCause::DriverError {
-                        message: e.to_string(),
-                    },
-                ))
-                .await
-            }
+            // A spawn failure (bad argv) counts as a crash; a missing program is
+            // `CannotStart`, which no policy restarts.
+            Err(e) => Box::pin(self.on_driver_exit(myself, e.exit_cause())).await,
         }
     }
 

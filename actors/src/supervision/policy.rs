@@ -86,8 +86,12 @@ impl Default for RestartPolicy {
 }
 
 impl RestartPolicy {
-    /// Whether `cause` is restartable under this policy, meltdown aside.
+    /// Whether `cause` is restartable under this policy, meltdown aside (an agent
+    /// that cannot be started never is).
     pub fn restarts(&self, cause: &ExitCause) -> bool {
+        if matches!(cause, ExitCause::CannotStart { .. }) {
+            return false;
+        }
         match self.restart {
             Restart::Permanent => true,
             Restart::Transient => cause.is_abnormal(),
@@ -132,6 +136,10 @@ pub enum ExitCause {
     /// The driver itself failed (protocol violation, I/O error, panic in the actor).
     #[error("driver failed: {message}")]
     DriverError { message: String },
+    /// The agent could not be started because its program is not there (not on
+    /// `PATH`, deleted): no crash, and never restarted whatever the policy.
+    #[error("could not be started: {message}")]
+    CannotStart { message: String },
 }
 
 impl ExitCause {
@@ -144,6 +152,7 @@ impl ExitCause {
             ExitCause::Signaled { .. } => "signaled",
             ExitCause::Hung { .. } => "hung",
             ExitCause::DriverError { .. } => "driver_error",
+            ExitCause::CannotStart { .. } => "cannot_start",
         }
     }
 
@@ -205,6 +214,8 @@ pub enum StopReason {
     NotRestartable { policy: Restart },
     /// `restarts` restarts already happened inside `window`: the session fails.
     Meltdown { restarts: u32, window: Duration },
+    /// The agent cannot be started ([`ExitCause::CannotStart`]): a restart would fail alike.
+    CannotStart,
 }
 
 impl fmt::Display for StopReason {
@@ -216,6 +227,9 @@ impl fmt::Display for StopReason {
             StopReason::Meltdown { restarts, window } => {
                 write!(f, "meltdown: {restarts} restarts within {window:?}")
             }
+            StopReason::CannotStart => f.write_str(
+                "not restarted: a missing program is no crash; install it or fix the command",
+            ),
         }
     }
 }
@@ -257,6 +271,11 @@ impl RestartTracker {
 
     /// Decides what to do with an exit at `now`, and records the restart if there is one.
     pub fn on_exit(&mut self, now: Instant, cause: &ExitCause) -> Decision {
+        if matches!(cause, ExitCause::CannotStart { .. }) {
+            return Decision::Stop {
+                reason: StopReason::CannotStart,
+            };
+        }
         if !self.policy.restarts(cause) {
             return Decision::Stop {
                 reason: StopReason::NotRestartable {

@@ -275,9 +275,32 @@ fn exit_cause_kind_is_its_serialized_tag() {
         ExitCause::DriverError {
             message: "x".into(),
         },
+        ExitCause::CannotStart {
+            message: "x".into(),
+        },
     ];
     for c in causes {
         let v = serde_json::to_value(&c).unwrap();
         assert_eq!(v["kind"], c.kind(), "{c:?}");
+    }
+}
+
+#[test]
+fn an_agent_that_cannot_be_started_is_never_restarted() {
+    let cause = ExitCause::CannotStart {
+        message: "binary `claude` is not on PATH".into(),
+    };
+    assert!(cause.is_abnormal());
+    for restart in [Restart::Permanent, Restart::Transient, Restart::Temporary] {
+        let mut t = RestartTracker::new(policy(restart));
+        assert!(!t.policy().restarts(&cause), "{restart:?}");
+        assert_eq!(
+            t.on_exit(Instant::now(), &cause),
+            Decision::Stop {
+                reason: StopReason::CannotStart
+            },
+            "{restart:?}"
+        );
+        assert_eq!(t.total_restarts(), 0);
     }
 }

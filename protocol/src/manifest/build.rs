@@ -68,13 +68,21 @@ pub(crate) fn read(r: &mut Reader, root: &DeTable<'_>) -> Read {
     r.unknown_keys(
         at,
         "agent",
-        &["name", "binary", "version_match", "profiles", "revision"],
+        &[
+            "name",
+            "binary",
+            "version_match",
+            "profiles",
+            "revision",
+            "x-install",
+        ],
     );
     let agent = Agent {
         name: r.string(at, "agent", "name").unwrap_or_default(),
         binary: r.string(at, "agent", "binary").unwrap_or_default(),
         version_match: r.string(at, "agent", "version_match"),
         profiles: r.strings(at, "agent", "profiles").unwrap_or_default(),
+        install: r.string(at, "agent", "x-install"),
     };
     for key in ["name", "binary"] {
         if let Some(v) = at.get(key).filter(|v| v.get_ref().as_str() == Some("")) {

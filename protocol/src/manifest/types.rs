@@ -18,6 +18,10 @@ pub struct Agent {
     pub version_match: Option<String>,
     /// Required (may be empty): declared profiles, e.g. `["coding"]`.
     pub profiles: Vec<String>,
+    /// Optional, experimental (`x-` prefix, spec §14.1): how to install the binary
+    /// (e.g. `npm install -g @anthropic-ai/claude-code`), said when it is not on `PATH`.
+    #[serde(rename = "x-install", skip_serializing_if = "Option::is_none")]
+    pub install: Option<String>,
 }
 
 /// `[probe]`: how to ask the binary for its version. All optional.

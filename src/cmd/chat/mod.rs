@@ -6,8 +6,9 @@
 //! errors; permission requests are asked of the human when stdin is a terminal, and
 //! denied (fail-safe, recorded as an event) when it is not. Ctrl-C cancels the turn;
 //! a second Ctrl-C ends the session. SIGTERM and SIGHUP end the session at once: the
-//! agent is shut down (its process group killed) before capfleet exits with 128 + the
-//! signal number, so no agent outlives a terminated `chat`. When stdout is a terminal,
+//! agent's process group is killed (no wait for it to exit by itself; a second signal
+//! cuts the kill grace short) before capfleet exits with 128 + the signal number, so
+//! no agent outlives a terminated `chat`. When stdout is a terminal,
 //! its resizes (SIGWINCH) resize a PTY agent's terminal too.
 
 mod args;
@@ -29,6 +30,7 @@ use tokio::sync::{mpsc, oneshot};
 
 pub(crate) use args::ChatArgs;
 
+use crate::signals::StopSignals;
 use crate::style::{ColorChoice, Style};
 use crate::telemetry::Telemetry;
 
@@ -73,11 +75,16 @@ async fn chat(args: ChatArgs, color: ColorChoice, telemetry: &Telemetry) -> Exit
             return ExitCode::from(EXIT_USAGE);
         }
     };
+    // Nothing is spawned for an agent that is not there.
+    if let Some(missing) = crate::agents::missing_agent(&spec, "give its command with --argv") {
+        eprintln!("{} {missing}", err_style.err("error:"));
+        return ExitCode::from(EXIT_USAGE);
+    }
     if crate::cmd::unattended::is_unattended(&spec) {
         crate::cmd::unattended::warn(&spec, err_style);
     }
     // Before any agent exists: from here on, SIGTERM/SIGHUP shut the tree down.
-    let terminated = terminated();
+    let mut signals = StopSignals::terminations();
     let interactive = std::io::stdin().is_terminal();
     let (human_tx, human_rx) = mpsc::channel(16);
     // One trace per chat: its sessions' spans hang under `chat`.
@@ -123,9 +130,9 @@ async fn chat(args: ChatArgs, color: ColorChoice, telemetry: &Telemetry) -> Exit
 
     let code = tokio::select! {
         code = drive(&args, &session, input, err_style) => code,
-        signal = terminated => {
-            eprintln!("\ncapfleet: terminated by signal {signal}; shutting the agent down");
-            ExitCode::from(128 + signal)
+        signal = signals.recv() => {
+            StopSignals::escalate(signal);
+            ExitCode::from(signal.exit_code())
         }
     };
 
@@ -138,23 +145,6 @@ async fn chat(args: ChatArgs, color: ColorChoice, telemetry: &Telemetry) -> Exit
         render::summary(&totals, err_style);
     }
     code
-}
-
-/// Resolves with the number of the first SIGTERM or SIGHUP received (never, if the
-/// handlers cannot be installed: the default action then applies).
-fn terminated() -> impl std::future::Future<Output = u8> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let term = signal(SignalKind::terminate());
-    let hup = signal(SignalKind::hangup());
-    async move {
-        let (Ok(mut term), Ok(mut hup)) = (term, hup) else {
-            return std::future::pending().await;
-        };
-        tokio::select! {
-            _ = term.recv() => libc::SIGTERM as u8,
-            _ = hup.recv() => libc::SIGHUP as u8,
-        }
-    }
 }
 
 /// The conversation loop: tasks in, turns out, Ctrl-C handled.

@@ -1,6 +1,6 @@
 //! Running a validated fleet: the run directory and journal, the supervision tree
 //! with every session and the router (`capfleet_actors::run::run_fleet`), the live
-//! view, Ctrl-C as a cooperative stop, the summary and the exit code.
+//! view, the stop signals (`crate::signals`), the summary and the exit code.
 
 use std::collections::HashMap;
 use std::io::IsTerminal;
@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use capfleet_actors::answerer::HumanQuestion;
 use capfleet_actors::budget::BudgetLimits;
-use capfleet_actors::events::{RunOutcome, SUBSCRIBER_CAPACITY, urn};
+use capfleet_actors::events::{RunOutcome, SUBSCRIBER_CAPACITY, Signal, urn};
 use capfleet_actors::run::{RunReport, RunSpec, RunTelemetry, run_fleet};
 use capfleet_actors::telemetry::metrics::FleetMetrics;
 use tokio::sync::mpsc;
@@ -20,6 +20,7 @@ use super::{EXIT_BUDGET, EXIT_INTERRUPTED, EXIT_SESSION_FAILED, RunArgs};
 use crate::cmd::unattended;
 use crate::fleet::{Fleet, OnError, RunDir};
 use crate::human::Input;
+use crate::signals::StopSignals;
 use crate::style::{ColorChoice, Style};
 use crate::telemetry::Telemetry;
 use crate::telemetry::metrics_http::MetricsServer;
@@ -29,6 +30,7 @@ pub(super) async fn execute(
     args: &RunArgs,
     color: ColorChoice,
     telemetry: &Telemetry,
+    signals: StopSignals,
 ) -> ExitCode {
     let err = Style::for_stderr(color);
     let run_telemetry = RunTelemetry {
@@ -61,6 +63,15 @@ pub(super) async fn execute(
             eprintln!("{} cannot make the run directory: {e}", err.err("error:"));
             return ExitCode::FAILURE;
         }
+    };
+    // Held until capfleet exits: `capfleet log -f` sees the orchestrator gone by it.
+    let _lock = match args.fleets.first().map(|f| run.lock(f)) {
+        Some(Ok(lock)) => lock,
+        Some(Err(e)) => {
+            eprintln!("{} cannot lock the run directory: {e}", err.err("error:"));
+            return ExitCode::FAILURE;
+        }
+        None => return ExitCode::from(super::EXIT_INVALID),
     };
     fleet.bind_run_dir(&run);
     eprintln!(
@@ -130,19 +141,15 @@ pub(super) async fn execute(
         telemetry: run_telemetry,
         workspace: Some(workspace),
     };
-    let interrupt = async {
-        if tokio::signal::ctrl_c().await.is_err() {
-            std::future::pending::<()>().await;
-        }
-        eprintln!("\n^C stopping the run: every session is cancelled");
-    };
-    let report = run_fleet(spec, vec![tx], interrupt).await;
+    let (signals_tx, signals_rx) = mpsc::channel(4);
+    signals.forward(signals_tx);
+    let report = run_fleet(spec, vec![tx], signals_rx).await;
     if let Some(s) = metrics_server {
         s.stop().await;
     }
     let seen = viewer.await.unwrap_or_default();
     let code = match &report {
-        Ok(r) => exit_code(r.outcome),
+        Ok(r) => exit_code(r),
         Err(e) => {
             eprintln!("{} {e}", err.err("error:"));
             // The router never ran: end the journal here.
@@ -168,12 +175,14 @@ async fn answer_questions(mut questions: mpsc::Receiver<HumanQuestion>, style: S
     }
 }
 
-fn exit_code(outcome: RunOutcome) -> u8 {
-    match outcome {
+/// The exit code: by outcome; a run a signal stopped exits 128 + its number (130
+/// for `SIGINT`, 143 `SIGTERM`, 129 `SIGHUP`).
+fn exit_code(r: &RunReport) -> u8 {
+    match r.outcome {
         RunOutcome::Completed => 0,
         RunOutcome::SessionFailed => EXIT_SESSION_FAILED,
         RunOutcome::BudgetExceeded => EXIT_BUDGET,
-        RunOutcome::Interrupted => EXIT_INTERRUPTED,
+        RunOutcome::Interrupted => r.signal.map_or(EXIT_INTERRUPTED, Signal::exit_code),
     }
 }
 

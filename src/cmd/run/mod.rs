@@ -12,6 +12,7 @@ use std::process::ExitCode;
 pub(crate) use args::RunArgs;
 
 use crate::fleet::{self, Loaded};
+use crate::signals::StopSignals;
 use crate::style::{ColorChoice, Style};
 use crate::telemetry::Telemetry;
 
@@ -41,6 +42,9 @@ async fn main(args: RunArgs, color: ColorChoice) -> ExitCode {
     if args.dry_run {
         crate::logging::init(color);
     }
+    // First of all (before any manifest probe or agent): from here on SIGINT, SIGTERM
+    // and SIGHUP stop the run instead of ending capfleet at once.
+    let signals = (!args.dry_run).then(StopSignals::all);
     let telemetry = match (!args.dry_run)
         .then(|| Telemetry::start(color, &args.telemetry))
         .transpose()
@@ -52,7 +56,7 @@ async fn main(args: RunArgs, color: ColorChoice) -> ExitCode {
             return ExitCode::from(EXIT_INVALID);
         }
     };
-    let code = load_and_run(&args, color, telemetry.as_ref()).await;
+    let code = load_and_run(&args, color, telemetry.as_ref(), signals).await;
     if let Some(t) = telemetry {
         t.finish().await;
     }
@@ -63,6 +67,7 @@ async fn load_and_run(
     args: &RunArgs,
     color: ColorChoice,
     telemetry: Option<&Telemetry>,
+    signals: Option<StopSignals>,
 ) -> ExitCode {
     let err = Style::for_stderr(color);
     if args.fleets.len() > 1 && !args.dry_run {
@@ -93,6 +98,21 @@ async fn load_and_run(
             }
         }
     }
+    // An agent that is not there: `run` refuses before anything spawns; the plan
+    // only warns (it runs nothing).
+    for l in &loaded {
+        for spec in l.fleet.specs() {
+            let fix = "set the session's `argv` in the fleet";
+            if let Some(missing) = crate::agents::missing_agent(spec, fix) {
+                if args.dry_run {
+                    eprintln!("{} {missing}", err.warn("warning:"));
+                } else {
+                    eprintln!("{} {missing}", err.err("error:"));
+                    invalid = true;
+                }
+            }
+        }
+    }
     if invalid {
         return ExitCode::from(EXIT_INVALID);
     }
@@ -100,8 +120,10 @@ async fn load_and_run(
         let fleets: Vec<_> = loaded.into_iter().map(|l: Loaded| l.fleet).collect();
         return dry_run::print(&fleets, args, Style::for_stdout(color));
     }
-    match (loaded.pop(), telemetry) {
-        (Some(l), Some(t)) => execute::execute(l.fleet, args, color, t).await,
+    match (loaded.pop(), telemetry, signals) {
+        (Some(l), Some(t), Some(signals)) => {
+            execute::execute(l.fleet, args, color, t, signals).await
+        }
         _ => ExitCode::from(EXIT_INVALID),
     }
 }
