@@ -36,4 +36,5 @@ mod sim_stream_json;
 mod sim_tui;
 mod test_results;
 mod tree;
+mod wire_hostile;
 mod workspaces;
