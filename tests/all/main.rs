@@ -25,6 +25,7 @@ mod prometheus;
 mod pty_driver;
 mod pty_input;
 mod pty_peers;
+mod pty_turns;
 mod registry;
 mod router;
 mod run_cli;
