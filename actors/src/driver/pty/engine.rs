@@ -2,6 +2,8 @@
 //! with it the screen, the settle clock, the line parser and the input queue.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -54,6 +56,8 @@ pub(super) struct Engine {
     interrupted: bool,
     /// A turn ended and no prompt went out since: lines are its late output.
     ended: bool,
+    /// The session closed the agent: nothing it prints is late output any more.
+    closing: Arc<AtomicBool>,
     max_line: usize,
     waiting: VecDeque<String>,
     /// Input not yet written, from `written` on.
@@ -65,7 +69,7 @@ pub(super) struct Engine {
 }
 
 impl Engine {
-    pub(super) fn new(launch: &LaunchSpec, sink: OutputSink) -> Self {
+    pub(super) fn new(launch: &LaunchSpec, sink: OutputSink, closing: Arc<AtomicBool>) -> Self {
         let m = &launch.manifest;
         Engine {
             screen: Screen::new(m.pty.rows, m.pty.cols, launch.max_line),
@@ -84,6 +88,7 @@ impl Engine {
             ready: false,
             interrupted: false,
             ended: false,
+            closing,
             max_line: launch.max_line,
             waiting: VecDeque::new(),
             writes: Vec::new(),
@@ -194,7 +199,13 @@ impl Engine {
                     self.rows.note(&line);
                     self.parser.on_line(&line, &mut self.events);
                 }
-                Fed::Line(line) if self.ended && !self.rows.seen(&line) => self.late(&line),
+                Fed::Line(line) if self.ended && !self.rows.seen(&line) => {
+                    if self.closing.load(Ordering::Acquire) {
+                        self.ended = false; // from here on the agent is leaving
+                    } else {
+                        self.late(&line);
+                    }
+                }
                 Fed::Line(_) => {}
             }
         }
