@@ -19,7 +19,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use capfleet_actors::bindings::pty::{LineParser, Screen};
+use capfleet_actors::bindings::pty::{Fed, LineParser, Screen};
 use capfleet_actors::manifest::Manifest;
 use serde_json::Value;
 
@@ -57,7 +57,8 @@ fn replay(root: &Path) {
     });
     let mut events = 0;
     let driver = best_of(3, || {
-        let mut screen = Screen::new(rows, cols);
+        let max_line = usize::try_from(manifest.limits.max_line_bytes).unwrap_or(usize::MAX);
+        let mut screen = Screen::new(rows, cols, max_line);
         let mut parser = LineParser::new(manifest.patterns.clone());
         let (mut lines, mut out) = (Vec::new(), Vec::new());
         parser.begin_turn("refactor please");
@@ -65,7 +66,9 @@ fn replay(root: &Path) {
             for c in &chunks {
                 screen.feed(c, &mut lines);
                 for l in lines.drain(..) {
-                    parser.on_line(&l, &mut out);
+                    if let Fed::Line(l) = l {
+                        parser.on_line(&l, &mut out);
+                    }
                 }
                 events += out.len();
                 out.clear();

@@ -76,6 +76,16 @@ impl Wire {
         self.write(&json!({ "jsonrpc": "2.0", "id": id, "error": error }))
     }
 
+    /// A `session/update` of this session as one line of about `bytes` bytes, its
+    /// [`super::frames::PAD_MARK`] text streamed as padding; its newline if `newline`.
+    pub(super) fn oversize(&mut self, update: Value, bytes: u64, newline: bool) -> io::Result<()> {
+        let params = json!({ "sessionId": self.session_id, "update": update });
+        let msg = json!({ "jsonrpc": "2.0", "method": "session/update", "params": params });
+        let mut out = self.out.lock();
+        super::frames::write_oversize(&mut out, &msg, bytes, newline)?;
+        out.flush()
+    }
+
     /// A `session/update` of this session.
     pub(super) fn update(&mut self, update: Value) -> io::Result<()> {
         let params = json!({ "sessionId": self.session_id, "update": update });

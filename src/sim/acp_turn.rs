@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 
 use super::acp::{Incoming, Wire};
 use super::edit::{Change, FileEdit};
+use super::frames::PAD_MARK;
 use super::steps::{Ask, FloodGen, Flow, Frontend, PlanEntry, Stop, ToolStep, Usage, chunks};
 
 /// JSON-RPC "internal error": how a scripted `error` step fails the prompt.
@@ -243,9 +244,9 @@ impl Frontend for AcpTurn<'_> {
         Ok(Flow::Next)
     }
 
-    fn oversize(&mut self, bytes: u64) -> io::Result<Flow> {
-        let text = "x".repeat(usize::try_from(bytes).unwrap_or(usize::MAX / 2));
-        self.message(&text)?;
+    fn oversize(&mut self, bytes: u64, newline: bool) -> io::Result<Flow> {
+        let u = json!({ "sessionUpdate": "agent_message_chunk", "content": text_block(PAD_MARK) });
+        self.wire.oversize(u, bytes, newline)?;
         Ok(Flow::Next)
     }
 

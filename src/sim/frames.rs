@@ -61,6 +61,15 @@ impl Out {
         self.writer.write_all(bytes)
     }
 
+    /// Lines written verbatim, each with its newline.
+    pub(super) fn raw_lines(&mut self, lines: &[String]) -> io::Result<()> {
+        for line in lines {
+            self.write_raw(line.as_bytes())?;
+            self.write_raw(b"\n")?;
+        }
+        Ok(())
+    }
+
     pub(super) fn flush(&mut self) -> io::Result<()> {
         self.writer.flush()
     }
@@ -162,24 +171,16 @@ impl Out {
     }
 
     /// A valid `assistant` text frame line of about `bytes` bytes (at least
-    /// its envelope), its padding streamed in pieces.
+    /// its envelope), its padding streamed in pieces; its newline if `newline`.
     pub(super) fn oversize(
         &mut self,
         session: &Session,
         message_id: &str,
         bytes: u64,
+        newline: bool,
     ) -> io::Result<()> {
-        let (prefix, suffix) = oversize_parts(session, message_id);
-        let mut padding = bytes.saturating_sub((prefix.len() + suffix.len()) as u64);
-        self.write_raw(prefix.as_bytes())?;
-        let block = [b'x'; 8192];
-        while padding > 0 {
-            let n = padding.min(block.len() as u64) as usize;
-            self.write_raw(&block[..n])?;
-            padding -= n as u64;
-        }
-        self.write_raw(suffix.as_bytes())?;
-        self.write_raw(b"\n")?;
+        let frame = oversize_frame(session, message_id);
+        write_oversize(&mut self.writer, &frame, bytes, newline)?;
         self.flush()
     }
 
@@ -304,23 +305,54 @@ pub(super) fn result_frame(session: &Session, turn: &TurnAcc, stop: Option<Stop>
     frame
 }
 
-/// The prefix and suffix of a valid `assistant` text frame whose text is
-/// padding written in between (oversize lines).
-fn oversize_parts(session: &Session, message_id: &str) -> (String, String) {
-    let frame = json!({
+/// An `assistant` text frame whose text is [`PAD_MARK`] (oversize lines).
+fn oversize_frame(session: &Session, message_id: &str) -> Value {
+    json!({
         "type": "assistant",
         "message": {
             "id": message_id,
             "type": "message",
             "role": "assistant",
             "model": session.model,
-            "content": [{ "type": "text", "text": "\u{1}" }],
+            "content": [{ "type": "text", "text": PAD_MARK }],
         },
         "session_id": session.session_id,
     })
-    .to_string();
-    match frame.split_once("\\u0001") {
-        Some((prefix, suffix)) => (prefix.to_string(), suffix.to_string()),
-        None => (frame, String::new()),
+}
+
+/// The string an oversize frame's padding replaces.
+pub(super) const PAD_MARK: &str = "\u{1}";
+
+/// Writes `frame` as one line of about `bytes` bytes (at least its envelope): its
+/// [`PAD_MARK`] string is replaced by `x` padding streamed in pieces, never built
+/// whole; the newline only if `newline` (else the line stays open).
+pub(super) fn write_oversize(
+    w: &mut impl Write,
+    frame: &Value,
+    bytes: u64,
+    newline: bool,
+) -> io::Result<()> {
+    let text = frame.to_string();
+    let (prefix, suffix) = text.split_once("\\u0001").unwrap_or((&text, ""));
+    w.write_all(prefix.as_bytes())?;
+    write_padding(
+        w,
+        bytes.saturating_sub((prefix.len() + suffix.len()) as u64),
+    )?;
+    w.write_all(suffix.as_bytes())?;
+    if newline {
+        w.write_all(b"\n")?;
     }
+    Ok(())
+}
+
+/// `n` bytes of `x`, 8 KiB at a time.
+pub(super) fn write_padding(w: &mut impl Write, mut n: u64) -> io::Result<()> {
+    let block = [b'x'; 8192];
+    while n > 0 {
+        let k = n.min(block.len() as u64) as usize;
+        w.write_all(&block[..k])?;
+        n -= k as u64;
+    }
+    Ok(())
 }

@@ -12,6 +12,8 @@
 //! chunk_delay_ms = 0           # default delay between chunks
 //! ignore_sigint = false        # TUI: Ctrl-C is ignored (hard-cancel tests)
 //! tools = ["Bash", "Read"]     # tools listed in the init frame
+//! before_init = ["{...}"]      # stream-json: verbatim lines before the init frame
+//! after_init = ["{...}"]       # stream-json: verbatim lines right after it
 //!
 //! [[turn]]
 //! match = "deploy"             # optional: taken by the first prompt containing it
@@ -32,7 +34,7 @@
 //!   { hang = true },
 //!   { flood = 209715200, chunk = 16384 },
 //!   { raw = "{not json" },        # one line, verbatim
-//!   { oversize = 2000000 },       # one frame line of about N bytes
+//!   { oversize = 2000000 },       # one frame line of about N bytes (newline = false: open)
 //!   { echo = true },              # says "echo: <prompt>"
 //!   { error = "rate_limit_error: slow down", subtype = "error_during_execution" },
 //!   { rpc = "fs/read_text_file", params = { path = "/abs/f.txt" } }, # ACP mode only

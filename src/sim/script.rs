@@ -32,6 +32,10 @@ pub(super) struct Header {
     pub chunk_delay_ms: u64,
     pub ignore_sigint: bool,
     pub tools: Option<Vec<String>>,
+    /// stream-json: lines written verbatim before the init frame.
+    pub before_init: Vec<String>,
+    /// stream-json: lines written verbatim right after the init frame.
+    pub after_init: Vec<String>,
 }
 
 /// One turn: what the sim does for one prompt.
@@ -61,6 +65,8 @@ const HEADER_KEYS: &[&str] = &[
     "chunk_delay_ms",
     "ignore_sigint",
     "tools",
+    "before_init",
+    "after_init",
     "turn",
 ];
 
@@ -108,6 +114,8 @@ pub(super) fn parse(origin: &str, text: &str) -> Result<Script, ScriptError> {
         chunk_delay_ms: f.u64("chunk_delay_ms")?.unwrap_or(0),
         ignore_sigint: f.bool("ignore_sigint")?.unwrap_or(false),
         tools: f.strings("tools")?,
+        before_init: raw_lines(&f, "before_init")?,
+        after_init: raw_lines(&f, "after_init")?,
     };
     let turns = match table.get("turn") {
         None => Vec::new(),
@@ -119,6 +127,15 @@ pub(super) fn parse(origin: &str, text: &str) -> Result<Script, ScriptError> {
         Some(_) => return Err(root.err("turn", "expected an array of tables ([[turn]])")),
     };
     Ok(Script { header, turns })
+}
+
+/// A list of verbatim lines (each a single line).
+fn raw_lines(f: &Fields<'_, '_>, key: &str) -> Result<Vec<String>, ScriptError> {
+    let lines = f.strings(key)?.unwrap_or_default();
+    if lines.iter().any(|l| l.contains('\n')) {
+        return Err(f.loc.err(key, "each entry must be a single line"));
+    }
+    Ok(lines)
 }
 
 fn parse_turn(loc: &Loc<'_>, value: &toml::Value) -> Result<Turn, ScriptError> {
@@ -267,8 +284,11 @@ fn parse_step(loc: &Loc<'_>, value: &toml::Value) -> Result<Step, ScriptError> {
             Step::Raw(line)
         }
         "oversize" => {
-            f.only(&["oversize"])?;
-            Step::Oversize(f.u64("oversize")?.unwrap_or(0))
+            f.only(&["oversize", "newline"])?;
+            Step::Oversize {
+                bytes: f.u64("oversize")?.unwrap_or(0),
+                newline: f.bool("newline")?.unwrap_or(true),
+            }
         }
         "echo" => {
             f.only(&["echo"])?;

@@ -33,7 +33,11 @@ pub(super) enum Step {
         chunk: usize,
     },
     Raw(String),
-    Oversize(u64),
+    /// A line of `bytes` bytes, left open (no newline) unless `newline`.
+    Oversize {
+        bytes: u64,
+        newline: bool,
+    },
     Echo,
     Error {
         message: String,
@@ -220,7 +224,8 @@ pub(super) trait Frontend {
     fn pause(&mut self, duration: Duration) -> io::Result<Flow>;
     fn flood(&mut self, bytes: u64, chunk: usize) -> io::Result<Flow>;
     fn raw(&mut self, line: &str) -> io::Result<Flow>;
-    fn oversize(&mut self, bytes: u64) -> io::Result<Flow>;
+    /// One line of about `bytes` bytes, streamed, its newline only if `newline`.
+    fn oversize(&mut self, bytes: u64, newline: bool) -> io::Result<Flow>;
     fn flush(&mut self) -> io::Result<()>;
     /// An `rpc` step; only the ACP mode has a client to call.
     fn rpc(&mut self, method: &str, _params: &Value) -> io::Result<Flow> {
@@ -286,7 +291,7 @@ pub(super) fn run_turn<F: Frontend>(
             Step::Sleep(ms) => fe.pause(Duration::from_millis(*ms))?,
             Step::Flood { bytes, chunk } => fe.flood(*bytes, *chunk)?,
             Step::Raw(line) => fe.raw(line)?,
-            Step::Oversize(bytes) => fe.oversize(*bytes)?,
+            Step::Oversize { bytes, newline } => fe.oversize(*bytes, *newline)?,
             Step::Rpc { method, params } => fe.rpc(method, params)?,
             Step::Run { command, args } => fe.run(command, args)?,
             Step::Edit(edit) => fe.edit(edit)?,

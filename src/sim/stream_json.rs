@@ -33,7 +33,9 @@ pub(super) fn run(script: &Script, state: &StateDir, options: Options) -> io::Re
         .map(|p| p.display().to_string())
         .unwrap_or_default();
     let uuid = fe.client.out.uuid();
+    fe.client.out.raw_lines(&script.header.before_init)?;
     fe.client.out.emit(&init_frame(&fe.session, &cwd, uuid))?;
+    fe.client.out.raw_lines(&script.header.after_init)?;
     fe.client.out.flush()?;
     let mut picker = TurnPicker::new(&script.turns);
     while let Some(prompt) = fe.client.next_prompt()? {
@@ -390,9 +392,11 @@ impl Frontend for StreamJson {
         Ok(Flow::Next)
     }
 
-    fn oversize(&mut self, bytes: u64) -> io::Result<Flow> {
+    fn oversize(&mut self, bytes: u64, newline: bool) -> io::Result<Flow> {
         let id = format!("msg_sim_{:06}", self.client.out.next_seq());
-        self.client.out.oversize(&self.session, &id, bytes)?;
+        self.client
+            .out
+            .oversize(&self.session, &id, bytes, newline)?;
         Ok(Flow::Next)
     }
 

@@ -8,6 +8,7 @@ use std::io::{self, BufWriter, StdoutLock, Write};
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
+use super::frames::write_padding;
 use super::line_editor::LineEditor;
 use super::script::Script;
 use super::state::{StateDir, TurnPicker};
@@ -226,16 +227,15 @@ impl Frontend for Tui {
         Ok(Flow::Next)
     }
 
-    fn oversize(&mut self, bytes: u64) -> io::Result<Flow> {
+    fn oversize(&mut self, bytes: u64, newline: bool) -> io::Result<Flow> {
         self.settle()?;
-        let block = [b'x'; 8192];
-        let mut left = bytes;
-        while left > 0 {
-            let n = left.min(block.len() as u64) as usize;
-            self.out.write_all(&block[..n])?;
-            left -= n as u64;
+        write_padding(&mut self.out, bytes)?;
+        if newline {
+            self.out.write_all(b"\r\n")?;
+        } else {
+            self.line_open = true;
         }
-        self.out.write_all(b"\r\n")?;
+        self.out.flush()?;
         Ok(Flow::Next)
     }
 

@@ -94,6 +94,7 @@ impl Wire for AcpWire {
             rpc: rpc.clone(),
             cwd,
             resume_id: resume_id.map(str::to_owned),
+            max_line: launch.max_line,
         };
         let output = Box::pin(async move {
             if let (Some(i), Some(o)) = (stdin, stdout)

@@ -6,6 +6,7 @@
 //! traffic: `session/update` (mapped, in order, credit-bounded), permission
 //! requests, and the reverse RPC served by [`crate::rpc`].
 //!
+//! The agent's output is read through [`super::acp_lines`] (bounded lines).
 //! Handlers run in the SDK's dispatch loop; anything that waits on a human or a
 //! process (permissions, terminal waits) is spawned off it so updates keep flowing,
 //! at most [`MAX_IN_FLIGHT`] at once (the loop waits for a slot past that).
@@ -23,11 +24,10 @@ use agent_client_protocol::v1::schema::{
     SelectedPermissionOutcome, TextContent,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
-use agent_client_protocol::{Agent, ByteStreams, Client, UntypedMessage};
+use agent_client_protocol::{Agent, Client, Lines, UntypedMessage};
 use serde_json::{Value, json};
 use tokio::process::{ChildStdin, ChildStdout};
 use tokio::sync::{Semaphore, mpsc};
-use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 
 use super::acp_elicit::{self, elicit};
 use super::acp_host::SessionHost;
@@ -57,6 +57,8 @@ pub(super) struct Conn {
     pub rpc: Option<Arc<Rpc>>,
     pub cwd: PathBuf,
     pub resume_id: Option<String>,
+    /// The longest line read from the agent ([`super::acp_lines`]).
+    pub max_line: usize,
 }
 
 fn acp_error(e: &RpcError) -> agent_client_protocol::Error {
@@ -127,7 +129,10 @@ pub(super) async fn run(
             agent_client_protocol::on_receive_request!(),
         )
         .connect_with(
-            ByteStreams::new(stdin.compat_write(), stdout.compat()),
+            Lines::new(
+                super::acp_lines::outgoing(stdin),
+                super::acp_lines::incoming(stdout, conn.max_line, conn.perms.sink().clone()),
+            ),
             async move |cx: ConnectionTo<Agent>| main_loop(cx, conn, mapper, cmds).await,
         )
         .await

@@ -113,6 +113,7 @@ impl Harness {
             rpc: None,
             cwd: ws.path().to_path_buf(),
             resume_id: None,
+            max_line: crate::process::lines::DEFAULT_MAX_LINE,
         };
         let (cmds, cmd_rx) = mpsc::channel(8);
         let (i, o) = (stdin.expect("stdin"), stdout.expect("stdout"));

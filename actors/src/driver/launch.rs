@@ -9,7 +9,6 @@ use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::process::{ChildStdin, ChildStdout};
 
 use crate::manifest::Manifest;
-use crate::process::lines::DEFAULT_MAX_LINE;
 use crate::process::stderr_ring::{RingConfig, StderrRing};
 use crate::process::{Io, ProcessGroup, SpawnSpec};
 use crate::protocol::SessionConfig;
@@ -29,7 +28,9 @@ pub struct LaunchSpec {
     pub program: Option<PathBuf>,
     /// Extra environment on top of the orchestrator's own (never scrubbed).
     pub env: Vec<(String, String)>,
-    /// The longest line accepted from the agent (longer: an error event).
+    /// The longest line accepted from the agent, on every binding (longer: dropped
+    /// as it streams past, a `cap.error` `parse_failed`); the manifest's
+    /// `limits.max_line_bytes` unless the builder of the spec sets another.
     pub max_line: usize,
     /// Emit `cap.pty.raw_bytes` (PTY only; a separate opt-in stream, spec §6.1).
     pub raw_bytes: bool,
@@ -67,6 +68,7 @@ impl std::fmt::Display for Shape {
 
 impl LaunchSpec {
     pub fn new(urn: impl Into<String>, manifest: Arc<Manifest>, config: SessionConfig) -> Self {
+        let max_line = usize::try_from(manifest.limits.max_line_bytes).unwrap_or(usize::MAX);
         LaunchSpec {
             urn: urn.into(),
             manifest,
@@ -74,7 +76,7 @@ impl LaunchSpec {
             argv: None,
             program: None,
             env: Vec::new(),
-            max_line: DEFAULT_MAX_LINE,
+            max_line,
             raw_bytes: false,
             shape: Shape::LongLived,
         }

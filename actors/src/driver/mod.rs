@@ -20,6 +20,7 @@ mod acp_conn;
 mod acp_conn_tests;
 mod acp_elicit;
 mod acp_host;
+mod acp_lines;
 mod acp_perms;
 pub mod actor;
 pub mod death;
@@ -197,6 +198,25 @@ pub const SUPPORTED: &[Binding] = &{
 /// A `cap.error` whose code is one of the registry's (`cap_*`), not retryable.
 pub(crate) fn registry_error(code: CapCode, message: impl Into<String>) -> CapEvent {
     CapEvent::error(ErrorKind::Cap(code), message, false)
+}
+
+/// The `cap.error` `parse_failed` of a line over the cap (`LaunchSpec::max_line`),
+/// dropped unread: the one report of an oversize line, whatever the binding.
+/// `terminated`: its newline came (false: the output ended inside it).
+pub(crate) fn oversize_line(len: u64, max: usize, terminated: bool) -> CapEvent {
+    let end = if terminated { "" } else { ", unterminated" };
+    let mut event = CapEvent::error(
+        ErrorKind::ParseFailed,
+        format!("agent line of {len} bytes{end} exceeds the line cap of {max} bytes; dropped"),
+        false,
+    );
+    if let CapEvent::Error(e) = &mut event {
+        e.details = Some(serde_json::json!({
+            "line_bytes": len, "max_line_bytes": max, "terminated": terminated,
+        }))
+        .into();
+    }
+    event
 }
 
 /// What a session asks of its driver.

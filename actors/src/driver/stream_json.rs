@@ -10,6 +10,8 @@
 //! once started; its `system/init` later only teaches us the id to `--resume` with.
 //! The wire admits every [`Shape`]: a long-lived process, one `-p` process per turn
 //! resuming the previous one's conversation, or stream-json over a TCP connection.
+//! Each prompt opens a turn in the mapper: a `result` frame before the process's
+//! `init` or while no turn is open is stray (`cap.error` `stray_frame`), not an answer.
 
 use std::sync::{Arc, Mutex};
 
@@ -26,7 +28,7 @@ use crate::bindings::stream_json::{build_argv, outbound};
 use crate::manifest::ArgvFastPath;
 use crate::process::lines::{LineConfig, LineItem, LineReader};
 use crate::process::stderr_ring::StderrRing;
-use crate::protocol::{CapEvent, Decision, ErrorKind};
+use crate::protocol::{CapEvent, Decision};
 use crate::sync::lock;
 
 use super::sink::MAX_BATCH;
@@ -98,7 +100,9 @@ impl Wire for StreamJsonWire {
             resume_id,
         } = start;
         let mapper = Arc::new(Mutex::new(
-            StreamJsonMapper::new().with_max_line_bytes(launch.max_line),
+            StreamJsonMapper::new()
+                .with_max_line_bytes(launch.max_line)
+                .with_turns(),
         ));
         let (input, peer, stderr, output): (Option<Input>, _, _, OutputTask) = match launch.shape {
             Shape::LongLived | Shape::PerTurn => {
@@ -144,6 +148,8 @@ impl Wire for StreamJsonWire {
     }
 
     async fn prompt(&mut self, text: String) {
+        // Open before the write: the answer may be read before the write returns.
+        lock(&self.mapper).begin_turn();
         self.write(&outbound::user_frame(&text)).await;
     }
 
@@ -221,7 +227,12 @@ fn output_task<R: tokio::io::AsyncRead + Unpin + Send + 'static>(
         ..LineConfig::default()
     };
     let reader = LineReader::with_config(out, lines);
-    Box::pin(read_loop(reader, mapper.clone(), sink.clone()))
+    Box::pin(read_loop(
+        reader,
+        mapper.clone(),
+        sink.clone(),
+        launch.max_line,
+    ))
 }
 
 /// Reads the agent's output to its end, mapping lines into batches.
@@ -229,6 +240,7 @@ async fn read_loop<R: tokio::io::AsyncRead + Unpin>(
     mut reader: LineReader<R>,
     mapper: Arc<Mutex<StreamJsonMapper>>,
     sink: OutputSink,
+    max_line: usize,
 ) -> OutputEnd {
     // Both grow to the largest burst seen (usually a few items), not to a guess.
     let mut wire = Vec::new();
@@ -247,12 +259,8 @@ async fn read_loop<R: tokio::io::AsyncRead + Unpin>(
             let mut m = lock(&mapper);
             match item {
                 LineItem::Line(line) | LineItem::Unterminated(line) => m.on_line(&line, &mut wire),
-                LineItem::Oversize { len, .. } => {
-                    let event = CapEvent::error(
-                        ErrorKind::ParseFailed,
-                        format!("agent line of {len} bytes exceeds the line cap; dropped"),
-                        false,
-                    );
+                LineItem::Oversize { len, terminated } => {
+                    let event = super::oversize_line(len, max_line, terminated);
                     wire.push(Output::Event(event));
                 }
             }

@@ -20,8 +20,8 @@ use std::io;
 
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 
-/// Default longest line: 1 MiB.
-pub const DEFAULT_MAX_LINE: usize = 1 << 20;
+/// Default longest line: 1 MiB (the manifest's default `limits.max_line_bytes`).
+pub const DEFAULT_MAX_LINE: usize = crate::manifest::DEFAULT_MAX_LINE_BYTES as usize;
 /// Default read buffer: 16 KiB. A session's resident memory is dominated by its
 /// buffers (the fleet bench's per-session goal is 64 KiB), and longer lines are
 /// assembled across reads anyway; the session bench shows no throughput loss.

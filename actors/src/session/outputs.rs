@@ -1,6 +1,7 @@
 //! What the driver's outputs do to the session: readiness (and the prompt that waited
 //! for it), the agent's events (hooks, spans, the turn book, the stream; its requests
-//! to the answerer), a turn's end, a withdrawn request.
+//! to the answerer), a turn's end, a withdrawn request. Late output (an event marked
+//! `capfleet.late_output`) is filed under the last ended turn, never the running one.
 
 use ractor::ActorRef;
 
@@ -9,7 +10,7 @@ use super::machine::Core;
 use crate::driver::DriverOutput;
 use crate::events::requests::{Decide, OpenRequest, fail_safe};
 use crate::events::{EventBody, SessionState, TurnOutcome};
-use crate::protocol::{CapEvent, StopReason};
+use crate::protocol::{CapEvent, HasMeta, StopReason, is_late_output};
 
 impl Core {
     pub(super) async fn on_output(&mut self, myself: &ActorRef<SessionMsg>, out: DriverOutput) {
@@ -60,6 +61,12 @@ impl Core {
     async fn on_event(&mut self, myself: &ActorRef<SessionMsg>, mut event: CapEvent) {
         self.hooks.apply(self.bus.urn(), &mut event);
         self.spans.on_event(&event);
+        if is_late_output(event.meta()) {
+            // The ended turn's output, even if the next turn has started meanwhile.
+            let ended = Some(self.book.done()).filter(|&n| n > 0);
+            self.bus.publish(ended, EventBody::Cap { event }).await;
+            return;
+        }
         self.book.record(&event);
         let request = match &event {
             CapEvent::PermissionRequest(p) => Some(OpenRequest::Permission {

@@ -153,6 +153,7 @@ fn allow() {
             frames: 10,
             ignored_frames: 0,
             malformed_frames: 0,
+            stray_frames: 0,
             events: 9
         }
     );

@@ -6,7 +6,7 @@ use std::ops::Range;
 use toml::de::DeTable;
 
 use super::coding;
-use super::patterns::{Patterns, compile_field};
+use super::patterns::{Patterns, compile_field, compile_row_field};
 use super::reader::{Reader, join};
 use super::types::*;
 
@@ -21,6 +21,7 @@ pub(crate) struct Read {
     pub parse: Parse,
     pub capabilities: Capabilities,
     pub cost: Cost,
+    pub limits: Limits,
     pub patterns: Patterns,
 }
 
@@ -34,6 +35,7 @@ const TOP: &[&str] = &[
     "parse",
     "capabilities",
     "cost",
+    "limits",
 ];
 
 /// A section table (or `empty` when absent) with its header span.
@@ -139,10 +141,12 @@ pub(crate) fn read(r: &mut Reader, root: &DeTable<'_>) -> Read {
         currency: r.string(ct, "cost", "currency"),
     };
 
+    let limits = super::limits::read_limits(r, root, &empty);
+
     let mut patterns = Patterns::default();
     let parse = super::parse_section::read_parse(r, root, &empty, &mut patterns);
     if let (Some(p), Some(rw)) = (&startup.ready_when.pattern, startup_ready_span(root)) {
-        patterns.ready_when = compile_field(r, "startup.ready_when.pattern", Some(rw), p);
+        patterns.ready_when = compile_row_field(r, "startup.ready_when.pattern", Some(rw), p);
     }
     if let Some(p) = &agent.version_match {
         patterns.version_match = compile_field(
@@ -170,6 +174,7 @@ pub(crate) fn read(r: &mut Reader, root: &DeTable<'_>) -> Read {
         parse,
         capabilities,
         cost,
+        limits,
         patterns,
     }
 }

@@ -13,6 +13,7 @@ mod build;
 pub mod coding;
 pub mod error;
 mod fast_path;
+mod limits;
 mod parse_section;
 pub mod patterns;
 mod reader;
@@ -52,6 +53,8 @@ pub struct Manifest {
     pub capabilities: Capabilities,
     /// `[cost]`: whether the agent's usage is metered.
     pub cost: Cost,
+    /// `[limits]` (capfleet extension): bounds on the agent's output.
+    pub limits: Limits,
     /// Every pattern, compiled (multi-line) from the fields above.
     #[serde(skip)]
     pub patterns: Patterns,
@@ -98,6 +101,7 @@ impl Manifest {
             parse: read.parse,
             capabilities: read.capabilities,
             cost: read.cost,
+            limits: read.limits,
             patterns: read.patterns,
         };
         Ok(Validated { manifest, warnings })

@@ -1,4 +1,5 @@
-//! `[parse]` (spec §5.1): pattern sources kept as written, compiled into [`Patterns`].
+//! `[parse]` (spec §5.1): pattern sources kept as written, compiled into [`Patterns`]
+//! as they must be to match rendered rows (see [`super::patterns::row_fit`]).
 
 use std::ops::Range;
 
@@ -6,7 +7,7 @@ use regex::Regex;
 use toml::de::{DeTable, DeValue};
 
 use super::build::section;
-use super::patterns::{Patterns, compile_field};
+use super::patterns::{Patterns, compile_row_field};
 use super::reader::{Reader, join};
 use super::types::Parse;
 
@@ -42,7 +43,7 @@ pub(crate) fn read_parse(
         let Some(src) = r.string(pt, "parse", key) else {
             continue;
         };
-        let re = compile_field(r, &join("parse", key), Reader::span_of(pt, key), &src);
+        let re = compile_row_field(r, &join("parse", key), Reader::span_of(pt, key), &src);
         let (src_slot, re_slot) = match key {
             "tool_call_start" => (&mut parse.tool_call_start, &mut pats.tool_call_start),
             "tool_call_end" => (&mut parse.tool_call_end, &mut pats.tool_call_end),
@@ -73,7 +74,7 @@ fn compile_list(r: &mut Reader, t: &DeTable<'_>, key: &str, srcs: &[String]) -> 
             } else {
                 join("parse", key)
             };
-            compile_field(r, &name, items.get(i).cloned(), src)
+            compile_row_field(r, &name, items.get(i).cloned(), src)
         })
         .collect()
 }

@@ -176,6 +176,124 @@ pub fn needless_escapes(pattern: &str) -> Option<(String, String)> {
     first.map(|f| (f, out))
 }
 
+/// How a pattern fares against rendered rows: the screen's text, trailing blanks
+/// trimmed, one row (or logical line) at a time, never a line break inside.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RowFit {
+    /// Matches rows as written.
+    AsWritten,
+    /// Literal blanks right before an end anchor (`^> $`) are never on a rendered row:
+    /// this is the pattern with them optional (`^> *$`), which matches the prompt as
+    /// rendered.
+    Relaxed(String),
+    /// Can never match a rendered row; the reason.
+    Never(&'static str),
+}
+
+/// Checks `pattern` against what a rendered row can be (see [`RowFit`]).
+pub fn row_fit(pattern: &str) -> RowFit {
+    let relaxed = relax_trailing_blanks(pattern);
+    let effective = relaxed.as_deref().unwrap_or(pattern);
+    if let Some(reason) = never_on_a_row(effective) {
+        return RowFit::Never(reason);
+    }
+    match relaxed {
+        Some(p) => RowFit::Relaxed(p),
+        None => RowFit::AsWritten,
+    }
+}
+
+/// Whether the byte at `i` is escaped by an odd run of backslashes before it.
+fn escaped(b: &[u8], i: usize) -> bool {
+    b[..i].iter().rev().take_while(|&&c| c == b'\\').count() % 2 == 1
+}
+
+/// Indices of the `$` end anchors outside classes: unescaped, followed by the end of
+/// the pattern, `|` or `)`.
+fn end_anchors(b: &[u8]) -> Vec<usize> {
+    let mut out = Vec::new();
+    let mut class = false;
+    for i in 0..b.len() {
+        match b[i] {
+            b'[' if !class && !escaped(b, i) => class = true,
+            b']' if class && !escaped(b, i) => class = false,
+            b'$' if !class
+                && !escaped(b, i)
+                && matches!(b.get(i + 1), None | Some(b'|' | b')')) =>
+            {
+                out.push(i);
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// The pattern with each run of literal spaces right before an end anchor made
+/// optional (` ` -> ` *`); `None` when there is none.
+fn relax_trailing_blanks(pattern: &str) -> Option<String> {
+    let b = pattern.as_bytes();
+    let mut out = pattern.to_owned();
+    let mut changed = false;
+    for &end in end_anchors(b).iter().rev() {
+        let mut start = end;
+        // An escaped blank (`\ `) keeps its backslash, which then escapes ` *`'s blank.
+        while start > 0 && b[start - 1] == b' ' {
+            start -= 1;
+        }
+        if start < end {
+            out.replace_range(start..end, " *");
+            changed = true;
+        }
+    }
+    changed.then_some(out)
+}
+
+/// Why `pattern` can never match a rendered row, if it cannot: it needs a line break,
+/// or whitespace right before an end anchor.
+fn never_on_a_row(pattern: &str) -> Option<&'static str> {
+    if pattern.contains("\\n") || pattern.contains("\\r") {
+        return Some("it needs a line break, and a rendered row has none");
+    }
+    let b = pattern.as_bytes();
+    for end in end_anchors(b) {
+        let before = &pattern[..end];
+        let blank_before = [
+            " +", "\\s", "\\s+", "\\t", "\\t+", "[ ]", "[ ]+", "[ \\t]", "[ \\t]+",
+        ]
+        .iter()
+        .any(|t| before.ends_with(t) && !escaped(b, end - t.len()));
+        if blank_before {
+            return Some(
+                "it needs whitespace at the end of the line, and a rendered row's trailing \
+                 blanks are trimmed",
+            );
+        }
+    }
+    None
+}
+
+/// Compile a pattern matched against rendered rows (`[parse]`, `ready_when`): per
+/// [`row_fit`], relaxed where its trailing blanks could never be on a row (silently:
+/// it then matches the prompt as rendered, the spec's own `^> $` included), and a
+/// warning for `key` when it can never match.
+pub(crate) fn compile_row_field(
+    r: &mut Reader,
+    key: &str,
+    span: Option<std::ops::Range<usize>>,
+    pattern: &str,
+) -> Option<Regex> {
+    match row_fit(pattern) {
+        RowFit::AsWritten => compile_field(r, key, span, pattern),
+        RowFit::Relaxed(relaxed) => compile_field(r, key, span, &relaxed),
+        RowFit::Never(reason) => {
+            let note = format!("`{pattern}` can never match a rendered row: {reason}");
+            r.note(key, span.clone(), note);
+            compile_field(r, key, span, pattern)
+        }
+    }
+}
+
 /// Compile `pattern` for the field `key`, recording an error on failure.
 pub(crate) fn compile_field(
     r: &mut Reader,
@@ -246,6 +364,24 @@ mod tests {
         assert_eq!(forbidden_construct(r"\(?=x"), None);
         assert_eq!(forbidden_construct(r"(?P<n>a)(?<m>b)"), None);
         assert_eq!(forbidden_construct(r"\\1"), None);
+    }
+
+    #[test]
+    fn row_fit_relaxes_trailing_blanks_and_spots_the_impossible() {
+        assert_eq!(row_fit("^>\\s*$"), RowFit::AsWritten);
+        assert_eq!(row_fit("^> $"), RowFit::Relaxed("^> *$".into()));
+        assert_eq!(
+            row_fit("^(> $|❯  $)"),
+            RowFit::Relaxed("^(> *$|❯ *$)".into())
+        );
+        assert_eq!(row_fit("^\\$ $"), RowFit::Relaxed("^\\$ *$".into()));
+        assert_eq!(row_fit("[ $]"), RowFit::AsWritten);
+        assert_eq!(row_fit("^>\\ $"), RowFit::Relaxed("^>\\ *$".into()));
+        assert!(matches!(row_fit("^>\\s+$"), RowFit::Never(_)));
+        assert!(matches!(row_fit("^> +$"), RowFit::Never(_)));
+        assert!(matches!(row_fit("a\\nb"), RowFit::Never(_)));
+        let relaxed = compile("^> *$").unwrap();
+        assert!(relaxed.is_match(">") && relaxed.is_match("> "));
     }
 
     #[test]

@@ -328,3 +328,23 @@ pub struct Cost {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub currency: Option<String>,
 }
+
+/// Default `limits.max_line_bytes`: 1 MiB.
+pub const DEFAULT_MAX_LINE_BYTES: u64 = 1 << 20;
+
+/// `[limits]` (capfleet extension): bounds on the agent's output, on every binding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Limits {
+    /// The longest line of output accepted (newline excluded), default
+    /// [`DEFAULT_MAX_LINE_BYTES`]; a longer one is dropped as it streams past and
+    /// reported as `cap.error` `parse_failed`.
+    pub max_line_bytes: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_line_bytes: DEFAULT_MAX_LINE_BYTES,
+        }
+    }
+}

@@ -19,6 +19,19 @@ pub const CAP_DEPENDS_ON: &str = "cap.depends_on";
 /// `_meta.cap.message_to`: the URN a cross-agent directive is for (§10.3).
 pub const CAP_MESSAGE_TO: &str = "cap.message_to";
 
+/// `_meta."capfleet.late_output"` (capfleet's namespace, §7.0): `true` on an event
+/// made of output that arrived after its turn had ended and before the next prompt
+/// went out (a terminal agent still printing). It belongs to the ended turn, never to
+/// the next one. No new kind: a receiver that ignores the key sees plain events.
+pub const META_LATE_OUTPUT: &str = "capfleet.late_output";
+
+/// Whether an event's `_meta` marks it as late output ([`META_LATE_OUTPUT`]).
+pub fn is_late_output(meta: Option<&Meta>) -> bool {
+    meta.and_then(|m| m.get(META_LATE_OUTPUT))
+        .and_then(Value::as_bool)
+        .unwrap_or(false)
+}
+
 /// A reserved key, flat (`"cap.x"`) or nested (`"cap": {"x": ..}`); `key` is the
 /// flat spelling.
 pub fn cap_value<'a>(meta: &'a Meta, key: &str) -> Option<&'a Value> {

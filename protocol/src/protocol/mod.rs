@@ -30,7 +30,7 @@ pub use decode::{
 pub use errors::{CapCode, ErrorKind};
 pub use event::{CapEvent, PROTOCOL_VERSION};
 pub use kinds::{EventKind, KINDS, KindSpec, kind_spec};
-pub use meta::{HasMeta, Meta};
+pub use meta::{HasMeta, META_LATE_OUTPUT, Meta, is_late_output};
 pub use nullable::Nullable;
 pub use session_config::SessionConfig;
 pub use vocab::{

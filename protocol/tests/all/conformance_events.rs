@@ -532,3 +532,20 @@ fn error_code_table_maps_both_ways() {
         10
     );
 }
+
+/// Late output (a terminal agent printing after its turn ended) is a plain event with
+/// `_meta."capfleet.late_output": true`: no new kind, the key survives a round trip,
+/// and a receiver reading it knows the event belongs to the ended turn.
+#[test]
+fn late_output_is_a_meta_key_on_a_plain_event() {
+    use capfleet_protocol::protocol::{META_LATE_OUTPUT, is_late_output};
+    let mut ev = CapEvent::text("pty-msg-1", "the rest of the answer\n");
+    assert!(!is_late_output(ev.meta()));
+    ev.set_meta(META_LATE_OUTPUT, Value::Bool(true));
+    let wire = serde_json::to_value(&ev).unwrap();
+    assert_eq!(wire["kind"], "cap.text_chunk");
+    assert_eq!(wire["_meta"][META_LATE_OUTPUT], true);
+    let back = decode_value(wire).unwrap();
+    assert!(is_late_output(back.meta()));
+    assert_eq!(back, ev);
+}

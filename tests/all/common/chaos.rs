@@ -74,11 +74,23 @@ impl Chat {
     /// --env CAPFLEET_TEST_MARKER=<unique> --env CAPFLEET_SIM_STATE=<tmp>/state`, plus
     /// `--json` for [`Output::Json`] and `extra`.
     pub(crate) fn start(label: &str, script: &str, output: Output, extra: &[&str]) -> Chat {
+        Chat::start_agent(label, "sim", &fixture(script), output, extra)
+    }
+
+    /// [`Chat::start`] with another agent (a registry name or a manifest path) and a
+    /// script anywhere.
+    pub(crate) fn start_agent(
+        label: &str,
+        agent: &str,
+        script: &Path,
+        output: Output,
+        extra: &[&str],
+    ) -> Chat {
         let marker = EnvMarker::new(label);
         let dir = tempfile::tempdir().expect("tempdir");
         let mut cmd = Command::new(crate::common::BIN);
-        cmd.args(["chat", "sim", "--task", "do the chaos task", "--script"])
-            .arg(fixture(script))
+        cmd.args(["chat", agent, "--task", "do the chaos task", "--script"])
+            .arg(script)
             .arg("--env")
             .arg(format!("{}={}", marker.key, marker.value))
             .arg("--env")
@@ -86,7 +98,6 @@ impl Chat {
                 "CAPFLEET_SIM_STATE={}",
                 dir.path().join("state").display()
             ))
-            .args(extra)
             .env("NO_COLOR", "1")
             .env_remove("CAPFLEET_SIM_SCRIPT")
             .stdin(Stdio::null())
@@ -97,6 +108,8 @@ impl Chat {
                 .arg("--journal")
                 .arg(dir.path().join("j.jsonl"));
         }
+        // Last: an `--argv` among them takes every argument after it.
+        cmd.args(extra);
         let mut child = cmd.spawn().expect("spawn capfleet");
         let pid = i32::try_from(child.id()).expect("pid");
         let out = child.stdout.take().expect("stdout");

@@ -14,7 +14,7 @@
 //! - [`peers`]: the pinned third-party peers (`tests/support/install_peers.sh`)
 //!   and their offline environment (`tests/support/peer_env.sh`).
 //! - [`procs`]: `/proc` walks for orphan checks (descendants, process groups,
-//!   env markers, RSS) and `wait_until`.
+//!   env markers, RSS and its peak) and `wait_until`.
 //! - [`repo`]: a git repository (or plain directory) to run fleets in.
 //! - [`terminal`]: `capfleet` with a human at a terminal (a PTY) answering its
 //!   questions.
@@ -39,7 +39,7 @@ pub(crate) use chat_json::{of_kind, of_type, run_chat, texts};
 pub(crate) use fake_llm::{FakeLlm, http};
 pub(crate) use peers::{claude_env, claude_env_in, peer, peer_env, try_peer};
 pub(crate) use procs::{
-    EnvMarker, descendants, is_alive, kill_group, processes_in_group, rss_kib, wait_until,
+    EnvMarker, descendants, hwm_kib, is_alive, kill_group, processes_in_group, rss_kib, wait_until,
 };
 
 use std::path::PathBuf;

@@ -100,11 +100,20 @@ pub(crate) fn processes_with_env_marker(key: &str, value: &str) -> Vec<i32> {
 /// Resident set size of `pid` in KiB (`VmRSS` of `/proc/PID/status`); 0 when
 /// the process is gone or has no memory (kernel thread, zombie).
 pub(crate) fn rss_kib(pid: i32) -> u64 {
+    status_kib(pid, "VmRSS:")
+}
+
+/// Peak resident set size of `pid` so far in KiB (`VmHWM`); 0 when it is gone.
+pub(crate) fn hwm_kib(pid: i32) -> u64 {
+    status_kib(pid, "VmHWM:")
+}
+
+fn status_kib(pid: i32, field: &str) -> u64 {
     fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
         .and_then(|s| {
             s.lines()
-                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .find_map(|l| l.strip_prefix(field))
                 .and_then(|v| v.split_whitespace().next()?.parse().ok())
         })
         .unwrap_or(0)

@@ -9,6 +9,7 @@
 //! named groups of the patterns fill the events' fields.
 
 use std::collections::{HashMap, HashSet};
+use std::hash::{DefaultHasher, Hash, Hasher};
 
 use regex::{Captures, RegexSet, RegexSetBuilder};
 use serde_json::Value;
@@ -18,7 +19,8 @@ use super::plan::{PLAN_ENTRY_PATTERN, plan_entry};
 use crate::manifest::Patterns;
 use crate::protocol::{CapEvent, PlanEntry};
 
-/// Distinct event lines remembered per turn (for repeat suppression).
+/// Distinct event lines remembered per turn (for repeat suppression), by hash: a
+/// screen-wide line costs 8 bytes here, not its length.
 const MAX_SEEN: usize = 4096;
 /// Tool output kept for `cap.tool_call.end`, per call.
 const MAX_TOOL_OUTPUT: usize = 64 * 1024;
@@ -48,7 +50,7 @@ pub struct LineParser {
     turn: u64,
     calls: u64,
     asks_made: u64,
-    seen: HashSet<String>,
+    seen: HashSet<u64>,
     section: Section,
     tools: Vec<OpenTool>,
     /// Lines of our prompt not yet seen echoed.
@@ -256,7 +258,9 @@ impl LineParser {
         if self.seen.len() >= MAX_SEEN {
             return true;
         }
-        self.seen.insert(format!("{kind}\u{0}{line}"))
+        let mut h = DefaultHasher::new();
+        (kind, line).hash(&mut h);
+        self.seen.insert(h.finish())
     }
 
     fn error(&mut self, line: &str, c: &Captures<'_>, out: &mut Vec<CapEvent>) {

@@ -15,5 +15,5 @@ pub mod settle;
 pub use input::{Paste, answer_bytes, prompt_bytes};
 pub use lines::LineParser;
 pub use redraw::RowScan;
-pub use screen::Screen;
+pub use screen::{Fed, Screen};
 pub use settle::{Settle, Verdict};

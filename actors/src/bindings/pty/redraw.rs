@@ -3,7 +3,8 @@
 //! Once output goes quiet, the screen's logical lines (wrapped rows joined; not the
 //! cursor's, still being edited) that are new since the turn began count as complete.
 //! Lines already seen (completed by a line feed, or on screen at the submit) are
-//! remembered in a bounded window larger than any screen, so none is taken twice.
+//! remembered in a bounded window larger than any screen, so none is taken twice;
+//! the rows left on screen of a line dropped as oversize are never a line.
 
 use std::collections::VecDeque;
 
@@ -14,6 +15,9 @@ const WINDOW: usize = 1024;
 #[derive(Debug, Default)]
 pub struct RowScan {
     recent: VecDeque<String>,
+    /// What the screen showed of the last line dropped as oversize: its rows still on
+    /// screen (a suffix of it, as more scroll away) are not a line.
+    cut: String,
 }
 
 impl RowScan {
@@ -37,13 +41,25 @@ impl RowScan {
         self.recent.push_back(line.to_owned());
     }
 
+    /// A line was dropped as oversize; `shown` is what the screen showed of it.
+    pub fn note_cut(&mut self, shown: String) {
+        self.cut = shown;
+    }
+
+    /// Whether `line` was taken already.
+    pub fn seen(&self, line: &str) -> bool {
+        let line = line.trim();
+        self.recent.iter().any(|r| r == line)
+    }
+
     /// The screen's complete lines (`(line, holds the cursor)`) not taken yet, in
     /// screen order; they are remembered as taken.
     pub fn fresh(&mut self, lines: &[(String, bool)]) -> Vec<String> {
         let mut out = Vec::new();
         for (line, at_cursor) in lines {
             let t = line.trim();
-            if *at_cursor || t.is_empty() || self.recent.iter().any(|r| r == t) {
+            let cut = !self.cut.is_empty() && self.cut.trim_end().ends_with(t);
+            if *at_cursor || t.is_empty() || cut || self.recent.iter().any(|r| r == t) {
                 continue;
             }
             self.note(t);

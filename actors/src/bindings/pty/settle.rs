@@ -2,11 +2,14 @@
 //!
 //! - boot: `startup.ready_when.pattern` on screen plus [`QUIET`] of silence (or the
 //!   manifest's `silence_ms` alone);
-//! - turn end: `parse.idle` matches the last non-empty rendered line, output has been
-//!   silent for [`QUIET`], and the turn has passed the prompt gate (at least one line
-//!   completed since the submit, so the prompt that was on screen before cannot end
-//!   it). The idle prompt may also be the cursor's line (an input box above status
-//!   rows). The check runs the moment the silence is long enough: no fixed settle.
+//! - turn end: `parse.idle` matches the cursor's logical line (the prompt with its
+//!   input area empty: an idle glyph alone on a row the cursor has left is answer
+//!   text, not a prompt), output has been silent for [`QUIET`], and the turn has
+//!   passed the prompt gate (at least one line completed since the submit, so the
+//!   prompt that was on screen before cannot end it). The cursor's line may be an
+//!   input box above status rows. A TUI that hides the terminal cursor (it draws its
+//!   own) leaves the real one anywhere: then the last non-empty row counts too. The
+//!   check runs the moment the silence is long enough: no fixed settle.
 //! - submit verification: when the agent went silent with our text still sitting on
 //!   its input line, Enter is sent again, at most [`RESUBMITS_MAX`] times.
 //!
@@ -66,6 +69,10 @@ pub trait View {
     /// The line being edited (a TUI's input box may sit above its status rows).
     fn cursor_line(&self) -> String;
     fn shows(&self, re: &Regex) -> bool;
+    /// The terminal cursor is hidden: its position says nothing.
+    fn cursor_hidden(&self) -> bool {
+        false
+    }
 }
 
 impl View for super::Screen {
@@ -77,6 +84,9 @@ impl View for super::Screen {
     }
     fn shows(&self, re: &Regex) -> bool {
         super::Screen::shows(self, re)
+    }
+    fn cursor_hidden(&self) -> bool {
+        super::Screen::cursor_hidden(self)
     }
 }
 
@@ -183,7 +193,8 @@ impl Settle {
             } => {
                 let last = view.last_line();
                 let idle = |l: &str| self.idle.iter().any(|re| re.is_match(l));
-                if *lines > 0 && (idle(&last) || idle(&view.cursor_line())) {
+                let at_prompt = idle(&view.cursor_line()) || (view.cursor_hidden() && idle(&last));
+                if *lines > 0 && at_prompt {
                     self.phase = Phase::Idle;
                     return Verdict::TurnEnd;
                 }
@@ -251,6 +262,40 @@ mod tests {
         assert_eq!(s.evaluate(t0 + QUIET * 3 / 2, &Fake("❯")), Verdict::Wait);
         assert_eq!(s.evaluate(t0 + QUIET * 2, &Fake("❯")), Verdict::TurnEnd);
         assert!(!s.is_busy());
+    }
+
+    /// A screen whose cursor sits on its own line, below the last non-empty row.
+    struct Below(&'static str, bool);
+    impl View for Below {
+        fn last_line(&self) -> String {
+            self.0.to_owned()
+        }
+        fn cursor_line(&self) -> String {
+            String::new()
+        }
+        fn shows(&self, re: &Regex) -> bool {
+            re.is_match(self.0)
+        }
+        fn cursor_hidden(&self) -> bool {
+            self.1
+        }
+    }
+
+    #[test]
+    fn a_prompt_glyph_the_cursor_left_is_text() {
+        let t0 = Instant::now();
+        let mut s = settle(t0);
+        s.evaluate(t0 + QUIET, &Fake("ready"));
+        s.submitted("hi", t0);
+        s.on_line();
+        assert_eq!(s.evaluate(t0 + QUIET, &Below("❯", false)), Verdict::Wait);
+        assert!(s.is_busy());
+        // A hidden cursor says nothing: the last row decides.
+        s.on_output(t0 + QUIET);
+        assert_eq!(
+            s.evaluate(t0 + QUIET * 2, &Below("❯", true)),
+            Verdict::TurnEnd
+        );
     }
 
     #[test]

@@ -16,6 +16,7 @@
 //! | `artifact` (the fields of a `cap.artifact`) | `cap.artifact`; invalid ones are malformed |
 //! | anything else well-formed | nothing; counted in `ignored_frames` |
 //! | not a JSON object / too long | `cap.error` `parse_failed`; counted in `malformed_frames` |
+//! | `result` before `init` or outside any turn (a mapper [`StreamJsonMapper::with_turns`]) | `cap.error` `stray_frame`, never a turn end or a cost; counted in `stray_frames` |
 //!
 //! Assistant snapshots' `usage` is never read (it is the `message_start` value).
 //!
@@ -43,6 +44,9 @@ use crate::protocol::{CapEvent, ErrorKind, HasMeta, Nullable};
 pub const DEFAULT_MAX_LINE_BYTES: usize = 64 * 1024 * 1024;
 /// At most this many bytes of a bad line are quoted in its `cap.error`.
 pub const EXCERPT_BYTES: usize = 200;
+/// The `cap.error` code of a well-formed frame that arrived where none may (a
+/// binding's own code: the spec's `parse_failed` is for output that cannot be parsed).
+pub const STRAY_FRAME: &str = "stray_frame";
 
 /// What the latest `system/init` said about the session.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -72,6 +76,10 @@ pub struct StreamJsonMapper {
     pub(super) turn_interrupted: bool,
     /// Cumulative `total_cost_usd` of this process so far.
     pub(super) cost_seen: f64,
+    /// Told of every turn ([`Self::with_turns`]): a `result` outside one is stray.
+    track_turns: bool,
+    /// A prompt was sent and its `result` has not come yet.
+    in_turn: bool,
 }
 
 impl Default for StreamJsonMapper {
@@ -93,7 +101,23 @@ impl StreamJsonMapper {
             turn_model: None,
             turn_interrupted: false,
             cost_seen: 0.0,
+            track_turns: false,
+            in_turn: false,
         }
+    }
+
+    /// The caller tells each turn's start ([`Self::begin_turn`]), as a driver does: a
+    /// `result` frame before the process's `init` or while no turn is open is stray
+    /// (reported, counted, never a turn's end or cost). Without it (a replay of
+    /// recorded lines) every `result` ends a turn.
+    pub fn with_turns(mut self) -> Self {
+        self.track_turns = true;
+        self
+    }
+
+    /// A prompt was sent: its turn is open until its `result`.
+    pub fn begin_turn(&mut self) {
+        self.in_turn = true;
     }
 
     /// Lines longer than `max` bytes are rejected as malformed without parsing.
@@ -158,7 +182,13 @@ impl StreamJsonMapper {
             Frame::User(f) => self.on_user(f, out),
             Frame::StreamEvent(f) => self.on_stream_event(f, out),
             Frame::Result(f) => {
-                self.on_result(f, out);
+                match self.stray_result() {
+                    Some(reason) => self.stray(line, "result", reason, out),
+                    None => {
+                        self.in_turn = false;
+                        self.on_result(f, out);
+                    }
+                }
                 true
             }
             Frame::ControlRequest(f) => self.on_control_request(f, out),
@@ -180,16 +210,31 @@ impl StreamJsonMapper {
 
     fn malformed(&mut self, line: &[u8], message: String, out: &mut Vec<Output>) {
         self.stats.malformed_frames += 1;
-        let mut end = line.len().min(EXCERPT_BYTES);
-        while end > 0 && end < line.len() && (line[end] & 0xC0) == 0x80 {
-            end -= 1;
+        let details = json!({"excerpt": excerpt(line), "line_bytes": line.len()});
+        self.emit(out, bad_line(ErrorKind::ParseFailed, message, details));
+    }
+
+    /// Why a `result` frame now would be stray, if it would.
+    fn stray_result(&self) -> Option<&'static str> {
+        if !self.track_turns {
+            None
+        } else if !self.ready_sent {
+            Some("before the agent's init")
+        } else if !self.in_turn {
+            Some("outside any turn")
+        } else {
+            None
         }
-        let excerpt = String::from_utf8_lossy(&line[..end]).into_owned();
-        let mut event = CapEvent::error(ErrorKind::ParseFailed, message, false);
-        if let CapEvent::Error(e) = &mut event {
-            e.details = Nullable::Value(json!({"excerpt": excerpt, "line_bytes": line.len()}));
-        }
-        self.emit(out, event);
+    }
+
+    fn stray(&mut self, line: &[u8], frame: &str, reason: &str, out: &mut Vec<Output>) {
+        self.stats.stray_frames += 1;
+        let message = format!("stray `{frame}` frame {reason}: ignored (not an answer, no cost)");
+        let details = json!({"frame": frame, "reason": reason, "excerpt": excerpt(line)});
+        self.emit(
+            out,
+            bad_line(ErrorKind::Other(STRAY_FRAME.into()), message, details),
+        );
     }
 
     fn on_system(&mut self, f: SystemFrame<'_>, out: &mut Vec<Output>) -> bool {
@@ -341,6 +386,24 @@ impl StreamJsonMapper {
     }
 }
 
+/// The first [`EXCERPT_BYTES`] of a line, cut at a character boundary.
+fn excerpt(line: &[u8]) -> String {
+    let mut end = line.len().min(EXCERPT_BYTES);
+    while end > 0 && end < line.len() && (line[end] & 0xC0) == 0x80 {
+        end -= 1;
+    }
+    String::from_utf8_lossy(&line[..end]).into_owned()
+}
+
+/// A non-retryable `cap.error` about one line of output, with its details.
+fn bad_line(code: ErrorKind, message: String, details: Value) -> CapEvent {
+    let mut event = CapEvent::error(code, message, false);
+    if let CapEvent::Error(e) = &mut event {
+        e.details = Nullable::Value(details);
+    }
+    event
+}
+
 /// An `artifact` frame as the `cap.artifact` it carries, validated like any event.
 fn artifact(mut fields: serde_json::Map<String, Value>) -> Result<CapEvent, String> {
     fields.remove("type");
@@ -382,4 +445,67 @@ pub(super) fn with_parent(mut event: CapEvent, parent: Option<&str>) -> CapEvent
         event.set_meta(META_PARENT_TOOL_USE_ID, Value::from(p));
     }
     event
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const INIT: &str = r#"{"type":"system","subtype":"init","session_id":"s1"}"#;
+    const RESULT: &str =
+        r#"{"type":"result","subtype":"success","result":"hi","total_cost_usd":0.5}"#;
+
+    fn feed(m: &mut StreamJsonMapper, lines: &[&str]) -> Vec<Output> {
+        let mut out = Vec::new();
+        for l in lines {
+            m.on_line(l.as_bytes(), &mut out);
+        }
+        out
+    }
+
+    fn stray_errors(out: &[Output]) -> Vec<String> {
+        out.iter()
+            .filter_map(|o| match o {
+                Output::Event(CapEvent::Error(e)) if e.code.as_str() == STRAY_FRAME => {
+                    Some(e.message.clone())
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn results_before_init_or_outside_a_turn_are_stray() {
+        let mut m = StreamJsonMapper::new().with_turns();
+        let out = feed(&mut m, &[RESULT, INIT, RESULT]);
+        let strays = stray_errors(&out);
+        assert_eq!(strays.len(), 2, "{out:?}");
+        assert!(strays[0].contains("before the agent's init"), "{strays:?}");
+        assert!(strays[1].contains("outside any turn"), "{strays:?}");
+        assert!(!out.iter().any(|o| matches!(o, Output::TurnEnd(_))));
+        assert!(
+            !out.iter()
+                .any(|o| matches!(o, Output::Event(CapEvent::Usage(_))))
+        );
+        assert_eq!(m.stats().stray_frames, 2);
+        // A turn's own result is its end, with its cost; the next one is stray again.
+        m.begin_turn();
+        let out = feed(&mut m, &[RESULT, RESULT]);
+        assert!(matches!(out.get(1), Some(Output::TurnEnd(_))), "{out:?}");
+        assert_eq!(stray_errors(&out).len(), 1);
+        assert_eq!(m.stats().stray_frames, 3);
+        assert_eq!(m.stats().malformed_frames, 0);
+    }
+
+    #[test]
+    fn without_turns_every_result_ends_a_turn() {
+        let mut m = StreamJsonMapper::new();
+        let out = feed(&mut m, &[RESULT, RESULT]);
+        let ends = out
+            .iter()
+            .filter(|o| matches!(o, Output::TurnEnd(_)))
+            .count();
+        assert_eq!(ends, 2);
+        assert_eq!(m.stats().stray_frames, 0);
+    }
 }

@@ -61,6 +61,9 @@ pub struct MapperStats {
     /// Lines that were not a JSON object, or too long; each also yields a
     /// `cap.error` `parse_failed`.
     pub malformed_frames: u64,
+    /// Well-formed frames where none may come (a `result` before `init` or outside
+    /// any turn); each also yields a `cap.error` `stray_frame`.
+    pub stray_frames: u64,
     /// CAP events emitted.
     pub events: u64,
 }

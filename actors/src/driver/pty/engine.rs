@@ -2,6 +2,8 @@
 //! with it the screen, the settle clock, the line parser and the input queue.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -11,11 +13,11 @@ use tokio::time::{Instant, sleep_until};
 use super::{READ_CHUNK, WRITE_CHUNK};
 use crate::bindings::pty::input::CTRL_C;
 use crate::bindings::pty::{
-    LineParser, Paste, RowScan, Screen, Settle, Verdict, answer_bytes, prompt_bytes,
+    Fed, LineParser, Paste, RowScan, Screen, Settle, Verdict, answer_bytes, prompt_bytes,
 };
 use crate::driver::sink::MAX_BATCH;
-use crate::driver::{DriverOutput, LaunchSpec, OutputSink, TurnEnd, registry_error};
-use crate::protocol::{CapCode, CapEvent, StopReason};
+use crate::driver::{DriverOutput, LaunchSpec, OutputSink, TurnEnd, oversize_line, registry_error};
+use crate::protocol::{CapCode, CapEvent, HasMeta, META_LATE_OUTPUT, StopReason};
 
 /// What the actor asks of its engine.
 #[derive(Debug)]
@@ -52,20 +54,25 @@ pub(super) struct Engine {
     raw_bytes: bool,
     ready: bool,
     interrupted: bool,
+    /// A turn ended and no prompt went out since: lines are its late output.
+    ended: bool,
+    /// The session closed the agent: nothing it prints is late output any more.
+    closing: Arc<AtomicBool>,
+    max_line: usize,
     waiting: VecDeque<String>,
     /// Input not yet written, from `written` on.
     writes: Vec<u8>,
     written: usize,
     out: Vec<DriverOutput>,
     events: Vec<CapEvent>,
-    lines: Vec<String>,
+    lines: Vec<Fed>,
 }
 
 impl Engine {
-    pub(super) fn new(launch: &LaunchSpec, sink: OutputSink) -> Self {
+    pub(super) fn new(launch: &LaunchSpec, sink: OutputSink, closing: Arc<AtomicBool>) -> Self {
         let m = &launch.manifest;
         Engine {
-            screen: Screen::new(m.pty.rows, m.pty.cols),
+            screen: Screen::new(m.pty.rows, m.pty.cols, launch.max_line),
             settle: Settle::new(
                 m.patterns.idle.clone(),
                 m.patterns.ready_when.clone(),
@@ -80,6 +87,9 @@ impl Engine {
             raw_bytes: launch.raw_bytes,
             ready: false,
             interrupted: false,
+            ended: false,
+            closing,
+            max_line: launch.max_line,
             waiting: VecDeque::new(),
             writes: Vec::new(),
             written: 0,
@@ -109,7 +119,8 @@ impl Engine {
                 },
                 read = reader.read(&mut buf) => match read {
                     Ok(n) if n > 0 => self.on_bytes(&buf[..n]),
-                    _ => break, // EOF or EIO: the terminal's last slave closed
+                    // EOF or EIO: the terminal's last slave closed.
+                    _ => return self.at_end().await,
                 },
                 cmd = rx.recv() => match cmd {
                     Some(Cmd::Resize { rows, cols }) => {
@@ -125,17 +136,37 @@ impl Engine {
                     self.on_quiet();
                 }
             }
-            self.out
-                .extend(self.events.drain(..).map(DriverOutput::Event));
-            while !self.out.is_empty() {
-                let rest = self.out.split_off(self.out.len().min(MAX_BATCH));
-                let batch = std::mem::replace(&mut self.out, rest);
-                if !self.sink.send(batch).await {
-                    return End::SessionGone; // the actor's post_stop kills the agent
-                }
+            if !self.flush().await {
+                return End::SessionGone; // the actor's post_stop kills the agent
             }
         }
         End::Closed
+    }
+
+    /// Hands the outputs and events so far to the session; false: it is gone.
+    async fn flush(&mut self) -> bool {
+        self.out
+            .extend(self.events.drain(..).map(DriverOutput::Event));
+        while !self.out.is_empty() {
+            let rest = self.out.split_off(self.out.len().min(MAX_BATCH));
+            let batch = std::mem::replace(&mut self.out, rest);
+            if !self.sink.send(batch).await {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// The terminal closed: a line over the cap it ended inside is reported.
+    async fn at_end(&mut self) -> End {
+        if let Some(len) = self.screen.oversize() {
+            self.events.push(oversize_line(len, self.max_line, false));
+        }
+        if self.flush().await {
+            End::Closed
+        } else {
+            End::SessionGone
+        }
     }
 
     /// `n` more bytes of input reached the terminal: typing counts as activity (no
@@ -156,12 +187,40 @@ impl Engine {
         self.settle.on_output(Instant::now().into_std());
         self.screen.feed(bytes, &mut self.lines);
         self.writes.extend(self.screen.take_replies());
-        for line in self.lines.drain(..) {
+        let mut lines = std::mem::take(&mut self.lines);
+        for fed in lines.drain(..) {
             self.settle.on_line();
-            if self.settle.is_busy() {
-                self.rows.note(&line);
-                self.parser.on_line(&line, &mut self.events);
+            match fed {
+                Fed::Oversize(len, shown) => {
+                    self.rows.note_cut(shown);
+                    self.events.push(oversize_line(len, self.max_line, true));
+                }
+                Fed::Line(line) if self.settle.is_busy() => {
+                    self.rows.note(&line);
+                    self.parser.on_line(&line, &mut self.events);
+                }
+                Fed::Line(line) if self.ended && !self.rows.seen(&line) => {
+                    if self.closing.load(Ordering::Acquire) {
+                        self.ended = false; // from here on the agent is leaving
+                    } else {
+                        self.late(&line);
+                    }
+                }
+                Fed::Line(_) => {}
             }
+        }
+        self.lines = lines;
+    }
+
+    /// A line completed after the turn ended and before the next prompt went out: the
+    /// ended turn's, marked as late output (the session files it under that turn).
+    /// Lines it showed already (a TUI redrawing its screen) are not taken again.
+    fn late(&mut self, line: &str) {
+        self.rows.note(line);
+        let from = self.events.len();
+        self.parser.on_line(line, &mut self.events);
+        for event in &mut self.events[from..] {
+            event.set_meta(META_LATE_OUTPUT, serde_json::Value::Bool(true));
         }
     }
 
@@ -201,6 +260,7 @@ impl Engine {
 
     fn submit(&mut self, text: String) {
         self.interrupted = false;
+        self.ended = false;
         self.parser.begin_turn(&text);
         let on_screen = self.screen.logical_lines();
         self.rows.seed(on_screen.iter().map(|(l, _)| l.as_str()));
@@ -236,6 +296,7 @@ impl Engine {
                 }
             }
             Verdict::TurnEnd => {
+                self.ended = true;
                 self.parser.end_turn(&mut self.events);
                 let error = self.parser.saw_error();
                 let stop_reason = match (self.interrupted, error) {

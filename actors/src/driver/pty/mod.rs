@@ -13,6 +13,9 @@
 //! [`LineParser`]: crate::bindings::pty::LineParser
 //! [`Settle`]: crate::bindings::pty::Settle
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use serde_json::Value;
 use tokio::sync::mpsc;
 
@@ -37,6 +40,9 @@ use engine::{Cmd, Engine};
 /// The PTY wire of one agent process.
 pub struct PtyWire {
     cmds: mpsc::Sender<Cmd>,
+    /// Set when the session closes us: what the agent prints from then on (a farewell
+    /// on hang-up) is no turn's late output.
+    closing: Arc<AtomicBool>,
     urn: String,
     cancel: CancelMode,
 }
@@ -106,7 +112,8 @@ impl Wire for PtyWire {
         let caps = &launch.manifest.capabilities;
         let cancel = caps.mid_turn_cancel.unwrap_or(pty_cfg.sigint_cancels_turn);
         let (cmds, rx) = mpsc::channel(COMMANDS);
-        let engine = Engine::new(launch, sink.clone());
+        let closing = Arc::new(AtomicBool::new(false));
+        let engine = Engine::new(launch, sink.clone(), closing.clone());
         let output = Box::pin(async move {
             match engine.run(pty, rx).await {
                 engine::End::Closed => OutputEnd::CLOSED,
@@ -115,6 +122,7 @@ impl Wire for PtyWire {
         });
         let wire = PtyWire {
             cmds,
+            closing,
             urn: launch.urn.clone(),
             cancel,
         };
@@ -156,6 +164,8 @@ impl Wire for PtyWire {
 
     /// Hang up: SIGHUP to the terminal's session, as closing a window does.
     fn close(&mut self, peer: &Peer) -> &'static str {
+        // Before the signal: the agent's answer to it comes after, and is read after.
+        self.closing.store(true, Ordering::Release);
         if let Peer::Process(group) = peer {
             let _gone = crate::process::signal_group(group.pgid(), libc::SIGHUP);
         }

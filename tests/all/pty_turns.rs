@@ -1,0 +1,138 @@
+//! Turn attribution on the PTY binding, end to end with the simulator's TUI: an idle
+//! prompt glyph mid-answer is text, not a turn end; a manifest idle pattern with a
+//! trailing blank before `$` (the spec's own `^> $` form) matches the prompt as
+//! rendered; `manifest validate` warns of a pattern no rendered row can match.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use common::EnvMarker;
+use common::chaos::turn_text;
+use common::chat::{assert_no_survivor, chat_in, script};
+
+use crate::common;
+
+/// The answer draws the prompt glyph alone on a line, then pauses 600 ms (three
+/// times the settle silence) before the rest: the cursor has left the glyph's row,
+/// so the turn goes on, and all of the answer is turn 1's, none of it turn 2's.
+#[test]
+fn a_prompt_glyph_mid_answer_with_a_pause_keeps_the_text_in_its_turn() {
+    let dir = tempfile::tempdir().expect("dir");
+    let s = script(
+        dir.path(),
+        r#"
+[[turn]]
+steps = [{ say = "part one\n❯\npart two", chunk = 13, delay_ms = 600 }]
+[[turn]]
+steps = [{ say = "second answer" }]
+"#,
+    );
+    let marker = EnvMarker::new("pty-glyph");
+    let run = chat_in(
+        "sim-tui",
+        &[
+            "--task",
+            "first",
+            "--task",
+            "second",
+            "--script",
+            s.to_str().expect("utf8"),
+        ],
+        &marker,
+    );
+    assert!(run.status.success(), "{:?}", run.status);
+    let ended = run.session("turn_ended");
+    assert_eq!(ended.len(), 2, "{:?}", run.events);
+    assert!(
+        ended.iter().all(|e| e["outcome"] == "completed"),
+        "{ended:?}"
+    );
+    let (one, two) = (turn_text(&run.events, 1), turn_text(&run.events, 2));
+    assert!(
+        one.contains("part one") && one.contains("part two"),
+        "turn 1: {one:?}"
+    );
+    assert_eq!(two.trim(), "second answer", "turn 2: {two:?}");
+    assert_no_survivor(&marker);
+}
+
+/// `config/agents/sim-tui.toml` with its idle pattern replaced by `idle`, written to
+/// `dir` (the agent is run with `--argv`, not looked up).
+fn sim_tui_manifest(dir: &Path, idle: &str) -> PathBuf {
+    let shipped = std::fs::read_to_string(common::repo_root().join("config/agents/sim-tui.toml"))
+        .expect("sim-tui manifest");
+    let line = shipped
+        .lines()
+        .find(|l| l.starts_with("idle = "))
+        .expect("an idle line");
+    let path = dir.join("sim-tui-spaced.toml");
+    std::fs::write(&path, shipped.replace(line, &format!("idle = [{idle:?}]"))).expect("write");
+    path
+}
+
+/// The spec's `^> $` form (a blank before `$`) for the sim's glyph: a rendered row's
+/// trailing blanks are trimmed, yet the turn ends on the prompt, promptly.
+#[test]
+fn an_idle_pattern_with_a_trailing_blank_matches_the_rendered_prompt() {
+    let dir = tempfile::tempdir().expect("dir");
+    let manifest = sim_tui_manifest(dir.path(), "^❯ $");
+    let s = script(dir.path(), "[[turn]]\nsteps = [{ say = \"hello\" }]\n");
+    let marker = EnvMarker::new("pty-spaced");
+    let run = chat_in(
+        manifest.to_str().expect("utf8"),
+        &[
+            "--task",
+            "hi",
+            "--script",
+            s.to_str().expect("utf8"),
+            "--turn-timeout-s",
+            "8",
+            "--restart",
+            "temporary",
+            "--argv",
+            common::BIN,
+            "sim",
+            "--mode",
+            "tui",
+        ],
+        &marker,
+    );
+    assert!(run.status.success(), "{:?}\n{:?}", run.status, run.events);
+    let ended = run.session("turn_ended");
+    assert_eq!(ended.len(), 1, "{:?}", run.events);
+    assert_eq!(ended[0]["outcome"], "completed");
+    assert!(run.wall < Duration::from_secs(10), "{:?}", run.wall);
+    assert_eq!(turn_text(&run.events, 1).trim(), "hello");
+    assert_no_survivor(&marker);
+}
+
+/// `manifest validate`: `^❯ $` is fine as rendered (no warning); `^❯\s+$` needs a
+/// trailing blank no rendered row has, and is warned about (still valid, exit 0).
+#[test]
+fn validate_warns_of_a_pattern_no_rendered_row_can_match() {
+    let dir = tempfile::tempdir().expect("dir");
+    let validate = |path: &Path| {
+        let out = Command::new(common::BIN)
+            .args(["manifest", "validate"])
+            .arg(path)
+            .output()
+            .expect("validate");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let spaced = sim_tui_manifest(dir.path(), "^❯ $");
+    let (code, stderr) = validate(&spaced);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(!stderr.contains("warning"), "{stderr}");
+    let never = dir.path().join("never.toml");
+    std::fs::rename(sim_tui_manifest(dir.path(), "^❯\\s+$"), &never).expect("rename");
+    let (code, stderr) = validate(&never);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        stderr.contains("parse.idle[0]") && stderr.contains("can never match a rendered row"),
+        "{stderr}"
+    );
+}
