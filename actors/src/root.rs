@@ -237,11 +237,17 @@ impl Orchestrator {
         &self.fleet
     }
 
-    /// Usage so far, per session and in total.
+    /// Usage so far, per session and in total (every usage event published before
+    /// the call included).
     pub async fn budget(&self) -> Result<BudgetSnapshot, TreeError> {
-        let budget = ractor::call!(self.root, RootMsg::Budget)
-            .map_err(|e| TreeError::unreachable("supervision tree", e))?;
+        let budget = self.budget_actor().await?;
         ractor::call!(budget, TapMsg::Snapshot).map_err(|e| TreeError::unreachable("budget", e))
+    }
+
+    /// The budget actor (the router reads it before turns start and after they end).
+    pub async fn budget_actor(&self) -> Result<ActorRef<BudgetMsg>, TreeError> {
+        ractor::call!(self.root, RootMsg::Budget)
+            .map_err(|e| TreeError::unreachable("supervision tree", e))
     }
 
     /// A sender into the journal, when the tree keeps one. Drop it before

@@ -9,20 +9,19 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ractor::{Actor, ActorRef};
+use ractor::Actor;
 use tokio::sync::mpsc;
 use tracing::Instrument;
 
 use crate::answerer::{HumanQuestion, Policy};
-use crate::budget::{BudgetAlert, BudgetBook, BudgetLimits, BudgetSnapshot};
+use crate::budget::{BudgetBook, BudgetLimits, BudgetScope, BudgetSnapshot};
 use crate::error::TreeError;
 use crate::events::trace::{adopt_parent, int};
 use crate::events::{Published, RunOutcome, urn};
-use crate::protocol::CancelScope;
 use crate::root::{Orchestrator, RootArgs};
 use crate::router::ROUTER_URN_SEGMENT;
 use crate::router::{Router, RouterArgs, RouterMsg, RoutingSpec};
-use crate::session::{SessionMsg, SessionSpec};
+use crate::session::SessionSpec;
 use crate::telemetry::metrics::Metrics;
 use crate::telemetry::{Counters, TreeTelemetry};
 use crate::workspace::candidates::Candidates;
@@ -146,10 +145,6 @@ pub async fn run_fleet(
             }
         }
     }
-    let by_urn: Vec<(Arc<str>, ActorRef<SessionMsg>)> = sessions
-        .iter()
-        .map(|(n, a)| (Arc::from(urn(&spec.fleet, n)), a.clone()))
-        .collect();
     let mut sinks = watchers;
     sinks.extend(tree.journal_tap().await);
     let args = RouterArgs {
@@ -159,6 +154,7 @@ pub async fn run_fleet(
         sinks,
         abort_on_error: spec.abort_on_error,
         telemetry,
+        budget: tree.budget_actor().await.ok(),
         candidates: phase.as_ref().map(|p| {
             Arc::new(Candidates::new(
                 &spec.fleet,
@@ -183,21 +179,14 @@ pub async fn run_fleet(
                 Ok(ractor::rpc::CallResult::Success(o)) => o,
                 _ => RunOutcome::SessionFailed,
             },
-            Some(alert) = alerts.recv() => match alert {
-                BudgetAlert::Total { spent, limit } => {
-                    let _budget = budget_span(&run_span, "fleet", spent, limit, "stop_run").entered();
-                    let reason = format!("cap_budget_exceeded: ${spent:.4} spent, budget ${limit:.4}");
-                    let _gone = router.cast(RouterMsg::Stop { outcome: RunOutcome::BudgetExceeded, reason });
-                }
-                BudgetAlert::Session { urn, spent, limit } => {
-                    let _budget = budget_span(&run_span, &urn, spent, limit, "close_session").entered();
-                    tracing::warn!(%urn, spent, limit, "session budget exceeded; closing the session");
-                    if let Some((_, s)) = by_urn.iter().find(|(u, _)| *u == urn) {
-                        let reason = format!("cap_budget_exceeded: ${spent:.4} of ${limit:.4}");
-                        let _gone = s.cast(SessionMsg::Cancel { scope: CancelScope::Session, reason });
-                    }
-                }
-            },
+            Some(crossing) = alerts.recv() => {
+                let (scope, action) = match &crossing.scope {
+                    BudgetScope::Fleet => ("fleet", "stop_run"),
+                    BudgetScope::Session(urn) => (&**urn, "close_session"),
+                };
+                let _budget = budget_span(&run_span, scope, crossing.spent_usd, crossing.limit_usd, action).entered();
+                let _gone = router.cast(RouterMsg::Budget(crossing));
+            }
             () = &mut interrupt, if !interrupted => {
                 interrupted = true;
                 let reason = "interrupted".to_owned();

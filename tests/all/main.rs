@@ -11,6 +11,7 @@ mod common;
 mod acp_echo;
 mod acp_peers;
 mod artifacts;
+mod budget;
 mod cli;
 mod driver_shapes;
 mod fleet_config;

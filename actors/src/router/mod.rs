@@ -1,8 +1,9 @@
 //! The router: static routes, `@cap://` mentions and master plans. Every message
 //! between sessions passes here and is recorded (journal and watchers); sessions never
 //! talk directly. It also starts the run (the task to the `start` sessions), admits
-//! turns under `max_concurrent`, stops the run on a budget breach, on Ctrl-C or on a
-//! failure under `on_error = "abort"`, and reports how the run ended.
+//! turns under `max_concurrent`, stops the run on a budget breach (a session on its
+//! own budget's), on Ctrl-C or on a failure under `on_error = "abort"`, and reports
+//! how the run ended.
 
 mod dispatch;
 pub mod mentions;
@@ -38,6 +39,9 @@ pub struct RouterArgs {
     pub telemetry: crate::telemetry::TreeTelemetry,
     /// The coding sessions' workspaces: a collect picker sees each candidate's diff.
     pub candidates: Option<std::sync::Arc<crate::workspace::candidates::Candidates>>,
+    /// The budget: read before each turn starts and after each ends (its crossings
+    /// stop the run or a session).
+    pub budget: Option<ActorRef<crate::budget::BudgetMsg>>,
 }
 
 pub enum RouterMsg {
@@ -49,8 +53,11 @@ pub enum RouterMsg {
         origin: Origin,
         result: Result<TurnResult, SessionError>,
     },
-    /// Stop the run (budget, Ctrl-C): no new turn starts, every session is closed.
+    /// Stop the run (Ctrl-C, a disk fault): no new turn starts, every session is closed.
     Stop { outcome: RunOutcome, reason: String },
+    /// A budget was crossed mid-turn (the budget's alert): the fleet's stops the run,
+    /// a session's own stops that session.
+    Budget(crate::budget::Crossing),
     /// Reply when the run has ended.
     WaitEnd(RpcReplyPort<RunOutcome>),
     /// The master plan as it stands (statuses followed), if one was adopted.
@@ -91,6 +98,7 @@ impl Actor for Router {
             a.telemetry,
         );
         core.candidates = a.candidates;
+        core.budget = a.budget;
         Ok(RouterState {
             core,
             waiters: Vec::new(),
@@ -115,6 +123,12 @@ impl Actor for Router {
             } => st.core.turn_done(&myself, session, origin, result).await,
             RouterMsg::Stop { outcome, reason } => {
                 st.core.stop(outcome, &reason).await;
+                st.core.check_end().await;
+            }
+            RouterMsg::Budget(crossing) => {
+                st.core.settle_budget().await;
+                // Already acted on when the settled budget held it.
+                st.core.on_crossing(&crossing, 0.0).await;
                 st.core.check_end().await;
             }
             RouterMsg::WaitEnd(reply) => st.waiters.push(reply),

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use capfleet_actors::answerer::HumanQuestion;
-use capfleet_actors::budget::BudgetLimits;
+use capfleet_actors::budget::{BudgetLimits, BudgetScope, BudgetSnapshot, Crossing};
 use capfleet_actors::events::{RunOutcome, SUBSCRIBER_CAPACITY, urn};
 use capfleet_actors::run::{RunReport, RunSpec, RunTelemetry, run_fleet};
 use capfleet_actors::telemetry::metrics::FleetMetrics;
@@ -169,6 +169,32 @@ fn exit_code(outcome: RunOutcome) -> u8 {
     }
 }
 
+/// A crossed limit: whose, the spend against it, the overshoot (spent minus limit) and
+/// why (the turn in flight whose usage crossed it; what ran on until stopped).
+fn crossing_line(b: &BudgetSnapshot, c: &Crossing) -> String {
+    let whose = match &c.scope {
+        BudgetScope::Fleet => "fleet budget".to_owned(),
+        BudgetScope::Session(urn) => format!("{} budget", short(urn)),
+    };
+    let turn = c.turn.map_or_else(String::new, |t| format!(" turn {t} of"));
+    let stopped = match c.scope {
+        BudgetScope::Fleet => "the run was stopped",
+        BudgetScope::Session(_) => "the session was stopped",
+    };
+    format!(
+        "{whose} exceeded: ${:.4} spent of ${:.4}, over by ${:.4}: crossed by{turn} {} in flight (${:.4} at the crossing); {stopped}",
+        b.spent_against(c),
+        c.limit_usd,
+        b.overshoot(c),
+        short(&c.urn),
+        c.spent_usd,
+    )
+}
+
+fn short(urn: &str) -> &str {
+    urn.rsplit('/').next().unwrap_or(urn)
+}
+
 /// Per session: turns, tokens, cost, restarts; then the fleet and where the journal is.
 fn summary(fleet: &Fleet, r: &RunReport, seen: &view::Seen, run: &RunDir, s: Style) {
     let outcome = serde_json::to_value(r.outcome)
@@ -216,6 +242,9 @@ fn summary(fleet: &Fleet, r: &RunReport, seen: &view::Seen, run: &RunDir, s: Sty
         r.budget.total.cost_usd,
         r.counters.restarts
     );
+    for c in &r.budget.crossings {
+        eprintln!("  {}", crossing_line(&r.budget, c));
+    }
     workspaces::summary(r, run, s);
     eprintln!(
         "  journal {} ({} records)",

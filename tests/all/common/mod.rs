@@ -33,7 +33,7 @@ pub(crate) mod sim;
 pub(crate) mod terminal;
 
 pub(crate) use capfleet::{
-    BIN, capfleet, journal_records, latest_run, run_journal, sandbox, sandboxed,
+    BIN, capfleet, journal_records, latest_run, run_ended, run_journal, sandbox, sandboxed,
 };
 pub(crate) use chat_json::{of_kind, of_type, run_chat, texts};
 pub(crate) use fake_llm::{FakeLlm, http};
