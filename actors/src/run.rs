@@ -1,8 +1,8 @@
 //! One fleet run, end to end: the supervision tree, every session, the router; the
-//! task to the start sessions; budget alerts and interrupts turned into a stop; the
-//! workspaces collected (diffs, vetting, commits, tests, the plan, transcripts at
-//! each session's end); the report when the run has ended. The application adds the
-//! view and the exit code.
+//! task to the start sessions; budget crossings, disk faults and interrupts turned
+//! into a stop; the workspaces collected (diffs, vetting, commits, tests, the plan,
+//! transcripts at each session's end); the report when the run has ended. The
+//! application adds the view and the exit code.
 
 use std::future::Future;
 use std::path::PathBuf;
@@ -18,6 +18,8 @@ use crate::budget::{BudgetBook, BudgetLimits, BudgetScope, BudgetSnapshot};
 use crate::error::TreeError;
 use crate::events::trace::{adopt_parent, int};
 use crate::events::{Published, RunOutcome, urn};
+use crate::fault::{DiskFault, FAULTS_CAPACITY};
+use crate::journal::{JournalSpec, JournalTally};
 use crate::root::{Orchestrator, RootArgs};
 use crate::router::ROUTER_URN_SEGMENT;
 use crate::router::{Router, RouterArgs, RouterMsg, RoutingSpec};
@@ -35,7 +37,7 @@ pub struct RunSpec {
     pub routing: RoutingSpec,
     pub policy: Policy,
     pub budget: BudgetLimits,
-    pub journal: Option<PathBuf>,
+    pub journal: Option<JournalSpec>,
     pub human: Option<mpsc::Sender<HumanQuestion>>,
     pub abort_on_error: bool,
     pub telemetry: RunTelemetry,
@@ -69,7 +71,10 @@ pub struct RunReport {
     pub outcome: RunOutcome,
     pub budget: BudgetSnapshot,
     pub counters: Counters,
-    pub journal_records: u64,
+    /// What the journal kept (and cut, and lost).
+    pub journal: JournalTally,
+    /// Writes of the run's record that failed (the run failed with the first).
+    pub faults: Vec<DiskFault>,
     /// Each workspace after the run (diff, vetting, commit, tests).
     pub workspaces: Vec<SessionReport>,
     /// The stored final master plan.
@@ -84,6 +89,7 @@ pub async fn run_fleet(
     interrupt: impl Future<Output = ()>,
 ) -> Result<RunReport, TreeError> {
     let (alerts_tx, mut alerts) = mpsc::channel(16);
+    let (faults_tx, mut faults) = mpsc::channel(FAULTS_CAPACITY);
     let run_span = tracing::info_span!(
         "fleet.run",
         cap.fleet = %spec.fleet,
@@ -111,6 +117,7 @@ pub async fn run_fleet(
     let tree = Orchestrator::start(RootArgs {
         fleet_name: spec.fleet.clone(),
         journal: spec.journal,
+        faults: Some(faults_tx.clone()),
         policy: spec.policy,
         budget: BudgetBook::with_limits(spec.budget, alerts_tx),
         human: spec.human,
@@ -122,6 +129,9 @@ pub async fn run_fleet(
     sinks.extend(tree.journal_tap().await);
     let mut publisher = crate::workspace::publisher(&spec.fleet, sinks);
     let phase = spec.workspace;
+    if let Some(p) = &phase {
+        p.store.report_faults_to(faults_tx.clone());
+    }
     let mut agents = Vec::with_capacity(spec.sessions.len());
     let mut sessions = Vec::with_capacity(spec.sessions.len());
     for s in spec.sessions {
@@ -135,7 +145,12 @@ pub async fn run_fleet(
                 agent: s.launch.manifest.agent.name.clone(),
                 model: s.launch.config.model.get().cloned(),
             };
-            subscribers.extend(transcript::spawn(subject, &p.store, publisher.clone()));
+            subscribers.extend(transcript::spawn(
+                subject,
+                &p.store,
+                publisher.clone(),
+                faults_tx.clone(),
+            ));
         }
         match tree.spawn_session(s, subscribers).await {
             Ok(actor) => sessions.push((name, actor)),
@@ -172,7 +187,9 @@ pub async fn run_fleet(
     let ended = router.call(RouterMsg::WaitEnd, None);
     tokio::pin!(ended);
     tokio::pin!(interrupt);
+    drop(faults_tx);
     let mut interrupted = false;
+    let mut disk_faults = Vec::new();
     let outcome = loop {
         tokio::select! {
             r = &mut ended => break match r {
@@ -186,6 +203,11 @@ pub async fn run_fleet(
                 };
                 let _budget = budget_span(&run_span, scope, crossing.spent_usd, crossing.limit_usd, action).entered();
                 let _gone = router.cast(RouterMsg::Budget(crossing));
+            }
+            Some(fault) = faults.recv() => {
+                let reason = fault.to_string();
+                disk_faults.push(fault);
+                let _gone = router.cast(RouterMsg::Stop { outcome: RunOutcome::DiskFailed, reason });
             }
             () = &mut interrupt, if !interrupted => {
                 interrupted = true;
@@ -248,12 +270,25 @@ pub async fn run_fleet(
     if let Err(e) = router.stop_and_wait(None, None).await {
         tracing::error!("router stop: {e}");
     }
-    let journal_records = tree.shutdown().await;
+    let journal = tree.finish().await;
+    // Faults of the last writes (the journal's final sync, a transcript's end).
+    while let Ok(fault) = faults.try_recv() {
+        disk_faults.push(fault);
+    }
+    let outcome = match outcome {
+        RunOutcome::Completed | RunOutcome::SessionFailed | RunOutcome::BudgetExceeded
+            if !disk_faults.is_empty() =>
+        {
+            RunOutcome::DiskFailed
+        }
+        o => o,
+    };
     Ok(RunReport {
         outcome,
         budget,
         counters,
-        journal_records,
+        journal,
+        faults: disk_faults,
         workspaces,
         plan_doc,
     })
@@ -284,7 +319,7 @@ fn record_outcome(run: &tracing::Span, outcome: RunOutcome) {
     run.record("cap.run.outcome", name.as_str());
     match outcome {
         RunOutcome::Completed => run.record("otel.status_code", "ok"),
-        RunOutcome::SessionFailed | RunOutcome::BudgetExceeded => {
+        RunOutcome::SessionFailed | RunOutcome::BudgetExceeded | RunOutcome::DiskFailed => {
             run.record("otel.status_code", "error")
         }
         RunOutcome::Interrupted => run,

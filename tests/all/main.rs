@@ -13,6 +13,7 @@ mod acp_peers;
 mod artifacts;
 mod budget;
 mod cli;
+mod disk;
 mod driver_shapes;
 mod fleet_config;
 mod fleet_examples;

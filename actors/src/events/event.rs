@@ -141,6 +141,8 @@ pub enum RunOutcome {
     SessionFailed,
     BudgetExceeded,
     Interrupted,
+    /// A write of the run's record failed (journal, transcript, artifact).
+    DiskFailed,
 }
 
 /// How a turn ended, from the orchestrator's side.

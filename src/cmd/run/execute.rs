@@ -10,6 +10,7 @@ use std::sync::Arc;
 use capfleet_actors::answerer::HumanQuestion;
 use capfleet_actors::budget::{BudgetLimits, BudgetScope, BudgetSnapshot, Crossing};
 use capfleet_actors::events::{RunOutcome, SUBSCRIBER_CAPACITY, urn};
+use capfleet_actors::journal::JournalSpec;
 use capfleet_actors::run::{RunReport, RunSpec, RunTelemetry, run_fleet};
 use capfleet_actors::telemetry::metrics::FleetMetrics;
 use tokio::sync::mpsc;
@@ -116,7 +117,10 @@ pub(super) async fn execute(
             total_usd: fleet.budgets.total_usd,
             per_session_usd,
         },
-        journal: Some(run.journal()),
+        journal: Some(JournalSpec {
+            path: run.journal(),
+            max_bytes: fleet.journal_max_bytes,
+        }),
         human,
         abort_on_error: fleet.on_error == OnError::Abort,
         telemetry: run_telemetry,
@@ -163,7 +167,7 @@ async fn answer_questions(mut questions: mpsc::Receiver<HumanQuestion>, style: S
 fn exit_code(outcome: RunOutcome) -> u8 {
     match outcome {
         RunOutcome::Completed => 0,
-        RunOutcome::SessionFailed => EXIT_SESSION_FAILED,
+        RunOutcome::SessionFailed | RunOutcome::DiskFailed => EXIT_SESSION_FAILED,
         RunOutcome::BudgetExceeded => EXIT_BUDGET,
         RunOutcome::Interrupted => EXIT_INTERRUPTED,
     }
@@ -201,13 +205,20 @@ fn summary(fleet: &Fleet, r: &RunReport, seen: &view::Seen, run: &RunDir, s: Sty
         .ok()
         .and_then(|v| v.as_str().map(str::to_owned))
         .unwrap_or_default();
+    let cause = r
+        .faults
+        .first()
+        .map_or_else(String::new, |f| format!(": {f}"));
     eprintln!(
         "{}",
         s.bold(&format!(
-            "run {} of fleet {}: {outcome}",
+            "run {} of fleet {}: {outcome}{cause}",
             run.id, fleet.name
         ))
     );
+    for f in &r.faults {
+        eprintln!("  {} {f}; kept: {}", s.err("disk fault:"), f.kept);
+    }
     for fs in &fleet.sessions {
         let u = urn(&fleet.name, &fs.spec.name);
         let row = seen.rows.get(u.as_str()).cloned().unwrap_or_default();
@@ -246,9 +257,21 @@ fn summary(fleet: &Fleet, r: &RunReport, seen: &view::Seen, run: &RunDir, s: Sty
         eprintln!("  {}", crossing_line(&r.budget, c));
     }
     workspaces::summary(r, run, s);
+    let j = &r.journal;
+    let mut cut = String::new();
+    if j.cut_bytes > 0 {
+        cut = format!(
+            ", {} text bytes cut past journal_max_mb (journal_cut records)",
+            j.cut_bytes
+        );
+    }
+    if j.lost > 0 {
+        cut.push_str(&format!(", {} events NOT written (disk fault)", j.lost));
+    }
     eprintln!(
-        "  journal {} ({} records)",
+        "  journal {} ({} records, {} bytes{cut})",
         run.journal().display(),
-        r.journal_records
+        j.records,
+        j.bytes
     );
 }
