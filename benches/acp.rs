@@ -125,6 +125,7 @@ async fn session_round_trips(turns: usize) -> Duration {
     let orchestrator = Orchestrator::start(RootArgs {
         fleet_name: "bench".into(),
         journal: None,
+        faults: None,
         policy: Default::default(),
         budget: Default::default(),
         human: None,

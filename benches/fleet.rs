@@ -113,7 +113,7 @@ fn main() {
     let t = Instant::now();
     let (with, _) = rt.block_on(run(dir.path(), 200, Some(j.clone()), &marker, 0.0));
     let journaled = t.elapsed();
-    let records = with.journal_records;
+    let records = with.journal.records;
     println!(
         "journal  {records} records in a {:.0} ms run (same run without journal {:.0} ms): {:.0} records/s of run time; overhead {:+.1}%",
         ms(journaled),
@@ -303,7 +303,7 @@ async fn journal_alone(dir: &Path, n: u64) -> (u64, Duration) {
     use capfleet_actors::events::SessionEvent;
     use capfleet_actors::journal::{Journal, JournalMsg};
     let path = dir.join("alone.jsonl");
-    let (journal, _) = ractor::Actor::spawn(None, Journal, path)
+    let (journal, _) = ractor::Actor::spawn(None, Journal, path.into())
         .await
         .expect("journal");
     let tx = ractor::call!(journal, JournalMsg::Subscribe).expect("subscribe");
@@ -322,7 +322,9 @@ async fn journal_alone(dir: &Path, n: u64) -> (u64, Duration) {
         tx.send(event).await.expect("journal alive");
     }
     drop(tx);
-    let written = ractor::call!(journal, JournalMsg::Finish).expect("finish");
+    let written = ractor::call!(journal, JournalMsg::Finish)
+        .expect("finish")
+        .records;
     let took = started.elapsed();
     journal.stop(None);
     (written, took)

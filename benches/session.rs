@@ -9,7 +9,9 @@
 //! 2. the whole process: `capfleet chat sim --task x --script <200,000 frames>`,
 //!    stdout to /dev/null, wall and CPU (user+sys of the child and its sim, from
 //!    `wait4`), median of 5; against the sim alone producing the same frames to
-//!    /dev/null and a raw parse of the lines;
+//!    /dev/null and a raw parse of the lines; and `capfleet run` of a one-session
+//!    fleet on the same script, interleaved: its wall over chat's (goal <= 1.3x) and
+//!    its journal's bytes per text byte (goal <= 1.5);
 //! 3. crash-to-ready restart latency: a turn whose sim kills itself once (SIGKILL),
 //!    then answers; time from the `cap.error` of the death to the next
 //!    `cap.session.ready` (and to the retried turn's first text), median over the
@@ -208,8 +210,16 @@ fn whole_chat(dir: &Path, user_frame: &Path) {
     let lines = count_lines(&data);
     let raw = best_of(2, || raw_parse(&data));
 
+    let fleet_dir = dir.join("fleet");
+    std::fs::create_dir_all(&fleet_dir).expect("fleet dir");
+    let fleet = format!(
+        "[fleet]\nname = \"bench\"\nstart = [\"a\"]\ntask = \"x\"\n\n[[sessions]]\nname = \"a\"\nagent = \"sim\"\nscript = {:?}\n",
+        script.display().to_string()
+    );
+    std::fs::write(fleet_dir.join("fleet.toml"), fleet).expect("fleet.toml");
     let mut sims = Vec::new();
     let mut chats = Vec::new();
+    let mut runs = Vec::new();
     for _ in 0..CHAT_RUNS {
         // Interleaved, so both see the same load on the shared cores.
         sims.push(run_sim(&script, user_frame, None));
@@ -222,9 +232,19 @@ fn whole_chat(dir: &Path, user_frame: &Path) {
             .stdout(Stdio::null())
             .stderr(Stdio::null());
         chats.push(timed(c));
+        let mut r = Command::new(EXE);
+        r.args(["run", "fleet.toml"])
+            .current_dir(&fleet_dir)
+            .env("NO_COLOR", "1")
+            .env("XDG_CONFIG_HOME", dir.join("xdg"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        runs.push(timed(r));
     }
     let sim = median_usage(&sims);
     let chat = median_usage(&chats);
+    let run = median_usage(&runs);
     println!(
         "\n2. whole process: capfleet chat sim --task x ({} frames, {:.1} MB), stdout /dev/null, median of {}",
         lines,
@@ -252,6 +272,19 @@ fn whole_chat(dir: &Path, user_frame: &Path) {
         .map(|u| format!("{:.3}", u.wall.as_secs_f64()))
         .collect();
     println!("   chat walls: {}", walls.join(" "));
+    let journal = std::fs::read_dir(fleet_dir.join(".capfleet/runs"))
+        .expect("run directories")
+        .filter_map(|e| std::fs::metadata(e.ok()?.path().join("journal.jsonl")).ok())
+        .map(|m| m.len())
+        .max()
+        .unwrap_or(0);
+    println!(
+        "   capfleet run of the same turn (one session)        {:>7.3} s wall  {:>7.3} s CPU  run/chat wall {:.2}x (goal <= 1.30x); journal {:.3} bytes per text byte (goal <= 1.5)",
+        run.wall.as_secs_f64(),
+        run.cpu.as_secs_f64(),
+        ratio(run.wall, chat.wall),
+        journal as f64 / (CHAT_FRAMES * CHUNK) as f64
+    );
 }
 
 // ---- 3. restart latency ----------------------------------------------------------
@@ -417,6 +450,7 @@ async fn start_tree() -> Orchestrator {
     Orchestrator::start(RootArgs {
         fleet_name: "bench".into(),
         journal: None,
+        faults: None,
         policy: Default::default(),
         budget: Default::default(),
         human: None,

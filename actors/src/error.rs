@@ -11,7 +11,7 @@ use ractor::{ActorProcessingErr, SpawnErr};
 pub enum TreeError {
     /// The journal file could not be opened (a missing directory that cannot be
     /// made, no permission, a read-only or full disk).
-    #[error("cannot open the journal {}: {source}", path.display())]
+    #[error("cannot open the journal {}: {source}; {}", path.display(), fix(source))]
     Journal {
         path: PathBuf,
         #[source]
@@ -68,6 +68,19 @@ impl TreeError {
             what,
             reason: err.to_string(),
         }
+    }
+}
+
+/// How to get past an I/O error on a file capfleet must write.
+pub fn fix(e: &std::io::Error) -> &'static str {
+    use std::io::ErrorKind::*;
+    match e.kind() {
+        PermissionDenied | ReadOnlyFilesystem => {
+            "make its directory writable, or run from (or point --journal at) a writable one"
+        }
+        StorageFull | QuotaExceeded => "free space on that disk, or write the journal elsewhere",
+        NotFound | NotADirectory => "create its directory, or choose an existing one",
+        _ => "check the disk and the path, or write the journal elsewhere",
     }
 }
 

@@ -3,10 +3,19 @@
 //! Sessions publish into the journal's bounded channel like any subscriber; a writer
 //! task appends one JSON object per line through a buffer and, every [`FLUSH_EVERY`],
 //! writes out and syncs what is new, so at most that much of the record is at risk
-//! in a crash. Stopping drains what
-//! is queued, then flushes and syncs.
+//! in a crash. Stopping drains what is queued, then flushes and syncs.
+//!
+//! Disk use is proportional to what happened ([`batch`]): consecutive text chunks of
+//! one message within a flush batch are one record (the text joined byte for byte,
+//! `chunks` and `last_seq` saying how many events it stands for), and past the run's
+//! limit ([`JournalSpec::max_bytes`], fleet.toml's `journal_max_mb`) text bodies are
+//! cut, each cut said by a `journal_cut` record with the bytes and chunks it left out.
+//! A write that fails (ENOSPC, EIO, a read-only disk) is a [`DiskFault`] reported to
+//! the run, which fails with it; the writer keeps draining (no publisher blocks) and
+//! counts what it could not write.
 
-use std::io::Write;
+mod batch;
+
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -16,35 +25,86 @@ use tokio::task::JoinHandle;
 
 use crate::error::JournalOpen;
 use crate::events::{Published, SUBSCRIBER_CAPACITY};
+use crate::fault::{DiskFault, FaultSink};
 
 /// The longest a record waits in memory before it is written and synced.
 pub const FLUSH_EVERY: Duration = Duration::from_millis(100);
+/// A run's journal at most, by default (`journal_max_mb = 1024`).
+pub const DEFAULT_MAX_BYTES: u64 = 1024 << 20;
+
+/// Where the journal goes and how large it may grow.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JournalSpec {
+    pub path: PathBuf,
+    /// Past this many bytes, text bodies are cut (with a `journal_cut` record).
+    pub max_bytes: u64,
+}
+
+impl From<PathBuf> for JournalSpec {
+    fn from(path: PathBuf) -> Self {
+        JournalSpec {
+            path,
+            max_bytes: DEFAULT_MAX_BYTES,
+        }
+    }
+}
+
+/// The journal's start arguments: its spec and where a failed write is reported.
+#[derive(Debug, Clone)]
+pub struct JournalArgs {
+    pub spec: JournalSpec,
+    pub faults: Option<FaultSink>,
+}
+
+impl From<PathBuf> for JournalArgs {
+    fn from(path: PathBuf) -> Self {
+        JournalArgs {
+            spec: path.into(),
+            faults: None,
+        }
+    }
+}
+
+/// What the journal did with the events it was given.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct JournalTally {
+    /// Events received.
+    pub events: u64,
+    /// Records (lines) on disk, synced.
+    pub records: u64,
+    /// Their bytes.
+    pub bytes: u64,
+    /// Text bytes cut past the limit (each cut said by a `journal_cut` record).
+    pub cut_bytes: u64,
+    /// Events not on disk because a write failed.
+    pub lost: u64,
+}
 
 pub struct Journal;
 
 pub enum JournalMsg {
     /// A sender for a new publisher (a session, the router, the workspace stream).
     Subscribe(RpcReplyPort<mpsc::Sender<Published>>),
-    /// Stop accepting, write everything queued, sync; reply with the records written.
-    Finish(RpcReplyPort<u64>),
+    /// Stop accepting, write everything queued, sync; reply with what was kept.
+    Finish(RpcReplyPort<JournalTally>),
 }
 
 pub struct JournalState {
     tx: Option<mpsc::Sender<Published>>,
-    writer: Option<JoinHandle<std::io::Result<u64>>>,
-    path: PathBuf,
+    writer: Option<JoinHandle<JournalTally>>,
 }
 
 impl Actor for Journal {
     type Msg = JournalMsg;
     type State = JournalState;
-    type Arguments = PathBuf;
+    type Arguments = JournalArgs;
 
     async fn pre_start(
         &self,
         _myself: ActorRef<JournalMsg>,
-        path: PathBuf,
+        args: JournalArgs,
     ) -> Result<JournalState, ActorProcessingErr> {
+        let path = args.spec.path.clone();
         let opened = match path.parent() {
             Some(dir) => std::fs::create_dir_all(dir),
             None => Ok(()),
@@ -54,17 +114,14 @@ impl Actor for Journal {
                 .create(true)
                 .append(true)
                 .open(&path)
-        });
-        let file = opened.map_err(|source| JournalOpen {
-            path: path.clone(),
-            source,
-        })?;
+        })
+        .and_then(|file| batch::Writer::new(file, args.spec, args.faults));
+        let writer = opened.map_err(|source| JournalOpen { path, source })?;
         let (tx, rx) = mpsc::channel(SUBSCRIBER_CAPACITY);
-        let writer = tokio::spawn(write_loop(file, rx));
+        let writer = tokio::spawn(write_loop(writer, rx));
         Ok(JournalState {
             tx: Some(tx),
             writer: Some(writer),
-            path,
         })
     }
 
@@ -81,8 +138,8 @@ impl Actor for Journal {
                 }
             }
             JournalMsg::Finish(reply) => {
-                let written = st.finish().await;
-                let _caller_gone = reply.send(written);
+                let kept = st.finish().await;
+                let _caller_gone = reply.send(kept);
             }
         }
         Ok(())
@@ -99,62 +156,44 @@ impl Actor for Journal {
 }
 
 impl JournalState {
-    async fn finish(&mut self) -> u64 {
+    async fn finish(&mut self) -> JournalTally {
         self.tx = None;
         let Some(writer) = self.writer.take() else {
-            return 0;
+            return JournalTally::default();
         };
-        match writer.await {
-            Ok(Ok(n)) => n,
-            Ok(Err(e)) => {
-                tracing::error!(path = %self.path.display(), "journal write failed: {e}");
-                0
-            }
-            Err(e) => {
-                tracing::error!("journal writer panicked: {e}");
-                0
-            }
-        }
+        writer.await.unwrap_or_else(|e| {
+            tracing::error!("journal writer panicked: {e}");
+            JournalTally::default()
+        })
     }
 }
 
 /// Receive and append; every [`FLUSH_EVERY`] write out and sync what is new.
-async fn write_loop(
-    file: std::fs::File,
-    mut rx: mpsc::Receiver<Published>,
-) -> std::io::Result<u64> {
-    let sync_handle = file.try_clone()?;
-    let mut out = std::io::BufWriter::with_capacity(256 << 10, file);
-    let mut written = 0u64;
-    let mut dirty = false;
+async fn write_loop(mut writer: batch::Writer, mut rx: mpsc::Receiver<Published>) -> JournalTally {
     let mut tick = tokio::time::interval(FLUSH_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
-            event = rx.recv() => {
-                let Some(event) = event else { break };
-                serde_json::to_writer(&mut out, &*event)?;
-                out.write_all(b"\n")?;
-                written += 1;
-                dirty = true;
-            }
-            _ = tick.tick() => {
-                if std::mem::take(&mut dirty) {
-                    out.flush()?;
-                    sync(&sync_handle).await?;
-                }
-            }
+            event = rx.recv() => match event {
+                Some(event) => writer.push(event),
+                None => break,
+            },
+            _ = tick.tick() => writer.flush().await,
         }
     }
-    out.flush()?;
-    sync(&sync_handle).await?;
-    Ok(written)
+    writer.flush().await;
+    writer.tally()
 }
 
-/// `fsync` off the async threads.
-async fn sync(file: &std::fs::File) -> std::io::Result<()> {
-    let handle = file.try_clone()?;
-    tokio::task::spawn_blocking(move || handle.sync_data())
-        .await
-        .map_err(std::io::Error::other)?
+/// A fault of the journal at `path`.
+fn fault(path: &std::path::Path, error: std::io::Error, kept: &JournalTally) -> DiskFault {
+    DiskFault {
+        what: "journal",
+        path: path.to_owned(),
+        error: std::sync::Arc::new(error),
+        kept: format!(
+            "{} records ({} bytes) written and synced before the fault",
+            kept.records, kept.bytes
+        ),
+    }
 }

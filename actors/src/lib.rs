@@ -24,6 +24,7 @@ pub mod clock;
 pub mod driver;
 pub mod error;
 pub mod events;
+pub mod fault;
 pub mod fleet;
 pub mod journal;
 pub mod pricing;

@@ -14,8 +14,6 @@
 //! (it holds no state); a crashed journal, budget or telemetry is reported and the
 //! run continues without it; a crashed fleet stops the tree.
 
-use std::path::PathBuf;
-
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SpawnErr, SupervisionEvent};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -24,8 +22,9 @@ use crate::answerer::{Answerer, AnswererArgs, AnswererMsg, HumanQuestion, Policy
 use crate::budget::{Budget, BudgetBook, BudgetMsg, BudgetSnapshot};
 use crate::error::TreeError;
 use crate::events::Published;
+use crate::fault::FaultSink;
 use crate::fleet::{Fleet, FleetArgs, FleetEvent, FleetMsg};
-use crate::journal::{Journal, JournalMsg};
+use crate::journal::{Journal, JournalArgs, JournalMsg, JournalSpec, JournalTally};
 use crate::session::{SessionMsg, SessionSpec};
 use crate::tap::TapMsg;
 use crate::telemetry::feed::{MetricsFeed, MetricsTap};
@@ -39,8 +38,10 @@ const CHILDREN_DEADLINE: std::time::Duration = std::time::Duration::from_secs(5)
 /// How to build the tree.
 pub struct RootArgs {
     pub fleet_name: String,
-    /// Write the journal here (JSONL).
-    pub journal: Option<PathBuf>,
+    /// Write the journal here (JSONL), at most this large.
+    pub journal: Option<JournalSpec>,
+    /// Where a failed write of the journal is reported (the run fails with it).
+    pub faults: Option<FaultSink>,
     /// How permissions are decided before anyone is asked.
     pub policy: Policy,
     /// The budget's limits and where it alerts (default: no limits).
@@ -59,8 +60,8 @@ pub enum RootMsg {
     Telemetry(RpcReplyPort<ActorRef<TelemetryMsg>>),
     /// A sender into the journal (for records that are not a session's), if any.
     JournalTap(RpcReplyPort<Option<mpsc::Sender<Published>>>),
-    /// Close every session, finish the journal; reply with the records it wrote.
-    Shutdown(RpcReplyPort<u64>),
+    /// Close every session, finish the journal; reply with what it kept.
+    Shutdown(RpcReplyPort<JournalTally>),
 }
 
 pub struct RootState {
@@ -94,10 +95,18 @@ impl Actor for Root {
         args: RootArgs,
     ) -> Result<RootState, ActorProcessingErr> {
         let journal = match args.journal {
-            Some(path) => Some(
-                Actor::spawn_linked(None, Journal, path, myself.get_cell())
-                    .await?
-                    .0,
+            Some(spec) => Some(
+                Actor::spawn_linked(
+                    None,
+                    Journal,
+                    JournalArgs {
+                        spec,
+                        faults: args.faults,
+                    },
+                    myself.get_cell(),
+                )
+                .await?
+                .0,
             ),
             None => None,
         };
@@ -175,8 +184,8 @@ impl Actor for Root {
                     tracing::error!("fleet shutdown: {e}");
                 }
                 let written = match &st.journal {
-                    Some(j) => ractor::call!(j, JournalMsg::Finish).unwrap_or(0),
-                    None => 0,
+                    Some(j) => ractor::call!(j, JournalMsg::Finish).unwrap_or_default(),
+                    None => JournalTally::default(),
                 };
                 // Every child gone (and its state with it: the run's span ends with the
                 // tree) before the caller goes on to flush the telemetry.
@@ -237,11 +246,17 @@ impl Orchestrator {
         &self.fleet
     }
 
-    /// Usage so far, per session and in total.
+    /// Usage so far, per session and in total (every usage event published before
+    /// the call included).
     pub async fn budget(&self) -> Result<BudgetSnapshot, TreeError> {
-        let budget = ractor::call!(self.root, RootMsg::Budget)
-            .map_err(|e| TreeError::unreachable("supervision tree", e))?;
+        let budget = self.budget_actor().await?;
         ractor::call!(budget, TapMsg::Snapshot).map_err(|e| TreeError::unreachable("budget", e))
+    }
+
+    /// The budget actor (the router reads it before turns start and after they end).
+    pub async fn budget_actor(&self) -> Result<ActorRef<BudgetMsg>, TreeError> {
+        ractor::call!(self.root, RootMsg::Budget)
+            .map_err(|e| TreeError::unreachable("supervision tree", e))
     }
 
     /// A sender into the journal, when the tree keeps one. Drop it before
@@ -279,10 +294,15 @@ impl Orchestrator {
     /// Close every session (their agents with them), finish the journal, stop the
     /// tree. Returns the journal records written.
     pub async fn shutdown(self) -> u64 {
-        let written = ractor::call!(self.root, RootMsg::Shutdown).unwrap_or(0);
+        self.finish().await.records
+    }
+
+    /// [`Orchestrator::shutdown`], returning what the journal kept (and lost).
+    pub async fn finish(self) -> JournalTally {
+        let kept = ractor::call!(self.root, RootMsg::Shutdown).unwrap_or_default();
         if let Err(e) = self.join.await {
             tracing::error!("the supervision tree ended abnormally: {e}");
         }
-        written
+        kept
     }
 }

@@ -1,7 +1,7 @@
 //! One fleet run, end to end: the supervision tree, every session, the router; the
-//! task to the start sessions; budget alerts and stop signals turned into a stop
-//! (`SIGINT` cooperative; `SIGTERM`/`SIGHUP` halting every agent at once; a second
-//! signal cutting the kill grace short, see [`crate::process::halt`]); the
+//! task to the start sessions; budget crossings, disk faults and stop signals turned
+//! into a stop (`SIGINT` cooperative; `SIGTERM`/`SIGHUP` halting every agent at once;
+//! a second signal cutting the kill grace short, see [`crate::process::halt`]); the
 //! workspaces collected (diffs, vetting, commits, tests, the plan, transcripts at
 //! each session's end); the report when the run has ended. The application adds the
 //! view and the exit code.
@@ -10,21 +10,22 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ractor::{Actor, ActorRef};
+use ractor::Actor;
 use tokio::sync::mpsc;
 use tracing::Instrument;
 
 use crate::answerer::{HumanQuestion, Policy};
-use crate::budget::{BudgetAlert, BudgetBook, BudgetLimits, BudgetSnapshot};
+use crate::budget::{BudgetBook, BudgetLimits, BudgetScope, BudgetSnapshot};
 use crate::error::TreeError;
 use crate::events::trace::{adopt_parent, int};
 use crate::events::{Published, RunOutcome, Signal, urn};
+use crate::fault::{DiskFault, FAULTS_CAPACITY};
+use crate::journal::{JournalSpec, JournalTally};
 use crate::process::halt::{self, Urgency};
-use crate::protocol::CancelScope;
 use crate::root::{Orchestrator, RootArgs};
 use crate::router::ROUTER_URN_SEGMENT;
 use crate::router::{Router, RouterArgs, RouterMsg, RoutingSpec};
-use crate::session::{SessionMsg, SessionSpec};
+use crate::session::SessionSpec;
 use crate::telemetry::metrics::Metrics;
 use crate::telemetry::{Counters, TreeTelemetry};
 use crate::workspace::candidates::Candidates;
@@ -38,7 +39,7 @@ pub struct RunSpec {
     pub routing: RoutingSpec,
     pub policy: Policy,
     pub budget: BudgetLimits,
-    pub journal: Option<PathBuf>,
+    pub journal: Option<JournalSpec>,
     pub human: Option<mpsc::Sender<HumanQuestion>>,
     pub abort_on_error: bool,
     pub telemetry: RunTelemetry,
@@ -72,7 +73,10 @@ pub struct RunReport {
     pub outcome: RunOutcome,
     pub budget: BudgetSnapshot,
     pub counters: Counters,
-    pub journal_records: u64,
+    /// What the journal kept (and cut, and lost).
+    pub journal: JournalTally,
+    /// Writes of the run's record that failed (the run failed with the first).
+    pub faults: Vec<DiskFault>,
     /// Each workspace after the run (diff, vetting, commit, tests).
     pub workspaces: Vec<SessionReport>,
     /// The stored final master plan.
@@ -91,6 +95,7 @@ pub async fn run_fleet(
     mut signals: mpsc::Receiver<Signal>,
 ) -> Result<RunReport, TreeError> {
     let (alerts_tx, mut alerts) = mpsc::channel(16);
+    let (faults_tx, mut faults) = mpsc::channel(FAULTS_CAPACITY);
     let run_span = tracing::info_span!(
         "fleet.run",
         cap.fleet = %spec.fleet,
@@ -118,6 +123,7 @@ pub async fn run_fleet(
     let tree = Orchestrator::start(RootArgs {
         fleet_name: spec.fleet.clone(),
         journal: spec.journal,
+        faults: Some(faults_tx.clone()),
         policy: spec.policy,
         budget: BudgetBook::with_limits(spec.budget, alerts_tx),
         human: spec.human,
@@ -129,6 +135,9 @@ pub async fn run_fleet(
     sinks.extend(tree.journal_tap().await);
     let mut publisher = crate::workspace::publisher(&spec.fleet, sinks);
     let phase = spec.workspace;
+    if let Some(p) = &phase {
+        p.store.report_faults_to(faults_tx.clone());
+    }
     let mut agents = Vec::with_capacity(spec.sessions.len());
     let mut sessions = Vec::with_capacity(spec.sessions.len());
     for s in spec.sessions {
@@ -142,7 +151,12 @@ pub async fn run_fleet(
                 agent: s.launch.manifest.agent.name.clone(),
                 model: s.launch.config.model.get().cloned(),
             };
-            subscribers.extend(transcript::spawn(subject, &p.store, publisher.clone()));
+            subscribers.extend(transcript::spawn(
+                subject,
+                &p.store,
+                publisher.clone(),
+                faults_tx.clone(),
+            ));
         }
         match tree.spawn_session(s, subscribers).await {
             Ok(actor) => sessions.push((name, actor)),
@@ -152,10 +166,6 @@ pub async fn run_fleet(
             }
         }
     }
-    let by_urn: Vec<(Arc<str>, ActorRef<SessionMsg>)> = sessions
-        .iter()
-        .map(|(n, a)| (Arc::from(urn(&spec.fleet, n)), a.clone()))
-        .collect();
     let mut sinks = watchers;
     sinks.extend(tree.journal_tap().await);
     let args = RouterArgs {
@@ -165,6 +175,7 @@ pub async fn run_fleet(
         sinks,
         abort_on_error: spec.abort_on_error,
         telemetry,
+        budget: tree.budget_actor().await.ok(),
         candidates: phase.as_ref().map(|p| {
             Arc::new(Candidates::new(
                 &spec.fleet,
@@ -182,27 +193,27 @@ pub async fn run_fleet(
     let ended = router.call(RouterMsg::WaitEnd, None);
     tokio::pin!(ended);
     let mut stop = Stops::default();
+    drop(faults_tx);
+    let mut disk_faults = Vec::new();
     let outcome = loop {
         tokio::select! {
             r = &mut ended => break match r {
                 Ok(ractor::rpc::CallResult::Success(o)) => o,
                 _ => RunOutcome::SessionFailed,
             },
-            Some(alert) = alerts.recv() => match alert {
-                BudgetAlert::Total { spent, limit } => {
-                    let _budget = budget_span(&run_span, "fleet", spent, limit, "stop_run").entered();
-                    let reason = format!("cap_budget_exceeded: ${spent:.4} spent, budget ${limit:.4}");
-                    let _gone = router.cast(RouterMsg::Stop { outcome: RunOutcome::BudgetExceeded, reason, signal: None });
-                }
-                BudgetAlert::Session { urn, spent, limit } => {
-                    let _budget = budget_span(&run_span, &urn, spent, limit, "close_session").entered();
-                    tracing::warn!(%urn, spent, limit, "session budget exceeded; closing the session");
-                    if let Some((_, s)) = by_urn.iter().find(|(u, _)| *u == urn) {
-                        let reason = format!("cap_budget_exceeded: ${spent:.4} of ${limit:.4}");
-                        let _gone = s.cast(SessionMsg::Cancel { scope: CancelScope::Session, reason });
-                    }
-                }
-            },
+            Some(crossing) = alerts.recv() => {
+                let (scope, action) = match &crossing.scope {
+                    BudgetScope::Fleet => ("fleet", "stop_run"),
+                    BudgetScope::Session(urn) => (&**urn, "close_session"),
+                };
+                let _budget = budget_span(&run_span, scope, crossing.spent_usd, crossing.limit_usd, action).entered();
+                let _gone = router.cast(RouterMsg::Budget(crossing));
+            }
+            Some(fault) = faults.recv() => {
+                let reason = fault.to_string();
+                disk_faults.push(fault);
+                let _gone = router.cast(RouterMsg::Stop { outcome: RunOutcome::DiskFailed, reason, signal: None });
+            }
             signal = signals.recv(), if stop.listening => {
                 if let Some(first) = stop.on(signal) {
                     let reason = match first {
@@ -279,21 +290,34 @@ pub async fn run_fleet(
         tracing::error!("router stop: {e}");
     }
     // Signals during the shutdown still cut the agents' grace short.
-    let shutdown = tree.shutdown();
-    tokio::pin!(shutdown);
-    let journal_records = loop {
+    let finish = tree.finish();
+    tokio::pin!(finish);
+    let journal = loop {
         tokio::select! {
-            written = &mut shutdown => break written,
+            kept = &mut finish => break kept,
             signal = signals.recv(), if stop.listening => {
                 stop.on(signal);
             }
         }
     };
+    // Faults of the last writes (the journal's final sync, a transcript's end).
+    while let Ok(fault) = faults.try_recv() {
+        disk_faults.push(fault);
+    }
+    let outcome = match outcome {
+        RunOutcome::Completed | RunOutcome::SessionFailed | RunOutcome::BudgetExceeded
+            if !disk_faults.is_empty() =>
+        {
+            RunOutcome::DiskFailed
+        }
+        o => o,
+    };
     Ok(RunReport {
         outcome,
         budget,
         counters,
-        journal_records,
+        journal,
+        faults: disk_faults,
         workspaces,
         plan_doc,
         signal: stop.first,
@@ -364,7 +388,7 @@ fn record_outcome(run: &tracing::Span, outcome: RunOutcome) {
     run.record("cap.run.outcome", name.as_str());
     match outcome {
         RunOutcome::Completed => run.record("otel.status_code", "ok"),
-        RunOutcome::SessionFailed | RunOutcome::BudgetExceeded => {
+        RunOutcome::SessionFailed | RunOutcome::BudgetExceeded | RunOutcome::DiskFailed => {
             run.record("otel.status_code", "error")
         }
         RunOutcome::Interrupted => run,

@@ -1,15 +1,19 @@
 //! A tap: an actor that sees every event every session publishes, through its own
 //! bounded channel (a slow tap slows the sessions; it never queues without bound).
 //! The budget and telemetry actors are taps; each supplies a [`TapHandler`].
-
-use std::sync::{Arc, Mutex};
+//!
+//! A snapshot is settled: it is taken after every event already in the tap's channel
+//! has been applied, so whoever has seen a publisher's `publish` return (a session's
+//! turn result, the run's end) reads a snapshot that includes that event.
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use crate::events::{Published, SUBSCRIBER_CAPACITY, SessionEvent};
-use crate::sync::lock;
+
+/// Snapshot requests waiting for the drain at most (callers wait, never queue more).
+const SNAPSHOT_REQUESTS: usize = 16;
 
 /// What a tap does with events, and what it reports.
 pub trait TapHandler: Send + 'static {
@@ -22,7 +26,7 @@ pub trait TapHandler: Send + 'static {
 pub enum TapMsg<S> {
     /// A sender for a new publisher (a session, the router, the workspace stream).
     Subscribe(RpcReplyPort<mpsc::Sender<Published>>),
-    /// What the tap has gathered so far.
+    /// What the tap has gathered, including every event queued before the request.
     Snapshot(RpcReplyPort<S>),
 }
 
@@ -35,9 +39,9 @@ impl<H> Default for Tap<H> {
     }
 }
 
-pub struct TapState<H> {
+pub struct TapState<H: TapHandler> {
     tx: mpsc::Sender<Published>,
-    handler: Arc<Mutex<H>>,
+    snapshots: mpsc::Sender<RpcReplyPort<H::Snapshot>>,
     drain: JoinHandle<()>,
 }
 
@@ -51,16 +55,14 @@ impl<H: TapHandler> Actor for Tap<H> {
         _myself: ActorRef<Self::Msg>,
         handler: H,
     ) -> Result<TapState<H>, ActorProcessingErr> {
-        let (tx, mut rx) = mpsc::channel::<Published>(SUBSCRIBER_CAPACITY);
-        let handler = Arc::new(Mutex::new(handler));
-        let shared = handler.clone();
-        let drain = tokio::spawn(async move {
-            while let Some(event) = rx.recv().await {
-                // Held only for the synchronous update, never across an await.
-                lock(&shared).on_event(&event);
-            }
-        });
-        Ok(TapState { tx, handler, drain })
+        let (tx, rx) = mpsc::channel::<Published>(SUBSCRIBER_CAPACITY);
+        let (snapshots, requests) = mpsc::channel(SNAPSHOT_REQUESTS);
+        let drain = tokio::spawn(drain(handler, rx, requests));
+        Ok(TapState {
+            tx,
+            snapshots,
+            drain,
+        })
     }
 
     async fn handle(
@@ -74,8 +76,8 @@ impl<H: TapHandler> Actor for Tap<H> {
                 let _caller_gone = reply.send(st.tx.clone());
             }
             TapMsg::Snapshot(reply) => {
-                let snap = lock(&st.handler).snapshot();
-                let _caller_gone = reply.send(snap);
+                // The drain answers once it has applied what is queued ahead.
+                let _drain_gone = st.snapshots.send(reply).await;
             }
         }
         Ok(())
@@ -88,5 +90,34 @@ impl<H: TapHandler> Actor for Tap<H> {
     ) -> Result<(), ActorProcessingErr> {
         st.drain.abort();
         Ok(())
+    }
+}
+
+/// Apply events as they come; answer each snapshot request after applying every
+/// event that was queued when it arrived (and no more: a flood cannot starve it).
+async fn drain<H: TapHandler>(
+    mut handler: H,
+    mut rx: mpsc::Receiver<Published>,
+    mut requests: mpsc::Receiver<RpcReplyPort<H::Snapshot>>,
+) {
+    let mut open = true;
+    loop {
+        tokio::select! {
+            biased;
+            request = requests.recv() => {
+                let Some(reply) = request else { return };
+                for _ in 0..rx.len() {
+                    match rx.try_recv() {
+                        Ok(event) => handler.on_event(&event),
+                        Err(_) => break,
+                    }
+                }
+                let _caller_gone = reply.send(handler.snapshot());
+            }
+            event = rx.recv(), if open => match event {
+                Some(event) => handler.on_event(&event),
+                None => open = false,
+            },
+        }
     }
 }

@@ -107,7 +107,7 @@ pub(crate) async fn run_with(
             total_usd: budget_usd,
             ..Default::default()
         },
-        journal,
+        journal: journal.map(Into::into),
         human: None,
         abort_on_error: false,
         telemetry,

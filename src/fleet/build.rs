@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use capfleet_actors::answerer::Policy;
+use capfleet_actors::journal::DEFAULT_MAX_BYTES;
 use capfleet_actors::manifest::Manifest;
 use capfleet_actors::router::{Picker, Route, RouteAction, RoutingSpec};
 use capfleet_actors::session::DEFAULT_TURN_TIMEOUT;
@@ -97,6 +98,10 @@ pub(super) async fn build(file: &FleetFile, cx: &Context<'_>) -> Result<Fleet, V
         on_error: f.on_error,
         turn_timeout,
         base: f.base.as_ref().map(|b| b.value.clone()),
+        journal_max_bytes: f
+            .journal_max_mb
+            .as_ref()
+            .map_or(DEFAULT_MAX_BYTES, |mb| mb.value << 20),
     })
 }
 

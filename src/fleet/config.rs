@@ -64,6 +64,8 @@ pub(crate) struct FleetSection {
     pub turn_timeout_s: Option<At<f64>>,
     /// The git revision coding sessions' worktrees branch from (default `HEAD`).
     pub base: Option<At<String>>,
+    /// One run's journal at most, in MiB (default 1024).
+    pub journal_max_mb: Option<At<u64>>,
 }
 
 /// One `[[sessions]]` entry.

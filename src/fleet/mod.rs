@@ -51,6 +51,9 @@ pub(crate) struct Fleet {
     pub turn_timeout: Duration,
     /// The git revision coding sessions' worktrees branch from (default `HEAD`).
     pub base: Option<String>,
+    /// One run's journal at most (`journal_max_mb`, default 1024 MiB): past it text
+    /// bodies are cut, each cut recorded.
+    pub journal_max_bytes: u64,
 }
 
 /// One session of a fleet.

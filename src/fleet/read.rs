@@ -31,6 +31,7 @@ const FLEET_KEYS: &[&str] = &[
     "max_risk",
     "turn_timeout_s",
     "base",
+    "journal_max_mb",
 ];
 const SESSION_KEYS: &[&str] = &[
     "name",
@@ -182,6 +183,9 @@ fn read_fleet(r: &mut Reader, t: &DeTable<'_>, span: Range<usize>) -> FleetSecti
         max_risk,
         turn_timeout_s: number_at(r, t, path, "turn_timeout_s"),
         base: string_at(r, t, path, "base"),
+        journal_max_mb: r
+            .uint(t, path, "journal_max_mb")
+            .map(|mb| at(r, t, path, "journal_max_mb", mb)),
     }
 }
 

@@ -8,6 +8,9 @@ use capfleet_actors::tomldoc::Location;
 use super::config::{At, FleetFile, HUMAN};
 use super::error::FleetError;
 
+/// `journal_max_mb` at most (16 TiB): larger is no bound.
+const JOURNAL_MAX_MB_CAP: u64 = 1 << 24;
+
 /// Every problem of `file` that reading alone could not see.
 pub(super) fn validate(file: &FleetFile) -> Vec<FleetError> {
     let mut errors = Vec::new();
@@ -156,6 +159,17 @@ fn check_budgets(file: &FleetFile, errors: &mut Vec<FleetError>) {
                 ),
             });
         }
+    }
+    if let Some(mb) = &file.fleet.journal_max_mb
+        && !(1..=JOURNAL_MAX_MB_CAP).contains(&mb.value)
+    {
+        errors.push(FleetError::InvalidValue {
+            at: mb.at.clone(),
+            reason: format!(
+                "{} is not a size in MiB from 1 to {JOURNAL_MAX_MB_CAP}",
+                mb.value
+            ),
+        });
     }
     for t in [&file.fleet.turn_timeout_s]
         .into_iter()

@@ -54,7 +54,8 @@
 //! `text` / `thinking` / `tool_use`), `user` `tool_result`, `result` with
 //! the turn's `usage` (the sum of its `usage` steps) and, like Claude,
 //! `total_cost_usd` cumulative over the process (an interrupted turn adds
-//! nothing); `result` is the turn's `say` texts joined by `\n`. Tool
+//! what its `usage` steps reported before the interrupt, as Claude bills the
+//! requests that completed); `result` is the turn's `say` texts joined by `\n`. Tool
 //! deltas are `tool_progress` frames with `output_chunk`; plans are
 //! `TodoWrite` tool calls; permission steps and asks are `control_request`
 //! `can_use_tool` (asks as tool `AskUserQuestion`, answered with

@@ -406,10 +406,9 @@ impl Frontend for StreamJson {
 
     fn end_turn(&mut self, stop: Option<Stop>) -> io::Result<()> {
         self.close_message(if stop.is_some() { "error" } else { "end_turn" })?;
-        if !matches!(stop, Some(Stop::Interrupted)) {
-            // Like Claude, an interrupted turn is never billed.
-            self.session.total_cost_usd += self.turn.usage.cost_usd;
-        }
+        // Like Claude, what completed before an interrupt is billed (its tokens are
+        // in the result's usage, its cost in the cumulative total).
+        self.session.total_cost_usd += self.turn.usage.cost_usd;
         let mut frame = result_frame(&self.session, &self.turn, stop);
         frame["uuid"] = json!(self.client.out.uuid());
         self.client.out.emit(&frame)?;

@@ -242,6 +242,27 @@ fn every_validation_error_names_line_and_key() {
             "not a positive number of seconds",
         ),
         (
+            "zero journal_max_mb",
+            fleet(&format!("{start}\n{task}journal_max_mb = 0"), ""),
+            "journal_max_mb",
+            "fleet.journal_max_mb",
+            "0 is not a size in MiB from 1 to 16777216",
+        ),
+        (
+            "negative journal_max_mb",
+            fleet(&format!("{start}\n{task}journal_max_mb = -5"), ""),
+            "journal_max_mb",
+            "fleet.journal_max_mb",
+            "out of range",
+        ),
+        (
+            "journal_max_mb not an integer",
+            fleet(&format!("{start}\n{task}journal_max_mb = \"big\""), ""),
+            "journal_max_mb",
+            "fleet.journal_max_mb",
+            "an integer",
+        ),
+        (
             "two actions",
             fleet(
                 &format!("{start}\n{task}"),

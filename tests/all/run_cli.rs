@@ -6,20 +6,13 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::sim::fleet_session;
-use common::{EnvMarker, capfleet, run_journal};
+use common::{EnvMarker, capfleet, run_ended, run_journal};
 use serde_json::Value;
 
 use crate::common;
 
 fn write(dir: &Path, name: &str, text: &str) {
     std::fs::write(dir.join(name), text).unwrap();
-}
-
-fn run_ended(records: &[Value]) -> Option<String> {
-    records
-        .iter()
-        .find(|r| r["type"] == "run_ended")
-        .map(|r| r["outcome"].as_str().unwrap_or("").to_owned())
 }
 
 /// A fleet of `spend` (over the 0.25 USD budget after `spend_after_ms`) and `waiters`

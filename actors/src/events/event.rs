@@ -93,6 +93,19 @@ pub enum EventBody {
         assigned_to: String,
         status: crate::protocol::PlanStatus,
     },
+    /// A budget was crossed (published under the router's URN): the fleet's
+    /// (`scope` "fleet": the run stops) or a session's own (`scope` its URN: that
+    /// session stops). `urn` and `turn` name the usage that crossed it, the turn in
+    /// flight; `spent_usd` is the spend against the limit at that moment.
+    BudgetExceeded {
+        scope: String,
+        limit_usd: f64,
+        spent_usd: f64,
+        overshoot_usd: f64,
+        urn: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        turn: Option<u32>,
+    },
     /// The run ended; `signal` when a signal stopped it (the first one received).
     RunEnded {
         outcome: RunOutcome,
@@ -138,6 +151,8 @@ pub enum RunOutcome {
     SessionFailed,
     BudgetExceeded,
     Interrupted,
+    /// A write of the run's record failed (journal, transcript, artifact).
+    DiskFailed,
 }
 
 /// A signal that stops a run (or a chat) from outside, as journaled (`SIGTERM`).

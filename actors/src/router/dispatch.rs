@@ -11,8 +11,10 @@ use super::RouterMsg;
 use super::mentions::{mentions, target_of};
 use super::plan::MasterPlan;
 
+mod budget;
 mod routes;
 use super::spec::RoutingSpec;
+use crate::budget::{BudgetMsg, BudgetScope};
 use crate::events::trace::int;
 use crate::events::{
     EventBody, Published, Publisher, RouteVia, RunOutcome, Signal, TurnOutcome, urn,
@@ -52,6 +54,8 @@ pub(super) struct Slot {
     /// The last completed turn's text.
     output: Option<String>,
     failed: bool,
+    /// Stopped by its own budget: no further turn.
+    over_budget: bool,
 }
 
 pub(super) struct Core {
@@ -79,6 +83,12 @@ pub(super) struct Core {
     telemetry: TreeTelemetry,
     /// The coding sessions' workspaces, for collect pickers.
     pub candidates: Option<Arc<crate::workspace::candidates::Candidates>>,
+    /// The budget, read (settled) before each turn starts and after each ends.
+    pub budget: Option<ActorRef<BudgetMsg>>,
+    /// The limits whose crossing was acted on.
+    budget_acted: HashSet<BudgetScope>,
+    /// A session crossed its own budget.
+    session_over_budget: bool,
 }
 
 impl Core {
@@ -100,6 +110,7 @@ impl Core {
                     queue: VecDeque::new(),
                     output: None,
                     failed: false,
+                    over_budget: false,
                 };
                 (name, slot)
             })
@@ -124,6 +135,9 @@ impl Core {
             outcome: None,
             telemetry,
             candidates: None,
+            budget: None,
+            budget_acted: HashSet::new(),
+            session_over_budget: false,
         }
     }
 
@@ -149,8 +163,7 @@ impl Core {
     /// Hand `d` to `to`: now if it is idle and admission allows, else queue it.
     async fn deliver(&mut self, me: &ActorRef<RouterMsg>, to: &str, d: Delivery) {
         let from = d.from.join("+");
-        if let Some(outcome) = self.stopped {
-            let reason = format!("the run is stopping ({outcome:?})");
+        if let Some(reason) = self.refusal(to) {
             self.record(EventBody::Refused {
                 from,
                 to: to.into(),
@@ -160,25 +173,8 @@ impl Core {
             return;
         }
         let Some(slot) = self.slots.get_mut(to) else {
-            let reason = format!("no session `{to}` in fleet {}", self.fleet);
-            self.record(EventBody::Refused {
-                from,
-                to: to.into(),
-                reason,
-            })
-            .await;
             return;
         };
-        if slot.failed {
-            let reason = "the session has failed".to_owned();
-            self.record(EventBody::Refused {
-                from,
-                to: to.into(),
-                reason,
-            })
-            .await;
-            return;
-        }
         let busy = slot.running.is_some() || !slot.queue.is_empty();
         if busy {
             if slot.queue.len() >= QUEUE_MAX {
@@ -202,7 +198,35 @@ impl Core {
         self.launch(me, to, d).await;
     }
 
+    /// Why `to` takes no delivery now, if it does not.
+    fn refusal(&self, to: &str) -> Option<String> {
+        if let Some(outcome) = self.stopped {
+            return Some(format!("the run is stopping ({outcome:?})"));
+        }
+        match self.slots.get(to) {
+            None => Some(format!("no session `{to}` in fleet {}", self.fleet)),
+            Some(slot) if slot.failed => Some("the session has failed".to_owned()),
+            Some(slot) if slot.over_budget => Some("the session's budget is spent".to_owned()),
+            Some(_) => None,
+        }
+    }
+
     async fn launch(&mut self, me: &ActorRef<RouterMsg>, to: &str, d: Delivery) {
+        // No turn starts past a limit: the budget's verdict on what is spent so far.
+        self.settle_budget().await;
+        if let Some(reason) = self.refusal(to) {
+            let from = d.from.join("+");
+            self.record(EventBody::Refused {
+                from,
+                to: to.into(),
+                reason,
+            })
+            .await;
+            if let Origin::Plan(i) = d.origin {
+                self.set_plan(i, PlanStatus::Blocked).await;
+            }
+            return;
+        }
         let Some(slot) = self.slots.get_mut(to) else {
             return;
         };
@@ -257,13 +281,20 @@ impl Core {
         if let Some(slot) = self.slots.get_mut(&session) {
             slot.running = None;
         }
+        // What the turn spent decides before anything follows from it (or the run ends).
+        self.settle_budget().await;
         let lost_race = self.race_losers.remove(&session);
+        let over_budget = self.slots.get(&session).is_some_and(|s| s.over_budget);
         match result {
             Ok(r) if r.outcome == TurnOutcome::Completed => {
                 self.completed(me, &session, origin, r).await
             }
             Ok(r) if r.outcome == TurnOutcome::Cancelled && lost_race => {
                 tracing::debug!(%session, "race candidate cancelled after another won");
+            }
+            // Its own budget stopped it: recorded as such, no failure.
+            Ok(_) | Err(_) if over_budget => {
+                tracing::debug!(%session, "session stopped by its budget");
             }
             Ok(r) => {
                 self.failed_turn(&session, origin, format!("turn ended {:?}", r.outcome))
@@ -475,6 +506,7 @@ impl Core {
         }
         let outcome = match self.stopped {
             Some(o) => o,
+            None if self.session_over_budget => RunOutcome::BudgetExceeded,
             None if self.any_failed => RunOutcome::SessionFailed,
             None => RunOutcome::Completed,
         };

@@ -1,8 +1,9 @@
 //! The router: static routes, `@cap://` mentions and master plans. Every message
 //! between sessions passes here and is recorded (journal and watchers); sessions never
 //! talk directly. It also starts the run (the task to the `start` sessions), admits
-//! turns under `max_concurrent`, stops the run on a budget breach, on Ctrl-C or on a
-//! failure under `on_error = "abort"`, and reports how the run ended.
+//! turns under `max_concurrent`, stops the run on a budget breach (a session on its
+//! own budget's), on Ctrl-C or on a failure under `on_error = "abort"`, and reports
+//! how the run ended.
 
 mod dispatch;
 pub mod mentions;
@@ -38,6 +39,9 @@ pub struct RouterArgs {
     pub telemetry: crate::telemetry::TreeTelemetry,
     /// The coding sessions' workspaces: a collect picker sees each candidate's diff.
     pub candidates: Option<std::sync::Arc<crate::workspace::candidates::Candidates>>,
+    /// The budget: read before each turn starts and after each ends (its crossings
+    /// stop the run or a session).
+    pub budget: Option<ActorRef<crate::budget::BudgetMsg>>,
 }
 
 pub enum RouterMsg {
@@ -49,13 +53,16 @@ pub enum RouterMsg {
         origin: Origin,
         result: Result<TurnResult, SessionError>,
     },
-    /// Stop the run (budget, a signal): no new turn starts, every session is closed.
+    /// Stop the run (Ctrl-C, a signal, a disk fault): no new turn starts, every session is closed.
     /// `signal` (if one asked) is recorded in `run_ended`.
     Stop {
         outcome: RunOutcome,
         reason: String,
         signal: Option<Signal>,
     },
+    /// A budget was crossed mid-turn (the budget's alert): the fleet's stops the run,
+    /// a session's own stops that session.
+    Budget(crate::budget::Crossing),
     /// Reply when the run has ended.
     WaitEnd(RpcReplyPort<RunOutcome>),
     /// The master plan as it stands (statuses followed), if one was adopted.
@@ -96,6 +103,7 @@ impl Actor for Router {
             a.telemetry,
         );
         core.candidates = a.candidates;
+        core.budget = a.budget;
         Ok(RouterState {
             core,
             waiters: Vec::new(),
@@ -124,6 +132,12 @@ impl Actor for Router {
                 signal,
             } => {
                 st.core.stop(outcome, &reason, signal).await;
+                st.core.check_end().await;
+            }
+            RouterMsg::Budget(crossing) => {
+                st.core.settle_budget().await;
+                // Already acted on when the settled budget held it.
+                st.core.on_crossing(&crossing, 0.0).await;
                 st.core.check_end().await;
             }
             RouterMsg::WaitEnd(reply) => st.waiters.push(reply),

@@ -33,8 +33,8 @@ impl Hooks {
         }
     }
 
-    /// Run the hooks on `event` of the session `urn`. A store failure is logged: the
-    /// event still goes out, with its content inline.
+    /// Run the hooks on `event` of the session `urn`. A store failure is logged (and
+    /// reported to the run by the store): the event still goes out, content inline.
     pub(super) fn apply(&self, urn: &str, event: &mut CapEvent) {
         crate::bindings::risk::rate(event, &self.workspace);
         match (event, &self.pricing, &self.artifacts) {

@@ -72,6 +72,7 @@ pub fn event_kind(body: &EventBody) -> &'static str {
         EventBody::Refused { .. } => "refused",
         EventBody::RouteFailed { .. } => "route_failed",
         EventBody::PlanEntry { .. } => "plan_entry",
+        EventBody::BudgetExceeded { .. } => "budget_exceeded",
         EventBody::RunEnded { .. } => "run_ended",
     }
 }

@@ -1,14 +1,18 @@
 //! Where a run's artifacts live (`.capfleet/runs/<run-id>/artifacts/<session>/`) and
 //! how they travel as `cap.artifact` events (coding §6): stored as files always,
 //! inline in the event when at most [`INLINE_MAX`] bytes, else by `file://` URI.
-//! Artifacts an agent emits itself are stored the same way.
+//! Artifacts an agent emits itself are stored the same way. A write that fails is
+//! reported to the run as a [`DiskFault`] (the run fails with it), besides the error
+//! its caller gets.
 
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde_json::Value;
 
 use super::diff::INLINE_MAX;
+use crate::fault::{DiskFault, FaultSink, report};
 use crate::protocol::{Artifact, CapEvent, HasMeta, Nullable};
 
 /// The artifacts directory's name inside a run directory.
@@ -22,6 +26,8 @@ pub struct ArtifactStore {
     dir: PathBuf,
     /// Numbers agent-emitted artifact files (ids may repeat).
     seq: AtomicU64,
+    /// Where a failed write is reported (the run's faults).
+    faults: OnceLock<FaultSink>,
 }
 
 impl ArtifactStore {
@@ -30,7 +36,18 @@ impl ArtifactStore {
         ArtifactStore {
             dir: run_dir.join(ARTIFACTS_DIR),
             seq: AtomicU64::new(0),
+            faults: OnceLock::new(),
         }
+    }
+
+    /// Report failed writes to `faults` from now on (set once, by the run).
+    pub fn report_faults_to(&self, faults: FaultSink) {
+        let _already = self.faults.set(faults);
+    }
+
+    /// Where this store reports a failed write, if anywhere.
+    pub fn faults(&self) -> Option<&FaultSink> {
+        self.faults.get()
     }
 
     pub fn dir(&self) -> &Path {
@@ -44,10 +61,26 @@ impl ArtifactStore {
         Ok(dir)
     }
 
-    /// Write `bytes` as `file` in `session`'s directory.
+    /// Write `bytes` as `file` in `session`'s directory; a failure is also reported
+    /// to the run.
     pub fn write(&self, session: &str, file: &str, bytes: &[u8]) -> std::io::Result<PathBuf> {
-        let path = self.session_dir(session)?.join(sanitize(file));
-        std::fs::write(&path, bytes)?;
+        let path = self.dir.join(sanitize(session)).join(sanitize(file));
+        let written = self
+            .session_dir(session)
+            .and_then(|_| std::fs::write(&path, bytes));
+        if let Err(e) = written {
+            let kept = std::io::Error::new(e.kind(), e.to_string());
+            report(
+                self.faults(),
+                DiskFault {
+                    what: "artifact",
+                    path: path.clone(),
+                    error: std::sync::Arc::new(e),
+                    kept: "the artifacts written before it".to_owned(),
+                },
+            );
+            return Err(kept);
+        }
         Ok(path)
     }
 

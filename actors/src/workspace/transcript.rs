@@ -4,7 +4,10 @@
 //!
 //! The file is one JSON document, `{"events":[…],"session_id":…,"agent":…,
 //! "model":…,"started_at":…,"ended_at":…}`: events stream in first, so memory stays
-//! flat however long the session runs.
+//! flat however long the session runs. Consecutive text chunks of one message are one
+//! event (their text joined, at most [`TEXT_RUN_MAX`] bytes each), so the file grows
+//! with the text, not with how finely the agent streamed it. A write that fails is
+//! reported to the run as a [`DiskFault`] (the run fails with it).
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -13,15 +16,18 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use super::artifacts::{ArtifactStore, artifact_event};
+use super::artifacts::{ArtifactStore, artifact_event, sanitize};
 use super::diff::INLINE_MAX;
 use crate::clock::{now_ms, rfc3339_ms};
 use crate::events::{EventBody, Published, Publisher, SUBSCRIBER_CAPACITY};
-use crate::protocol::CapEvent;
+use crate::fault::{DiskFault, FaultSink, report};
 use crate::protocol::coding::CodingArtifact;
+use crate::protocol::{CapEvent, TextChunk};
 
 /// The transcript's file name in the session's artifact directory.
 pub const TRANSCRIPT_FILE: &str = "transcript.json";
+/// A joined text event of the transcript holds at most this many bytes.
+pub const TEXT_RUN_MAX: usize = 1 << 20;
 
 /// Who the transcript is of.
 #[derive(Debug, Clone)]
@@ -34,39 +40,82 @@ pub struct Subject {
 }
 
 /// Start writing `subject`'s transcript; returns the sender to subscribe to the
-/// session. `None` when its file cannot be created (logged; the run goes on).
+/// session. `None` when its file cannot be created (reported to `faults`).
 pub fn spawn(
     subject: Subject,
     store: &Arc<ArtifactStore>,
     mut publisher: Publisher,
+    faults: FaultSink,
 ) -> Option<mpsc::Sender<Published>> {
-    let path = match store.session_dir(&subject.session) {
-        Ok(dir) => dir.join(TRANSCRIPT_FILE),
-        Err(e) => {
-            tracing::error!(session = %subject.session, "cannot create the artifact directory: {e}");
-            return None;
-        }
-    };
-    let file = match std::fs::File::create(&path) {
+    let path = store
+        .dir()
+        .join(sanitize(&subject.session))
+        .join(TRANSCRIPT_FILE);
+    let created = store
+        .session_dir(&subject.session)
+        .and_then(|_| std::fs::File::create(&path));
+    let file = match created {
         Ok(f) => f,
         Err(e) => {
-            tracing::error!(path = %path.display(), "cannot create the transcript: {e}");
+            fail(
+                &faults,
+                &path,
+                e,
+                "nothing (the journal has the session's events)",
+            );
             return None;
         }
     };
-    let (tx, rx) = mpsc::channel(SUBSCRIBER_CAPACITY);
+    let (tx, mut rx) = mpsc::channel(SUBSCRIBER_CAPACITY);
     tokio::spawn(async move {
-        match write(file, rx, &subject).await {
+        match write(file, &mut rx, &subject).await {
             Ok(size) => announce(&subject, path, size, &mut publisher).await,
-            Err(e) => tracing::error!(session = %subject.session, "transcript: {e}"),
+            Err(e) => {
+                let kept = "a partial transcript (the journal has the session's events)";
+                fail(&faults, &path, e, kept);
+                // The session publishes on: keep reading so it never waits on us.
+                while rx.recv().await.is_some() {}
+            }
         }
     });
     Some(tx)
 }
 
+/// Report a failed write of the transcript at `path`.
+fn fail(faults: &FaultSink, path: &std::path::Path, e: std::io::Error, kept: &str) {
+    let fault = DiskFault {
+        what: "transcript",
+        path: path.to_owned(),
+        error: Arc::new(e),
+        kept: kept.to_owned(),
+    };
+    report(Some(faults), fault);
+}
+
+/// Whether chunk `next` continues the text run `run` (one message, within the cap).
+fn joins(run: &TextChunk, next: &TextChunk) -> bool {
+    run.message_id == next.message_id
+        && run.channel == next.channel
+        && run.meta == next.meta
+        && run.extra == next.extra
+        && run.text.len() + next.text.len() <= TEXT_RUN_MAX
+}
+
+/// Append `event` to the document's event list.
+fn append(
+    out: &mut impl Write,
+    first: &mut bool,
+    event: &impl serde::Serialize,
+) -> std::io::Result<()> {
+    if !std::mem::take(first) {
+        out.write_all(b",")?;
+    }
+    serde_json::to_writer(out, event).map_err(std::io::Error::from)
+}
+
 async fn write(
     file: std::fs::File,
-    mut rx: mpsc::Receiver<Published>,
+    rx: &mut mpsc::Receiver<Published>,
     subject: &Subject,
 ) -> std::io::Result<u64> {
     let mut out = std::io::BufWriter::with_capacity(64 << 10, file);
@@ -74,21 +123,35 @@ async fn write(
     let mut first = true;
     let mut started = None;
     let mut session_id = None;
+    let mut text: Option<TextChunk> = None;
     while let Some(e) = rx.recv().await {
         started.get_or_insert(e.ts_ms);
         let EventBody::Cap { event } = &e.body else {
             continue;
         };
+        if let CapEvent::TextChunk(t) = event {
+            match &mut text {
+                Some(run) if joins(run, t) => run.text.push_str(&t.text),
+                _ => {
+                    if let Some(run) = text.replace(t.clone()) {
+                        append(&mut out, &mut first, &CapEvent::TextChunk(run))?;
+                    }
+                }
+            }
+            continue;
+        }
+        if let Some(run) = text.take() {
+            append(&mut out, &mut first, &CapEvent::TextChunk(run))?;
+        }
         if let CapEvent::SessionReady(r) = event {
             if let Some(id) = r.session_id.get() {
                 session_id = Some(id.clone());
             }
         }
-        if !first {
-            out.write_all(b",")?;
-        }
-        first = false;
-        serde_json::to_writer(&mut out, event)?;
+        append(&mut out, &mut first, event)?;
+    }
+    if let Some(run) = text.take() {
+        append(&mut out, &mut first, &CapEvent::TextChunk(run))?;
     }
     let tail = json!({
         "session_id": session_id.unwrap_or_else(|| subject.urn.clone()),

@@ -92,9 +92,11 @@ async fn chat(args: ChatArgs, color: ColorChoice, telemetry: &Telemetry) -> Exit
     if let Some(tp) = telemetry.traceparent() {
         capfleet_actors::events::trace::adopt_parent(&span, &tp);
     }
+    let (faults_tx, mut faults) = mpsc::channel(capfleet_actors::fault::FAULTS_CAPACITY);
     let orchestrator = match Orchestrator::start(RootArgs {
         fleet_name: "chat".into(),
-        journal: args.journal.clone(),
+        journal: args.journal.clone().map(Into::into),
+        faults: Some(faults_tx),
         policy: args.policy(),
         budget: Default::default(),
         human: interactive.then_some(human_tx),
@@ -130,6 +132,10 @@ async fn chat(args: ChatArgs, color: ColorChoice, telemetry: &Telemetry) -> Exit
 
     let code = tokio::select! {
         code = drive(&args, &session, input, err_style) => code,
+        Some(fault) = faults.recv() => {
+            eprintln!("{} {fault}; the chat is stopped (kept: {})", err_style.err("error:"), fault.kept);
+            ExitCode::FAILURE
+        }
         signal = signals.recv() => {
             StopSignals::escalate(signal);
             ExitCode::from(signal.exit_code())
@@ -139,7 +145,16 @@ async fn chat(args: ChatArgs, color: ColorChoice, telemetry: &Telemetry) -> Exit
     if let Some(task) = resizes {
         task.abort();
     }
-    let _journal_records = orchestrator.shutdown().await;
+    let kept = orchestrator.finish().await;
+    // A fault of the journal's last writes fails the chat too.
+    let code = match faults.try_recv() {
+        Ok(fault) => {
+            eprintln!("{} {fault} (kept: {})", err_style.err("error:"), fault.kept);
+            ExitCode::FAILURE
+        }
+        Err(_) if kept.lost > 0 => ExitCode::FAILURE,
+        Err(_) => code,
+    };
     let totals = printer.await.unwrap_or_default();
     if !args.json {
         render::summary(&totals, err_style);

@@ -8,8 +8,9 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use capfleet_actors::answerer::HumanQuestion;
-use capfleet_actors::budget::BudgetLimits;
+use capfleet_actors::budget::{BudgetLimits, BudgetScope, BudgetSnapshot, Crossing};
 use capfleet_actors::events::{RunOutcome, SUBSCRIBER_CAPACITY, Signal, urn};
+use capfleet_actors::journal::JournalSpec;
 use capfleet_actors::run::{RunReport, RunSpec, RunTelemetry, run_fleet};
 use capfleet_actors::telemetry::metrics::FleetMetrics;
 use tokio::sync::mpsc;
@@ -135,7 +136,10 @@ pub(super) async fn execute(
             total_usd: fleet.budgets.total_usd,
             per_session_usd,
         },
-        journal: Some(run.journal()),
+        journal: Some(JournalSpec {
+            path: run.journal(),
+            max_bytes: fleet.journal_max_bytes,
+        }),
         human,
         abort_on_error: fleet.on_error == OnError::Abort,
         telemetry: run_telemetry,
@@ -180,10 +184,36 @@ async fn answer_questions(mut questions: mpsc::Receiver<HumanQuestion>, style: S
 fn exit_code(r: &RunReport) -> u8 {
     match r.outcome {
         RunOutcome::Completed => 0,
-        RunOutcome::SessionFailed => EXIT_SESSION_FAILED,
+        RunOutcome::SessionFailed | RunOutcome::DiskFailed => EXIT_SESSION_FAILED,
         RunOutcome::BudgetExceeded => EXIT_BUDGET,
         RunOutcome::Interrupted => r.signal.map_or(EXIT_INTERRUPTED, Signal::exit_code),
     }
+}
+
+/// A crossed limit: whose, the spend against it, the overshoot (spent minus limit) and
+/// why (the turn in flight whose usage crossed it; what ran on until stopped).
+fn crossing_line(b: &BudgetSnapshot, c: &Crossing) -> String {
+    let whose = match &c.scope {
+        BudgetScope::Fleet => "fleet budget".to_owned(),
+        BudgetScope::Session(urn) => format!("{} budget", short(urn)),
+    };
+    let turn = c.turn.map_or_else(String::new, |t| format!(" turn {t} of"));
+    let stopped = match c.scope {
+        BudgetScope::Fleet => "the run was stopped",
+        BudgetScope::Session(_) => "the session was stopped",
+    };
+    format!(
+        "{whose} exceeded: ${:.4} spent of ${:.4}, over by ${:.4}: crossed by{turn} {} in flight (${:.4} at the crossing); {stopped}",
+        b.spent_against(c),
+        c.limit_usd,
+        b.overshoot(c),
+        short(&c.urn),
+        c.spent_usd,
+    )
+}
+
+fn short(urn: &str) -> &str {
+    urn.rsplit('/').next().unwrap_or(urn)
 }
 
 /// Per session: turns, tokens, cost, restarts; then the fleet and where the journal is.
@@ -192,13 +222,20 @@ fn summary(fleet: &Fleet, r: &RunReport, seen: &view::Seen, run: &RunDir, s: Sty
         .ok()
         .and_then(|v| v.as_str().map(str::to_owned))
         .unwrap_or_default();
+    let cause = r
+        .faults
+        .first()
+        .map_or_else(String::new, |f| format!(": {f}"));
     eprintln!(
         "{}",
         s.bold(&format!(
-            "run {} of fleet {}: {outcome}",
+            "run {} of fleet {}: {outcome}{cause}",
             run.id, fleet.name
         ))
     );
+    for f in &r.faults {
+        eprintln!("  {} {f}; kept: {}", s.err("disk fault:"), f.kept);
+    }
     for fs in &fleet.sessions {
         let u = urn(&fleet.name, &fs.spec.name);
         let row = seen.rows.get(u.as_str()).cloned().unwrap_or_default();
@@ -233,6 +270,9 @@ fn summary(fleet: &Fleet, r: &RunReport, seen: &view::Seen, run: &RunDir, s: Sty
         r.budget.total.cost_usd,
         r.counters.restarts
     );
+    for c in &r.budget.crossings {
+        eprintln!("  {}", crossing_line(&r.budget, c));
+    }
     for fs in fleet
         .sessions
         .iter()
@@ -250,9 +290,21 @@ fn summary(fleet: &Fleet, r: &RunReport, seen: &view::Seen, run: &RunDir, s: Sty
         );
     }
     workspaces::summary(r, run, s);
+    let j = &r.journal;
+    let mut cut = String::new();
+    if j.cut_bytes > 0 {
+        cut = format!(
+            ", {} text bytes cut past journal_max_mb (journal_cut records)",
+            j.cut_bytes
+        );
+    }
+    if j.lost > 0 {
+        cut.push_str(&format!(", {} events NOT written (disk fault)", j.lost));
+    }
     eprintln!(
-        "  journal {} ({} records)",
+        "  journal {} ({} records, {} bytes{cut})",
         run.journal().display(),
-        r.journal_records
+        j.records,
+        j.bytes
     );
 }

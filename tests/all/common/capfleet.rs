@@ -60,3 +60,11 @@ pub(crate) fn journal_records(path: &Path) -> Vec<Value> {
 pub(crate) fn run_journal(dir: &Path) -> Vec<Value> {
     journal_records(&latest_run(dir).join("journal.jsonl"))
 }
+
+/// The outcome of a journal's `run_ended` record, if it has one.
+pub(crate) fn run_ended(records: &[Value]) -> Option<String> {
+    records
+        .iter()
+        .find(|r| r["type"] == "run_ended")
+        .map(|r| r["outcome"].as_str().unwrap_or("").to_owned())
+}

@@ -6,6 +6,7 @@
 //! - [`chat`]: `capfleet chat <agent> --json` runs built for a test, their events,
 //!   the no-survivor check (on top of [`chat_json`]).
 //! - [`chaos`]: `capfleet chat sim` on the chaos scripts, read live with deadlines.
+//! - [`disk`]: disks that fail (a full tmpfs, a read-only one, `/dev/full`).
 //! - [`fake_llm`]: the scripted fake LLM (`tests/support/fake_llm.py`) as a
 //!   RAII handle, plus a tiny blocking HTTP client.
 //! - [`chat_json`]: any prepared `capfleet chat --json` command run to the end
@@ -24,6 +25,7 @@ pub(crate) mod capfleet;
 pub(crate) mod chaos;
 pub(crate) mod chat;
 pub(crate) mod chat_json;
+pub(crate) mod disk;
 pub(crate) mod fake_llm;
 pub(crate) mod otel;
 pub(crate) mod peers;
@@ -33,7 +35,7 @@ pub(crate) mod sim;
 pub(crate) mod terminal;
 
 pub(crate) use capfleet::{
-    BIN, capfleet, journal_records, latest_run, run_journal, sandbox, sandboxed,
+    BIN, capfleet, journal_records, latest_run, run_ended, run_journal, sandbox, sandboxed,
 };
 pub(crate) use chat_json::{of_kind, of_type, run_chat, texts};
 pub(crate) use fake_llm::{FakeLlm, http};
@@ -51,7 +53,8 @@ use capfleet_actors::root::{Orchestrator, RootArgs};
 pub(crate) async fn tree(fleet: &str, journal: &std::path::Path) -> Orchestrator {
     Orchestrator::start(RootArgs {
         fleet_name: fleet.into(),
-        journal: Some(journal.to_path_buf()),
+        journal: Some(journal.to_path_buf().into()),
+        faults: None,
         policy: Default::default(),
         budget: Default::default(),
         human: None,

@@ -2,8 +2,10 @@
 //!
 //! Cost: Claude's `total_cost_usd` (older: `total_cost`, `cost_usd`) is cumulative
 //! per process, so the turn's `cost_usd_estimate` is the increase over the highest
-//! total seen in this process (never negative: an interrupted turn reports 0 and is
+//! total seen in this process (never negative: an aborted request reports 0 and is
 //! not added later). Tokens come from the turn's `result.usage`, which is per turn.
+//! An interrupted or failed turn that reports tokens but no increase has an unknown
+//! cost, not a zero one: it is left unset, so the session's pricing table can estimate it.
 //!
 //! | `subtype` / condition | `stop_reason` | `cap.error` code (retryable) |
 //! |---|---|---|
@@ -41,6 +43,12 @@ impl StreamJsonMapper {
             (delta * scale).round() / scale
         });
         let u = r.usage.take().unwrap_or_default();
+        let tokens = [u.input_tokens, u.output_tokens]
+            .into_iter()
+            .flatten()
+            .sum::<u64>();
+        let unfinished = is_error || stop_reason == StopReason::Cancelled;
+        let cost = cost.filter(|c| *c > 0.0 || tokens == 0 || !unfinished);
         let model = self.turn_model.as_deref().or(self.session.model.as_deref());
         let usage = Usage {
             model_id: model.map(str::to_owned).into(),

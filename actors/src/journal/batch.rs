@@ -1,0 +1,243 @@
+//! The journal's writer: records into the file's buffer, text runs joined, text past
+//! the limit cut, faults reported once.
+//!
+//! A text run is consecutive `cap.text_chunk` events of one stream, turn and message
+//! (same `message_id`, channel and annotations, sequence numbers following on) within
+//! one flush batch, at most [`RUN_MAX`] bytes: it is written as one record, the first
+//! event's with the joined text and `"chunks": N, "last_seq": M` (a run of one chunk
+//! is the event's own record, unchanged). Past the limit a run's text is counted, not
+//! kept, and written as a `journal_cut` record.
+
+use std::io::Write;
+
+use serde_json::json;
+
+use super::{JournalSpec, JournalTally, fault};
+use crate::events::{EventBody, Published};
+use crate::fault::{self as disk, FaultSink};
+use crate::protocol::{CapEvent, TextChunk};
+
+/// A text run is written once it holds this many bytes.
+const RUN_MAX: usize = 1 << 20;
+
+/// Consecutive chunks of one message, joined (or, past the limit, counted).
+struct TextRun {
+    first: Published,
+    text: String,
+    chunks: u64,
+    last_seq: u64,
+    /// Past the limit: `bytes` counted, the text not kept.
+    cut: bool,
+    bytes: u64,
+}
+
+impl TextRun {
+    fn new(first: Published, chunk: &TextChunk, cut: bool) -> TextRun {
+        let text = if cut {
+            String::new()
+        } else {
+            chunk.text.clone()
+        };
+        TextRun {
+            last_seq: first.seq,
+            first,
+            text,
+            chunks: 1,
+            cut,
+            bytes: chunk.text.len() as u64,
+        }
+    }
+
+    /// Whether `e` (a chunk) continues this run.
+    fn continues(&self, e: &Published, chunk: &TextChunk, cut: bool) -> bool {
+        let Some(head) = text_of(&self.first) else {
+            return false;
+        };
+        self.cut == cut
+            && e.urn == self.first.urn
+            && e.turn == self.first.turn
+            && e.seq == self.last_seq + 1
+            && chunk.message_id == head.message_id
+            && chunk.channel == head.channel
+            && chunk.meta == head.meta
+            && chunk.extra == head.extra
+    }
+
+    fn add(&mut self, e: &Published, chunk: &TextChunk) {
+        if !self.cut {
+            self.text.push_str(&chunk.text);
+        }
+        self.bytes += chunk.text.len() as u64;
+        self.chunks += 1;
+        self.last_seq = e.seq;
+    }
+}
+
+fn text_of(e: &Published) -> Option<&TextChunk> {
+    match &e.body {
+        EventBody::Cap {
+            event: CapEvent::TextChunk(t),
+        } => Some(t),
+        _ => None,
+    }
+}
+
+pub(super) struct Writer {
+    out: std::io::BufWriter<std::fs::File>,
+    sync: std::fs::File,
+    spec: JournalSpec,
+    faults: Option<FaultSink>,
+    /// Records and bytes handed to the buffer.
+    written: (u64, u64),
+    tally: JournalTally,
+    run: Option<TextRun>,
+    dirty: bool,
+    failed: bool,
+    line: Vec<u8>,
+}
+
+impl Writer {
+    pub(super) fn new(
+        file: std::fs::File,
+        spec: JournalSpec,
+        faults: Option<FaultSink>,
+    ) -> std::io::Result<Writer> {
+        Ok(Writer {
+            sync: file.try_clone()?,
+            out: std::io::BufWriter::with_capacity(256 << 10, file),
+            spec,
+            faults,
+            written: (0, 0),
+            tally: JournalTally::default(),
+            run: None,
+            dirty: false,
+            failed: false,
+            line: Vec::with_capacity(1024),
+        })
+    }
+
+    pub(super) fn tally(&self) -> JournalTally {
+        self.tally
+    }
+
+    /// Take one event: join it to the text run, or end the run and write it.
+    pub(super) fn push(&mut self, e: Published) {
+        self.tally.events += 1;
+        if self.failed {
+            self.tally.lost += 1;
+            return;
+        }
+        if let Some(chunk) = text_of(&e) {
+            let pending = self.run.as_ref().map_or(0, |r| r.text.len() as u64);
+            let cut = self.written.1 + pending + chunk.text.len() as u64 > self.spec.max_bytes;
+            if let Some(run) = self.run.as_mut()
+                && run.continues(&e, chunk, cut)
+            {
+                run.add(&e, chunk);
+                if run.text.len() >= RUN_MAX {
+                    self.end_run();
+                }
+                return;
+            }
+            self.end_run();
+            self.run = Some(TextRun::new(e.clone(), chunk, cut));
+            return;
+        }
+        self.end_run();
+        self.line.clear();
+        if serde_json::to_writer(&mut self.line, &*e).is_ok() {
+            self.write_line();
+        }
+    }
+
+    /// Write the text run, if any: joined, as the event itself, or as its cut.
+    fn end_run(&mut self) {
+        let Some(run) = self.run.take() else {
+            return;
+        };
+        self.line.clear();
+        let encoded = if run.cut {
+            self.tally.cut_bytes += run.bytes;
+            let head = text_of(&run.first);
+            let record = json!({
+                "seq": run.first.seq,
+                "urn": &*run.first.urn,
+                "turn": run.first.turn,
+                "ts_ms": run.first.ts_ms,
+                "type": "journal_cut",
+                "message_id": head.and_then(|t| t.message_id.get()),
+                "cut_bytes": run.bytes,
+                "chunks": run.chunks,
+                "last_seq": run.last_seq,
+                "reason": format!(
+                    "the journal reached its limit (journal_max_mb = {}): this text is not kept",
+                    self.spec.max_bytes >> 20
+                ),
+            });
+            serde_json::to_writer(&mut self.line, &record)
+        } else if run.chunks == 1 {
+            serde_json::to_writer(&mut self.line, &*run.first)
+        } else {
+            let mut joined = (*run.first).clone();
+            if let EventBody::Cap {
+                event: CapEvent::TextChunk(t),
+            } = &mut joined.body
+            {
+                t.text = run.text;
+            }
+            serde_json::to_writer(&mut self.line, &joined).map(|()| {
+                // `{…}` gains its run's extent before the closing brace.
+                self.line.pop();
+                let extent = format!(",\"chunks\":{},\"last_seq\":{}}}", run.chunks, run.last_seq);
+                self.line.extend_from_slice(extent.as_bytes());
+            })
+        };
+        if encoded.is_ok() {
+            self.write_line();
+        }
+    }
+
+    fn write_line(&mut self) {
+        self.line.push(b'\n');
+        match self.out.write_all(&self.line) {
+            Ok(()) => {
+                self.written.0 += 1;
+                self.written.1 += self.line.len() as u64;
+                self.dirty = true;
+            }
+            Err(e) => self.fail(e, 1),
+        }
+    }
+
+    /// Write out the buffer and sync; what is synced is kept.
+    pub(super) async fn flush(&mut self) {
+        self.end_run();
+        if self.failed || !std::mem::take(&mut self.dirty) {
+            return;
+        }
+        let synced = match self.out.flush() {
+            Ok(()) => sync(&self.sync).await,
+            Err(e) => Err(e),
+        };
+        match synced {
+            Ok(()) => (self.tally.records, self.tally.bytes) = self.written,
+            Err(e) => self.fail(e, 0),
+        }
+    }
+
+    /// A write failed (`unwritten` records with it): report it once; what was not
+    /// synced is lost, and so is everything after it.
+    fn fail(&mut self, e: std::io::Error, unwritten: u64) {
+        self.failed = true;
+        self.tally.lost += self.written.0 - self.tally.records + unwritten;
+        disk::report(self.faults.as_ref(), fault(&self.spec.path, e, &self.tally));
+    }
+}
+
+/// `fsync` off the async threads.
+async fn sync(file: &std::fs::File) -> std::io::Result<()> {
+    let handle = file.try_clone()?;
+    tokio::task::spawn_blocking(move || handle.sync_data())
+        .await
+        .map_err(std::io::Error::other)?
+}
