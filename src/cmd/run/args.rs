@@ -26,10 +26,11 @@ Sessions of coding agents each work in their own git worktree,
 `capfleet diff`, `capfleet merge`, `capfleet clean`. A workspace that cannot be made
 fails the run (exit 1) before any agent starts.
 
-Exit codes: 0 completed, 1 a session failed or a disk fault (journal, transcript,
-artifact), 2 invalid config (or bad usage), 3 budget exceeded, 130 interrupted
-(Ctrl-C), 143 / 129 stopped by SIGTERM / SIGHUP (every agent's process group is
-killed first; a second signal cuts the kill grace short).")]
+Exit codes: 0 completed, 1 a session failed, 2 invalid config (or bad usage),
+3 budget exceeded, 130 interrupted (Ctrl-C), 143 / 129 stopped by SIGTERM / SIGHUP
+(every agent's process group is killed first; a second signal cuts the kill grace
+short). A disk fault (a journal, transcript or artifact write that failed) is exit 1
+too.")]
 pub(crate) struct RunArgs {
     /// The fleet file(s); more than one only with --dry-run.
     #[arg(required = true, value_name = "FLEET.toml")]

@@ -327,15 +327,45 @@ pub(crate) fn assert_stream_and_journal(events: &[Value], journal: &Path) {
             lines(events)
         );
     }
+    // A joined text record (`chunks`, `last_seq`) stands for that many consecutive
+    // stdout chunks: the same record but for `seq`, `ts_ms` and the text, and its
+    // text exactly theirs joined.
     let journaled = crate::common::journal_records(journal);
-    assert_eq!(
-        journaled.len(),
-        events.len(),
-        "journal and stdout differ in length"
-    );
-    for (i, (j, o)) in journaled.iter().zip(events).enumerate() {
-        assert_eq!(j, o, "journal and stdout differ at index {i}");
+    let mut next = 0;
+    for (i, j) in journaled.iter().enumerate() {
+        let n = j["chunks"].as_u64().unwrap_or(1) as usize;
+        let Some(covered) = events.get(next..next + n) else {
+            panic!(
+                "journal record {i} stands for events past stdout's {}",
+                events.len()
+            );
+        };
+        if n == 1 {
+            assert_eq!(j, &covered[0], "journal and stdout differ at record {i}");
+        } else {
+            let joined: String = covered
+                .iter()
+                .map(|e| e["event"]["text"].as_str().expect("a text chunk"))
+                .collect();
+            assert_eq!(
+                j["event"]["text"].as_str(),
+                Some(joined.as_str()),
+                "record {i}"
+            );
+            assert_eq!(j["last_seq"], covered[n - 1]["seq"], "record {i}");
+            for e in covered {
+                let mut same = e.clone();
+                same["seq"] = j["seq"].clone();
+                same["ts_ms"] = j["ts_ms"].clone();
+                same["event"]["text"] = j["event"]["text"].clone();
+                same["chunks"] = j["chunks"].clone();
+                same["last_seq"] = j["last_seq"].clone();
+                assert_eq!(j, &same, "journal record {i} and its chunks differ");
+            }
+        }
+        next += n;
     }
+    assert_eq!(next, events.len(), "journal and stdout differ in length");
 }
 
 /// No process carrying the marker survives (waits up to 2 s for the kernel to finish
