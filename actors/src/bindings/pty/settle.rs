@@ -5,7 +5,8 @@
 //! - turn end: `parse.idle` matches the cursor's logical line (the prompt with its
 //!   input area empty: an idle glyph alone on a row the cursor has left is answer
 //!   text, not a prompt), output has been silent for [`QUIET`], and the turn has
-//!   passed the prompt gate (at least one line completed since the submit, so the
+//!   passed the prompt gate (at least one line of content — text, a tool call, an
+//!   error; not chrome, not the echo of the prompt — completed since the submit, so the
 //!   prompt that was on screen before cannot end it). The cursor's line may be an
 //!   input box above status rows. A TUI that hides the terminal cursor (it draws its
 //!   own) leaves the real one anywhere: then the last non-empty row counts too. The

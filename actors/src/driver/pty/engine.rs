@@ -189,15 +189,15 @@ impl Engine {
         self.writes.extend(self.screen.take_replies());
         let mut lines = std::mem::take(&mut self.lines);
         for fed in lines.drain(..) {
-            self.settle.on_line();
             match fed {
                 Fed::Oversize(len, shown) => {
+                    self.settle.on_line();
                     self.rows.note_cut(shown);
                     self.events.push(oversize_line(len, self.max_line, true));
                 }
                 Fed::Line(line) if self.settle.is_busy() => {
                     self.rows.note(&line);
-                    self.parser.on_line(&line, &mut self.events);
+                    self.busy_line(&line);
                 }
                 Fed::Line(line) if self.ended && !self.rows.seen(&line) => {
                     if self.closing.load(Ordering::Acquire) {
@@ -210,6 +210,18 @@ impl Engine {
             }
         }
         self.lines = lines;
+    }
+
+    /// A line of the running turn. Only a line that says something (text, a tool
+    /// call, an error: not chrome, not the echo of our own prompt) passes the prompt
+    /// gate: an agent that echoes the prompt and then sits at its prompt for a while
+    /// before it answers (a loaded machine, a slow model) has not ended its turn.
+    fn busy_line(&mut self, line: &str) {
+        let before = self.events.len();
+        self.parser.on_line(line, &mut self.events);
+        if self.events.len() > before {
+            self.settle.on_line();
+        }
     }
 
     /// A line completed after the turn ended and before the next prompt went out: the
@@ -277,8 +289,7 @@ impl Engine {
         {
             // Quiet: rows drawn in place (no line feed) are complete by now.
             for line in self.rows.fresh(&self.screen.logical_lines()) {
-                self.settle.on_line();
-                self.parser.on_line(&line, &mut self.events);
+                self.busy_line(&line);
             }
         }
         match self
