@@ -67,6 +67,23 @@ pub(crate) fn run(args: LogArgs, color: ColorChoice) -> ExitCode {
                     end.torn
                 );
             }
+            if let Some(want) = args.session.as_deref()
+                && end.seen.matched == 0
+                && end.abandoned.is_none()
+            {
+                let known: Vec<&str> = end.seen.sessions.iter().map(String::as_str).collect();
+                eprintln!(
+                    "{} run {} has no session `{want}` (sessions: {})",
+                    err.err("error:"),
+                    run.id,
+                    if known.is_empty() {
+                        "none yet".to_owned()
+                    } else {
+                        known.join(", ")
+                    }
+                );
+                return ExitCode::from(2);
+            }
             match end.abandoned {
                 None => ExitCode::SUCCESS,
                 Some(owner) => {
@@ -99,6 +116,15 @@ struct End {
     torn: usize,
     /// Following, the orchestrator died before the run ended.
     abandoned: Option<Owner>,
+    /// What the `--session` filter saw.
+    seen: Seen,
+}
+
+/// The sessions a journal names, and how many records passed `--session`.
+#[derive(Debug, Default)]
+struct Seen {
+    sessions: std::collections::BTreeSet<String>,
+    matched: u64,
 }
 
 fn print_journal(run: &RunDir, args: &LogArgs, style: Style) -> std::io::Result<End> {
@@ -114,6 +140,7 @@ fn print_journal(run: &RunDir, args: &LogArgs, style: Style) -> std::io::Result<
     // Following, the orchestrator was seen gone: one more poll reads what it wrote
     // last, then the run counts as abandoned.
     let mut gone = None;
+    let mut seen = Seen::default();
     loop {
         let mut fresh = false;
         match std::fs::File::open(&path) {
@@ -131,23 +158,27 @@ fn print_journal(run: &RunDir, args: &LogArgs, style: Style) -> std::io::Result<
                         continue; // a record being written: wait for the rest
                     }
                     let line = std::mem::take(&mut pending);
-                    ended |= print_line(&line, args, style, &mut out)?;
+                    ended |= print_line(&line, args, style, &mut seen, &mut out)?;
                 }
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && args.follow => {}
             Err(e) => return Err(e),
         }
         out.flush()?;
-        let done = |abandoned| End {
-            torn: pending.len(),
-            abandoned,
-        };
         if !args.follow || (ended && !fresh) {
-            return Ok(done(None));
+            return Ok(End {
+                torn: pending.len(),
+                abandoned: None,
+                seen,
+            });
         }
         if !fresh && !ended {
             if let Some(owner) = gone.take() {
-                return Ok(done(Some(owner)));
+                return Ok(End {
+                    torn: pending.len(),
+                    abandoned: Some(owner),
+                    seen,
+                });
             }
             if let Orchestrator::Gone(owner) = run.orchestrator() {
                 gone = Some(owner);
@@ -163,10 +194,11 @@ fn print_line(
     line: &[u8],
     args: &LogArgs,
     style: Style,
+    seen: &mut Seen,
     out: &mut impl Write,
 ) -> std::io::Result<bool> {
     match std::str::from_utf8(line) {
-        Ok(text) => print_record(text.trim_end(), args, style, out),
+        Ok(text) => print_record(text.trim_end(), args, style, seen, out),
         Err(_) => {
             let lossy = String::from_utf8_lossy(line);
             writeln!(
@@ -185,6 +217,7 @@ fn print_record(
     raw: &str,
     args: &LogArgs,
     style: Style,
+    seen: &mut Seen,
     out: &mut impl Write,
 ) -> std::io::Result<bool> {
     if raw.is_empty() {
@@ -197,6 +230,10 @@ fn print_record(
     let kind = rec.get("type").and_then(Value::as_str).unwrap_or("?");
     let ended = kind == "run_ended";
     let session = session_of(&rec);
+    let stream = rec.get("urn").and_then(Value::as_str).unwrap_or("");
+    if !stream.ends_with("/router") && !stream.ends_with("/workspace") && session != "-" {
+        seen.sessions.insert(session.to_owned());
+    }
     if let Some(want) = &args.session {
         let urn = rec.get("urn").and_then(Value::as_str);
         // A workspace record (artifact, vetting warning) names its session in `_meta`.
@@ -209,6 +246,7 @@ fn print_record(
         if session != want.as_str() && urn != Some(want.as_str()) && !owned {
             return Ok(ended);
         }
+        seen.matched += 1;
     }
     if args.json {
         writeln!(out, "{raw}")?;

@@ -121,6 +121,20 @@ fn filters_by_session_and_prints_raw_json() {
         .output()
         .unwrap());
     assert_eq!(all, records().join("\n") + "\n");
+    let unknown = capfleet(dir.path())
+        .args(["log", RUN, "--session", "nosuch"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        unknown.status.code(),
+        Some(2),
+        "an unknown session is no silent no-op"
+    );
+    let err = String::from_utf8_lossy(&unknown.stderr);
+    assert!(
+        err.contains("has no session `nosuch` (sessions: ") && err.contains("worker-a"),
+        "{err}"
+    );
 }
 
 #[test]
