@@ -68,13 +68,9 @@ const MODES: &[(CollectMode, &str)] = &[(CollectMode::First, "first"), (CollectM
 pub(super) fn read(r: &mut Reader, root: &DeTable<'_>) -> FleetFile {
     // A table the schema does not know is an error, not a warning: `[[route]]` for
     // `[[routes]]` would run the fleet with no routes at all.
-    for (k, _) in root.iter() {
-        let name: &str = k.get_ref();
-        if !TOP_KEYS.contains(&name) && !name.starts_with("x-") {
-            let at = r.at(name, Some(k.span()));
-            let suggestion = tomldoc::nearest(name, TOP_KEYS);
-            r.push(FleetError::UnknownTable { at, suggestion });
-        }
+    for (name, span, suggestion) in tomldoc::unknown(root, TOP_KEYS) {
+        let at = r.at(name, Some(span));
+        r.push(FleetError::UnknownTable { at, suggestion });
     }
     let empty = DeTable::new();
     let (ft, span) = r.table(root, "", "fleet").unwrap_or((&empty, 0..0));

@@ -9,23 +9,24 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use super::{Rpc, RpcError};
+use super::{Rpc, RpcError, Scope};
 use crate::manifest::FsScope;
 use crate::tomldoc::Wire as _;
+
+/// The path an action touches, resolved in the scope; as the agent wrote it when it
+/// is outside (the action is refused). Touches the filesystem: call it on the fs
+/// worker.
+pub(super) fn audited_path(scope: &Scope, path: &str) -> String {
+    scope
+        .check(path)
+        .map_or_else(|_| path.to_owned(), |p| p.display().to_string())
+}
 
 impl Rpc {
     /// The rule that lets a file operation through: the capability and the scope.
     pub(super) fn fs_rule(&self, capability: &str) -> String {
         let scope = self.caps.fs.scope.unwrap_or(FsScope::WorkspaceOnly).wire();
         format!("{capability} (fs.scope = {scope})")
-    }
-
-    /// The path an action touches, resolved in the scope; as the agent wrote it when
-    /// it is outside (the action is refused).
-    pub(super) fn audited_path(&self, path: &str) -> String {
-        self.scope
-            .check(path)
-            .map_or_else(|_| path.to_owned(), |p| p.display().to_string())
     }
 
     /// Record `action`, ended as `result` says, under `rule`.

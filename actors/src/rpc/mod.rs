@@ -31,6 +31,7 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
+use audit::audited_path;
 pub use audit::{AuditAction, AuditOutcome, Audited, RULE_UNATTENDED};
 pub use error::RpcError;
 pub use host::Host;
@@ -173,14 +174,16 @@ impl Rpc {
             "cap.fs.read" => {
                 self.need(f.read, "fs.read")?;
                 let (scope, cap, p) = (self.scope.clone(), self.read_cap, params(p)?);
-                blocking(move || fs::read(&scope, &p, cap)).await
+                blocking(move || fs::read(&scope, &p, cap)).await?
             }
             "cap.fs.write" => {
                 self.need(f.write, "fs.write")?;
                 let (scope, p): (_, fs::WriteParams) = (self.scope.clone(), params(p)?);
-                let path = self.audited_path(&p.path);
                 let asked = p.content.len() as u64;
-                let result = blocking(move || fs::write(&scope, &p)).await;
+                // The path is resolved for the audit on the fs worker, with the write.
+                let (path, result) =
+                    blocking(move || (audited_path(&scope, &p.path), fs::write(&scope, &p)))
+                        .await?;
                 let bytes = result
                     .as_ref()
                     .ok()
@@ -195,7 +198,7 @@ impl Rpc {
             "cap.fs.list" => {
                 self.need(f.list, "fs.list")?;
                 let (scope, p) = (self.scope.clone(), params(p)?);
-                blocking(move || fs::list(&scope, &p)).await
+                blocking(move || fs::list(&scope, &p)).await?
             }
             "cap.fs.exists" => {
                 self.need(f.exists, "fs.exists")?;
@@ -204,11 +207,12 @@ impl Rpc {
             "cap.fs.delete" => {
                 self.need(f.delete, "fs.delete")?;
                 let (scope, p): (_, fs::PathParams) = (self.scope.clone(), params(p)?);
-                let action = AuditAction::FsDelete {
-                    path: self.audited_path(&p.path),
-                    recursive: p.recursive.unwrap_or(false),
-                };
-                let result = blocking(move || fs::delete(&scope, &p)).await;
+                let recursive = p.recursive.unwrap_or(false);
+                // Resolved before the delete, on the fs worker with it.
+                let (path, result) =
+                    blocking(move || (audited_path(&scope, &p.path), fs::delete(&scope, &p)))
+                        .await?;
+                let action = AuditAction::FsDelete { path, recursive };
                 self.audit(action, self.fs_rule("fs.delete"), &result).await;
                 result
             }
@@ -334,11 +338,13 @@ impl Drop for Rpc {
     }
 }
 
-async fn blocking<F>(f: F) -> Result<Value, RpcError>
+/// Run filesystem work off the runtime's threads.
+async fn blocking<T, F>(f: F) -> Result<T, RpcError>
 where
-    F: FnOnce() -> Result<Value, RpcError> + Send + 'static,
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
 {
     tokio::task::spawn_blocking(f)
         .await
-        .map_err(|e| RpcError::Io(format!("fs worker failed: {e}")))?
+        .map_err(|e| RpcError::Io(format!("fs worker failed: {e}")))
 }

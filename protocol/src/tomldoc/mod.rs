@@ -9,4 +9,4 @@ mod finding;
 mod reader;
 
 pub use finding::{Finding, Location, Warning, WarningKind, nearest};
-pub use reader::{Reader, Wire, join};
+pub use reader::{Reader, Wire, join, unknown};

@@ -31,6 +31,19 @@ pub trait Wire: Sized + Copy + 'static {
     }
 }
 
+/// The keys of `t` not in `known` and not `x-` prefixed, each with its span and the
+/// nearest known key (for a loader that makes some unknown keys errors).
+pub fn unknown<'t>(
+    t: &'t DeTable<'_>,
+    known: &'t [&'static str],
+) -> impl Iterator<Item = (&'t str, Range<usize>, Option<&'static str>)> + 't {
+    t.iter().filter_map(move |(k, _)| {
+        let name: &str = k.get_ref();
+        (!known.contains(&name) && !name.starts_with("x-"))
+            .then(|| (name, k.span(), nearest(name, known)))
+    })
+}
+
 /// `path.key`, or `key` at top level.
 pub fn join(path: &str, key: &str) -> String {
     if path.is_empty() {
@@ -117,17 +130,12 @@ impl<E: Finding> Reader<E> {
     /// Warn about every key not in `known` and not `x-` prefixed, suggesting the
     /// nearest known key.
     pub fn unknown_keys(&mut self, t: &DeTable<'_>, path: &str, known: &[&'static str]) {
-        for (k, _) in t.iter() {
-            let name: &str = k.get_ref();
-            if !known.contains(&name) && !name.starts_with("x-") {
-                let at = self.at(&join(path, name), Some(k.span()));
-                self.warnings.push(Warning {
-                    at,
-                    kind: WarningKind::UnknownKey {
-                        suggestion: nearest(name, known),
-                    },
-                });
-            }
+        for (name, span, suggestion) in unknown(t, known) {
+            let at = self.at(&join(path, name), Some(span));
+            self.warnings.push(Warning {
+                at,
+                kind: WarningKind::UnknownKey { suggestion },
+            });
         }
     }
 
