@@ -12,19 +12,23 @@ use crate::style::ColorChoice;
 
 const AFTER_HELP: &str = "\
 Getting started:
-  capfleet run config/fleets/demo.toml  a fleet of simulator agents (no API key needed)
-  capfleet resolve sim                  where the `sim` agent's manifest comes from, and the binding chosen
-  capfleet manifest validate my.toml    check a cap-agent.toml, every error with file, line and key
-  capfleet sim --mode tui               the scripted simulator agent, as a terminal program
+  capfleet run config/fleets/demo.toml
+      a fleet of simulator agents (no API key needed)
+  capfleet resolve sim
+      where the `sim` agent's manifest comes from, and the binding chosen
+  capfleet manifest validate my.toml
+      check a cap-agent.toml, every error with file, line and key
+  capfleet sim --mode tui
+      the scripted simulator agent, as a terminal program
 
-Manifests are looked up in order: `cap-agent.toml` beside the agent's binary on PATH,
-~/.config/cap/agents/<name>.toml, /usr/share/cap-agents/<name>.toml, the manifests shipped
+Manifests are looked up in order: `cap-agent.toml` beside the agent's binary on PATH, \
+~/.config/cap/agents/<name>.toml, /usr/share/cap-agents/<name>.toml, the manifests shipped \
 in capfleet, then `<binary> --cap-manifest` (5 s timeout).
 
-Environment: NO_COLOR disables colour (as does --color never); CAPFLEET_LOG sets the
-diagnostics filter on stderr (default `warn`; e.g. CAPFLEET_LOG=debug). Traces: `run` and
-`chat` export spans over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT (or --otlp) is set, with
-OTEL_EXPORTER_OTLP_PROTOCOL (http/protobuf or grpc), OTEL_SERVICE_NAME and
+Environment: NO_COLOR disables colour (as does --color never); CAPFLEET_LOG sets the \
+diagnostics filter on stderr (default `warn`; e.g. CAPFLEET_LOG=debug). Traces: `run` and \
+`chat` export spans over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT (or --otlp) is set, with \
+OTEL_EXPORTER_OTLP_PROTOCOL (http/protobuf or grpc), OTEL_SERVICE_NAME and \
 OTEL_RESOURCE_ATTRIBUTES as usual.";
 
 /// capfleet: drive fleets of command-line AI agents over CAP (cap-protocol/v1).
@@ -36,8 +40,17 @@ pub(crate) struct Cli {
     #[arg(long, exclusive = true)]
     cap_manifest: bool,
 
-    /// When to colour output.
-    #[arg(long, value_enum, default_value_t, global = true)]
+    /// When to colour output: auto (stdout a terminal and NO_COLOR unset), always, never.
+    // A global option is listed in every verb's help: its values are named in the one
+    // line above, not as a block of possible values repeated under every verb.
+    #[arg(
+        long,
+        value_enum,
+        value_name = "WHEN",
+        default_value_t,
+        global = true,
+        hide_possible_values = true
+    )]
     color: ColorChoice,
 
     #[command(subcommand)]

@@ -24,10 +24,14 @@ const SUMMARY_MAX: usize = 120;
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
 Examples:
-  capfleet log latest                      the most recent run, readably
-  capfleet log 20261130T121500Z-3fa9 -f    follow a run until it ends
-  capfleet log latest --session worker-a   one session's records
-  capfleet log latest --json | jq .        the raw JSONL records")]
+  capfleet log latest
+      the most recent run, readably
+  capfleet log 20261130T121500Z-3fa9 -f
+      follow a run until it ends
+  capfleet log latest --session worker-a
+      one session's records
+  capfleet log latest --json | jq .
+      the raw JSONL records")]
 pub(crate) struct LogArgs {
     /// The run id (a directory of .capfleet/runs) or `latest`.
     #[arg(default_value = LATEST)]

@@ -15,7 +15,7 @@ use crate::style::{ColorChoice, Style};
 #[derive(Debug, clap::Args)]
 #[command(
     after_help = "The binary line says where the agent's binary is, or that it is not on PATH \
-(with the manifest's install hint, `agent.x-install`, when it has one): `chat` and `run` refuse
+(with the manifest's install hint, `agent.x-install`, when it has one): `chat` and `run` refuse \
 an agent whose binary is missing.
 
 Exit codes: 0 resolved (even when the binary is missing), 1 no valid manifest (cap_manifest_missing)."

@@ -257,3 +257,67 @@ fn a_journal_that_cannot_be_opened_is_named_before_any_agent_starts() {
     );
     assert!(out.stdout.is_empty(), "no agent answered: {:?}", out.stdout);
 }
+
+/// Every verb's help at 80 columns: no line past the width, and each paragraph wrapped
+/// where the width ends it — no word pushed onto a line of its own by a hard break in
+/// the source (`under the current` / `directory (...)` at 80 columns) — and the global
+/// `--color` in a verb's help is its two lines, not a block of possible values.
+#[test]
+fn help_fits_80_columns_and_wraps_paragraphs_at_the_width() {
+    const WIDTH: usize = 80;
+    let verbs: &[&[&str]] = &[
+        &[],
+        &["run"],
+        &["chat"],
+        &["log"],
+        &["diff"],
+        &["merge"],
+        &["clean"],
+        &["resolve"],
+        &["manifest", "validate"],
+        &["sim"],
+    ];
+    for verb in verbs {
+        let out = capfleet()
+            .args(*verb)
+            .arg("--help")
+            .env("COLUMNS", WIDTH.to_string())
+            .output()
+            .expect("run capfleet");
+        let help = ok(&out);
+        let lines: Vec<&str> = help.lines().collect();
+        for line in &lines {
+            assert!(
+                line.chars().count() <= WIDTH,
+                "`capfleet {verb:?} --help`: a line wider than {WIDTH} columns:\n{line}"
+            );
+        }
+        // Two lines of one unindented paragraph: the second's first word would have
+        // fitted on the first.
+        for pair in lines.windows(2) {
+            let (first, next) = (pair[0], pair[1]);
+            let prose = |l: &str| !l.is_empty() && !l.starts_with(' ');
+            if !(prose(first) && prose(next)) || first.ends_with(':') {
+                continue;
+            }
+            let word = next.split_whitespace().next().unwrap_or_default();
+            assert!(
+                first.chars().count() + 1 + word.chars().count() > WIDTH,
+                "`capfleet {verb:?} --help`: a paragraph broken before the width:\n{first}\n{next}"
+            );
+        }
+        let color = lines
+            .iter()
+            .position(|l| l.trim_start().starts_with("--color"))
+            .unwrap_or_else(|| panic!("`capfleet {verb:?} --help` lists --color"));
+        let block = lines[color + 1..]
+            .iter()
+            .take_while(|l| !l.trim_start().starts_with('-'))
+            .filter(|l| !l.trim().is_empty())
+            .count();
+        assert!(
+            block <= 3,
+            "`capfleet {verb:?} --help`: --color takes {block} lines:\n{help}"
+        );
+    }
+}

@@ -239,3 +239,75 @@ fn mentions_past_the_queue_cap_are_refused_and_recorded() {
         || m.processes().is_empty()
     ));
 }
+
+/// `run --json`: every line is JSON, and the last is the `run_totals` record — the
+/// outcome and exit code, each session in the fleet's order (not alphabetical) with
+/// its turns, tokens and cost, and the fleet's sums — for a script to read.
+#[test]
+fn json_ends_with_a_totals_record_in_fleet_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let m = EnvMarker::new("json-totals");
+    write(
+        d,
+        "pay.toml",
+        "[[turn]]\nsteps = [{ usage = { input_tokens = 7, output_tokens = 3, cost_usd = 0.01 } }, { say = \"paid\" }]\n",
+    );
+    let sessions = [
+        fleet_session("zed", "pay.toml", &m, ""),
+        fleet_session("amy", "pay.toml", &m, ""),
+    ];
+    write(
+        d,
+        "fleet.toml",
+        &format!(
+            "[fleet]\nname = \"j\"\nstart = [\"zed\", \"amy\"]\ntask = \"go\"\n\n{}",
+            sessions.join("\n")
+        ),
+    );
+    let out = capfleet(d)
+        .args(["run", "fleet.toml", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    let totals = lines.last().expect("a line of output");
+    assert_eq!(totals["type"], "run_totals", "{totals}");
+    assert_eq!(
+        lines.iter().filter(|l| l["type"] == "run_totals").count(),
+        1
+    );
+    assert_eq!(totals["outcome"], "completed");
+    assert_eq!(totals["exit_code"], 0);
+    assert_eq!(totals["fleet"], "j");
+    let names: Vec<&str> = totals["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["zed", "amy"]);
+    for s in totals["sessions"].as_array().unwrap() {
+        assert_eq!(s["turns"], 1, "{s}");
+        assert_eq!(s["input_tokens"], 7, "{s}");
+        assert_eq!(s["output_tokens"], 3, "{s}");
+    }
+    assert_eq!(totals["total"]["turns"], 2);
+    assert_eq!(totals["total"]["input_tokens"], 14);
+    assert_eq!(totals["total"]["output_tokens"], 6);
+    let cost = totals["total"]["cost_usd"].as_f64().unwrap();
+    assert!((cost - 0.02).abs() < 1e-9, "{cost}");
+    let journal = totals["journal"].as_str().unwrap();
+    assert!(d.join(journal).is_file(), "{journal}");
+    let run = common::latest_run(d);
+    assert_eq!(totals["run"], run.file_name().unwrap().to_str().unwrap());
+}

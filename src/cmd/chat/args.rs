@@ -14,20 +14,25 @@ use crate::agents::{SessionRequest, registry, session_spec};
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
 Examples:
-  capfleet chat sim --task 'hello'                 one turn with the simulator, then exit
-  capfleet chat sim --script config/sim/flaky.toml  the simulator following a script
-  capfleet chat claude-code                        a REPL with Claude Code (stdin a terminal)
-  echo 'fix the tests' | capfleet chat sim --json  every CAP event as NDJSON
+  capfleet chat sim --task 'hello'
+      one turn with the simulator, then exit
+  capfleet chat sim --script config/sim/flaky.toml
+      the simulator following a script
+  capfleet chat claude-code
+      a REPL with Claude Code (stdin a terminal)
+  echo 'fix the tests' | capfleet chat sim --json
+      every CAP event as NDJSON
 
-Permission requests: --deny-tool, then --allow-tool, then --max-risk decide first;
-what they leave open is asked at the terminal, or, with no terminal, denied
-(fail-safe). Every decision is recorded with the rule that made it. Ctrl-C cancels the turn; again, ends the session.
+Permission requests: --deny-tool, then --allow-tool, then --max-risk decide first; \
+what they leave open is asked at the terminal, or, with no terminal, denied (fail-safe). \
+Every decision is recorded with the rule that made it. Ctrl-C cancels the turn; again, \
+ends the session.
 
-Traces: --otlp URL (or OTEL_EXPORTER_OTLP_ENDPOINT) exports one trace per chat, rooted
+Traces: --otlp URL (or OTEL_EXPORTER_OTLP_ENDPOINT) exports one trace per chat, rooted \
 at `chat`; --trace-file writes the same spans as JSON lines. The agent gets TRACEPARENT.
 
-Exit codes: 0 the last turn completed, 1 it failed (or the session did), 2 bad usage,
-130 interrupted (Ctrl-C), 129 / 143 ended by SIGHUP / SIGTERM (the agent is shut down
+Exit codes: 0 the last turn completed, 1 it failed (or the session did), 2 bad usage, \
+130 interrupted (Ctrl-C), 129 / 143 ended by SIGHUP / SIGTERM (the agent is shut down \
 with the session either way).")]
 pub(crate) struct ChatArgs {
     /// The agent: a registry name (see `capfleet resolve`) or a manifest path.

@@ -8,28 +8,31 @@ use crate::telemetry::TelemetryArgs;
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
 Examples:
-  capfleet run config/fleets/demo.toml             run the demo fleet (simulator agents, no API key)
-  capfleet run --dry-run config/fleets/*.toml      validate fleets and print their plans
-  capfleet run fleet.toml --task @task.md          replace the fleet's task (`@` reads a file)
+  capfleet run config/fleets/demo.toml
+      run the demo fleet (simulator agents, no API key)
+  capfleet run --dry-run config/fleets/*.toml
+      validate fleets and print their plans
+  capfleet run fleet.toml --task @task.md
+      replace the fleet's task (`@` reads a file)
 
-Validation happens before anything spawns; every error names file, line and key.
-Each run records its journal in .capfleet/runs/<run-id>/journal.jsonl under the current
+Validation happens before anything spawns; every error names file, line and key. \
+Each run records its journal in .capfleet/runs/<run-id>/journal.jsonl under the current \
 directory (`capfleet log latest`), its artifacts beside it (artifacts/<session>/).
 
-Traces: --otlp URL (or OTEL_EXPORTER_OTLP_ENDPOINT) exports one trace per run, rooted at
-`fleet.run`; --trace-file writes the same spans as JSON lines. Metrics: --metrics-addr.
+Traces: --otlp URL (or OTEL_EXPORTER_OTLP_ENDPOINT) exports one trace per run, rooted at \
+`fleet.run`; --trace-file writes the same spans as JSON lines. Metrics: --metrics-addr. \
 See observability/README.md for Jaeger, Prometheus and Grafana.
 
-Sessions of coding agents each work in their own git worktree,
-<repo>/.cap-worktrees/<run-id>/<session> on branch capfleet/<run-id>/<session> (off
-[fleet].base, default HEAD; a plain directory outside git). Worktrees stay after the run:
-`capfleet diff`, `capfleet merge`, `capfleet clean`. A workspace that cannot be made
+Sessions of coding agents each work in their own git worktree, \
+<repo>/.cap-worktrees/<run-id>/<session> on branch capfleet/<run-id>/<session> (off \
+[fleet].base, default HEAD; a plain directory outside git). Worktrees stay after the run: \
+`capfleet diff`, `capfleet merge`, `capfleet clean`. A workspace that cannot be made \
 fails the run (exit 1) before any agent starts.
 
-Exit codes: 0 completed, 1 a session failed, 2 invalid config (or bad usage),
-3 budget exceeded, 130 interrupted (Ctrl-C), 143 / 129 stopped by SIGTERM / SIGHUP
-(every agent's process group is killed first; a second signal cuts the kill grace
-short). A disk fault (a journal, transcript or artifact write that failed) is exit 1
+Exit codes: 0 completed, 1 a session failed, 2 invalid config (or bad usage), \
+3 budget exceeded, 130 interrupted (Ctrl-C), 143 / 129 stopped by SIGTERM / SIGHUP \
+(every agent's process group is killed first; a second signal cuts the kill grace \
+short). A disk fault (a journal, transcript or artifact write that failed) is exit 1 \
 too.")]
 pub(crate) struct RunArgs {
     /// The fleet file(s); more than one only with --dry-run.
@@ -38,7 +41,8 @@ pub(crate) struct RunArgs {
     /// Validate and print the plan (sessions, routes, budget); spawn nothing.
     #[arg(long)]
     pub dry_run: bool,
-    /// Machine-readable output: the plan as JSON (--dry-run), NDJSON events (run).
+    /// Machine-readable output: the plan as JSON (--dry-run), NDJSON events (run),
+    /// ending with one `run_totals` record (outcome, exit code, turns, tokens, cost).
     #[arg(long)]
     pub json: bool,
     /// Replace the fleet's task (`@path` reads the task from a file).

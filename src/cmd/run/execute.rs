@@ -15,6 +15,7 @@ use capfleet_actors::run::{RunReport, RunSpec, RunTelemetry, run_fleet};
 use capfleet_actors::telemetry::metrics::FleetMetrics;
 use tokio::sync::mpsc;
 
+use super::totals::Totals;
 use super::view::{self, Mode};
 use super::workspaces;
 use super::{EXIT_BUDGET, EXIT_INTERRUPTED, EXIT_SESSION_FAILED, RunArgs};
@@ -164,7 +165,11 @@ pub(super) async fn execute(
         }
     };
     if let Ok(r) = &report {
-        summary(&fleet, r, &seen, &run, err);
+        let totals = Totals::new(&fleet, r, &seen, &run, code);
+        summary(&fleet, r, &totals, &seen, &run, err);
+        if mode == Mode::Json {
+            totals.print_json();
+        }
     }
     ExitCode::from(code)
 }
@@ -217,7 +222,7 @@ fn short(urn: &str) -> &str {
 }
 
 /// Per session: turns, tokens, cost, restarts; then the fleet and where the journal is.
-fn summary(fleet: &Fleet, r: &RunReport, seen: &view::Seen, run: &RunDir, s: Style) {
+fn summary(fleet: &Fleet, r: &RunReport, t: &Totals, seen: &view::Seen, run: &RunDir, s: Style) {
     let outcome = serde_json::to_value(r.outcome)
         .ok()
         .and_then(|v| v.as_str().map(str::to_owned))
@@ -236,27 +241,20 @@ fn summary(fleet: &Fleet, r: &RunReport, seen: &view::Seen, run: &RunDir, s: Sty
     for f in &r.faults {
         eprintln!("  {} {f}; kept: {}", s.err("disk fault:"), f.kept);
     }
-    for fs in &fleet.sessions {
-        let u = urn(&fleet.name, &fs.spec.name);
-        let row = seen.rows.get(u.as_str()).cloned().unwrap_or_default();
-        let usage = r
-            .budget
-            .by_session
-            .get(u.as_str())
-            .copied()
-            .unwrap_or_default();
+    for row in &t.sessions {
         eprintln!(
             "  {:<20} {:<12} turns {:>3}  tokens {:>8} in {:>7} out  ${:>8.4}  restarts {}",
-            fs.spec.name,
-            row.state.as_str(),
+            row.name,
+            row.state,
             row.turns,
-            usage.input_tokens,
-            usage.output_tokens,
-            usage.cost_usd,
+            row.input_tokens,
+            row.output_tokens,
+            row.cost_usd,
             row.restarts
         );
     }
-    let budget = match r.budget.limit_usd {
+    let total = &t.total;
+    let budget = match total.limit_usd {
         Some(limit) => format!(" of ${limit:.4}"),
         None => String::new(),
     };
@@ -264,11 +262,11 @@ fn summary(fleet: &Fleet, r: &RunReport, seen: &view::Seen, run: &RunDir, s: Sty
         "  {:<20} {:<12} turns {:>3}  tokens {:>8} in {:>7} out  ${:>8.4}{budget}  restarts {}",
         "total",
         "",
-        r.counters.turns,
-        r.budget.total.input_tokens,
-        r.budget.total.output_tokens,
-        r.budget.total.cost_usd,
-        r.counters.restarts
+        total.turns,
+        total.input_tokens,
+        total.output_tokens,
+        total.cost_usd,
+        total.restarts
     );
     for c in &r.budget.crossings {
         eprintln!("  {}", crossing_line(&r.budget, c));

@@ -4,6 +4,7 @@
 mod args;
 mod dry_run;
 mod execute;
+mod totals;
 mod view;
 mod workspaces;
 

@@ -13,8 +13,10 @@ use crate::style::{ColorChoice, Style};
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
 Examples:
-  capfleet clean latest            remove what holds no unmerged or uncommitted work
-  capfleet clean latest --force    remove the worktrees anyway (unmerged branches stay)
+  capfleet clean latest
+      remove what holds no unmerged or uncommitted work
+  capfleet clean latest --force
+      remove the worktrees anyway (unmerged branches stay)
 
 Exit codes: 0 everything removed, 1 something was refused (listed), 2 unknown run.")]
 pub(crate) struct CleanArgs {

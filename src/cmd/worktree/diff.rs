@@ -17,9 +17,12 @@ use crate::style::{ColorChoice, Style};
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
 Examples:
-  capfleet diff latest                   every session's changes in the last run
+  capfleet diff latest
+      every session's changes in the last run
   capfleet diff 20261130T121500Z-3fa9 worker-a | git apply
-  capfleet diff latest --stat            changed files per session
+      one session's changes, applied to the current checkout
+  capfleet diff latest --stat
+      changed files per session
 
 Exit codes: 0 shown, 1 a workspace could not be read, 2 unknown run or session.")]
 pub(crate) struct DiffArgs {

@@ -17,10 +17,12 @@ use crate::style::{ColorChoice, Style};
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
 Examples:
-  capfleet merge latest worker-a           merge worker-a's branch into the current branch
-  capfleet merge latest worker-b --commit  commit what worker-b left uncommitted, then merge
+  capfleet merge latest worker-a
+      merge worker-a's branch into the current branch
+  capfleet merge latest worker-b --commit
+      commit what worker-b left uncommitted, then merge
 
-Exit codes: 0 merged (or already merged), 1 refused (merge_conflict, git_dirty, a git
+Exit codes: 0 merged (or already merged), 1 refused (merge_conflict, git_dirty, a git \
 error; nothing changed), 2 unknown run or session.")]
 pub(crate) struct MergeArgs {
     #[command(flatten)]
