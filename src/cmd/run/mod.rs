@@ -2,8 +2,10 @@
 //! nothing spawned), then either print the plan (`--dry-run`) or execute it.
 
 mod args;
+mod board;
 mod dry_run;
 mod execute;
+mod lines;
 mod view;
 mod workspaces;
 
