@@ -55,6 +55,11 @@ pub(crate) fn view() -> Option<MultiProgress> {
     VIEW.read().ok().and_then(|v| v.clone())
 }
 
+/// `line` on stderr, above the live view while one is drawn.
+pub(crate) fn note(line: &str) {
+    let _shown = Stderr.write_all(format!("{line}\n").as_bytes());
+}
+
 /// stderr, or above the live view while one is drawn. The fmt layer writes each
 /// event whole in one `write_all`, so a line is never split around a redraw.
 struct Stderr;

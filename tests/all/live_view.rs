@@ -24,7 +24,7 @@ fn script() -> String {
     format!(
         "chunk = 5\nchunk_delay_ms = 20\n\n[[turn]]\nsteps = [\n  {{ say = \"Starting.\\n\" }},\n  \
          {{ crash = \"sigkill\", once = true }},\n  {{ say = \"{SENTENCE}\\n\" }},\n  \
-         {{ sleep_ms = 5000 }},\n  {{ usage = {{ input_tokens = 1200, output_tokens = 300, cost_usd = 0.006 }} }},\n]\n"
+         {{ sleep_ms = 8000 }},\n  {{ usage = {{ input_tokens = 1200, output_tokens = 300, cost_usd = 0.006 }} }},\n]\n"
     )
 }
 
@@ -155,6 +155,27 @@ fn the_board_fits_80_columns() {
 #[test]
 fn the_board_fits_160_columns() {
     board_at(160);
+}
+
+#[test]
+fn a_narrower_terminal_gets_the_rows_redrawn_cut_and_no_stale_piece() {
+    let m = EnvMarker::new("live-view-resize");
+    let f = fleet(&m);
+    let tmux = Tmux::start("resize", 160, f.path(), &run_line(&f, ""));
+    tmux.wait_for("whole rows, the restart counted", |s| {
+        shows_the_board_and_the_warning(s) && s.contains("restarts 1")
+    });
+    tmux.resize(80);
+    // Cut at 80 columns, a row ends before its restarts; a piece of a row drawn at 160
+    // that the terminal broke into a line of its own would still show them.
+    let narrow = tmux.wait_for("the rows redrawn at 80 columns", |s| {
+        shows_the_board_and_the_warning(s) && !s.contains("restarts")
+    });
+    let shown = rows(&narrow);
+    let names: Vec<&str> = shown.iter().map(|(_, n)| *n).collect();
+    assert_eq!(names, ["zulu", "alpha", "mike", "fleet"], "{narrow}");
+    assert_eq!(shown[3].0 - shown[0].0, SESSIONS.len(), "{narrow}");
+    tmux.wait_for("the run's end", |s| s.contains(&format!("{EXITED} 0]")));
 }
 
 #[test]

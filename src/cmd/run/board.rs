@@ -9,13 +9,17 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle, TermLike};
 
+use super::screen::Screen;
 use super::view::{Row, Seen};
 use crate::style::Style;
 
 pub(super) struct Board {
     view: MultiProgress,
+    screen: Screen,
+    /// The width the rows were last drawn at.
+    width: u16,
     /// The sessions' rows, in the order shown; what each shows now.
     rows: Vec<(Arc<str>, ProgressBar, String)>,
     index: HashMap<Arc<str>, usize>,
@@ -27,8 +31,11 @@ pub(super) struct Board {
 impl Board {
     /// The board for `order` (the fleet's session URNs), drawn on stdout.
     pub(super) fn new(order: &[Arc<str>], budget_usd: Option<f64>, style: Style) -> Self {
-        let view = MultiProgress::with_draw_target(target());
+        let screen = Screen::stdout();
+        let view = MultiProgress::with_draw_target(target(&screen));
         let mut board = Board {
+            width: screen.width(),
+            screen,
             total: (view.add(bar()), String::new()),
             budget: budget_usd.map(|limit| (limit, view.add(bar()), String::new())),
             view,
@@ -57,6 +64,11 @@ impl Board {
     /// Show what `seen` holds: the rows whose text changed, or all of them when
     /// `force` (the terminal was resized).
     pub(super) fn draw(&mut self, seen: &Seen, force: bool) {
+        let width = self.screen.width();
+        if width < self.width {
+            self.screen.reflowed(self.reflowed(width));
+        }
+        self.width = width;
         let mut total = Row::default();
         for (urn, r) in &seen.rows {
             self.row(urn);
@@ -86,6 +98,26 @@ impl Board {
         }
     }
 
+    /// How many more lines the rows drawn at the old width take at `width` on a
+    /// terminal that reflows them.
+    fn reflowed(&self, width: u16) -> usize {
+        let (old, new) = (usize::from(self.width), usize::from(width.max(1)));
+        let budget = self.budget.iter().map(|(_, _, text)| text);
+        self.rows
+            .iter()
+            .map(|(_, _, text)| text)
+            .chain([&self.total.1])
+            .chain(budget)
+            .map(|text| {
+                console::measure_text_width(text)
+                    .min(old)
+                    .div_ceil(new)
+                    .max(1)
+                    - 1
+            })
+            .sum()
+    }
+
     /// Take the board off the screen; diagnostics go straight to stderr again.
     pub(super) fn clear(self) {
         crate::logging::above(None);
@@ -93,10 +125,10 @@ impl Board {
     }
 }
 
-/// stdout, with no rate limit of indicatif's own: the view redraws at its own pace,
-/// and a limited draw would be dropped, leaving a stale row until the next one.
-fn target() -> ProgressDrawTarget {
-    ProgressDrawTarget::term_like(Box::new(console::Term::buffered_stdout()))
+/// `screen`, with no rate limit of indicatif's own: the view redraws at its own
+/// pace, and a limited draw would be dropped, leaving a stale row until the next one.
+fn target(screen: &Screen) -> ProgressDrawTarget {
+    ProgressDrawTarget::term_like(Box::new(screen.clone()))
 }
 
 /// The board off the screen while the human answers a question at the terminal (a
@@ -113,7 +145,7 @@ pub(super) fn hold() -> Option<Held> {
 
 impl Drop for Held {
     fn drop(&mut self) {
-        self.0.set_draw_target(target());
+        self.0.set_draw_target(target(&Screen::stdout()));
     }
 }
 

@@ -6,6 +6,7 @@ mod board;
 mod dry_run;
 mod execute;
 mod lines;
+mod screen;
 mod view;
 mod workspaces;
 

@@ -100,6 +100,17 @@ impl Tmux {
         }
     }
 
+    /// Make the terminal `width` columns wide (the command gets `SIGWINCH`).
+    pub(crate) fn resize(&self, width: u16) {
+        let width = width.to_string();
+        let out = self.run(&["resize-window", "-t", "0", "-x", &width]);
+        assert!(
+            out.status.success(),
+            "tmux resize-window: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
     /// Type `keys` (tmux key names, e.g. `Enter`, `C-d`).
     pub(crate) fn keys(&self, keys: &[&str]) {
         let mut args = vec!["send-keys", "-t", "0"];
