@@ -4,13 +4,13 @@
 //! driver), so a crashing agent is restarted per policy exactly as in a fleet. The
 //! terminal shows the assistant's text as it streams, tool calls, restarts and
 //! errors; the REPL prompts on a line of its own and says once how to leave it
-//! (Ctrl-D or `/quit`); permission requests are asked of the human when stdin is a terminal, and
-//! denied (fail-safe, recorded as an event) when it is not. Ctrl-C cancels the turn;
-//! a second Ctrl-C ends the session. SIGTERM and SIGHUP end the session at once: the
-//! agent's process group is killed (no wait for it to exit by itself; a second signal
-//! cuts the kill grace short) before capfleet exits with 128 + the signal number, so
-//! no agent outlives a terminated `chat`. When stdout is a terminal,
-//! its resizes (SIGWINCH) resize a PTY agent's terminal too.
+//! (Ctrl-D or `/quit`); permission requests are asked of the human when stdin is a
+//! terminal, and denied (fail-safe, recorded as an event) when it is not. Ctrl-C
+//! cancels the turn; a second Ctrl-C ends the session. SIGTERM and SIGHUP end the
+//! session at once: the agent's process group is killed (no wait for it to exit by
+//! itself; a second signal cuts the kill grace short) before capfleet exits with
+//! 128 + the signal number, so no agent outlives a terminated `chat`. When stdout is
+//! a terminal, its resizes (SIGWINCH) resize a PTY agent's terminal too.
 
 mod args;
 
