@@ -86,13 +86,14 @@ impl StopSignals {
     }
 }
 
-/// What `signal` does, on stderr.
+/// What `signal` does, on stderr (above `run`'s live view).
 fn say(signal: Signal, first: bool) {
-    match (first, signal) {
-        (true, Signal::Int) => eprintln!("\n^C stopping: every session is cancelled"),
-        (true, other) => eprintln!("\ncapfleet: {other}: stopping; killing every agent"),
-        (false, other) => eprintln!("capfleet: {other} again: killing the agents now"),
-    }
+    let said = match (first, signal) {
+        (true, Signal::Int) => "\n^C stopping: every session is cancelled".to_owned(),
+        (true, other) => format!("\ncapfleet: {other}: stopping; killing every agent"),
+        (false, other) => format!("capfleet: {other} again: killing the agents now"),
+    };
+    crate::logging::note(&said);
 }
 
 fn listen(kind: SignalKind) -> Option<unix::Signal> {

@@ -1,11 +1,13 @@
-//! Terminal styling that honours `NO_COLOR` (<https://no-color.org>) and `--color`.
+//! Terminal styling that honours `NO_COLOR` (<https://no-color.org>), `TERM=dumb`
+//! and `--color`.
 
 use std::io::IsTerminal;
 
 /// When to colour output.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub(crate) enum ColorChoice {
-    /// Colour when stdout is a terminal and `NO_COLOR` is unset or empty.
+    /// Colour when the stream is a terminal that is not `TERM=dumb` and `NO_COLOR` is
+    /// unset or empty.
     #[default]
     Auto,
     Always,
@@ -29,7 +31,12 @@ impl Style {
 
     fn resolve(choice: ColorChoice, is_tty: bool) -> Self {
         let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
-        Self::decide(choice, is_tty, no_color)
+        Self::decide(choice, is_tty && !dumb_terminal(), no_color)
+    }
+
+    /// Whether text written through this style carries escape sequences.
+    pub(crate) fn enabled(self) -> bool {
+        self.enabled
     }
 
     fn decide(choice: ColorChoice, is_tty: bool, no_color: bool) -> Self {
@@ -68,6 +75,11 @@ impl Style {
     pub(crate) fn err(self, text: &str) -> String {
         self.paint("31;1", text)
     }
+}
+
+/// `TERM=dumb`: a terminal that moves no cursor and shows no colour.
+pub(crate) fn dumb_terminal() -> bool {
+    std::env::var_os("TERM").is_some_and(|t| t == "dumb")
 }
 
 #[cfg(test)]

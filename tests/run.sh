@@ -28,6 +28,9 @@ command -v node >/dev/null \
 node -e 'process.exit(parseInt(process.versions.node, 10) < 20 ? 1 : 0)' \
   || die "node >= 20 required, found $(node --version)"
 command -v npm >/dev/null || die "npm not found: install npm (Debian: apt-get install npm)"
+# The live view's and the chat REPL's tests (tests/all/live_view.rs, chat_repl.rs) run
+# capfleet in a real terminal.
+command -v tmux >/dev/null || die "tmux not found: install it (Debian: apt-get install tmux)"
 # The observability tests start Prometheus and run promtool: Debian's `prometheus`,
 # installed here when missing (as root) or asked for.
 if ! command -v prometheus >/dev/null || ! command -v promtool >/dev/null; then

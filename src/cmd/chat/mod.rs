@@ -3,13 +3,14 @@
 //! The session runs under the full supervision tree (root, answerer, fleet, session,
 //! driver), so a crashing agent is restarted per policy exactly as in a fleet. The
 //! terminal shows the assistant's text as it streams, tool calls, restarts and
-//! errors; permission requests are asked of the human when stdin is a terminal, and
-//! denied (fail-safe, recorded as an event) when it is not. Ctrl-C cancels the turn;
-//! a second Ctrl-C ends the session. SIGTERM and SIGHUP end the session at once: the
-//! agent's process group is killed (no wait for it to exit by itself; a second signal
-//! cuts the kill grace short) before capfleet exits with 128 + the signal number, so
-//! no agent outlives a terminated `chat`. When stdout is a terminal,
-//! its resizes (SIGWINCH) resize a PTY agent's terminal too.
+//! errors; the REPL prompts on a line of its own and says once how to leave it
+//! (Ctrl-D or `/quit`); permission requests are asked of the human when stdin is a
+//! terminal, and denied (fail-safe, recorded as an event) when it is not. Ctrl-C
+//! cancels the turn; a second Ctrl-C ends the session. SIGTERM and SIGHUP end the
+//! session at once: the agent's process group is killed (no wait for it to exit by
+//! itself; a second signal cuts the kill grace short) before capfleet exits with
+//! 128 + the signal number, so no agent outlives a terminated `chat`. When stdout is
+//! a terminal, its resizes (SIGWINCH) resize a PTY agent's terminal too.
 
 mod args;
 
@@ -19,6 +20,7 @@ mod winsize;
 use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 use capfleet_actors::events::{Published, SUBSCRIBER_CAPACITY, TurnOutcome, UsageTotals};
 use capfleet_actors::protocol::CancelScope;
@@ -26,7 +28,7 @@ use capfleet_actors::root::{Orchestrator, RootArgs};
 use capfleet_actors::session::{SessionError, SessionMsg, TurnResult};
 use capfleet_actors::telemetry::TreeTelemetry;
 use ractor::ActorRef;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 
 pub(crate) use args::ChatArgs;
 
@@ -123,15 +125,17 @@ async fn chat(args: ChatArgs, color: ColorChoice, telemetry: &Telemetry) -> Exit
             return ExitCode::FAILURE;
         }
     };
+    let (shown_tx, turns_shown) = watch::channel(0);
     let printer = tokio::spawn(render::print_events(
         events_rx,
         render::Mode::new(args.json, args.show_thoughts, Style::for_stdout(color)),
+        shown_tx,
     ));
     let input = crate::human::Input::spawn(interactive, human_rx, err_style);
     let resizes = winsize::forward(session.clone());
 
     let code = tokio::select! {
-        code = drive(&args, &session, input, err_style) => code,
+        code = drive(&args, &session, input, turns_shown, err_style) => code,
         Some(fault) = faults.recv() => {
             eprintln!("{} {fault}; the chat is stopped (kept: {})", err_style.err("error:"), fault.kept);
             ExitCode::FAILURE
@@ -162,11 +166,19 @@ async fn chat(args: ChatArgs, color: ColorChoice, telemetry: &Telemetry) -> Exit
     code
 }
 
-/// The conversation loop: tasks in, turns out, Ctrl-C handled.
+/// How long the REPL waits for a turn's end to be printed before it prompts.
+const SHOWN_WAIT: Duration = Duration::from_secs(2);
+
+/// What ends the REPL besides the end of input.
+const QUIT: &str = "/quit";
+
+/// The conversation loop: tasks in, turns out, Ctrl-C handled. The REPL says once
+/// how to leave it, and prompts once the last turn's end is printed.
 async fn drive(
     args: &ChatArgs,
     session: &ActorRef<SessionMsg>,
     mut input: crate::human::Input,
+    mut turns_shown: watch::Receiver<u32>,
     style: Style,
 ) -> ExitCode {
     let mut tasks: std::collections::VecDeque<String> = args.task.iter().cloned().collect();
@@ -183,6 +195,14 @@ async fn drive(
             }
         }
     }
+    if !once {
+        eprintln!(
+            "{}",
+            style.dim(&format!(
+                "Ctrl-D or {QUIT} ends the chat; Ctrl-C cancels the turn in progress."
+            ))
+        );
+    }
     let mut last: Option<TurnOutcome> = None;
     loop {
         let prompt = match tasks.pop_front() {
@@ -190,11 +210,18 @@ async fn drive(
             None if once => break,
             None => match input.prompt_line().await {
                 Some(line) if line.trim().is_empty() => continue,
+                Some(line) if line.trim() == QUIT => break,
                 Some(line) => line,
                 None => break, // Ctrl-D
             },
         };
-        match run_turn(session, prompt, &mut input).await {
+        turns_shown.borrow_and_update();
+        let end = run_turn(session, prompt, &mut input).await;
+        if !once && matches!(end, TurnEnd::Done(Ok(_))) {
+            // Bounded: should its `turn_ended` not be printed, the REPL still prompts.
+            let _shown = tokio::time::timeout(SHOWN_WAIT, turns_shown.changed()).await;
+        }
+        match end {
             TurnEnd::Done(Ok(result)) => last = Some(result.outcome),
             TurnEnd::Done(Err(e)) => {
                 eprintln!("{} {e}", style.err("error:"));

@@ -1,13 +1,14 @@
 //! Printing a session's events: streamed text, tool lines, restarts, errors — or
 //! NDJSON. Output is buffered and flushed whenever the event channel runs dry, so a
-//! flood of small chunks costs few writes.
+//! flood of small chunks costs few writes. A turn's text ends its line when the turn
+//! ends.
 
 use std::io::Write;
 
 use capfleet_actors::events::{EventBody, Published};
 use capfleet_actors::protocol::{CapEvent, Channel};
 use serde_json::Value;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
 use super::Totals;
 use crate::style::Style;
@@ -28,8 +29,14 @@ impl Mode {
     }
 }
 
-/// Print until every publisher is gone; return the totals seen.
-pub(super) async fn print_events(mut rx: mpsc::Receiver<Published>, mode: Mode) -> Totals {
+/// Print until every publisher is gone; return the totals seen. Each turn's end is
+/// printed (a line ended, stdout flushed) before `turns_shown` counts it, so the REPL
+/// prompts on a line of its own.
+pub(super) async fn print_events(
+    mut rx: mpsc::Receiver<Published>,
+    mode: Mode,
+    turns_shown: watch::Sender<u32>,
+) -> Totals {
     // Not `stdout().lock()`: the guard cannot cross awaits on another thread.
     let mut out = std::io::BufWriter::with_capacity(64 << 10, std::io::stdout());
     let mut totals = Totals::default();
@@ -55,6 +62,8 @@ pub(super) async fn print_events(mut rx: mpsc::Receiver<Published>, mode: Mode) 
         if out.flush().is_err() {
             return totals;
         }
+        turns_shown
+            .send_if_modified(|shown| std::mem::replace(shown, totals.turns) != totals.turns);
     }
     if !at_line_start {
         writeln!(out).ok();
@@ -152,6 +161,10 @@ fn text(
             )),
         )?,
         EventBody::Failed { reason } => line(out, s.err(&format!("✗ session failed: {reason}")))?,
+        EventBody::TurnEnded { .. } if !*at_line_start => {
+            out.write_all(b"\n")?;
+            *at_line_start = true;
+        }
         _ => {}
     }
     Ok(())

@@ -15,6 +15,7 @@ use capfleet_actors::run::{RunReport, RunSpec, RunTelemetry, run_fleet};
 use capfleet_actors::telemetry::metrics::FleetMetrics;
 use tokio::sync::mpsc;
 
+use super::board;
 use super::totals::Totals;
 use super::view::{self, Mode};
 use super::workspaces;
@@ -101,13 +102,7 @@ pub(super) async fn execute(
         unattended::warn(&fs.spec, err);
     }
 
-    let mode = if args.json {
-        Mode::Json
-    } else if std::io::stdout().is_terminal() {
-        Mode::Live
-    } else {
-        Mode::Lines
-    };
+    let mode = Mode::pick(args.json);
     // A human at the terminal answers what the policy leaves open, unless the fleet
     // says `auto_answer` (then, as with no terminal at all, the answer is fail-safe).
     let human = (std::io::stdin().is_terminal() && !fleet.auto_answer).then(|| {
@@ -116,12 +111,14 @@ pub(super) async fn execute(
         tx
     });
     let (tx, rx) = mpsc::channel(SUBSCRIBER_CAPACITY);
-    let viewer = tokio::spawn(view::watch(
-        rx,
-        mode,
-        fleet.budgets.total_usd,
-        Style::for_stdout(color),
-    ));
+    let order: Vec<Arc<str>> = fleet
+        .sessions
+        .iter()
+        .map(|fs| urn(&fleet.name, &fs.spec.name).into())
+        .collect();
+    let (budget_usd, style) = (fleet.budgets.total_usd, Style::for_stdout(color));
+    let viewer =
+        tokio::spawn(async move { view::watch(rx, mode, &order, budget_usd, style).await });
     let per_session_usd = fleet
         .budgets
         .per_session
@@ -179,6 +176,7 @@ async fn answer_questions(mut questions: mpsc::Receiver<HumanQuestion>, style: S
     let (_none_tx, none_rx) = mpsc::channel(1);
     let mut input = Input::spawn(true, none_rx, style);
     while let Some(q) = questions.recv().await {
+        let _held = board::hold();
         eprintln!("\n{} asks:", q.urn);
         input.ask_human(q).await;
     }

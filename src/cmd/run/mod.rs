@@ -2,8 +2,11 @@
 //! nothing spawned), then either print the plan (`--dry-run`) or execute it.
 
 mod args;
+mod board;
 mod dry_run;
 mod execute;
+mod lines;
+mod screen;
 mod totals;
 mod view;
 mod workspaces;

@@ -1,19 +1,24 @@
-//! What a fleet run shows while it runs: on a terminal, one live row per session
-//! (state, turns, tokens, cost, restarts) under a fleet total and a budget bar; when
-//! stdout is not a terminal, one line per event as `capfleet log` prints it; NDJSON
-//! with `--json`.
+//! What a fleet run shows while it runs: on a terminal, the live board
+//! ([`super::board`]: one row per session in fleet order under a fleet total and a
+//! budget bar); when stdout is not a terminal or `TERM=dumb`, one line per event as
+//! `capfleet log` prints it, text chunks joined into lines ([`super::lines`]);
+//! NDJSON with `--json`.
 
 use std::collections::BTreeMap;
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use capfleet_actors::events::{EventBody, Published, SessionEvent, SessionState};
 use capfleet_actors::protocol::CapEvent;
+use serde_json::{Map, Value};
+use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::sync::mpsc;
 
+use super::board::Board;
+use super::lines::Texts;
 use crate::cmd::log;
-use crate::style::Style;
+use crate::style::{self, Style};
 
 /// How the run is shown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,6 +26,20 @@ pub(super) enum Mode {
     Live,
     Lines,
     Json,
+}
+
+impl Mode {
+    /// NDJSON with `--json`; the live board on a terminal that can move its cursor;
+    /// lines otherwise.
+    pub(super) fn pick(json: bool) -> Self {
+        if json {
+            Mode::Json
+        } else if std::io::stdout().is_terminal() && !style::dumb_terminal() {
+            Mode::Live
+        } else {
+            Mode::Lines
+        }
+    }
 }
 
 /// One session's row.
@@ -59,47 +78,80 @@ pub(super) struct Seen {
 
 const REDRAW: Duration = Duration::from_millis(100);
 
-/// Show events until every publisher is gone.
+/// Show events until every publisher is gone. `order` is the fleet's sessions (their
+/// URNs), the board's row order.
 pub(super) async fn watch(
     mut rx: mpsc::Receiver<Published>,
     mode: Mode,
+    order: &[Arc<str>],
     budget_usd: Option<f64>,
     style: Style,
 ) -> Seen {
     let mut seen = Seen::default();
     let mut out = std::io::BufWriter::with_capacity(64 << 10, std::io::stdout());
-    let mut drawn = 0usize;
-    let mut last_draw = Instant::now() - REDRAW;
-    while let Some(first) = rx.recv().await {
-        let mut next = Some(first);
-        while let Some(e) = next {
-            seen.events += 1;
-            update(&mut seen, &e);
-            let written = match mode {
-                Mode::Json => serde_json::to_writer(&mut out, &*e)
-                    .map_err(std::io::Error::from)
-                    .and_then(|()| out.write_all(b"\n")),
-                Mode::Lines => line(&mut out, &e, style),
-                Mode::Live => Ok(()),
-            };
-            if written.is_err() {
-                return seen;
+    let mut texts = Texts::default();
+    let mut board = (mode == Mode::Live).then(|| Board::new(order, budget_usd, style));
+    let mut resizes = board
+        .is_some()
+        .then(|| signal(SignalKind::window_change()).ok())
+        .flatten();
+    let mut redraw = tokio::time::interval(REDRAW);
+    redraw.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut changed = false;
+    loop {
+        tokio::select! {
+            first = rx.recv() => {
+                let Some(first) = first else { break };
+                let mut next = Some(first);
+                while let Some(e) = next {
+                    seen.events += 1;
+                    update(&mut seen, &e);
+                    let written = match mode {
+                        Mode::Json => serde_json::to_writer(&mut out, &*e)
+                            .map_err(std::io::Error::from)
+                            .and_then(|()| out.write_all(b"\n")),
+                        Mode::Lines => lines(&mut out, &mut texts, &e, style),
+                        Mode::Live => Ok(()),
+                    };
+                    if written.is_err() {
+                        return seen;
+                    }
+                    next = rx.try_recv().ok();
+                }
+                changed = true;
+                if out.flush().is_err() {
+                    return seen;
+                }
             }
-            next = rx.try_recv().ok();
-        }
-        if mode == Mode::Live && last_draw.elapsed() >= REDRAW {
-            drawn = draw(&mut out, &seen, budget_usd, drawn, style);
-            last_draw = Instant::now();
-        }
-        if out.flush().is_err() {
-            return seen;
+            _ = redraw.tick(), if changed => {
+                if let Some(b) = &mut board {
+                    b.draw(&seen, false);
+                }
+                changed = false;
+            }
+            Some(()) = resized(&mut resizes) => {
+                if let Some(b) = &mut board {
+                    b.draw(&seen, true);
+                }
+            }
         }
     }
-    if mode == Mode::Live {
-        draw(&mut out, &seen, budget_usd, drawn, style);
+    for record in texts.release_all() {
+        let _shown = writeln!(out, "{}", log::line(&record, style));
+    }
+    if let Some(b) = board {
+        b.clear();
     }
     out.flush().ok();
     seen
+}
+
+/// The next resize of the terminal; never without a handler.
+async fn resized(resizes: &mut Option<Signal>) -> Option<()> {
+    match resizes {
+        Some(s) => s.recv().await,
+        None => std::future::pending().await,
+    }
 }
 
 fn update(seen: &mut Seen, e: &SessionEvent) {
@@ -124,88 +176,29 @@ fn update(seen: &mut Seen, e: &SessionEvent) {
     }
 }
 
-fn short(urn: &str) -> &str {
-    urn.rsplit('/').next().unwrap_or(urn)
-}
-
-/// One line per event, as `capfleet log` prints the journal.
-fn line(out: &mut impl Write, e: &SessionEvent, s: Style) -> std::io::Result<()> {
-    let value = serde_json::to_value(e).map_err(std::io::Error::from)?;
-    match value.as_object() {
-        Some(record) => writeln!(out, "{}", log::line(record, s)),
-        None => Ok(()),
-    }
-}
-
-/// Redraw the live block in place; returns its height.
-fn draw(
+/// One line per event, as `capfleet log` prints the journal; a session's text
+/// chunks as whole lines.
+fn lines(
     out: &mut impl Write,
-    seen: &Seen,
-    budget: Option<f64>,
-    previous: usize,
+    texts: &mut Texts,
+    e: &SessionEvent,
     s: Style,
-) -> usize {
-    let mut lines = Vec::with_capacity(seen.rows.len() + 2);
-    let (mut tin, mut tout, mut cost, mut restarts) = (0u64, 0u64, 0f64, 0u32);
-    for (urn, r) in &seen.rows {
-        tin += r.input_tokens;
-        tout += r.output_tokens;
-        cost += r.cost_usd;
-        restarts += r.restarts;
-        lines.push(format!(
-            "{:<20} {:<15} turns {:>3}  tokens {:>8} in {:>7} out  ${:>8.4}  restarts {}",
-            short(urn),
-            r.state.as_str(),
-            r.turns,
-            r.input_tokens,
-            r.output_tokens,
-            r.cost_usd,
-            r.restarts
-        ));
-    }
-    lines.push(s.bold(&format!(
-        "{:<20} {:<15} {:>9}  tokens {:>8} in {:>7} out  ${:>8.4}  restarts {}",
-        "fleet", "", "", tin, tout, cost, restarts
-    )));
-    if let Some(limit) = budget {
-        lines.push(budget_bar(cost, limit));
-    }
-    let mut buf = String::new();
-    if previous > 0 {
-        buf.push_str(&format!("\x1b[{previous}F\x1b[J"));
-    }
-    for l in &lines {
-        buf.push_str(l);
-        buf.push('\n');
-    }
-    let _shown = out.write_all(buf.as_bytes());
-    lines.len()
-}
-
-fn budget_bar(spent: f64, limit: f64) -> String {
-    const WIDTH: usize = 40;
-    let frac = if limit > 0.0 {
-        (spent / limit).clamp(0.0, 1.0)
-    } else {
-        1.0
+) -> std::io::Result<()> {
+    let Ok(Value::Object(record)) = serde_json::to_value(e) else {
+        return Ok(());
     };
-    let filled = (frac * WIDTH as f64).round() as usize;
-    format!(
-        "budget [{}{}] ${spent:.4} of ${limit:.4} ({:.0}%)",
-        "#".repeat(filled),
-        "-".repeat(WIDTH - filled),
-        100.0 * spent / limit.max(f64::MIN_POSITIVE)
-    )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn budget_bar_fills_and_clamps() {
-        assert!(budget_bar(0.5, 1.0).contains(&format!("{}{}", "#".repeat(20), "-".repeat(20))));
-        assert!(budget_bar(2.0, 1.0).contains(&"#".repeat(40)));
-        assert!(budget_bar(2.0, 1.0).contains("(200%)"));
+    let mut print = |record: &Map<String, Value>| writeln!(out, "{}", log::line(record, s));
+    if let EventBody::Cap {
+        event: CapEvent::TextChunk(t),
+    } = &e.body
+    {
+        return texts
+            .chunk(&e.urn, record, &t.text)
+            .iter()
+            .try_for_each(&mut print);
     }
+    if let Some(held) = texts.release(&e.urn) {
+        print(&held)?;
+    }
+    print(&record)
 }

@@ -19,6 +19,8 @@
 //! - [`repo`]: a git repository (or plain directory) to run fleets in.
 //! - [`terminal`]: `capfleet` with a human at a terminal (a PTY) answering its
 //!   questions.
+//! - [`tmux`]: a command in a real terminal (a tmux session of a given width) and
+//!   its screen (`capture-pane`).
 //! - [`tree`]: a supervision tree with a journal, for library-level tests.
 
 pub(crate) mod capfleet;
@@ -33,6 +35,7 @@ pub(crate) mod procs;
 pub(crate) mod repo;
 pub(crate) mod sim;
 pub(crate) mod terminal;
+pub(crate) mod tmux;
 
 pub(crate) use capfleet::{
     BIN, capfleet, journal_records, latest_run, run_ended, run_journal, sandbox, sandboxed,

@@ -1,0 +1,205 @@
+//! The live view on a terminal, drawn with indicatif: one row per session in fleet
+//! order (a session the fleet does not name, after them), the fleet's total and,
+//! with a budget, its bar. Every row is cut to the terminal's width when drawn, so
+//! none wraps; a resize (SIGWINCH) redraws them at the new width. While the board is
+//! up, diagnostics go above it (`crate::logging::above`), and it is off the screen
+//! while the human answers a question ([`hold`]); when the run ends it is cleared,
+//! and the summary on stderr is the one copy of the rows left.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle, TermLike};
+
+use super::screen::Screen;
+use super::view::{Row, Seen};
+use crate::style::Style;
+
+pub(super) struct Board {
+    view: MultiProgress,
+    screen: Screen,
+    /// The width the rows were last drawn at.
+    width: u16,
+    /// The sessions' rows, in the order shown; what each shows now.
+    rows: Vec<(Arc<str>, ProgressBar, String)>,
+    index: HashMap<Arc<str>, usize>,
+    total: (ProgressBar, String),
+    budget: Option<(f64, ProgressBar, String)>,
+    style: Style,
+}
+
+impl Board {
+    /// The board for `order` (the fleet's session URNs), drawn on stdout.
+    pub(super) fn new(order: &[Arc<str>], budget_usd: Option<f64>, style: Style) -> Self {
+        let screen = Screen::stdout();
+        let view = MultiProgress::with_draw_target(target(&screen));
+        let mut board = Board {
+            width: screen.width(),
+            screen,
+            total: (view.add(bar()), String::new()),
+            budget: budget_usd.map(|limit| (limit, view.add(bar()), String::new())),
+            view,
+            rows: Vec::with_capacity(order.len()),
+            index: HashMap::with_capacity(order.len()),
+            style,
+        };
+        for urn in order {
+            board.row(urn);
+        }
+        crate::logging::above(Some(board.view.clone()));
+        board
+    }
+
+    /// The row of `urn`, added before the totals when new.
+    fn row(&mut self, urn: &Arc<str>) -> usize {
+        if let Some(&i) = self.index.get(urn) {
+            return i;
+        }
+        let shown = self.view.insert_before(&self.total.0, bar());
+        self.rows.push((urn.clone(), shown, String::new()));
+        self.index.insert(urn.clone(), self.rows.len() - 1);
+        self.rows.len() - 1
+    }
+
+    /// Show what `seen` holds: the rows whose text changed, or all of them when
+    /// `force` (the terminal was resized).
+    pub(super) fn draw(&mut self, seen: &Seen, force: bool) {
+        let width = self.screen.width();
+        if width < self.width {
+            self.screen.reflowed(self.reflowed(width));
+        }
+        self.width = width;
+        let mut total = Row::default();
+        for (urn, r) in &seen.rows {
+            self.row(urn);
+            total.input_tokens += r.input_tokens;
+            total.output_tokens += r.output_tokens;
+            total.cost_usd += r.cost_usd;
+            total.restarts += r.restarts;
+        }
+        for (urn, shown, text) in &mut self.rows {
+            let r = seen.rows.get(urn).cloned().unwrap_or_default();
+            show(shown, text, session_row(urn, &r), force);
+        }
+        let fleet = self.style.bold(&format!(
+            "{:<20} {:<15} {:>9}  tokens {:>8} in {:>7} out  ${:>8.4}  restarts {}",
+            "fleet",
+            "",
+            "",
+            total.input_tokens,
+            total.output_tokens,
+            total.cost_usd,
+            total.restarts
+        ));
+        let (shown, text) = &mut self.total;
+        show(shown, text, fleet, force);
+        if let Some((limit, shown, text)) = &mut self.budget {
+            show(shown, text, budget_bar(total.cost_usd, *limit), force);
+        }
+    }
+
+    /// How many more lines the rows drawn at the old width take at `width` on a
+    /// terminal that reflows them.
+    fn reflowed(&self, width: u16) -> usize {
+        let (old, new) = (usize::from(self.width), usize::from(width.max(1)));
+        let budget = self.budget.iter().map(|(_, _, text)| text);
+        self.rows
+            .iter()
+            .map(|(_, _, text)| text)
+            .chain([&self.total.1])
+            .chain(budget)
+            .map(|text| {
+                console::measure_text_width(text)
+                    .min(old)
+                    .div_ceil(new)
+                    .max(1)
+                    - 1
+            })
+            .sum()
+    }
+
+    /// Take the board off the screen; diagnostics go straight to stderr again.
+    pub(super) fn clear(self) {
+        crate::logging::above(None);
+        let _shown = self.view.clear();
+    }
+}
+
+/// `screen`, with no rate limit of indicatif's own: the view redraws at its own
+/// pace, and a limited draw would be dropped, leaving a stale row until the next one.
+fn target(screen: &Screen) -> ProgressDrawTarget {
+    ProgressDrawTarget::term_like(Box::new(screen.clone()))
+}
+
+/// The board off the screen while the human answers a question at the terminal (a
+/// redraw would write over the question); back when dropped.
+pub(super) struct Held(MultiProgress);
+
+/// Hold the board, if one is drawn.
+pub(super) fn hold() -> Option<Held> {
+    let view = crate::logging::view()?;
+    let _shown = view.clear();
+    view.set_draw_target(ProgressDrawTarget::hidden());
+    Some(Held(view))
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.0.set_draw_target(target(&Screen::stdout()));
+    }
+}
+
+/// A row that draws its message, cut to the terminal's width.
+fn bar() -> ProgressBar {
+    let style = ProgressStyle::with_template("{wide_msg}")
+        .unwrap_or_else(|_| ProgressStyle::default_spinner());
+    ProgressBar::hidden().with_style(style)
+}
+
+fn show(shown: &ProgressBar, text: &mut String, now: String, force: bool) {
+    if force || *text != now {
+        shown.set_message(now.clone());
+        *text = now;
+    }
+}
+
+fn session_row(urn: &str, r: &Row) -> String {
+    format!(
+        "{:<20} {:<15} turns {:>3}  tokens {:>8} in {:>7} out  ${:>8.4}  restarts {}",
+        urn.rsplit('/').next().unwrap_or(urn),
+        r.state.as_str(),
+        r.turns,
+        r.input_tokens,
+        r.output_tokens,
+        r.cost_usd,
+        r.restarts
+    )
+}
+
+fn budget_bar(spent: f64, limit: f64) -> String {
+    const WIDTH: usize = 40;
+    let frac = if limit > 0.0 {
+        (spent / limit).clamp(0.0, 1.0)
+    } else {
+        1.0
+    };
+    let filled = (frac * WIDTH as f64).round() as usize;
+    format!(
+        "budget [{}{}] ${spent:.4} of ${limit:.4} ({:.0}%)",
+        "#".repeat(filled),
+        "-".repeat(WIDTH - filled),
+        100.0 * spent / limit.max(f64::MIN_POSITIVE)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn budget_bar_fills_and_clamps() {
+        assert!(budget_bar(0.5, 1.0).contains(&format!("{}{}", "#".repeat(20), "-".repeat(20))));
+        assert!(budget_bar(2.0, 1.0).contains(&"#".repeat(40)));
+        assert!(budget_bar(2.0, 1.0).contains("(200%)"));
+    }
+}
