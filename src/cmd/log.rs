@@ -263,21 +263,30 @@ fn print_record(
 /// One record as a readable line: time, session, turn, kind, summary.
 pub(crate) fn line(rec: &Map<String, Value>, style: Style) -> String {
     let kind = rec.get("type").and_then(Value::as_str).unwrap_or("?");
-    let time = rec
-        .get("ts_ms")
-        .and_then(Value::as_u64)
-        .map_or_else(|| "--:--:--.---".to_owned(), clock);
-    let turn = rec
-        .get("turn")
-        .and_then(Value::as_u64)
-        .map_or_else(|| "-".to_owned(), |t| format!("t{t}"));
+    let ts_ms = rec.get("ts_ms").and_then(Value::as_u64);
+    let turn = rec.get("turn").and_then(Value::as_u64);
     let session = session_of(rec);
     let (kind, summary) = describe(kind, rec);
+    row(ts_ms, session, turn, &kind, &summary, style)
+}
+
+/// The printed line of one record, from its parts (`run`'s line mode prints an
+/// agent's text through this without building the record).
+pub(crate) fn row(
+    ts_ms: Option<u64>,
+    session: &str,
+    turn: Option<u64>,
+    kind: &str,
+    summary: &str,
+    style: Style,
+) -> String {
+    let time = ts_ms.map_or_else(|| "--:--:--.---".to_owned(), clock);
+    let turn = turn.map_or_else(|| "-".to_owned(), |t| format!("t{t}"));
     format!(
         "{}  {session:<12} {turn:<4} {:<24} {}",
         style.dim(&time),
-        style.bold(&kind),
-        shorten(&summary)
+        style.bold(kind),
+        shorten(summary)
     )
 }
 

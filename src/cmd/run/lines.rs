@@ -8,31 +8,38 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use serde_json::{Map, Value};
-
 /// The most text held per session before a line is let go at a word boundary.
 pub(super) const HOLD_MAX: usize = 120;
 
-/// The record of a text chunk, as it is printed.
-type Record = Map<String, Value>;
-
-#[derive(Default)]
-pub(super) struct Texts {
-    held: BTreeMap<Arc<str>, Held>,
+/// Held text of each session; `F` is the chunk a line started in (its time and turn
+/// are the printed line's) — the event itself, so that only a printed line is
+/// rendered, not every chunk of it (a long answer is hundreds of thousands).
+pub(super) struct Texts<F> {
+    held: BTreeMap<Arc<str>, Held<F>>,
 }
 
-/// A session's text not printed yet, and the record of the chunk it started in
-/// (its time and turn are the printed line's).
-struct Held {
-    record: Record,
+impl<F> Default for Texts<F> {
+    fn default() -> Self {
+        Texts {
+            held: BTreeMap::new(),
+        }
+    }
+}
+
+/// A session's text not printed yet, and the chunk it started in.
+struct Held<F> {
+    first: F,
     text: String,
 }
 
-impl Texts {
-    /// A text chunk of `urn`: the lines it completes, each as a record to print.
-    pub(super) fn chunk(&mut self, urn: &Arc<str>, record: Record, text: &str) -> Vec<Record> {
+/// A line to print: the chunk it started in, and its text.
+pub(super) type Line<F> = (F, String);
+
+impl<F: Clone> Texts<F> {
+    /// A text chunk `at` of `urn`: the lines it completes.
+    pub(super) fn chunk(&mut self, urn: &Arc<str>, at: &F, text: &str) -> Vec<Line<F>> {
         let held = self.held.entry(urn.clone()).or_insert_with(|| Held {
-            record: record.clone(),
+            first: at.clone(),
             text: String::new(),
         });
         held.text.push_str(text);
@@ -40,13 +47,13 @@ impl Texts {
         while let Some(end) = held.text.find('\n') {
             let line: String = held.text.drain(..=end).collect();
             out.extend(held.take(line.trim_end()));
-            held.record = record.clone();
+            held.first = at.clone();
         }
         while held.text.len() >= HOLD_MAX {
             let (cut, skip) = word_cut(&held.text);
             let line: String = held.text.drain(..cut + skip).collect();
             out.extend(held.take(&line[..cut]));
-            held.record = record.clone();
+            held.first = at.clone();
         }
         if held.text.is_empty() {
             self.held.remove(urn);
@@ -55,12 +62,12 @@ impl Texts {
     }
 
     /// What `urn` holds, as a line (its turn ended, or it has another event).
-    pub(super) fn release(&mut self, urn: &str) -> Option<Record> {
+    pub(super) fn release(&mut self, urn: &str) -> Option<Line<F>> {
         self.held.remove(urn).and_then(|h| h.take(&h.text))
     }
 
     /// Everything held (the run is over), session by session.
-    pub(super) fn release_all(&mut self) -> Vec<Record> {
+    pub(super) fn release_all(&mut self) -> Vec<Line<F>> {
         std::mem::take(&mut self.held)
             .into_values()
             .filter_map(|h| h.take(&h.text))
@@ -68,17 +75,10 @@ impl Texts {
     }
 }
 
-impl Held {
-    /// The held record with `line` as its text; none for a blank line.
-    fn take(&self, line: &str) -> Option<Record> {
-        if line.trim().is_empty() {
-            return None;
-        }
-        let mut record = self.record.clone();
-        if let Some(Value::Object(event)) = record.get_mut("event") {
-            event.insert("text".into(), Value::String(line.to_owned()));
-        }
-        Some(record)
+impl<F: Clone> Held<F> {
+    /// `line` as a line of the held chunk; none for a blank line.
+    fn take(&self, line: &str) -> Option<Line<F>> {
+        (!line.trim().is_empty()).then(|| (self.first.clone(), line.to_owned()))
     }
 }
 
@@ -107,45 +107,31 @@ fn word_cut(text: &str) -> (usize, usize) {
 mod tests {
     use super::*;
 
-    fn texts_of(records: &[Record]) -> Vec<&str> {
-        records
-            .iter()
-            .map(|r| r["event"]["text"].as_str().unwrap())
-            .collect()
-    }
-
-    fn record(ts: u64) -> Record {
-        serde_json::json!({"type": "cap", "ts_ms": ts, "event": {"kind": "cap.text_chunk", "text": ""}})
-            .as_object()
-            .cloned()
-            .unwrap()
+    fn texts_of(lines: &[Line<u64>]) -> Vec<&str> {
+        lines.iter().map(|(_, text)| text.as_str()).collect()
     }
 
     #[test]
     fn chunks_are_printed_by_the_line() {
-        let (mut t, urn): (Texts, Arc<str>) = (Texts::default(), "cap://f/a".into());
-        assert!(t.chunk(&urn, record(1), "Plan: worker-a w").is_empty());
-        let lines = t.chunk(&urn, record(2), "rites the /health handler.\nThen t");
+        let (mut t, urn): (Texts<u64>, Arc<str>) = (Texts::default(), "cap://f/a".into());
+        assert!(t.chunk(&urn, &1, "Plan: worker-a w").is_empty());
+        let lines = t.chunk(&urn, &2, "rites the /health handler.\nThen t");
         assert_eq!(
             texts_of(&lines),
             ["Plan: worker-a writes the /health handler."]
         );
-        assert_eq!(
-            lines[0]["ts_ms"], 1,
-            "a line carries its first chunk's time"
-        );
+        assert_eq!(lines[0].0, 1, "a line carries its first chunk's time");
         let rest = t.release(&urn).unwrap();
-        assert_eq!(rest["event"]["text"], "Then t");
-        assert_eq!(rest["ts_ms"], 2);
+        assert_eq!(rest, (2, "Then t".to_owned()));
         assert!(t.release(&urn).is_none() && t.release_all().is_empty());
     }
 
     #[test]
     fn a_long_line_is_cut_at_a_word_and_memory_stays_bounded() {
-        let (mut t, urn): (Texts, Arc<str>) = (Texts::default(), "cap://f/a".into());
+        let (mut t, urn): (Texts<u64>, Arc<str>) = (Texts::default(), "cap://f/a".into());
         let mut printed = Vec::new();
         for _ in 0..100 {
-            printed.extend(t.chunk(&urn, record(1), "lorem ipsum "));
+            printed.extend(t.chunk(&urn, &1, "lorem ipsum "));
             assert!(t.held.values().all(|h| h.text.len() < HOLD_MAX));
         }
         for line in texts_of(&printed) {
@@ -156,7 +142,7 @@ mod tests {
             );
         }
         let word = "x".repeat(3 * HOLD_MAX);
-        let cut = t.chunk(&urn, record(1), &word);
+        let cut = t.chunk(&urn, &1, &word);
         assert!(texts_of(&cut).iter().all(|l| l.len() <= HOLD_MAX));
     }
 }

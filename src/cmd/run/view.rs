@@ -10,8 +10,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use capfleet_actors::events::{EventBody, Published, SessionEvent, SessionState};
-use capfleet_actors::protocol::CapEvent;
-use serde_json::{Map, Value};
+use capfleet_actors::protocol::{CapEvent, EventKind};
+use serde_json::Value;
 use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::sync::mpsc;
 
@@ -136,8 +136,8 @@ pub(super) async fn watch(
             }
         }
     }
-    for record in texts.release_all() {
-        let _shown = writeln!(out, "{}", log::line(&record, style));
+    for (first, text) in texts.release_all() {
+        let _shown = text_line(&mut out, &first, &text, style);
     }
     if let Some(b) = board {
         b.clear();
@@ -180,25 +180,43 @@ fn update(seen: &mut Seen, e: &SessionEvent) {
 /// chunks as whole lines.
 fn lines(
     out: &mut impl Write,
-    texts: &mut Texts,
-    e: &SessionEvent,
+    texts: &mut Texts<Published>,
+    e: &Published,
     s: Style,
 ) -> std::io::Result<()> {
-    let Ok(Value::Object(record)) = serde_json::to_value(e) else {
-        return Ok(());
-    };
-    let mut print = |record: &Map<String, Value>| writeln!(out, "{}", log::line(record, s));
     if let EventBody::Cap {
         event: CapEvent::TextChunk(t),
     } = &e.body
     {
         return texts
-            .chunk(&e.urn, record, &t.text)
+            .chunk(&e.urn, e, &t.text)
             .iter()
-            .try_for_each(&mut print);
+            .try_for_each(|(first, text)| text_line(out, first, text, s));
     }
-    if let Some(held) = texts.release(&e.urn) {
-        print(&held)?;
+    if let Some((first, text)) = texts.release(&e.urn) {
+        text_line(out, &first, &text, s)?;
     }
-    print(&record)
+    match serde_json::to_value(&**e) {
+        Ok(Value::Object(record)) => writeln!(out, "{}", log::line(&record, s)),
+        _ => Ok(()),
+    }
+}
+
+/// A line of an agent's text, printed as `capfleet log` prints its chunk: with the
+/// time and turn of the chunk it started in.
+fn text_line(
+    out: &mut impl Write,
+    first: &SessionEvent,
+    text: &str,
+    s: Style,
+) -> std::io::Result<()> {
+    let row = log::row(
+        Some(first.ts_ms),
+        first.urn.rsplit('/').next().unwrap_or(&first.urn),
+        first.turn.map(u64::from),
+        EventKind::TextChunk.wire(),
+        text,
+        s,
+    );
+    writeln!(out, "{row}")
 }
