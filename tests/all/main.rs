@@ -15,6 +15,7 @@ mod audit_risk;
 mod budget;
 mod cli;
 mod closed_stdout;
+mod demo_story;
 mod disk;
 mod driver_shapes;
 mod fleet_config;
