@@ -9,6 +9,7 @@
 //!   binary);
 //! - `{ delete = "path" }` removes a file.
 //!
+//! `write` and `edit` take `duration_ms`: how long the tool call is shown running.
 //! Paths are relative to the working directory and may not leave it (`..`).
 
 use std::io::{self, Write};
@@ -32,6 +33,8 @@ pub(super) enum Change {
 pub(super) struct FileEdit {
     pub path: String,
     pub change: Change,
+    /// How long its tool call is shown running (`duration_ms`, default 0).
+    pub duration_ms: u64,
 }
 
 /// A file step once done.
@@ -63,7 +66,7 @@ pub(super) fn parse(f: &Fields<'_, '_>, kind: &str) -> Result<Step, ScriptError>
         f.only(&["delete"])?;
         Change::Delete
     } else if kind == "edit" {
-        f.only(&["edit", "old", "new"])?;
+        f.only(&["edit", "old", "new", "duration_ms"])?;
         let old = f.req_str("old")?;
         if old.is_empty() {
             return Err(f.loc.err("old", "the text to replace, not empty"));
@@ -73,7 +76,7 @@ pub(super) fn parse(f: &Fields<'_, '_>, kind: &str) -> Result<Step, ScriptError>
             new: f.req_str("new")?,
         }
     } else {
-        f.only(&["write", "content", "bytes"])?;
+        f.only(&["write", "content", "bytes", "duration_ms"])?;
         match (f.str("content")?, f.u64("bytes")?) {
             (Some(text), None) => Change::Text(text),
             (None, Some(n)) => Change::Bytes(n),
@@ -84,7 +87,12 @@ pub(super) fn parse(f: &Fields<'_, '_>, kind: &str) -> Result<Step, ScriptError>
             }
         }
     };
-    Ok(Step::Edit(FileEdit { path, change }))
+    let duration_ms = f.u64("duration_ms")?.unwrap_or(0);
+    Ok(Step::Edit(FileEdit {
+        path,
+        change,
+        duration_ms,
+    }))
 }
 
 impl FileEdit {
@@ -158,7 +166,7 @@ impl FileEdit {
             deltas: Vec::new(),
             output: Some(output),
             is_error,
-            duration_ms: 0,
+            duration_ms: self.duration_ms,
             risk: None,
         }
     }

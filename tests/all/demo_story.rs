@@ -2,7 +2,8 @@
 //! journal's order is the story's (worker-b's planned turn before worker-a's later
 //! mention, the reviewer's join only once worker-b has done both, a plan entry in
 //! progress from its turn's start), the sim's file steps leave real changes for
-//! `capfleet diff`, the task is routed from `fleet`, and a race says who won.
+//! `capfleet diff` and `merge`, the task is routed from `fleet`, a race says who won,
+//! and the README's `chat --script demo-coding.toml` line runs what it reports.
 
 use std::path::{Path, PathBuf};
 
@@ -124,6 +125,14 @@ fn the_demo_leaves_the_changes_it_talks_about() {
         .find(|l| l.trim_start().starts_with("worker-a") && l.contains("capfleet/"))
         .unwrap_or_else(|| panic!("worker-a's workspace line: {summary}"));
     assert!(!a_line.contains("no changes"), "{a_line}");
+
+    // Both merge into the checkout: the handler and both tests land.
+    for session in ["worker-a", "worker-b"] {
+        let out = repo.capfleet(&["merge", "--commit", "latest", session]);
+        assert_eq!(out.status.code(), Some(0), "{session}: {}", stderr(&out));
+    }
+    assert!(repo.read("src/health.rs").contains("pub fn status"));
+    assert!(repo.read("tests/health.rs").contains("fn test_health_503"));
 }
 
 #[test]

@@ -195,7 +195,9 @@ impl Core {
             return;
         };
         self.arrivals += 1;
-        let busy = slot.running.is_some() || !slot.queue.is_empty();
+        // A delivery already waiting for admission makes it busy too: one turn at a time.
+        let admitting = self.admission.iter().any(|(name, _)| name == to);
+        let busy = slot.running.is_some() || !slot.queue.is_empty() || admitting;
         if busy {
             if slot.queue.len() >= QUEUE_MAX {
                 let reason = format!("the session's pending queue is full ({QUEUE_MAX})");
