@@ -83,6 +83,8 @@ pub struct RunReport {
     pub plan_doc: Option<PathBuf>,
     /// The signal that stopped the run, if one did (the first one).
     pub signal: Option<Signal>,
+    /// The races the router decided (winner, the candidates it cancelled).
+    pub races: Vec<crate::router::RaceWon>,
 }
 
 /// Run the fleet until it ends or a signal arrives on `signals`: then every session is
@@ -283,6 +285,10 @@ pub async fn run_fleet(
         }
     }
     drop(publisher);
+    let races = match router.call(RouterMsg::Races, None).await {
+        Ok(ractor::rpc::CallResult::Success(races)) => races,
+        _ => Vec::new(),
+    };
     let budget = tree.budget().await.unwrap_or_default();
     let counters = tree.counters().await.unwrap_or_default();
     // The router holds a journal sender: it goes before the journal is finished.
@@ -321,6 +327,7 @@ pub async fn run_fleet(
         workspaces,
         plan_doc,
         signal: stop.first,
+        races,
     })
 }
 

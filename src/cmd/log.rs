@@ -318,6 +318,16 @@ fn text(v: Option<&Value>) -> String {
     }
 }
 
+/// A list of names (`from`, `cancelled`) joined with ` + `.
+fn names(v: Option<&Value>) -> String {
+    v.and_then(Value::as_array).map_or(String::new(), |a| {
+        a.iter()
+            .map(|v| text(Some(v)))
+            .collect::<Vec<_>>()
+            .join(" + ")
+    })
+}
+
 /// A record's kind (the CAP kind for agent events) and a one-line summary.
 fn describe(kind: &str, rec: &Map<String, Value>) -> (String, String) {
     let f = |k: &str| text(rec.get(k));
@@ -372,15 +382,7 @@ fn describe(kind: &str, rec: &Map<String, Value>) -> (String, String) {
             ("audit".into(), summary)
         }
         "routed" => {
-            let from = rec
-                .get("from")
-                .and_then(Value::as_array)
-                .map_or(String::new(), |a| {
-                    a.iter()
-                        .map(|v| text(Some(v)))
-                        .collect::<Vec<_>>()
-                        .join(" + ")
-                });
+            let from = names(rec.get("from"));
             let summary = format!(
                 "{from} -> {} via {} ({} bytes)",
                 f("to"),
@@ -394,6 +396,15 @@ fn describe(kind: &str, rec: &Map<String, Value>) -> (String, String) {
             format!("{} -> {}: {}", f("from"), f("to"), f("reason")),
         ),
         "cancel_requested" => ("cancel_requested".into(), f("reason")),
+        "race_won" => {
+            let cancelled = names(rec.get("cancelled"));
+            let also = match cancelled.as_str() {
+                "" => String::new(),
+                names => format!("; cancelled {names}"),
+            };
+            let summary = format!("{} won routes[{}]{also}", f("winner"), f("route"));
+            ("race_won".into(), summary)
+        }
         // No `route` when what failed is no route (a rejected master plan).
         "route_failed" => {
             let summary = match rec.get("route") {

@@ -177,9 +177,9 @@ impl Frontend for AcpTurn<'_> {
         let tool = edit.as_tool(&applied);
         self.tools += 1;
         let id = format!("sim-tool-{}", self.tools);
-        let content = match (&edit.change, &applied) {
-            (Change::Text(new), Ok(a)) => json!([{ "type": "diff", "path": a.path,
-                                                   "oldText": a.old, "newText": new }]),
+        let content = match &applied {
+            Ok(a) if a.new.is_some() => json!([{ "type": "diff", "path": a.path,
+                                                 "oldText": a.old, "newText": a.new }]),
             _ => json!([]),
         };
         let kind = if edit.change == Change::Delete {

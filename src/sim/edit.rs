@@ -1,12 +1,15 @@
 //! File steps: the sim changes files in its working directory as a coding agent
-//! does, and shows each change as a tool call (`Write` / `Delete`; in ACP mode an
-//! edit with `diff` content).
+//! does, and shows each change as a tool call (`Write` / `Edit` / `Delete`; in ACP
+//! mode an edit with `diff` content).
 //!
 //! - `{ write = "path", content = "text" }` writes text (parents created);
+//! - `{ edit = "path", old = "text", new = "text" }` replaces the first `old` in an
+//!   existing text file with `new` (a failed tool call when `old` is not there);
 //! - `{ write = "path", bytes = N }` writes N deterministic pseudo-random bytes (a
 //!   binary);
 //! - `{ delete = "path" }` removes a file.
 //!
+//! `write` and `edit` take `duration_ms`: how long the tool call is shown running.
 //! Paths are relative to the working directory and may not leave it (`..`).
 
 use std::io::{self, Write};
@@ -21,6 +24,7 @@ use super::steps::{Step, ToolStep};
 #[derive(Debug, Clone, PartialEq)]
 pub(super) enum Change {
     Text(String),
+    Replace { old: String, new: String },
     Bytes(u64),
     Delete,
 }
@@ -29,19 +33,23 @@ pub(super) enum Change {
 pub(super) struct FileEdit {
     pub path: String,
     pub change: Change,
+    /// How long its tool call is shown running (`duration_ms`, default 0).
+    pub duration_ms: u64,
 }
 
 /// A file step once done.
 #[derive(Debug, Clone)]
 pub(super) struct Applied {
     pub path: PathBuf,
-    /// The text before (a text write over an existing text file).
+    /// The text before (a text write over an existing text file, an edit).
     pub old: Option<String>,
+    /// The text after (a text write, an edit).
+    pub new: Option<String>,
     /// One line for the tool's output.
     pub summary: String,
 }
 
-/// `write` or `delete` step.
+/// `write`, `edit` or `delete` step.
 pub(super) fn parse(f: &Fields<'_, '_>, kind: &str) -> Result<Step, ScriptError> {
     let path = f.req_str(kind)?;
     let p = Path::new(&path);
@@ -57,8 +65,18 @@ pub(super) fn parse(f: &Fields<'_, '_>, kind: &str) -> Result<Step, ScriptError>
     let change = if kind == "delete" {
         f.only(&["delete"])?;
         Change::Delete
+    } else if kind == "edit" {
+        f.only(&["edit", "old", "new", "duration_ms"])?;
+        let old = f.req_str("old")?;
+        if old.is_empty() {
+            return Err(f.loc.err("old", "the text to replace, not empty"));
+        }
+        Change::Replace {
+            old,
+            new: f.req_str("new")?,
+        }
     } else {
-        f.only(&["write", "content", "bytes"])?;
+        f.only(&["write", "content", "bytes", "duration_ms"])?;
         match (f.str("content")?, f.u64("bytes")?) {
             (Some(text), None) => Change::Text(text),
             (None, Some(n)) => Change::Bytes(n),
@@ -69,7 +87,12 @@ pub(super) fn parse(f: &Fields<'_, '_>, kind: &str) -> Result<Step, ScriptError>
             }
         }
     };
-    Ok(Step::Edit(FileEdit { path, change }))
+    let duration_ms = f.u64("duration_ms")?.unwrap_or(0);
+    Ok(Step::Edit(FileEdit {
+        path,
+        change,
+        duration_ms,
+    }))
 }
 
 impl FileEdit {
@@ -89,6 +112,24 @@ impl FileEdit {
                     summary: format!("wrote {} bytes to {}", text.len(), self.path),
                     path,
                     old,
+                    new: Some(text.clone()),
+                });
+            }
+            Change::Replace { old, new } => {
+                let before = std::fs::read_to_string(&path)?;
+                let Some(at) = before.find(old.as_str()) else {
+                    return Err(io::Error::other(format!(
+                        "the text to replace is not in {}",
+                        self.path
+                    )));
+                };
+                let after = format!("{}{new}{}", &before[..at], &before[at + old.len()..]);
+                std::fs::write(&path, &after)?;
+                return Ok(Applied {
+                    summary: format!("1 hunk applied to {}", self.path),
+                    path,
+                    old: Some(before),
+                    new: Some(after),
                 });
             }
             Change::Bytes(n) => {
@@ -100,15 +141,20 @@ impl FileEdit {
         Ok(Applied {
             path,
             old: None,
+            new: None,
             summary,
         })
     }
 
     /// The tool call it is shown as (a failed one when `applied` is an error).
     pub(super) fn as_tool(&self, applied: &io::Result<Applied>) -> ToolStep {
-        let name = match self.change {
-            Change::Delete => "Delete",
-            _ => "Write",
+        let (name, input) = match &self.change {
+            Change::Delete => ("Delete", json!({ "file_path": self.path })),
+            Change::Replace { old, new } => (
+                "Edit",
+                json!({ "file_path": self.path, "old_string": old, "new_string": new }),
+            ),
+            _ => ("Write", json!({ "file_path": self.path })),
         };
         let (output, is_error) = match applied {
             Ok(a) => (a.summary.clone(), false),
@@ -116,11 +162,11 @@ impl FileEdit {
         };
         ToolStep {
             name: name.into(),
-            input: json!({ "file_path": self.path }),
+            input,
             deltas: Vec::new(),
             output: Some(output),
             is_error,
-            duration_ms: 0,
+            duration_ms: self.duration_ms,
             risk: None,
         }
     }

@@ -298,6 +298,10 @@ pub(super) fn result_frame(session: &Session, turn: &TurnAcc, stop: Option<Stop>
             frame["subtype"] = json!(subtype);
             frame["is_error"] = json!(true);
             frame["interrupted"] = json!(interrupted);
+            if interrupted {
+                // As Claude Code ends an interrupted request: a cancelled turn, no error.
+                frame["terminal_reason"] = json!("aborted_streaming");
+            }
             frame["error"] = json!(message);
             frame["errors"] = json!([message]);
         }

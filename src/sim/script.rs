@@ -90,6 +90,7 @@ const STEP_KINDS: &[&str] = &[
     "rpc",
     "run",
     "write",
+    "edit",
     "delete",
     "artifact",
 ];
@@ -315,7 +316,7 @@ fn parse_step(loc: &Loc<'_>, value: &toml::Value) -> Result<Step, ScriptError> {
                 args: f.strings("args")?.unwrap_or_default(),
             }
         }
-        "write" | "delete" => super::edit::parse(&f, kind)?,
+        "write" | "edit" | "delete" => super::edit::parse(&f, kind)?,
         "artifact" => {
             f.only(&["artifact", "mime_type", "content"])?;
             let content = match table.get("content") {

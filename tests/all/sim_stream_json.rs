@@ -2,7 +2,7 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::process::ExitStatusExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::mpsc::{Receiver, channel};
 use std::time::{Duration, Instant};
@@ -21,7 +21,13 @@ struct Sim {
 
 impl Sim {
     fn spawn(args: &[&str]) -> Sim {
+        Sim::spawn_in(Path::new("."), args)
+    }
+
+    /// The sim with `cwd` as its working directory.
+    fn spawn_in(cwd: &Path, args: &[&str]) -> Sim {
         let mut child = Command::new(common::BIN)
+            .current_dir(cwd)
             .arg("sim")
             .args(args)
             .env_remove("CAPFLEET_SIM_SCRIPT")
@@ -228,6 +234,46 @@ fn scripted_turn_frame_sequence() {
         json!({"input_tokens": 120, "output_tokens": 30, "cache_read_input_tokens": 50, "cache_creation_input_tokens": 7})
     );
     assert_eq!(sim.wait_exit().code(), Some(0));
+}
+
+#[test]
+fn edit_steps_change_the_file_or_fail_as_a_tool() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("lib.rs"), "fn a() {}\nfn b() {}\n").unwrap();
+    let script = r#"
+        [[turn]]
+        steps = [{ edit = "lib.rs", old = "fn b() {}", new = "fn b() -> u8 { 1 }" }]
+        [[turn]]
+        steps = [{ edit = "lib.rs", old = "fn c() {}", new = "" }]
+    "#;
+    let mut sim = Sim::spawn_in(
+        dir.path(),
+        &["--mode", "stream-json", "--script-inline", script],
+    );
+    sim.init();
+    for (ok, output) in [
+        (true, "1 hunk applied to lib.rs"),
+        (false, "lib.rs: the text to replace is not in lib.rs"),
+    ] {
+        sim.prompt("go");
+        let call = sim.frame();
+        let input = &call["message"]["content"][0];
+        assert_eq!(
+            (input["name"].as_str(), input["input"]["file_path"].as_str()),
+            (Some("Edit"), Some("lib.rs"))
+        );
+        let frames = sim.until_result();
+        let block = &frames[0]["message"]["content"][0];
+        assert_eq!(
+            (block["content"].as_str(), block["is_error"].as_bool()),
+            (Some(output), Some(!ok))
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("lib.rs")).unwrap(),
+        "fn a() {}\nfn b() -> u8 { 1 }\n",
+        "the first edit changed the file, the failed one nothing"
+    );
 }
 
 #[test]

@@ -87,6 +87,13 @@ pub enum EventBody {
         route: Option<usize>,
         reason: String,
     },
+    /// A race (`collect`, `mode = "first"`) was decided: `winner` was done first, the
+    /// candidates still running were cancelled (`route`: its index in the fleet's `routes`).
+    RaceWon {
+        route: usize,
+        winner: String,
+        cancelled: Vec<String>,
+    },
     /// A master-plan entry changed status.
     PlanEntry {
         id: String,

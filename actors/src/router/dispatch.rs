@@ -29,6 +29,9 @@ mod collect;
 /// Deliveries waiting for a busy session, at most (tai's `CAP_ROUTE_QUEUE_MAX`).
 pub const QUEUE_MAX: usize = 16;
 
+/// The `from` of the fleet's task as routed to the start sessions.
+pub const FLEET_SOURCE: &str = "fleet";
+
 /// Why a turn was started, so its end can be accounted for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Origin {
@@ -47,10 +50,16 @@ pub(super) struct Delivery {
     pub origin: Origin,
 }
 
+/// A delivery waiting for its busy session, stamped with when it arrived.
+struct Queued {
+    arrived: u64,
+    d: Delivery,
+}
+
 pub(super) struct Slot {
     pub actor: ActorRef<SessionMsg>,
     running: Option<Origin>,
-    queue: VecDeque<Delivery>,
+    queue: VecDeque<Queued>,
     /// The last completed turn's text.
     output: Option<String>,
     failed: bool,
@@ -71,6 +80,11 @@ pub(super) struct Core {
     done_since: Vec<HashSet<String>>,
     collected: Vec<bool>,
     plan: Option<MasterPlan>,
+    /// Deliveries so far (each queued one is stamped with its number).
+    arrivals: u64,
+    /// `arrivals` when the master plan was adopted: its entries were there before
+    /// any delivery stamped later.
+    plan_arrived: u64,
     abort_on_error: bool,
     stopped: Option<RunOutcome>,
     /// The signal that stopped the run, if one did.
@@ -78,6 +92,8 @@ pub(super) struct Core {
     any_failed: bool,
     /// Race candidates the router cancelled itself: their cancelled turn is no failure.
     race_losers: HashSet<String>,
+    /// The races decided so far.
+    pub races: Vec<super::RaceWon>,
     pub outcome: Option<RunOutcome>,
     /// The run's span (routes hang under it) and metrics (pending deliveries).
     telemetry: TreeTelemetry,
@@ -127,11 +143,14 @@ impl Core {
             done_since: vec![HashSet::new(); routes],
             collected: vec![false; routes],
             plan: None,
+            arrivals: 0,
+            plan_arrived: 0,
             abort_on_error,
             stopped: None,
             signal: None,
             any_failed: false,
             race_losers: HashSet::new(),
+            races: Vec::new(),
             outcome: None,
             telemetry,
             candidates: None,
@@ -150,7 +169,7 @@ impl Core {
         let task = self.spec.task.clone();
         for name in self.spec.start.clone() {
             let d = Delivery {
-                from: vec![],
+                from: vec![FLEET_SOURCE.into()],
                 text: task.clone(),
                 via: RouteVia::Task,
                 origin: Origin::Task,
@@ -175,7 +194,10 @@ impl Core {
         let Some(slot) = self.slots.get_mut(to) else {
             return;
         };
-        let busy = slot.running.is_some() || !slot.queue.is_empty();
+        self.arrivals += 1;
+        // A delivery already waiting for admission makes it busy too: one turn at a time.
+        let admitting = self.admission.iter().any(|(name, _)| name == to);
+        let busy = slot.running.is_some() || !slot.queue.is_empty() || admitting;
         if busy {
             if slot.queue.len() >= QUEUE_MAX {
                 let reason = format!("the session's pending queue is full ({QUEUE_MAX})");
@@ -186,7 +208,21 @@ impl Core {
                 })
                 .await;
             } else {
-                slot.queue.push_back(d);
+                // Planned work goes before what arrived after the plan was adopted.
+                let at = match d.origin {
+                    Origin::Plan(_) => slot.queue.iter().position(|q| {
+                        !matches!(q.d.origin, Origin::Plan(_)) && q.arrived > self.plan_arrived
+                    }),
+                    _ => None,
+                };
+                let q = Queued {
+                    arrived: self.arrivals,
+                    d,
+                };
+                match at {
+                    Some(i) => slot.queue.insert(i, q),
+                    None => slot.queue.push_back(q),
+                }
             }
             return;
         }
@@ -249,6 +285,10 @@ impl Core {
             bytes: d.text.len(),
         })
         .await;
+        // A plan entry is in progress from its turn's start, not from its dispatch.
+        if let Origin::Plan(i) = origin {
+            self.set_plan(i, PlanStatus::InProgress).await;
+        }
         let router = me.clone();
         tokio::spawn(
             async move {
@@ -338,6 +378,8 @@ impl Core {
             self.set_plan(i, PlanStatus::Completed).await;
         }
         self.adopt_plan(&r).await;
+        // Planned work the turn made ready is handed out before its mentions.
+        self.dispatch_plan(me).await;
         for m in mentions(&r.text) {
             let d = Delivery {
                 from: vec![session.into()],
@@ -361,7 +403,6 @@ impl Core {
             }
         }
         self.fire_routes(me, session).await;
-        self.dispatch_plan(me).await;
     }
 
     /// The adopted master plan, statuses as they stand.
@@ -391,6 +432,7 @@ impl Core {
                     self.record(body).await;
                 }
                 self.plan = Some(plan);
+                self.plan_arrived = self.arrivals;
             }
             Ok(None) => {}
             Err(e) => {
@@ -420,14 +462,13 @@ impl Core {
     }
 
     async fn dispatch_plan(&mut self, me: &ActorRef<RouterMsg>) {
-        let Some(plan) = self.plan.as_ref() else {
+        let Some(plan) = self.plan.as_mut() else {
             return;
         };
-        for i in plan.ready() {
+        for i in plan.dispatch_ready() {
             let Some(t) = self.plan.as_ref().and_then(|p| p.tasks.get(i)).cloned() else {
                 continue;
             };
-            self.set_plan(i, PlanStatus::InProgress).await;
             let d = Delivery {
                 from: vec!["plan".into()],
                 text: t.content,
@@ -455,7 +496,7 @@ impl Core {
     async fn pump(&mut self, me: &ActorRef<RouterMsg>) {
         for name in self.order.clone() {
             let next = match self.slots.get_mut(&name) {
-                Some(s) if s.running.is_none() => s.queue.pop_front(),
+                Some(s) if s.running.is_none() => s.queue.pop_front().map(|q| q.d),
                 _ => None,
             };
             if let Some(d) = next {

@@ -14,7 +14,7 @@ pub mod subtasks;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use tokio::sync::mpsc;
 
-pub use dispatch::{Origin, QUEUE_MAX};
+pub use dispatch::{FLEET_SOURCE, Origin, QUEUE_MAX};
 pub use spec::{CollectMode, Picker, Route, RouteAction, RoutingSpec, Split};
 
 use crate::events::{Published, RunOutcome, Signal};
@@ -67,6 +67,18 @@ pub enum RouterMsg {
     WaitEnd(RpcReplyPort<RunOutcome>),
     /// The master plan as it stands (statuses followed), if one was adopted.
     MasterPlan(RpcReplyPort<Option<Vec<crate::protocol::PlanEntry>>>),
+    /// The races decided so far.
+    Races(RpcReplyPort<Vec<RaceWon>>),
+}
+
+/// A decided race (`collect`, `mode = "first"`): who won, whom it cancelled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RaceWon {
+    /// The route's index in the fleet's `routes`.
+    pub route: usize,
+    pub winner: String,
+    /// The candidates still running when it won.
+    pub cancelled: Vec<String>,
 }
 
 pub struct RouterState {
@@ -143,6 +155,9 @@ impl Actor for Router {
             RouterMsg::WaitEnd(reply) => st.waiters.push(reply),
             RouterMsg::MasterPlan(reply) => {
                 let _caller_gone = reply.send(st.core.master_plan());
+            }
+            RouterMsg::Races(reply) => {
+                let _caller_gone = reply.send(st.core.races.clone());
             }
         }
         st.answer_waiters();

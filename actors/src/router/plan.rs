@@ -38,6 +38,9 @@ pub enum PlanError {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MasterPlan {
     pub tasks: Vec<PlanTask>,
+    /// Per task: handed to its session (its turn may still wait in the session's
+    /// queue; it is `in_progress` only once that turn starts).
+    dispatched: Vec<bool>,
 }
 
 impl MasterPlan {
@@ -85,7 +88,8 @@ impl MasterPlan {
                 },
             });
         }
-        let plan = MasterPlan { tasks };
+        let dispatched = vec![false; tasks.len()];
+        let plan = MasterPlan { tasks, dispatched };
         plan.check_acyclic()?;
         Ok(Some(plan))
     }
@@ -142,6 +146,28 @@ impl MasterPlan {
                 t.status == PlanStatus::Pending && t.depends_on.iter().all(|d| self.completed(d))
             })
             .collect()
+    }
+
+    /// The ready entries not handed out yet, in plan order; they count as handed out
+    /// from now on.
+    pub fn dispatch_ready(&mut self) -> Vec<usize> {
+        let fresh: Vec<usize> = self
+            .ready()
+            .into_iter()
+            .filter(|&i| !self.dispatched[i])
+            .collect();
+        for &i in &fresh {
+            self.dispatched[i] = true;
+        }
+        fresh
+    }
+
+    /// `session` has an entry still to do (pending, or in progress).
+    pub fn has_open(&self, session: &str) -> bool {
+        self.tasks.iter().any(|t| {
+            t.assigned_to == session
+                && matches!(t.status, PlanStatus::Pending | PlanStatus::InProgress)
+        })
     }
 
     pub fn set_status(&mut self, index: usize, status: PlanStatus) {
@@ -212,6 +238,9 @@ mod tests {
         .unwrap()
         .unwrap();
         assert_eq!(p.ready(), vec![0]);
+        assert_eq!(p.dispatch_ready(), vec![0]);
+        assert!(p.dispatch_ready().is_empty(), "handed out once");
+        assert!(p.has_open("a") && p.has_open("b"));
         p.set_status(0, PlanStatus::InProgress);
         assert!(p.ready().is_empty() && !p.is_settled());
         p.set_status(0, PlanStatus::Completed);
@@ -220,6 +249,7 @@ mod tests {
         assert_eq!(p.ready(), vec![2]);
         p.set_status(2, PlanStatus::Completed);
         assert!(p.is_settled());
+        assert!(!p.has_open("a") && !p.has_open("b"));
     }
 
     #[test]

@@ -5,7 +5,8 @@
 /// Where a session's output goes when its turn ends.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Route {
-    /// Sessions whose turns must all have ended (one = a pipeline step, more = a join).
+    /// Sessions that must all be done (one = a pipeline step, more = a join): idle,
+    /// nothing queued for them, none of their plan entries open.
     pub when: Vec<String>,
     pub action: RouteAction,
 }

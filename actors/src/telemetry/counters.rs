@@ -71,6 +71,7 @@ pub fn event_kind(body: &EventBody) -> &'static str {
         EventBody::Routed { .. } => "routed",
         EventBody::Refused { .. } => "refused",
         EventBody::RouteFailed { .. } => "route_failed",
+        EventBody::RaceWon { .. } => "race_won",
         EventBody::PlanEntry { .. } => "plan_entry",
         EventBody::BudgetExceeded { .. } => "budget_exceeded",
         EventBody::RunEnded { .. } => "run_ended",

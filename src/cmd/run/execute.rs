@@ -11,6 +11,7 @@ use capfleet_actors::answerer::HumanQuestion;
 use capfleet_actors::budget::{BudgetLimits, BudgetScope, BudgetSnapshot, Crossing};
 use capfleet_actors::events::{RunOutcome, SUBSCRIBER_CAPACITY, Signal, urn};
 use capfleet_actors::journal::JournalSpec;
+use capfleet_actors::router::RaceWon;
 use capfleet_actors::run::{RunReport, RunSpec, RunTelemetry, run_fleet};
 use capfleet_actors::telemetry::metrics::FleetMetrics;
 use tokio::sync::mpsc;
@@ -220,6 +221,20 @@ fn short(urn: &str) -> &str {
 }
 
 /// Per session: turns, tokens, cost, restarts; then the fleet and where the journal is.
+/// `  won the race` for a race's winner, `  cancelled: <winner> won` for its cancelled
+/// candidates (one mark per race the session was in).
+fn race_mark(races: &[RaceWon], session: &str, s: Style) -> String {
+    let mut mark = String::new();
+    for race in races {
+        if race.winner == session {
+            mark.push_str(&format!("  {}", s.bold("won the race")));
+        } else if race.cancelled.iter().any(|c| c == session) {
+            mark.push_str(&format!("  cancelled: {} won the race", race.winner));
+        }
+    }
+    mark
+}
+
 fn summary(fleet: &Fleet, r: &RunReport, t: &Totals, seen: &view::Seen, run: &RunDir, s: Style) {
     let outcome = serde_json::to_value(r.outcome)
         .ok()
@@ -241,14 +256,15 @@ fn summary(fleet: &Fleet, r: &RunReport, t: &Totals, seen: &view::Seen, run: &Ru
     }
     for row in &t.sessions {
         eprintln!(
-            "  {:<20} {:<12} turns {:>3}  tokens {:>8} in {:>7} out  ${:>8.4}  restarts {}",
+            "  {:<20} {:<12} turns {:>3}  tokens {:>8} in {:>7} out  ${:>8.4}  restarts {}{}",
             row.name,
             row.state,
             row.turns,
             row.input_tokens,
             row.output_tokens,
             row.cost_usd,
-            row.restarts
+            row.restarts,
+            race_mark(&r.races, &row.name, s)
         );
     }
     let total = &t.total;

@@ -8,8 +8,8 @@ use ractor::ActorRef;
 use super::{Core, Delivery, Origin};
 use crate::events::{EventBody, RouteVia};
 use crate::protocol::CancelScope;
-use crate::router::RouterMsg;
 use crate::router::spec::{CollectMode, Picker};
+use crate::router::{RaceWon, RouterMsg};
 use crate::session::SessionMsg;
 use crate::workspace::candidates::CandidateDiff;
 
@@ -31,7 +31,19 @@ impl Core {
         }
         self.collected[i] = true;
         if mode == CollectMode::First {
-            self.cancel_others(when, session).await;
+            let cancelled = self.cancel_others(when, session).await;
+            let won = RaceWon {
+                route: i,
+                winner: session.to_owned(),
+                cancelled,
+            };
+            self.record(EventBody::RaceWon {
+                route: won.route,
+                winner: won.winner.clone(),
+                cancelled: won.cancelled.clone(),
+            })
+            .await;
+            self.races.push(won);
         }
         let diffs = self.candidate_diffs(&from).await;
         match picker {
@@ -78,7 +90,9 @@ impl Core {
         out
     }
 
-    async fn cancel_others(&mut self, candidates: &[String], winner: &str) {
+    /// Cancel the candidates still running: the ones cancelled.
+    async fn cancel_others(&mut self, candidates: &[String], winner: &str) -> Vec<String> {
+        let mut cancelled = Vec::new();
         for c in candidates.iter().filter(|c| *c != winner) {
             if let Some(slot) = self.slots.get(c)
                 && slot.running.is_some()
@@ -86,9 +100,11 @@ impl Core {
                 self.race_losers.insert(c.clone());
                 let _gone = slot.actor.cast(SessionMsg::Cancel {
                     scope: CancelScope::CurrentTurn,
-                    reason: format!("{winner} won the race"),
+                    reason: format!("cancelled because {winner} won the race"),
                 });
+                cancelled.push(c.clone());
             }
         }
+        cancelled
     }
 }

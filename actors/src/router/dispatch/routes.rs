@@ -1,5 +1,10 @@
 //! Static routes firing when their `when` sessions are done: one target, fan-out
 //! (broadcast or by subtask), or collect (all, or the first of a race).
+//!
+//! `<session>.done`: the session has completed a turn since the route last fired and
+//! is idle now — no turn running, no delivery waiting for it (its own queue or
+//! admission), and none of its master-plan entries pending or in progress. A join
+//! fires once every `when` session is done; a race's first done candidate wins.
 
 use ractor::ActorRef;
 
@@ -17,7 +22,10 @@ impl Core {
                 continue;
             }
             self.done_since[i].insert(session.to_owned());
-            let all = route.when.iter().all(|w| self.done_since[i].contains(w));
+            let all = route
+                .when
+                .iter()
+                .all(|w| self.done_since[i].contains(w) && self.is_done(w));
             let first_of_race = matches!(
                 route.action,
                 RouteAction::Collect {
@@ -25,7 +33,8 @@ impl Core {
                     ..
                 }
             );
-            if !(all || (first_of_race && !self.collected[i])) {
+            let first = first_of_race && !self.collected[i] && self.is_done(session);
+            if !(all || first) {
                 continue;
             }
             self.done_since[i].clear();
@@ -84,6 +93,16 @@ impl Core {
                 }
             }
         }
+    }
+
+    /// Idle with nothing waiting for it and no plan entry of its own left open.
+    fn is_done(&self, name: &str) -> bool {
+        let idle = self
+            .slots
+            .get(name)
+            .is_some_and(|s| s.running.is_none() && s.queue.is_empty());
+        idle && !self.admission.iter().any(|(to, _)| to == name)
+            && !self.plan.as_ref().is_some_and(|p| p.has_open(name))
     }
 
     /// The outputs of `when` (or only `only`), each headed by its session.
