@@ -17,6 +17,8 @@
 //! - [`procs`]: `/proc` walks for orphan checks (descendants, process groups,
 //!   env markers, RSS and its peak) and `wait_until`.
 //! - [`repo`]: a git repository (or plain directory) to run fleets in.
+//! - [`stop_fleet`]: a fleet whose agents hang, for `capfleet run` to be stopped
+//!   (shared with the shutdown bench).
 //! - [`terminal`]: `capfleet` with a human at a terminal (a PTY) answering its
 //!   questions.
 //! - [`tree`]: a supervision tree with a journal, for library-level tests; [`ask`]
@@ -33,6 +35,7 @@ pub(crate) mod peers;
 pub(crate) mod procs;
 pub(crate) mod repo;
 pub(crate) mod sim;
+pub(crate) mod stop_fleet;
 pub(crate) mod terminal;
 
 pub(crate) use capfleet::{
