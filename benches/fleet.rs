@@ -10,14 +10,20 @@
 //!   with it off, and the journal actor alone (events/s to disk);
 //! - budget-cancel latency: 100 sessions, one of them crosses the budget; from that
 //!   usage event to every other session's `cancel_requested` (delivery, asserted), and
-//!   to the last turn ending cancelled (which includes the agents' own reaction).
+//!   to the last turn ending cancelled (which includes the agents' own reaction);
+//! - shutdown: `capfleet run` of 100 sessions whose agents ignore end of input and
+//!   interrupts, from `SIGTERM` to its exit, against the same for one session (it must
+//!   not grow with the sessions: every agent's group is killed in parallel).
 //!
-//! Run: `cargo bench --bench fleet`. `CAPFLEET_BENCH_SESSIONS=200,1000` chooses N.
+//! Run: `cargo bench --bench fleet`. `CAPFLEET_BENCH_SESSIONS=200,1000` chooses N;
+//! `CAPFLEET_BENCH_PARTS=1,4` runs some parts only (1 sizes, 2 journal, 3 budget, 4
+//! shutdown).
 // A bench's figures are its output.
 #![allow(clippy::print_stdout)]
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -29,6 +35,9 @@ use capfleet_actors::session::SessionSpec;
 use tokio::sync::mpsc;
 
 mod support;
+
+#[path = "../tests/all/common/stop_fleet.rs"]
+mod stop_fleet;
 
 use support::{ms, survivors};
 
@@ -86,6 +95,7 @@ fn main() {
     if let Some(n) = std::env::var(CHILD).ok().and_then(|n| n.parse().ok()) {
         return child(n);
     }
+    let parts = std::env::var("CAPFLEET_BENCH_PARTS").unwrap_or_else(|_| "1,2,3,4".into());
     let rt = runtime();
     let sizes: Vec<usize> = std::env::var("CAPFLEET_BENCH_SESSIONS")
         .ok()
@@ -95,93 +105,151 @@ fn main() {
     let marker = format!("fleet-bench-{}", std::process::id());
     println!("capfleet fleet bench (2 worker threads)");
     // Each size in a fresh process, so its peak RSS is its own.
-    for n in sizes {
-        let out = std::process::Command::new(std::env::current_exe().expect("exe"))
+    for n in sizes.into_iter().filter(|_| parts.contains('1')) {
+        let out = Command::new(std::env::current_exe().expect("exe"))
             .env(CHILD, n.to_string())
-            .stderr(std::process::Stdio::inherit())
+            .stderr(Stdio::inherit())
             .output()
             .expect("bench child");
         assert!(out.status.success(), "the {n}-session child failed");
         print!("{}", String::from_utf8_lossy(&out.stdout));
     }
 
-    // Journal throughput: the same 200-session run with and without the journal.
-    let j = dir.path().join("journal.jsonl");
-    let t = Instant::now();
-    let (_baseline, _) = rt.block_on(run(dir.path(), 200, None, &marker, 0.0));
-    let base = t.elapsed();
-    let t = Instant::now();
-    let (with, _) = rt.block_on(run(dir.path(), 200, Some(j.clone()), &marker, 0.0));
-    let journaled = t.elapsed();
-    let records = with.journal.records;
-    println!(
-        "journal  {records} records in a {:.0} ms run (same run without journal {:.0} ms): {:.0} records/s of run time; overhead {:+.1}%",
-        ms(journaled),
-        ms(base),
-        records as f64 / journaled.as_secs_f64(),
-        100.0 * (journaled.as_secs_f64() / base.as_secs_f64() - 1.0)
-    );
+    if parts.contains('2') {
+        // Journal throughput: the same 200-session run with and without the journal.
+        let j = dir.path().join("journal.jsonl");
+        let t = Instant::now();
+        let (_baseline, _) = rt.block_on(run(dir.path(), 200, None, &marker, 0.0));
+        let base = t.elapsed();
+        let t = Instant::now();
+        let (with, _) = rt.block_on(run(dir.path(), 200, Some(j.clone()), &marker, 0.0));
+        let journaled = t.elapsed();
+        let records = with.journal.records;
+        println!(
+            "journal  {records} records in a {:.0} ms run (same run without journal {:.0} ms): {:.0} records/s of run time; overhead {:+.1}%",
+            ms(journaled),
+            ms(base),
+            records as f64 / journaled.as_secs_f64(),
+            100.0 * (journaled.as_secs_f64() / base.as_secs_f64() - 1.0)
+        );
 
-    // The journal on its own: 200,000 session events through the journal actor to disk.
-    let (n, took) = rt.block_on(journal_alone(dir.path(), 200_000));
-    println!(
-        "journal  {n} events written and synced in {:.0} ms: {:.0} events/s (goal >= 50k/s)",
-        ms(took),
-        n as f64 / took.as_secs_f64()
-    );
+        // The journal on its own: 200,000 session events through the journal actor to disk.
+        let (n, took) = rt.block_on(journal_alone(dir.path(), 200_000));
+        println!(
+            "journal  {n} events written and synced in {:.0} ms: {:.0} events/s (goal >= 50k/s)",
+            ms(took),
+            n as f64 / took.as_secs_f64()
+        );
+    }
 
-    // Budget-cancel latency to 100 sessions.
-    let (report, events) = rt.block_on(run(dir.path(), 100, None, &marker, 0.5));
-    let crossing = events
-        .iter()
-        .find(|e| matches!(&e.body, EventBody::Cap { event: CapEvent::Usage(u) } if u.cost_usd().unwrap_or(0.0) > 0.5))
-        .map(|e| e.ts_ms)
-        .expect("a usage event crossed the budget");
-    let cancelled: Vec<u64> = events
-        .iter()
-        .filter(|e| {
-            matches!(
-                e.body,
-                EventBody::TurnEnded {
-                    outcome: TurnOutcome::Cancelled | TurnOutcome::Failed,
-                    ..
-                }
-            )
-        })
-        .map(|e| e.ts_ms)
-        .collect();
-    let last = cancelled.iter().max().copied().unwrap_or(crossing);
-    // Delivery: each session's `cancel_requested` (the Cancel message handled, the
-    // interrupt sent to its agent), against the crossing usage event.
-    let mut delivered: Vec<u64> = events
-        .iter()
-        .filter(|e| matches!(e.body, EventBody::CancelRequested { .. }))
-        .map(|e| e.ts_ms.saturating_sub(crossing))
-        .collect();
-    delivered.sort_unstable();
-    let pct = |p: usize| {
-        delivered
-            .get((delivered.len() * p / 100).min(delivered.len().saturating_sub(1)))
-            .copied()
-            .unwrap_or(0)
-    };
+    if parts.contains('3') {
+        // Budget-cancel latency to 100 sessions.
+        let (report, events) = rt.block_on(run(dir.path(), 100, None, &marker, 0.5));
+        let crossing = events
+            .iter()
+            .find(|e| matches!(&e.body, EventBody::Cap { event: CapEvent::Usage(u) } if u.cost_usd().unwrap_or(0.0) > 0.5))
+            .map(|e| e.ts_ms)
+            .expect("a usage event crossed the budget");
+        let cancelled: Vec<u64> = events
+            .iter()
+            .filter(|e| {
+                matches!(
+                    e.body,
+                    EventBody::TurnEnded {
+                        outcome: TurnOutcome::Cancelled | TurnOutcome::Failed,
+                        ..
+                    }
+                )
+            })
+            .map(|e| e.ts_ms)
+            .collect();
+        let last = cancelled.iter().max().copied().unwrap_or(crossing);
+        // Delivery: each session's `cancel_requested` (the Cancel message handled, the
+        // interrupt sent to its agent), against the crossing usage event.
+        let mut delivered: Vec<u64> = events
+            .iter()
+            .filter(|e| matches!(e.body, EventBody::CancelRequested { .. }))
+            .map(|e| e.ts_ms.saturating_sub(crossing))
+            .collect();
+        delivered.sort_unstable();
+        let pct = |p: usize| {
+            delivered
+                .get((delivered.len() * p / 100).min(delivered.len().saturating_sub(1)))
+                .copied()
+                .unwrap_or(0)
+        };
+        println!(
+            "budget   crossing usage event → cancel delivered to {} sessions: median {} ms, max {} ms (goal ≤ 50 ms); → last turn ended cancelled: {} ms (includes the agents' own reaction); outcome {:?}",
+            delivered.len(),
+            pct(50),
+            pct(100),
+            last.saturating_sub(crossing),
+            report.outcome
+        );
+        assert!(
+            delivered.len() >= 99,
+            "the cancel reached the 99 waiting sessions"
+        );
+        assert!(
+            pct(100) <= 100,
+            "cancel delivery within twice the 50 ms goal"
+        );
+        assert_eq!(survivors(&marker), 0, "no agent left");
+    }
+
+    if parts.contains('4') {
+        shutdown(&marker);
+    }
+}
+
+/// `capfleet run` of `n` sessions whose agents hang (ignoring end of input and
+/// interrupts): the time from `SIGTERM`, once every agent is up, to its exit (143);
+/// no agent left after it.
+fn sigterm_to_exit(n: usize, marker: &str) -> Duration {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    stop_fleet::write_fleet(d, &stop_fleet::sim_sessions(n, support::MARKER, marker));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_capfleet"))
+        .args(["run", "fleet.toml"])
+        .current_dir(d)
+        .env("XDG_CONFIG_HOME", d.join("config"))
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("capfleet run");
+    let up = Instant::now() + Duration::from_secs(120);
+    while survivors(marker) < n {
+        assert!(Instant::now() < up, "{n} agents up: {}", survivors(marker));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Every agent in its hang (its `started` said).
+    std::thread::sleep(Duration::from_millis(500));
+    let sent = Instant::now();
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let status = child.wait().expect("wait");
+    let took = sent.elapsed();
+    assert_eq!(status.code(), Some(143), "exit of the {n}-session run");
+    let gone = Instant::now() + Duration::from_secs(3);
+    while survivors(marker) > 0 {
+        assert!(Instant::now() < gone, "{} agents left", survivors(marker));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    took
+}
+
+/// Shutdown of a 100-session run against a one-session run, same agents, same run.
+fn shutdown(marker: &str) {
+    let one = sigterm_to_exit(1, &format!("{marker}-stop-1"));
+    let hundred = sigterm_to_exit(100, &format!("{marker}-stop-100"));
     println!(
-        "budget   crossing usage event → cancel delivered to {} sessions: median {} ms, max {} ms (goal ≤ 50 ms); → last turn ended cancelled: {} ms (includes the agents' own reaction); outcome {:?}",
-        delivered.len(),
-        pct(50),
-        pct(100),
-        last.saturating_sub(crossing),
-        report.outcome
+        "shutdown SIGTERM → exit of `capfleet run`, agents ignoring end of input: 100 sessions {:.0} ms, 1 session {:.0} ms: {:.2}x (goal: flat in sessions, ≤ 1 s + the kill grace)",
+        ms(hundred),
+        ms(one),
+        hundred.as_secs_f64() / one.as_secs_f64()
     );
-    assert!(
-        delivered.len() >= 99,
-        "the cancel reached the 99 waiting sessions"
-    );
-    assert!(
-        pct(100) <= 100,
-        "cancel delivery within twice the 50 ms goal"
-    );
-    assert_eq!(survivors(&marker), 0, "no agent left");
 }
 
 /// One fleet of `n` sessions in this (fresh) process: wall time, peak RSS and peak

@@ -52,7 +52,9 @@ pub(crate) struct Fleet {
     /// The git revision coding sessions' worktrees branch from (default `HEAD`).
     pub base: Option<String>,
     /// One run's journal at most (`journal_max_mb`, default 1024 MiB): past it text
-    /// bodies are cut, each cut recorded.
+    /// bodies are cut, each cut recorded. The same bound holds for the text of the
+    /// run's transcripts, all together (past it a transcript marks the cut and counts
+    /// it in `text_cut_bytes`).
     pub journal_max_bytes: u64,
 }
 

@@ -36,6 +36,7 @@
 //!   { raw = "{not json" },        # one line, verbatim
 //!   { oversize = 2000000 },       # one frame line of about N bytes (newline = false: open)
 //!   { echo = true },              # says "echo: <prompt>"
+//!   { late = "notice", delay_ms = 500 }, # TUI only: printed 500 ms after the next prompt
 //!   { error = "rate_limit_error: slow down", subtype = "error_during_execution" },
 //!   { rpc = "fs/read_text_file", params = { path = "/abs/f.txt" } }, # ACP mode only
 //!   { run = "echo", args = ["hi"] },  # ACP mode only: a client terminal

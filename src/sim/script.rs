@@ -85,6 +85,7 @@ const STEP_KINDS: &[&str] = &[
     "flood",
     "raw",
     "oversize",
+    "late",
     "echo",
     "error",
     "rpc",
@@ -289,6 +290,13 @@ fn parse_step(loc: &Loc<'_>, value: &toml::Value) -> Result<Step, ScriptError> {
             Step::Oversize {
                 bytes: f.u64("oversize")?.unwrap_or(0),
                 newline: f.bool("newline")?.unwrap_or(true),
+            }
+        }
+        "late" => {
+            f.only(&["late", "delay_ms"])?;
+            Step::Late {
+                text: f.req_str("late")?,
+                delay_ms: f.u64("delay_ms")?.unwrap_or(0),
             }
         }
         "echo" => {

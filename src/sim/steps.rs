@@ -38,6 +38,11 @@ pub(super) enum Step {
         bytes: u64,
         newline: bool,
     },
+    /// TUI mode: `text` printed `delay_ms` after the next prompt is drawn (late output).
+    Late {
+        text: String,
+        delay_ms: u64,
+    },
     Echo,
     Error {
         message: String,
@@ -227,6 +232,13 @@ pub(super) trait Frontend {
     /// One line of about `bytes` bytes, streamed, its newline only if `newline`.
     fn oversize(&mut self, bytes: u64, newline: bool) -> io::Result<Flow>;
     fn flush(&mut self) -> io::Result<()>;
+    /// A `late` step; only the TUI mode has a prompt to print after.
+    fn late(&mut self, text: &str, _delay: Duration) -> io::Result<Flow> {
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            format!("step `late = {text:?}` needs --mode tui"),
+        ))
+    }
     /// An `rpc` step; only the ACP mode has a client to call.
     fn rpc(&mut self, method: &str, _params: &Value) -> io::Result<Flow> {
         Err(acp_only("rpc", method))
@@ -292,6 +304,7 @@ pub(super) fn run_turn<F: Frontend>(
             Step::Flood { bytes, chunk } => fe.flood(*bytes, *chunk)?,
             Step::Raw(line) => fe.raw(line)?,
             Step::Oversize { bytes, newline } => fe.oversize(*bytes, *newline)?,
+            Step::Late { text, delay_ms } => fe.late(text, Duration::from_millis(*delay_ms))?,
             Step::Rpc { method, params } => fe.rpc(method, params)?,
             Step::Run { command, args } => fe.run(command, args)?,
             Step::Edit(edit) => fe.edit(edit)?,

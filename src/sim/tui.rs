@@ -52,6 +52,8 @@ pub(super) struct Tui {
     pub(super) spinner: Option<(usize, Instant)>,
     /// The cursor is not at the start of a line.
     pub(super) line_open: bool,
+    /// A `late` step's text and delay, printed that long after the next prompt.
+    pub(super) late: Option<(String, Duration)>,
 }
 
 impl Tui {
@@ -64,6 +66,7 @@ impl Tui {
             eof: false,
             spinner: None,
             line_open: false,
+            late: None,
         }
     }
 }
@@ -236,6 +239,11 @@ impl Frontend for Tui {
             self.line_open = true;
         }
         self.out.flush()?;
+        Ok(Flow::Next)
+    }
+
+    fn late(&mut self, text: &str, delay: Duration) -> io::Result<Flow> {
+        self.late = Some((text.to_owned(), delay));
         Ok(Flow::Next)
     }
 

@@ -96,7 +96,18 @@ impl Tui {
             .write_all(pending.replace('\n', "\r\n").as_bytes())?;
         self.line_open = true;
         self.out.flush()?;
+        let mut late = self.late.take().map(|(text, d)| (text, Instant::now() + d));
         loop {
+            if late.as_ref().is_some_and(|(_, at)| Instant::now() >= *at)
+                && let Some((text, _)) = late.take()
+            {
+                // Over the prompt line, then the prompt again below it.
+                self.out
+                    .write_all(format!("\r\x1b[K{text}\r\n{PROMPT}").as_bytes())?;
+                self.out
+                    .write_all(self.editor.pending().replace('\n', "\r\n").as_bytes())?;
+                self.out.flush()?;
+            }
             if let Some(prompt) = self.queued.pop_front() {
                 self.out
                     .write_all(prompt.replace('\n', "\r\n").as_bytes())?;

@@ -2,7 +2,8 @@
 //! read-only one) fails `run` and `chat --journal` loudly — exit 1, the path and the OS
 //! error named, what was kept said — and disk use is proportional: a long answer's
 //! journal and transcript stay within 1.5x its text, and `journal_max_mb` cuts text
-//! bodies with a record saying how much.
+//! bodies with a record saying how much; a PTY flood's artifacts are about its size,
+//! and `journal_max_mb` bounds them too, the cut marked and counted.
 
 use std::path::Path;
 use std::process::Output;
@@ -250,4 +251,86 @@ fn journal_max_mb_cuts_text_bodies_with_a_marker() {
     );
     let log = capfleet(d).args(["log", "latest"]).output().unwrap();
     assert!(String::from_utf8_lossy(&log.stdout).contains("journal_cut"));
+}
+
+/// Bytes of every file under `dir`.
+fn dir_bytes(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .map(|p| {
+            if p.is_dir() {
+                dir_bytes(&p)
+            } else {
+                std::fs::metadata(&p).unwrap().len()
+            }
+        })
+        .sum()
+}
+
+/// A 3 MiB flood on the PTY: the run's artifacts (the transcript) are about the text
+/// on disk, not twice it; with `journal_max_mb = 1` the transcript copies at most
+/// 1 MiB of text, marks where it stopped (`capfleet.transcript_cut`, naming the limit)
+/// and counts the rest (`text_cut_bytes`): kept and cut add up to the output.
+#[test]
+fn pty_flood_artifacts_are_proportional_and_bounded() {
+    const TEXT: u64 = 3 << 20;
+    for head in ["", "journal_max_mb = 1"] {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let m = EnvMarker::new("disk-pty-artifacts");
+        let script = format!(
+            "[[turn]]\nsteps = [{{ flood = {TEXT}, chunk = 16384 }}, {{ say = \"the end\" }}]\n"
+        );
+        std::fs::write(d.join("a.toml"), script).unwrap();
+        let (k, v) = m.pair();
+        let fleet = format!(
+            "[fleet]\nname = \"d\"\nstart = [\"a\"]\ntask = \"go\"\n{head}\n\n[[sessions]]\nname = \"a\"\nagent = \"sim-tui\"\nscript = \"a.toml\"\nenv = {{ {k} = \"{v}\" }}\n"
+        );
+        std::fs::write(d.join("fleet.toml"), fleet).unwrap();
+        let out = capfleet(d).args(["run", "fleet.toml"]).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let run = latest_run(d);
+        let artifacts = dir_bytes(&run.join("artifacts"));
+        let doc: Value = serde_json::from_slice(
+            &std::fs::read(run.join("artifacts/a/transcript.json")).unwrap(),
+        )
+        .unwrap();
+        let events = doc["events"].as_array().unwrap();
+        let kept: u64 = events
+            .iter()
+            .filter(|e| e["kind"] == "cap.text_chunk")
+            .map(|e| e["text"].as_str().unwrap().len() as u64)
+            .sum();
+        let cut = doc["text_cut_bytes"].as_u64().unwrap();
+        let markers: Vec<&Value> = events
+            .iter()
+            .filter(|e| e["kind"] == "capfleet.transcript_cut")
+            .collect();
+        let ratio = artifacts as f64 / TEXT as f64;
+        eprintln!(
+            "PTY flood of {TEXT} bytes ({head:?}): artifacts {artifacts} bytes ({ratio:.3}x), transcript text {kept} kept, {cut} cut"
+        );
+        assert!(
+            kept + cut >= TEXT && kept + cut < TEXT + 4096,
+            "kept {kept} + cut {cut} vs {TEXT}"
+        );
+        if head.is_empty() {
+            assert!(
+                (0.95..=1.15).contains(&ratio),
+                "artifacts {ratio:.3}x the output"
+            );
+            assert_eq!((cut, markers.len()), (0, 0), "{markers:?}");
+        } else {
+            assert!(kept <= 1 << 20, "{kept} bytes of text kept");
+            assert!(
+                artifacts < (1 << 20) + (64 << 10),
+                "artifacts {artifacts} bytes"
+            );
+            assert_eq!(markers.len(), 1, "one marker");
+            let says = markers[0]["message"].as_str().unwrap();
+            assert!(says.contains("journal_max_mb = 1"), "{says}");
+        }
+        no_agent_left(&m);
+    }
 }

@@ -16,13 +16,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use crate::common::{self, EnvMarker, of_type};
+use crate::common::{self, EnvMarker, ask, of_type};
 use capfleet_actors::driver::{LaunchSpec, Shape};
 use capfleet_actors::events::{TurnOutcome, urn};
 use capfleet_actors::protocol::SessionConfig;
 use capfleet_actors::registry::Binding;
 use capfleet_actors::root::Orchestrator;
-use capfleet_actors::session::{SessionMsg, SessionSnapshot, SessionSpec, TurnResult};
+use capfleet_actors::session::{SessionMsg, SessionSnapshot, SessionSpec};
 use ractor::ActorRef;
 use ractor::rpc::CallResult;
 use serde_json::Value;
@@ -127,20 +127,6 @@ fn agents_started(pids: &Path) -> usize {
     std::fs::read_to_string(pids)
         .map(|s| s.lines().count())
         .unwrap_or(0)
-}
-
-async fn ask(s: &ActorRef<SessionMsg>, prompt: &str) -> TurnResult {
-    let prompt = prompt.to_owned();
-    match s
-        .call(
-            |reply| SessionMsg::Ask { prompt, reply },
-            Some(Duration::from_secs(20)),
-        )
-        .await
-    {
-        Ok(CallResult::Success(Ok(r))) => r,
-        other => panic!("ask did not complete: {other:?}"),
-    }
 }
 
 async fn snapshot(s: &ActorRef<SessionMsg>) -> SessionSnapshot {

@@ -116,6 +116,30 @@ fn the_plan_carries_sessions_routes_policy_and_budgets() {
     }
 }
 
+/// The journal's bound, `journal_max_mb`, in both forms of the plan: the fleet's, or
+/// the default 1024.
+#[test]
+fn the_plan_shows_journal_max_mb() {
+    let dir = tempfile::tempdir().unwrap();
+    let fleet = |extra: &str| {
+        format!(
+            "[fleet]\nname = \"j\"\nstart = \"a\"\ntask = \"go\"\n{extra}\n[[sessions]]\nname = \"a\"\nagent = \"sim\"\n"
+        )
+    };
+    std::fs::write(dir.path().join("set.toml"), fleet("journal_max_mb = 7")).unwrap();
+    std::fs::write(dir.path().join("default.toml"), fleet("")).unwrap();
+    for (file, mb) in [("set.toml", 7), ("default.toml", 1024)] {
+        assert_eq!(plan(dir.path(), file, &[])["journal_max_mb"], mb, "{file}");
+        let out = sandboxed(dir.path())
+            .args(["run", "--dry-run", file])
+            .output()
+            .unwrap();
+        let stdout = text(&out.stdout);
+        let want = format!("journal:   journal_max_mb {mb} (");
+        assert!(stdout.contains(&want), "want {want:?} in:\n{stdout}");
+    }
+}
+
 #[test]
 fn every_shipped_example_validates() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));

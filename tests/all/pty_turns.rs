@@ -1,12 +1,15 @@
 //! Turn attribution on the PTY binding, end to end with the simulator's TUI: an idle
-//! prompt glyph mid-answer is text, not a turn end; a manifest idle pattern with a
-//! trailing blank before `$` (the spec's own `^> $` form) matches the prompt as
-//! rendered; `manifest validate` warns of a pattern no rendered row can match.
+//! prompt glyph mid-answer is text, not a turn end; text printed after the prompt is
+//! back (and before the next prompt) is the ended turn's late output; a manifest idle
+//! pattern with a trailing blank before `$` (the spec's own `^> $` form) matches the
+//! prompt as rendered; `manifest validate` warns of a pattern no rendered row can match.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+use capfleet_actors::events::TurnOutcome;
+use capfleet_actors::protocol::META_LATE_OUTPUT;
 use common::EnvMarker;
 use common::chaos::turn_text;
 use common::chat::{assert_no_survivor, chat_in, script};
@@ -54,6 +57,52 @@ steps = [{ say = "second answer" }]
         "turn 1: {one:?}"
     );
     assert_eq!(two.trim(), "second answer", "turn 2: {two:?}");
+    assert_no_survivor(&marker);
+}
+
+/// The TUI prints a notice 1.5 s after its prompt is back (the turn has ended: 200 ms
+/// of quiet at the prompt; the margin is for a loaded machine); the next prompt goes
+/// out over a second later. The notice is
+/// journaled in turn 1, marked `_meta."capfleet.late_output"`, and is not turn 2's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn text_after_the_prompt_is_the_ended_turns_late_output() {
+    let dir = tempfile::tempdir().expect("dir");
+    let journal = dir.path().join("journal.jsonl");
+    let tree = common::tree("late", &journal).await;
+    let marker = EnvMarker::new("pty-late");
+    let script = r#"
+[[turn]]
+steps = [{ say = "the answer" }, { late = "a late notice", delay_ms = 1500 }]
+[[turn]]
+steps = [{ say = "second answer" }]
+"#;
+    let spec = common::sim::tui_session_spec(dir.path(), "late", "s", script, &marker);
+    let s = tree.spawn_session(spec, vec![]).await.expect("session");
+    let first = common::ask(&s, "first").await;
+    assert_eq!(first.outcome, TurnOutcome::Completed, "{first:?}");
+    tokio::time::sleep(Duration::from_millis(2800)).await;
+    let second = common::ask(&s, "second").await;
+    assert_eq!(second.outcome, TurnOutcome::Completed, "{second:?}");
+    tree.shutdown().await;
+    let records = common::journal_records(&journal);
+    let text_of = |late: bool, turn: u64| -> String {
+        records
+            .iter()
+            .filter(|r| r["event"]["kind"] == "cap.text_chunk" && r["turn"] == turn)
+            .filter(|r| (r["event"]["_meta"][META_LATE_OUTPUT] == true) == late)
+            .filter_map(|r| r["event"]["text"].as_str())
+            .collect()
+    };
+    assert!(
+        text_of(true, 1).contains("a late notice"),
+        "no late output in turn 1: {records:?}"
+    );
+    assert!(text_of(false, 1).contains("the answer"), "{records:?}");
+    assert!(!text_of(false, 1).contains("late notice"), "{records:?}");
+    let two = text_of(false, 2);
+    assert_eq!(two.trim(), "second answer", "turn 2: {two:?}");
+    assert!(text_of(true, 2).is_empty(), "{records:?}");
+    assert!(!second.text.contains("late notice"), "{second:?}");
     assert_no_survivor(&marker);
 }
 

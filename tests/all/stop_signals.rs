@@ -13,10 +13,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 
+use crate::common::stop_fleet::{sim_sessions, write_fleet};
 use crate::common::{self, EnvMarker, capfleet, latest_run, processes_in_group, wait_until};
-
-/// Every agent's turn: say something, then hang (ignoring interrupts and end of input).
-const HANG: &str = "[[turn]]\nsteps = [{ say = \"started\" }, { hang = true }]\n";
 
 /// The kill grace between `SIGTERM` and `SIGKILL` (`process::DEFAULT_GRACE`).
 const KILL_GRACE: Duration = Duration::from_secs(5);
@@ -46,17 +44,6 @@ fn session(name: &str, wire: Wire, marker: &EnvMarker) -> String {
         "[[sessions]]\nname = \"{name}\"\nagent = \"{agent}\"\nscript = \"hang.toml\"\n\
          argv = [\"sh\", \"-c\", \"{line}\", \"sh\"]\nenv = {{ {k} = \"{v}\" }}\n"
     )
-}
-
-fn write_fleet(dir: &Path, sessions: &[String]) {
-    std::fs::write(dir.join("hang.toml"), HANG).unwrap();
-    let names: Vec<String> = (0..sessions.len()).map(|i| format!("\"s{i}\"")).collect();
-    let fleet = format!(
-        "[fleet]\nname = \"stop\"\nstart = [{}]\ntask = \"go\"\n\n{}",
-        names.join(", "),
-        sessions.join("\n")
-    );
-    std::fs::write(dir.join("fleet.toml"), fleet).unwrap();
 }
 
 fn signal(child: &Child, sig: i32) {
@@ -216,14 +203,7 @@ fn a_hundred_sessions_stop_on_sigterm_in_bounded_time() {
     let d = dir.path();
     let m = EnvMarker::new("stop-hundred");
     let (k, v) = m.pair();
-    let sessions: Vec<String> = (0..N)
-        .map(|i| {
-            format!(
-                "[[sessions]]\nname = \"s{i}\"\nagent = \"sim\"\nscript = \"hang.toml\"\nenv = {{ {k} = \"{v}\" }}\n"
-            )
-        })
-        .collect();
-    write_fleet(d, &sessions);
+    write_fleet(d, &sim_sessions(N, k, v));
     let child = capfleet(d).args(["run", "fleet.toml"]).spawn().unwrap();
     assert!(
         wait_until(Duration::from_secs(120), Duration::from_millis(50), || m

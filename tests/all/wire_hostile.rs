@@ -1,14 +1,15 @@
 //! Hostile wires end to end: frames where none may come (a stream-json `result`
-//! before `init`), and lines far over the line cap on every binding, with and
-//! without a newline, against capfleet's peak memory.
+//! before `init`), lines far over the line cap on every binding, with and without a
+//! newline, and a flood of ACP updates (each under the cap) into a session that
+//! stalls, against capfleet's peak memory.
 
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
 use crate::common::chaos::{
-    Chat, Finished, Output, assert_no_agent_left, assert_stream_and_journal, cap_kind, count,
-    error_code, lines, turn_text, ty,
+    Chat, Finished, Output, RUN_TIMEOUT, assert_no_agent_left, assert_stream_and_journal, cap_kind,
+    count, error_code, lines, turn_text, ty,
 };
 use crate::common::hwm_kib;
 
@@ -96,14 +97,25 @@ impl Binding {
         }
     }
 
-    /// Runs `chat` on `script` to its end; its events, exit and peak memory.
+    /// Runs `chat --json` on `script` to its end; its events, exit and peak memory.
     fn run(&self, label: &str, script: &str, flags: &[&str]) -> (Finished, u64) {
+        self.run_with(label, script, flags, Output::Json)
+    }
+
+    /// [`Binding::run`] with stdout taken as `output`.
+    fn run_with(
+        &self,
+        label: &str,
+        script: &str,
+        flags: &[&str],
+        output: Output,
+    ) -> (Finished, u64) {
         let dir = tempfile::tempdir().expect("script dir");
         let path = dir.path().join("script.toml");
         std::fs::write(&path, script).expect("script");
         let mut extra: Vec<&str> = flags.to_vec();
         extra.extend(self.extra.iter().map(String::as_str));
-        let chat = Chat::start_agent(label, &self.agent, &path, Output::Json, &extra);
+        let chat = Chat::start_agent(label, &self.agent, &path, output, &extra);
         let pid = chat.pid;
         let sampler = std::thread::spawn(move || {
             let mut peak = 0;
@@ -116,7 +128,11 @@ impl Binding {
             }
         });
         let marker = chat.marker.clone();
-        let run = chat.finish();
+        // A stalled consumer's run has its stall, then the backlog, on top.
+        let run = match output {
+            Output::Stalled(stall) => chat.finish_within(RUN_TIMEOUT + 2 * stall),
+            _ => chat.finish(),
+        };
         let peak = sampler.join().expect("sampler");
         assert_no_agent_left(&marker);
         (run, peak)
@@ -226,4 +242,54 @@ fn a_huge_line_on_acp_stays_bounded() {
 #[test]
 fn a_huge_line_on_the_pty_stays_bounded() {
     Binding::pty().flood(PTY_FLOOD);
+}
+
+/// The ACP flood: 200 MiB of text in 16 KiB `session/update`s (12,800 lines, each far
+/// under the line cap), while capfleet's stdout is not read for [`STALL`].
+const UPDATES_TEXT: u64 = 200 << 20;
+/// How long the flood's consumer stalls: capfleet's printer blocks, then the session,
+/// then the driver's sink. Without the gate, the SDK's queue took everything the agent
+/// sent meanwhile (about 10 MB/s here, 137 MB after 10 s).
+const STALL: Duration = Duration::from_secs(10);
+
+/// A flood of `session/update`s, each far under the line cap, into a session that
+/// stops taking them: the SDK queues what our reader hands it in front of its dispatch
+/// loop, and the reader hands it at most two windows ahead (`driver/acp_lines.rs`;
+/// the window itself, in lines, is the library's unit test), so capfleet's peak memory
+/// stays within [`FLOOD_HEADROOM_KIB`] of an idle run's, the agent waits on its pipe,
+/// and every chunk comes through once the consumer is back.
+#[test]
+fn a_flood_of_acp_updates_into_a_stalled_session_stays_bounded() {
+    let acp = Binding::acp();
+    let (idle, idle_peak) = acp.run_with("idle", IDLE, &[], Output::Drain);
+    assert!(idle.status.success(), "idle run {:?}", idle.status);
+    let script = format!(
+        "[[turn]]\nsteps = [{{ flood = {UPDATES_TEXT}, chunk = 16384 }}, {{ say = \"flood-end.\" }}]\n"
+    );
+    let (run, peak) = acp.run_with("updates", &script, &[], Output::Stalled(STALL));
+    let tail = String::from_utf8_lossy(&run.drained.tail);
+    assert!(
+        run.status.success(),
+        "exit {:?}\n{}",
+        run.status,
+        run.stderr
+    );
+    assert!(tail.contains("flood-end."), "turn did not finish: …{tail}");
+    assert!(
+        run.drained.bytes >= UPDATES_TEXT,
+        "{} bytes of text out",
+        run.drained.bytes
+    );
+    let mib = |kib: u64| kib as f64 / 1024.0;
+    eprintln!(
+        "acp: {} MiB in 16 KiB updates, stdout stalled {STALL:?}: peak RSS idle {:.1} MiB, flood {:.1} MiB ({:?})",
+        UPDATES_TEXT >> 20,
+        mib(idle_peak),
+        mib(peak),
+        run.elapsed
+    );
+    assert!(
+        peak < idle_peak + FLOOD_HEADROOM_KIB,
+        "peak {peak} KiB during the stalled flood vs {idle_peak} KiB idle"
+    );
 }

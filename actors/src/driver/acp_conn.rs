@@ -6,7 +6,9 @@
 //! traffic: `session/update` (mapped, in order, credit-bounded), permission
 //! requests, and the reverse RPC served by [`crate::rpc`].
 //!
-//! The agent's output is read through [`super::acp_lines`] (bounded lines).
+//! The agent's output is read through [`super::acp_lines`] (bounded lines, and at
+//! most two windows of them queued in the SDK: its markers come back through the
+//! notification handler).
 //! Handlers run in the SDK's dispatch loop; anything that waits on a human or a
 //! process (permissions, terminal waits) is spawned off it so updates keep flowing,
 //! at most [`MAX_IN_FLIGHT`] at once (the loop waits for a slot past that).
@@ -85,11 +87,16 @@ pub(super) async fn run(
     let m2 = mapper.clone();
     let sink = perms.sink().clone();
     let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
+    let (drained, lines) =
+        super::acp_lines::incoming(stdout, conn.max_line, conn.perms.sink().clone());
     Client
         .v1()
         .name("capfleet")
         .on_receive_notification(
             async move |n: UntypedMessage, _cx| {
+                if drained.is_marker(&n.method, &n.params) {
+                    return Ok(());
+                }
                 if n.method != "session/update" {
                     tracing::debug!(method = %n.method, "ignored ACP notification");
                     return Ok(());
@@ -129,10 +136,7 @@ pub(super) async fn run(
             agent_client_protocol::on_receive_request!(),
         )
         .connect_with(
-            Lines::new(
-                super::acp_lines::outgoing(stdin),
-                super::acp_lines::incoming(stdout, conn.max_line, conn.perms.sink().clone()),
-            ),
+            Lines::new(super::acp_lines::outgoing(stdin), lines),
             async move |cx: ConnectionTo<Agent>| main_loop(cx, conn, mapper, cmds).await,
         )
         .await

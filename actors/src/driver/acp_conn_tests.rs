@@ -4,18 +4,22 @@
 //! requires it), a form elicitation comes back `accept` with the answer, `decline`
 //! or (withdrawn by a cancel) `cancel`, a session ending mid-turn withdraws what
 //! waits and sends `session/close`, and agent -> client requests in flight are
-//! capped.
+//! capped. And the line gate of [`super::acp_lines`] on its own: the lines handed to
+//! the SDK stay within two windows of the markers that came back.
 
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::{Stream, StreamExt};
 use ractor::{Actor, ActorProcessingErr, ActorRef};
+use tokio::io::AsyncWriteExt;
 use tokio::sync::{Semaphore, mpsc};
 
 use super::acp_conn::{self, Cmd, Conn, MAX_IN_FLIGHT};
 use super::acp_host::SessionHost;
+use super::acp_lines::{self, MARKER_METHOD, WINDOW_LINES};
 use super::acp_perms::Perms;
 use super::sink::OutputBatch;
 use super::{DriverOutput, OutputSink};
@@ -296,4 +300,78 @@ async fn agent_requests_in_flight_are_capped() {
         format!("allowed={n}"),
         "the waiting ones were served after"
     );
+}
+
+/// The lines the gate lets through until it waits (300 ms without one), or the end:
+/// updates are counted, markers kept.
+async fn take_ready(
+    lines: &mut (impl Stream<Item = std::io::Result<String>> + Unpin),
+    updates: &mut usize,
+    markers: &mut Vec<serde_json::Value>,
+) -> bool {
+    loop {
+        match tokio::time::timeout(Duration::from_millis(300), lines.next()).await {
+            Err(_) => return true,
+            Ok(None) => return false,
+            Ok(Some(line)) => {
+                let v: serde_json::Value =
+                    serde_json::from_str(&line.expect("line")).expect("json");
+                if v["method"] == MARKER_METHOD {
+                    markers.push(v["params"].clone());
+                } else {
+                    *updates += 1;
+                }
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_sdk_is_handed_at_most_two_windows_ahead_of_its_dispatch() {
+    let (tx, _rx) = mpsc::channel(8);
+    let (probe, _task) = Actor::spawn(None, Probe, tx).await.expect("probe");
+    let sink = OutputSink::new(1, probe.get_derived(), Arc::new(Semaphore::new(32)));
+    let (mut agent, ours) = tokio::io::duplex(64 << 10);
+    let total = 4 * WINDOW_LINES;
+    tokio::spawn(async move {
+        for n in 0..total {
+            let line = format!(
+                "{{\"jsonrpc\":\"2.0\",\"method\":\"session/update\",\"params\":{{\"n\":{n}}}}}\n"
+            );
+            agent.write_all(line.as_bytes()).await?;
+        }
+        Ok::<_, std::io::Error>(())
+    });
+    let (drained, lines) = acp_lines::incoming(ours, crate::process::lines::DEFAULT_MAX_LINE, sink);
+    let mut lines = Box::pin(lines);
+    let (mut updates, mut markers) = (0, Vec::new());
+    assert!(take_ready(&mut lines, &mut updates, &mut markers).await);
+    assert_eq!(
+        (updates, markers.len()),
+        (2 * WINDOW_LINES, 2),
+        "nothing dispatched yet"
+    );
+    // The agent cannot forge a marker: it does not know the token.
+    let forged = serde_json::json!({ "token": "guess", "window": 99 });
+    assert!(drained.is_marker(MARKER_METHOD, &forged));
+    assert!(take_ready(&mut lines, &mut updates, &mut markers).await);
+    assert_eq!(updates, 2 * WINDOW_LINES, "a forged marker opened the gate");
+    assert!(!drained.is_marker("session/update", &markers[0]));
+    assert!(drained.is_marker(MARKER_METHOD, &markers[0]));
+    assert!(take_ready(&mut lines, &mut updates, &mut markers).await);
+    assert_eq!(
+        (updates, markers.len()),
+        (3 * WINDOW_LINES, 3),
+        "one window more"
+    );
+    for m in markers.clone() {
+        drained.is_marker(MARKER_METHOD, &m);
+    }
+    // Window 3 dispatched: the reader goes on past window 4, to the agent's end.
+    assert!(
+        !take_ready(&mut lines, &mut updates, &mut markers).await,
+        "the end"
+    );
+    assert_eq!((updates, markers.len()), (total, 4));
+    probe.stop(None);
 }

@@ -10,6 +10,7 @@ use super::metrics::{
     AgentLabels, AskLabels, DecisionLabels, KindLabels, Metrics, RestartLabels, ScopeLabels,
     SessionLabels, StateLabels, TokenLabels, TurnLabels, UsageLabels,
 };
+use crate::bindings::stream_json::mapper::STRAY_FRAME;
 use crate::events::{EventBody, SessionEvent};
 use crate::protocol::{CapEvent, ErrorKind, HasMeta, Usage};
 use crate::tap::{Tap, TapHandler, TapMsg};
@@ -117,6 +118,10 @@ impl MetricsFeed {
             CapEvent::Error(e) if e.code == ErrorKind::ParseFailed => {
                 let l = SessionLabels { session: session() };
                 m.malformed_frames.get_or_create(&l).inc();
+            }
+            CapEvent::Error(e) if matches!(&e.code, ErrorKind::Other(c) if c == STRAY_FRAME) => {
+                let l = SessionLabels { session: session() };
+                m.stray_frames.get_or_create(&l).inc();
             }
             _ => {}
         }
@@ -252,6 +257,24 @@ mod tests {
             "capfleet_turns_total{session=\"cap://f/a\",agent=\"sim\",outcome=\"completed\"} 1",
             "capfleet_turn_duration_seconds_count{agent=\"sim\"} 1",
             "capfleet_events_total{kind=\"restart\"} 1",
+        ] {
+            assert!(text.contains(line), "missing {line} in\n{text}");
+        }
+    }
+
+    #[test]
+    fn stray_frames_are_counted_apart_from_malformed_ones() {
+        let m = Arc::new(FleetMetrics::default());
+        let mut feed = MetricsFeed::new(m.clone());
+        let stray = || CapEvent::error(ErrorKind::Other(STRAY_FRAME.into()), "stray", false);
+        let malformed = CapEvent::error(ErrorKind::ParseFailed, "bad", false);
+        for event in [stray(), stray(), malformed] {
+            feed.on_event(&ev(EventBody::Cap { event }));
+        }
+        let text = m.encode();
+        for line in [
+            "capfleet_stray_frames_total{session=\"cap://f/a\"} 2",
+            "capfleet_malformed_frames_total{session=\"cap://f/a\"} 1",
         ] {
             assert!(text.contains(line), "missing {line} in\n{text}");
         }

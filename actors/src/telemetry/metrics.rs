@@ -154,6 +154,7 @@ pub struct FleetMetrics {
     pub budget_remaining_usd: Family<ScopeLabels, FloatGauge>,
     pub events: Family<KindLabels, Counter>,
     pub malformed_frames: Family<SessionLabels, Counter>,
+    pub stray_frames: Family<SessionLabels, Counter>,
     pub mailbox_depth: Family<MailboxLabels, Gauge>,
     pub agent_processes: Gauge,
     pub spans: SpanStats,
@@ -275,6 +276,12 @@ impl FleetMetrics {
             COUNTER,
             Family::default(),
         );
+        let stray_frames = b.add(
+            "stray_frames",
+            "Well-formed agent frames where none may come, not taken as answers (cap.error stray_frame)",
+            COUNTER,
+            Family::default(),
+        );
         let mailbox_depth = b.add(
             "mailbox_depth",
             "Messages waiting in the bounded queues (taps, router deliveries)",
@@ -314,6 +321,7 @@ impl FleetMetrics {
             budget_remaining_usd,
             events,
             malformed_frames,
+            stray_frames,
             mailbox_depth,
             agent_processes,
             spans,

@@ -3,7 +3,9 @@
 //! inline in the event when at most [`INLINE_MAX`] bytes, else by `file://` URI.
 //! Artifacts an agent emits itself are stored the same way. A write that fails is
 //! reported to the run as a [`DiskFault`] (the run fails with it), besides the error
-//! its caller gets.
+//! its caller gets. The text the run's transcripts copy is bounded, all sessions
+//! together, by the journal's limit ([`ArtifactStore::limit_text_to`], fleet.toml's
+//! `journal_max_mb`): past it a transcript cuts its text and says so.
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -28,6 +30,9 @@ pub struct ArtifactStore {
     seq: AtomicU64,
     /// Where a failed write is reported (the run's faults).
     faults: OnceLock<FaultSink>,
+    /// Transcript text the run may still copy, and what it copied.
+    text_limit: AtomicU64,
+    text_used: AtomicU64,
 }
 
 impl ArtifactStore {
@@ -37,7 +42,29 @@ impl ArtifactStore {
             dir: run_dir.join(ARTIFACTS_DIR),
             seq: AtomicU64::new(0),
             faults: OnceLock::new(),
+            text_limit: AtomicU64::new(crate::journal::DEFAULT_MAX_BYTES),
+            text_used: AtomicU64::new(0),
         }
+    }
+
+    /// Bound the text the run's transcripts copy to `bytes`, all sessions together.
+    pub fn limit_text_to(&self, bytes: u64) {
+        self.text_limit.store(bytes, Ordering::Relaxed);
+    }
+
+    /// The bound of [`ArtifactStore::limit_text_to`].
+    pub fn text_limit(&self) -> u64 {
+        self.text_limit.load(Ordering::Relaxed)
+    }
+
+    /// Whether `bytes` more text fit under the bound (then they are counted).
+    pub fn take_text(&self, bytes: u64) -> bool {
+        let limit = self.text_limit();
+        self.text_used
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |used| {
+                (used + bytes <= limit).then_some(used + bytes)
+            })
+            .is_ok()
     }
 
     /// Report failed writes to `faults` from now on (set once, by the run).

@@ -6,8 +6,11 @@
 //! "model":…,"started_at":…,"ended_at":…}`: events stream in first, so memory stays
 //! flat however long the session runs. Consecutive text chunks of one message are one
 //! event (their text joined, at most [`TEXT_RUN_MAX`] bytes each), so the file grows
-//! with the text, not with how finely the agent streamed it. A write that fails is
-//! reported to the run as a [`DiskFault`] (the run fails with it).
+//! with the text, not with how finely the agent streamed it. The text copied is
+//! bounded by the store ([`ArtifactStore::take_text`], the run's `journal_max_mb`):
+//! past it the text is cut, a [`CUT_KIND`] event marks where, and the document's
+//! `text_cut_bytes` says how much. A write that fails is reported to the run as a
+//! [`DiskFault`] (the run fails with it).
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -28,6 +31,8 @@ use crate::protocol::{CapEvent, TextChunk};
 pub const TRANSCRIPT_FILE: &str = "transcript.json";
 /// A joined text event of the transcript holds at most this many bytes.
 pub const TEXT_RUN_MAX: usize = 1 << 20;
+/// The `kind` of the event marking where a transcript's text was first cut.
+pub const CUT_KIND: &str = "capfleet.transcript_cut";
 
 /// Who the transcript is of.
 #[derive(Debug, Clone)]
@@ -67,8 +72,9 @@ pub fn spawn(
         }
     };
     let (tx, mut rx) = mpsc::channel(SUBSCRIBER_CAPACITY);
+    let store = store.clone();
     tokio::spawn(async move {
-        match write(file, &mut rx, &subject).await {
+        match write(file, &mut rx, &subject, &store).await {
             Ok(size) => announce(&subject, path, size, &mut publisher).await,
             Err(e) => {
                 let kept = "a partial transcript (the journal has the session's events)";
@@ -117,6 +123,7 @@ async fn write(
     file: std::fs::File,
     rx: &mut mpsc::Receiver<Published>,
     subject: &Subject,
+    store: &ArtifactStore,
 ) -> std::io::Result<u64> {
     let mut out = std::io::BufWriter::with_capacity(64 << 10, file);
     out.write_all(b"{\"events\":[")?;
@@ -124,12 +131,28 @@ async fn write(
     let mut started = None;
     let mut session_id = None;
     let mut text: Option<TextChunk> = None;
+    let mut cut = 0u64;
     while let Some(e) = rx.recv().await {
         started.get_or_insert(e.ts_ms);
         let EventBody::Cap { event } = &e.body else {
             continue;
         };
         if let CapEvent::TextChunk(t) = event {
+            if cut > 0 || !store.take_text(t.text.len() as u64) {
+                if cut == 0 {
+                    if let Some(run) = text.take() {
+                        append(&mut out, &mut first, &CapEvent::TextChunk(run))?;
+                    }
+                    let limit_mb = store.text_limit() >> 20;
+                    let marker = json!({ "kind": CUT_KIND, "message": format!(
+                        "the run's transcripts reached their limit (journal_max_mb = {limit_mb}): \
+                         text from here on is not copied (text_cut_bytes says how much)") });
+                    append(&mut out, &mut first, &marker)?;
+                    tracing::warn!(session = %subject.session, limit_mb, "transcript text cut");
+                }
+                cut += t.text.len() as u64;
+                continue;
+            }
             match &mut text {
                 Some(run) if joins(run, t) => run.text.push_str(&t.text),
                 _ => {
@@ -159,6 +182,7 @@ async fn write(
         "model": subject.model,
         "started_at": rfc3339_ms(started.unwrap_or_else(now_ms)),
         "ended_at": rfc3339_ms(now_ms()),
+        "text_cut_bytes": cut,
     });
     let tail = tail.to_string();
     // `{…}` without its opening brace continues the document.

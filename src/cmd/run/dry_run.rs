@@ -1,5 +1,5 @@
 //! `capfleet run --dry-run`: the validated plan — sessions (agent, binding, cwd,
-//! policy), routes, budgets — as text or JSON; nothing is spawned.
+//! policy), routes, budgets, the journal's bound — as text or JSON; nothing is spawned.
 
 use std::process::ExitCode;
 
@@ -54,6 +54,11 @@ fn action_text(action: &RouteAction) -> String {
     }
 }
 
+/// The fleet's `journal_max_mb`, default applied.
+fn journal_max_mb(f: &Fleet) -> u64 {
+    f.journal_max_bytes >> 20
+}
+
 fn usd(v: f64) -> String {
     format!("${v:.2}")
 }
@@ -79,6 +84,10 @@ fn print_text(f: &Fleet, st: Style) {
     println!("  start:     {}", f.routing.start.join(", "));
     let total = f.budgets.total_usd.map_or("none".to_owned(), usd);
     println!("  budget:    {total}");
+    println!(
+        "  journal:   journal_max_mb {} (text past it is cut, each cut recorded)",
+        journal_max_mb(f)
+    );
     let limit = match f.routing.max_concurrent {
         0 => "no limit".to_owned(),
         n => n.to_string(),
@@ -196,6 +205,7 @@ fn plan_json(f: &Fleet) -> Value {
         "on_error": f.on_error.as_str(),
         "turn_timeout_s": f.turn_timeout.as_secs_f64(),
         "budget_usd": f.budgets.total_usd,
+        "journal_max_mb": journal_max_mb(f),
         "base": f.base,
         "session_budgets_usd": f.budgets.per_session,
         "policy": {

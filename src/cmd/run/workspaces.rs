@@ -41,6 +41,7 @@ pub(super) async fn prepare(
             })??;
     provisioned.save(&run.path)?;
     let store = Arc::new(ArtifactStore::new(&run.path));
+    store.limit_text_to(fleet.journal_max_bytes);
     for s in &mut fleet.sessions {
         s.spec.artifacts = Some(store.clone());
         if let Some(w) = provisioned.find(&s.spec.name) {

@@ -33,6 +33,8 @@ pub(crate) enum Output {
     Json,
     /// Text mode: only the byte count and the last bytes are kept (floods).
     Drain,
+    /// [`Output::Drain`], read only after this long: a consumer that stalls.
+    Stalled(Duration),
 }
 
 /// A running `capfleet chat sim`.
@@ -128,6 +130,10 @@ impl Chat {
                 Drained::default()
             }
             Output::Drain => drain(out),
+            Output::Stalled(d) => {
+                std::thread::sleep(d);
+                drain(out)
+            }
         });
         let stderr = std::thread::spawn(move || {
             let mut s = String::new();
@@ -188,15 +194,20 @@ impl Chat {
 
     /// Waits for capfleet to exit (the test fails after [`RUN_TIMEOUT`] from its start)
     /// and collects everything it printed.
-    pub(crate) fn finish(mut self) -> Finished {
-        let deadline = self.started + RUN_TIMEOUT;
+    pub(crate) fn finish(self) -> Finished {
+        self.finish_within(RUN_TIMEOUT)
+    }
+
+    /// [`Chat::finish`], the test failing after `limit` from the start.
+    pub(crate) fn finish_within(mut self, limit: Duration) -> Finished {
+        let deadline = self.started + limit;
         let status = loop {
             if let Some(status) = self.child.try_wait().expect("try_wait") {
                 break status;
             }
             assert!(
                 Instant::now() < deadline,
-                "capfleet still running after {RUN_TIMEOUT:?}; events so far:\n{}",
+                "capfleet still running after {limit:?}; events so far:\n{}",
                 lines(&self.seen)
             );
             std::thread::sleep(Duration::from_millis(10));

@@ -17,11 +17,14 @@
 //! - [`procs`]: `/proc` walks for orphan checks (descendants, process groups,
 //!   env markers, RSS and its peak) and `wait_until`.
 //! - [`repo`]: a git repository (or plain directory) to run fleets in.
+//! - [`stop_fleet`]: a fleet whose agents hang, for `capfleet run` to be stopped
+//!   (shared with the shutdown bench).
 //! - [`terminal`]: `capfleet` with a human at a terminal (a PTY) answering its
 //!   questions.
 //! - [`tmux`]: a command in a real terminal (a tmux session of a given width) and
 //!   its screen (`capture-pane`).
-//! - [`tree`]: a supervision tree with a journal, for library-level tests.
+//! - [`tree`]: a supervision tree with a journal, for library-level tests; [`ask`]
+//!   a turn of one of its sessions.
 
 pub(crate) mod capfleet;
 pub(crate) mod chaos;
@@ -34,6 +37,7 @@ pub(crate) mod peers;
 pub(crate) mod procs;
 pub(crate) mod repo;
 pub(crate) mod sim;
+pub(crate) mod stop_fleet;
 pub(crate) mod terminal;
 pub(crate) mod tmux;
 
@@ -49,7 +53,12 @@ pub(crate) use procs::{
 
 use std::path::PathBuf;
 
+use std::time::Duration;
+
 use capfleet_actors::root::{Orchestrator, RootArgs};
+use capfleet_actors::session::{SessionMsg, TurnResult};
+use ractor::ActorRef;
+use ractor::rpc::CallResult;
 
 /// A supervision tree for fleet `fleet` with defaults (no policy, budget, human or
 /// telemetry) journaling to `journal`.
@@ -76,4 +85,19 @@ pub(crate) fn repo_root() -> PathBuf {
 /// `tests/support/<name>`.
 pub(crate) fn support(name: &str) -> PathBuf {
     repo_root().join("tests/support").join(name)
+}
+
+/// One turn of session `s` on `prompt`, answered within 20 s (else the test fails).
+pub(crate) async fn ask(s: &ActorRef<SessionMsg>, prompt: &str) -> TurnResult {
+    let prompt = prompt.to_owned();
+    match s
+        .call(
+            |reply| SessionMsg::Ask { prompt, reply },
+            Some(Duration::from_secs(20)),
+        )
+        .await
+    {
+        Ok(CallResult::Success(Ok(r))) => r,
+        other => panic!("ask did not complete: {other:?}"),
+    }
 }
