@@ -192,7 +192,11 @@ fn help_documents_the_exit_codes() {
         .args(["run", "--help"])
         .output()
         .unwrap();
-    let help = text(&out.stdout);
+    // Wrapped at the terminal's width: compared as words.
+    let help = text(&out.stdout)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
     assert!(
         help.contains("0 completed, 1 a session failed, 2 invalid config"),
         "{help}"
