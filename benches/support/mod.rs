@@ -97,6 +97,7 @@ pub(crate) async fn run_with(
         task: "go".into(),
         routes: vec![],
         max_concurrent: 0,
+        queue: Default::default(),
     };
     let spec = RunSpec {
         fleet: fleet.into(),

@@ -75,6 +75,7 @@ pub(super) async fn build(file: &FleetFile, cx: &Context<'_>) -> Result<Fleet, V
             .map(|r| route(&r.when.value, &r.action))
             .collect(),
         max_concurrent: f.max_concurrent.unwrap_or(0),
+        queue: f.queue,
     };
     Ok(Fleet {
         name,

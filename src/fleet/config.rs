@@ -2,6 +2,7 @@
 //! came from (file, line, dotted key) so that later checks can name it.
 
 use capfleet_actors::protocol::{PermissionMode, RiskLevel};
+use capfleet_actors::router::QueueOrder;
 use capfleet_actors::router::{CollectMode, Split};
 use capfleet_actors::supervision::Restart;
 use capfleet_actors::tomldoc::Location;
@@ -66,6 +67,8 @@ pub(crate) struct FleetSection {
     pub base: Option<At<String>>,
     /// One run's journal at most, in MiB (default 1024).
     pub journal_max_mb: Option<At<u64>>,
+    /// A busy session's queue: `plan_first` (default) or `arrival`.
+    pub queue: QueueOrder,
 }
 
 /// One `[[sessions]]` entry.

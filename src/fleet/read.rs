@@ -4,7 +4,7 @@
 use std::ops::Range;
 
 use capfleet_actors::protocol::{PermissionMode, RiskLevel};
-use capfleet_actors::router::{CollectMode, Split};
+use capfleet_actors::router::{CollectMode, QueueOrder, Split};
 use capfleet_actors::supervision::Restart;
 use capfleet_actors::tomldoc::{self, join};
 use capfleet_actors::workspace::testrun::TestCommand;
@@ -32,6 +32,7 @@ const FLEET_KEYS: &[&str] = &[
     "turn_timeout_s",
     "base",
     "journal_max_mb",
+    "queue",
 ];
 const SESSION_KEYS: &[&str] = &[
     "name",
@@ -182,6 +183,7 @@ fn read_fleet(r: &mut Reader, t: &DeTable<'_>, span: Range<usize>) -> FleetSecti
         journal_max_mb: r
             .uint(t, path, "journal_max_mb")
             .map(|mb| at(r, t, path, "journal_max_mb", mb)),
+        queue: choice(r, t, path, "queue", QueueOrder::NAMES).unwrap_or_default(),
     }
 }
 

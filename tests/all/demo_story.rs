@@ -207,3 +207,29 @@ fn the_readme_chat_example_runs_what_it_reports() {
         "{text}"
     );
 }
+
+/// `[fleet] queue = "arrival"`: the demo's mention, written before worker-a's turn
+/// ended, reaches worker-b before the plan entry that turn made ready — the order of
+/// arrival, where the default hands out planned work first.
+#[test]
+fn queue_arrival_delivers_the_mention_before_the_planned_entry() {
+    let sims = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/sim/");
+    let demo = std::fs::read_to_string(fleet("demo")).unwrap();
+    let arrival = demo.replace("../sim/", sims.to_str().unwrap()).replacen(
+        "[fleet]\n",
+        "[fleet]\nqueue = \"arrival\"\n",
+        1,
+    );
+    let repo = Fixture::git_repo(&[("README.md", "a service\n")]);
+    std::fs::write(repo.path().join("arrival.toml"), arrival).unwrap();
+    let plan = stdout(&repo.capfleet(&["run", "--dry-run", "arrival.toml"]));
+    assert!(plan.contains("queue arrival"), "{plan}");
+    let out = repo.capfleet(&["run", "arrival.toml"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let j = repo.journal();
+    let planned = at(&j, "p2 routed", |r| routed(r, "plan", "worker-b"));
+    let mention = at(&j, "the mention", |r| routed(r, "mention", "worker-b"));
+    assert!(mention < planned, "arrival order: the mention first");
+    let join = at(&j, "the join", |r| routed(r, "route", "reviewer"));
+    assert!(at(&j, "p2 completed", |r| plan_entry(r, "p2", "completed")) < join);
+}

@@ -102,6 +102,7 @@ fn routing(start: &[&str], routes: Vec<Route>) -> RoutingSpec {
         task: "the task".into(),
         routes,
         max_concurrent: 0,
+        queue: Default::default(),
     }
 }
 

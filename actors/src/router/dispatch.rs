@@ -13,7 +13,7 @@ use super::plan::MasterPlan;
 
 mod budget;
 mod routes;
-use super::spec::RoutingSpec;
+use super::spec::{QueueOrder, RoutingSpec};
 use crate::budget::{BudgetMsg, BudgetScope};
 use crate::events::trace::int;
 use crate::events::{
@@ -208,11 +208,14 @@ impl Core {
                 })
                 .await;
             } else {
-                // Planned work goes before what arrived after the plan was adopted.
+                // Planned work goes before what arrived after the plan was adopted,
+                // unless the fleet asks for arrival order.
                 let at = match d.origin {
-                    Origin::Plan(_) => slot.queue.iter().position(|q| {
-                        !matches!(q.d.origin, Origin::Plan(_)) && q.arrived > self.plan_arrived
-                    }),
+                    Origin::Plan(_) if self.spec.queue == QueueOrder::PlanFirst => {
+                        slot.queue.iter().position(|q| {
+                            !matches!(q.d.origin, Origin::Plan(_)) && q.arrived > self.plan_arrived
+                        })
+                    }
                     _ => None,
                 };
                 let q = Queued {
@@ -378,8 +381,12 @@ impl Core {
             self.set_plan(i, PlanStatus::Completed).await;
         }
         self.adopt_plan(&r).await;
-        // Planned work the turn made ready is handed out before its mentions.
-        self.dispatch_plan(me).await;
+        // Planned work the turn made ready is handed out before its mentions; in
+        // arrival order after them (they were written before the turn ended).
+        let plan_first = self.spec.queue == QueueOrder::PlanFirst;
+        if plan_first {
+            self.dispatch_plan(me).await;
+        }
         for m in mentions(&r.text) {
             let d = Delivery {
                 from: vec![session.into()],
@@ -401,6 +408,9 @@ impl Core {
                 };
                 self.deliver(me, target_of(to), d).await;
             }
+        }
+        if !plan_first {
+            self.dispatch_plan(me).await;
         }
         self.fire_routes(me, session).await;
     }

@@ -15,7 +15,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use tokio::sync::mpsc;
 
 pub use dispatch::{FLEET_SOURCE, Origin, QUEUE_MAX};
-pub use spec::{CollectMode, Picker, Route, RouteAction, RoutingSpec, Split};
+pub use spec::{CollectMode, Picker, QueueOrder, Route, RouteAction, RoutingSpec, Split};
 
 use crate::events::{Published, RunOutcome, Signal};
 use crate::session::{SessionError, SessionMsg, TurnResult};

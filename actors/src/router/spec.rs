@@ -54,4 +54,33 @@ pub struct RoutingSpec {
     pub routes: Vec<Route>,
     /// Turns started at once across the fleet at most (0 = no limit); extra turns queue.
     pub max_concurrent: usize,
+    /// The order of a busy session's queue.
+    pub queue: QueueOrder,
+}
+
+/// The order in which a busy session gets what was delivered to it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum QueueOrder {
+    /// Its master-plan entries before the mentions and route deliveries that arrived
+    /// after the plan was adopted (the plan is the work asked for first).
+    #[default]
+    PlanFirst,
+    /// Strictly in the order of arrival.
+    Arrival,
+}
+
+impl QueueOrder {
+    /// Every order with its fleet-file name.
+    pub const NAMES: &[(QueueOrder, &str)] = &[
+        (QueueOrder::PlanFirst, "plan_first"),
+        (QueueOrder::Arrival, "arrival"),
+    ];
+
+    /// The fleet-file name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            QueueOrder::PlanFirst => "plan_first",
+            QueueOrder::Arrival => "arrival",
+        }
+    }
 }

@@ -93,9 +93,10 @@ fn print_text(f: &Fleet, st: Style) {
         n => n.to_string(),
     };
     println!(
-        "  run:       max_concurrent {limit}, on_error {}, turn timeout {}s",
+        "  run:       max_concurrent {limit}, on_error {}, turn timeout {}s, queue {}",
         f.on_error.as_str(),
-        f.turn_timeout.as_secs_f64()
+        f.turn_timeout.as_secs_f64(),
+        f.routing.queue.as_str()
     );
     let p = &f.policy;
     let risk = p.max_risk.map_or("none", |r| r.as_str());
@@ -202,6 +203,7 @@ fn plan_json(f: &Fleet) -> Value {
         "task": f.routing.task,
         "start": f.routing.start,
         "max_concurrent": f.routing.max_concurrent,
+        "queue": f.routing.queue.as_str(),
         "on_error": f.on_error.as_str(),
         "turn_timeout_s": f.turn_timeout.as_secs_f64(),
         "budget_usd": f.budgets.total_usd,
