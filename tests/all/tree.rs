@@ -33,23 +33,6 @@ fn sim_spec(dir: &std::path::Path, name: &str, marker: &EnvMarker) -> SessionSpe
     spec
 }
 
-async fn ask(
-    s: &ractor::ActorRef<SessionMsg>,
-    prompt: &str,
-) -> Result<capfleet_actors::session::TurnResult, SessionError> {
-    let prompt = prompt.to_owned();
-    match s
-        .call(
-            |reply| SessionMsg::Ask { prompt, reply },
-            Some(Duration::from_secs(20)),
-        )
-        .await
-    {
-        Ok(CallResult::Success(r)) => r,
-        other => panic!("ask did not complete: {other:?}"),
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_sessions_under_the_tree_with_taps_and_journal() {
     let dir = tempfile::tempdir().unwrap();
@@ -68,23 +51,26 @@ async fn two_sessions_under_the_tree_with_taps_and_journal() {
     // A second ask while the first turn runs is refused, not queued.
     let first = tokio::spawn({
         let a = a.clone();
-        async move { ask(&a, "one").await }
+        async move { common::turn(&a, "one").await }
     });
     tokio::time::sleep(Duration::from_millis(100)).await;
-    assert_eq!(ask(&a, "overlap").await.unwrap_err(), SessionError::Busy);
+    assert_eq!(
+        common::turn(&a, "overlap").await.unwrap_err(),
+        SessionError::Busy
+    );
     let r1 = first.await.unwrap().unwrap();
     assert_eq!(r1.outcome, TurnOutcome::Completed);
     assert_eq!(r1.text, "first answer");
     assert_eq!(r1.usage.input_tokens, 100);
 
-    let r2 = ask(&a, "two").await.unwrap();
+    let r2 = common::turn(&a, "two").await.unwrap();
     assert_eq!(r2.turn, 2);
     assert_eq!(r2.text, "second answer");
     assert_eq!(
-        ask(&a, "three").await.unwrap_err(),
+        common::turn(&a, "three").await.unwrap_err(),
         SessionError::MaxTurns { max: 2 }
     );
-    ask(&b, "one").await.unwrap();
+    common::turn(&b, "one").await.unwrap();
 
     let snap = match a
         .call(SessionMsg::Snapshot, Some(Duration::from_secs(5)))

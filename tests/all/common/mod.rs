@@ -56,7 +56,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use capfleet_actors::root::{Orchestrator, RootArgs};
-use capfleet_actors::session::{SessionMsg, TurnResult};
+use capfleet_actors::session::{SessionError, SessionMsg, TurnResult};
 use ractor::ActorRef;
 use ractor::rpc::CallResult;
 
@@ -89,6 +89,18 @@ pub(crate) fn support(name: &str) -> PathBuf {
 
 /// One turn of session `s` on `prompt`, answered within 20 s (else the test fails).
 pub(crate) async fn ask(s: &ActorRef<SessionMsg>, prompt: &str) -> TurnResult {
+    match turn(s, prompt).await {
+        Ok(r) => r,
+        Err(e) => panic!("ask did not complete: {e:?}"),
+    }
+}
+
+/// The session's answer to a turn on `prompt` (its result or the error it refused or
+/// failed the turn with), within 20 s (else the test fails).
+pub(crate) async fn turn(
+    s: &ActorRef<SessionMsg>,
+    prompt: &str,
+) -> Result<TurnResult, SessionError> {
     let prompt = prompt.to_owned();
     match s
         .call(
@@ -97,7 +109,7 @@ pub(crate) async fn ask(s: &ActorRef<SessionMsg>, prompt: &str) -> TurnResult {
         )
         .await
     {
-        Ok(CallResult::Success(Ok(r))) => r,
-        other => panic!("ask did not complete: {other:?}"),
+        Ok(CallResult::Success(r)) => r,
+        other => panic!("the session did not answer: {other:?}"),
     }
 }
