@@ -210,16 +210,24 @@ mod tests {
                 assert!(status.success());
             }
         }
+        // Settled: each daemon is `sleep` itself, past the shell's fork and `setsid`'s
+        // exec (a process mid-exec is briefly counted twice or not at all).
+        let sleeping = |pid: &i32| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "sleep")
+        };
         for (value, daemons) in [(&a, 1), (&b, 2)] {
-            let mut found = 0;
+            let mut found = Vec::new();
             for _ in 0..250 {
-                found = processes_with_marker(MARKER_KEY, value).len();
-                if found == daemons {
+                found = processes_with_marker(MARKER_KEY, value);
+                if found.len() == daemons && found.iter().all(sleeping) {
                     break;
                 }
                 tokio::time::sleep(std::time::Duration::from_millis(20)).await;
             }
-            assert_eq!(found, daemons, "daemons carrying {value}");
+            assert!(
+                found.len() == daemons && found.iter().all(sleeping),
+                "{daemons} sleeping daemons carrying {value}: {found:?}"
+            );
         }
         let (ka, kb, kn) = tokio::join!(
             kill_marked_shared(&a),
