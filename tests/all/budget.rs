@@ -33,6 +33,19 @@ fn fleet_dir(scripts: &[(&str, String)], fleet: &str, sessions: &[String]) -> te
     dir
 }
 
+/// A two-step pipeline under a 0.25 USD budget: `a` (running `a_script`) gets the
+/// task, its end routes to `b` (running `b_script`).
+fn pipeline(m: &EnvMarker, a_script: String, b_script: String) -> tempfile::TempDir {
+    fleet_dir(
+        &[("a.toml", a_script), ("b.toml", b_script)],
+        "start = [\"a\"]\ntask = \"go\"\nbudget_usd = 0.25\n\n[[routes]]\nwhen = \"a\"\nroute_to = \"b\"",
+        &[
+            fleet_session("a", "a.toml", m, ""),
+            fleet_session("b", "b.toml", m, ""),
+        ],
+    )
+}
+
 fn run(dir: &Path) -> (Output, Vec<Value>) {
     let out = capfleet(dir).args(["run", "fleet.toml"]).output().unwrap();
     let records = journal_records(&common::latest_run(dir).join("journal.jsonl"));
@@ -97,17 +110,7 @@ fn fifty_runs_whose_only_turn_overspends_all_exit_3() {
 #[test]
 fn the_last_turn_crossing_the_budget_exits_3_with_the_overshoot() {
     let m = EnvMarker::new("budget-last");
-    let dir = fleet_dir(
-        &[
-            ("a.toml", spend(0.2, "first")),
-            ("b.toml", spend(0.2, "last")),
-        ],
-        "start = [\"a\"]\ntask = \"go\"\nbudget_usd = 0.25\n\n[[routes]]\nwhen = \"a\"\nroute_to = \"b\"",
-        &[
-            fleet_session("a", "a.toml", &m, ""),
-            fleet_session("b", "b.toml", &m, ""),
-        ],
-    );
+    let dir = pipeline(&m, spend(0.2, "first"), spend(0.2, "last"));
     let (out, records) = run(dir.path());
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(3), "{err}");
@@ -128,17 +131,7 @@ fn the_last_turn_crossing_the_budget_exits_3_with_the_overshoot() {
 #[test]
 fn no_turn_starts_once_the_budget_is_crossed() {
     let m = EnvMarker::new("budget-no-next");
-    let dir = fleet_dir(
-        &[
-            ("a.toml", spend(0.4, "over")),
-            ("b.toml", spend(0.0, "never")),
-        ],
-        "start = [\"a\"]\ntask = \"go\"\nbudget_usd = 0.25\n\n[[routes]]\nwhen = \"a\"\nroute_to = \"b\"",
-        &[
-            fleet_session("a", "a.toml", &m, ""),
-            fleet_session("b", "b.toml", &m, ""),
-        ],
-    );
+    let dir = pipeline(&m, spend(0.4, "over"), spend(0.0, "never"));
     let (out, records) = run(dir.path());
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
     assert!(

@@ -39,12 +39,7 @@ fn sigkill_mid_turn_restarts_and_completes_the_turn() {
     let marker = chat.marker.clone();
     let run = chat.finish();
     let ev = &run.events;
-    assert!(
-        run.status.success(),
-        "exit {:?}\n{}",
-        run.status,
-        run.stderr
-    );
+    run.assert_success();
 
     let err = position(ev, |e| error_code(e) == Some("agent_exited"))
         .unwrap_or_else(|| panic!("no agent_exited error:\n{}", lines(ev)));
@@ -185,12 +180,7 @@ fn flood_of_200_mb_keeps_memory_bounded() {
         run.drained.bytes,
         run.elapsed
     );
-    assert!(
-        run.status.success(),
-        "exit {:?}\n{}",
-        run.status,
-        run.stderr
-    );
+    run.assert_success();
     assert!(samples >= 10, "too few RSS samples ({samples})");
     assert!(
         peak < RSS_LIMIT_KIB,
@@ -245,12 +235,7 @@ fn malformed_and_oversize_lines_are_reported_and_the_turn_completes() {
     let marker = chat.marker.clone();
     let run = chat.finish();
     let ev = &run.events;
-    assert!(
-        run.status.success(),
-        "exit {:?}\n{}",
-        run.status,
-        run.stderr
-    );
+    run.assert_success();
     assert!(!run.stderr.contains("panick"), "{}", run.stderr);
     let errors: Vec<&serde_json::Value> = ev
         .iter()

@@ -22,12 +22,7 @@ fn a_result_before_init_is_stray_not_an_answer() {
     let marker = chat.marker.clone();
     let run = chat.finish();
     let ev = &run.events;
-    assert!(
-        run.status.success(),
-        "exit {:?}\n{}",
-        run.status,
-        run.stderr
-    );
+    run.assert_success();
     assert_eq!(
         count(ev, |e| error_code(e) == Some("stray_frame")),
         1,
@@ -268,12 +263,7 @@ fn a_flood_of_acp_updates_into_a_stalled_session_stays_bounded() {
     );
     let (run, peak) = acp.run_with("updates", &script, &[], Output::Stalled(STALL));
     let tail = String::from_utf8_lossy(&run.drained.tail);
-    assert!(
-        run.status.success(),
-        "exit {:?}\n{}",
-        run.status,
-        run.stderr
-    );
+    run.assert_success();
     assert!(tail.contains("flood-end."), "turn did not finish: …{tail}");
     assert!(
         run.drained.bytes >= UPDATES_TEXT,

@@ -71,6 +71,18 @@ pub(crate) struct Finished {
     _dir: Option<tempfile::TempDir>,
 }
 
+impl Finished {
+    /// capfleet exited 0 (else the test fails with its status and stderr).
+    pub(crate) fn assert_success(&self) {
+        assert!(
+            self.status.success(),
+            "exit {:?}\n{}",
+            self.status,
+            self.stderr
+        );
+    }
+}
+
 impl Chat {
     /// `capfleet chat sim --task <task> --script <fixture> --journal <tmp>/j.jsonl
     /// --env CAPFLEET_TEST_MARKER=<unique> --env CAPFLEET_SIM_STATE=<tmp>/state`, plus
