@@ -86,6 +86,7 @@ pub(crate) fn session_spec(r: SessionRequest<'_>) -> capfleet_actors::session::S
     let binding = select_binding(&r.manifest, capfleet_actors::driver::SUPPORTED).binding;
     let urn = capfleet_actors::events::urn(r.fleet, &r.name);
     let mut launch = LaunchSpec::new(urn, r.manifest.clone(), config);
+    launch.shape = capfleet_actors::driver::natural_shape(binding);
     launch.argv = r.argv;
     launch.program = program_override(&r.manifest);
     launch.env = r.env;
@@ -161,5 +162,22 @@ mod tests {
             p.price("gpt-5-mini").unwrap().input_per_mtok
                 < p.price("gpt-5").unwrap().input_per_mtok
         );
+        // The families the shipped manifests' agents default to, by their ids.
+        let input = |m: &str| p.price(m).map(|p| p.input_per_mtok);
+        for (model, usd) in [
+            ("claude-opus-4-5-20251101", 5.0),
+            ("claude-opus-4-1-20250805", 15.0),
+            ("claude-opus-4-20250514", 15.0),
+            ("claude-sonnet-4-5-20250929", 3.0),
+            ("claude-haiku-4-5-20251001", 1.0),
+            ("gpt-5-codex", 1.25),
+            ("gpt-5.1-codex", 1.25),
+            ("gpt-5.1-codex-mini", 0.25),
+            ("gemini-3-pro-preview", 2.0),
+            ("gemini-2.5-flash", 0.30),
+        ] {
+            assert_eq!(input(model), Some(usd), "{model}");
+        }
+        assert_eq!(input("fake-model"), None);
     }
 }

@@ -9,8 +9,12 @@ use serde_json::{Number, Value};
 
 use crate::protocol::{HasMeta, Usage};
 
-/// The `_meta` key marking a cost capfleet computed from its pricing table.
+/// The `_meta` key marking a cost capfleet computed from its pricing table: `true`,
+/// or [`UNKNOWN_MODEL`] on a report with tokens whose model the table has no price
+/// for (its cost is unknown, counted as nothing).
 pub const META_ESTIMATED: &str = "capfleet.cost_estimated";
+/// The [`META_ESTIMATED`] value of a report with tokens that could not be priced.
+pub const UNKNOWN_MODEL: &str = "unknown model";
 
 /// USD per million tokens of each kind.
 #[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
@@ -48,15 +52,22 @@ impl Pricing {
     }
 
     /// Fill in the cost of a usage report that has tokens but no cost, when the model
-    /// is priced. Returns whether it did.
+    /// is priced (else, when it has tokens, mark it [`UNKNOWN_MODEL`]). Returns whether
+    /// it priced it.
     pub fn estimate(&self, u: &mut Usage) -> bool {
         if u.cost_usd_estimate.is_set() {
             return false;
         }
+        let n = |v: &crate::protocol::Nullable<u64>| v.get().copied().unwrap_or(0) as f64;
         let Some(price) = u.model_id.get().and_then(|m| self.price(m)).copied() else {
+            let tokens = [&u.input_tokens, &u.output_tokens, &u.cache_read_tokens]
+                .into_iter()
+                .any(|t| n(t) > 0.0);
+            if tokens {
+                u.set_meta(META_ESTIMATED, Value::from(UNKNOWN_MODEL));
+            }
             return false;
         };
-        let n = |v: &crate::protocol::Nullable<u64>| v.get().copied().unwrap_or(0) as f64;
         let cost = (n(&u.input_tokens) * price.input_per_mtok
             + n(&u.output_tokens) * price.output_per_mtok
             + n(&u.cache_read_tokens) * price.cache_read_per_mtok
@@ -111,6 +122,13 @@ output_per_mtok = 2.0
         let mut unknown = usage("mystery", 10, 10);
         assert!(!p.estimate(&mut unknown));
         assert!(unknown.cost_usd().is_none());
+        assert_eq!(
+            unknown.meta.as_ref().unwrap()[META_ESTIMATED],
+            UNKNOWN_MODEL
+        );
+        let mut nothing = usage("mystery", 0, 0);
+        assert!(!p.estimate(&mut nothing));
+        assert!(nothing.meta.is_none(), "no tokens, no cost to miss");
         assert!(
             Pricing::parse("[models.x]\ninput_per_mtok = 1\noutput_per_mtok = 1\nbogus = 2")
                 .is_err()

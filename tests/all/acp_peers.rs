@@ -1,9 +1,11 @@
 //! Real ACP peers end to end through `capfleet chat --json`, offline against the
 //! project's fake LLM: claude-agent-acp 0.23.1 (a scripted Read + Write with a
 //! permission request, answered by policy or denied fail-safe), Gemini CLI 0.61.0
-//! (a write through capfleet's `fs/*` with a permission; one turn answered) and
-//! opencode 1.18.33 (one turn answered). What went over the wire is read back from
-//! the SDK's trace of every JSON-RPC message on capfleet's stderr.
+//! (a write through capfleet's `fs/*` with a permission; one turn answered),
+//! opencode 1.18.33 (one turn answered) and codex-acp 0.16.0 (a shell command
+//! asked for over `session/request_permission`, allowed by policy, run). What went
+//! over the wire is read back from the SDK's trace of every JSON-RPC message on
+//! capfleet's stderr.
 //!
 //! claude-agent-acp has run Claude Code's built-in tools in its own process since
 //! 0.18.0 ("it won't use client capabilities for files or terminals", its
@@ -408,4 +410,55 @@ fn gemini_acp_edits_through_capfleet_fs_with_permission() {
         "announced only in the permission, still started: {ev:#?}"
     );
     assert_eq!(starts[0]["event"]["call_id"], ends[0]["event"]["call_id"]);
+}
+
+#[test]
+fn codex_acp_command_asks_and_runs_when_allowed() {
+    let fake = FakeLlm::start();
+    let (ws, home) = dirs();
+    let root = std::fs::canonicalize(ws.path()).expect("ws");
+    fake.script(json!([
+        {"tool": {"name": "exec_command", "input": {"cmd": "echo hi > out.txt"}}},
+        {"text": "Wrote it."},
+    ]));
+    // An approval policy that asks; no sandbox, because Codex's Linux sandbox needs
+    // bubblewrap, which the suite's machine need not have (the workspace is a tempdir).
+    let argv = [
+        path_of("codex-acp"),
+        "-c".into(),
+        "approval_policy=\"untrusted\"".into(),
+        "-c".into(),
+        "sandbox_mode=\"danger-full-access\"".into(),
+    ];
+    let peer = Peer {
+        fake: &fake,
+        env: "codex",
+        manifest: "codex-acp.toml",
+        argv: &argv,
+    };
+    let (ev, code, wire) = chat(
+        &peer,
+        &root,
+        home.path(),
+        &["write hi to out.txt"],
+        &["--max-risk", "high"],
+    );
+    assert_eq!(code, Some(0), "{ev:#?}");
+    let wire = messages(&wire);
+    let asked = requests(&wire, false, "session/request_permission");
+    assert_eq!(asked.len(), 1, "the command asks");
+    let (req, resp) = permission_of(&ev);
+    assert_eq!(req["intent"]["kind"], "execute", "{req}");
+    assert_eq!(resp["decision"], "allow_once", "{resp}");
+    assert_eq!(
+        std::fs::read_to_string(root.join("out.txt")).expect("out.txt"),
+        "hi\n",
+        "the allowed command ran"
+    );
+    assert!(texts(&ev).ends_with("Wrote it."), "{}", texts(&ev));
+    let ends = of_type(&ev, "turn_ended");
+    assert_eq!(ends.len(), 1);
+    assert_eq!(ends[0]["stop_reason"], "end_turn");
+    // codex-acp 0.16.0 does not exit at end of input: capfleet ends its group after
+    // the wait (the driver's log says so), so no clean-close assertion here.
 }

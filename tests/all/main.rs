@@ -16,6 +16,7 @@ mod budget;
 mod chat_repl;
 mod cli;
 mod closed_stdout;
+mod codex_exec;
 mod demo_story;
 mod disk;
 mod driver_shapes;

@@ -321,7 +321,7 @@ fn binding_selection() {
     use Binding::*;
     use SkipReason::*;
     let all = "grpc = \"localhost:1\"\nstream_json = [\"b\"]\nacp_stdio = true\na2a_serve_at = \"http://h\"";
-    const EVERYTHING: [Binding; 5] = Binding::PRIORITY;
+    const EVERYTHING: [Binding; 6] = Binding::PRIORITY;
     type Row = (
         &'static str,
         &'static [Binding],
@@ -343,12 +343,23 @@ fn binding_selection() {
             &[
                 (Grpc, NotSupportedByBuild),
                 (StreamJson, NotSupportedByBuild),
+                (CodexExec, NotDeclared),
             ],
         ),
         (
             "stream_json = false\nacp_stdio = [\"b\", \"--acp\"]",
             &EVERYTHING,
             AcpStdio,
+            &[
+                (Grpc, NotDeclared),
+                (StreamJson, NotDeclared),
+                (CodexExec, NotDeclared),
+            ],
+        ),
+        (
+            "x-codex_exec = [\"codex\", \"exec\", \"--json\"]",
+            &EVERYTHING,
+            CodexExec,
             &[(Grpc, NotDeclared), (StreamJson, NotDeclared)],
         ),
         (
@@ -358,6 +369,7 @@ fn binding_selection() {
             &[
                 (Grpc, NotDeclared),
                 (StreamJson, NotDeclared),
+                (CodexExec, NotDeclared),
                 (AcpStdio, NotDeclared),
             ],
         ),
@@ -368,6 +380,7 @@ fn binding_selection() {
             &[
                 (Grpc, NotDeclared),
                 (StreamJson, NotDeclared),
+                (CodexExec, NotDeclared),
                 (AcpStdio, NotDeclared),
                 (A2a, NotDeclared),
             ],
@@ -379,6 +392,7 @@ fn binding_selection() {
             &[
                 (Grpc, NotSupportedByBuild),
                 (StreamJson, NotSupportedByBuild),
+                (CodexExec, NotDeclared),
                 (AcpStdio, NotSupportedByBuild),
                 (A2a, NotSupportedByBuild),
             ],
@@ -403,7 +417,17 @@ fn binding_selection() {
 #[test]
 fn binding_wire_names() {
     let names: Vec<&str> = Binding::PRIORITY.iter().map(|b| b.as_str()).collect();
-    assert_eq!(names, ["grpc", "stream_json", "acp_stdio", "a2a", "pty"]);
+    assert_eq!(
+        names,
+        [
+            "grpc",
+            "stream_json",
+            "codex_exec",
+            "acp_stdio",
+            "a2a",
+            "pty"
+        ]
+    );
     for b in Binding::PRIORITY {
         assert_eq!(Binding::from_wire(b.as_str()), Some(b));
         assert_eq!(serde_json::to_string(&b).expect("json"), format!("\"{b}\""));

@@ -29,6 +29,7 @@ claude-agent-acp|npm|0.23.1|@zed-industries/claude-agent-acp@0.23.1|node_modules
 gemini|npm|0.61.0|@google/gemini-cli@0.61.0|node_modules/.bin/gemini
 opencode|npm|1.18.33|opencode-ai@1.18.33|node_modules/.bin/opencode
 codex|npm|0.171.0|@openai/codex@0.171.0|node_modules/.bin/codex
+codex-acp|npm|0.16.0|@zed-industries/codex-acp@0.16.0|node_modules/.bin/codex-acp
 py-acp|venv|0.12.1|agent-client-protocol==0.12.1|venv/bin/python
 a2a-py|venv|1.3.0|a2a-sdk[http-server]==1.3.0 uvicorn|venv/bin/python
 aider|venv|0.86.2|aider-chat==0.86.2|venv/bin/aider
@@ -55,6 +56,10 @@ check_version() { # peer dir
       HOME=$h DISABLE_AUTOUPDATER=1 CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 \
         DISABLE_TELEMETRY=1 timeout 120 "$dir/node_modules/.bin/${peer%-code}" --version </dev/null 2>&1 | tail -n 3
       rm -rf "$h" ;;
+    codex-acp)
+      node -e 'console.log(require(process.argv[1]).version)' \
+        "$dir/node_modules/@zed-industries/codex-acp/package.json"
+      test -x "$dir/node_modules/.bin/codex-acp" ;;
     claude-agent-acp)
       node -e 'console.log(require(process.argv[1]).version)' \
         "$dir/node_modules/@zed-industries/claude-agent-acp/package.json"

@@ -2,6 +2,8 @@
 //! protocol layers. Processes and actors live above them.
 
 pub mod acp;
+pub mod codex_exec;
+pub mod error_text;
 pub mod pty;
 pub mod risk;
 pub mod stream_json;

@@ -54,11 +54,12 @@ fn argv_for(launch: &LaunchSpec) -> Result<Vec<String>, LaunchError> {
 impl Wire for AcpWire {
     const WHO: &'static str = "ACP agent";
 
-    async fn start(start: Start<'_>) -> Result<Started<Self>, LaunchError> {
+    async fn start(start: Start<'_, Self>) -> Result<Started<Self>, LaunchError> {
         let Start {
             launch,
             sink,
             resume_id,
+            ..
         } = start;
         let urn = launch.urn.clone();
         let argv = argv_for(launch)?;

@@ -46,6 +46,8 @@ pub struct DriverState<W> {
     sink: OutputSink,
     /// The id the next agent resumes with (per-turn agents learn it from each other).
     resume_id: Option<String>,
+    /// Per turn: the last turn's wire, retired after its clean end, for the next.
+    previous: Option<W>,
     live: Option<Live<W>>,
     runs: u64,
     /// Ending on purpose (shut down, killed, cancelled hard): an end of output is expected.
@@ -71,6 +73,7 @@ impl<W: Wire> Actor for Driver<W> {
             launch,
             sink,
             resume_id,
+            previous: None,
             live: None,
             runs: 0,
             stopping: false,
@@ -208,6 +211,7 @@ impl<W: Wire> DriverState<W> {
             launch: &self.launch,
             sink: &self.sink,
             resume_id: self.resume_id.as_deref(),
+            previous: self.previous.take(),
         })
         .await;
         let Started {
@@ -297,8 +301,10 @@ impl<W: Wire> DriverState<W> {
 
     /// The agent's output ended unasked: reap and classify the end. Per turn a clean
     /// exit ends the turn (if the wire did not) and the driver waits for the next
-    /// prompt; otherwise the end is announced and the driver fails (abnormal) or
-    /// stops (clean).
+    /// prompt — and so does any exit after the wire ended the turn (a per-turn
+    /// process that reported its turn, even as failed, has done its work: its status
+    /// is logged, not a death); otherwise the end is announced and the driver fails
+    /// (abnormal) or stops (clean).
     async fn output_ended(
         &mut self,
         myself: &ActorRef<DriverMsg>,
@@ -310,7 +316,18 @@ impl<W: Wire> DriverState<W> {
         live.wire.halt();
         live.wire.release().await;
         let cause = death::reap(&mut live.peer, &self.launch.urn).await;
-        if self.launch.shape == Shape::PerTurn && !cause.is_abnormal() {
+        let reported = matches!(
+            end,
+            OutputEnd::Closed {
+                turn_ended: true,
+                ..
+            }
+        );
+        if self.launch.shape == Shape::PerTurn && (!cause.is_abnormal() || reported) {
+            if cause.is_abnormal() {
+                tracing::debug!(urn = %self.launch.urn, %cause, "turn process ended after its turn");
+            }
+            self.previous = Some(live.wire);
             if let OutputEnd::Closed {
                 turn_ended,
                 resume_id,

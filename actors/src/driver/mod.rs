@@ -1,8 +1,8 @@
 //! The contract between a session and its driver, written once.
 //!
 //! [`spawn`] starts the driver of a [`Binding`]: one actor type, the skeleton
-//! [`actor::Driver`], generic over the binding's [`wire::Wire`] (stream-json, ACP-stdio
-//! and PTY in this build; gRPC and A2A are bindings this build has no driver for,
+//! [`actor::Driver`], generic over the binding's [`wire::Wire`] (stream-json,
+//! `codex exec`, ACP-stdio and PTY in this build; gRPC and A2A are bindings this build has no driver for,
 //! and [`SUPPORTED`] — which binding selection reads — says so from the same table).
 //! Every driver speaks [`DriverMsg`] in and [`DriverOutput`] out.
 //!
@@ -23,9 +23,11 @@ mod acp_host;
 mod acp_lines;
 mod acp_perms;
 pub mod actor;
+pub mod codex_exec;
 pub mod death;
 pub mod launch;
 pub mod pty;
+mod pump;
 pub mod sink;
 pub mod stream_json;
 pub mod wire;
@@ -121,6 +123,7 @@ type Starter = fn(Binding, DriverArgs, ActorCell) -> Pin<Box<dyn Future<Output =
 const fn driver_of(binding: Binding) -> Option<Starter> {
     match binding {
         Binding::StreamJson => Some(start::<stream_json::StreamJsonWire>),
+        Binding::CodexExec => Some(start::<codex_exec::CodexExecWire>),
         Binding::AcpStdio => Some(start::<acp::AcpWire>),
         Binding::Pty => Some(start::<pty::PtyWire>),
         // Not in this build.
@@ -161,6 +164,16 @@ pub async fn spawn(binding: Binding, args: DriverArgs, supervisor: ActorCell) ->
             urn: args.launch.urn.clone(),
             binding,
         }),
+    }
+}
+
+/// The shape a binding's agent is reached in when nothing else says: one process
+/// per turn for `codex exec`, one per session for the rest (a connection's address
+/// is the launch's to give).
+pub const fn natural_shape(binding: Binding) -> Shape {
+    match binding {
+        Binding::CodexExec => Shape::PerTurn,
+        _ => Shape::LongLived,
     }
 }
 
@@ -290,7 +303,12 @@ mod tests {
     fn supported_is_the_driver_table_in_priority_order() {
         assert_eq!(
             SUPPORTED,
-            [Binding::StreamJson, Binding::AcpStdio, Binding::Pty]
+            [
+                Binding::StreamJson,
+                Binding::CodexExec,
+                Binding::AcpStdio,
+                Binding::Pty
+            ]
         );
         for b in Binding::PRIORITY {
             assert_eq!(supported(b), SUPPORTED.contains(&b), "{b}");

@@ -31,7 +31,7 @@ use crate::process::stderr_ring::StderrRing;
 use crate::protocol::{CapEvent, Decision};
 use crate::sync::lock;
 
-use super::sink::MAX_BATCH;
+use super::pump::{Learned, pump};
 
 /// The agent's input: a pipe or the write half of a connection (written per frame,
 /// never per output line).
@@ -93,11 +93,12 @@ impl Wire for StreamJsonWire {
             && !matches!(launch.shape, Shape::Connect(_))
     }
 
-    async fn start(start: Start<'_>) -> Result<Started<Self>, LaunchError> {
+    async fn start(start: Start<'_, Self>) -> Result<Started<Self>, LaunchError> {
         let Start {
             launch,
             sink,
             resume_id,
+            ..
         } = start;
         let mapper = Arc::new(Mutex::new(
             StreamJsonMapper::new()
@@ -207,14 +208,6 @@ impl StreamJsonWire {
     }
 }
 
-/// What the output task learns on the way: whether a turn ended, and the id to
-/// resume the conversation with.
-#[derive(Default)]
-struct Learned {
-    turn_ended: bool,
-    resume_id: Option<String>,
-}
-
 /// The output task over `out` (a pipe or a connection's read half).
 fn output_task<R: tokio::io::AsyncRead + Unpin + Send + 'static>(
     out: R,
@@ -227,34 +220,9 @@ fn output_task<R: tokio::io::AsyncRead + Unpin + Send + 'static>(
         ..LineConfig::default()
     };
     let reader = LineReader::with_config(out, lines);
-    Box::pin(read_loop(
-        reader,
-        mapper.clone(),
-        sink.clone(),
-        launch.max_line,
-    ))
-}
-
-/// Reads the agent's output to its end, mapping lines into batches.
-async fn read_loop<R: tokio::io::AsyncRead + Unpin>(
-    mut reader: LineReader<R>,
-    mapper: Arc<Mutex<StreamJsonMapper>>,
-    sink: OutputSink,
-    max_line: usize,
-) -> OutputEnd {
-    // Both grow to the largest burst seen (usually a few items), not to a guess.
+    let (mapper, max_line) = (mapper.clone(), launch.max_line);
     let mut wire = Vec::new();
-    let mut batch = Vec::new();
-    let mut learned = Learned::default();
-    loop {
-        let item = match reader.next().await {
-            Ok(Some(item)) => item,
-            Ok(None) => break,
-            Err(e) => {
-                tracing::warn!("agent output read failed: {e}");
-                break;
-            }
-        };
+    Box::pin(pump(reader, sink.clone(), move |item, batch, learned| {
         {
             let mut m = lock(&mapper);
             match item {
@@ -265,19 +233,8 @@ async fn read_loop<R: tokio::io::AsyncRead + Unpin>(
                 }
             }
         }
-        convert(&mut wire, &mut batch, &mut learned);
-        let flush = batch.len() >= MAX_BATCH || !reader.has_buffered();
-        if flush && !sink.send(std::mem::take(&mut batch)).await {
-            return OutputEnd::SessionGone;
-        }
-    }
-    if !batch.is_empty() {
-        sink.send(batch).await;
-    }
-    OutputEnd::Closed {
-        turn_ended: learned.turn_ended,
-        resume_id: learned.resume_id,
-    }
+        convert(&mut wire, batch, learned);
+    }))
 }
 
 /// Binding outputs → driver outputs.

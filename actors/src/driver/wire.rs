@@ -17,12 +17,15 @@ use crate::process::ProcessGroup;
 use crate::process::stderr_ring::StderrRing;
 use crate::protocol::{CapEvent, Decision};
 
-/// What a wire is started with.
-pub struct Start<'a> {
+/// What a wire `W` is started with.
+pub struct Start<'a, W> {
     pub launch: &'a LaunchSpec,
     pub sink: &'a OutputSink,
     /// The conversation to resume natively, if any.
     pub resume_id: Option<&'a str>,
+    /// Per turn: the wire of the turn before, retired after its clean end (what a
+    /// conversation carries from one process to the next, e.g. running counts).
+    pub previous: Option<W>,
 }
 
 /// The agent's output, read to its end: the task the skeleton runs for one wire.
@@ -108,7 +111,9 @@ pub trait Wire: Send + Sized + 'static {
     }
 
     /// Start the agent (or connect to it) and its output task.
-    fn start(start: Start<'_>) -> impl Future<Output = Result<Started<Self>, LaunchError>> + Send;
+    fn start(
+        start: Start<'_, Self>,
+    ) -> impl Future<Output = Result<Started<Self>, LaunchError>> + Send;
 
     /// Start a turn with this prompt.
     fn prompt(&mut self, text: String) -> impl Future<Output = ()> + Send;

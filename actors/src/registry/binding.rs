@@ -11,6 +11,9 @@ use crate::manifest::Manifest;
 pub enum Binding {
     Grpc,
     StreamJson,
+    /// `codex exec --json`, one process per turn (a capfleet extension:
+    /// `fast_path.x-codex_exec`); placed with stream-json.
+    CodexExec,
     AcpStdio,
     A2a,
     Pty,
@@ -18,19 +21,21 @@ pub enum Binding {
 
 impl Binding {
     /// Spec §6 priority, best first.
-    pub const PRIORITY: [Binding; 5] = [
+    pub const PRIORITY: [Binding; 6] = [
         Binding::Grpc,
         Binding::StreamJson,
+        Binding::CodexExec,
         Binding::AcpStdio,
         Binding::A2a,
         Binding::Pty,
     ];
 
-    /// Wire name: `grpc`, `stream_json`, `acp_stdio`, `a2a`, `pty`.
+    /// Wire name: `grpc`, `stream_json`, `codex_exec`, `acp_stdio`, `a2a`, `pty`.
     pub fn as_str(self) -> &'static str {
         match self {
             Binding::Grpc => "grpc",
             Binding::StreamJson => "stream_json",
+            Binding::CodexExec => "codex_exec",
             Binding::AcpStdio => "acp_stdio",
             Binding::A2a => "a2a",
             Binding::Pty => "pty",
@@ -47,6 +52,7 @@ impl Binding {
         match self {
             Binding::Grpc => fp.grpc.is_supported(),
             Binding::StreamJson => fp.stream_json.is_supported(),
+            Binding::CodexExec => fp.codex_exec.is_supported(),
             Binding::AcpStdio => fp.acp_stdio.is_supported(),
             Binding::A2a => fp.a2a_serve_at.is_supported(),
             Binding::Pty => true,

@@ -15,12 +15,23 @@ pub(crate) fn read_fast_path(r: &mut Reader, root: &DeTable<'_>, empty: &DeTable
     r.unknown_keys(
         ft,
         "fast_path",
-        &["stream_json", "grpc", "acp_stdio", "a2a_serve_at"],
+        &[
+            "stream_json",
+            "grpc",
+            "acp_stdio",
+            "a2a_serve_at",
+            "x-codex_exec",
+        ],
     );
     let mut fp = FastPath::default();
-    if let Some(v) = ft.get("stream_json") {
-        if let Some(a) = argv_or_false(r, "fast_path.stream_json", v) {
-            fp.stream_json = ArgvFastPath::Argv(a);
+    for (key, slot) in [
+        ("stream_json", &mut fp.stream_json),
+        ("x-codex_exec", &mut fp.codex_exec),
+    ] {
+        if let Some(v) = ft.get(key) {
+            if let Some(a) = argv_or_false(r, &join("fast_path", key), v) {
+                *slot = ArgvFastPath::Argv(a);
+            }
         }
     }
     for (key, slot) in [

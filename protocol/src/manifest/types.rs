@@ -77,7 +77,7 @@ pub struct ReadyWhen {
     pub silence_ms: Option<u64>,
 }
 
-/// A fast path given as an argv (`stream_json`); `false` or absent = unsupported.
+/// A fast path given as an argv (`stream_json`, `x-codex_exec`); `false` or absent = unsupported.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum ArgvFastPath {
     /// Not spoken (`false` or absent).
@@ -177,6 +177,10 @@ pub struct FastPath {
     pub acp_stdio: AcpFastPath,
     /// `a2a_serve_at`: where the agent serves A2A.
     pub a2a_serve_at: AddressFastPath,
+    /// `x-codex_exec` (a capfleet extension): the argv of one `codex exec --json`
+    /// process per turn (the prompt on its stdin, `resume <thread id>` for the next).
+    #[serde(rename = "x-codex_exec")]
+    pub codex_exec: ArgvFastPath,
 }
 
 /// How a turn is cancelled: `graceful | hard | none`.

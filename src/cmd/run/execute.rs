@@ -301,6 +301,21 @@ fn summary(fleet: &Fleet, r: &RunReport, t: &Totals, seen: &view::Seen, run: &Ru
             fs.spec.name,
         );
     }
+    for fs in &fleet.sessions {
+        let u = urn(&fleet.name, &fs.spec.name);
+        let Some(row) = seen.rows.get(u.as_str()).filter(|r| r.unpriced > 0) else {
+            continue;
+        };
+        let models: Vec<&str> = row.unpriced_models.iter().map(String::as_str).collect();
+        eprintln!(
+            "  {} {}: {} usage reports with tokens but no price (model {}: not in the pricing \
+             table, config/pricing.toml); their cost is not in the totals",
+            s.warn("COST UNKNOWN:"),
+            fs.spec.name,
+            row.unpriced,
+            models.join(", "),
+        );
+    }
     workspaces::summary(r, run, s);
     let j = &r.journal;
     let mut cut = String::new();

@@ -23,6 +23,9 @@ pub(super) struct SessionTotals {
     pub output_tokens: u64,
     pub cost_usd: f64,
     pub restarts: u32,
+    /// Usage reports with tokens but no price (a model the pricing table lacks):
+    /// `cost_usd` leaves them out.
+    pub unpriced_usage: u64,
 }
 
 /// The fleet's sums, and the limit they ran against.
@@ -72,6 +75,7 @@ impl Totals {
                     output_tokens: usage.output_tokens,
                     cost_usd: usage.cost_usd,
                     restarts: row.restarts,
+                    unpriced_usage: row.unpriced,
                 }
             })
             .collect();

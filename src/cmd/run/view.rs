@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use capfleet_actors::events::{EventBody, Published, SessionEvent, SessionState};
+use capfleet_actors::pricing;
 use capfleet_actors::protocol::{CapEvent, EventKind};
 use serde_json::Value;
 use tokio::signal::unix::{Signal, SignalKind, signal};
@@ -53,6 +54,10 @@ pub(super) struct Row {
     pub restarts: u32,
     /// Reverse-RPC actions allowed only because the agent runs unattended.
     pub unattended_actions: u64,
+    /// Usage reports with tokens but no price (their model is not in the pricing
+    /// table), and the models they named.
+    pub unpriced: u64,
+    pub unpriced_models: std::collections::BTreeSet<String>,
 }
 
 impl Default for Row {
@@ -65,6 +70,8 @@ impl Default for Row {
             cost_usd: 0.0,
             restarts: 0,
             unattended_actions: 0,
+            unpriced: 0,
+            unpriced_models: Default::default(),
         }
     }
 }
@@ -171,6 +178,12 @@ fn update(seen: &mut Seen, e: &SessionEvent) {
             row.input_tokens += u.input_tokens.get().copied().unwrap_or(0);
             row.output_tokens += u.output_tokens.get().copied().unwrap_or(0);
             row.cost_usd += u.cost_usd().unwrap_or(0.0);
+            let unknown = u.meta.as_ref().and_then(|m| m.get(pricing::META_ESTIMATED));
+            if unknown.and_then(|v| v.as_str()) == Some(pricing::UNKNOWN_MODEL) {
+                row.unpriced += 1;
+                let model = u.model_id.get().map_or("(none named)", String::as_str);
+                row.unpriced_models.insert(model.to_owned());
+            }
         }
         _ => {}
     }

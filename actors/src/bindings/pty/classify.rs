@@ -49,25 +49,9 @@ pub(super) fn is_chrome(line: &str) -> bool {
 /// The `cap.error` code of an error line (a `code` group wins) and whether retrying
 /// may help.
 pub(super) fn error_kind(line: &str, code: Option<&str>) -> (ErrorKind, bool) {
-    if let Some(code) = code {
-        return (ErrorKind::parse(code), false);
-    }
-    let lower = line.to_lowercase();
-    let has = |keys: &[&str]| keys.iter().any(|k| lower.contains(k));
-    if has(&["rate_limit", "rate limit", "too many requests", "429"]) {
-        (ErrorKind::RateLimit, true)
-    } else if has(&[
-        "authentication",
-        "auth_error",
-        "unauthorized",
-        "401",
-        "api key",
-    ]) {
-        (ErrorKind::AuthError, false)
-    } else if has(&["overloaded"]) {
-        (ErrorKind::ModelUnavailable, true)
-    } else {
-        (ErrorKind::Other("agent_error".into()), false)
+    match code {
+        Some(code) => (ErrorKind::parse(code), false),
+        None => crate::bindings::error_text::classify(line),
     }
 }
 

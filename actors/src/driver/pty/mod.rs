@@ -80,7 +80,7 @@ impl Wire for PtyWire {
     const WHO: &'static str = "agent";
     const READ_WHILE_KILLED: bool = false;
 
-    async fn start(start: Start<'_>) -> Result<Started<Self>, LaunchError> {
+    async fn start(start: Start<'_, Self>) -> Result<Started<Self>, LaunchError> {
         let Start { launch, sink, .. } = start;
         let argv = argv_for(launch)?;
         let program = launch.program_for(&argv[0]);
