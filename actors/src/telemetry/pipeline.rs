@@ -107,6 +107,9 @@ impl TracePipeline {
             .with_threads(false)
             .with_tracked_inactivity(false)
             .with_target(false)
+            // A span's status is its owner's to set, with an `error.type` and a message
+            // (`events::trace::fail`); an error event inside it stays an event.
+            .with_error_events_to_status(false)
             .with_filter(
                 Targets::new()
                     .with_target("capfleet", Level::INFO)
