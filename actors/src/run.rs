@@ -17,7 +17,7 @@ use tracing::Instrument;
 use crate::answerer::{HumanQuestion, Policy};
 use crate::budget::{BudgetBook, BudgetLimits, BudgetScope, BudgetSnapshot};
 use crate::error::TreeError;
-use crate::events::trace::{adopt_parent, int};
+use crate::events::trace::{self, adopt_parent, int};
 use crate::events::{Published, RunOutcome, Signal, urn};
 use crate::fault::{DiskFault, FAULTS_CAPACITY};
 use crate::journal::{JournalSpec, JournalTally};
@@ -98,8 +98,12 @@ pub async fn run_fleet(
 ) -> Result<RunReport, TreeError> {
     let (alerts_tx, mut alerts) = mpsc::channel(16);
     let (faults_tx, mut faults) = mpsc::channel(FAULTS_CAPACITY);
+    // The GenAI conventions' workflow span: a coordinated run of several agents.
     let run_span = tracing::info_span!(
         "fleet.run",
+        otel.name = %format_args!("invoke_workflow {}", spec.fleet),
+        gen_ai.operation.name = "invoke_workflow",
+        gen_ai.workflow.name = %spec.fleet,
         cap.fleet = %spec.fleet,
         cap.sessions = int(spec.sessions.len()),
         cap.budget.limit_usd = spec.budget.total_usd,
@@ -306,6 +310,8 @@ pub async fn run_fleet(
             }
         }
     };
+    // Every session has ended (and its span with it): the run's span ends after them.
+    trace::end(&run_span);
     // Faults of the last writes (the journal's final sync, a transcript's end).
     while let Ok(fault) = faults.try_recv() {
         disk_faults.push(fault);
@@ -393,11 +399,15 @@ fn record_outcome(run: &tracing::Span, outcome: RunOutcome) {
         .and_then(|v| v.as_str().map(str::to_owned))
         .unwrap_or_default();
     run.record("cap.run.outcome", name.as_str());
-    match outcome {
-        RunOutcome::Completed => run.record("otel.status_code", "ok"),
-        RunOutcome::SessionFailed | RunOutcome::BudgetExceeded | RunOutcome::DiskFailed => {
-            run.record("otel.status_code", "error")
+    let failed = match outcome {
+        RunOutcome::Completed => {
+            run.record("otel.status_code", "ok");
+            return;
         }
-        RunOutcome::Interrupted => run,
+        RunOutcome::Interrupted => return,
+        RunOutcome::SessionFailed => "a session failed",
+        RunOutcome::BudgetExceeded => "the budget was exceeded",
+        RunOutcome::DiskFailed => "the run's records could not be written",
     };
+    trace::fail(run, &name, failed);
 }

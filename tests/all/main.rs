@@ -30,6 +30,7 @@ mod missing_agent;
 mod observability;
 mod otel;
 mod peers_smoke;
+mod phoenix;
 mod prometheus;
 mod pty_driver;
 mod pty_input;

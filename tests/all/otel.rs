@@ -4,48 +4,14 @@
 //! mention) must arrive as one tree; the budget exit and Ctrl-C must lose nothing; a
 //! dead endpoint must not hold the fleet up.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::otel::{Collector, ExportedSpan, Tree, attr};
+use common::otel::{
+    Collector, ExportedSpan, Tree, attr, capfleet, check_trace, demo, failing_fleet, finish, kind,
+};
 
 use crate::common;
-
-/// [`common::capfleet`] without the OTEL environment the test runner may carry.
-fn capfleet(dir: &Path) -> Command {
-    let mut c = common::capfleet(dir);
-    for (k, _) in std::env::vars() {
-        if k.starts_with("OTEL_") || k == "TRACEPARENT" {
-            c.env_remove(k);
-        }
-    }
-    c
-}
-
-fn demo() -> PathBuf {
-    common::repo_root().join("config/fleets/demo.toml")
-}
-
-/// Run `cmd` to the end off the async runtime; panics past `limit`.
-async fn finish(mut cmd: Command, limit: Duration) -> std::process::Output {
-    tokio::task::spawn_blocking(move || {
-        let child = cmd.spawn().expect("capfleet spawns");
-        let pid = child.id() as i32;
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || tx.send(child.wait_with_output()));
-        match rx.recv_timeout(limit) {
-            Ok(out) => out.expect("output"),
-            Err(_) => {
-                // SAFETY: kill(2) on our own child.
-                unsafe { libc::kill(pid, libc::SIGKILL) };
-                panic!("capfleet did not finish within {limit:?}");
-            }
-        }
-    })
-    .await
-    .expect("join")
-}
 
 fn stderr(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
@@ -76,6 +42,10 @@ async fn the_demo_fleet_is_one_trace_over_grpc_with_restarts_and_genai_attribute
     assert!(t.named("Actor").is_empty(), "{:?}", t.names());
     let run = t.one("fleet.run");
     assert_eq!(run.parent_span_id, "", "fleet.run is the root");
+    // Named and attributed per the GenAI conventions, and every span as long as its work.
+    assert_eq!(run.name, "invoke_workflow demo");
+    assert_eq!(attr(run, "gen_ai.workflow.name"), "demo");
+    check_trace(&t.nodes());
     assert!(
         t.spans.iter().all(|s| s.trace_id == run.trace_id),
         "one trace"
@@ -88,7 +58,12 @@ async fn the_demo_fleet_is_one_trace_over_grpc_with_restarts_and_genai_attribute
     assert_eq!(sessions.len(), 4, "{:?}", t.names());
     for s in &sessions {
         assert_eq!(s.parent_span_id, run.span_id, "session under the run");
-        assert_eq!(attr(s, "gen_ai.agent.name"), "sim");
+        let name = attr(s, "cap.session.name");
+        assert_eq!(s.name, name, "a session span is named after its session");
+        assert_eq!(attr(s, "gen_ai.agent.name"), name);
+        assert_eq!(attr(s, "gen_ai.agent.id"), attr(s, "cap.session.urn"));
+        assert_eq!(attr(s, "cap.agent.type"), "sim");
+        assert_eq!(attr(s, "gen_ai.provider.name"), "stream_json");
         assert_eq!(attr(s, "cap.binding"), "stream_json");
         assert_eq!(attr(s, "cap.session.state"), "closed");
         assert!(
@@ -98,8 +73,24 @@ async fn the_demo_fleet_is_one_trace_over_grpc_with_restarts_and_genai_attribute
         );
     }
     for turn in t.named("turn") {
-        assert_eq!(t.parent(turn).map(|p| p.name.as_str()), Some("session"));
+        let session = t.parent(turn).expect("a turn has its session");
+        assert_eq!(kind(session), "session");
         assert_eq!(attr(turn, "gen_ai.operation.name"), "invoke_agent");
+        assert_eq!(turn.name, format!("invoke_agent {}", session.name));
+        for key in [
+            "gen_ai.agent.name",
+            "gen_ai.agent.id",
+            "gen_ai.provider.name",
+        ] {
+            assert_eq!(attr(turn, key), attr(session, key), "{key}");
+        }
+        assert!(!attr(turn, "gen_ai.conversation.id").is_empty());
+        for key in [
+            "gen_ai.usage.cache_read.input_tokens",
+            "gen_ai.usage.cache_creation.input_tokens",
+        ] {
+            attr(turn, key).parse::<u64>().unwrap();
+        }
         assert!(
             attr(turn, "gen_ai.usage.input_tokens")
                 .parse::<u64>()
@@ -113,7 +104,10 @@ async fn the_demo_fleet_is_one_trace_over_grpc_with_restarts_and_genai_attribute
                 > 0
         );
         assert!(attr(turn, "gen_ai.response.model").starts_with("sim-"));
-        assert_eq!(attr(turn, "gen_ai.response.finish_reasons"), "end_turn");
+        assert_eq!(
+            attr(turn, "gen_ai.response.finish_reasons"),
+            r#"["end_turn"]"#
+        );
         assert!(attr(turn, "cap.cost_usd").parse::<f64>().unwrap() > 0.0);
         assert!(attr(turn, "cap.prompt.bytes").parse::<u64>().unwrap() > 0);
         // The route that delivered the prompt is linked.
@@ -131,9 +125,13 @@ async fn the_demo_fleet_is_one_trace_over_grpc_with_restarts_and_genai_attribute
     let tools = t.named("tool_call");
     assert!(!tools.is_empty());
     for tool in &tools {
-        assert_eq!(t.parent(tool).map(|p| p.name.as_str()), Some("turn"));
+        assert_eq!(t.parent(tool).map(kind), Some("turn"));
         assert_eq!(attr(tool, "gen_ai.operation.name"), "execute_tool");
         assert!(!attr(tool, "gen_ai.tool.name").is_empty());
+        assert_eq!(
+            tool.name,
+            format!("execute_tool {}", attr(tool, "gen_ai.tool.name"))
+        );
     }
 
     // worker-a crashes once (the sim is killed by signal 9) and is restarted in its turn.
@@ -142,7 +140,7 @@ async fn the_demo_fleet_is_one_trace_over_grpc_with_restarts_and_genai_attribute
     assert_eq!(attr(restart, "cap.restart.attempt"), "1");
     assert_eq!(attr(restart, "cap.restart.backoff_ms"), "0");
     let turn = t.parent(restart).expect("restart has a parent");
-    assert_eq!(turn.name, "turn");
+    assert_eq!(kind(turn), "turn");
     assert_eq!(attr(turn, "cap.turn.restarts"), "1");
     assert_eq!(
         t.parent(turn).unwrap().span_id,
@@ -153,13 +151,19 @@ async fn the_demo_fleet_is_one_trace_over_grpc_with_restarts_and_genai_attribute
     let decide = t.one("decide");
     assert_eq!(attr(decide, "cap.decision.by"), "policy");
     let permission = t.parent(decide).expect("decide under its permission");
-    assert_eq!(permission.name, "permission");
+    assert_eq!(kind(permission), "permission");
+    // A permission is no tool execution.
+    assert!(!permission.attributes.contains_key("gen_ai.tool.name"));
+    assert_eq!(
+        permission.name,
+        format!("permission {}", attr(permission, "cap.permission.tool"))
+    );
     assert_eq!(
         attr(permission, "cap.permission.rule"),
         attr(decide, "cap.permission.rule")
     );
     assert_eq!(attr(permission, "cap.permission.decision"), "allow_once");
-    assert_eq!(t.parent(permission).unwrap().name, "turn");
+    assert_eq!(t.parent(permission).map(kind), Some("turn"));
 
     // Routes (the task, the plan, the mention, the join) hang under the run.
     let routes = t.named("route");
@@ -206,8 +210,10 @@ async fn the_budget_exit_still_exports_the_budget_span_and_every_session() {
     let out = finish(cmd, Duration::from_secs(30)).await;
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
     let t = collector.spans().await;
+    check_trace(&t.nodes());
     let run = t.one("fleet.run");
     assert_eq!(attr(run, "cap.run.outcome"), "budget_exceeded");
+    assert_eq!(attr(run, "error.type"), "budget_exceeded");
     let budget = t.one("budget");
     assert_eq!(budget.parent_span_id, run.span_id);
     assert_eq!(attr(budget, "cap.budget.scope"), "fleet");
@@ -266,6 +272,7 @@ async fn ctrl_c_mid_turn_loses_no_span() {
     .unwrap();
     assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
     let t = collector.spans().await;
+    check_trace(&t.nodes());
     let run = t.one("fleet.run");
     assert_eq!(attr(run, "cap.run.outcome"), "interrupted");
     for name in ["a", "b"] {
@@ -277,6 +284,47 @@ async fn ctrl_c_mid_turn_loses_no_span() {
         // The tool call still open when the run stopped ends with its turn.
         assert_eq!(t.children(turns[0], "tool_call").len(), 1);
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_turn_session_and_run_are_errors_with_a_type_and_a_message() {
+    let collector = Collector::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let fleet = failing_fleet(dir.path());
+    let mut cmd = capfleet(dir.path());
+    cmd.env("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+        .arg("run")
+        .arg(&fleet)
+        .args(["--otlp", collector.endpoint()]);
+    let out = finish(cmd, Duration::from_secs(30)).await;
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let t = collector.spans().await;
+    check_trace(&t.nodes());
+    let nodes = t.nodes();
+    let of = |kind_: &str| {
+        let s = t.one(kind_);
+        nodes
+            .iter()
+            .find(|n| n.span_id == s.span_id)
+            .unwrap()
+            .clone()
+    };
+    for (k, error_type) in [
+        ("fleet.run", "session_failed"),
+        ("session", "session_failed"),
+        ("turn", "turn_failed"),
+    ] {
+        let n = of(k);
+        assert_eq!(n.status, "ERROR", "{k}: {n:?}");
+        assert_eq!(n.attr("error.type"), Some(error_type), "{k}: {n:?}");
+    }
+    assert!(
+        of("session")
+            .status_message
+            .contains("exited with status 3"),
+        "{:?}",
+        of("session")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -374,7 +422,10 @@ async fn http_protobuf_delivers_the_same_tree_and_a_trace_file_matches_it() {
         "both destinations got every span"
     );
     // The run continues the trace capfleet was started in.
-    let run = lines.iter().find(|l| l["name"] == "fleet.run").unwrap();
+    let run = lines
+        .iter()
+        .find(|l| l["name"] == "invoke_workflow demo")
+        .unwrap();
     assert_eq!(run["trace_id"], "0af7651916cd43dd8448eb211c80319c");
     assert_eq!(run["parent_span_id"], "b7ad6b7169203331");
     for l in &lines {
@@ -398,7 +449,10 @@ async fn http_protobuf_delivers_the_same_tree_and_a_trace_file_matches_it() {
     names.sort();
     file_names.sort();
     assert_eq!(names, file_names);
-    let http_run = over_http.iter().find(|(n, _)| n == "fleet.run").unwrap();
+    let http_run = over_http
+        .iter()
+        .find(|(n, _)| n == "invoke_workflow demo")
+        .unwrap();
     assert_eq!(http_run.1, "capfleet", "service.name defaults to capfleet");
 }
 

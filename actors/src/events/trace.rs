@@ -2,12 +2,14 @@
 //! trace context across process boundaries — `TRACEPARENT` for the agents capfleet
 //! spawns (their own spans join the session's trace), and a `TRACEPARENT` capfleet was
 //! started with becomes the parent of its run (a CI job's trace contains the fleet) —
-//! and counts as span attributes ([`int`]).
+//! and counts as span attributes ([`int`]) — and how a span ends: [`end`] when its work
+//! does, [`fail`] with an `error.type` and a message, [`strings`] for array attributes.
 
 use std::collections::HashMap;
 
 use opentelemetry::propagation::TextMapPropagator;
-use opentelemetry::trace::TraceContextExt;
+use opentelemetry::trace::{Status, TraceContextExt};
+use opentelemetry::{Array, StringValue, Value};
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
@@ -15,6 +17,35 @@ use tracing_opentelemetry::OpenTelemetrySpanExt;
 /// be exported as a string).
 pub fn int<T: TryInto<i64>>(n: T) -> i64 {
     n.try_into().unwrap_or(i64::MAX)
+}
+
+/// End `span` now. tracing-opentelemetry ends a span at its last exit (or when its last
+/// handle is dropped), which is rarely when its work ends: a turn is entered only while
+/// its prompt is sent. Ending the OpenTelemetry span here fixes its end time whatever
+/// later enters or drops a handle. Record every attribute before: the span is exported.
+pub fn end(span: &tracing::Span) {
+    if !span.is_disabled() {
+        span.context().span().end();
+    }
+}
+
+/// Mark `span` failed: status ERROR with `message`, and `error.type` = `kind` (a short,
+/// low-cardinality class, as the OpenTelemetry conventions ask).
+pub fn fail(span: &tracing::Span, kind: &str, message: &str) {
+    if span.is_disabled() {
+        return;
+    }
+    span.set_attribute("error.type", kind.to_owned());
+    span.set_status(Status::error(message.to_owned()));
+}
+
+/// A string-array attribute (`tracing` fields are scalars).
+pub fn strings(span: &tracing::Span, key: &'static str, values: &[&str]) {
+    if span.is_disabled() {
+        return;
+    }
+    let values: Vec<StringValue> = values.iter().map(|v| (*v).to_owned().into()).collect();
+    span.set_attribute(key, Value::Array(Array::String(values)));
 }
 
 /// The environment variable carrying a W3C `traceparent` to a child process.
@@ -85,5 +116,50 @@ mod tests {
         let spans = exporter.get_finished_spans().unwrap();
         let root = spans.iter().find(|s| s.name == "fleet.run").unwrap();
         assert_eq!(root.parent_span_id.to_string(), "b7ad6b7169203331");
+    }
+
+    #[test]
+    fn a_span_ends_when_its_work_does_not_at_its_last_exit() {
+        use std::time::Duration;
+
+        let exporter = InMemorySpanExporter::default();
+        let provider = SdkTracerProvider::builder()
+            .with_simple_exporter(exporter.clone())
+            .build();
+        let tracer = opentelemetry::trace::TracerProvider::tracer(&provider, "t");
+        let subscriber =
+            tracing_subscriber::registry().with(tracing_opentelemetry::layer().with_tracer(tracer));
+        tracing::subscriber::with_default(subscriber, || {
+            let turn = tracing::info_span!("turn");
+            // Entered only while its prompt is sent, as a turn is.
+            turn.in_scope(|| ());
+            std::thread::sleep(Duration::from_millis(30));
+            fail(&turn, "turn_failed", "the agent crashed");
+            strings(&turn, "gen_ai.response.finish_reasons", &["error"]);
+            end(&turn);
+            // A late entry (a handle held elsewhere) does not move the end.
+            std::thread::sleep(Duration::from_millis(30));
+            turn.in_scope(|| ());
+            end(&tracing::Span::none());
+        });
+        let spans = exporter.get_finished_spans().unwrap();
+        let turn = spans.iter().find(|s| s.name == "turn").unwrap();
+        let took = turn.end_time.duration_since(turn.start_time).unwrap();
+        assert!(
+            (Duration::from_millis(30)..Duration::from_millis(55)).contains(&took),
+            "{took:?}"
+        );
+        assert_eq!(turn.status, Status::error("the agent crashed"));
+        let attr = |k: &str| {
+            turn.attributes
+                .iter()
+                .find(|kv| kv.key.as_str() == k)
+                .map(|kv| kv.value.clone())
+        };
+        assert_eq!(attr("error.type"), Some(Value::from("turn_failed")));
+        assert_eq!(
+            attr("gen_ai.response.finish_reasons"),
+            Some(Value::Array(Array::String(vec!["error".into()])))
+        );
     }
 }

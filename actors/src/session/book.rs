@@ -142,7 +142,8 @@ impl Core {
             return;
         }
         let id = self.book.done + 1;
-        self.spans.start_turn(id, prompt.len());
+        self.spans
+            .start_turn(id, prompt.len(), self.slot.resume_id.as_deref());
         self.book.turn = Some(Turn::new(id, prompt));
         self.book.reply = Some(reply);
         if self.state.is_idle() {
@@ -236,7 +237,8 @@ impl Core {
         })
         .await;
         self.book.turn = None;
-        self.spans.abandon_turn(TurnOutcome::Failed);
+        self.spans
+            .abandon_turn(TurnOutcome::Failed, &err.to_string());
         self.book.reply(Err(err));
     }
 

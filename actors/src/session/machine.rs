@@ -85,6 +85,7 @@ impl Core {
 
     pub(super) async fn fail(&mut self, reason: String) {
         tracing::error!(parent: &self.spans.session, urn = %self.bus.urn(), %reason, "session failed");
+        self.spans.failed(&reason);
         self.finish_turn_with_error(SessionError::Failed {
             reason: reason.clone(),
         })

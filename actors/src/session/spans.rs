@@ -1,8 +1,15 @@
-//! A session's spans: `session` for its life, `turn` per turn (GenAI `invoke_agent`),
-//! and inside a turn `tool_call` (`execute_tool`), `permission` and `ask` (the
-//! answerer's `decide` goes under them), `restart` (cause, attempt, backoff; open until
-//! the new agent is ready); audited reverse-RPC actions are events on the turn. Attributes follow the OpenTelemetry GenAI conventions
-//! (`gen_ai.*`) where they apply and CAP's own (`cap.*`) elsewhere.
+//! A session's spans, named and attributed per the OpenTelemetry GenAI conventions
+//! (`gen_ai.*`, see `observability/README.md` for the version) where they apply and
+//! CAP's own (`cap.*`) elsewhere: the session's (named after it) for its life, an
+//! `invoke_agent <session>` span per turn, and inside a turn `execute_tool <tool>`,
+//! `permission <tool>` and `ask` (the answerer's `decide` goes under them), `restart`
+//! (cause, attempt, backoff; from the agent's end until the new agent is ready);
+//! audited reverse-RPC actions are events on the turn.
+//!
+//! Each span ends when its work does ([`trace::end`]), not when a handle happens to be
+//! dropped: a turn from its start to its end, permission waits and restarts included;
+//! whatever is still open in a turn ends before it; the session's span at its final
+//! state. A failed turn or session is ERROR with `error.type` and a message.
 //!
 //! Every span has an explicit parent, so what the session does in a turn stays in the
 //! turn's tree whichever actor's message brought it here. A turn started by the router
@@ -18,7 +25,7 @@ use tracing::field::Empty;
 use super::SessionSpec;
 use super::turn::TurnResult;
 use crate::events::TurnOutcome;
-use crate::events::trace::int;
+use crate::events::trace::{self, int};
 use crate::protocol::{CapEvent, StopReason};
 use crate::rpc::Audited;
 use crate::supervision::ExitCause;
@@ -27,13 +34,32 @@ use crate::supervision::ExitCause;
 /// calls without closing them does not grow the session).
 pub(super) const MAX_OPEN_SPANS: usize = 256;
 
+/// `error.type` of a turn that failed, and of a session that failed.
+const TURN_FAILED: &str = "turn_failed";
+const SESSION_FAILED: &str = "session_failed";
+
+/// What names the session in its spans, fixed at its start.
+struct Who {
+    /// The session's name: `gen_ai.agent.name`.
+    name: String,
+    /// `invoke_agent <name>`, the turns' span name.
+    invoke: String,
+    /// The session's URN: `gen_ai.agent.id`.
+    urn: String,
+    /// The agent type (the manifest's name): `cap.agent.type`.
+    agent: String,
+    /// `gen_ai.provider.name`: the manifest's `x-provider`, else the binding.
+    provider: String,
+    model: Option<String>,
+}
+
 pub(super) struct Spans {
     pub session: Span,
     turn: Option<Span>,
     tools: HashMap<String, Span>,
     requests: HashMap<String, Span>,
     restart: Option<Span>,
-    agent: String,
+    who: Who,
 }
 
 fn outcome_str(o: TurnOutcome) -> &'static str {
@@ -46,15 +72,30 @@ fn outcome_str(o: TurnOutcome) -> &'static str {
 
 impl Spans {
     pub(super) fn new(spec: &SessionSpec, parent: &Span) -> Self {
-        let agent = spec.launch.manifest.agent.name.clone();
-        let model = spec.launch.config.model.get().map(String::as_str);
+        let agent = &spec.launch.manifest.agent;
+        let who = Who {
+            name: spec.name.clone(),
+            invoke: format!("invoke_agent {}", spec.name),
+            urn: spec.urn().to_owned(),
+            agent: agent.name.clone(),
+            provider: agent
+                .provider
+                .clone()
+                .unwrap_or_else(|| spec.binding.as_str().to_owned()),
+            model: spec.launch.config.model.get().cloned(),
+        };
         let session = tracing::info_span!(
             parent: parent, "session",
-            cap.session.urn = spec.urn(),
-            cap.session.name = %spec.name,
+            otel.name = %who.name,
+            cap.session.urn = %who.urn,
+            cap.session.name = %who.name,
             cap.binding = spec.binding.as_str(),
-            gen_ai.agent.name = %agent,
-            gen_ai.request.model = model,
+            cap.agent.type = %who.agent,
+            gen_ai.agent.name = %who.name,
+            gen_ai.agent.id = %who.urn,
+            gen_ai.provider.name = %who.provider,
+            gen_ai.request.model = who.model.as_deref(),
+            gen_ai.conversation.id = %who.urn,
             cap.session.state = Empty,
         );
         Spans {
@@ -63,7 +104,7 @@ impl Spans {
             tools: HashMap::new(),
             requests: HashMap::new(),
             restart: None,
-            agent,
+            who,
         }
     }
 
@@ -72,27 +113,35 @@ impl Spans {
         self.turn.as_ref().unwrap_or(&self.session)
     }
 
-    /// Open turn `id`. The span current while the ask is handled is the sender's
-    /// (the router's `route`): the turn links to it.
-    pub(super) fn start_turn(&mut self, id: u32, prompt_bytes: usize) {
+    /// Open turn `id`, in the conversation `resume_id` names when the agent gave one
+    /// (else the session's URN). The span current while the ask is handled is the
+    /// sender's (the router's `route`): the turn links to it.
+    pub(super) fn start_turn(&mut self, id: u32, prompt_bytes: usize, resume_id: Option<&str>) {
         if self.session.is_disabled() {
             return;
         }
+        let who = &self.who;
         let turn = tracing::info_span!(
             parent: &self.session, "turn",
+            otel.name = %who.invoke,
             cap.turn = int(id),
             gen_ai.operation.name = "invoke_agent",
-            gen_ai.agent.name = %self.agent,
+            gen_ai.agent.name = %who.name,
+            gen_ai.agent.id = %who.urn,
+            cap.agent.type = %who.agent,
+            gen_ai.provider.name = %who.provider,
+            gen_ai.request.model = who.model.as_deref(),
+            gen_ai.conversation.id = resume_id.unwrap_or(&who.urn),
             gen_ai.response.model = Empty,
             cap.prompt.bytes = int(prompt_bytes),
-            gen_ai.response.finish_reasons = Empty,
             gen_ai.usage.input_tokens = Empty,
             gen_ai.usage.output_tokens = Empty,
+            gen_ai.usage.cache_read.input_tokens = Empty,
+            gen_ai.usage.cache_creation.input_tokens = Empty,
             cap.cost_usd = Empty,
             cap.turn.outcome = Empty,
             cap.turn.duration_ms = Empty,
             cap.turn.restarts = Empty,
-            otel.status_code = Empty,
         );
         let cause = Span::current();
         if !cause.is_disabled() {
@@ -110,11 +159,12 @@ impl Spans {
             CapEvent::ToolCallStart(t) if self.tools.len() < MAX_OPEN_SPANS => {
                 let span = tracing::info_span!(
                     parent: turn, "tool_call",
+                    otel.name = %format_args!("execute_tool {}", t.name),
                     gen_ai.operation.name = "execute_tool",
                     gen_ai.tool.name = %t.name,
                     gen_ai.tool.call.id = %t.call_id,
+                    gen_ai.tool.type = "extension",
                     cap.tool.is_error = Empty,
-                    otel.status_code = Empty,
                 );
                 self.tools.insert(t.call_id.clone(), span);
             }
@@ -123,15 +173,17 @@ impl Spans {
                     let failed = t.is_error.get().copied().unwrap_or(false);
                     span.record("cap.tool.is_error", failed);
                     if failed {
-                        span.record("otel.status_code", "error");
+                        trace::fail(&span, "tool_error", "the tool call failed");
                     }
+                    trace::end(&span);
                 }
             }
             CapEvent::PermissionRequest(p) if self.requests.len() < MAX_OPEN_SPANS => {
                 let span = tracing::info_span!(
                     parent: turn, "permission",
+                    otel.name = %format_args!("permission {}", p.tool),
                     cap.permission.req_id = %p.req_id,
-                    gen_ai.tool.name = %p.tool,
+                    cap.permission.tool = %p.tool,
                     cap.permission.risk = p.risk_level.as_str(),
                     cap.permission.decision = Empty,
                     cap.permission.rule = Empty,
@@ -166,10 +218,10 @@ impl Spans {
         if let Some(span) = self.requests.remove(req_id) {
             span.record("cap.permission.decision", decision);
             span.record("cap.permission.rule", rule);
+            trace::end(&span);
         }
     }
 
-    /// An ask was answered (or declined); its span ends.
     /// An audited reverse-RPC action: an event on the turn (or session) span.
     pub(super) fn audit(&self, record: &Audited) {
         tracing::info!(
@@ -181,57 +233,71 @@ impl Spans {
         );
     }
 
+    /// An ask was answered (or declined); its span ends.
     pub(super) fn ask_answered(&mut self, ask_id: &str, answered: bool, rule: &str) {
         if let Some(span) = self.requests.remove(ask_id) {
             span.record("cap.ask.answered", answered);
             span.record("cap.ask.rule", rule);
+            trace::end(&span);
         }
     }
 
-    /// The turn ended with `result`; its span and everything still open in it end.
+    /// End what is still open inside the turn (tool calls, requests, a restart), now.
+    fn end_open(&mut self) {
+        for (_, span) in self.tools.drain().chain(self.requests.drain()) {
+            trace::end(&span);
+        }
+        self.ready();
+    }
+
+    /// The turn ended with `result`; everything still open in it ends, then its span.
     pub(super) fn end_turn(&mut self, result: &TurnResult) {
-        self.tools.clear();
-        self.requests.clear();
+        self.end_open();
         let Some(span) = self.turn.take() else {
             return;
         };
-        span.record(
+        trace::strings(
+            &span,
             "gen_ai.response.finish_reasons",
-            result.stop_reason.as_str(),
+            &[result.stop_reason.as_str()],
         );
-        span.record("gen_ai.usage.input_tokens", int(result.usage.input_tokens));
+        let u = &result.usage;
+        // The conventions count cached prompt tokens in the input tokens.
+        let input = u.input_tokens + u.cache_read_tokens + u.cache_creation_tokens;
+        span.record("gen_ai.usage.input_tokens", int(input));
+        span.record("gen_ai.usage.output_tokens", int(u.output_tokens));
         span.record(
-            "gen_ai.usage.output_tokens",
-            int(result.usage.output_tokens),
+            "gen_ai.usage.cache_read.input_tokens",
+            int(u.cache_read_tokens),
         );
-        span.record("cap.cost_usd", result.usage.cost_usd);
+        span.record(
+            "gen_ai.usage.cache_creation.input_tokens",
+            int(u.cache_creation_tokens),
+        );
+        span.record("cap.cost_usd", u.cost_usd);
         span.record("cap.turn.restarts", int(result.restarts));
         span.record("cap.turn.duration_ms", int(result.duration.as_millis()));
-        self.close_turn(span, result.outcome);
+        let message = format!("the turn ended with {}", result.stop_reason.as_str());
+        close_turn(&span, result.outcome, &message);
     }
 
-    /// The turn could not finish (the session closed or failed).
-    pub(super) fn abandon_turn(&mut self, outcome: TurnOutcome) {
-        self.tools.clear();
-        self.requests.clear();
+    /// The turn could not finish (the session closed or failed, as `why` says).
+    pub(super) fn abandon_turn(&mut self, outcome: TurnOutcome, why: &str) {
+        self.end_open();
         if let Some(span) = self.turn.take() {
-            span.record("gen_ai.response.finish_reasons", StopReason::Error.as_str());
-            self.close_turn(span, outcome);
-        }
-    }
-
-    fn close_turn(&self, span: Span, outcome: TurnOutcome) {
-        span.record("cap.turn.outcome", outcome_str(outcome));
-        if outcome == TurnOutcome::Failed {
-            span.record("otel.status_code", "error");
+            trace::strings(
+                &span,
+                "gen_ai.response.finish_reasons",
+                &[StopReason::Error.as_str()],
+            );
+            close_turn(&span, outcome, why);
         }
     }
 
     /// The agent ended and is restarted: the `restart` span stays open until the new
     /// agent is ready.
     pub(super) fn restart(&mut self, cause: &ExitCause, attempt: u32, backoff_ms: u64) {
-        self.tools.clear();
-        self.requests.clear();
+        self.end_open();
         let span = tracing::info_span!(
             parent: self.current(), "restart",
             cap.restart.cause = cause.kind(),
@@ -244,17 +310,34 @@ impl Spans {
 
     /// The (re)started agent is ready: a restart is over.
     pub(super) fn ready(&mut self) {
-        self.restart = None;
+        if let Some(span) = self.restart.take() {
+            trace::end(&span);
+        }
     }
 
-    /// The session reached a final state.
+    /// The session failed for `reason`: its span is ERROR (it ends at its final state).
+    pub(super) fn failed(&self, reason: &str) {
+        trace::fail(&self.session, SESSION_FAILED, reason);
+    }
+
+    /// The session reached a final state: its span ends.
     pub(super) fn finished(&mut self, state: &str) {
-        self.restart = None;
+        self.end_open();
         self.session.record("cap.session.state", state);
+        trace::end(&self.session);
     }
 
     /// The span an agent started now belongs to: the restart's, else the session's.
     pub(super) fn for_agent(&self) -> &Span {
         self.restart.as_ref().unwrap_or(&self.session)
     }
+}
+
+/// Record how the turn ended and end its span; a failed turn is ERROR with `message`.
+fn close_turn(span: &Span, outcome: TurnOutcome, message: &str) {
+    span.record("cap.turn.outcome", outcome_str(outcome));
+    if outcome == TurnOutcome::Failed {
+        trace::fail(span, TURN_FAILED, message);
+    }
+    trace::end(span);
 }

@@ -4,23 +4,27 @@
 //!   restarts), a tap every run has, for its report;
 //! - [`metrics`] and [`feed`]: the Prometheus metrics of a run (`--metrics-addr`), fed
 //!   by a tap from every published event;
-//! - [`pipeline`], [`config`], [`counted`], [`trace_file`]: the span pipeline to OTLP
-//!   and/or a JSON-lines file, configured by flags and the standard `OTEL_*` variables.
+//! - [`pipeline`], [`config`], [`counted`], [`trace_file`], [`openinference`]: the span
+//!   pipeline to OTLP and/or a JSON-lines file, configured by flags and the standard
+//!   `OTEL_*` variables (OpenInference span kinds as an option).
 //!
 //! The W3C `traceparent` in and out of the process, and `int` for span attributes,
 //! are in [`crate::events::trace`]: the session opens spans too, below this floor.
 //!
-//! The spans themselves are opened where the work happens: `fleet.run` in
-//! [`crate::run`], `session`, `turn`, `tool_call`, `permission`, `ask`, `restart` in
-//! [`crate::session`], `decide` in [`crate::answerer`], `route` in [`crate::router`],
-//! `budget` in [`crate::run`]. Each is created with an explicit parent carried in the
-//! actors' arguments and messages, so one turn is one tree across the actors it touches.
+//! The spans themselves are opened where the work happens: the run's
+//! (`invoke_workflow <fleet>`) in [`crate::run`], the session's (named after it),
+//! `invoke_agent <session>` turns, `execute_tool <tool>`, `permission <tool>`, `ask`,
+//! `restart` in [`crate::session`], `decide` in [`crate::answerer`], `route` in
+//! [`crate::router`], `budget` in [`crate::run`]. Each is created with an explicit
+//! parent carried in the actors' arguments and messages, so one turn is one tree across
+//! the actors it touches, and ended when its work ends ([`crate::events::trace::end`]).
 
 pub mod config;
 pub mod counted;
 pub mod counters;
 pub mod feed;
 pub mod metrics;
+pub mod openinference;
 pub mod pipeline;
 pub mod trace_file;
 

@@ -1,6 +1,7 @@
 //! The span pipeline: `tracing` spans → `tracing-opentelemetry` → the OpenTelemetry
 //! SDK → OTLP (HTTP/protobuf or gRPC) and/or the trace file, each behind a bounded,
-//! counted batch queue ([`super::counted`]).
+//! counted batch queue ([`super::counted`]), with OpenInference span kinds added when
+//! asked ([`super::openinference`]).
 //!
 //! Only capfleet's own spans are exported (targets `capfleet` and `capfleet_actors`):
 //! ractor wraps each actor's life in spans of its own, which would otherwise become
@@ -30,6 +31,7 @@ use super::config::{
 };
 use super::counted;
 use super::metrics::{ReasonLabels, SpanStats};
+use super::openinference::{self, Kinds};
 use super::trace_file::TraceFile;
 
 /// The service name when neither `OTEL_SERVICE_NAME` nor `OTEL_RESOURCE_ATTRIBUTES` names one.
@@ -67,20 +69,21 @@ impl TracePipeline {
             return Ok(None);
         }
         let queue = queue_size(env);
+        let kinds = openinference::wanted(env);
         let stats = SpanStats::default();
         let mut destinations = Vec::new();
         let mut pending = Vec::new();
         let mut builder = SdkTracerProvider::builder().with_resource(resource(env));
         if let Some(t) = &target {
             let exporter = otlp_exporter(t)?;
-            let processor = counted::batch(exporter, queue, stats.clone());
+            let processor = counted::batch(Kinds::new(exporter, kinds), queue, stats.clone());
             pending.push(processor.pending());
             builder = builder.with_span_processor(processor);
             destinations.push(format!("{} ({})", t.endpoint, t.protocol.as_str()));
         }
         if let Some(path) = &cfg.trace_file {
             let file = TraceFile::create(path)?;
-            let processor = counted::batch(file, queue, stats.clone());
+            let processor = counted::batch(Kinds::new(file, kinds), queue, stats.clone());
             pending.push(processor.pending());
             builder = builder.with_span_processor(processor);
             destinations.push(path.display().to_string());
@@ -104,6 +107,9 @@ impl TracePipeline {
             .with_threads(false)
             .with_tracked_inactivity(false)
             .with_target(false)
+            // A span's status is its owner's to set, with an `error.type` and a message
+            // (`events::trace::fail`); an error event inside it stays an event.
+            .with_error_events_to_status(false)
             .with_filter(
                 Targets::new()
                     .with_target("capfleet", Level::INFO)

@@ -77,6 +77,7 @@ pub(crate) fn read(r: &mut Reader, root: &DeTable<'_>) -> Read {
             "profiles",
             "revision",
             "x-install",
+            "x-provider",
         ],
     );
     let agent = Agent {
@@ -85,6 +86,7 @@ pub(crate) fn read(r: &mut Reader, root: &DeTable<'_>) -> Read {
         version_match: r.string(at, "agent", "version_match"),
         profiles: r.strings(at, "agent", "profiles").unwrap_or_default(),
         install: r.string(at, "agent", "x-install"),
+        provider: r.string(at, "agent", "x-provider"),
     };
     for key in ["name", "binary"] {
         if let Some(v) = at.get(key).filter(|v| v.get_ref().as_str() == Some("")) {

@@ -22,6 +22,11 @@ pub struct Agent {
     /// (e.g. `npm install -g @anthropic-ai/claude-code`), said when it is not on `PATH`.
     #[serde(rename = "x-install", skip_serializing_if = "Option::is_none")]
     pub install: Option<String>,
+    /// Optional, experimental (`x-` prefix): the GenAI provider the agent talks to, as the
+    /// OpenTelemetry GenAI conventions name it (`gen_ai.provider.name`: `anthropic`,
+    /// `openai`, `gcp.gemini`, ...). Unset for agents that can use any provider.
+    #[serde(rename = "x-provider", skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
 }
 
 /// `[probe]`: how to ask the binary for its version. All optional.

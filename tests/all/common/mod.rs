@@ -34,6 +34,7 @@ pub(crate) mod disk;
 pub(crate) mod fake_llm;
 pub(crate) mod otel;
 pub(crate) mod peers;
+pub(crate) mod phoenix;
 pub(crate) mod procs;
 pub(crate) mod repo;
 pub(crate) mod sim;
