@@ -130,6 +130,29 @@ impl RunDir {
         }
     }
 
+    /// Every run under `base/.capfleet/runs`, oldest first (none when there is no
+    /// such directory).
+    pub(crate) fn all(base: &Path) -> Result<Vec<RunDir>, RunDirError> {
+        let runs = base.join(RUNS_DIR);
+        let entries = match std::fs::read_dir(&runs) {
+            Ok(e) => e,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(source) => return Err(RunDirError::Io { path: runs, source }),
+        };
+        let mut all: Vec<RunDir> = entries
+            .filter_map(Result::ok)
+            .filter(|e| e.path().is_dir())
+            .filter_map(|e| {
+                Some(RunDir {
+                    id: e.file_name().into_string().ok()?,
+                    path: e.path(),
+                })
+            })
+            .collect();
+        all.sort_by(|a, b| a.id.cmp(&b.id));
+        Ok(all)
+    }
+
     /// The run's journal.
     pub(crate) fn journal(&self) -> PathBuf {
         self.path.join(JOURNAL_FILE)

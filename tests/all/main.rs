@@ -19,6 +19,7 @@ mod closed_stdout;
 mod demo_story;
 mod disk;
 mod driver_shapes;
+mod durable;
 mod fleet_config;
 mod fleet_examples;
 mod fleet_validation;
