@@ -139,18 +139,20 @@ impl RunDir {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
             Err(source) => return Err(RunDirError::Io { path: runs, source }),
         };
-        let mut all: Vec<RunDir> = entries
+        // By the start second in the id, then (within one second) by when the
+        // directory was made.
+        let mut all: Vec<(String, Option<SystemTime>, RunDir)> = entries
             .filter_map(Result::ok)
             .filter(|e| e.path().is_dir())
             .filter_map(|e| {
-                Some(RunDir {
-                    id: e.file_name().into_string().ok()?,
-                    path: e.path(),
-                })
+                let made = e.metadata().and_then(|m| m.created().or(m.modified()));
+                let id = e.file_name().into_string().ok()?;
+                let second = id.split('-').next().unwrap_or("").to_owned();
+                Some((second, made.ok(), RunDir { id, path: e.path() }))
             })
             .collect();
-        all.sort_by(|a, b| a.id.cmp(&b.id));
-        Ok(all)
+        all.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
+        Ok(all.into_iter().map(|(_, _, run)| run).collect())
     }
 
     /// The run's journal.

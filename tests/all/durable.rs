@@ -3,7 +3,8 @@
 //! its parent, and a client terminal) leaves nothing of the run within 1 s — the
 //! keeper's work; and what a dead run left running anyway (its keeper killed too) is
 //! swept, and named with its run, on the next start in the same data dir. `capfleet
-//! runs` lists each run's state (running with its pid, interrupted, completed).
+//! runs` lists each run's state (running with its pid, interrupted, completed), and
+//! `capfleet clean --all` / `--older-than` clean the finished ones.
 
 use std::path::Path;
 use std::process::Child;
@@ -160,6 +161,20 @@ fn what_a_dead_run_left_is_swept_and_named_on_the_next_start() {
     assert_eq!(states[1].1, "completed", "{listed:?}");
     assert_eq!(listed[1]["sessions"], 1, "{listed:?}");
     assert!(listed[0]["pid"].is_null(), "{listed:?}");
+    // `clean --older-than` picks no run this young; `clean --all` cleans both.
+    let young = capfleet(d)
+        .args(["clean", "--older-than", "1d"])
+        .output()
+        .unwrap();
+    assert!(young.status.success());
+    assert!(young.stdout.is_empty(), "{young:?}");
+    let workspaces = |id: &str| d.join(".cap-worktrees").join(id);
+    assert!(workspaces(states[0].0).join("s0").is_dir());
+    let all = capfleet(d).args(["clean", "--all"]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&all.stdout);
+    assert!(all.status.success(), "{stdout}");
+    assert!(!workspaces(states[0].0).join("s0").exists(), "{stdout}");
+    assert!(!workspaces(states[1].0).join("a").exists(), "{stdout}");
 }
 
 /// `capfleet runs --json` in `d`, one value per run.
