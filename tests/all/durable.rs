@@ -1,6 +1,6 @@
 //! Durable runs: no agent outlives capfleet, however capfleet dies. `SIGKILL` of
 //! `capfleet run` mid-run (agents on every binding, each with a grandchild that left
-//! its parent, and a client terminal) leaves nothing of the run within 1 s — the
+//! its parent, a client terminal; a test command) leaves nothing of the run within 1 s — the
 //! keeper's work; and what a dead run left running anyway (its keeper killed too) is
 //! swept, and named with its run, on the next start in the same data dir. `capfleet
 //! runs` lists each run's state (running with its pid, interrupted, completed), and
@@ -11,6 +11,7 @@ use std::process::Child;
 use std::time::{Duration, Instant};
 
 use crate::common::procs::{keeper_of, processes_marked_by};
+use crate::common::repo::Fixture;
 use crate::common::stop_fleet::write_fleet;
 use crate::common::wires::{Wire, session};
 use crate::common::{EnvMarker, capfleet, latest_run, processes_in_group, wait_until};
@@ -96,6 +97,41 @@ fn sigkill_leaves_no_agent_of_any_binding_within_a_second() {
             keeper_of(pid).is_none()
         }),
         "the keeper ends once its work is done"
+    );
+}
+
+/// A session's `test_command` (run at the end of a `--commit` run) dies with capfleet
+/// too.
+#[test]
+fn sigkill_during_a_test_command_leaves_nothing_within_a_second() {
+    let f = Fixture::git_repo(&[("README", "x\n")]);
+    f.write(
+        "fleet.toml",
+        "[fleet]\nname = \"t\"\nstart = \"a\"\ntask = \"hi\"\n\n[[sessions]]\nname = \"a\"\n\
+         agent = \"sim\"\ntest_command = [\"sh\", \"-c\", \"sleep 300; true\"]\n",
+    );
+    let mut child = f
+        .command(&["run", "fleet.toml", "--commit"])
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let sleeping = || {
+        processes_marked_by(pid).iter().any(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.trim() == "sleep")
+        })
+    };
+    assert!(
+        wait_until(Duration::from_secs(30), Duration::from_millis(20), sleeping),
+        "the test command runs"
+    );
+    sigkill(pid as i32);
+    let _status = child.wait();
+    assert!(
+        wait_until(Duration::from_secs(1), Duration::from_millis(10), || {
+            processes_marked_by(pid).is_empty()
+        }),
+        "the test command survives capfleet: {:?}",
+        processes_marked_by(pid)
     );
 }
 
