@@ -1,6 +1,6 @@
 //! Durable runs: no agent outlives capfleet, however capfleet dies. `SIGKILL` of
 //! `capfleet run` mid-run (agents on every binding, each with a grandchild that left
-//! its parent, a client terminal; a test command) leaves nothing of the run within 1 s — the
+//! its parent, a client terminal; a test command; `chat`'s agent) leaves nothing of the run within 1 s — the
 //! keeper's work; and what a dead run left running anyway (its keeper killed too) is
 //! swept, and named with its run, on the next start in the same data dir. `capfleet
 //! runs` lists each run's state (running with its pid, interrupted, completed), and
@@ -97,6 +97,34 @@ fn sigkill_leaves_no_agent_of_any_binding_within_a_second() {
             keeper_of(pid).is_none()
         }),
         "the keeper ends once its work is done"
+    );
+}
+
+/// `capfleet chat` keeps a keeper too: its agent dies with it.
+#[test]
+fn sigkill_of_chat_leaves_no_agent_within_a_second() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write_fleet(d, &[]);
+    let mut child = capfleet(d)
+        .args(["chat", "sim", "--script", "hang.toml", "--task", "go"])
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    assert!(
+        wait_until(Duration::from_secs(30), Duration::from_millis(20), || {
+            !processes_marked_by(pid).is_empty() && keeper_of(pid).is_some()
+        }),
+        "the agent and the keeper run"
+    );
+    sigkill(pid as i32);
+    let _status = child.wait();
+    assert!(
+        wait_until(Duration::from_secs(1), Duration::from_millis(10), || {
+            processes_marked_by(pid).is_empty()
+        }),
+        "the agent survives chat: {:?}",
+        processes_marked_by(pid)
     );
 }
 
