@@ -68,6 +68,8 @@ enum Command {
     Chat(Box<cmd::chat::ChatArgs>),
     /// Run a fleet of agents from a fleet.toml (`--dry-run`: validate and print the plan).
     Run(Box<cmd::run::RunArgs>),
+    /// List the runs started here: state (completed, failed, interrupted, running), cost, sessions, start.
+    Runs(cmd::runs::RunsArgs),
     /// Print a run's journal readably (`latest` or a run id; `--follow`, `--session`, `--json`).
     Log(cmd::log::LogArgs),
     /// Show a run's workspace diffs against their base (all sessions, or one).
@@ -93,6 +95,11 @@ pub(crate) fn main() -> ExitCode {
     if cli.cap_manifest {
         return print_own_manifest();
     }
+    if matches!(cli.command, Some(Command::Run(ref a)) if !a.dry_run)
+        || matches!(cli.command, Some(Command::Chat(_)))
+    {
+        start_keeper();
+    }
     // `run` and `chat` set up diagnostics with their span pipeline, inside their runtime.
     if !matches!(cli.command, Some(Command::Run(_) | Command::Chat(_))) {
         crate::logging::init(cli.color);
@@ -103,6 +110,7 @@ pub(crate) fn main() -> ExitCode {
         Some(Command::Chat(args)) => cmd::chat::run(*args, cli.color),
         Some(Command::Run(args)) => cmd::run::run(*args, cli.color),
         Some(Command::Log(args)) => cmd::log::run(args, cli.color),
+        Some(Command::Runs(args)) => cmd::runs::run(args, cli.color),
         Some(Command::Diff(args)) => cmd::worktree::diff::run(args, cli.color),
         Some(Command::Merge(args)) => cmd::worktree::merge::run(args, cli.color),
         Some(Command::Clean(args)) => cmd::worktree::clean::run(args, cli.color),
@@ -131,6 +139,19 @@ fn drives_agents(command: Option<&Command>) -> bool {
         Some(Command::Run(args)) => !args.dry_run,
         Some(Command::Chat(_) | Command::Sim(_)) => true,
         _ => false,
+    }
+}
+
+/// Before any agent can start (and before any thread): the keeper that kills every
+/// agent group this process leaves behind when it dies (`process::keeper`). Without
+/// one (the binary cannot be re-executed) the run goes on, with a warning.
+fn start_keeper() {
+    let started =
+        std::env::current_exe().and_then(|exe| capfleet_actors::process::keeper::start(&exe));
+    if let Err(e) = started {
+        eprintln!(
+            "capfleet: warning: cannot start the keeper ({e}): agents would outlive a capfleet killed outright"
+        );
     }
 }
 

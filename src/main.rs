@@ -17,6 +17,20 @@ mod telemetry;
 
 use std::process::ExitCode;
 
+use capfleet_actors::process::keeper;
+
 fn main() -> ExitCode {
+    // `capfleet __keeper <pid>`: the process that outlives capfleet only to kill what
+    // it left (`process::keeper`), before any parsing, thread or runtime.
+    let mut argv = std::env::args_os().skip(1);
+    if argv.next().is_some_and(|a| a == keeper::KEEPER_ARG) {
+        return match argv.next().and_then(|p| p.to_str()?.parse().ok()) {
+            Some(owner) => {
+                keeper::serve(owner);
+                ExitCode::SUCCESS
+            }
+            None => ExitCode::from(2),
+        };
+    }
     cli::main()
 }

@@ -5,5 +5,6 @@ pub(crate) mod log;
 pub(crate) mod manifest;
 pub(crate) mod resolve;
 pub(crate) mod run;
+pub(crate) mod runs;
 pub(crate) mod unattended;
 pub(crate) mod worktree;

@@ -130,6 +130,31 @@ impl RunDir {
         }
     }
 
+    /// Every run under `base/.capfleet/runs`, oldest first (none when there is no
+    /// such directory).
+    pub(crate) fn all(base: &Path) -> Result<Vec<RunDir>, RunDirError> {
+        let runs = base.join(RUNS_DIR);
+        let entries = match std::fs::read_dir(&runs) {
+            Ok(e) => e,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(source) => return Err(RunDirError::Io { path: runs, source }),
+        };
+        // By the start second in the id, then (within one second) by when the
+        // directory was made.
+        let mut all: Vec<(String, Option<SystemTime>, RunDir)> = entries
+            .filter_map(Result::ok)
+            .filter(|e| e.path().is_dir())
+            .filter_map(|e| {
+                let made = e.metadata().and_then(|m| m.created().or(m.modified()));
+                let id = e.file_name().into_string().ok()?;
+                let second = id.split('-').next().unwrap_or("").to_owned();
+                Some((second, made.ok(), RunDir { id, path: e.path() }))
+            })
+            .collect();
+        all.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
+        Ok(all.into_iter().map(|(_, _, run)| run).collect())
+    }
+
     /// The run's journal.
     pub(crate) fn journal(&self) -> PathBuf {
         self.path.join(JOURNAL_FILE)

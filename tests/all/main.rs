@@ -20,6 +20,7 @@ mod codex_exec;
 mod demo_story;
 mod disk;
 mod driver_shapes;
+mod durable;
 mod fleet_config;
 mod fleet_examples;
 mod fleet_validation;

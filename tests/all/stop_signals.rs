@@ -14,37 +14,11 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use serde_json::Value;
 
 use crate::common::stop_fleet::{sim_sessions, write_fleet};
+use crate::common::wires::{Wire, session};
 use crate::common::{self, EnvMarker, capfleet, latest_run, processes_in_group, wait_until};
 
 /// The kill grace between `SIGTERM` and `SIGKILL` (`process::DEFAULT_GRACE`).
 const KILL_GRACE: Duration = Duration::from_secs(5);
-
-#[derive(Clone, Copy, Debug)]
-enum Wire {
-    StreamJson,
-    Acp,
-    Pty,
-}
-
-/// A `[[sessions]]` entry on `wire` whose agent leaves a grandchild behind (a
-/// `sleep` whose parent exited: re-parented, still in the agent's group and marked).
-fn session(name: &str, wire: Wire, marker: &EnvMarker) -> String {
-    let (k, v) = marker.pair();
-    let (agent, mode) = match wire {
-        Wire::StreamJson => ("sim".to_owned(), "stream-json"),
-        Wire::Acp => (common::support("sim-acp.toml").display().to_string(), "acp"),
-        Wire::Pty => ("sim-tui".to_owned(), "tui"),
-    };
-    // `"$@"`: the flags the binding appends (model, resume, …).
-    let line = format!(
-        "(sleep 300 &); exec {} sim --mode {mode} \\\"$@\\\"",
-        common::BIN
-    );
-    format!(
-        "[[sessions]]\nname = \"{name}\"\nagent = \"{agent}\"\nscript = \"hang.toml\"\n\
-         argv = [\"sh\", \"-c\", \"{line}\", \"sh\"]\nenv = {{ {k} = \"{v}\" }}\n"
-    )
-}
 
 fn signal(child: &Child, sig: i32) {
     // SAFETY: kill(2) on our own child's pid.
@@ -76,7 +50,13 @@ fn stop_cleanly(wire: Wire, signals: &[i32]) {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let m = EnvMarker::new("stop-signals");
-    write_fleet(d, &[session("s0", wire, &m), session("s1", wire, &m)]);
+    write_fleet(
+        d,
+        &[
+            session("s0", wire, "hang.toml", &m),
+            session("s1", wire, "hang.toml", &m),
+        ],
+    );
     let child = capfleet(d).args(["run", "fleet.toml"]).spawn().unwrap();
     // The run directory exists once the handlers are in place.
     assert!(

@@ -7,9 +7,11 @@
 //! The rest of the plumbing every driver shares lives beside it: [`lines`] (bounded
 //! line reading of agent stdout) and [`stderr_ring`] (the last lines of stderr, quoted
 //! when an agent dies), and [`halt`] (how urgently agents are being ended: a stop
-//! signal cuts every wait short at once).
+//! signal cuts every wait short at once), and [`keeper`] (the process that kills every
+//! group still registered when capfleet dies, by whatever means).
 
 pub mod halt;
+pub mod keeper;
 pub mod lines;
 pub mod stderr_ring;
 pub mod sweep;
@@ -195,6 +197,7 @@ impl Drop for ProcessGroup {
         LIVE_GROUPS.fetch_sub(1, Ordering::Relaxed);
         if !self.settled {
             let _already_gone = signal_group(self.pgid, libc::SIGKILL);
+            keeper::unregister(self.pgid);
         }
         if let Some(m) = self.marker.take().filter(|_| !self.swept) {
             // Off this thread and batched with other teardowns when a runtime is
@@ -216,13 +219,15 @@ impl ProcessGroup {
     }
 
     /// Adopt a child that already leads its own process group (spawned with
-    /// `process_group(0)` or as a session leader).
+    /// `process_group(0)` or as a session leader); the group is registered with the
+    /// [`keeper`] until this is dropped.
     pub fn from_leader(child: Child, marker: Option<String>) -> io::Result<Self> {
         let pid = child
             .id()
             .ok_or_else(|| io::Error::other("child exited before its pid was read"))?;
         let pgid = i32::try_from(pid).map_err(|_| io::Error::other("pid out of range"))?;
         LIVE_GROUPS.fetch_add(1, Ordering::Relaxed);
+        keeper::register(pgid);
         Ok(ProcessGroup {
             child,
             pgid,
@@ -276,6 +281,10 @@ impl ProcessGroup {
         };
         settle(self.pgid, KILL_SETTLE).await;
         self.settled = !group_alive(self.pgid);
+        if self.settled {
+            // Gone: its number may be reused, so the keeper must forget it now.
+            keeper::unregister(self.pgid);
+        }
         self.sweep_escaped().await;
         Ok(status)
     }
@@ -398,6 +407,29 @@ mod tests {
             .arg(script)
             .spawn()
             .expect("spawn sh")
+    }
+
+    /// The trap of `PR_SET_PDEATHSIG` (it fires when the forking *thread* exits): an
+    /// agent spawned from a thread that then ends lives on.
+    #[tokio::test]
+    async fn an_agent_survives_the_exit_of_the_thread_that_spawned_it() {
+        let rt = tokio::runtime::Handle::current();
+        let mut g = std::thread::spawn(move || {
+            let _in_runtime = rt.enter();
+            SpawnSpec::new("sleep")
+                .arg("30")
+                .spawn()
+                .expect("spawn sleep")
+        })
+        .join()
+        .expect("the spawning thread ends");
+        sleep(Duration::from_millis(300)).await;
+        assert!(g.child().try_wait().expect("try_wait").is_none());
+        assert!(
+            group_alive(g.pgid()),
+            "the agent outlives its spawning thread"
+        );
+        g.kill(Duration::from_secs(1)).await.expect("kill");
     }
 
     #[tokio::test]

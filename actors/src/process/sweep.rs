@@ -65,6 +65,36 @@ pub fn kill_marked(key: &str, value: &str) -> usize {
     pids.len()
 }
 
+/// The capfleet pid a marker names: `<label>#<pid>.<n>` gives `pid`.
+pub fn marker_owner(value: &[u8]) -> Option<u32> {
+    let at = value.iter().rposition(|b| *b == b'#')?;
+    let rest = &value[at + 1..];
+    let dot = rest.iter().position(|b| *b == b'.')?;
+    std::str::from_utf8(&rest[..dot]).ok()?.parse().ok()
+}
+
+/// SIGKILL every live process whose marker names `owner` as its capfleet (the
+/// keeper's sweep once `owner` died); returns how many were found.
+pub fn kill_marked_by(owner: u32) -> usize {
+    let found = scan(MARKER_KEY, |v| marker_owner(v) == Some(owner));
+    found.iter().for_each(|&(pid, _)| sigkill(pid));
+    found.len()
+}
+
+/// SIGKILL every live process whose marker names a capfleet for which
+/// `orphaned(pid)` holds (one that died and left them: what its keeper could not
+/// reach); returns how many per such capfleet pid, sorted by pid.
+pub fn kill_orphans(orphaned: impl Fn(u32) -> bool) -> Vec<(u32, usize)> {
+    let mut per: std::collections::BTreeMap<u32, usize> = std::collections::BTreeMap::new();
+    for (pid, value) in scan(MARKER_KEY, |v| marker_owner(v).is_some_and(&orphaned)) {
+        sigkill(pid);
+        if let Some(owner) = marker_owner(&value) {
+            *per.entry(owner).or_default() += 1;
+        }
+    }
+    per.into_iter().collect()
+}
+
 fn sigkill(pid: i32) {
     // SAFETY: kill(2) has no memory-safety preconditions; pid > 0 (from /proc).
     unsafe {
@@ -157,6 +187,16 @@ async fn scan_batches() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_marker_names_its_capfleet() {
+        assert_eq!(marker_owner(b"cap://f/s#4242.7"), Some(4242));
+        assert_eq!(marker_owner(b"label#with#hash#17.1"), Some(17));
+        assert_eq!(marker_owner(b"no-pid"), None);
+        assert_eq!(marker_owner(b"x#abc.1"), None);
+        let m = unique_marker("cap://f/s");
+        assert_eq!(marker_owner(m.as_bytes()), Some(std::process::id()));
+    }
 
     #[tokio::test]
     async fn finds_and_kills_a_daemon_that_left_the_group() {

@@ -148,10 +148,12 @@ impl Terminals {
                 )));
             }
         }
-        let mut spec =
-            SpawnSpec::new(&p.command)
-                .args(&p.args)
-                .stdio(Io::Null, Io::Piped, Io::Piped);
+        // Marked: what leaves the terminal's group is still found (and by the keeper,
+        // should capfleet die).
+        let mut spec = SpawnSpec::new(&p.command)
+            .args(&p.args)
+            .stdio(Io::Null, Io::Piped, Io::Piped)
+            .marked("terminal");
         if let Some(cwd) = &p.cwd {
             spec = spec.cwd(cwd);
         }

@@ -60,7 +60,18 @@ pub(super) async fn execute(
     };
     let run = match std::env::current_dir()
         .map_err(|e| e.to_string())
-        .and_then(|dir| RunDir::create(&dir).map_err(|e| e.to_string()))
+        .and_then(|dir| {
+            for k in super::orphans::sweep(&dir) {
+                eprintln!(
+                    "{} killed {} process(es) left running by run {} (its capfleet, pid {}, is dead)",
+                    err.warn("warning:"),
+                    k.processes,
+                    k.run,
+                    k.pid
+                );
+            }
+            RunDir::create(&dir).map_err(|e| e.to_string())
+        })
     {
         Ok(run) => run,
         Err(e) => {

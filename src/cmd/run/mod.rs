@@ -6,6 +6,7 @@ mod board;
 mod dry_run;
 mod execute;
 mod lines;
+mod orphans;
 mod screen;
 mod totals;
 mod view;

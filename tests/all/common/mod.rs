@@ -23,6 +23,8 @@
 //!   questions.
 //! - [`tmux`]: a command in a real terminal (a tmux session of a given width) and
 //!   its screen (`capture-pane`).
+//! - [`wires`]: a fleet session on each simulator wire whose agent leaves a
+//!   grandchild behind.
 //! - [`tree`]: a supervision tree with a journal, for library-level tests; [`ask`]
 //!   a turn of one of its sessions.
 
@@ -41,6 +43,7 @@ pub(crate) mod sim;
 pub(crate) mod stop_fleet;
 pub(crate) mod terminal;
 pub(crate) mod tmux;
+pub(crate) mod wires;
 
 pub(crate) use capfleet::{
     BIN, capfleet, journal_records, latest_run, run_ended, run_journal, sandbox, sandboxed,

@@ -181,3 +181,30 @@ impl EnvMarker {
         processes_with_env_marker(&self.key, &self.value)
     }
 }
+
+/// Live processes whose `CAPFLEET_AGENT` marker names capfleet `pid`
+/// (`<label>#<pid>.<n>`): every agent, terminal and test command that capfleet started.
+pub(crate) fn processes_marked_by(pid: u32) -> Vec<i32> {
+    let needle = format!("#{pid}.");
+    all_processes()
+        .into_iter()
+        .map(|s| s.pid)
+        .filter(|p| {
+            fs::read(format!("/proc/{p}/environ")).is_ok_and(|env| {
+                env.split(|&b| b == 0).any(|kv| {
+                    kv.strip_prefix(b"CAPFLEET_AGENT=")
+                        .is_some_and(|v| String::from_utf8_lossy(v).contains(&needle))
+                })
+            })
+        })
+        .collect()
+}
+
+/// The pid of capfleet `pid`'s keeper (`capfleet __keeper <pid>`), while it runs.
+pub(crate) fn keeper_of(pid: u32) -> Option<i32> {
+    let tail = format!("\0__keeper\0{pid}\0");
+    all_processes().into_iter().map(|s| s.pid).find(|p| {
+        fs::read(format!("/proc/{p}/cmdline"))
+            .is_ok_and(|c| String::from_utf8_lossy(&c).ends_with(&tail))
+    })
+}

@@ -1,0 +1,191 @@
+//! `capfleet runs`: the runs of a data dir (`.capfleet/runs/` under the current
+//! directory or `--dir`), oldest first, each with its state — `completed`, `failed`
+//! (a session failed, a budget was exceeded, the disk failed), `interrupted` (a
+//! signal stopped it, or its capfleet died before the run ended), `running` with its
+//! capfleet's pid —, its cost (the `cap.usage` estimates in its journal), its
+//! sessions and its start time.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::fleet::run_dir::{Orchestrator, RunDir};
+use crate::style::{ColorChoice, Style};
+
+#[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Examples:
+  capfleet runs
+      the runs started from this directory, oldest first
+  capfleet runs --json
+      one JSON object per run
+
+Exit codes: 0 listed (also when there are none), 1 the runs directory cannot be read.")]
+pub(crate) struct RunsArgs {
+    /// The directory the runs were started from (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+    /// One JSON object per line instead of the table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Where a run stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum RunState {
+    Completed,
+    Failed,
+    Interrupted,
+    Running,
+}
+
+/// One run, as listed.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct RunRow {
+    pub run: String,
+    pub state: RunState,
+    /// The outcome its journal ended with, if it ended.
+    pub outcome: Option<String>,
+    /// The capfleet running it (only while it runs).
+    pub pid: Option<u32>,
+    pub cost_usd: f64,
+    pub sessions: usize,
+    /// The first record's time (ms since the epoch), if it has one.
+    pub started_ms: Option<u64>,
+}
+
+pub(crate) fn run(args: RunsArgs, color: ColorChoice) -> ExitCode {
+    let err = Style::for_stderr(color);
+    let base = args.dir.unwrap_or_else(|| PathBuf::from("."));
+    let runs = match RunDir::all(&base) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("{} {e}", err.err("error:"));
+            return ExitCode::FAILURE;
+        }
+    };
+    let rows: Vec<RunRow> = runs.iter().map(row).collect();
+    if args.json {
+        for r in &rows {
+            if let Ok(line) = serde_json::to_string(r) {
+                println!("{line}");
+            }
+        }
+        return ExitCode::SUCCESS;
+    }
+    if rows.is_empty() {
+        println!("no runs under {}", base.join(".capfleet/runs").display());
+        return ExitCode::SUCCESS;
+    }
+    println!(
+        "{:<24} {:<22} {:>10} {:>8}  started (UTC)",
+        "run", "state", "cost", "sessions"
+    );
+    for r in &rows {
+        let state = match (r.state, r.pid, &r.outcome) {
+            (RunState::Running, Some(pid), _) => format!("running (pid {pid})"),
+            (RunState::Failed, _, Some(o)) => format!("failed ({o})"),
+            (s, _, _) => serde_json::to_value(s)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_default(),
+        };
+        let started = r.started_ms.map_or_else(
+            || "-".to_owned(),
+            |ms| capfleet_actors::clock::rfc3339_secs(i64::try_from(ms / 1000).unwrap_or(0)),
+        );
+        println!(
+            "{:<24} {:<22} {:>10} {:>8}  {started}",
+            r.run,
+            state,
+            format!("${:.4}", r.cost_usd),
+            r.sessions
+        );
+    }
+    ExitCode::SUCCESS
+}
+
+/// What the run's lock and journal say about it.
+pub(crate) fn row(run: &RunDir) -> RunRow {
+    let read = read_journal(&run.journal());
+    let (state, pid) = match run.orchestrator() {
+        Orchestrator::Running => (RunState::Running, lock_pid(&run.path)),
+        _ => (state_of(read.outcome.as_deref(), read.ended), None),
+    };
+    RunRow {
+        run: run.id.clone(),
+        state,
+        outcome: read.outcome,
+        pid,
+        cost_usd: read.cost_usd,
+        sessions: read.sessions.len(),
+        started_ms: read.started_ms,
+    }
+}
+
+fn state_of(outcome: Option<&str>, ended: bool) -> RunState {
+    match outcome {
+        Some("completed") => RunState::Completed,
+        Some("interrupted") => RunState::Interrupted,
+        Some(_) => RunState::Failed,
+        // Ended without an outcome: capfleet's own `run_ended` for a run whose tree
+        // never started (a workspace that could not be made).
+        None if ended => RunState::Failed,
+        None => RunState::Interrupted,
+    }
+}
+
+fn lock_pid(dir: &Path) -> Option<u32> {
+    let text = std::fs::read_to_string(dir.join(crate::fleet::run_dir::LOCK_FILE)).ok()?;
+    serde_json::from_str::<Value>(text.trim()).ok()?["pid"]
+        .as_u64()
+        .and_then(|p| u32::try_from(p).ok())
+}
+
+#[derive(Debug, Default)]
+struct JournalRead {
+    outcome: Option<String>,
+    ended: bool,
+    cost_usd: f64,
+    sessions: BTreeSet<String>,
+    started_ms: Option<u64>,
+}
+
+/// One pass over the journal; a line that does not parse (a torn last line) is
+/// skipped.
+fn read_journal(path: &Path) -> JournalRead {
+    let mut read = JournalRead::default();
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return read;
+    };
+    for line in text.lines() {
+        let Ok(rec) = serde_json::from_str::<Value>(line) else {
+            continue;
+        };
+        if read.started_ms.is_none() {
+            read.started_ms = rec["ts_ms"].as_u64();
+        }
+        match rec["type"].as_str() {
+            Some("run_ended") => {
+                read.ended = true;
+                if let Some(o) = rec["outcome"].as_str() {
+                    read.outcome = Some(o.to_owned());
+                }
+            }
+            Some("turn_started") => {
+                if let Some(urn) = rec["urn"].as_str() {
+                    read.sessions.insert(urn.to_owned());
+                }
+            }
+            Some("cap") if rec["event"]["kind"] == "cap.usage" => {
+                read.cost_usd += rec["event"]["cost_usd_estimate"].as_f64().unwrap_or(0.0);
+            }
+            _ => {}
+        }
+    }
+    read
+}
