@@ -2,7 +2,7 @@
 //!
 //! [`spawn`] starts the driver of a [`Binding`]: one actor type, the skeleton
 //! [`actor::Driver`], generic over the binding's [`wire::Wire`] (stream-json, ACP-stdio
-//! and PTY in this build; gRPC and A2A are bindings this build has no driver for,
+//! A2A and PTY in this build; gRPC is a binding this build has no driver for,
 //! and [`SUPPORTED`] — which binding selection reads — says so from the same table).
 //! Every driver speaks [`DriverMsg`] in and [`DriverOutput`] out.
 //!
@@ -14,6 +14,7 @@
 //! restart policy. The agent is reached in one of three [`Shape`]s: one long-lived
 //! process per session, one process per turn, or a connection with no process.
 
+pub mod a2a;
 pub mod acp;
 mod acp_conn;
 #[cfg(test)]
@@ -123,8 +124,9 @@ const fn driver_of(binding: Binding) -> Option<Starter> {
         Binding::StreamJson => Some(start::<stream_json::StreamJsonWire>),
         Binding::AcpStdio => Some(start::<acp::AcpWire>),
         Binding::Pty => Some(start::<pty::PtyWire>),
+        Binding::A2a => Some(start::<a2a::A2aWire>),
         // Not in this build.
-        Binding::Grpc | Binding::A2a => None,
+        Binding::Grpc => None,
     }
 }
 
@@ -260,6 +262,8 @@ pub enum DriverOutput {
     Ready {
         resume_id: Option<String>,
         resumed: bool,
+        /// `_meta` for the session's `cap.session.ready`: what the binding negotiated.
+        meta: Option<crate::protocol::Meta>,
     },
     /// The binding learned (or re-learned) the id to resume this conversation with.
     ResumeId(String),
@@ -290,7 +294,12 @@ mod tests {
     fn supported_is_the_driver_table_in_priority_order() {
         assert_eq!(
             SUPPORTED,
-            [Binding::StreamJson, Binding::AcpStdio, Binding::Pty]
+            [
+                Binding::StreamJson,
+                Binding::AcpStdio,
+                Binding::A2a,
+                Binding::Pty
+            ]
         );
         for b in Binding::PRIORITY {
             assert_eq!(supported(b), SUPPORTED.contains(&b), "{b}");
