@@ -3,7 +3,8 @@
 //! both spellings — text, tool calls and usage as marked data parts, a permission
 //! round trip through `input-required`, a dropped stream resumed, a card without the
 //! CAP extension refused, a 401 reported as `auth_error` naming the scheme and never
-//! the token.
+//! the token, a cancel sent as `CancelTask` / `tasks/cancel`, and `resolve` showing
+//! the card and the negotiated spelling.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -250,4 +251,84 @@ fn a_401_is_an_auth_error_naming_the_scheme_and_never_the_token() {
     assert_eq!(texts(&events), "Hello from A2A");
     let all = serde_json::to_string(&events).expect("json");
     assert!(!all.contains(token), "the token leaked into the events");
+}
+
+#[test]
+fn cancel_is_cancel_task_and_ends_the_turn_cancelled() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let script = r#"
+[[turn]]
+match = "slow"
+steps = [{ say = "working" }, { sleep_ms = 30000 }, { say = "never" }]
+"#;
+    for spelling in ["1.0", "0.3"] {
+        let sim = peer(dir.path(), script, &["--spelling", spelling]);
+        let m = manifest(dir.path(), &sim.url, "");
+        let mut c = common::sandboxed(dir.path());
+        c.arg("chat")
+            .arg(&m)
+            .arg("--json")
+            .arg("--cwd")
+            .arg(dir.path());
+        c.args(["--task", "slow", "--task", "echo me"]);
+        c.stdout(Stdio::piped()).stderr(Stdio::piped());
+        let (events, code) = common::run_chat(
+            c,
+            Some(Duration::from_millis(1500)),
+            Duration::from_secs(60),
+        );
+        let ends = common::of_type(&events, "turn_ended");
+        assert_eq!(ends[0]["stop_reason"], "cancelled", "{ends:#?}");
+        assert_eq!(ends[1]["stop_reason"], "end_turn", "{ends:#?}");
+        let t = texts(&events);
+        assert!(!t.contains("never") && t.ends_with("echo: echo me"), "{t}");
+        assert_eq!(code, Some(0));
+        let log = std::fs::read_to_string(&sim.log).expect("request log");
+        let cancel = if spelling == "1.0" {
+            "CancelTask"
+        } else {
+            "tasks/cancel"
+        };
+        assert!(log.contains(cancel), "{log}");
+    }
+}
+
+#[test]
+fn resolve_shows_the_card_and_the_negotiated_spelling() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sim = peer(
+        dir.path(),
+        TURN,
+        &["--spelling", "0.3", "--bearer-token", "tok-9"],
+    );
+    let m = manifest(dir.path(), &sim.url, "");
+    let out = common::sandboxed(dir.path())
+        .arg("resolve")
+        .arg(&m)
+        .arg("--json")
+        .output()
+        .expect("resolve");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(v["binding"], "a2a");
+    assert_eq!(v["a2a"]["spelling"], "0.3", "{v:#}");
+    assert_eq!(v["a2a"]["card"]["name"], "capfleet-sim");
+    assert_eq!(v["a2a"]["card"]["skills"][0], "scripted turns");
+    assert_eq!(v["a2a"]["card"]["interfaces"][0]["binding"], "JSONRPC");
+    assert_eq!(v["a2a"]["card"]["schemes"][0]["kind"]["type"], "bearer");
+    let text = common::sandboxed(dir.path())
+        .arg("resolve")
+        .arg(&m)
+        .output()
+        .expect("resolve");
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("spelling  0.3") && text.contains("capfleet-sim"),
+        "{text}"
+    );
+    assert!(!text.contains("tok-9"));
 }
