@@ -4,7 +4,8 @@
 //! round trip through `input-required`, a dropped stream resumed, a card without the
 //! CAP extension refused, a 401 reported as `auth_error` naming the scheme and never
 //! the token, a cancel sent as `CancelTask` / `tasks/cancel`, and `resolve` showing
-//! the card and the negotiated spelling.
+//! the card and the negotiated spelling; a peer that dies mid-turn is one restart and
+//! the turn completes on its next incarnation.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -331,4 +332,96 @@ fn resolve_shows_the_card_and_the_negotiated_spelling() {
         "{text}"
     );
     assert!(!text.contains("tok-9"));
+}
+
+/// A sim that comes back on the same port whenever it exits (a peer restarted by its
+/// own supervisor), until dropped.
+struct Respawning {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Respawning {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn respawning(dir: &Path, script: &str, state: &Path) -> (Respawning, String) {
+    let state = state.display().to_string();
+    let first = peer(dir, script, &["--state-dir", &state]);
+    let url = first.url.clone();
+    let addr = url
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_owned();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = stop.clone();
+    let script_path = dir.join("a2a-script.toml");
+    let thread = std::thread::spawn(move || {
+        let mut first = first;
+        let current = &mut first.child;
+        loop {
+            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                if let Ok(Some(_)) = current.try_wait() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = current.kill();
+            let _ = current.wait();
+            if flag.load(std::sync::atomic::Ordering::Relaxed) {
+                return;
+            }
+            let spawned = Command::new(common::BIN)
+                .args([
+                    "sim",
+                    "--mode",
+                    "a2a",
+                    "--listen",
+                    &addr,
+                    "--state-dir",
+                    &state,
+                ])
+                .arg("--script")
+                .arg(&script_path)
+                .stdout(Stdio::null())
+                .spawn();
+            match spawned {
+                Ok(child) => *current = child,
+                Err(_) => return,
+            }
+        }
+    });
+    let peer = Respawning {
+        stop,
+        thread: Some(thread),
+    };
+    (peer, url)
+}
+
+#[test]
+fn a_peer_that_dies_mid_turn_is_a_restart_and_the_turn_completes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let state = dir.path().join("state");
+    let script = r#"
+[[turn]]
+steps = [{ say = "partial " }, { crash = 3, once = true }, { say = "done" }]
+"#;
+    let (_peer, url) = respawning(dir.path(), script, &state);
+    let m = manifest(dir.path(), &url, "");
+    let (events, code) = chat(dir.path(), &m, &["go"], &[]);
+    assert_eq!(code, Some(0), "{events:#?}");
+    let restarts = common::of_type(&events, "restarted");
+    assert!(
+        !restarts.is_empty()
+            || !common::of_type(&events, "driver_restarted").is_empty()
+            || texts(&events).contains("done"),
+        "{events:#?}"
+    );
+    assert_eq!(common::of_type(&events, "restart").len(), 1, "{events:#?}");
+    assert!(texts(&events).ends_with("done"), "{events:#?}");
 }
