@@ -45,8 +45,9 @@ fn is_loopback(url: &Url) -> bool {
 }
 
 /// Installs ring as rustls' provider once per process (reqwest is built without one,
-/// so that no aws-lc C build is needed).
-fn crypto_provider() {
+/// so that no aws-lc C build is needed): every reqwest client of the process needs it,
+/// the OTLP exporter's too.
+pub fn crypto_provider() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
         // Another part of the process may have installed one first: either serves.

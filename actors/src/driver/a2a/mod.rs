@@ -28,6 +28,7 @@ use crate::process::stderr_ring::StderrRing;
 use crate::protocol::{Decision, Meta};
 use conn::{Cmd, Conn, Reply};
 pub use error::A2aError;
+pub use http::crypto_provider;
 
 /// Commands in flight to the output task (they come from the session, one per
 /// prompt or answer, never from the agent).
