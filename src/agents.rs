@@ -90,6 +90,17 @@ pub(crate) fn session_spec(r: SessionRequest<'_>) -> capfleet_actors::session::S
     launch.argv = r.argv;
     launch.program = program_override(&r.manifest);
     launch.env = r.env;
+    if binding == capfleet_actors::registry::Binding::A2a {
+        // No process of ours: a connection to the peer the manifest's URL names. An
+        // unresolvable host keeps the unspecified address; the start says why.
+        let base = match &r.manifest.fast_path.a2a_serve_at {
+            capfleet_actors::manifest::AddressFastPath::Address(url) => url.as_str(),
+            capfleet_actors::manifest::AddressFastPath::Unsupported => "",
+        };
+        let addr = capfleet_actors::driver::a2a::connect_addr(base)
+            .unwrap_or_else(|| std::net::SocketAddr::from(([0, 0, 0, 0], 0)));
+        launch.shape = capfleet_actors::driver::Shape::Connect(addr);
+    }
     if let Some(script) = r.script {
         launch
             .env

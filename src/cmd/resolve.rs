@@ -57,9 +57,13 @@ pub(crate) fn run(args: ResolveArgs, color: ColorChoice) -> ExitCode {
             resolved.manifest.agent.name
         );
     }
+    let peer = a2a_peer(&runtime, &resolved, &selection);
     let printed = if args.json {
-        print_json(&args.agent, &resolved, &selection, &binary)
+        print_json(&args.agent, &resolved, &selection, &binary, peer.as_ref())
     } else {
+        if let Some(peer) = &peer {
+            print_peer(peer, Style::for_stdout(color));
+        }
         print_text(
             &args.agent,
             &resolved,
@@ -75,6 +79,65 @@ pub(crate) fn run(args: ResolveArgs, color: ColorChoice) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// What the A2A peer's card says, when A2A is the binding: read as a start reads it.
+type PeerCard = Result<capfleet_actors::driver::a2a::Discovery, String>;
+
+fn a2a_peer(runtime: &tokio::runtime::Runtime, r: &Resolved, sel: &Selection) -> Option<PeerCard> {
+    use capfleet_actors::manifest::AddressFastPath;
+    if sel.binding != capfleet_actors::registry::Binding::A2a {
+        return None;
+    }
+    let AddressFastPath::Address(base) = &r.manifest.fast_path.a2a_serve_at else {
+        return None;
+    };
+    let found = runtime.block_on(capfleet_actors::driver::a2a::discover(
+        base,
+        &r.manifest.a2a,
+    ));
+    Some(found.map_err(|e| e.to_string()))
+}
+
+fn print_peer(peer: &PeerCard, style: Style) {
+    let d = match peer {
+        Ok(d) => d,
+        Err(e) => {
+            println!("{}  {e}", style.warn("a2a     "));
+            return;
+        }
+    };
+    let c = &d.card;
+    println!(
+        "{}  {} {} ({})",
+        style.bold("a2a card"),
+        c.name,
+        c.version,
+        c.card_url
+    );
+    println!("{}  {}", style.bold("spelling"), d.choice.spelling.as_str());
+    println!("{}  {}", style.bold("endpoint"), d.choice.endpoint);
+    for i in &c.interfaces {
+        println!(
+            "{}  {} {} {}",
+            style.dim("iface   "),
+            i.binding,
+            i.version,
+            i.url
+        );
+    }
+    println!("{}  {}", style.bold("skills  "), c.skills.join(", "));
+    let auth: Vec<String> = c
+        .schemes
+        .iter()
+        .map(|s| format!("{} ({:?})", s.name, s.kind))
+        .collect();
+    let auth = if auth.is_empty() {
+        "none".to_owned()
+    } else {
+        auth.join(", ")
+    };
+    println!("{}  {auth}", style.bold("auth    "));
 }
 
 fn print_text(
@@ -117,7 +180,17 @@ fn print_text(
     Ok(())
 }
 
-fn print_json(agent: &str, r: &Resolved, sel: &Selection, binary: &Binary) -> Result<(), String> {
+fn print_json(
+    agent: &str,
+    r: &Resolved,
+    sel: &Selection,
+    binary: &Binary,
+    peer: Option<&PeerCard>,
+) -> Result<(), String> {
+    let a2a = peer.map(|p| match p {
+        Ok(d) => json!({"card": d.card, "spelling": d.choice.spelling.as_str(), "endpoint": d.choice.endpoint}),
+        Err(e) => json!({"error": e}),
+    });
     let binary = match binary {
         Ok(path) => json!({"path": path.display().to_string()}),
         Err(missing) => json!({"path": null, "error": missing}),
@@ -131,6 +204,10 @@ fn print_json(agent: &str, r: &Resolved, sel: &Selection, binary: &Binary) -> Re
         "warnings": r.warnings.iter().map(ToString::to_string).collect::<Vec<_>>(),
         "manifest": r.manifest,
     });
+    let mut out = out;
+    if let Some(a2a) = a2a {
+        out["a2a"] = a2a;
+    }
     let text = serde_json::to_string_pretty(&out).map_err(|e| e.to_string())?;
     println!("{text}");
     Ok(())

@@ -88,6 +88,7 @@
 //! paste keeps newlines inside one prompt. `config/sim/README.md` lists the
 //! exact lines and the manifest patterns matching them.
 
+mod a2a;
 mod acp;
 mod acp_turn;
 mod client;
@@ -121,6 +122,17 @@ pub(crate) enum Mode {
     Tui,
     /// An ACP agent (protocol version 1, JSON-RPC on stdio).
     Acp,
+    /// A remote A2A agent over HTTP (needs --listen).
+    A2a,
+}
+
+/// The A2A spelling `--spelling` names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum SpellingArg {
+    #[value(name = "1.0")]
+    V1,
+    #[value(name = "0.3")]
+    V03,
 }
 
 /// Arguments of `capfleet sim`.
@@ -165,6 +177,19 @@ pub(crate) struct SimArgs {
     /// picks one), then answer each connection with a sim of its own.
     #[arg(long, value_name = "ADDR")]
     listen: Option<std::net::SocketAddr>,
+    /// A2A: the spelling served (1.0: `SendStreamingMessage`, `TASK_STATE_*`; 0.3:
+    /// `message/stream`, `kind`, lowercase states).
+    #[arg(long, value_enum, default_value = "1.0")]
+    spelling: SpellingArg,
+    /// A2A: serve a card without the `cap-protocol/v1` extension (a plain A2A agent).
+    #[arg(long)]
+    no_cap_extension: bool,
+    /// A2A: declare a bearer scheme and answer 401 to requests without this token.
+    #[arg(long, value_name = "TOKEN")]
+    bearer_token: Option<String>,
+    /// A2A: append one line per request (method, `A2A-Version`, `traceparent`).
+    #[arg(long, value_name = "FILE")]
+    request_log: Option<PathBuf>,
     /// Input format; only `stream-json` (Claude compatibility).
     #[arg(long)]
     input_format: Option<String>,
@@ -214,7 +239,7 @@ pub(crate) fn run(args: SimArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    if let Some(addr) = args.listen {
+    if let (Some(addr), false) = (args.listen, args.mode == Mode::A2a) {
         return match listen::serve(addr) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -265,6 +290,21 @@ pub(crate) fn run(args: SimArgs) -> ExitCode {
             tui::run(&script, &state, &options)
         }
         Mode::Acp => acp::run(&script, &state, session_id),
+        Mode::A2a => {
+            let opts = a2a::Options {
+                spelling: match args.spelling {
+                    SpellingArg::V1 => capfleet_actors::bindings::a2a::Spelling::V1,
+                    SpellingArg::V03 => capfleet_actors::bindings::a2a::Spelling::V03,
+                },
+                plain: args.no_cap_extension,
+                bearer: args.bearer_token.clone(),
+                request_log: args.request_log.clone(),
+            };
+            let addr = args
+                .listen
+                .unwrap_or_else(|| std::net::SocketAddr::from(([127, 0, 0, 1], 0)));
+            a2a::serve(addr, script.clone(), state, opts)
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -286,8 +326,11 @@ fn load(args: &SimArgs) -> Result<Script, String> {
             return Err(format!("{flag}: only stream-json is supported"));
         }
     }
-    if (args.one_turn || args.listen.is_some()) && args.mode != Mode::StreamJson {
-        return Err("--one-turn and --listen need --mode stream-json".to_string());
+    if args.one_turn && args.mode != Mode::StreamJson {
+        return Err("--one-turn needs --mode stream-json".to_string());
+    }
+    if args.listen.is_some() && !matches!(args.mode, Mode::StreamJson | Mode::A2a) {
+        return Err("--listen needs --mode stream-json or a2a".to_string());
     }
     let script = match (&args.script_inline, &args.script) {
         (Some(text), _) => script::parse("<inline>", text).map_err(|e| e.to_string())?,

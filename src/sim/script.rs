@@ -82,6 +82,7 @@ const STEP_KINDS: &[&str] = &[
     "sleep_ms",
     "crash",
     "hang",
+    "drop_stream",
     "flood",
     "raw",
     "oversize",
@@ -265,6 +266,11 @@ fn parse_step(loc: &Loc<'_>, value: &toml::Value) -> Result<Step, ScriptError> {
             f.only(&["hang"])?;
             f.flag_true("hang")?;
             Step::Hang
+        }
+        "drop_stream" => {
+            f.only(&["drop_stream"])?;
+            f.flag_true("drop_stream")?;
+            Step::DropStream
         }
         "flood" => {
             f.only(&["flood", "chunk"])?;

@@ -28,6 +28,8 @@ pub(super) enum Step {
     Sleep(u64),
     Crash(Crash),
     Hang,
+    /// A2A mode: end the turn's SSE response mid-turn (the client resubscribes).
+    DropStream,
     Flood {
         bytes: u64,
         chunk: usize,
@@ -252,7 +254,14 @@ pub(super) trait Frontend {
         let applied = edit.apply();
         self.tool(&edit.as_tool(&applied))
     }
-    /// An `artifact` step; only stream-json has artifact frames.
+    /// A `drop_stream` step; only the A2A mode has a stream to drop.
+    fn drop_stream(&mut self) -> io::Result<Flow> {
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "step `drop_stream` needs --mode a2a",
+        ))
+    }
+    /// An `artifact` step; only stream-json and A2A have artifact frames.
     fn artifact(&mut self, name: &str, _mime: &str, _content: &Value) -> io::Result<Flow> {
         Err(io::Error::new(
             io::ErrorKind::Unsupported,
@@ -303,6 +312,7 @@ pub(super) fn run_turn<F: Frontend>(
             Step::Sleep(ms) => fe.pause(Duration::from_millis(*ms))?,
             Step::Flood { bytes, chunk } => fe.flood(*bytes, *chunk)?,
             Step::Raw(line) => fe.raw(line)?,
+            Step::DropStream => fe.drop_stream()?,
             Step::Oversize { bytes, newline } => fe.oversize(*bytes, *newline)?,
             Step::Late { text, delay_ms } => fe.late(text, Duration::from_millis(*delay_ms))?,
             Step::Rpc { method, params } => fe.rpc(method, params)?,

@@ -1,6 +1,7 @@
 //! Bindings: wire encodings between a driver and an agent (spec §6), as pure
 //! protocol layers. Processes and actors live above them.
 
+pub mod a2a;
 pub mod acp;
 pub mod codex_exec;
 pub mod error_text;

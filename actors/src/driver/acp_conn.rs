@@ -183,6 +183,7 @@ async fn main_loop(
     sink.send_one(DriverOutput::Ready {
         resume_id: Some(sid.clone()),
         resumed,
+        meta: None,
     })
     .await;
     loop {

@@ -252,8 +252,13 @@ impl<W: Wire> DriverState<W> {
     async fn announce_ready(&mut self) {
         let resume_id = self.resume_id.clone();
         let resumed = W::resumes(&self.launch, resume_id.as_deref());
+        let meta = W::ready_meta(&self.launch);
         self.sink
-            .send_one(DriverOutput::Ready { resume_id, resumed })
+            .send_one(DriverOutput::Ready {
+                resume_id,
+                resumed,
+                meta,
+            })
             .await;
     }
 

@@ -2,8 +2,9 @@
 //!
 //! [`spawn`] starts the driver of a [`Binding`]: one actor type, the skeleton
 //! [`actor::Driver`], generic over the binding's [`wire::Wire`] (stream-json,
-//! `codex exec`, ACP-stdio and PTY in this build; gRPC and A2A are bindings this build has no driver for,
-//! and [`SUPPORTED`] — which binding selection reads — says so from the same table).
+//! `codex exec`, ACP-stdio, A2A and PTY in this build; gRPC is a binding this build
+//! has no driver for, and [`SUPPORTED`] — which binding selection reads — says so
+//! from the same table).
 //! Every driver speaks [`DriverMsg`] in and [`DriverOutput`] out.
 //!
 //! A driver owns its agent's process group (or connection). It turns the agent's wire
@@ -14,6 +15,7 @@
 //! restart policy. The agent is reached in one of three [`Shape`]s: one long-lived
 //! process per session, one process per turn, or a connection with no process.
 
+pub mod a2a;
 pub mod acp;
 mod acp_conn;
 #[cfg(test)]
@@ -126,8 +128,9 @@ const fn driver_of(binding: Binding) -> Option<Starter> {
         Binding::CodexExec => Some(start::<codex_exec::CodexExecWire>),
         Binding::AcpStdio => Some(start::<acp::AcpWire>),
         Binding::Pty => Some(start::<pty::PtyWire>),
+        Binding::A2a => Some(start::<a2a::A2aWire>),
         // Not in this build.
-        Binding::Grpc | Binding::A2a => None,
+        Binding::Grpc => None,
     }
 }
 
@@ -273,6 +276,8 @@ pub enum DriverOutput {
     Ready {
         resume_id: Option<String>,
         resumed: bool,
+        /// `_meta` for the session's `cap.session.ready`: what the binding negotiated.
+        meta: Option<crate::protocol::Meta>,
     },
     /// The binding learned (or re-learned) the id to resume this conversation with.
     ResumeId(String),
@@ -307,6 +312,7 @@ mod tests {
                 Binding::StreamJson,
                 Binding::CodexExec,
                 Binding::AcpStdio,
+                Binding::A2a,
                 Binding::Pty
             ]
         );

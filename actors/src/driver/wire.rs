@@ -105,6 +105,12 @@ pub trait Wire: Send + Sized + 'static {
         matches!(shape, Shape::LongLived)
     }
 
+    /// Annotations for the session's `cap.session.ready` (`_meta`) once the wire is
+    /// started: what the binding negotiated (A2A: the peer and its spelling).
+    fn ready_meta(_launch: &LaunchSpec) -> Option<crate::protocol::Meta> {
+        None
+    }
+
     /// Whether starting with `resume_id` resumes the conversation natively.
     fn resumes(_launch: &LaunchSpec, _resume_id: Option<&str>) -> bool {
         false

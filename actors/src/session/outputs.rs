@@ -15,16 +15,21 @@ use crate::protocol::{CapEvent, HasMeta, StopReason, is_late_output};
 impl Core {
     pub(super) async fn on_output(&mut self, myself: &ActorRef<SessionMsg>, out: DriverOutput) {
         match out {
-            DriverOutput::Ready { resume_id, resumed } => {
+            DriverOutput::Ready {
+                resume_id,
+                resumed,
+                meta,
+            } => {
                 self.slot.set_ready();
                 self.spans.ready();
                 if resume_id.is_some() {
                     self.slot.resume_id = resume_id;
                 }
-                self.publish(EventBody::Cap {
-                    event: CapEvent::ready(self.slot.resume_id.as_deref()),
-                })
-                .await;
+                let mut event = CapEvent::ready(self.slot.resume_id.as_deref());
+                if meta.is_some() {
+                    *event.meta_mut() = meta;
+                }
+                self.publish(EventBody::Cap { event }).await;
                 if self.book.prompt_pending() {
                     self.send_prompt(myself, Some(resumed)).await;
                 } else if self.book.done() == 0 {

@@ -168,6 +168,8 @@ impl TracePipeline {
 }
 
 fn otlp_exporter(t: &OtlpTarget) -> Result<OtlpExporter, TelemetryError> {
+    // reqwest is built on rustls without a provider (the A2A binding's choice).
+    crate::driver::a2a::crypto_provider();
     let built = match t.protocol {
         Protocol::Grpc => OtlpExporter::builder()
             .with_tonic()

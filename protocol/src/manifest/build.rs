@@ -22,6 +22,7 @@ pub(crate) struct Read {
     pub capabilities: Capabilities,
     pub cost: Cost,
     pub limits: Limits,
+    pub a2a: super::a2a::A2aOptions,
     pub patterns: Patterns,
 }
 
@@ -144,6 +145,7 @@ pub(crate) fn read(r: &mut Reader, root: &DeTable<'_>) -> Read {
     };
 
     let limits = super::limits::read_limits(r, root, &empty);
+    let a2a = super::a2a::read_a2a(r, root, &empty);
 
     let mut patterns = Patterns::default();
     let parse = super::parse_section::read_parse(r, root, &empty, &mut patterns);
@@ -177,6 +179,7 @@ pub(crate) fn read(r: &mut Reader, root: &DeTable<'_>) -> Read {
         capabilities,
         cost,
         limits,
+        a2a,
         patterns,
     }
 }

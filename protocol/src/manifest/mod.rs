@@ -9,6 +9,7 @@
 //! Unknown keys are warnings; `x-` prefixed keys (spec §14.1) are accepted silently at
 //! any level. Compiled patterns live in [`Manifest::patterns`] so drivers never recompile.
 
+pub mod a2a;
 mod build;
 pub mod coding;
 pub mod error;
@@ -55,6 +56,9 @@ pub struct Manifest {
     pub cost: Cost,
     /// `[limits]` (capfleet extension): bounds on the agent's output.
     pub limits: Limits,
+    /// `[x-a2a]` (capfleet extension): how the A2A binding reaches its peer.
+    #[serde(rename = "x-a2a", skip_serializing_if = "a2a::A2aOptions::is_default")]
+    pub a2a: a2a::A2aOptions,
     /// Every pattern, compiled (multi-line) from the fields above.
     #[serde(skip)]
     pub patterns: Patterns,
@@ -102,6 +106,7 @@ impl Manifest {
             capabilities: read.capabilities,
             cost: read.cost,
             limits: read.limits,
+            a2a: read.a2a,
             patterns: read.patterns,
         };
         Ok(Validated { manifest, warnings })

@@ -301,6 +301,7 @@ impl Engine {
                 self.out.push(DriverOutput::Ready {
                     resume_id: None,
                     resumed: false,
+                    meta: None,
                 });
                 if let Some(next) = self.waiting.pop_front() {
                     self.submit(next);

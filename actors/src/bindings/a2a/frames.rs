@@ -1,0 +1,368 @@
+//! One SSE frame of a turn (a JSON-RPC response whose `result` is a stream response)
+//! mapped to CAP (spec Appendix C.4, §11.3), for either spelling:
+//!
+//! - message text parts (a `message`, or a status update's message) -> `cap.text_chunk`;
+//! - data parts marked `_meta."cap.kind"` -> that event verbatim (tool calls, plan,
+//!   usage, asks, permission requests, artifacts); unmarked data parts are dropped;
+//! - `input-required` -> the marked ask or permission request it carries (a plain agent
+//!   without one: a `cap.ask_user` of its text), and the stream pauses for the answer;
+//! - `auth-required` -> `cap.error` `auth_error`, the turn ends and the task is kept;
+//! - artifact updates -> `cap.artifact` (chunks joined up to the last, media types kept);
+//! - terminal states end the turn: `completed`, `canceled`, `failed` / `rejected`
+//!   (with a `cap.error`); a JSON-RPC error is a `cap.error` and the turn's end.
+//!
+//! A plain A2A agent (the manifest's opt-in) gets text, states and artifacts only.
+
+use serde_json::Value;
+
+use super::datapart;
+use super::spelling::{Part, TaskState};
+use crate::protocol::{CapEvent, ErrorKind, StopReason};
+
+/// What one frame means to the driver.
+#[derive(Debug, Clone, PartialEq)]
+#[allow(clippy::large_enum_variant)] // `Event` is nearly every output; boxing costs an allocation each.
+pub enum Mapped {
+    Event(CapEvent),
+    /// The task (and its conversation) the stream is about.
+    Task {
+        task_id: String,
+        context_id: Option<String>,
+    },
+    /// The task waits for the client: the stream ends without ending the turn.
+    Paused,
+    /// The turn ended.
+    End {
+        stop_reason: StopReason,
+        is_error: bool,
+    },
+}
+
+/// The stream mapper of one peer: what it needs across frames.
+#[derive(Debug)]
+pub struct FrameMapper {
+    plain: bool,
+    /// The largest artifact assembled from chunks (bytes of text).
+    max_artifact: usize,
+    /// An artifact being assembled: id, name, media type, text so far.
+    pending: Option<(String, Option<String>, String, String)>,
+    texts: u64,
+}
+
+fn text_of(v: &Value, key: &str) -> Option<String> {
+    v.get(key).and_then(Value::as_str).map(str::to_owned)
+}
+
+impl FrameMapper {
+    /// `plain`: the peer has no CAP extension; `max_artifact`: the bound on an
+    /// artifact assembled from chunks.
+    pub fn new(plain: bool, max_artifact: usize) -> Self {
+        FrameMapper {
+            plain,
+            max_artifact,
+            pending: None,
+            texts: 0,
+        }
+    }
+
+    /// Maps one JSON-RPC response (an SSE frame's data) into `out`.
+    pub fn on_frame(&mut self, frame: &Value, out: &mut Vec<Mapped>) {
+        if let Some(err) = frame.get("error") {
+            let message = text_of(err, "message").unwrap_or_else(|| err.to_string());
+            let code = err.get("code").and_then(Value::as_i64).unwrap_or(0);
+            let event = CapEvent::error(
+                ErrorKind::Other("a2a_error".into()),
+                format!("A2A error {code}: {message}"),
+                false,
+            );
+            out.push(Mapped::Event(event));
+            out.push(end(StopReason::Error, true));
+            return;
+        }
+        let Some(result) = frame.get("result") else {
+            out.push(Mapped::Event(parse_failed(
+                "a frame without `result` or `error`",
+            )));
+            return;
+        };
+        self.on_result(result, out);
+    }
+
+    /// Maps one stream response (1.0: `task` / `message` / `statusUpdate` /
+    /// `artifactUpdate`; 0.3: the object itself with its `kind`).
+    pub fn on_result(&mut self, r: &Value, out: &mut Vec<Mapped>) {
+        let kind = r.get("kind").and_then(Value::as_str);
+        if let Some(m) = r
+            .get("message")
+            .filter(|_| kind.is_none())
+            .or((kind == Some("message")).then_some(r))
+        {
+            self.message(m, out);
+        } else if let Some(t) = r
+            .get("task")
+            .filter(|_| kind.is_none())
+            .or((kind == Some("task") || is_bare_task(r)).then_some(r))
+        {
+            learn(t, "id", out);
+            if let Some(status) = t.get("status") {
+                self.status(status, out);
+            }
+        } else if let Some(s) = r
+            .get("statusUpdate")
+            .or((kind == Some("status-update")).then_some(r))
+        {
+            learn(s, "taskId", out);
+            if let Some(status) = s.get("status") {
+                self.status(status, out);
+            }
+        } else if let Some(a) = r
+            .get("artifactUpdate")
+            .or((kind == Some("artifact-update")).then_some(r))
+        {
+            self.artifact(a, out);
+        } else {
+            out.push(Mapped::Event(parse_failed("an unknown stream response")));
+        }
+    }
+
+    fn message(&mut self, m: &Value, out: &mut Vec<Mapped>) {
+        self.texts += 1;
+        let message_id =
+            text_of(m, "messageId").unwrap_or_else(|| format!("a2a-msg-{}", self.texts));
+        for part in m
+            .get("parts")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            match Part::read(part) {
+                Part::Text(t) if !t.is_empty() => {
+                    out.push(Mapped::Event(CapEvent::text(message_id.clone(), t)));
+                }
+                Part::Data(d) if !self.plain => match datapart::decode(d) {
+                    Some(Ok(event)) => out.push(Mapped::Event(event)),
+                    Some(Err(e)) => out.push(Mapped::Event(parse_failed(&e.to_string()))),
+                    None => {}
+                },
+                Part::File { .. } => {
+                    if let Some(event) = file_artifact(&part_id(&message_id, part), part) {
+                        out.push(Mapped::Event(event));
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    fn status(&mut self, status: &Value, out: &mut Vec<Mapped>) {
+        let state = TaskState::parse(status.get("state").and_then(Value::as_str).unwrap_or(""));
+        let at = out.len();
+        if let Some(m) = status.get("message") {
+            self.message(m, out);
+        }
+        let said: String = out[at..]
+            .iter()
+            .filter_map(|m| match m {
+                Mapped::Event(CapEvent::TextChunk(t)) => Some(t.text.as_str()),
+                _ => None,
+            })
+            .collect();
+        match state {
+            TaskState::InputRequired => {
+                let asked = out[at..].iter().any(|m| {
+                    matches!(
+                        m,
+                        Mapped::Event(CapEvent::AskUser(_) | CapEvent::PermissionRequest(_))
+                    )
+                });
+                if !asked {
+                    let prompt = if said.is_empty() {
+                        "The agent needs input.".to_owned()
+                    } else {
+                        said
+                    };
+                    out.push(Mapped::Event(CapEvent::ask_user(PLAIN_ASK, prompt, None)));
+                }
+                out.push(Mapped::Paused);
+            }
+            TaskState::AuthRequired => {
+                let what = if said.is_empty() {
+                    "the agent requires authentication".to_owned()
+                } else {
+                    said
+                };
+                let event = CapEvent::error(
+                    ErrorKind::AuthError,
+                    format!("A2A auth-required: {what}"),
+                    false,
+                );
+                out.push(Mapped::Event(event));
+                out.push(end(StopReason::Error, true));
+            }
+            TaskState::Completed => out.push(end(StopReason::EndTurn, false)),
+            TaskState::Canceled => out.push(end(StopReason::Cancelled, false)),
+            TaskState::Failed | TaskState::Rejected => {
+                let what = if said.is_empty() {
+                    "no reason given".to_owned()
+                } else {
+                    said
+                };
+                let verb = if state == TaskState::Failed {
+                    "failed"
+                } else {
+                    "rejected the task"
+                };
+                let event = CapEvent::error(
+                    ErrorKind::Other(format!("a2a_{}", state.spelled(super::Spelling::V03))),
+                    format!("the A2A agent {verb}: {what}"),
+                    false,
+                );
+                out.push(Mapped::Event(event));
+                out.push(end(StopReason::Error, true));
+            }
+            TaskState::Submitted | TaskState::Working | TaskState::Unknown => {}
+        }
+    }
+
+    fn artifact(&mut self, a: &Value, out: &mut Vec<Mapped>) {
+        let Some(art) = a.get("artifact") else {
+            return;
+        };
+        let id = text_of(art, "artifactId").unwrap_or_else(|| "a2a-artifact".into());
+        let name = text_of(art, "name");
+        let append = a.get("append").and_then(Value::as_bool).unwrap_or(false);
+        // 0.3 leaves `lastChunk` out of a whole artifact: absent means complete.
+        let last = a.get("lastChunk").and_then(Value::as_bool).unwrap_or(true);
+        for part in art
+            .get("parts")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            match Part::read(part) {
+                Part::Text(t) => {
+                    let mime = media_type(part).unwrap_or("text/plain").to_owned();
+                    let fresh = !append || self.pending.as_ref().is_none_or(|p| p.0 != id);
+                    if fresh {
+                        self.flush(out);
+                        self.pending = Some((id.clone(), name.clone(), mime, String::new()));
+                    }
+                    if let Some(p) = self.pending.as_mut() {
+                        if p.3.len() + t.len() > self.max_artifact {
+                            let max = self.max_artifact;
+                            self.pending = None;
+                            out.push(Mapped::Event(parse_failed(&format!(
+                                "artifact {id} exceeds {max} bytes; dropped"
+                            ))));
+                            return;
+                        }
+                        p.3.push_str(t);
+                    }
+                }
+                Part::Data(d) => match datapart::decode(d).filter(|_| !self.plain) {
+                    Some(Ok(event)) => out.push(Mapped::Event(event)),
+                    Some(Err(e)) => out.push(Mapped::Event(parse_failed(&e.to_string()))),
+                    None => {
+                        let mime = media_type(part).unwrap_or("application/json");
+                        out.push(Mapped::Event(CapEvent::artifact(
+                            id.clone(),
+                            mime,
+                            name.clone(),
+                            d.clone(),
+                        )));
+                    }
+                },
+                Part::File { .. } => {
+                    if let Some(event) = file_artifact(&id, part) {
+                        out.push(Mapped::Event(event));
+                    }
+                }
+                Part::Other => {}
+            }
+        }
+        if last {
+            self.flush(out);
+        }
+    }
+
+    /// The artifact assembled so far, as one `cap.artifact`.
+    fn flush(&mut self, out: &mut Vec<Mapped>) {
+        if let Some((id, name, mime, text)) = self.pending.take() {
+            out.push(Mapped::Event(CapEvent::artifact(
+                id,
+                mime,
+                name,
+                Value::String(text),
+            )));
+        }
+    }
+}
+
+/// A task object as 1.0's `CancelTask` / `GetTask` answer it: no wrapper, no `kind`.
+fn is_bare_task(r: &Value) -> bool {
+    r.get("kind").is_none() && r.get("id").is_some() && r.get("status").is_some()
+}
+
+/// The ask id of a plain agent's `input-required` (its answer is a text message).
+pub const PLAIN_ASK: &str = "a2a-input-required";
+
+fn end(stop_reason: StopReason, is_error: bool) -> Mapped {
+    Mapped::End {
+        stop_reason,
+        is_error,
+    }
+}
+
+fn learn(v: &Value, id_key: &str, out: &mut Vec<Mapped>) {
+    if let Some(task_id) = text_of(v, id_key) {
+        out.push(Mapped::Task {
+            task_id,
+            context_id: text_of(v, "contextId"),
+        });
+    }
+}
+
+/// `cap.error` `parse_failed`.
+pub fn parse_failed(what: &str) -> CapEvent {
+    CapEvent::error(ErrorKind::ParseFailed, format!("A2A stream: {what}"), false)
+}
+
+/// A part's media type: 1.0's `mediaType`, 0.3's `file.mimeType` or `metadata.mimeType`.
+fn media_type(part: &Value) -> Option<&str> {
+    part.get("mediaType")
+        .or_else(|| part.get("file").and_then(|f| f.get("mimeType")))
+        .or_else(|| part.get("metadata").and_then(|m| m.get("mimeType")))
+        .and_then(Value::as_str)
+}
+
+fn part_id(message_id: &str, part: &Value) -> String {
+    match Part::read(part) {
+        Part::File { name: Some(n), .. } => format!("{message_id}/{n}"),
+        _ => message_id.to_owned(),
+    }
+}
+
+/// A file part as a `cap.artifact`: inline bytes as content (base64), a URL as `uri`.
+fn file_artifact(id: &str, part: &Value) -> Option<CapEvent> {
+    let Part::File {
+        media_type: mime,
+        name,
+        inline,
+        url,
+    } = Part::read(part)
+    else {
+        return None;
+    };
+    let mime = mime.unwrap_or("application/octet-stream");
+    let mut event = CapEvent::artifact(
+        id,
+        mime,
+        name.map(str::to_owned),
+        inline.map_or(Value::Null, Value::from),
+    );
+    if let (CapEvent::Artifact(a), Some(url)) = (&mut event, url) {
+        a.uri = Some(url.to_owned()).into();
+        a.content = None.into();
+    }
+    Some(event)
+}

@@ -1,0 +1,168 @@
+//! The frame mapper on frames of both spellings.
+
+use serde_json::{Value, json};
+
+use super::datapart;
+use super::frames::{FrameMapper, Mapped, PLAIN_ASK};
+use crate::protocol::{CapEvent, ErrorKind, RiskLevel, StopReason};
+
+fn map(plain: bool, frames: &[Value]) -> Vec<Mapped> {
+    let mut m = FrameMapper::new(plain, 1 << 20);
+    let mut out = Vec::new();
+    for f in frames {
+        m.on_frame(&json!({"jsonrpc": "2.0", "id": 1, "result": f}), &mut out);
+    }
+    out
+}
+
+fn events(out: &[Mapped]) -> Vec<&CapEvent> {
+    out.iter()
+        .filter_map(|m| match m {
+            Mapped::Event(e) => Some(e),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_1_0_turn_maps_text_tool_calls_usage_and_completion() {
+    let tool = datapart::encode(&CapEvent::tool_start(
+        "c1",
+        "Bash",
+        json!({"command": "ls"}),
+    ));
+    let usage = json!({"_meta": {"cap.kind": "cap.usage"}, "input_tokens": 7, "output_tokens": 2});
+    let out = map(
+        false,
+        &[
+            json!({"task": {"id": "t1", "contextId": "ctx", "status": {"state": "TASK_STATE_SUBMITTED"}}}),
+            json!({"message": {"messageId": "m1", "role": "ROLE_AGENT", "parts": [{"text": "Hel"}, {"text": "lo"}, {"data": tool}]}}),
+            json!({"statusUpdate": {"taskId": "t1", "contextId": "ctx", "status": {"state": "TASK_STATE_COMPLETED",
+            "message": {"messageId": "m2", "role": "ROLE_AGENT", "parts": [{"data": usage}]}}}}),
+        ],
+    );
+    assert_eq!(
+        out[0],
+        Mapped::Task {
+            task_id: "t1".into(),
+            context_id: Some("ctx".into())
+        }
+    );
+    let ev = events(&out);
+    assert!(matches!(ev[0], CapEvent::TextChunk(t) if t.text == "Hel"));
+    assert!(matches!(ev[2], CapEvent::ToolCallStart(t) if t.name == "Bash"));
+    assert!(matches!(ev[3], CapEvent::Usage(u) if u.input_tokens.get() == Some(&7)));
+    assert_eq!(
+        out.last(),
+        Some(&Mapped::End {
+            stop_reason: StopReason::EndTurn,
+            is_error: false
+        })
+    );
+}
+
+#[test]
+fn a_0_3_input_required_carries_the_permission_request_and_pauses() {
+    let req = datapart::encode(&CapEvent::permission_request(
+        "r1",
+        "Bash",
+        Some(json!({"command": "rm x"})),
+        RiskLevel::High,
+    ));
+    let out = map(
+        false,
+        &[
+            json!({"kind": "status-update", "taskId": "t9", "contextId": "c9", "final": true,
+            "status": {"state": "input-required", "message": {"kind": "message", "messageId": "m", "role": "agent",
+                "parts": [{"kind": "text", "text": "may I?"}, {"kind": "data", "data": req}]}}}),
+        ],
+    );
+    let ev = events(&out);
+    assert!(
+        ev.iter()
+            .any(|e| matches!(e, CapEvent::PermissionRequest(p) if p.req_id == "r1"))
+    );
+    assert!(!ev.iter().any(|e| matches!(e, CapEvent::AskUser(_))));
+    assert_eq!(out.last(), Some(&Mapped::Paused));
+}
+
+#[test]
+fn a_plain_agents_input_required_is_an_ask_of_its_text_and_data_parts_are_dropped() {
+    let out = map(
+        true,
+        &[
+            json!({"kind": "message", "messageId": "m", "role": "agent", "parts": [{"kind": "data", "data": {"_meta": {"cap.kind": "cap.usage"}}}]}),
+            json!({"kind": "status-update", "taskId": "t", "status": {"state": "input-required",
+            "message": {"kind": "message", "messageId": "q", "role": "agent", "parts": [{"kind": "text", "text": "Which DB?"}]}}}),
+        ],
+    );
+    let ev = events(&out);
+    assert!(!ev.iter().any(|e| matches!(e, CapEvent::Usage(_))));
+    assert!(ev.iter().any(
+        |e| matches!(e, CapEvent::AskUser(a) if a.ask_id == PLAIN_ASK && a.prompt == "Which DB?")
+    ));
+}
+
+#[test]
+fn auth_required_failed_and_errors_end_the_turn_with_a_cap_error() {
+    let out = map(
+        false,
+        &[
+            json!({"statusUpdate": {"taskId": "t", "status": {"state": "TASK_STATE_AUTH_REQUIRED"}}}),
+        ],
+    );
+    assert!(matches!(events(&out)[0], CapEvent::Error(e) if e.code == ErrorKind::AuthError));
+    assert_eq!(
+        out.last(),
+        Some(&Mapped::End {
+            stop_reason: StopReason::Error,
+            is_error: true
+        })
+    );
+    let out = map(
+        false,
+        &[
+            json!({"kind": "status-update", "taskId": "t", "status": {"state": "canceled"}, "final": true}),
+        ],
+    );
+    assert_eq!(
+        out.last(),
+        Some(&Mapped::End {
+            stop_reason: StopReason::Cancelled,
+            is_error: false
+        })
+    );
+    let mut m = FrameMapper::new(false, 10);
+    let mut out = Vec::new();
+    m.on_frame(
+        &json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32001, "message": "Task not found"}}),
+        &mut out,
+    );
+    assert!(matches!(events(&out)[0], CapEvent::Error(e) if e.message.contains("Task not found")));
+}
+
+#[test]
+fn artifact_chunks_are_joined_keeping_the_media_type_and_bounded() {
+    let chunk = |text: &str, append: bool, last: bool| {
+        json!({"kind": "artifact-update", "taskId": "t",
+        "artifact": {"artifactId": "a1", "name": "diff.patch", "parts": [{"kind": "text", "text": text,
+            "metadata": {"mimeType": "text/x-diff"}}]}, "append": append, "lastChunk": last})
+    };
+    let out = map(
+        false,
+        &[chunk("--- a", false, false), chunk("\n+++ b", true, true)],
+    );
+    let ev = events(&out);
+    assert_eq!(ev.len(), 1);
+    let CapEvent::Artifact(a) = ev[0] else {
+        panic!("not an artifact")
+    };
+    assert_eq!(
+        (a.mime_type.as_str(), a.content.get()),
+        ("text/x-diff", Some(&json!("--- a\n+++ b")))
+    );
+    let mut m = FrameMapper::new(false, 8);
+    let mut out = Vec::new();
+    m.on_result(&chunk("0123456789", false, true), &mut out);
+    assert!(matches!(events(&out)[0], CapEvent::Error(e) if e.code == ErrorKind::ParseFailed));
+}

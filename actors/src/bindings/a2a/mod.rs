@@ -1,0 +1,16 @@
+//! The A2A binding's wire mapping (spec §6.5, §11, Appendix C.4), without actors or
+//! I/O: the agent card and the choice of interface and spelling ([`card`]), the two
+//! spellings of the JSON-RPC methods, states and parts ([`spelling`]), CAP events as
+//! marked data parts ([`datapart`]), and SSE frames to CAP events ([`frames`]).
+//! The driver that speaks it over HTTP is `driver::a2a`.
+
+pub mod card;
+pub mod datapart;
+pub mod frames;
+#[cfg(test)]
+mod frames_tests;
+pub mod spelling;
+
+pub use card::{CAP_EXTENSION, Card, CardError, Choice, Scheme, SchemeKind};
+pub use frames::{FrameMapper, Mapped};
+pub use spelling::{Method, Spelling, TaskState};

@@ -1,0 +1,350 @@
+//! The A2A wire's output task: it owns the HTTP client of one peer, takes the
+//! session's commands (prompt, answer, cancel) from a small bounded channel, makes
+//! the requests, reads each turn's SSE stream and sends the mapped events to the sink.
+//!
+//! A stream that drops mid-turn (not paused for input, no terminal state) is resumed
+//! with `SubscribeToTask` / `tasks/resubscribe`, [`RESUBSCRIBE_TRIES`] times with
+//! doubling backoff; when that fails, or the peer cannot be reached at all, the task
+//! ends: the connection's death, which the session's restart policy handles.
+
+use std::time::Duration;
+
+use reqwest::Url;
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+use super::http::{self, Http};
+use super::sse::{Events, Next};
+use crate::bindings::a2a::frames::{PLAIN_ASK, parse_failed};
+use crate::bindings::a2a::{FrameMapper, Mapped, Method, Spelling, datapart};
+use crate::driver::wire::OutputEnd;
+use crate::driver::{DriverOutput, OutputSink, TurnEnd};
+use crate::protocol::{CapEvent, Decision, StopReason};
+
+/// Resubscribe attempts before a dropped stream counts as the connection's death.
+pub(super) const RESUBSCRIBE_TRIES: u32 = 4;
+/// The first resubscribe backoff (then doubling).
+const FIRST_BACKOFF: Duration = Duration::from_millis(100);
+
+/// What the session asks of the peer, with the turn's `traceparent`.
+#[derive(Debug)]
+pub(super) enum Cmd {
+    Prompt(String, Option<String>),
+    Answer(Reply, Option<String>),
+    Cancel(Option<String>),
+}
+
+/// An answer to the task's open question.
+#[derive(Debug)]
+pub(super) enum Reply {
+    Ask {
+        ask_id: String,
+        value: Option<Value>,
+    },
+    Permission {
+        req_id: String,
+        decision: Decision,
+    },
+}
+
+/// One peer's connection: the chosen endpoint and spelling, the conversation's ids.
+pub(super) struct Conn {
+    pub http: Http,
+    pub endpoint: Url,
+    pub spelling: Spelling,
+    pub plain: bool,
+    pub sink: OutputSink,
+    pub max_event: usize,
+    pub mapper: FrameMapper,
+    pub task: Option<String>,
+    pub context: Option<String>,
+    /// A turn is in flight.
+    pub open: bool,
+    /// The task waits for our answer: its stream's end is no drop.
+    pub paused: bool,
+    pub ids: u64,
+}
+
+/// How handling a step of the connection went on.
+enum Step {
+    Go,
+    /// The connection is dead.
+    Dead,
+    Gone,
+}
+
+impl Conn {
+    /// Runs until the wire drops its sender (a deliberate end) or the peer is lost.
+    pub(super) async fn run(mut self, mut rx: mpsc::Receiver<Cmd>) -> OutputEnd {
+        let mut stream: Option<Events> = None;
+        let mut traceparent: Option<String> = None;
+        loop {
+            let step = tokio::select! {
+                cmd = rx.recv() => match cmd {
+                    None => return OutputEnd::CLOSED,
+                    Some(Cmd::Cancel(tp)) => self.cancel(tp.as_deref(), &mut stream).await,
+                    Some(Cmd::Prompt(text, tp)) => {
+                        traceparent = tp;
+                        self.open = true;
+                        let parts = vec![self.spelling.text_part(&text)];
+                        self.send(parts, traceparent.as_deref(), &mut stream).await
+                    }
+                    Some(Cmd::Answer(reply, tp)) => {
+                        traceparent = tp.or(traceparent);
+                        self.paused = false;
+                        let parts = vec![self.reply_part(reply)];
+                        self.send(parts, traceparent.as_deref(), &mut stream).await
+                    }
+                },
+                next = next_of(&mut stream) => self.on_next(next, traceparent.as_deref(), &mut stream).await,
+            };
+            match step {
+                Step::Go => {}
+                Step::Dead => {
+                    return OutputEnd::CLOSED;
+                }
+                Step::Gone => return OutputEnd::SessionGone,
+            }
+        }
+    }
+
+    fn next_id(&mut self) -> u64 {
+        self.ids += 1;
+        self.ids
+    }
+
+    fn reply_part(&self, reply: Reply) -> Value {
+        match reply {
+            Reply::Ask { ask_id, value } if self.plain || ask_id == PLAIN_ASK => {
+                let text = match value {
+                    Some(Value::String(s)) => s,
+                    Some(other) => other.to_string(),
+                    None => String::new(),
+                };
+                self.spelling.text_part(&text)
+            }
+            Reply::Ask { ask_id, value } => {
+                let answer = CapEvent::ask_answer(ask_id, value.unwrap_or(Value::Null));
+                self.spelling.data_part(datapart::encode(&answer))
+            }
+            Reply::Permission { req_id, decision } => {
+                let answer = CapEvent::permission_response(req_id, decision);
+                self.spelling.data_part(datapart::encode(&answer))
+            }
+        }
+    }
+
+    /// A streaming send of a message of `parts` to the conversation (and, answering,
+    /// to its task).
+    async fn send(
+        &mut self,
+        parts: Vec<Value>,
+        tp: Option<&str>,
+        stream: &mut Option<Events>,
+    ) -> Step {
+        let message_id = format!("capfleet-{}-{}", std::process::id(), self.next_id());
+        let message = self.spelling.user_message(
+            &message_id,
+            parts,
+            self.context.as_deref(),
+            self.task.as_deref(),
+        );
+        let id = self.next_id();
+        let body = self
+            .spelling
+            .request(id, Method::Stream, Spelling::send_params(message));
+        self.request(&body, tp, stream, false).await
+    }
+
+    /// Sends `body`; an SSE answer becomes the stream, a JSON one is mapped at once.
+    /// `resuming`: a refusal is the connection's death (the task is gone with it).
+    async fn request(
+        &mut self,
+        body: &Value,
+        tp: Option<&str>,
+        stream: &mut Option<Events>,
+        resuming: bool,
+    ) -> Step {
+        *stream = None;
+        let res = match self.http.rpc(&self.endpoint, self.spelling, body, tp).await {
+            Ok(res) => res,
+            Err(e) if e.is_unreachable() || resuming => {
+                tracing::info!(endpoint = %self.endpoint, "A2A peer lost: {e}");
+                return Step::Dead;
+            }
+            Err(e) => {
+                let outs = vec![
+                    DriverOutput::Event(e.event()),
+                    self.end(StopReason::Error, true),
+                ];
+                return self.emit(outs).await;
+            }
+        };
+        if http::is_stream(&res) {
+            *stream = Some(Events::new(res, self.max_event));
+            return Step::Go;
+        }
+        match http::read_json(res, self.endpoint.as_str()).await {
+            Ok(frame) if resuming && frame.get("error").is_some() => Step::Dead,
+            Ok(frame) => self.on_frame(&frame, stream).await,
+            Err(e) => {
+                let outs = vec![
+                    DriverOutput::Event(e.event()),
+                    self.end(StopReason::Error, true),
+                ];
+                self.emit(outs).await
+            }
+        }
+    }
+
+    async fn on_next(&mut self, next: Next, tp: Option<&str>, stream: &mut Option<Events>) -> Step {
+        match next {
+            Next::Data(data) => match serde_json::from_str::<Value>(&data) {
+                Ok(frame) => self.on_frame(&frame, stream).await,
+                Err(e) => {
+                    let event = parse_failed(&format!("an SSE event that is not JSON: {e}"));
+                    self.emit(vec![DriverOutput::Event(event)]).await
+                }
+            },
+            Next::Oversize => {
+                let event = parse_failed(&format!(
+                    "an SSE event over {} bytes; dropped",
+                    self.max_event
+                ));
+                if let Step::Gone = self.emit(vec![DriverOutput::Event(event)]).await {
+                    return Step::Gone;
+                }
+                self.resubscribe(tp, stream).await
+            }
+            Next::Ended(why) => {
+                *stream = None;
+                if !self.open || self.paused {
+                    return Step::Go;
+                }
+                tracing::info!(endpoint = %self.endpoint, ?why, "A2A stream dropped mid-turn; resubscribing");
+                self.resubscribe(tp, stream).await
+            }
+        }
+    }
+
+    /// Re-attaches to the task's stream, with bounded retries and backoff.
+    async fn resubscribe(&mut self, tp: Option<&str>, stream: &mut Option<Events>) -> Step {
+        let Some(task) = self.task.clone() else {
+            return Step::Dead;
+        };
+        let mut backoff = FIRST_BACKOFF;
+        for _ in 0..RESUBSCRIBE_TRIES {
+            tokio::time::sleep(backoff).await;
+            backoff *= 2;
+            let id = self.next_id();
+            let body = self
+                .spelling
+                .request(id, Method::Resubscribe, Spelling::task_params(&task));
+            match self.request(&body, tp, stream, true).await {
+                Step::Dead => continue,
+                step => return step,
+            }
+        }
+        Step::Dead
+    }
+
+    /// `CancelTask` / `tasks/cancel`; the canceled state it answers ends the turn.
+    async fn cancel(&mut self, tp: Option<&str>, stream: &mut Option<Events>) -> Step {
+        if !self.open {
+            return Step::Go;
+        }
+        let Some(task) = self.task.clone() else {
+            *stream = None;
+            let end = self.end(StopReason::Cancelled, false);
+            return self.emit(vec![end]).await;
+        };
+        let id = self.next_id();
+        let body = self
+            .spelling
+            .request(id, Method::Cancel, Spelling::task_params(&task));
+        let answer = match self
+            .http
+            .rpc(&self.endpoint, self.spelling, &body, tp)
+            .await
+        {
+            Ok(res) => http::read_json(res, self.endpoint.as_str()).await,
+            Err(e) => Err(e),
+        };
+        match answer {
+            Ok(frame) if frame.get("error").is_none() => {
+                *stream = None;
+                self.on_frame(&frame, stream).await
+            }
+            Ok(frame) => {
+                let event = CapEvent::error(
+                    crate::protocol::ErrorKind::Other("a2a_error".into()),
+                    format!(
+                        "the A2A peer refused to cancel task {task}: {}",
+                        frame["error"]
+                    ),
+                    false,
+                );
+                self.emit(vec![DriverOutput::Event(event)]).await
+            }
+            Err(e) => self.emit(vec![DriverOutput::Event(e.event())]).await,
+        }
+    }
+
+    async fn on_frame(&mut self, frame: &Value, stream: &mut Option<Events>) -> Step {
+        let mut mapped = Vec::new();
+        self.mapper.on_frame(frame, &mut mapped);
+        let mut outs = Vec::with_capacity(mapped.len());
+        for m in mapped {
+            match m {
+                Mapped::Event(e) => outs.push(DriverOutput::Event(e)),
+                Mapped::Task {
+                    task_id,
+                    context_id,
+                } => {
+                    self.task = Some(task_id);
+                    if context_id.is_some() {
+                        self.context = context_id;
+                    }
+                }
+                Mapped::Paused => self.paused = true,
+                Mapped::End {
+                    stop_reason,
+                    is_error,
+                } if self.open => {
+                    *stream = None;
+                    outs.push(self.end(stop_reason, is_error));
+                }
+                Mapped::End { .. } => {}
+            }
+        }
+        self.emit(outs).await
+    }
+
+    /// The turn's end: the task is done (the conversation, its context, goes on).
+    fn end(&mut self, stop_reason: StopReason, is_error: bool) -> DriverOutput {
+        self.open = false;
+        self.paused = false;
+        self.task = None;
+        DriverOutput::TurnEnd(TurnEnd {
+            stop_reason,
+            is_error,
+            result_text: None,
+        })
+    }
+
+    async fn emit(&self, outs: Vec<DriverOutput>) -> Step {
+        if self.sink.send(outs).await {
+            Step::Go
+        } else {
+            Step::Gone
+        }
+    }
+}
+
+/// The stream's next item, or never when there is none (a `select!` arm).
+async fn next_of(stream: &mut Option<Events>) -> Next {
+    match stream {
+        Some(s) => s.next().await,
+        None => std::future::pending().await,
+    }
+}
