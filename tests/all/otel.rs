@@ -456,6 +456,55 @@ async fn http_protobuf_delivers_the_same_tree_and_a_trace_file_matches_it() {
     assert_eq!(http_run.1, "capfleet", "service.name defaults to capfleet");
 }
 
+/// Tool calls' arguments and results reach the trace only when the GenAI
+/// instrumentations' content switch says so (content may hold secrets).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tool_call_content_is_recorded_only_when_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut tools = Vec::new();
+    for capture in [None, Some("true")] {
+        let file = dir
+            .path()
+            .join(format!("spans-{}.jsonl", capture.is_some()));
+        let mut cmd = capfleet(dir.path());
+        cmd.arg("run").arg(demo()).arg("--trace-file").arg(&file);
+        if let Some(on) = capture {
+            cmd.env("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", on);
+        }
+        let out = finish(cmd, Duration::from_secs(60)).await;
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let spans: Vec<serde_json::Value> = std::fs::read_to_string(&file)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("JSON"))
+            .filter(|l: &serde_json::Value| {
+                l["name"]
+                    .as_str()
+                    .is_some_and(|n| n.starts_with("execute_tool "))
+            })
+            .collect();
+        assert!(!spans.is_empty(), "the demo runs tools");
+        tools.push(spans);
+    }
+    let has = |s: &serde_json::Value, k: &str| s["attributes"].to_string().contains(k);
+    for s in &tools[0] {
+        assert!(!has(s, "gen_ai.tool.call.arguments"), "off by default: {s}");
+        assert!(!has(s, "gen_ai.tool.call.result"), "off by default: {s}");
+    }
+    assert!(
+        tools[1]
+            .iter()
+            .all(|s| has(s, "gen_ai.tool.call.arguments")),
+        "{:#?}",
+        tools[1]
+    );
+    assert!(
+        tools[1].iter().any(|s| has(s, "gen_ai.tool.call.result")),
+        "{:#?}",
+        tools[1]
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chat_traces_its_turn_and_hands_the_agent_its_traceparent() {
     let collector = Collector::start().await;
@@ -481,7 +530,9 @@ async fn chat_traces_its_turn_and_hands_the_agent_its_traceparent() {
     let out = finish(cmd, Duration::from_secs(30)).await;
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let t = collector.spans().await;
-    let chat = t.one("chat");
+    let chat = t.one("fleet.run");
+    assert_eq!(chat.name, "invoke_workflow chat");
+    assert_eq!(attr(chat, "cap.agent.type"), "sim");
     assert_eq!(chat.parent_span_id, "");
     let session = t.one("session");
     assert_eq!(session.parent_span_id, chat.span_id);

@@ -48,6 +48,42 @@ pub fn strings(span: &tracing::Span, key: &'static str, values: &[&str]) {
     span.set_attribute(key, Value::Array(Array::String(values)));
 }
 
+/// The OpenTelemetry GenAI instrumentations' switch for recording content: `true`
+/// records tool calls' arguments and results on their spans. Off by default, since
+/// content may hold what must never reach a trace store (secrets in a command line).
+pub const CAPTURE_CONTENT: &str = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT";
+/// The longest content value recorded, in bytes; a longer one is cut (and says so).
+pub const MAX_CONTENT: usize = 4096;
+
+/// Whether [`CAPTURE_CONTENT`] is `true` in capfleet's environment (read once).
+pub fn capture_content() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| {
+        std::env::var(CAPTURE_CONTENT).is_ok_and(|v| v.trim().eq_ignore_ascii_case("true"))
+    })
+}
+
+/// Record `value` as JSON text under `key` when content is captured
+/// ([`capture_content`]), cut to [`MAX_CONTENT`] bytes.
+pub fn content(span: &tracing::Span, key: &'static str, value: &serde_json::Value) {
+    if span.is_disabled() || !capture_content() {
+        return;
+    }
+    span.set_attribute(key, cut_content(value.to_string()));
+}
+
+fn cut_content(mut text: String) -> String {
+    if text.len() > MAX_CONTENT {
+        let mut at = MAX_CONTENT;
+        while !text.is_char_boundary(at) {
+            at -= 1;
+        }
+        text.truncate(at);
+        text.push_str("…[cut]");
+    }
+    text
+}
+
 /// The environment variable carrying a W3C `traceparent` to a child process.
 pub const TRACEPARENT: &str = "TRACEPARENT";
 
@@ -116,6 +152,15 @@ mod tests {
         let spans = exporter.get_finished_spans().unwrap();
         let root = spans.iter().find(|s| s.name == "fleet.run").unwrap();
         assert_eq!(root.parent_span_id.to_string(), "b7ad6b7169203331");
+    }
+
+    #[test]
+    fn content_is_cut_at_a_character_boundary_and_says_so() {
+        assert_eq!(cut_content("short".into()), "short");
+        let long = "é".repeat(MAX_CONTENT); // two bytes each: the cut falls inside one
+        let cut = cut_content(long);
+        assert!(cut.ends_with("…[cut]"), "{}", &cut[cut.len() - 20..]);
+        assert!(cut.len() <= MAX_CONTENT + "…[cut]".len());
     }
 
     #[test]

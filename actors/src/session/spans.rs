@@ -166,12 +166,18 @@ impl Spans {
                     gen_ai.tool.type = "extension",
                     cap.tool.is_error = Empty,
                 );
+                if let Some(input) = t.input.get() {
+                    trace::content(&span, "gen_ai.tool.call.arguments", input);
+                }
                 self.tools.insert(t.call_id.clone(), span);
             }
             CapEvent::ToolCallEnd(t) => {
                 if let Some(span) = self.tools.remove(&t.call_id) {
                     let failed = t.is_error.get().copied().unwrap_or(false);
                     span.record("cap.tool.is_error", failed);
+                    if let Some(output) = t.output.get() {
+                        trace::content(&span, "gen_ai.tool.call.result", output);
+                    }
                     if failed {
                         trace::fail(&span, "tool_error", "the tool call failed");
                     }

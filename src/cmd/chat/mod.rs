@@ -89,8 +89,15 @@ async fn chat(args: ChatArgs, color: ColorChoice, telemetry: &Telemetry) -> Exit
     let mut signals = StopSignals::terminations();
     let interactive = std::io::stdin().is_terminal();
     let (human_tx, human_rx) = mpsc::channel(16);
-    // One trace per chat: its sessions' spans hang under `chat`.
-    let span = tracing::info_span!("chat", gen_ai.agent.name = %args.agent);
+    // One trace per chat: its session's spans hang under it, a workflow of one agent
+    // (the GenAI conventions' `invoke_workflow`, as a fleet's run).
+    let span = tracing::info_span!(
+        "chat",
+        otel.name = "invoke_workflow chat",
+        gen_ai.operation.name = "invoke_workflow",
+        gen_ai.workflow.name = "chat",
+        cap.agent.type = %args.agent,
+    );
     if let Some(tp) = telemetry.traceparent() {
         capfleet_actors::events::trace::adopt_parent(&span, &tp);
     }
