@@ -24,7 +24,6 @@ use super::pump::{Learned, pump};
 use super::wire::{Interrupt, OutputEnd, OutputTask, Peer, Start, Started, Wire};
 use super::{DriverOutput, LaunchError, Shape, TurnEnd};
 use crate::bindings::codex_exec::{CodexExecMapper, Output, TurnEnd as WireTurnEnd, build_argv};
-use crate::process::lines::{LineConfig, LineItem, LineReader};
 use crate::protocol::{Decision, StopReason};
 use crate::sync::lock;
 
@@ -87,26 +86,13 @@ impl Wire for CodexExecWire {
         let interrupted = Arc::new(AtomicBool::new(false));
         let output: OutputTask = match stdout {
             Some(out) => {
-                let lines = LineConfig {
-                    max_line: launch.max_line,
-                    ..LineConfig::default()
-                };
-                let reader = LineReader::with_config(out, lines);
                 let (mapper, flag, max_line) =
                     (mapper.clone(), interrupted.clone(), launch.max_line);
                 let sink = sink.clone();
                 let mut wire = Vec::new();
                 Box::pin(async move {
-                    let end = pump(reader, sink.clone(), move |item, batch, learned| {
-                        match item {
-                            LineItem::Line(line) | LineItem::Unterminated(line) => {
-                                lock(&mapper).on_line(&line, &mut wire)
-                            }
-                            LineItem::Oversize { len, terminated } => {
-                                let event = super::oversize_line(len, max_line, terminated);
-                                batch.push(DriverOutput::Event(event));
-                            }
-                        }
+                    let end = pump(out, max_line, sink.clone(), move |line, batch, learned| {
+                        lock(&mapper).on_line(line, &mut wire);
                         convert(&mut wire, batch, learned);
                     })
                     .await;
@@ -154,14 +140,11 @@ impl Wire for CodexExecWire {
 
     async fn interrupt(&mut self) -> Interrupt {
         self.interrupted.store(true, Ordering::SeqCst);
-        match crate::process::signal_group(self.pgid, libc::SIGINT) {
-            Ok(()) => Interrupt::Sent,
-            // The group is gone: its output ends, and with it the turn.
-            Err(e) => {
-                tracing::debug!(urn = %self.urn, "SIGINT to codex exec: {e}");
-                Interrupt::Sent
-            }
+        // A group already gone needs no signal: its output ends, and with it the turn.
+        if let Err(e) = crate::process::signal_group(self.pgid, libc::SIGINT) {
+            tracing::debug!(urn = %self.urn, "SIGINT to codex exec: {e}");
         }
+        Interrupt::Sent
     }
 
     fn close(&mut self, _peer: &Peer) -> &'static str {
@@ -202,22 +185,19 @@ fn convert(wire: &mut Vec<Output>, batch: &mut Vec<DriverOutput>, learned: &mut 
     for out in wire.drain(..) {
         match out {
             Output::Event(event) => batch.push(DriverOutput::Event(event)),
-            Output::ThreadId(id) => {
-                learned.resume_id = Some(id.clone());
-                batch.push(DriverOutput::ResumeId(id));
-            }
+            Output::ThreadId(id) => learned.resume_id(id, batch),
             Output::TurnEnd(WireTurnEnd {
                 stop_reason,
                 is_error,
                 result_text,
-            }) => {
-                learned.turn_ended = true;
-                batch.push(DriverOutput::TurnEnd(TurnEnd {
+            }) => learned.turn_end(
+                TurnEnd {
                     stop_reason,
                     is_error,
                     result_text,
-                }));
-            }
+                },
+                batch,
+            ),
         }
     }
 }

@@ -1,14 +1,15 @@
 //! The output loop of every line-oriented wire, written once: read the agent's
-//! bounded lines, let the binding map each one into [`DriverOutput`]s, send them in
-//! credit-bounded batches (flushed when the reader has nothing more buffered or a
-//! batch is full), and say at the end what the lines taught.
+//! lines bounded by the launch's cap (an oversize line is reported here, the same
+//! way for every binding), let the binding map each line into [`DriverOutput`]s,
+//! send them in credit-bounded batches (flushed when the reader has nothing more
+//! buffered or a batch is full), and say at the end what the lines taught.
 
 use tokio::io::AsyncRead;
 
 use super::sink::MAX_BATCH;
 use super::wire::OutputEnd;
-use super::{DriverOutput, OutputSink};
-use crate::process::lines::{LineItem, LineReader};
+use super::{DriverOutput, OutputSink, TurnEnd};
+use crate::process::lines::{LineConfig, LineItem, LineReader};
 
 /// What an output loop learns on the way: whether a turn ended, and the id to
 /// resume the conversation with.
@@ -18,13 +19,33 @@ pub(crate) struct Learned {
     pub resume_id: Option<String>,
 }
 
-/// Read `reader` to its end, mapping every item with `map` (which pushes onto the
-/// batch and records what it learned).
-pub(crate) async fn pump<R, F>(mut reader: LineReader<R>, sink: OutputSink, mut map: F) -> OutputEnd
+impl Learned {
+    /// The wire named the id to resume the conversation with: learn it and tell the
+    /// session.
+    pub(crate) fn resume_id(&mut self, id: String, batch: &mut Vec<DriverOutput>) {
+        self.resume_id = Some(id.clone());
+        batch.push(DriverOutput::ResumeId(id));
+    }
+
+    /// The wire ended the turn: learn it and tell the session.
+    pub(crate) fn turn_end(&mut self, end: TurnEnd, batch: &mut Vec<DriverOutput>) {
+        self.turn_ended = true;
+        batch.push(DriverOutput::TurnEnd(end));
+    }
+}
+
+/// Read `out` to its end in lines of at most `max_line` bytes, mapping every line
+/// with `map` (which pushes onto the batch and records what it learned).
+pub(crate) async fn pump<R, F>(out: R, max_line: usize, sink: OutputSink, mut map: F) -> OutputEnd
 where
     R: AsyncRead + Unpin,
-    F: FnMut(LineItem, &mut Vec<DriverOutput>, &mut Learned),
+    F: FnMut(&[u8], &mut Vec<DriverOutput>, &mut Learned),
 {
+    let config = LineConfig {
+        max_line,
+        ..LineConfig::default()
+    };
+    let mut reader = LineReader::with_config(out, config);
     // Grows to the largest burst seen (usually a few items), not to a guess.
     let mut batch = Vec::new();
     let mut learned = Learned::default();
@@ -37,7 +58,15 @@ where
                 break;
             }
         };
-        map(item, &mut batch, &mut learned);
+        match item {
+            LineItem::Line(line) | LineItem::Unterminated(line) => {
+                map(&line, &mut batch, &mut learned)
+            }
+            LineItem::Oversize { len, terminated } => {
+                let event = super::oversize_line(len, max_line, terminated);
+                batch.push(DriverOutput::Event(event));
+            }
+        }
         let flush = batch.len() >= MAX_BATCH || !reader.has_buffered();
         if flush && !sink.send(std::mem::take(&mut batch)).await {
             return OutputEnd::SessionGone;

@@ -26,7 +26,6 @@ use crate::bindings::stream_json::{
 };
 use crate::bindings::stream_json::{build_argv, outbound};
 use crate::manifest::ArgvFastPath;
-use crate::process::lines::{LineConfig, LineItem, LineReader};
 use crate::process::stderr_ring::StderrRing;
 use crate::protocol::{CapEvent, Decision};
 use crate::sync::lock;
@@ -215,26 +214,17 @@ fn output_task<R: tokio::io::AsyncRead + Unpin + Send + 'static>(
     mapper: &Arc<Mutex<StreamJsonMapper>>,
     sink: &OutputSink,
 ) -> OutputTask {
-    let lines = LineConfig {
-        max_line: launch.max_line,
-        ..LineConfig::default()
-    };
-    let reader = LineReader::with_config(out, lines);
-    let (mapper, max_line) = (mapper.clone(), launch.max_line);
+    let mapper = mapper.clone();
     let mut wire = Vec::new();
-    Box::pin(pump(reader, sink.clone(), move |item, batch, learned| {
-        {
-            let mut m = lock(&mapper);
-            match item {
-                LineItem::Line(line) | LineItem::Unterminated(line) => m.on_line(&line, &mut wire),
-                LineItem::Oversize { len, terminated } => {
-                    let event = super::oversize_line(len, max_line, terminated);
-                    wire.push(Output::Event(event));
-                }
-            }
-        }
-        convert(&mut wire, batch, learned);
-    }))
+    Box::pin(pump(
+        out,
+        launch.max_line,
+        sink.clone(),
+        move |line, batch, learned| {
+            lock(&mapper).on_line(line, &mut wire);
+            convert(&mut wire, batch, learned);
+        },
+    ))
 }
 
 /// Binding outputs → driver outputs.
@@ -243,8 +233,7 @@ fn convert(wire: &mut Vec<Output>, batch: &mut Vec<DriverOutput>, learned: &mut 
         match out {
             Output::Event(CapEvent::SessionReady(ready)) => {
                 if let Some(id) = ready.session_id.into_option() {
-                    learned.resume_id = Some(id.clone());
-                    batch.push(DriverOutput::ResumeId(id));
+                    learned.resume_id(id, batch);
                 }
             }
             Output::Event(event) => batch.push(DriverOutput::Event(event)),
@@ -253,14 +242,14 @@ fn convert(wire: &mut Vec<Output>, batch: &mut Vec<DriverOutput>, learned: &mut 
                 is_error,
                 result_text,
                 ..
-            }) => {
-                learned.turn_ended = true;
-                batch.push(DriverOutput::TurnEnd(TurnEnd {
+            }) => learned.turn_end(
+                TurnEnd {
                     stop_reason,
                     is_error,
                     result_text,
-                }));
-            }
+                },
+                batch,
+            ),
             Output::PermissionWithdrawn { req_id, .. } => {
                 batch.push(DriverOutput::Withdrawn { req_id })
             }

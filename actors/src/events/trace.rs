@@ -125,8 +125,12 @@ mod tests {
 
     use super::*;
 
-    #[test]
-    fn a_span_hands_on_its_traceparent_and_adopts_a_remote_one() {
+    /// A subscriber exporting every span to memory, as capfleet's pipeline does.
+    fn recording() -> (
+        InMemorySpanExporter,
+        SdkTracerProvider,
+        impl tracing::Subscriber + Send + Sync,
+    ) {
         let exporter = InMemorySpanExporter::default();
         let provider = SdkTracerProvider::builder()
             .with_simple_exporter(exporter.clone())
@@ -134,6 +138,12 @@ mod tests {
         let tracer = opentelemetry::trace::TracerProvider::tracer(&provider, "t");
         let subscriber =
             tracing_subscriber::registry().with(tracing_opentelemetry::layer().with_tracer(tracer));
+        (exporter, provider, subscriber)
+    }
+
+    #[test]
+    fn a_span_hands_on_its_traceparent_and_adopts_a_remote_one() {
+        let (exporter, provider, subscriber) = recording();
         let remote = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
         tracing::subscriber::with_default(subscriber, || {
             let root = tracing::info_span!("fleet.run");
@@ -167,13 +177,7 @@ mod tests {
     fn a_span_ends_when_its_work_does_not_at_its_last_exit() {
         use std::time::Duration;
 
-        let exporter = InMemorySpanExporter::default();
-        let provider = SdkTracerProvider::builder()
-            .with_simple_exporter(exporter.clone())
-            .build();
-        let tracer = opentelemetry::trace::TracerProvider::tracer(&provider, "t");
-        let subscriber =
-            tracing_subscriber::registry().with(tracing_opentelemetry::layer().with_tracer(tracer));
+        let (exporter, _provider, subscriber) = recording();
         tracing::subscriber::with_default(subscriber, || {
             let turn = tracing::info_span!("turn");
             // Entered only while its prompt is sent, as a turn is.
