@@ -218,9 +218,9 @@ fn spend_reported_before_ctrl_c_is_kept() {
     let started = common::wait_until(Duration::from_secs(15), Duration::from_millis(50), || {
         d.join(".capfleet/runs").exists()
             && std::fs::read_to_string(common::latest_run(d).join("journal.jsonl"))
-                .is_ok_and(|j| j.contains("\"started\""))
+                .is_ok_and(|j| j.contains("\"started\"") && j.contains("\"cap.usage\""))
     });
-    assert!(started, "the turn started");
+    assert!(started, "the turn started and reported its spend");
     // SAFETY: kill(2) on our own child's pid.
     unsafe {
         libc::kill(child.id() as i32, libc::SIGINT);

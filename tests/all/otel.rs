@@ -193,8 +193,10 @@ async fn the_budget_exit_still_exports_the_budget_span_and_every_session() {
     write(
         d,
         "spend.toml",
-        "[[turn]]\nsteps = [{ usage = { input_tokens = 10, output_tokens = 10, cost_usd = 0.4 } }, { say = \"spent\" }]\n",
+        "[[turn]]\nsteps = [{ sleep_ms = 500 }, { usage = { input_tokens = 10, output_tokens = 10, cost_usd = 0.4 } }, { say = \"spent\" }]\n",
     );
+    // The spend waits half a second so that the other session's turn is in flight
+    // when the budget stops the run.
     write(d, "wait.toml", "[[turn]]\nsteps = [{ sleep_ms = 20000 }]\n");
     write(
         d,
