@@ -202,13 +202,15 @@ fn a_session_crossing_its_own_budget_is_stopped_and_reported() {
 
 /// Ctrl-C while a turn runs, after it reported $0.30: the summary and the journal
 /// keep the $0.30 (before the fix: the tokens, but $0.0000 and a zero cost estimate).
+/// The usage step comes before the `started` text the test waits for: once that text
+/// is journaled the sim has certainly counted the spend.
 #[test]
 fn spend_reported_before_ctrl_c_is_kept() {
     let m = EnvMarker::new("budget-sigint");
     let dir = fleet_dir(
         &[(
             "long.toml",
-            "[[turn]]\nsteps = [{ say = \"started\" }, { usage = { input_tokens = 100, output_tokens = 50, cost_usd = 0.3 } }, { sleep_ms = 20000 }, { say = \"never\" }]\n".to_owned(),
+            "[[turn]]\nsteps = [{ usage = { input_tokens = 100, output_tokens = 50, cost_usd = 0.3 } }, { say = \"started\" }, { sleep_ms = 20000 }, { say = \"never\" }]\n".to_owned(),
         )],
         "start = [\"a\"]\ntask = \"go\"",
         &[fleet_session("a", "long.toml", &m, "")],
@@ -218,9 +220,9 @@ fn spend_reported_before_ctrl_c_is_kept() {
     let started = common::wait_until(Duration::from_secs(15), Duration::from_millis(50), || {
         d.join(".capfleet/runs").exists()
             && std::fs::read_to_string(common::latest_run(d).join("journal.jsonl"))
-                .is_ok_and(|j| j.contains("\"started\"") && j.contains("\"cap.usage\""))
+                .is_ok_and(|j| j.contains("\"started\""))
     });
-    assert!(started, "the turn started and reported its spend");
+    assert!(started, "the turn started");
     // SAFETY: kill(2) on our own child's pid.
     unsafe {
         libc::kill(child.id() as i32, libc::SIGINT);
