@@ -6,5 +6,6 @@ pub(crate) mod manifest;
 pub(crate) mod resolve;
 pub(crate) mod run;
 pub(crate) mod runs;
+pub(crate) mod speak;
 pub(crate) mod unattended;
 pub(crate) mod worktree;

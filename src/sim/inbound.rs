@@ -4,6 +4,7 @@
 use std::io::{BufRead, BufReader, Read};
 use std::sync::mpsc::{Receiver, Sender, channel};
 
+use capfleet_actors::bindings::stream_json::outbound::user_text;
 use serde_json::Value;
 
 /// Longest accepted input line; longer lines are skipped.
@@ -92,7 +93,7 @@ pub(super) fn parse_inbound(line: &str) -> Option<Inbound> {
     let frame: Value = serde_json::from_str(line).ok()?;
     let str_of = |v: &Value, key: &str| v.get(key).and_then(Value::as_str).map(str::to_string);
     match frame.get("type")?.as_str()? {
-        "user" => Some(Inbound::Prompt(prompt_text(
+        "user" => Some(Inbound::Prompt(user_text(
             frame.get("message")?.get("content")?,
         )?)),
         "control_request" => {
@@ -109,22 +110,6 @@ pub(super) fn parse_inbound(line: &str) -> Option<Inbound> {
                 response: body.get("response").cloned().unwrap_or(Value::Null),
             })
         }
-        _ => None,
-    }
-}
-
-/// The text of a user message: a string, or the text blocks joined by `\n`.
-fn prompt_text(content: &Value) -> Option<String> {
-    match content {
-        Value::String(s) => Some(s.clone()),
-        Value::Array(blocks) => Some(
-            blocks
-                .iter()
-                .filter(|b| b.get("type").and_then(Value::as_str) == Some("text"))
-                .filter_map(|b| b.get("text").and_then(Value::as_str))
-                .collect::<Vec<_>>()
-                .join("\n"),
-        ),
         _ => None,
     }
 }

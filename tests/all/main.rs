@@ -47,6 +47,7 @@ mod session_policy;
 mod sim_acp;
 mod sim_stream_json;
 mod sim_tui;
+mod speak;
 mod stop_signals;
 mod test_results;
 mod tree;

@@ -25,6 +25,23 @@ pub fn user_content(content: Value) -> String {
     line(json!({"type": "user", "message": {"role": "user", "content": content}}))
 }
 
+/// The text of a user frame's `message.content`, read as Claude reads its input: a
+/// string, or the `text` blocks joined by `\n` (`None` for any other JSON).
+pub fn user_text(content: &Value) -> Option<String> {
+    match content {
+        Value::String(s) => Some(s.clone()),
+        Value::Array(blocks) => Some(
+            blocks
+                .iter()
+                .filter(|b| b.get("type").and_then(Value::as_str) == Some("text"))
+                .filter_map(|b| b.get("text").and_then(Value::as_str))
+                .collect::<Vec<_>>()
+                .join("\n"),
+        ),
+        _ => None,
+    }
+}
+
 /// `cap.user_input.inject` → a user frame: a single text block is sent as a bare
 /// string (as Claude's own clients do), anything else as the blocks given.
 pub fn user_inject(inject: &UserInputInject) -> String {
@@ -39,7 +56,8 @@ pub fn user_inject(inject: &UserInputInject) -> String {
     }
 }
 
-fn control_success(request_id: &str, response: Value) -> String {
+/// A successful `control_response` to the request `request_id`.
+pub fn control_success(request_id: &str, response: Value) -> String {
     line(json!({
         "type": "control_response",
         "response": {"subtype": "success", "request_id": request_id, "response": response}

@@ -1,0 +1,253 @@
+//! `capfleet speak`: capfleet as a Claude-compatible stream-json agent, driven by
+//! capfleet's own stream-json driver (a nested session: a permission answered two
+//! levels up, the inner cost reported up, a Ctrl-C at the top reaching the bottom),
+//! by the official Claude Agent SDK (two turns, a permission answered by its
+//! `can_use_tool` callback, an interrupt, the cost), and stopped by SIGTERM with an
+//! error result and no inner agent left.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use common::EnvMarker;
+use common::chat::{assert_no_survivor, chat, script};
+
+use crate::common;
+
+/// Turn 1: text, a permission for Bash, the tool, $0.25, text. Turn 2: $0.05, text,
+/// then 20 s of work (cut short by the tests' interrupts).
+const SCRIPT: &str = r#"
+[[turn]]
+steps = [{ say = "checking" }, { permission = "Bash", input = { command = "ls" } }, { tool = "Bash", input = { command = "ls" }, output = "a\nb" }, { usage = { input_tokens = 10, output_tokens = 5, cost_usd = 0.25 } }, { say = "done" }]
+[[turn]]
+steps = [{ usage = { input_tokens = 3, output_tokens = 2, cost_usd = 0.05 } }, { say = "started" }, { sleep_ms = 20000 }, { say = "never" }]
+"#;
+
+/// `capfleet speak --agent sim` as Claude is driven: stream-json both ways,
+/// permission prompts over the control protocol.
+fn speak_argv(script: &Path) -> Vec<String> {
+    [
+        "capfleet",
+        "speak",
+        "--agent",
+        "sim",
+        "--script",
+        script.to_str().expect("utf8"),
+        "--input-format",
+        "stream-json",
+        "--output-format",
+        "stream-json",
+        "--permission-prompt-tool",
+        "stdio",
+    ]
+    .map(str::to_owned)
+    .to_vec()
+}
+
+/// `capfleet chat capfleet`: capfleet's own manifest from the registry (`capfleet
+/// speak` over stream-json), answering with the sim (`CAPFLEET_SPEAK_AGENT`).
+fn nested_chat(dir: &Path, tasks: &[&str], interrupt: Option<Duration>) -> common::chat::Run {
+    let script = script(dir, SCRIPT);
+    let marker = EnvMarker::new("speak-nested");
+    let mut args = vec![
+        "--allow-tool",
+        "Bash",
+        "--env",
+        "CAPFLEET_SPEAK_AGENT=sim",
+        "--script",
+        script.to_str().expect("utf8"),
+    ];
+    for t in tasks {
+        args.extend(["--task", t]);
+    }
+    let run = chat("capfleet", &args, &marker, interrupt);
+    assert_no_survivor(&marker);
+    run
+}
+
+#[test]
+fn capfleet_drives_speak_a_permission_answered_two_levels_up_and_the_cost_comes_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = nested_chat(dir.path(), &["first"], None);
+    assert!(run.status.success(), "{:?}", run.events);
+    assert_eq!(run.texts(), ["checking", "done"]);
+    // The inner sim's permission reached the outer chat, whose allow-list answered.
+    let asked = run.kinds("cap.permission.request");
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    assert_eq!(asked[0]["tool"], "Bash");
+    let answered = run.kinds("cap.permission.response");
+    assert_eq!(answered[0]["decision"], "allow_once");
+    assert_eq!(answered[0]["_meta"]["capfleet.rule"], "allow_tools");
+    // The tool the permission let through ran, its output came up.
+    let ends = run.kinds("cap.tool_call.end");
+    assert!(ends.iter().any(|e| e["output"] == "a\nb"), "{ends:?}");
+    let usage = run.kinds("cap.usage");
+    assert_eq!(usage.len(), 1, "{usage:?}");
+    assert_eq!(usage[0]["input_tokens"], 10);
+    assert_eq!(usage[0]["cost_usd_estimate"], 0.25);
+    // Every frame speak wrote parsed: nothing was reported malformed.
+    assert!(
+        run.kinds("cap.error").is_empty(),
+        "{:?}",
+        run.kinds("cap.error")
+    );
+}
+
+#[test]
+fn ctrl_c_at_the_top_cancels_the_innermost_turn_and_leaves_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = nested_chat(
+        dir.path(),
+        &["first", "second"],
+        Some(Duration::from_secs(3)),
+    );
+    assert_eq!(run.status.code(), Some(130), "{:?}", run.events);
+    let ended: Vec<&Value> = run.session("turn_ended");
+    assert_eq!(ended.len(), 2, "{ended:?}");
+    assert_eq!(ended[1]["outcome"], "cancelled");
+    assert!(run.texts().contains(&"started".to_owned()));
+    assert!(!run.texts().contains(&"never".to_owned()));
+    // Both turns' spend came up, the interrupted one's too.
+    let cost: f64 = run
+        .kinds("cap.usage")
+        .iter()
+        .filter_map(|u| u["cost_usd_estimate"].as_f64())
+        .sum();
+    assert!((cost - 0.30).abs() < 1e-9, "{cost}");
+}
+
+/// An executable the SDK takes for Claude Code: `capfleet speak --agent sim` with
+/// whatever the SDK appends.
+fn sdk_cli(dir: &Path, script: &Path, marker: &EnvMarker) -> PathBuf {
+    let path = dir.join("claude-cap");
+    let body = format!(
+        "#!/bin/sh\nexport {}={}\nexec {} speak --agent sim --script {} \"$@\"\n",
+        marker.key,
+        marker.value,
+        common::BIN,
+        script.display()
+    );
+    std::fs::write(&path, body).unwrap();
+    let mut perms = std::fs::metadata(&path).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(&path, perms).unwrap();
+    path
+}
+
+#[test]
+fn the_claude_agent_sdk_drives_speak_two_turns_a_permission_and_an_interrupt() {
+    let python = common::peer("claude-agent-sdk");
+    let dir = tempfile::tempdir().unwrap();
+    let marker = EnvMarker::new("speak-sdk");
+    let cli = sdk_cli(dir.path(), &script(dir.path(), SCRIPT), &marker);
+    let out = Command::new(python)
+        .arg(common::support("agent_sdk_speak.py"))
+        .arg(&cli)
+        .current_dir(dir.path())
+        .env("CLAUDE_AGENT_SDK_SKIP_VERSION_CHECK", "1")
+        .env("CAPFLEET_SIM_STATE", dir.path())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let got: Value = serde_json::from_slice(&out.stdout).expect(&stderr);
+    // The permission reached the SDK's can_use_tool callback with the tool's input.
+    assert_eq!(
+        got["asked"],
+        serde_json::json!([{"tool": "Bash", "input": {"command": "ls"}}])
+    );
+    let first = got["turns"][0].as_array().unwrap();
+    assert_eq!(first[0]["system"], "init");
+    let session_id = first[0]["session_id"].as_str().unwrap();
+    let texts: Vec<&Value> = first.iter().filter_map(|m| m["assistant"].get(0)).collect();
+    assert!(texts.iter().any(|b| b["text"] == "checking"), "{first:?}");
+    assert!(texts.iter().any(|b| b["tool_use"] == "Bash"), "{first:?}");
+    assert!(
+        first.iter().any(|m| m["user"][0]["tool_result"] == "a\nb"),
+        "{first:?}"
+    );
+    let result = first.last().unwrap();
+    assert_eq!(result["subtype"], "success");
+    assert_eq!(result["is_error"], false);
+    assert_eq!(result["total_cost_usd"], 0.25);
+    assert_eq!(result["usage"]["input_tokens"], 10);
+    assert_eq!(result["session_id"], session_id);
+    // The interrupt ended the second turn; the cost is cumulative, as Claude's.
+    let second = got["turns"][1].as_array().unwrap();
+    assert_eq!(second[0]["assistant"][0]["text"], "started");
+    let result = second.last().unwrap();
+    assert_eq!(result["is_error"], true, "{second:?}");
+    assert_eq!(result["num_turns"], 2);
+    let total = result["total_cost_usd"].as_f64().unwrap();
+    assert!((total - 0.30).abs() < 1e-9, "{total}");
+    assert_no_survivor(&marker);
+}
+
+#[test]
+fn sigterm_writes_an_error_result_and_leaves_no_inner_agent() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = script(dir.path(), SCRIPT);
+    let marker = EnvMarker::new("speak-term");
+    let argv = speak_argv(&script);
+    let mut child = Command::new(common::BIN)
+        .args(&argv[1..])
+        .args(["--allowedTools", "Bash"])
+        .env(marker.key.as_str(), marker.value.as_str())
+        .env("CAPFLEET_SIM_STATE", dir.path())
+        .current_dir(dir.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    for prompt in ["first", "second"] {
+        writeln!(
+            stdin,
+            r#"{{"type":"user","message":{{"role":"user","content":"{prompt}"}}}}"#
+        )
+        .unwrap();
+    }
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut frames: Vec<Value> = Vec::new();
+    // Read up to the second turn's first text: the inner sim is now mid-turn.
+    for line in lines.by_ref() {
+        let frame: Value = serde_json::from_str(&line.unwrap()).expect("every line is a frame");
+        let started = frame["message"]["content"][0]["text"] == "started";
+        frames.push(frame);
+        if started {
+            break;
+        }
+    }
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM);
+    }
+    for line in lines {
+        frames.push(serde_json::from_str(&line.unwrap()).expect("every line is a frame"));
+    }
+    let status = child.wait().unwrap();
+    drop(stdin);
+    assert_eq!(status.code(), Some(130));
+    let results: Vec<&Value> = frames.iter().filter(|f| f["type"] == "result").collect();
+    assert_eq!(results.len(), 2, "{frames:?}");
+    assert_eq!(results[0]["subtype"], "success");
+    assert_eq!(results[1]["is_error"], true);
+    assert!(
+        results[1]["errors"][0]
+            .as_str()
+            .unwrap()
+            .contains("SIGTERM"),
+        "{:?}",
+        results[1]
+    );
+    assert!(common::wait_until(
+        Duration::from_secs(1),
+        Duration::from_millis(20),
+        || marker.processes().is_empty()
+    ));
+}
