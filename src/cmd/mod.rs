@@ -3,6 +3,7 @@
 pub(crate) mod chat;
 pub(crate) mod log;
 pub(crate) mod manifest;
+pub(crate) mod one_session;
 pub(crate) mod resolve;
 pub(crate) mod run;
 pub(crate) mod runs;

@@ -22,11 +22,9 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use capfleet_actors::events::{Published, SUBSCRIBER_CAPACITY, TurnOutcome, UsageTotals};
+use capfleet_actors::events::{TurnOutcome, UsageTotals};
 use capfleet_actors::protocol::CancelScope;
-use capfleet_actors::root::{Orchestrator, RootArgs};
 use capfleet_actors::session::{SessionError, SessionMsg, TurnResult};
-use capfleet_actors::telemetry::TreeTelemetry;
 use ractor::ActorRef;
 use tokio::sync::{mpsc, oneshot, watch};
 
@@ -42,30 +40,8 @@ const EXIT_USAGE: u8 = 2;
 const EXIT_INTERRUPTED: u8 = 130;
 
 pub(crate) fn run(args: ChatArgs, color: ColorChoice) -> ExitCode {
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("capfleet: cannot start the runtime: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    runtime.block_on(async {
-        let telemetry = match Telemetry::start(color, &args.telemetry) {
-            Ok(t) => t,
-            Err(e) => {
-                crate::logging::init(color);
-                eprintln!("{} {e}", Style::for_stderr(color).err("error:"));
-                return ExitCode::from(EXIT_USAGE);
-            }
-        };
-        let code = chat(args, color, &telemetry).await;
-        telemetry.finish().await;
-        code
-    })
+    let telemetry = args.telemetry.clone();
+    crate::cmd::one_session::run_verb(color, &telemetry, async |t| chat(args, color, t).await)
 }
 
 async fn chat(args: ChatArgs, color: ColorChoice, telemetry: &Telemetry) -> ExitCode {
@@ -89,48 +65,22 @@ async fn chat(args: ChatArgs, color: ColorChoice, telemetry: &Telemetry) -> Exit
     let mut signals = StopSignals::terminations();
     let interactive = std::io::stdin().is_terminal();
     let (human_tx, human_rx) = mpsc::channel(16);
-    // One trace per chat: its session's spans hang under it, a workflow of one agent
-    // (the GenAI conventions' `invoke_workflow`, as a fleet's run).
-    let span = tracing::info_span!(
-        "chat",
-        otel.name = "invoke_workflow chat",
-        gen_ai.operation.name = "invoke_workflow",
-        gen_ai.workflow.name = "chat",
-        cap.agent.type = %args.agent,
-    );
-    if let Some(tp) = telemetry.traceparent() {
-        capfleet_actors::events::trace::adopt_parent(&span, &tp);
-    }
-    let (faults_tx, mut faults) = mpsc::channel(capfleet_actors::fault::FAULTS_CAPACITY);
-    let orchestrator = match Orchestrator::start(RootArgs {
-        fleet_name: "chat".into(),
-        journal: args.journal.clone().map(Into::into),
-        faults: Some(faults_tx),
+    let one = crate::cmd::one_session::Setup {
+        verb: "chat",
+        agent_type: &args.agent,
+        journal: args.journal.clone(),
         policy: args.policy(),
-        budget: Default::default(),
         human: interactive.then_some(human_tx),
-        fleet_events: None,
-        telemetry: TreeTelemetry {
-            span,
-            metrics: None,
-        },
-    })
-    .await
-    {
-        Ok(o) => o,
-        Err(e) => {
-            eprintln!("{} {e}", err_style.err("error:"));
-            return ExitCode::FAILURE;
-        }
+        telemetry,
     };
-    let (events_tx, events_rx) = mpsc::channel::<Published>(SUBSCRIBER_CAPACITY);
-    let session = match orchestrator.spawn_session(spec, vec![events_tx]).await {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("{} {e}", err_style.err("error:"));
-            orchestrator.shutdown().await;
-            return ExitCode::FAILURE;
-        }
+    let crate::cmd::one_session::OneSession {
+        orchestrator,
+        session,
+        events: events_rx,
+        mut faults,
+    } = match crate::cmd::one_session::start(one, spec, err_style).await {
+        Ok(one) => one,
+        Err(code) => return code,
     };
     let (shown_tx, turns_shown) = watch::channel(0);
     let printer = tokio::spawn(render::print_events(

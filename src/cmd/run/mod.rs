@@ -28,16 +28,9 @@ pub(crate) const EXIT_BUDGET: u8 = 3;
 pub(crate) const EXIT_INTERRUPTED: u8 = 130;
 
 pub(crate) fn run(args: RunArgs, color: ColorChoice) -> ExitCode {
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
+    let runtime = match crate::cmd::one_session::runtime() {
         Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("capfleet: cannot start the runtime: {e}");
-            return ExitCode::FAILURE;
-        }
+        Err(code) => return code,
     };
     runtime.block_on(main(args, color))
 }

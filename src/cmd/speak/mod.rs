@@ -22,9 +22,6 @@ mod transcript;
 
 use std::process::ExitCode;
 
-use capfleet_actors::events::SUBSCRIBER_CAPACITY;
-use capfleet_actors::root::{Orchestrator, RootArgs};
-use capfleet_actors::telemetry::TreeTelemetry;
 use tokio::sync::mpsc;
 
 pub(crate) use args::SpeakArgs;
@@ -44,34 +41,8 @@ pub(crate) fn run(args: SpeakArgs, color: ColorChoice) -> ExitCode {
         println!("{} (capfleet speak)", env!("CARGO_PKG_VERSION"));
         return ExitCode::SUCCESS;
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("capfleet: cannot start the runtime: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let code = runtime.block_on(async {
-        let telemetry = match Telemetry::start(color, &args.telemetry) {
-            Ok(t) => t,
-            Err(e) => {
-                crate::logging::init(color);
-                eprintln!("{} {e}", Style::for_stderr(color).err("error:"));
-                return ExitCode::from(EXIT_USAGE);
-            }
-        };
-        let code = speak(args, color, &telemetry).await;
-        telemetry.finish().await;
-        code
-    });
-    // stdin's reader may still block in read(2) (a driver that keeps stdin open):
-    // the runtime does not wait for it.
-    runtime.shutdown_background();
-    code
+    let telemetry = args.telemetry.clone();
+    crate::cmd::one_session::run_verb(color, &telemetry, async |t| speak(args, color, t).await)
 }
 
 async fn speak(args: SpeakArgs, color: ColorChoice, telemetry: &Telemetry) -> ExitCode {
@@ -97,57 +68,28 @@ async fn speak(args: SpeakArgs, color: ColorChoice, telemetry: &Telemetry) -> Ex
     // Before any agent exists: from here on the signals end the session first.
     let signals = StopSignals::all();
     let (human_tx, human_rx) = mpsc::channel(16);
-    let span = tracing::info_span!(
-        "speak",
-        otel.name = "invoke_workflow speak",
-        gen_ai.operation.name = "invoke_workflow",
-        gen_ai.workflow.name = "speak",
-        cap.agent.type = args.agent.as_deref().unwrap_or_default(),
-    );
-    if let Some(tp) = telemetry.traceparent() {
-        capfleet_actors::events::trace::adopt_parent(&span, &tp);
-    }
-    let (faults_tx, faults) = mpsc::channel(capfleet_actors::fault::FAULTS_CAPACITY);
-    let orchestrator = match Orchestrator::start(RootArgs {
-        fleet_name: "speak".into(),
-        journal: args.journal.clone().map(Into::into),
-        faults: Some(faults_tx),
+    let one = crate::cmd::one_session::Setup {
+        verb: "speak",
+        agent_type: args.agent.as_deref().unwrap_or_default(),
+        journal: args.journal.clone(),
         policy: args.policy(),
-        budget: Default::default(),
         human: args.prompts_upstream().then_some(human_tx),
-        fleet_events: None,
-        telemetry: TreeTelemetry {
-            span,
-            metrics: None,
-        },
-    })
-    .await
-    {
-        Ok(o) => o,
-        Err(e) => {
-            eprintln!("{} {e}", err.err("error:"));
-            return ExitCode::FAILURE;
-        }
+        telemetry,
     };
-    let (events_tx, events) = mpsc::channel(SUBSCRIBER_CAPACITY);
-    let session = match orchestrator.spawn_session(spec, vec![events_tx]).await {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("{} {e}", err.err("error:"));
-            orchestrator.shutdown().await;
-            return ExitCode::FAILURE;
-        }
+    let one = match crate::cmd::one_session::start(one, spec, err).await {
+        Ok(one) => one,
+        Err(code) => return code,
     };
     let ends = conversation::Ends {
-        events,
+        events: one.events,
         questions: human_rx,
-        faults,
+        faults: one.faults,
         signals,
     };
-    let code = conversation::Conversation::new(&args, session)
+    let code = conversation::Conversation::new(&args, one.session)
         .run(ends)
         .await;
-    let kept = orchestrator.finish().await;
+    let kept = one.orchestrator.finish().await;
     if kept.lost > 0 {
         eprintln!(
             "{} the journal lost {} records",

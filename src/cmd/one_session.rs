@@ -1,0 +1,132 @@
+//! What `chat` and `speak` share: the runtime, and one session under the full
+//! supervision tree (root, answerer, fleet, session, driver) in a trace of its own,
+//! a workflow of one agent (the GenAI conventions' `invoke_workflow`, as a fleet's run).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use capfleet_actors::answerer::{HumanQuestion, Policy};
+use capfleet_actors::events::{Published, SUBSCRIBER_CAPACITY};
+use capfleet_actors::fault::DiskFault;
+use capfleet_actors::root::{Orchestrator, RootArgs};
+use capfleet_actors::session::{SessionMsg, SessionSpec};
+use capfleet_actors::telemetry::TreeTelemetry;
+use ractor::ActorRef;
+use tokio::sync::mpsc;
+
+use crate::style::{ColorChoice, Style};
+use crate::telemetry::{Telemetry, TelemetryArgs};
+
+/// Run `verb` in a fresh [`runtime`] with its span pipeline from `telemetry` (bad
+/// telemetry flags: exit 2), finishing the pipeline after it. The runtime does not
+/// wait for a blocked read of stdin at the end.
+pub(crate) fn run_verb(
+    color: ColorChoice,
+    telemetry: &TelemetryArgs,
+    verb: impl AsyncFnOnce(&Telemetry) -> ExitCode,
+) -> ExitCode {
+    let runtime = match runtime() {
+        Ok(rt) => rt,
+        Err(code) => return code,
+    };
+    let code = runtime.block_on(async {
+        let telemetry = match Telemetry::start(color, telemetry) {
+            Ok(t) => t,
+            Err(e) => {
+                crate::logging::init(color);
+                eprintln!("{} {e}", Style::for_stderr(color).err("error:"));
+                return ExitCode::from(2);
+            }
+        };
+        let code = verb(&telemetry).await;
+        telemetry.finish().await;
+        code
+    });
+    runtime.shutdown_background();
+    code
+}
+
+/// The runtime of a verb that drives agents (two workers); `Err` once said on stderr.
+pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| {
+            eprintln!("capfleet: cannot start the runtime: {e}");
+            ExitCode::FAILURE
+        })
+}
+
+/// How the session's tree is set up.
+pub(crate) struct Setup<'a> {
+    /// The verb: the fleet's and the workflow's name.
+    pub verb: &'static str,
+    pub agent_type: &'a str,
+    pub journal: Option<PathBuf>,
+    pub policy: Policy,
+    /// Where what the policy leaves open is asked (else: denied fail-safe).
+    pub human: Option<mpsc::Sender<HumanQuestion>>,
+    pub telemetry: &'a Telemetry,
+}
+
+/// The running tree and its one session.
+pub(crate) struct OneSession {
+    pub orchestrator: Orchestrator,
+    pub session: ActorRef<SessionMsg>,
+    /// Every event of the session.
+    pub events: mpsc::Receiver<Published>,
+    /// A journal write that failed.
+    pub faults: mpsc::Receiver<DiskFault>,
+}
+
+/// Start the tree and `spec`'s session; `Err` once said on stderr (the tree is down).
+pub(crate) async fn start(
+    setup: Setup<'_>,
+    spec: SessionSpec,
+    err: Style,
+) -> Result<OneSession, ExitCode> {
+    let span = tracing::info_span!(
+        "workflow",
+        otel.name = %format!("invoke_workflow {}", setup.verb),
+        gen_ai.operation.name = "invoke_workflow",
+        gen_ai.workflow.name = setup.verb,
+        cap.agent.type = setup.agent_type,
+    );
+    if let Some(tp) = setup.telemetry.traceparent() {
+        capfleet_actors::events::trace::adopt_parent(&span, &tp);
+    }
+    let (faults_tx, faults) = mpsc::channel(capfleet_actors::fault::FAULTS_CAPACITY);
+    let orchestrator = Orchestrator::start(RootArgs {
+        fleet_name: setup.verb.into(),
+        journal: setup.journal.map(Into::into),
+        faults: Some(faults_tx),
+        policy: setup.policy,
+        budget: Default::default(),
+        human: setup.human,
+        fleet_events: None,
+        telemetry: TreeTelemetry {
+            span,
+            metrics: None,
+        },
+    })
+    .await
+    .map_err(|e| {
+        eprintln!("{} {e}", err.err("error:"));
+        ExitCode::FAILURE
+    })?;
+    let (events_tx, events) = mpsc::channel(SUBSCRIBER_CAPACITY);
+    match orchestrator.spawn_session(spec, vec![events_tx]).await {
+        Ok(session) => Ok(OneSession {
+            orchestrator,
+            session,
+            events,
+            faults,
+        }),
+        Err(e) => {
+            eprintln!("{} {e}", err.err("error:"));
+            orchestrator.shutdown().await;
+            Err(ExitCode::FAILURE)
+        }
+    }
+}
