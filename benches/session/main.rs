@@ -17,8 +17,11 @@
 //!    `cap.session.ready` (and to the retried turn's first text), median over the
 //!    sessions; against the sim's own boot (spawn to its `system/init` line).
 //!
+//! 4. one nesting level: `capfleet chat capfleet` (through `capfleet speak --agent
+//!    sim`) against `capfleet chat sim` on the same 200,000 frames, interleaved.
+//!
 //! Run: `cargo bench --bench session`. Prints figures; asserts nothing about time.
-//! `CAPFLEET_BENCH_PARTS=1,3` runs some parts only; `CAPFLEET_BENCH_FRAMES` changes
+//! `CAPFLEET_BENCH_PARTS=1,4` runs some parts only; `CAPFLEET_BENCH_FRAMES` changes
 //! the frame count of part 1.
 // A bench's figures are its output.
 #![allow(clippy::print_stdout)]
@@ -26,6 +29,7 @@
 use std::path::Path;
 
 mod measure;
+mod nested;
 mod restarts;
 mod throughput;
 mod tree;
@@ -44,7 +48,7 @@ pub(crate) const USER_FRAME: &str =
     "{\"type\":\"user\",\"message\":{\"role\":\"user\",\"content\":\"x\"}}\n";
 
 fn main() {
-    let parts = std::env::var("CAPFLEET_BENCH_PARTS").unwrap_or_else(|_| "1,2,3".into());
+    let parts = std::env::var("CAPFLEET_BENCH_PARTS").unwrap_or_else(|_| "1,2,3,4".into());
     let frames: u64 = std::env::var("CAPFLEET_BENCH_FRAMES")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -67,5 +71,8 @@ fn main() {
     }
     if parts.contains('3') {
         restarts::restarts(&runtime, &dir);
+    }
+    if parts.contains('4') {
+        nested::nested(&dir);
     }
 }

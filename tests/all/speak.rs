@@ -251,3 +251,45 @@ fn sigterm_writes_an_error_result_and_leaves_no_inner_agent() {
         || marker.processes().is_empty()
     ));
 }
+
+#[test]
+fn a_flood_is_written_as_bounded_frames_and_its_turn_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = script(
+        dir.path(),
+        "[[turn]]\nsteps = [{ flood = 1600000, chunk = 8 }]\n",
+    );
+    let out = Command::new(common::BIN)
+        .args(["speak", "--agent", "sim", "--script"])
+        .arg(&script)
+        .args(["-p", "x", "--output-format", "stream-json"])
+        .env("CAPFLEET_SIM_STATE", dir.path())
+        .current_dir(dir.path())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    // Every line far below the 1 MiB a reader takes (capfleet's own driver included).
+    let longest = text.lines().map(str::len).max().unwrap_or(0);
+    assert!(longest < 512 << 10, "a {longest}-byte line");
+    let frames: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let streamed: usize = frames
+        .iter()
+        .filter(|f| f["type"] == "assistant")
+        .filter_map(|f| f["message"]["content"][0]["text"].as_str())
+        .map(str::len)
+        .sum();
+    assert_eq!(streamed, 1_600_000);
+    let result = frames.last().unwrap();
+    assert_eq!(result["type"], "result");
+    assert_eq!(result["subtype"], "success");
+    let kept = result["result"].as_str().unwrap().len() as u64;
+    assert_eq!(
+        kept + result["result_truncated_bytes"].as_u64().unwrap(),
+        1 << 20
+    );
+}

@@ -4,6 +4,11 @@
 use capfleet_actors::events::UsageTotals;
 use serde_json::{Value, json};
 
+/// Bytes of a `result`'s text at most (the rest is cut, and said): the line stays far
+/// below a reader's 1 MiB line limit even fully escaped. The text itself came in the
+/// turn's `assistant` frames.
+const RESULT_MAX: usize = 128 << 10;
+
 /// Facts every frame of the session repeats.
 #[derive(Debug, Clone)]
 pub(super) struct Speaker {
@@ -112,6 +117,10 @@ impl Speaker {
 
     /// The `result` frame closing a turn.
     pub(super) fn result(&mut self, end: &TurnEnd) -> Value {
+        let mut cut = end.text.len().min(RESULT_MAX);
+        while !end.text.is_char_boundary(cut) {
+            cut -= 1;
+        }
         let mut frame = json!({
             "type": "result",
             "subtype": end.subtype,
@@ -119,7 +128,7 @@ impl Speaker {
             "duration_ms": end.duration_ms,
             "duration_api_ms": end.duration_ms,
             "num_turns": end.num_turns,
-            "result": end.text,
+            "result": &end.text[..cut],
             "session_id": self.session_id,
             "total_cost_usd": end.total_cost_usd,
             "usage": usage_json(&end.usage),
@@ -131,6 +140,9 @@ impl Speaker {
         }
         if end.interrupted {
             frame["interrupted"] = json!(true);
+        }
+        if cut < end.text.len() {
+            frame["result_truncated_bytes"] = json!(end.text.len() - cut);
         }
         frame
     }

@@ -11,6 +11,10 @@ use serde_json::{Value, json};
 
 use super::frames::Speaker;
 
+/// Text bytes of one `assistant` block at most: a flood is written as many frames,
+/// each line far below a reader's 1 MiB line limit even fully escaped.
+const BLOCK_MAX: usize = 64 << 10;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum BlockKind {
     Text,
@@ -135,6 +139,7 @@ impl Transcript {
             }
         });
         open.text.push_str(text);
+        let full = open.text.len() >= BLOCK_MAX;
         if partial {
             let delta = match kind {
                 BlockKind::Text => json!({"type": "text_delta", "text": text}),
@@ -143,6 +148,9 @@ impl Transcript {
             out.push(
                 sp.stream_event(json!({"type": "content_block_delta", "index": 0, "delta": delta})),
             );
+        }
+        if full {
+            self.close(sp, out);
         }
     }
 
