@@ -7,86 +7,14 @@
 //! the card and the negotiated spelling; a peer that dies mid-turn is one restart and
 //! the turn completes on its next incarnation.
 
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::common::a2a::{chat, manifest, sim as peer};
 use crate::common::{self, of_kind, texts};
-
-/// A sim serving A2A on a loopback port, killed on drop.
-struct Peer {
-    child: Child,
-    url: String,
-    log: PathBuf,
-}
-
-impl Drop for Peer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn peer(dir: &Path, script: &str, args: &[&str]) -> Peer {
-    let script_path = dir.join("a2a-script.toml");
-    std::fs::write(&script_path, script).expect("script");
-    let log = dir.join("requests.log");
-    let mut child = Command::new(common::BIN)
-        .args([
-            "sim",
-            "--mode",
-            "a2a",
-            "--listen",
-            "127.0.0.1:0",
-            "--script",
-        ])
-        .arg(&script_path)
-        .arg("--request-log")
-        .arg(&log)
-        .args(args)
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("spawn the sim");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("stdout"))
-        .read_line(&mut line)
-        .expect("the bound address");
-    Peer {
-        child,
-        url: format!("http://{}/", line.trim()),
-        log,
-    }
-}
-
-/// The simulator's ACP manifest turned into a remote one: A2A at `url`, nothing else.
-fn manifest(dir: &Path, url: &str, extra: &str) -> PathBuf {
-    let path = dir.join("a2a-agent.toml");
-    let base = std::fs::read_to_string(common::support("sim-acp.toml")).expect("sim-acp.toml");
-    let text = base
-        .replace("name = \"sim-acp\"", "name = \"remote-sim\"")
-        .replace("acp_stdio = true", "acp_stdio = false")
-        .replace("a2a_serve_at = false", &format!("a2a_serve_at = \"{url}\""));
-    assert!(text.contains(url), "the template changed: {text}");
-    std::fs::write(&path, format!("{text}\n{extra}")).expect("manifest");
-    path
-}
-
-fn chat(dir: &Path, manifest: &Path, tasks: &[&str], extra: &[&str]) -> (Vec<Value>, Option<i32>) {
-    let mut c = common::sandboxed(dir);
-    c.arg("chat")
-        .arg(manifest)
-        .arg("--json")
-        .arg("--cwd")
-        .arg(dir);
-    for t in tasks {
-        c.arg("--task").arg(t);
-    }
-    c.args(extra).stdout(Stdio::piped()).stderr(Stdio::piped());
-    common::run_chat(c, None, Duration::from_secs(60))
-}
 
 const TURN: &str = r#"
 [[turn]]
@@ -117,7 +45,7 @@ fn drives_a_turn_in(spelling: &str) {
         ready[0]["event"]["_meta"]["capfleet.a2a"]["spelling"], spelling,
         "{ready:#?}"
     );
-    let log = std::fs::read_to_string(&sim.log).expect("request log");
+    let log = sim.requests();
     let method = if spelling == "1.0" {
         "SendStreamingMessage a2a-version=1.0"
     } else {
@@ -173,7 +101,7 @@ steps = [{ say = "before " }, { drop_stream = true }, { sleep_ms = 200 }, { say 
     let (events, code) = chat(dir.path(), &m, &["go"], &[]);
     assert_eq!(code, Some(0), "{events:#?}");
     assert_eq!(texts(&events), "before after");
-    let log = std::fs::read_to_string(&sim.log).expect("request log");
+    let log = sim.requests();
     assert!(log.contains("SubscribeToTask"), "{log}");
 }
 
@@ -284,7 +212,7 @@ steps = [{ say = "working" }, { sleep_ms = 30000 }, { say = "never" }]
         let t = texts(&events);
         assert!(!t.contains("never") && t.ends_with("echo: echo me"), "{t}");
         assert_eq!(code, Some(0));
-        let log = std::fs::read_to_string(&sim.log).expect("request log");
+        let log = sim.requests();
         let cancel = if spelling == "1.0" {
             "CancelTask"
         } else {

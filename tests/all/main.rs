@@ -8,6 +8,8 @@
 
 mod common;
 
+mod a2a_peers;
+mod a2a_sessions;
 mod a2a_sim;
 mod acp_echo;
 mod acp_peers;

@@ -31,7 +31,9 @@ opencode|npm|1.18.33|opencode-ai@1.18.33|node_modules/.bin/opencode
 codex|npm|0.171.0|@openai/codex@0.171.0|node_modules/.bin/codex
 codex-acp|npm|0.16.0|@zed-industries/codex-acp@0.16.0|node_modules/.bin/codex-acp
 py-acp|venv|0.12.1|agent-client-protocol==0.12.1|venv/bin/python
-a2a-py|venv|1.3.0|a2a-sdk[http-server]==1.3.0 uvicorn|venv/bin/python
+a2a-py|venv|1.3.0|a2a-sdk[http-server]==1.3.0 uvicorn==0.54.0|venv/bin/python
+a2a-js|npm|1.3.0|@a2a-js/sdk@1.3.0 express@5.2.0|node_modules/@a2a-js/sdk/package.json
+gemini-a2a|npm|0.25.2|@google/gemini-cli-a2a-server@0.25.2|node_modules/.bin/gemini-cli-a2a-server
 aider|venv|0.86.2|aider-chat==0.86.2|venv/bin/aider
 pytest|venv|9.2.0|pytest==9.2.0|venv/bin/python
 claude-agent-sdk|venv|0.2.184|claude-agent-sdk==0.2.184|venv/bin/python
@@ -68,6 +70,14 @@ check_version() { # peer dir
       test -f "$dir/node_modules/@zed-industries/claude-agent-acp/dist/index.js" ;;
     py-acp)
       "$dir/venv/bin/python" -c 'import acp, importlib.metadata as m; print(m.version("agent-client-protocol"))' ;;
+    a2a-js)
+      node -e 'console.log(require(process.argv[1]).version)' \
+        "$dir/node_modules/@a2a-js/sdk/package.json"
+      test -f "$dir/node_modules/express/package.json" ;;
+    gemini-a2a)
+      node -e 'console.log(require(process.argv[1]).version)' \
+        "$dir/node_modules/@google/gemini-cli-a2a-server/package.json"
+      test -x "$dir/node_modules/.bin/gemini-cli-a2a-server" ;;
     a2a-py)
       "$dir/venv/bin/python" -c 'import a2a, uvicorn, importlib.metadata as m; print(m.version("a2a-sdk"))' ;;
     aider)

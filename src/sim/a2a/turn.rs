@@ -296,9 +296,8 @@ impl Frontend for A2aTurn {
         if let Some(t) = text {
             parts.push(self.sp().text_part(&t));
         }
-        if *u != Usage::default() {
-            parts.push(self.sp().data_part(usage));
-        }
+        // Like stream-json's `result`, every turn's end reports its usage (zeros too).
+        parts.push(self.sp().data_part(usage));
         let id = format!("{}-end", self.task.id);
         let message = (!parts.is_empty()).then(|| self.task.message_obj(&id, parts));
         self.frame(self.task.status(state, message))?;

@@ -1,5 +1,7 @@
 //! The helpers every module of the test binary shares (`use crate::common;`).
 //!
+//! - [`a2a`]: A2A peers (the sim's `--mode a2a`, the SDK test agents), their
+//!   manifest, `capfleet chat` driving them.
 //! - [`capfleet`](mod@capfleet): the binary under test ([`BIN`]), the `capfleet(dir)`
 //!   command and its registry sandbox, a run's journal read back.
 //! - [`sim`]: the simulator as the test agent (library session specs, fleet entries).
@@ -28,6 +30,7 @@
 //! - [`tree`]: a supervision tree with a journal, for library-level tests; [`ask`]
 //!   a turn of one of its sessions.
 
+pub(crate) mod a2a;
 pub(crate) mod capfleet;
 pub(crate) mod chaos;
 pub(crate) mod chat;

@@ -1,6 +1,7 @@
 //! CAP events carried as A2A data parts (spec §7.0, §11.3): the part's `data` is the
 //! event's object without its `kind`, which travels as `_meta."cap.kind"` (or nested,
 //! `_meta.cap.kind`). Answers to asks and permission requests go back the same way.
+//! Whole numbers sent as doubles (protobuf's `Value`) decode as integers.
 
 use serde_json::{Map, Value};
 
@@ -38,10 +39,30 @@ pub fn decode(data: &Value) -> Option<Result<CapEvent, DataPartError>> {
         }
     }
     obj.insert("kind".into(), Value::String(kind.clone()));
-    Some(decode_value(Value::Object(obj)).map_err(|e| DataPartError {
+    let mut event = Value::Object(obj);
+    whole_numbers(&mut event);
+    Some(decode_value(event).map_err(|e| DataPartError {
         kind,
         reason: e.to_string(),
     }))
+}
+
+/// Peers built on protobuf (the official SDKs) carry a data part as a
+/// `google.protobuf.Value`, whose numbers are all doubles: `7` arrives as `7.0`.
+/// Whole numbers are made integers again, so that counts decode as counts.
+fn whole_numbers(v: &mut Value) {
+    match v {
+        Value::Number(n) if n.is_f64() => {
+            let f = n.as_f64().unwrap_or(f64::NAN);
+            // Within ±2^53 a double is an exact integer.
+            if f.fract() == 0.0 && f.abs() <= 9_007_199_254_740_992.0 {
+                *v = Value::from(f as i64);
+            }
+        }
+        Value::Array(a) => a.iter_mut().for_each(whole_numbers),
+        Value::Object(o) => o.values_mut().for_each(whole_numbers),
+        _ => {}
+    }
 }
 
 /// The data of a part carrying `event` (its kind moved into `_meta."cap.kind"`).
@@ -72,6 +93,17 @@ mod tests {
         assert_eq!(data["_meta"]["cap.kind"], "cap.tool_call.start");
         assert!(data.get("kind").is_none());
         assert_eq!(decode(&data).unwrap().unwrap(), event);
+    }
+
+    #[test]
+    fn a_protobuf_peers_doubles_decode_as_counts() {
+        let data = json!({"_meta": {"cap.kind": "cap.usage"}, "input_tokens": 7.0, "output_tokens": 3.0,
+            "cost_usd_estimate": 0.25});
+        let CapEvent::Usage(u) = decode(&data).unwrap().unwrap() else {
+            panic!("not usage")
+        };
+        assert_eq!(u.input_tokens.get(), Some(&7));
+        assert_eq!(u.output_tokens.get(), Some(&3));
     }
 
     #[test]

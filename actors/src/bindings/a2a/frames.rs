@@ -4,20 +4,28 @@
 //! - message text parts (a `message`, or a status update's message) -> `cap.text_chunk`;
 //! - data parts marked `_meta."cap.kind"` -> that event verbatim (tool calls, plan,
 //!   usage, asks, permission requests, artifacts); unmarked data parts are dropped;
-//! - `input-required` -> the marked ask or permission request it carries (a plain agent
-//!   without one: a `cap.ask_user` of its text), and the stream pauses for the answer;
+//! - `input-required` -> the marked ask or permission request it carries (or one asked
+//!   earlier in the turn; a plain agent without one: a `cap.ask_user` of its text), and
+//!   the stream pauses for the answer; a final `input-required` that asks nothing and
+//!   says nothing is the agent waiting for its next message: the turn's end, the task
+//!   kept for the next prompt (Gemini CLI's A2A server ends every turn so, and sends
+//!   its tool calls' progress as non-final `input-required` updates);
 //! - `auth-required` -> `cap.error` `auth_error`, the turn ends and the task is kept;
-//! - artifact updates -> `cap.artifact` (chunks joined up to the last, media types kept);
+//! - artifact updates -> `cap.artifact` (chunks joined up to the last, or up to the
+//!   next artifact or the task's pause or end when no chunk says it is the last;
+//!   media types kept);
 //! - terminal states end the turn: `completed`, `canceled`, `failed` / `rejected`
 //!   (with a `cap.error`); a JSON-RPC error is a `cap.error` and the turn's end.
 //!
-//! A plain A2A agent (the manifest's opt-in) gets text, states and artifacts only.
+//! A plain A2A agent (the manifest's opt-in) gets text, states and artifacts only,
+//! plus the tool calls of Gemini CLI's dialect ([`super::coder_agent`]).
 
 use serde_json::Value;
 
+use super::coder_agent::CoderAgent;
 use super::datapart;
 use super::spelling::{Part, TaskState};
-use crate::protocol::{CapEvent, ErrorKind, StopReason};
+use crate::protocol::{CapEvent, Decision, ErrorKind, StopReason};
 
 /// What one frame means to the driver.
 #[derive(Debug, Clone, PartialEq)]
@@ -31,6 +39,8 @@ pub enum Mapped {
     },
     /// The task waits for the client: the stream ends without ending the turn.
     Paused,
+    /// The task waits for the next prompt: the turn ended, the task goes on.
+    Awaiting,
     /// The turn ended.
     End {
         stop_reason: StopReason,
@@ -47,6 +57,9 @@ pub struct FrameMapper {
     /// An artifact being assembled: id, name, media type, text so far.
     pending: Option<(String, Option<String>, String, String)>,
     texts: u64,
+    /// An ask or permission request of this turn is unanswered.
+    asking: bool,
+    coder: CoderAgent,
 }
 
 fn text_of(v: &Value, key: &str) -> Option<String> {
@@ -62,7 +75,19 @@ impl FrameMapper {
             max_artifact,
             pending: None,
             texts: 0,
+            asking: false,
+            coder: CoderAgent::default(),
         }
+    }
+
+    /// The client answered the open question (the next `input-required` is a new one).
+    pub fn answered(&mut self) {
+        self.asking = false;
+    }
+
+    /// The data part answering permission `req_id`, when Gemini CLI's dialect asked it.
+    pub fn dialect_answer(&mut self, req_id: &str, decision: Decision) -> Option<Value> {
+        self.coder.answer(req_id, decision)
     }
 
     /// Maps one JSON-RPC response (an SSE frame's data) into `out`.
@@ -105,15 +130,17 @@ impl FrameMapper {
         {
             learn(t, "id", out);
             if let Some(status) = t.get("status") {
-                self.status(status, out);
+                self.status(status, true, out);
             }
         } else if let Some(s) = r
             .get("statusUpdate")
             .or((kind == Some("status-update")).then_some(r))
         {
             learn(s, "taskId", out);
+            // 0.3's `final: false`: more of this stream follows, whatever the state.
+            let last = s.get("final").and_then(Value::as_bool) != Some(false);
             if let Some(status) = s.get("status") {
-                self.status(status, out);
+                self.status(status, last, out);
             }
         } else if let Some(a) = r
             .get("artifactUpdate")
@@ -139,11 +166,24 @@ impl FrameMapper {
                 Part::Text(t) if !t.is_empty() => {
                     out.push(Mapped::Event(CapEvent::text(message_id.clone(), t)));
                 }
-                Part::Data(d) if !self.plain => match datapart::decode(d) {
-                    Some(Ok(event)) => out.push(Mapped::Event(event)),
-                    Some(Err(e)) => out.push(Mapped::Event(parse_failed(&e.to_string()))),
-                    None => {}
-                },
+                Part::Data(d) => {
+                    if let Some(event) = self.coder.on_data(d) {
+                        self.asking |= matches!(event, CapEvent::PermissionRequest(_));
+                        out.push(Mapped::Event(event));
+                    } else if !self.plain {
+                        match datapart::decode(d) {
+                            Some(Ok(event)) => {
+                                self.asking |= matches!(
+                                    event,
+                                    CapEvent::AskUser(_) | CapEvent::PermissionRequest(_)
+                                );
+                                out.push(Mapped::Event(event));
+                            }
+                            Some(Err(e)) => out.push(Mapped::Event(parse_failed(&e.to_string()))),
+                            None => {}
+                        }
+                    }
+                }
                 Part::File { .. } => {
                     if let Some(event) = file_artifact(&part_id(&message_id, part), part) {
                         out.push(Mapped::Event(event));
@@ -154,8 +194,11 @@ impl FrameMapper {
         }
     }
 
-    fn status(&mut self, status: &Value, out: &mut Vec<Mapped>) {
+    fn status(&mut self, status: &Value, last: bool, out: &mut Vec<Mapped>) {
         let state = TaskState::parse(status.get("state").and_then(Value::as_str).unwrap_or(""));
+        if state.is_terminal() || state.is_interrupted() {
+            self.flush(out);
+        }
         let at = out.len();
         if let Some(m) = status.get("message") {
             self.message(m, out);
@@ -168,21 +211,12 @@ impl FrameMapper {
             })
             .collect();
         match state {
+            TaskState::InputRequired if self.asking => out.push(Mapped::Paused),
+            TaskState::InputRequired if said.is_empty() && last => out.push(Mapped::Awaiting),
+            TaskState::InputRequired if said.is_empty() => {}
             TaskState::InputRequired => {
-                let asked = out[at..].iter().any(|m| {
-                    matches!(
-                        m,
-                        Mapped::Event(CapEvent::AskUser(_) | CapEvent::PermissionRequest(_))
-                    )
-                });
-                if !asked {
-                    let prompt = if said.is_empty() {
-                        "The agent needs input.".to_owned()
-                    } else {
-                        said
-                    };
-                    out.push(Mapped::Event(CapEvent::ask_user(PLAIN_ASK, prompt, None)));
-                }
+                self.asking = true;
+                out.push(Mapped::Event(CapEvent::ask_user(PLAIN_ASK, said, None)));
                 out.push(Mapped::Paused);
             }
             TaskState::AuthRequired => {
@@ -231,8 +265,10 @@ impl FrameMapper {
         let id = text_of(art, "artifactId").unwrap_or_else(|| "a2a-artifact".into());
         let name = text_of(art, "name");
         let append = a.get("append").and_then(Value::as_bool).unwrap_or(false);
-        // 0.3 leaves `lastChunk` out of a whole artifact: absent means complete.
-        let last = a.get("lastChunk").and_then(Value::as_bool).unwrap_or(true);
+        // 1.0's JSON (proto3) leaves out a false `lastChunk`, and 0.3 peers leave it out
+        // of a whole artifact: absent, the artifact is complete at the next artifact,
+        // or when the task pauses or ends.
+        let last = a.get("lastChunk").and_then(Value::as_bool) == Some(true);
         for part in art
             .get("parts")
             .and_then(Value::as_array)

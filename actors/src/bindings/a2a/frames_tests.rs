@@ -166,3 +166,86 @@ fn artifact_chunks_are_joined_keeping_the_media_type_and_bounded() {
     m.on_result(&chunk("0123456789", false, true), &mut out);
     assert!(matches!(events(&out)[0], CapEvent::Error(e) if e.code == ErrorKind::ParseFailed));
 }
+
+#[test]
+fn a_1_0_artifact_whose_chunks_leave_out_last_chunk_ends_with_the_task() {
+    // What a proto3 peer (the Python SDK) sends: a false `lastChunk` and `append` left out.
+    let chunk = |text: &str, extra: Value| {
+        let mut a = json!({"taskId": "t", "artifact": {"artifactId": "d", "name": "x.diff",
+            "parts": [{"text": text, "mediaType": "text/x-diff"}]}});
+        if let (Some(a), Some(extra)) = (a.as_object_mut(), extra.as_object()) {
+            a.extend(extra.clone());
+        }
+        json!({ "artifactUpdate": a })
+    };
+    let out = map(
+        false,
+        &[
+            chunk("--- a", json!({})),
+            chunk("\n+++ b", json!({"append": true})),
+            json!({"statusUpdate": {"taskId": "t", "status": {"state": "TASK_STATE_COMPLETED"}}}),
+        ],
+    );
+    let ev = events(&out);
+    assert_eq!(ev.len(), 1, "{ev:#?}");
+    assert!(
+        matches!(ev[0], CapEvent::Artifact(a) if a.content.get() == Some(&json!("--- a\n+++ b")) && a.mime_type == "text/x-diff")
+    );
+    assert!(matches!(out.last(), Some(Mapped::End { .. })));
+}
+
+#[test]
+fn gemini_clis_turn_end_and_tool_approval_in_the_plain_mapping() {
+    let status = |state: &str, parts: Value| {
+        json!({"kind": "status-update", "taskId": "t", "contextId": "c", "final": state != "working",
+            "status": {"state": state, "message": {"kind": "message", "messageId": "m", "role": "agent", "parts": parts}},
+            "metadata": {"coderAgent": {"kind": "tool-call-confirmation"}}})
+    };
+    let call = json!({"request": {"callId": "sh-1", "name": "run_shell_command", "args": {"command": "ls"}},
+        "status": "awaiting_approval", "confirmationDetails": {"type": "exec"}});
+    // Text, then input-required asking nothing: the turn's end.
+    let out = map(
+        true,
+        &[
+            status("working", json!([{"kind": "text", "text": "hi"}])),
+            json!({"kind": "status-update", "taskId": "t", "status": {"state": "input-required"}, "final": true}),
+        ],
+    );
+    assert_eq!(out.last(), Some(&Mapped::Awaiting));
+    assert!(
+        !events(&out)
+            .iter()
+            .any(|e| matches!(e, CapEvent::AskUser(_)))
+    );
+    // A tool awaiting approval, then input-required: that approval is the question.
+    let out = map(
+        true,
+        &[
+            status("working", json!([{"kind": "data", "data": call}])),
+            json!({"kind": "status-update", "taskId": "t", "status": {"state": "input-required"}, "final": true}),
+        ],
+    );
+    assert!(events(&out).iter().any(
+        |e| matches!(e, CapEvent::PermissionRequest(p) if p.req_id == "sh-1" && p.tool == "run_shell_command")
+    ));
+    assert_eq!(out.last(), Some(&Mapped::Paused));
+}
+
+#[test]
+fn a_non_final_input_required_that_asks_nothing_is_progress() {
+    let out = map(
+        true,
+        &[
+            json!({"kind": "status-update", "taskId": "t", "status": {"state": "input-required"}, "final": false}),
+            json!({"kind": "status-update", "taskId": "t", "status": {"state": "working",
+                "message": {"kind": "message", "messageId": "m", "role": "agent", "parts": [{"kind": "text", "text": "ran"}]}}, "final": false}),
+            json!({"kind": "status-update", "taskId": "t", "status": {"state": "input-required"}, "final": true}),
+        ],
+    );
+    assert_eq!(
+        out.iter().filter(|m| matches!(m, Mapped::Awaiting)).count(),
+        1,
+        "{out:#?}"
+    );
+    assert_eq!(out.last(), Some(&Mapped::Awaiting));
+}

@@ -1,10 +1,12 @@
 //! The A2A binding's wire mapping (spec §6.5, §11, Appendix C.4), without actors or
 //! I/O: the agent card and the choice of interface and spelling ([`card`]), the two
 //! spellings of the JSON-RPC methods, states and parts ([`spelling`]), CAP events as
-//! marked data parts ([`datapart`]), and SSE frames to CAP events ([`frames`]).
+//! marked data parts ([`datapart`]), Gemini CLI's tool-call data parts
+//! ([`coder_agent`]), and SSE frames to CAP events ([`frames`]).
 //! The driver that speaks it over HTTP is `driver::a2a`.
 
 pub mod card;
+pub mod coder_agent;
 pub mod datapart;
 pub mod frames;
 #[cfg(test)]

@@ -1,7 +1,8 @@
 //! The two spellings of A2A's JSON-RPC binding this driver speaks: 1.0
 //! (`SendStreamingMessage`, `TASK_STATE_*`, `ROLE_USER`, parts told apart by which
 //! field they carry, the `A2A-Version` header) and 0.3 (`message/stream`, lowercase
-//! states, `kind` discriminators on messages, parts and stream results, `final`).
+//! states, `kind` discriminators on messages, parts and stream results, `final`,
+//! the `X-A2A-Extensions` header).
 //! Everything that differs between them is here, as data and small builders.
 
 use serde_json::{Map, Value, json};
@@ -68,6 +69,15 @@ impl Spelling {
         match self {
             Spelling::V1 => Some("1.0"),
             Spelling::V03 => None,
+        }
+    }
+
+    /// The header a client names the extensions it activates in (`A2A-Extensions`;
+    /// 0.3's `X-A2A-Extensions`), lower-cased as HTTP/2 sends it.
+    pub fn extensions_header(self) -> &'static str {
+        match self {
+            Spelling::V1 => "a2a-extensions",
+            Spelling::V03 => "x-a2a-extensions",
         }
     }
 

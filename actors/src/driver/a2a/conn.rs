@@ -2,6 +2,9 @@
 //! session's commands (prompt, answer, cancel) from a small bounded channel, makes
 //! the requests, reads each turn's SSE stream and sends the mapped events to the sink.
 //!
+//! A task that ends a turn waiting for input without asking anything keeps its id:
+//! the next prompt continues it (the conversation of an agent that keeps one per task).
+//!
 //! A stream that drops mid-turn (not paused for input, no terminal state) is resumed
 //! with `SubscribeToTask` / `tasks/resubscribe`, [`RESUBSCRIBE_TRIES`] times with
 //! doubling backoff; when that fails, or the peer cannot be reached at all, the task
@@ -92,6 +95,7 @@ impl Conn {
                     Some(Cmd::Answer(reply, tp)) => {
                         traceparent = tp.or(traceparent);
                         self.paused = false;
+                        self.mapper.answered();
                         let parts = vec![self.reply_part(reply)];
                         self.send(parts, traceparent.as_deref(), &mut stream).await
                     }
@@ -113,7 +117,7 @@ impl Conn {
         self.ids
     }
 
-    fn reply_part(&self, reply: Reply) -> Value {
+    fn reply_part(&mut self, reply: Reply) -> Value {
         match reply {
             Reply::Ask { ask_id, value } if self.plain || ask_id == PLAIN_ASK => {
                 let text = match value {
@@ -128,8 +132,13 @@ impl Conn {
                 self.spelling.data_part(datapart::encode(&answer))
             }
             Reply::Permission { req_id, decision } => {
-                let answer = CapEvent::permission_response(req_id, decision);
-                self.spelling.data_part(datapart::encode(&answer))
+                match self.mapper.dialect_answer(&req_id, decision) {
+                    Some(data) => self.spelling.data_part(data),
+                    None => {
+                        let answer = CapEvent::permission_response(req_id, decision);
+                        self.spelling.data_part(datapart::encode(&answer))
+                    }
+                }
             }
         }
     }
@@ -307,6 +316,14 @@ impl Conn {
                     }
                 }
                 Mapped::Paused => self.paused = true,
+                Mapped::Awaiting if self.open => {
+                    // The next prompt continues this task.
+                    *stream = None;
+                    let task = self.task.take();
+                    outs.push(self.end(StopReason::EndTurn, false));
+                    self.task = task;
+                }
+                Mapped::Awaiting => {}
                 Mapped::End {
                     stop_reason,
                     is_error,
@@ -325,6 +342,7 @@ impl Conn {
         self.open = false;
         self.paused = false;
         self.task = None;
+        self.mapper.answered();
         DriverOutput::TurnEnd(TurnEnd {
             stop_reason,
             is_error,

@@ -3,8 +3,9 @@
 //! `http://` only to loopback unless allowed), the agent card fetched from the
 //! well-known paths, and JSON-RPC requests whose answer is either one JSON body
 //! (bounded) or an SSE stream (bounded per event, [`super::sse`]). Every request
-//! carries the spelling's `A2A-Version`, the auth header when the manifest names a
-//! secret, and the turn's W3C `traceparent`.
+//! carries the spelling's `A2A-Version`, the CAP extension's activation
+//! (`A2A-Extensions` / `X-A2A-Extensions`) when the card advertises it, the auth
+//! header when the manifest names a secret, and the turn's W3C `traceparent`.
 
 use std::time::Duration;
 
@@ -15,7 +16,7 @@ use serde_json::Value;
 use super::auth::Auth;
 use super::error::A2aError;
 use crate::bindings::a2a::card::CARD_PATHS;
-use crate::bindings::a2a::{Card, Spelling};
+use crate::bindings::a2a::{CAP_EXTENSION, Card, Spelling};
 use crate::manifest::a2a::A2aOptions;
 
 /// The longest JSON body read whole (a card, a cancel's answer).
@@ -30,6 +31,8 @@ pub(super) struct Http {
     first_byte: Duration,
     auth: Option<Auth>,
     allow_http: bool,
+    /// Activate the `cap-protocol/v1` extension on every JSON-RPC request.
+    cap: bool,
 }
 
 /// Whether `url` is one plain `http://` may reach: loopback only.
@@ -56,7 +59,8 @@ pub fn crypto_provider() {
 }
 
 impl Http {
-    pub(super) fn new(opts: &A2aOptions, auth: Option<Auth>) -> Result<Http, A2aError> {
+    /// `cap`: the card advertises the CAP extension, which each request activates.
+    pub(super) fn new(opts: &A2aOptions, auth: Option<Auth>, cap: bool) -> Result<Http, A2aError> {
         crypto_provider();
         let redirect = reqwest::redirect::Policy::custom(|attempt| {
             let first = attempt
@@ -82,6 +86,7 @@ impl Http {
             first_byte: Duration::from_millis(opts.first_byte_timeout_ms),
             auth,
             allow_http: opts.allow_http,
+            cap,
         })
     }
 
@@ -160,6 +165,12 @@ impl Http {
             headers.insert(
                 HeaderName::from_static("a2a-version"),
                 HeaderValue::from_static(v),
+            );
+        }
+        if let Some(sp) = spelling.filter(|_| self.cap) {
+            headers.insert(
+                HeaderName::from_static(sp.extensions_header()),
+                HeaderValue::from_static(CAP_EXTENSION),
             );
         }
         if let Some(tp) = traceparent.and_then(|t| HeaderValue::from_str(t).ok()) {

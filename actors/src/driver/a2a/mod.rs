@@ -79,7 +79,7 @@ pub async fn discover(
     base: &str,
     opts: &crate::manifest::a2a::A2aOptions,
 ) -> Result<Discovery, A2aError> {
-    let http = http::Http::new(opts, None)?;
+    let http = http::Http::new(opts, None, false)?;
     let card = http.card(base).await?;
     card.check_extension(opts.plain)?;
     let choice = negotiated::choose(base, &card)?;
@@ -150,7 +150,8 @@ impl Wire for A2aWire {
         };
         let auth = auth::Auth::for_card(&card, opts.secret_env.as_deref(), secret)
             .map_err(|e| config_error(launch, e))?;
-        let http = http::Http::new(opts, auth).map_err(|e| config_error(launch, e))?;
+        let http = http::Http::new(opts, auth, card.has_cap_extension())
+            .map_err(|e| config_error(launch, e))?;
         let endpoint = http
             .url(&choice.endpoint)
             .map_err(|e| config_error(launch, e))?;
