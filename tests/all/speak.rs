@@ -1,8 +1,8 @@
 //! `capfleet speak`: capfleet as a Claude-compatible stream-json agent, driven by
 //! capfleet's own stream-json driver (a nested session: a permission answered two
 //! levels up, the inner cost reported up, a Ctrl-C at the top reaching the bottom),
-//! by the official Claude Agent SDK (two turns, a permission answered by its
-//! `can_use_tool` callback, an interrupt, the cost), and stopped by SIGTERM with an
+//! by the official Claude Agent SDK (TypeScript, two turns, a permission answered by its
+//! `canUseTool` callback, an interrupt, the cost), and stopped by SIGTERM with an
 //! error result and no inner agent left.
 
 use std::io::{BufRead, BufReader, Write};
@@ -139,15 +139,16 @@ fn sdk_cli(dir: &Path, script: &Path, marker: &EnvMarker) -> PathBuf {
 
 #[test]
 fn the_claude_agent_sdk_drives_speak_two_turns_a_permission_and_an_interrupt() {
-    let python = common::peer("claude-agent-sdk");
+    let package = common::peer("claude-agent-sdk");
+    let sdk_dir = package.ancestors().nth(4).expect("the peer's directory");
     let dir = tempfile::tempdir().unwrap();
     let marker = EnvMarker::new("speak-sdk");
     let cli = sdk_cli(dir.path(), &script(dir.path(), SCRIPT), &marker);
-    let out = Command::new(python)
-        .arg(common::support("agent_sdk_speak.py"))
+    let out = Command::new("node")
+        .arg(common::support("agent_sdk_speak.mjs"))
+        .arg(sdk_dir)
         .arg(&cli)
         .current_dir(dir.path())
-        .env("CLAUDE_AGENT_SDK_SKIP_VERSION_CHECK", "1")
         .env("CAPFLEET_SIM_STATE", dir.path())
         .stdin(Stdio::null())
         .output()

@@ -36,7 +36,7 @@ a2a-js|npm|1.3.0|@a2a-js/sdk@1.3.0 express@5.2.0|node_modules/@a2a-js/sdk/packag
 gemini-a2a|npm|0.25.2|@google/gemini-cli-a2a-server@0.25.2|node_modules/.bin/gemini-cli-a2a-server
 aider|venv|0.86.2|aider-chat==0.86.2|venv/bin/aider
 pytest|venv|9.2.0|pytest==9.2.0|venv/bin/python
-claude-agent-sdk|venv|0.2.184|claude-agent-sdk==0.2.184|venv/bin/python
+claude-agent-sdk|npm|0.3.328|--omit=optional @anthropic-ai/claude-agent-sdk@0.3.328|node_modules/@anthropic-ai/claude-agent-sdk/package.json
 phoenix|venv|20.26.1|arize-phoenix==20.26.1|venv/bin/phoenix
 '
 
@@ -85,7 +85,9 @@ check_version() { # peer dir
     pytest)
       "$dir/venv/bin/python" -c 'import pytest; print(pytest.__version__)' ;;
     claude-agent-sdk)
-      "$dir/venv/bin/python" -c 'import claude_agent_sdk, importlib.metadata as m; print(m.version("claude-agent-sdk"))' ;;
+      # Without its optional native Claude Code: the tests give it capfleet instead.
+      node -e 'console.log(require(process.argv[1]).version)' \
+        "$dir/node_modules/@anthropic-ai/claude-agent-sdk/package.json" ;;
     phoenix)
       "$dir/venv/bin/python" -c 'import phoenix, importlib.metadata as m; print(m.version("arize-phoenix"))' ;;
   esac
