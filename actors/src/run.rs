@@ -18,7 +18,7 @@ use crate::answerer::{HumanQuestion, Policy};
 use crate::budget::{BudgetBook, BudgetLimits, BudgetScope, BudgetSnapshot};
 use crate::error::TreeError;
 use crate::events::trace::{self, adopt_parent, int};
-use crate::events::{Published, RunOutcome, Signal, urn};
+use crate::events::{EventBody, Published, RunOutcome, Signal, urn};
 use crate::fault::{DiskFault, FAULTS_CAPACITY};
 use crate::journal::{JournalSpec, JournalTally};
 use crate::process::halt::{self, Urgency};
@@ -146,6 +146,7 @@ pub async fn run_fleet(
     }
     let mut agents = Vec::with_capacity(spec.sessions.len());
     let mut sessions = Vec::with_capacity(spec.sessions.len());
+    let preamble = preamble(&spec.sessions, phase.as_ref());
     for s in spec.sessions {
         let name = s.name.clone();
         agents.push((name.clone(), s.launch.manifest.agent.name.clone()));
@@ -182,6 +183,8 @@ pub async fn run_fleet(
         abort_on_error: spec.abort_on_error,
         telemetry,
         budget: tree.budget_actor().await.ok(),
+        durable: tree.journal_durable().await,
+        preamble,
         candidates: phase.as_ref().map(|p| {
             Arc::new(Candidates::new(
                 &spec.fleet,
@@ -335,6 +338,27 @@ pub async fn run_fleet(
         signal: stop.first,
         races,
     })
+}
+
+/// What the journal holds of the run before its task goes out: each session as it is
+/// started, each workspace as it was provisioned.
+fn preamble(sessions: &[SessionSpec], phase: Option<&WorkspacePhase>) -> Vec<EventBody> {
+    let started = sessions.iter().map(|s| EventBody::Session {
+        name: s.name.clone(),
+        agent: s.launch.manifest.agent.name.clone(),
+        binding: s.binding.as_str().to_owned(),
+        cwd: Some(s.launch.config.cwd.clone()).filter(|c| !c.is_empty()),
+    });
+    let workspaces = phase
+        .into_iter()
+        .flat_map(|p| &p.workspaces)
+        .map(|w| EventBody::Worktree {
+            session: w.session.clone(),
+            path: w.path.display().to_string(),
+            branch: w.branch().map(str::to_owned),
+            base: w.base().map(str::to_owned),
+        });
+    started.chain(workspaces).collect()
 }
 
 /// The stop signals a run has received.

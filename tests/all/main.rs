@@ -22,6 +22,7 @@ mod demo_story;
 mod disk;
 mod driver_shapes;
 mod durable;
+mod durable_journal;
 mod fleet_config;
 mod fleet_examples;
 mod fleet_validation;

@@ -12,6 +12,7 @@ use super::mentions::{mentions, target_of};
 use super::plan::MasterPlan;
 
 mod budget;
+mod keys;
 mod routes;
 use super::spec::{QueueOrder, RoutingSpec};
 use crate::budget::{BudgetMsg, BudgetScope};
@@ -105,6 +106,12 @@ pub(super) struct Core {
     budget_acted: HashSet<BudgetScope>,
     /// A session crossed its own budget.
     session_over_budget: bool,
+    /// Waits for the journal to have a record on disk (deliveries take effect after it).
+    pub durable: Option<crate::journal::Durable>,
+    /// Records journaled before the task goes out (the sessions, their workspaces).
+    pub preamble: Vec<EventBody>,
+    /// Deliveries keyed so far, per target: the next key is `<to>#<n + 1>`.
+    pub(super) keys: HashMap<String, u32>,
 }
 
 impl Core {
@@ -157,6 +164,9 @@ impl Core {
             budget: None,
             budget_acted: HashSet::new(),
             session_over_budget: false,
+            durable: None,
+            preamble: Vec::new(),
+            keys: HashMap::new(),
         }
     }
 
@@ -166,6 +176,9 @@ impl Core {
     }
 
     pub(super) async fn start(&mut self, me: &ActorRef<RouterMsg>) {
+        for body in std::mem::take(&mut self.preamble) {
+            self.record(body).await;
+        }
         let task = self.spec.task.clone();
         for name in self.spec.start.clone() {
             let d = Delivery {
@@ -281,17 +294,21 @@ impl Core {
             cap.route.via = d.via.as_str(),
             cap.route.bytes = int(d.text.len()),
         );
+        let key = self.next_key(to);
         self.record(EventBody::Routed {
             from: d.from,
             to: to.into(),
             via: d.via,
             bytes: d.text.len(),
+            key: key.clone(),
         })
         .await;
         // A plan entry is in progress from its turn's start, not from its dispatch.
         if let Origin::Plan(i) = origin {
             self.set_plan(i, PlanStatus::InProgress).await;
         }
+        // On disk before the session has it: a resume never delivers it again.
+        self.make_durable().await;
         let router = me.clone();
         tokio::spawn(
             async move {
@@ -305,6 +322,7 @@ impl Core {
                 };
                 let _router_gone = router.cast(RouterMsg::TurnDone {
                     session: name,
+                    key,
                     origin,
                     result,
                 });
@@ -316,10 +334,11 @@ impl Core {
     pub(super) async fn turn_done(
         &mut self,
         me: &ActorRef<RouterMsg>,
-        session: String,
+        (session, key): (String, String),
         origin: Origin,
         result: Result<TurnResult, SessionError>,
     ) {
+        self.record_delivered(key, &session, &result).await;
         self.running = self.running.saturating_sub(1);
         if let Some(slot) = self.slots.get_mut(&session) {
             slot.running = None;

@@ -42,6 +42,12 @@ pub struct RouterArgs {
     /// The budget: read before each turn starts and after each ends (its crossings
     /// stop the run or a session).
     pub budget: Option<ActorRef<crate::budget::BudgetMsg>>,
+    /// Waits for the journal to have a record on disk: each delivery is, before the
+    /// session gets it.
+    pub durable: Option<crate::journal::Durable>,
+    /// Records journaled (and synced) before the task goes out: the sessions and
+    /// their workspaces.
+    pub preamble: Vec<crate::events::EventBody>,
 }
 
 pub enum RouterMsg {
@@ -50,6 +56,8 @@ pub enum RouterMsg {
     /// A turn ended.
     TurnDone {
         session: String,
+        /// The delivery's idempotency key.
+        key: String,
         origin: Origin,
         result: Result<TurnResult, SessionError>,
     },
@@ -116,6 +124,8 @@ impl Actor for Router {
         );
         core.candidates = a.candidates;
         core.budget = a.budget;
+        core.durable = a.durable;
+        core.preamble = a.preamble;
         Ok(RouterState {
             core,
             waiters: Vec::new(),
@@ -135,9 +145,14 @@ impl Actor for Router {
             }
             RouterMsg::TurnDone {
                 session,
+                key,
                 origin,
                 result,
-            } => st.core.turn_done(&myself, session, origin, result).await,
+            } => {
+                st.core
+                    .turn_done(&myself, (session, key), origin, result)
+                    .await
+            }
             RouterMsg::Stop {
                 outcome,
                 reason,

@@ -12,7 +12,7 @@ use super::turn::{Turn, TurnResult};
 use super::{Own, SessionError, SessionMsg};
 use crate::driver::DriverMsg;
 use crate::events::requests::OpenRequest;
-use crate::events::{EventBody, SessionState, TurnOutcome, UsageTotals};
+use crate::events::{EventBody, Prompt, SessionState, TurnOutcome, UsageTotals};
 use crate::protocol::{CapEvent, StopReason};
 
 type Reply = RpcReplyPort<Result<TurnResult, SessionError>>;
@@ -174,6 +174,7 @@ impl Core {
         turn.attempts += 1;
         turn.sent = true;
         let (id, attempt, bytes) = (turn.id, turn.attempts, text.len());
+        let prompt = Prompt::Text(text.as_str().into());
         // Sent inside the turn's span: the driver handles the prompt in it.
         let _gone = self
             .spans
@@ -186,6 +187,7 @@ impl Core {
         self.publish(EventBody::TurnStarted {
             prompt_bytes: bytes,
             attempt,
+            prompt,
         })
         .await;
         self.set_state(SessionState::Working).await;
