@@ -163,6 +163,22 @@ pub enum EventBody {
         #[serde(skip_serializing_if = "Option::is_none")]
         turn: Option<u32>,
     },
+    /// The run stops (a signal, a fault, a budget, `on_error = "abort"`): what the
+    /// router records from here on is the stop's (a resume replays what came before).
+    Stopping { outcome: RunOutcome, reason: String },
+    /// The run was resumed (`capfleet run --resume`) from its journal: the records
+    /// read, a torn last line left out (its bytes), the deliveries whose recorded
+    /// results were replayed, those re-issued (their turn never ended), and the
+    /// fleet's change accepted with `--force`.
+    Resumed {
+        records: u64,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        torn_bytes: Option<u64>,
+        replayed: usize,
+        reissued: Vec<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        fleet_changed: Option<String>,
+    },
     /// The run ended; `signal` when a signal stopped it (the first one received).
     RunEnded {
         outcome: RunOutcome,

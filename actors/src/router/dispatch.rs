@@ -13,6 +13,8 @@ use super::plan::MasterPlan;
 
 mod budget;
 mod keys;
+mod metrics;
+mod replaying;
 mod routes;
 use super::spec::{QueueOrder, RoutingSpec};
 use crate::budget::{BudgetMsg, BudgetScope};
@@ -23,7 +25,7 @@ use crate::events::{
 use crate::protocol::{CancelScope, CapEvent, HasMeta, PlanStatus};
 use crate::session::{SessionError, SessionMsg, TurnResult};
 use crate::telemetry::TreeTelemetry;
-use crate::telemetry::metrics::MailboxLabels;
+pub use replaying::RouterRecovery;
 
 mod collect;
 
@@ -112,6 +114,8 @@ pub(super) struct Core {
     pub preamble: Vec<EventBody>,
     /// Deliveries keyed so far, per target: the next key is `<to>#<n + 1>`.
     pub(super) keys: HashMap<String, u32>,
+    /// A resumed run's replay of the journal, until its recorded ends are taken.
+    pub(super) replay: Option<replaying::Replay>,
 }
 
 impl Core {
@@ -167,15 +171,21 @@ impl Core {
             durable: None,
             preamble: Vec::new(),
             keys: HashMap::new(),
+            replay: None,
         }
     }
 
-    /// Every mediation is a record in the journal (and for the run's watchers).
+    /// Every mediation is a record in the journal (and for the run's watchers) — but
+    /// one a resumed run's replay derives again, which is there already.
     pub(super) async fn record(&mut self, body: EventBody) {
+        if self.replay.as_mut().is_some_and(replaying::Replay::skip) {
+            return;
+        }
         self.bus.publish(None, body).await;
     }
 
     pub(super) async fn start(&mut self, me: &ActorRef<RouterMsg>) {
+        self.record_resumed().await;
         for body in std::mem::take(&mut self.preamble) {
             self.record(body).await;
         }
@@ -306,6 +316,10 @@ impl Core {
         // A plan entry is in progress from its turn's start, not from its dispatch.
         if let Origin::Plan(i) = origin {
             self.set_plan(i, PlanStatus::InProgress).await;
+        }
+        // A resumed run's delivery whose turn ended: its recorded result, in its order.
+        if self.park(&key, to, &origin) {
+            return;
         }
         // On disk before the session has it: a resume never delivers it again.
         self.make_durable().await;
@@ -508,19 +522,6 @@ impl Core {
         }
     }
 
-    /// Deliveries waiting (per-session queues and admission), for the metrics.
-    pub(super) fn note_pending(&self) {
-        if let Some(m) = &self.telemetry.metrics {
-            let queued: usize = self.slots.values().map(|s| s.queue.len()).sum();
-            let pending = queued + self.admission.len();
-            m.mailbox_depth
-                .get_or_create(&MailboxLabels {
-                    mailbox: "router_pending".into(),
-                })
-                .set(i64::try_from(pending).unwrap_or(i64::MAX));
-        }
-    }
-
     /// Start what waits: each idle session's own queue, then the admission queue.
     async fn pump(&mut self, me: &ActorRef<RouterMsg>) {
         for name in self.order.clone() {
@@ -555,6 +556,7 @@ impl Core {
             return;
         }
         tracing::warn!(?outcome, reason, "stopping the run");
+        self.record_stopping(outcome, reason).await;
         self.stopped = Some(outcome);
         self.signal = signal;
         self.admission.clear();

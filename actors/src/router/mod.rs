@@ -14,7 +14,7 @@ pub mod subtasks;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use tokio::sync::mpsc;
 
-pub use dispatch::{FLEET_SOURCE, Origin, QUEUE_MAX};
+pub use dispatch::{FLEET_SOURCE, Origin, QUEUE_MAX, RouterRecovery};
 pub use spec::{CollectMode, Picker, QueueOrder, Route, RouteAction, RoutingSpec, Split};
 
 use crate::events::{Published, RunOutcome, Signal};
@@ -48,6 +48,8 @@ pub struct RouterArgs {
     /// Records journaled (and synced) before the task goes out: the sessions and
     /// their workspaces.
     pub preamble: Vec<crate::events::EventBody>,
+    /// A resumed run: where the router's stream goes on from, what it replays.
+    pub recovered: Option<RouterRecovery>,
 }
 
 pub enum RouterMsg {
@@ -114,6 +116,7 @@ impl Actor for Router {
         _myself: ActorRef<RouterMsg>,
         a: RouterArgs,
     ) -> Result<RouterState, ActorProcessingErr> {
+        let sinks = a.sinks.clone();
         let mut core = dispatch::Core::new(
             a.fleet,
             a.spec,
@@ -122,6 +125,9 @@ impl Actor for Router {
             a.abort_on_error,
             a.telemetry,
         );
+        if let Some(r) = a.recovered {
+            core.resume(r, sinks);
+        }
         core.candidates = a.candidates;
         core.budget = a.budget;
         core.durable = a.durable;
@@ -141,6 +147,7 @@ impl Actor for Router {
         match msg {
             RouterMsg::Start => {
                 st.core.start(&myself).await;
+                st.core.release(&myself).await;
                 st.core.note_pending();
             }
             RouterMsg::TurnDone {
@@ -149,9 +156,14 @@ impl Actor for Router {
                 origin,
                 result,
             } => {
-                st.core
-                    .turn_done(&myself, (session, key), origin, result)
-                    .await
+                // A live turn of a resumed run waits until the replay is done.
+                if let Some((session, key, origin, result)) =
+                    st.core.hold((session, key, origin, result))
+                {
+                    st.core
+                        .turn_done(&myself, (session, key), origin, result)
+                        .await;
+                }
             }
             RouterMsg::Stop {
                 outcome,

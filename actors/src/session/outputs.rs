@@ -21,6 +21,7 @@ impl Core {
                 meta,
             } => {
                 self.slot.set_ready();
+                self.slot.resumed_natively = resumed;
                 self.spans.ready();
                 if resume_id.is_some() {
                     self.slot.resume_id = resume_id;

@@ -79,6 +79,8 @@ pub fn event_kind(body: &EventBody) -> &'static str {
         EventBody::RaceWon { .. } => "race_won",
         EventBody::PlanEntry { .. } => "plan_entry",
         EventBody::BudgetExceeded { .. } => "budget_exceeded",
+        EventBody::Stopping { .. } => "stopping",
+        EventBody::Resumed { .. } => "resumed",
         EventBody::RunEnded { .. } => "run_ended",
     }
 }
