@@ -13,14 +13,24 @@
 //! A write that fails (ENOSPC, EIO, a read-only disk) is a [`DiskFault`] reported to
 //! the run, which fails with it; the writer keeps draining (no publisher blocks) and
 //! counts what it could not write.
+//!
+//! What a resume needs is on disk before it takes effect: [`Durable::sync`] returns
+//! once everything published before the call is written and synced (the router calls
+//! it between a delivery's `routed` record and the turn it starts). A turn's prompt
+//! past [`Prompt::INLINE_MAX`](crate::events::Prompt::INLINE_MAX) bytes is kept by
+//! reference, in a content-addressed file beside the journal ([`blobs`]), synced
+//! before the record naming it. [`replay`] reads a journal back, a torn last line
+//! reported and left out.
 
 mod batch;
+pub mod blobs;
+pub mod replay;
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use crate::error::JournalOpen;
@@ -82,15 +92,39 @@ pub struct JournalTally {
 
 pub struct Journal;
 
+/// Sync requests waiting for the writer, at most (only the router makes them).
+const SYNCS_CAPACITY: usize = 64;
+
+/// A handle to wait for the journal to have everything published so far on disk.
+#[derive(Debug, Clone)]
+pub struct Durable {
+    tx: mpsc::Sender<oneshot::Sender<()>>,
+}
+
+impl Durable {
+    /// Return once every event published (by anyone) before this call is written and
+    /// synced. A journal that is gone or whose disk failed returns at once: the fault
+    /// is the run's to report.
+    pub async fn sync(&self) {
+        let (done, synced) = oneshot::channel();
+        if self.tx.send(done).await.is_ok() {
+            let _writer_gone = synced.await;
+        }
+    }
+}
+
 pub enum JournalMsg {
     /// A sender for a new publisher (a session, the router, the workspace stream).
     Subscribe(RpcReplyPort<mpsc::Sender<Published>>),
+    /// A handle to wait for what was published to be on disk.
+    Durable(RpcReplyPort<Durable>),
     /// Stop accepting, write everything queued, sync; reply with what was kept.
     Finish(RpcReplyPort<JournalTally>),
 }
 
 pub struct JournalState {
     tx: Option<mpsc::Sender<Published>>,
+    syncs: Option<mpsc::Sender<oneshot::Sender<()>>>,
     writer: Option<JoinHandle<JournalTally>>,
 }
 
@@ -118,9 +152,11 @@ impl Actor for Journal {
         .and_then(|file| batch::Writer::new(file, args.spec, args.faults));
         let writer = opened.map_err(|source| JournalOpen { path, source })?;
         let (tx, rx) = mpsc::channel(SUBSCRIBER_CAPACITY);
-        let writer = tokio::spawn(write_loop(writer, rx));
+        let (syncs, sync_rx) = mpsc::channel(SYNCS_CAPACITY);
+        let writer = tokio::spawn(write_loop(writer, rx, sync_rx));
         Ok(JournalState {
             tx: Some(tx),
+            syncs: Some(syncs),
             writer: Some(writer),
         })
     }
@@ -135,6 +171,11 @@ impl Actor for Journal {
             JournalMsg::Subscribe(reply) => {
                 if let Some(tx) = &st.tx {
                     let _caller_gone = reply.send(tx.clone());
+                }
+            }
+            JournalMsg::Durable(reply) => {
+                if let Some(tx) = &st.syncs {
+                    let _caller_gone = reply.send(Durable { tx: tx.clone() });
                 }
             }
             JournalMsg::Finish(reply) => {
@@ -158,6 +199,7 @@ impl Actor for Journal {
 impl JournalState {
     async fn finish(&mut self) -> JournalTally {
         self.tx = None;
+        self.syncs = None;
         let Some(writer) = self.writer.take() else {
             return JournalTally::default();
         };
@@ -168,8 +210,14 @@ impl JournalState {
     }
 }
 
-/// Receive and append; every [`FLUSH_EVERY`] write out and sync what is new.
-async fn write_loop(mut writer: batch::Writer, mut rx: mpsc::Receiver<Published>) -> JournalTally {
+/// Receive and append; every [`FLUSH_EVERY`] write out and sync what is new. A sync
+/// request first takes every event already queued (published before it was made),
+/// then writes out and syncs, then answers.
+async fn write_loop(
+    mut writer: batch::Writer,
+    mut rx: mpsc::Receiver<Published>,
+    mut syncs: mpsc::Receiver<oneshot::Sender<()>>,
+) -> JournalTally {
     let mut tick = tokio::time::interval(FLUSH_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -178,6 +226,20 @@ async fn write_loop(mut writer: batch::Writer, mut rx: mpsc::Receiver<Published>
                 Some(event) => writer.push(event),
                 None => break,
             },
+            Some(done) = syncs.recv() => {
+                // Every request made so far, then every event queued before them: one sync answers them all.
+                let mut waiting = vec![done];
+                while let Ok(done) = syncs.try_recv() {
+                    waiting.push(done);
+                }
+                while let Ok(event) = rx.try_recv() {
+                    writer.push(event);
+                }
+                writer.flush().await;
+                for done in waiting {
+                    let _caller_gone = done.send(());
+                }
+            }
             _ = tick.tick() => writer.flush().await,
         }
     }
@@ -197,3 +259,6 @@ fn fault(path: &std::path::Path, error: std::io::Error, kept: &JournalTally) -> 
         ),
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -30,6 +30,7 @@ pub mod journal;
 pub mod pricing;
 pub mod process;
 pub mod registry;
+pub mod resume;
 pub mod root;
 pub mod router;
 pub mod rpc;

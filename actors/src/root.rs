@@ -24,7 +24,7 @@ use crate::error::TreeError;
 use crate::events::Published;
 use crate::fault::FaultSink;
 use crate::fleet::{Fleet, FleetArgs, FleetEvent, FleetMsg};
-use crate::journal::{Journal, JournalArgs, JournalMsg, JournalSpec, JournalTally};
+use crate::journal::{Durable, Journal, JournalArgs, JournalMsg, JournalSpec, JournalTally};
 use crate::session::{SessionMsg, SessionSpec};
 use crate::tap::TapMsg;
 use crate::telemetry::feed::{MetricsFeed, MetricsTap};
@@ -60,6 +60,8 @@ pub enum RootMsg {
     Telemetry(RpcReplyPort<ActorRef<TelemetryMsg>>),
     /// A sender into the journal (for records that are not a session's), if any.
     JournalTap(RpcReplyPort<Option<mpsc::Sender<Published>>>),
+    /// A handle to wait for the journal to be on disk, if there is a journal.
+    JournalDurable(RpcReplyPort<Option<Durable>>),
     /// Close every session, finish the journal; reply with what it kept.
     Shutdown(RpcReplyPort<JournalTally>),
 }
@@ -179,6 +181,13 @@ impl Actor for Root {
                 };
                 let _caller_gone = reply.send(tx);
             }
+            RootMsg::JournalDurable(reply) => {
+                let durable = match &st.journal {
+                    Some(j) => ractor::call!(j, JournalMsg::Durable).ok(),
+                    None => None,
+                };
+                let _caller_gone = reply.send(durable);
+            }
             RootMsg::Shutdown(reply) => {
                 if let Err(e) = ractor::call!(st.fleet, FleetMsg::Shutdown) {
                     tracing::error!("fleet shutdown: {e}");
@@ -263,6 +272,13 @@ impl Orchestrator {
     /// [`Orchestrator::shutdown`], or the journal waits for it.
     pub async fn journal_tap(&self) -> Option<mpsc::Sender<Published>> {
         ractor::call!(self.root, RootMsg::JournalTap).ok().flatten()
+    }
+
+    /// A handle to wait for the journal to have what was published on disk.
+    pub async fn journal_durable(&self) -> Option<Durable> {
+        ractor::call!(self.root, RootMsg::JournalDurable)
+            .ok()
+            .flatten()
     }
 
     /// The root, to link further actors (the router) under it.

@@ -18,13 +18,14 @@ use crate::answerer::{HumanQuestion, Policy};
 use crate::budget::{BudgetBook, BudgetLimits, BudgetScope, BudgetSnapshot};
 use crate::error::TreeError;
 use crate::events::trace::{self, adopt_parent, int};
-use crate::events::{Published, RunOutcome, Signal, urn};
+use crate::events::{EventBody, Published, RunOutcome, Signal, urn};
 use crate::fault::{DiskFault, FAULTS_CAPACITY};
 use crate::journal::{JournalSpec, JournalTally};
 use crate::process::halt::{self, Urgency};
+use crate::resume::Recovered;
 use crate::root::{Orchestrator, RootArgs};
 use crate::router::ROUTER_URN_SEGMENT;
-use crate::router::{Router, RouterArgs, RouterMsg, RoutingSpec};
+use crate::router::{Router, RouterArgs, RouterMsg, RouterRecovery, RoutingSpec};
 use crate::session::SessionSpec;
 use crate::telemetry::metrics::Metrics;
 use crate::telemetry::{Counters, TreeTelemetry};
@@ -45,6 +46,15 @@ pub struct RunSpec {
     pub telemetry: RunTelemetry,
     /// Artifacts and the coding sessions' workspaces (provisioned before the run).
     pub workspace: Option<WorkspacePhase>,
+    /// A run resumed from its journal (`capfleet run --resume`): what it goes on from.
+    pub resume: Option<Resume>,
+}
+
+/// What a resumed run goes on from: its journal read back, and the change of its
+/// fleet accepted with `--force` (journaled in the `resumed` record).
+pub struct Resume {
+    pub recovered: Recovered,
+    pub fleet_changed: Option<String>,
 }
 
 /// What a run does with artifacts and workspaces.
@@ -131,7 +141,7 @@ pub async fn run_fleet(
         journal: spec.journal,
         faults: Some(faults_tx.clone()),
         policy: spec.policy,
-        budget: BudgetBook::with_limits(spec.budget, alerts_tx),
+        budget: budget_book(spec.budget, alerts_tx, spec.resume.as_ref()),
         human: spec.human,
         fleet_events: None,
         telemetry: telemetry.clone(),
@@ -139,14 +149,31 @@ pub async fn run_fleet(
     .await?;
     let mut sinks = watchers.clone();
     sinks.extend(tree.journal_tap().await);
-    let mut publisher = crate::workspace::publisher(&spec.fleet, sinks);
+    let mut resume = spec.resume;
+    let seq_of = |segment: &str| {
+        let of = urn(&spec.fleet, segment);
+        resume
+            .as_ref()
+            .and_then(|r| r.recovered.seqs.get(&of).copied())
+            .unwrap_or(0)
+    };
+    let mut publisher = crate::workspace::publisher(
+        &spec.fleet,
+        sinks,
+        seq_of(crate::workspace::WORKSPACE_URN_SEGMENT),
+    );
+    let router_seq = seq_of(ROUTER_URN_SEGMENT);
     let phase = spec.workspace;
     if let Some(p) = &phase {
         p.store.report_faults_to(faults_tx.clone());
     }
     let mut agents = Vec::with_capacity(spec.sessions.len());
     let mut sessions = Vec::with_capacity(spec.sessions.len());
-    for s in spec.sessions {
+    let preamble = preamble(&spec.sessions, phase.as_ref());
+    for mut s in spec.sessions {
+        s.recovered = resume
+            .as_mut()
+            .and_then(|r| r.recovered.sessions.remove(s.urn()));
         let name = s.name.clone();
         agents.push((name.clone(), s.launch.manifest.agent.name.clone()));
         let mut subscribers = watchers.clone();
@@ -182,6 +209,9 @@ pub async fn run_fleet(
         abort_on_error: spec.abort_on_error,
         telemetry,
         budget: tree.budget_actor().await.ok(),
+        durable: tree.journal_durable().await,
+        preamble,
+        recovered: resume.map(|r| router_recovery(r, router_seq)),
         candidates: phase.as_ref().map(|p| {
             Arc::new(Candidates::new(
                 &spec.fleet,
@@ -335,6 +365,59 @@ pub async fn run_fleet(
         signal: stop.first,
         races,
     })
+}
+
+/// The budget, with what a resumed run spent before counted.
+fn budget_book(
+    limits: BudgetLimits,
+    alerts: mpsc::Sender<crate::budget::Crossing>,
+    resume: Option<&Resume>,
+) -> BudgetBook {
+    use crate::tap::TapHandler as _;
+    let mut book = BudgetBook::with_limits(limits, alerts);
+    for usage in resume.iter().flat_map(|r| &r.recovered.usage) {
+        book.on_event(usage);
+    }
+    book
+}
+
+/// The router's part of a resume, with the `resumed` record saying what was recovered.
+fn router_recovery(r: Resume, seq: u64) -> RouterRecovery {
+    let rec = r.recovered;
+    let resumed = EventBody::Resumed {
+        records: rec.tail.records,
+        torn_bytes: rec.tail.torn.map(|t| t.bytes),
+        replayed: rec.replay.len(),
+        reissued: rec.interrupted.clone(),
+        fleet_changed: r.fleet_changed,
+    };
+    RouterRecovery {
+        replay: rec.replay,
+        skip: rec.router_records,
+        seq,
+        resumed,
+    }
+}
+
+/// What the journal holds of the run before its task goes out: each session as it is
+/// started, each workspace as it was provisioned.
+fn preamble(sessions: &[SessionSpec], phase: Option<&WorkspacePhase>) -> Vec<EventBody> {
+    let started = sessions.iter().map(|s| EventBody::Session {
+        name: s.name.clone(),
+        agent: s.launch.manifest.agent.name.clone(),
+        binding: s.binding.as_str().to_owned(),
+        cwd: Some(s.launch.config.cwd.clone()).filter(|c| !c.is_empty()),
+    });
+    let workspaces = phase
+        .into_iter()
+        .flat_map(|p| &p.workspaces)
+        .map(|w| EventBody::Worktree {
+            session: w.session.clone(),
+            path: w.path.display().to_string(),
+            branch: w.branch().map(str::to_owned),
+            base: w.base().map(str::to_owned),
+        });
+    started.chain(workspaces).collect()
 }
 
 /// The stop signals a run has received.

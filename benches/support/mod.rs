@@ -113,6 +113,7 @@ pub(crate) async fn run_with(
         abort_on_error: false,
         telemetry,
         workspace: None,
+        resume: None,
     };
     run_fleet(spec, vec![watcher], tokio::sync::mpsc::channel(1).1)
         .await

@@ -24,6 +24,8 @@ mod demo_story;
 mod disk;
 mod driver_shapes;
 mod durable;
+mod durable_journal;
+mod durable_resume;
 mod fleet_config;
 mod fleet_examples;
 mod fleet_validation;

@@ -84,6 +84,7 @@ async fn run(sessions: Vec<SessionSpec>, routing: RoutingSpec, budget: BudgetLim
         abort_on_error: false,
         telemetry: Default::default(),
         workspace: None,
+        resume: None,
     };
     let report = tokio::time::timeout(
         Duration::from_secs(60),

@@ -40,8 +40,17 @@ pub enum EventBody {
         from: SessionState,
         to: SessionState,
     },
-    /// A turn started.
-    TurnStarted { prompt_bytes: usize, attempt: u32 },
+    /// A turn started (attempt `attempt`: 2 and up after a restart), with the prompt
+    /// sent (the journal keeps a large one by reference, [`Prompt`]).
+    TurnStarted {
+        prompt_bytes: usize,
+        attempt: u32,
+        #[serde(flatten)]
+        prompt: Prompt,
+    },
+    /// The agent named the session to resume it by (a resume id learned mid-turn;
+    /// `cap.session.ready` carries the one known at start).
+    ResumeId { id: String },
     /// A turn ended.
     TurnEnded {
         stop_reason: StopReason,
@@ -66,12 +75,53 @@ pub enum EventBody {
         #[serde(flatten)]
         record: crate::rpc::Audited,
     },
-    /// The router handed text to a session (published under the router's URN).
+    /// The router handed text to a session (published under the router's URN), and
+    /// the journal synced it before the session got it. `key` is the delivery's
+    /// idempotency key (`<to>#<n>`: the session's n-th delivery of the run).
     Routed {
         from: Vec<String>,
         to: String,
         via: RouteVia,
         bytes: usize,
+        key: String,
+    },
+    /// The turn a delivery started ended, as the router took it: the session's turn
+    /// number and its outcome, or why no turn ran (`error`).
+    Delivered {
+        key: String,
+        to: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        turn: Option<u32>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        outcome: Option<TurnOutcome>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
+    /// A route's join state changed: the `when` sessions done since it last fired
+    /// (`route`: its index in the fleet's `routes`); `fired` when that made it fire
+    /// (the arrivals start again from none).
+    Join {
+        route: usize,
+        arrived: Vec<String>,
+        fired: bool,
+    },
+    /// A session of the run, as it was started (recorded before the task goes out).
+    Session {
+        name: String,
+        agent: String,
+        binding: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cwd: Option<String>,
+    },
+    /// A session's workspace, as provisioned (recorded before the task goes out):
+    /// a resumed run reuses it as it is.
+    Worktree {
+        session: String,
+        path: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        branch: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        base: Option<String>,
     },
     /// The router refused a delivery (queue full, unknown target, run stopping).
     Refused {
@@ -113,12 +163,44 @@ pub enum EventBody {
         #[serde(skip_serializing_if = "Option::is_none")]
         turn: Option<u32>,
     },
+    /// The run stops (a signal, a fault, a budget, `on_error = "abort"`): what the
+    /// router records from here on is the stop's (a resume replays what came before).
+    Stopping { outcome: RunOutcome, reason: String },
+    /// The run was resumed (`capfleet run --resume`) from its journal: the records
+    /// read, a torn last line left out (its bytes), the deliveries whose recorded
+    /// results were replayed, those re-issued (their turn never ended), and the
+    /// fleet's change accepted with `--force`.
+    Resumed {
+        records: u64,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        torn_bytes: Option<u64>,
+        replayed: usize,
+        reissued: Vec<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        fleet_changed: Option<String>,
+    },
     /// The run ended; `signal` when a signal stopped it (the first one received).
     RunEnded {
         outcome: RunOutcome,
         #[serde(skip_serializing_if = "Option::is_none")]
         signal: Option<Signal>,
     },
+}
+
+/// A turn's prompt as a record holds it: the text itself (`"prompt": "…"`), or, in
+/// the journal past [`Prompt::INLINE_MAX`] bytes, a reference to a content-addressed
+/// file beside the journal (`"prompt_ref": "sha256:<hex>"`, in `blobs/<hex>`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub enum Prompt {
+    #[serde(rename = "prompt")]
+    Text(Arc<str>),
+    #[serde(rename = "prompt_ref")]
+    Stored(String),
+}
+
+impl Prompt {
+    /// Prompts up to this many bytes stay inline in the journal.
+    pub const INLINE_MAX: usize = 4096;
 }
 
 /// How text reached a session.

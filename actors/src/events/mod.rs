@@ -16,7 +16,7 @@ mod usage;
 
 use std::sync::Arc;
 
-pub use event::{EventBody, RouteVia, RunOutcome, SessionEvent, Signal, TurnOutcome};
+pub use event::{EventBody, Prompt, RouteVia, RunOutcome, SessionEvent, Signal, TurnOutcome};
 pub use publisher::{Publisher, urn};
 pub use state::SessionState;
 pub use usage::UsageTotals;

@@ -34,6 +34,17 @@ impl Publisher {
         }
     }
 
+    /// A stream that goes on after `after` events (a resumed run's, from its journal).
+    pub fn continuing(
+        urn: impl Into<Arc<str>>,
+        sinks: Vec<mpsc::Sender<Published>>,
+        after: u64,
+    ) -> Publisher {
+        let p = Publisher::new(urn, sinks);
+        p.seq.store(after, Ordering::Relaxed);
+        p
+    }
+
     /// The stream's URN.
     pub fn urn(&self) -> &Arc<str> {
         &self.urn

@@ -6,16 +6,18 @@
 //! one flush batch, at most [`RUN_MAX`] bytes: it is written as one record, the first
 //! event's with the joined text and `"chunks": N, "last_seq": M` (a run of one chunk
 //! is the event's own record, unchanged). Past the limit a run's text is counted, not
-//! kept, and written as a `journal_cut` record.
+//! kept, and written as a `journal_cut` record. A turn's prompt past
+//! [`Prompt::INLINE_MAX`] bytes goes to the blob store and the record names it.
 
 use std::io::Write;
 
 use serde_json::json;
 
+use super::blobs::Blobs;
 use super::{JournalSpec, JournalTally, fault};
-use crate::events::{EventBody, Published};
+use crate::events::{EventBody, Prompt, Published, SessionEvent};
 use crate::fault::{self as disk, FaultSink};
-use crate::protocol::{CapEvent, TextChunk};
+use crate::protocol::{CapEvent, HasMeta, TextChunk};
 
 /// A text run is written once it holds this many bytes.
 const RUN_MAX: usize = 1 << 20;
@@ -53,7 +55,10 @@ impl TextRun {
         let Some(head) = text_of(&self.first) else {
             return false;
         };
+        // A chunk addressed to a session (`capfleet.message_to`) is a delivery of its
+        // own: kept whole, as the router saw it, for a replay.
         self.cut == cut
+            && head.message_to().is_none()
             && e.urn == self.first.urn
             && e.turn == self.first.turn
             && e.seq == self.last_seq + 1
@@ -87,6 +92,7 @@ pub(super) struct Writer {
     sync: std::fs::File,
     spec: JournalSpec,
     faults: Option<FaultSink>,
+    blobs: Blobs,
     /// Records and bytes handed to the buffer.
     written: (u64, u64),
     tally: JournalTally,
@@ -105,6 +111,7 @@ impl Writer {
         Ok(Writer {
             sync: file.try_clone()?,
             out: std::io::BufWriter::with_capacity(256 << 10, file),
+            blobs: Blobs::beside(&spec.path),
             spec,
             faults,
             written: (0, 0),
@@ -145,9 +152,37 @@ impl Writer {
         }
         self.end_run();
         self.line.clear();
-        if serde_json::to_writer(&mut self.line, &*e).is_ok() {
+        let encoded = match self.by_reference(&e) {
+            Ok(Some(stored)) => serde_json::to_writer(&mut self.line, &stored),
+            Ok(None) => serde_json::to_writer(&mut self.line, &*e),
+            Err(err) => return self.fail(err, 1),
+        };
+        if encoded.is_ok() {
             self.write_line();
         }
+    }
+
+    /// `e` with its large prompt stored as a blob and named, if it has one.
+    fn by_reference(&mut self, e: &Published) -> std::io::Result<Option<SessionEvent>> {
+        let EventBody::TurnStarted {
+            prompt: Prompt::Text(text),
+            prompt_bytes,
+            attempt,
+        } = &e.body
+        else {
+            return Ok(None);
+        };
+        if text.len() <= Prompt::INLINE_MAX {
+            return Ok(None);
+        }
+        let reference = self.blobs.store(text.as_bytes())?;
+        let mut stored = (**e).clone();
+        stored.body = EventBody::TurnStarted {
+            prompt_bytes: *prompt_bytes,
+            attempt: *attempt,
+            prompt: Prompt::Stored(reference),
+        };
+        Ok(Some(stored))
     }
 
     /// Write the text run, if any: joined, as the event itself, or as its cut.
@@ -215,7 +250,15 @@ impl Writer {
         if self.failed || !std::mem::take(&mut self.dirty) {
             return;
         }
-        let synced = match self.out.flush() {
+        // The blobs first: a record on disk never names one that is not.
+        let blobs = match self.blobs.take_pending() {
+            Some(job) => tokio::task::spawn_blocking(job)
+                .await
+                .map_err(std::io::Error::other)
+                .and_then(|r| r),
+            None => Ok(()),
+        };
+        let synced = match blobs.and_then(|()| self.out.flush()) {
             Ok(()) => sync(&self.sync).await,
             Err(e) => Err(e),
         };

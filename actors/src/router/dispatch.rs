@@ -12,6 +12,9 @@ use super::mentions::{mentions, target_of};
 use super::plan::MasterPlan;
 
 mod budget;
+mod keys;
+mod metrics;
+mod replaying;
 mod routes;
 use super::spec::{QueueOrder, RoutingSpec};
 use crate::budget::{BudgetMsg, BudgetScope};
@@ -22,7 +25,7 @@ use crate::events::{
 use crate::protocol::{CancelScope, CapEvent, HasMeta, PlanStatus};
 use crate::session::{SessionError, SessionMsg, TurnResult};
 use crate::telemetry::TreeTelemetry;
-use crate::telemetry::metrics::MailboxLabels;
+pub use replaying::RouterRecovery;
 
 mod collect;
 
@@ -105,6 +108,14 @@ pub(super) struct Core {
     budget_acted: HashSet<BudgetScope>,
     /// A session crossed its own budget.
     session_over_budget: bool,
+    /// Waits for the journal to have a record on disk (deliveries take effect after it).
+    pub durable: Option<crate::journal::Durable>,
+    /// Records journaled before the task goes out (the sessions, their workspaces).
+    pub preamble: Vec<EventBody>,
+    /// Deliveries keyed so far, per target: the next key is `<to>#<n + 1>`.
+    pub(super) keys: HashMap<String, u32>,
+    /// A resumed run's replay of the journal, until its recorded ends are taken.
+    pub(super) replay: Option<replaying::Replay>,
 }
 
 impl Core {
@@ -157,15 +168,27 @@ impl Core {
             budget: None,
             budget_acted: HashSet::new(),
             session_over_budget: false,
+            durable: None,
+            preamble: Vec::new(),
+            keys: HashMap::new(),
+            replay: None,
         }
     }
 
-    /// Every mediation is a record in the journal (and for the run's watchers).
+    /// Every mediation is a record in the journal (and for the run's watchers) — but
+    /// one a resumed run's replay derives again, which is there already.
     pub(super) async fn record(&mut self, body: EventBody) {
+        if self.replay.as_mut().is_some_and(replaying::Replay::skip) {
+            return;
+        }
         self.bus.publish(None, body).await;
     }
 
     pub(super) async fn start(&mut self, me: &ActorRef<RouterMsg>) {
+        self.record_resumed().await;
+        for body in std::mem::take(&mut self.preamble) {
+            self.record(body).await;
+        }
         let task = self.spec.task.clone();
         for name in self.spec.start.clone() {
             let d = Delivery {
@@ -281,17 +304,25 @@ impl Core {
             cap.route.via = d.via.as_str(),
             cap.route.bytes = int(d.text.len()),
         );
+        let key = self.next_key(to);
         self.record(EventBody::Routed {
             from: d.from,
             to: to.into(),
             via: d.via,
             bytes: d.text.len(),
+            key: key.clone(),
         })
         .await;
         // A plan entry is in progress from its turn's start, not from its dispatch.
         if let Origin::Plan(i) = origin {
             self.set_plan(i, PlanStatus::InProgress).await;
         }
+        // A resumed run's delivery whose turn ended: its recorded result, in its order.
+        if self.park(&key, to, &origin) {
+            return;
+        }
+        // On disk before the session has it: a resume never delivers it again.
+        self.make_durable().await;
         let router = me.clone();
         tokio::spawn(
             async move {
@@ -305,6 +336,7 @@ impl Core {
                 };
                 let _router_gone = router.cast(RouterMsg::TurnDone {
                     session: name,
+                    key,
                     origin,
                     result,
                 });
@@ -316,10 +348,11 @@ impl Core {
     pub(super) async fn turn_done(
         &mut self,
         me: &ActorRef<RouterMsg>,
-        session: String,
+        (session, key): (String, String),
         origin: Origin,
         result: Result<TurnResult, SessionError>,
     ) {
+        self.record_delivered(key, &session, &result).await;
         self.running = self.running.saturating_sub(1);
         if let Some(slot) = self.slots.get_mut(&session) {
             slot.running = None;
@@ -489,19 +522,6 @@ impl Core {
         }
     }
 
-    /// Deliveries waiting (per-session queues and admission), for the metrics.
-    pub(super) fn note_pending(&self) {
-        if let Some(m) = &self.telemetry.metrics {
-            let queued: usize = self.slots.values().map(|s| s.queue.len()).sum();
-            let pending = queued + self.admission.len();
-            m.mailbox_depth
-                .get_or_create(&MailboxLabels {
-                    mailbox: "router_pending".into(),
-                })
-                .set(i64::try_from(pending).unwrap_or(i64::MAX));
-        }
-    }
-
     /// Start what waits: each idle session's own queue, then the admission queue.
     async fn pump(&mut self, me: &ActorRef<RouterMsg>) {
         for name in self.order.clone() {
@@ -536,6 +556,7 @@ impl Core {
             return;
         }
         tracing::warn!(?outcome, reason, "stopping the run");
+        self.record_stopping(outcome, reason).await;
         self.stopped = Some(outcome);
         self.signal = signal;
         self.admission.clear();

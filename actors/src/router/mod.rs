@@ -14,7 +14,7 @@ pub mod subtasks;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use tokio::sync::mpsc;
 
-pub use dispatch::{FLEET_SOURCE, Origin, QUEUE_MAX};
+pub use dispatch::{FLEET_SOURCE, Origin, QUEUE_MAX, RouterRecovery};
 pub use spec::{CollectMode, Picker, QueueOrder, Route, RouteAction, RoutingSpec, Split};
 
 use crate::events::{Published, RunOutcome, Signal};
@@ -42,6 +42,14 @@ pub struct RouterArgs {
     /// The budget: read before each turn starts and after each ends (its crossings
     /// stop the run or a session).
     pub budget: Option<ActorRef<crate::budget::BudgetMsg>>,
+    /// Waits for the journal to have a record on disk: each delivery is, before the
+    /// session gets it.
+    pub durable: Option<crate::journal::Durable>,
+    /// Records journaled (and synced) before the task goes out: the sessions and
+    /// their workspaces.
+    pub preamble: Vec<crate::events::EventBody>,
+    /// A resumed run: where the router's stream goes on from, what it replays.
+    pub recovered: Option<RouterRecovery>,
 }
 
 pub enum RouterMsg {
@@ -50,6 +58,8 @@ pub enum RouterMsg {
     /// A turn ended.
     TurnDone {
         session: String,
+        /// The delivery's idempotency key.
+        key: String,
         origin: Origin,
         result: Result<TurnResult, SessionError>,
     },
@@ -106,6 +116,7 @@ impl Actor for Router {
         _myself: ActorRef<RouterMsg>,
         a: RouterArgs,
     ) -> Result<RouterState, ActorProcessingErr> {
+        let sinks = a.sinks.clone();
         let mut core = dispatch::Core::new(
             a.fleet,
             a.spec,
@@ -114,8 +125,13 @@ impl Actor for Router {
             a.abort_on_error,
             a.telemetry,
         );
+        if let Some(r) = a.recovered {
+            core.resume(r, sinks);
+        }
         core.candidates = a.candidates;
         core.budget = a.budget;
+        core.durable = a.durable;
+        core.preamble = a.preamble;
         Ok(RouterState {
             core,
             waiters: Vec::new(),
@@ -131,13 +147,24 @@ impl Actor for Router {
         match msg {
             RouterMsg::Start => {
                 st.core.start(&myself).await;
+                st.core.release(&myself).await;
                 st.core.note_pending();
             }
             RouterMsg::TurnDone {
                 session,
+                key,
                 origin,
                 result,
-            } => st.core.turn_done(&myself, session, origin, result).await,
+            } => {
+                // A live turn of a resumed run waits until the replay is done.
+                if let Some((session, key, origin, result)) =
+                    st.core.hold((session, key, origin, result))
+                {
+                    st.core
+                        .turn_done(&myself, (session, key), origin, result)
+                        .await;
+                }
+            }
             RouterMsg::Stop {
                 outcome,
                 reason,

@@ -12,7 +12,7 @@ use super::turn::{Turn, TurnResult};
 use super::{Own, SessionError, SessionMsg};
 use crate::driver::DriverMsg;
 use crate::events::requests::OpenRequest;
-use crate::events::{EventBody, SessionState, TurnOutcome, UsageTotals};
+use crate::events::{EventBody, Prompt, SessionState, TurnOutcome, UsageTotals};
 use crate::protocol::{CapEvent, StopReason};
 
 type Reply = RpcReplyPort<Result<TurnResult, SessionError>>;
@@ -25,9 +25,20 @@ pub(super) struct TurnBook {
     open: HashMap<String, OpenRequest>,
     usage: UsageTotals,
     done: u32,
+    /// A resumed run's interrupted turn: its partial text, handed to the next turn.
+    carried: Option<String>,
 }
 
 impl TurnBook {
+    /// A resumed session's book: `done` turns before, maybe one cut with `carried`.
+    pub(super) fn resumed(done: u32, carried: Option<String>) -> TurnBook {
+        TurnBook {
+            done,
+            carried: carried.filter(|t| !t.is_empty()),
+            ..TurnBook::default()
+        }
+    }
+
     pub(super) fn current(&self) -> Option<&Turn> {
         self.turn.as_ref()
     }
@@ -144,10 +155,15 @@ impl Core {
         let id = self.book.done + 1;
         self.spans
             .start_turn(id, prompt.len(), self.slot.resume_id.as_deref());
-        self.book.turn = Some(Turn::new(id, prompt));
+        let mut turn = Turn::new(id, prompt);
+        // The turn a resumed run re-issues: its partial text goes with it (§10.6)
+        // unless the agent resumed its session natively.
+        let carried = self.book.carried.take().map(|t| turn.carry(&t)).is_some();
+        self.book.turn = Some(turn);
         self.book.reply = Some(reply);
         if self.state.is_idle() {
-            self.send_prompt(myself, None).await;
+            let resumed = carried.then_some(self.slot.resumed_natively);
+            self.send_prompt(myself, resumed).await;
         }
         // Starting: the prompt goes out when the driver is ready (wait-for-ready).
     }
@@ -174,6 +190,7 @@ impl Core {
         turn.attempts += 1;
         turn.sent = true;
         let (id, attempt, bytes) = (turn.id, turn.attempts, text.len());
+        let prompt = Prompt::Text(text.as_str().into());
         // Sent inside the turn's span: the driver handles the prompt in it.
         let _gone = self
             .spans
@@ -186,6 +203,7 @@ impl Core {
         self.publish(EventBody::TurnStarted {
             prompt_bytes: bytes,
             attempt,
+            prompt,
         })
         .await;
         self.set_state(SessionState::Working).await;

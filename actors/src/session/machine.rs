@@ -36,12 +36,15 @@ impl Core {
             answerer,
             parent,
         } = args;
+        let recovered = spec.recovered.clone().unwrap_or_default();
+        let mut slot = DriverSlot::new(&spec);
+        slot.resume_id = recovered.resume_id;
         Core {
             state: SessionState::Starting,
             closing: false,
-            bus: Publisher::new(spec.urn(), subscribers),
-            slot: DriverSlot::new(&spec),
-            book: TurnBook::default(),
+            bus: Publisher::continuing(spec.urn(), subscribers, recovered.seq),
+            slot,
+            book: TurnBook::resumed(recovered.last_turn, recovered.interrupted),
             hooks: Hooks::new(&spec),
             answerer,
             spans: Spans::new(&spec, &parent),

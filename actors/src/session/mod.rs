@@ -74,6 +74,8 @@ pub struct SessionSpec {
     /// Where artifacts the agent emits are stored (their large content leaves the
     /// event for a file URI).
     pub artifacts: Option<Arc<crate::workspace::ArtifactStore>>,
+    /// A resumed run's session: where its stream, turns and agent go on from.
+    pub recovered: Option<crate::resume::SessionRecovery>,
 }
 
 impl SessionSpec {
@@ -92,6 +94,7 @@ impl SessionSpec {
             max_turns: None,
             pricing: None,
             artifacts: None,
+            recovered: None,
         }
     }
 

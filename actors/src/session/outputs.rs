@@ -21,6 +21,7 @@ impl Core {
                 meta,
             } => {
                 self.slot.set_ready();
+                self.slot.resumed_natively = resumed;
                 self.spans.ready();
                 if resume_id.is_some() {
                     self.slot.resume_id = resume_id;
@@ -38,7 +39,13 @@ impl Core {
                     self.set_state(SessionState::Done).await;
                 }
             }
-            DriverOutput::ResumeId(id) => self.slot.resume_id = Some(id),
+            DriverOutput::ResumeId(id) => {
+                // Journaled: a resumed run resumes the agent's session by it.
+                if self.slot.resume_id.as_deref() != Some(id.as_str()) {
+                    self.publish(EventBody::ResumeId { id: id.clone() }).await;
+                }
+                self.slot.resume_id = Some(id);
+            }
             DriverOutput::Event(event) => self.on_event(myself, event).await,
             DriverOutput::TurnEnd(end) => {
                 let cancelled =

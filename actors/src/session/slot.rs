@@ -27,6 +27,8 @@ pub(super) struct DriverSlot {
     pub launch: Arc<LaunchSpec>,
     /// The agent's session to resume, once it reported one.
     pub resume_id: Option<String>,
+    /// The current agent resumed its session natively (its ready said so).
+    pub resumed_natively: bool,
     pub tracker: RestartTracker,
     generation: u64,
     ready_generation: u64,
@@ -41,6 +43,7 @@ impl DriverSlot {
             driver: None,
             launch: Arc::new(spec.launch.clone()),
             resume_id: None,
+            resumed_natively: false,
             tracker: RestartTracker::new(spec.policy),
             generation: 0,
             ready_generation: 0,

@@ -115,6 +115,11 @@ impl Turn {
         }
     }
 
+    /// Take `text` as this turn's partial output (a resumed run's interrupted turn).
+    pub(crate) fn carry(&mut self, text: &str) {
+        self.push_text(text);
+    }
+
     /// The assistant text so far (kept across a restart, spec §10.6).
     pub(crate) fn partial_text(&self) -> &str {
         &self.text

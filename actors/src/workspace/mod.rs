@@ -48,6 +48,6 @@ pub const WORKSPACE_URN_SEGMENT: &str = "workspace";
 /// The workspace records' stream: artifacts and vetting warnings published under
 /// `cap://<fleet>/workspace` (numbered like a session's events), each naming its
 /// session in `_meta."capfleet.session"`, to the journal and the run's watchers.
-pub fn publisher(fleet: &str, sinks: Vec<mpsc::Sender<Published>>) -> Publisher {
-    Publisher::new(urn(fleet, WORKSPACE_URN_SEGMENT), sinks)
+pub fn publisher(fleet: &str, sinks: Vec<mpsc::Sender<Published>>, after: u64) -> Publisher {
+    Publisher::continuing(urn(fleet, WORKSPACE_URN_SEGMENT), sinks, after)
 }

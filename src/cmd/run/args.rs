@@ -14,6 +14,8 @@ Examples:
       validate fleets and print their plans
   capfleet run fleet.toml --task @task.md
       replace the fleet's task (`@` reads a file)
+  capfleet run --resume latest
+      continue the last run where it was cut (capfleet killed, a signal, a reboot)
 
 Validation happens before anything spawns; every error names file, line and key. \
 Each run records its journal in .capfleet/runs/<run-id>/journal.jsonl under the current \
@@ -29,6 +31,15 @@ Sessions of coding agents each work in their own git worktree, \
 `capfleet diff`, `capfleet merge`, `capfleet clean`. A workspace that cannot be made \
 fails the run (exit 1) before any agent starts.
 
+Resuming (--resume RUN, a run id or `latest`): the run goes on in place, same id, same \
+journal, same worktrees. Completed turns are not run again (their recorded results are \
+replayed: routes, joins, plan entries and mentions follow from them as before, and no \
+delivery is made twice), the budget counts what was spent, a turn cut mid-way is \
+re-issued (resumed natively where the agent can, else with its partial output). A run \
+that had ended says so and changes nothing; one whose orchestrator still runs is refused \
+(its pid named); a fleet file changed since the run is refused with the change named \
+(--force: resume anyway, the change journaled).
+
 Exit codes: 0 completed, 1 a session failed, 2 invalid config (or bad usage), \
 3 budget exceeded, 130 interrupted (Ctrl-C), 143 / 129 stopped by SIGTERM / SIGHUP \
 (every agent's process group is killed first; a second signal cuts the kill grace \
@@ -36,8 +47,18 @@ short). A disk fault (a journal, transcript or artifact write that failed) is ex
 too.")]
 pub(crate) struct RunArgs {
     /// The fleet file(s); more than one only with --dry-run.
-    #[arg(required = true, value_name = "FLEET.toml")]
+    #[arg(
+        required_unless_present = "resume",
+        conflicts_with = "resume",
+        value_name = "FLEET.toml"
+    )]
     pub fleets: Vec<PathBuf>,
+    /// Continue run RUN (its id, or `latest`) from its journal, in place.
+    #[arg(long, value_name = "RUN", conflicts_with_all = ["dry_run", "task", "commit"])]
+    pub resume: Option<String>,
+    /// With --resume: go on although the fleet file changed since the run started.
+    #[arg(long, requires = "resume")]
+    pub force: bool,
     /// Validate and print the plan (sessions, routes, budget); spawn nothing.
     #[arg(long)]
     pub dry_run: bool,

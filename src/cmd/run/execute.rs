@@ -12,7 +12,7 @@ use capfleet_actors::budget::{BudgetLimits, BudgetScope, BudgetSnapshot, Crossin
 use capfleet_actors::events::{RunOutcome, SUBSCRIBER_CAPACITY, Signal, urn};
 use capfleet_actors::journal::JournalSpec;
 use capfleet_actors::router::RaceWon;
-use capfleet_actors::run::{RunReport, RunSpec, RunTelemetry, run_fleet};
+use capfleet_actors::run::{Resume, RunReport, RunSpec, RunTelemetry, run_fleet};
 use capfleet_actors::telemetry::metrics::FleetMetrics;
 use tokio::sync::mpsc;
 
@@ -22,6 +22,7 @@ use super::view::{self, Mode};
 use super::workspaces;
 use super::{EXIT_BUDGET, EXIT_INTERRUPTED, EXIT_SESSION_FAILED, RunArgs};
 use crate::cmd::unattended;
+use crate::fleet::run_dir::RunLock;
 use crate::fleet::{Fleet, OnError, RunDir};
 use crate::human::Input;
 use crate::signals::StopSignals;
@@ -29,12 +30,24 @@ use crate::style::{ColorChoice, Style};
 use crate::telemetry::Telemetry;
 use crate::telemetry::metrics_http::MetricsServer;
 
+/// A new run, or one resumed in place.
+pub(super) enum Target {
+    New,
+    Resume {
+        run: RunDir,
+        lock: RunLock,
+        resume: Box<Resume>,
+        commit: bool,
+    },
+}
+
 pub(super) async fn execute(
     mut fleet: Fleet,
     args: &RunArgs,
     color: ColorChoice,
     telemetry: &Telemetry,
     signals: StopSignals,
+    target: Target,
 ) -> ExitCode {
     let err = Style::for_stderr(color);
     let run_telemetry = RunTelemetry {
@@ -58,44 +71,47 @@ pub(super) async fn execute(
         },
         _ => None,
     };
-    let run = match std::env::current_dir()
-        .map_err(|e| e.to_string())
-        .and_then(|dir| {
-            for k in super::orphans::sweep(&dir) {
-                eprintln!(
-                    "{} killed {} process(es) left running by run {} (its capfleet, pid {}, is dead)",
-                    err.warn("warning:"),
-                    k.processes,
-                    k.run,
-                    k.pid
-                );
+    let (run, _lock, resume, commit) = match target {
+        Target::New => match new_run(args, err) {
+            Ok((run, lock)) => (run, lock, None, args.commit),
+            Err(code) => return code,
+        },
+        Target::Resume {
+            run,
+            lock,
+            resume,
+            commit,
+        } => {
+            // What the dead orchestrator left running goes first.
+            if let Ok(dir) = std::env::current_dir() {
+                sweep(&dir, err);
             }
-            RunDir::create(&dir).map_err(|e| e.to_string())
-        })
-    {
-        Ok(run) => run,
-        Err(e) => {
-            eprintln!("{} cannot make the run directory: {e}", err.err("error:"));
-            return ExitCode::FAILURE;
+            (run, lock, Some(resume), commit)
         }
-    };
-    // Held until capfleet exits: `capfleet log -f` sees the orchestrator gone by it.
-    let _lock = match args.fleets.first().map(|f| run.lock(f)) {
-        Some(Ok(lock)) => lock,
-        Some(Err(e)) => {
-            eprintln!("{} cannot lock the run directory: {e}", err.err("error:"));
-            return ExitCode::FAILURE;
-        }
-        None => return ExitCode::from(super::EXIT_INVALID),
     };
     fleet.bind_run_dir(&run);
-    eprintln!(
-        "capfleet: run {} (journal {})",
-        run.id,
-        run.journal().display()
-    );
-    // Before any agent starts: a workspace that cannot be made fails the run.
-    let workspace = match workspaces::prepare(&mut fleet, &run, args.commit).await {
+    match &resume {
+        Some(r) => eprintln!(
+            "capfleet: resuming run {} (journal {}: {} records, {} completed deliveries replayed, {} re-issued)",
+            run.id,
+            run.journal().display(),
+            r.recovered.tail.records,
+            r.recovered.replay.len(),
+            r.recovered.interrupted.len()
+        ),
+        None => eprintln!(
+            "capfleet: run {} (journal {})",
+            run.id,
+            run.journal().display()
+        ),
+    }
+    // Before any agent starts: a workspace that cannot be made fails the run; a
+    // resumed run's are reused as they are.
+    let prepared = match &resume {
+        Some(_) => workspaces::reuse(&mut fleet, &run, commit),
+        None => workspaces::prepare(&mut fleet, &run, commit).await,
+    };
+    let workspace = match prepared {
         Ok(phase) => phase,
         Err(e) => {
             eprintln!("{} cannot provision the workspaces: {e}", err.err("error:"));
@@ -154,6 +170,7 @@ pub(super) async fn execute(
         abort_on_error: fleet.on_error == OnError::Abort,
         telemetry: run_telemetry,
         workspace: Some(workspace),
+        resume: resume.map(|r| *r),
     };
     let (signals_tx, signals_rx) = mpsc::channel(4);
     signals.forward(signals_tx);
@@ -181,6 +198,50 @@ pub(super) async fn execute(
         }
     }
     ExitCode::from(code)
+}
+
+/// Sweep what dead runs left, make the run directory, take its lock, keep what a
+/// resume needs; on failure, the exit code (said).
+fn new_run(args: &RunArgs, err: Style) -> Result<(RunDir, RunLock), ExitCode> {
+    let run = match std::env::current_dir()
+        .map_err(|e| e.to_string())
+        .and_then(|dir| {
+            sweep(&dir, err);
+            RunDir::create(&dir).map_err(|e| e.to_string())
+        }) {
+        Ok(run) => run,
+        Err(e) => {
+            eprintln!("{} cannot make the run directory: {e}", err.err("error:"));
+            return Err(ExitCode::FAILURE);
+        }
+    };
+    // Held until capfleet exits: `capfleet log -f` sees the orchestrator gone by it.
+    let lock = match args.fleets.first().map(|f| run.lock(f)) {
+        Some(Ok(lock)) => lock,
+        Some(Err(e)) => {
+            eprintln!("{} cannot lock the run directory: {e}", err.err("error:"));
+            return Err(ExitCode::FAILURE);
+        }
+        None => return Err(ExitCode::from(super::EXIT_INVALID)),
+    };
+    if let Err(e) = super::resume::remember(&run, args) {
+        eprintln!("{} {e}", err.err("error:"));
+        return Err(ExitCode::FAILURE);
+    }
+    Ok((run, lock))
+}
+
+/// Kill and report what dead runs in `dir` left running.
+fn sweep(dir: &std::path::Path, err: Style) {
+    for k in super::orphans::sweep(dir) {
+        eprintln!(
+            "{} killed {} process(es) left running by run {} (its capfleet, pid {}, is dead)",
+            err.warn("warning:"),
+            k.processes,
+            k.run,
+            k.pid
+        );
+    }
 }
 
 /// Put each open question to the human at the terminal, one at a time.

@@ -7,6 +7,7 @@ mod dry_run;
 mod execute;
 mod lines;
 mod orphans;
+mod resume;
 mod screen;
 mod totals;
 mod view;
@@ -75,10 +76,22 @@ async fn load_and_run(
         );
         return ExitCode::from(EXIT_INVALID);
     }
+    // A resume loads the fleet its run was started with, as given then.
+    let opened = match args.resume.as_deref().map(resume::open).transpose() {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("{} {e}", err.err("error:"));
+            return ExitCode::from(EXIT_INVALID);
+        }
+    };
+    let (fleets, task) = match &opened {
+        Some(o) => (vec![o.fleet.clone()], o.task.clone()),
+        None => (args.fleets.clone(), args.task.clone()),
+    };
     let mut loaded = Vec::new();
     let mut invalid = false;
-    for path in &args.fleets {
-        match fleet::load(path, args.task.as_deref()).await {
+    for path in &fleets {
+        match fleet::load(path, task.as_deref()).await {
             Ok(l) => {
                 for w in &l.warnings {
                     eprintln!("{} {w}", err.warn("warning:"));
@@ -118,9 +131,34 @@ async fn load_and_run(
         let fleets: Vec<_> = loaded.into_iter().map(|l: Loaded| l.fleet).collect();
         return dry_run::print(&fleets, args, Style::for_stdout(color));
     }
-    match (loaded.pop(), telemetry, signals) {
-        (Some(l), Some(t), Some(signals)) => {
-            execute::execute(l.fleet, args, color, t, signals).await
+    let Some(l) = loaded.pop() else {
+        return ExitCode::from(EXIT_INVALID);
+    };
+    let target = match opened {
+        None => execute::Target::New,
+        Some(o) => match resume::check(&o, &l.fleet.name, args.force) {
+            Ok(resume::Verdict::Go { lock, resume }) => execute::Target::Resume {
+                run: o.run,
+                lock,
+                resume,
+                commit: o.commit,
+            },
+            Ok(resume::Verdict::Ended(outcome)) => {
+                eprintln!(
+                    "capfleet: run {} had ended ({outcome}): nothing to resume, nothing changed",
+                    o.run.id
+                );
+                return ExitCode::SUCCESS;
+            }
+            Err(e) => {
+                eprintln!("{} {e}", err.err("error:"));
+                return ExitCode::from(EXIT_INVALID);
+            }
+        },
+    };
+    match (telemetry, signals) {
+        (Some(t), Some(signals)) => {
+            execute::execute(l.fleet, args, color, t, signals, target).await
         }
         _ => ExitCode::from(EXIT_INVALID),
     }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use capfleet_actors::run::{RunReport, WorkspacePhase};
 use capfleet_actors::workspace::provision::{Request, provision};
-use capfleet_actors::workspace::{ArtifactStore, Kind, Workspace, WorkspaceError};
+use capfleet_actors::workspace::{ArtifactStore, Kind, RunWorkspaces, Workspace, WorkspaceError};
 use serde_json::{Value, json};
 
 use crate::fleet::{Fleet, RunDir};
@@ -40,6 +40,28 @@ pub(super) async fn prepare(
                 reason: format!("the provisioning task failed: {e}"),
             })??;
     provisioned.save(&run.path)?;
+    Ok(bind(fleet, run, provisioned, commit))
+}
+
+/// A resumed run's workspaces: those it provisioned (`workspaces.json`), reused as
+/// they are — never reset, never provisioned again over work.
+pub(super) fn reuse(
+    fleet: &mut Fleet,
+    run: &RunDir,
+    commit: bool,
+) -> Result<WorkspacePhase, WorkspaceError> {
+    let provisioned = RunWorkspaces::load(&run.path)?;
+    Ok(bind(fleet, run, provisioned, commit))
+}
+
+/// Point every coding session at its workspace and every session at the run's
+/// artifact store.
+fn bind(
+    fleet: &mut Fleet,
+    run: &RunDir,
+    provisioned: RunWorkspaces,
+    commit: bool,
+) -> WorkspacePhase {
     let store = Arc::new(ArtifactStore::new(&run.path));
     store.limit_text_to(fleet.journal_max_bytes);
     for s in &mut fleet.sessions {
@@ -52,13 +74,13 @@ pub(super) async fn prepare(
                 .with_profile_config("coding", coding_config(w));
         }
     }
-    Ok(WorkspacePhase {
+    WorkspacePhase {
         run_id: run.id.clone(),
         store,
         workspaces: provisioned.workspaces,
         commit,
         test_timeout: fleet.turn_timeout,
-    })
+    }
 }
 
 /// What the agent is told of its workspace in `profile_config.coding`.

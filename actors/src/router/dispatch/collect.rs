@@ -67,11 +67,14 @@ impl Core {
                     self.record(EventBody::Cap { event: d.event }).await;
                 }
                 let winner = from.first().cloned().unwrap_or_default();
+                let to = format!("human (picked {winner})");
+                let key = self.next_key(&to);
                 self.record(EventBody::Routed {
                     from,
-                    to: format!("human (picked {winner})"),
+                    to,
                     via: RouteVia::Collect,
                     bytes: text.len(),
+                    key,
                 })
                 .await;
             }

@@ -21,7 +21,7 @@ impl Core {
             if !route.when.iter().any(|w| w == session) {
                 continue;
             }
-            self.done_since[i].insert(session.to_owned());
+            let arrived = self.done_since[i].insert(session.to_owned());
             let all = route
                 .when
                 .iter()
@@ -34,7 +34,11 @@ impl Core {
                 }
             );
             let first = first_of_race && !self.collected[i] && self.is_done(session);
-            if !(all || first) {
+            let fired = all || first;
+            if arrived || fired {
+                self.record_join(i, fired).await;
+            }
+            if !fired {
                 continue;
             }
             self.done_since[i].clear();
@@ -93,6 +97,18 @@ impl Core {
                 }
             }
         }
+    }
+
+    /// Route `i`'s join state: who arrived since it last fired, and whether it fires.
+    async fn record_join(&mut self, i: usize, fired: bool) {
+        let mut arrived: Vec<String> = self.done_since[i].iter().cloned().collect();
+        arrived.sort();
+        self.record(EventBody::Join {
+            route: i,
+            arrived,
+            fired,
+        })
+        .await;
     }
 
     /// Idle with nothing waiting for it and no plan entry of its own left open.

@@ -1,0 +1,137 @@
+//! Reading a journal back: every complete record in order, and what is not one. The
+//! writer appends whole lines, synced in batches; a crash can leave the last line cut
+//! (no end of line, or bytes that are no JSON record — a file system may fill the
+//! unsynced tail with zeros). That torn last line is reported ([`Tail::torn`]) and
+//! left out, and [`cut_torn`] removes it before anything is appended again. A line
+//! that is no record anywhere else is counted ([`Tail::corrupt`]) and skipped.
+
+use std::io::{self, BufRead, Seek};
+use std::path::Path;
+
+/// A last line the writer never finished.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Torn {
+    /// Where it starts: the length of the journal without it.
+    pub offset: u64,
+    pub bytes: u64,
+}
+
+/// What a pass over a journal found besides its records.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Tail {
+    /// Complete records read.
+    pub records: u64,
+    /// Lines before the last that are no record (skipped).
+    pub corrupt: u64,
+    pub torn: Option<Torn>,
+}
+
+impl std::fmt::Display for Torn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the journal's last record is torn ({} bytes at offset {}, never completed): left out",
+            self.bytes, self.offset
+        )
+    }
+}
+
+/// Read `path` line by line; `each` takes every line that ends with a line feed (without
+/// it) and says whether it is a record (parsed). The last line, if it is none, is torn.
+pub fn scan(path: &Path, mut each: impl FnMut(&[u8]) -> bool) -> io::Result<Tail> {
+    let file = std::fs::File::open(path)?;
+    let mut reader = io::BufReader::with_capacity(1 << 20, file);
+    let mut tail = Tail::default();
+    let mut line = Vec::with_capacity(4096);
+    let mut offset = 0u64;
+    // The last line that was no record: torn if nothing follows it.
+    let mut bad: Option<Torn> = None;
+    loop {
+        line.clear();
+        let n = reader.read_until(b'\n', &mut line)? as u64;
+        if n == 0 {
+            break;
+        }
+        if let Some(b) = bad.take() {
+            tail.corrupt += 1;
+            tracing::warn!(
+                offset = b.offset,
+                bytes = b.bytes,
+                "journal line is no record: skipped"
+            );
+        }
+        let ended = line.last() == Some(&b'\n');
+        let body = if ended {
+            &line[..line.len() - 1]
+        } else {
+            &line[..]
+        };
+        if ended && !body.is_empty() && each(body) {
+            tail.records += 1;
+        } else if !(ended && body.is_empty()) {
+            bad = Some(Torn { offset, bytes: n });
+        }
+        offset += n;
+    }
+    tail.torn = bad;
+    Ok(tail)
+}
+
+/// Cut the torn last line off `path` (so that what is appended next starts a line).
+pub fn cut_torn(path: &Path, torn: Torn) -> io::Result<()> {
+    let file = std::fs::OpenOptions::new().write(true).open(path)?;
+    file.set_len(torn.offset)?;
+    let mut file = file;
+    file.seek(io::SeekFrom::End(0))?;
+    file.sync_all()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn is_record(line: &[u8]) -> bool {
+        serde_json::from_slice::<serde::de::IgnoredAny>(line).is_ok()
+    }
+
+    #[test]
+    fn a_torn_last_line_is_reported_left_out_and_cut() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.jsonl");
+        let whole = "{\"a\":1}\n{\"b\":2}\n";
+        let last = "{\"c\":\"é\"}\n";
+        for cut in 1..last.len() {
+            let mut bytes = whole.as_bytes().to_vec();
+            bytes.extend_from_slice(&last.as_bytes()[..cut]);
+            std::fs::write(&path, &bytes).unwrap();
+            let mut seen = 0;
+            let tail = scan(&path, |l| {
+                seen += 1;
+                is_record(l)
+            })
+            .unwrap();
+            assert_eq!(tail.records, 2, "cut at {cut}");
+            let torn = tail.torn.expect("torn");
+            assert_eq!(torn.offset, whole.len() as u64);
+            assert_eq!(torn.bytes, cut as u64);
+            cut_torn(&path, torn).unwrap();
+            assert_eq!(std::fs::read_to_string(&path).unwrap(), whole);
+        }
+        // Zeros where the unsynced tail was, ended or not.
+        std::fs::write(&path, format!("{whole}\0\0\0\0\n")).unwrap();
+        let tail = scan(&path, is_record).unwrap();
+        assert_eq!((tail.records, tail.corrupt), (2, 0));
+        assert!(tail.torn.is_some());
+        std::fs::write(&path, whole).unwrap();
+        assert_eq!(scan(&path, is_record).unwrap().torn, None);
+    }
+
+    #[test]
+    fn a_bad_line_inside_is_counted_and_skipped() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.jsonl");
+        std::fs::write(&path, "{\"a\":1}\n{\"b\n{\"c\":3}\n").unwrap();
+        let tail = scan(&path, is_record).unwrap();
+        assert_eq!((tail.records, tail.corrupt, tail.torn), (2, 1, None));
+    }
+}

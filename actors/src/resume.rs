@@ -1,0 +1,338 @@
+//! What a resumed run takes from its journal (`capfleet run --resume`): the records
+//! read back ([`crate::journal::replay`], a torn last line reported and left out) into
+//! what each part of the tree continues from. Temporal's model: the history replayed,
+//! completed work returning its recorded result instead of running again.
+//!
+//! - every stream's last sequence number: the resumed run's publishers go on from it;
+//! - per session ([`SessionRecovery`]): its highest turn number (its next turn is
+//!   numbered after it), the agent's last resume id (its first start resumes
+//!   natively where the binding can), and the assistant text of a turn that never
+//!   ended (re-issued with it where the agent cannot resume, spec §10.6);
+//! - the deliveries whose turn ended, in the order the router took them, each with
+//!   that turn's result rebuilt from its journaled events ([`Replayed`]): the resumed
+//!   router replays its decisions on them, it does not run them again;
+//! - how many records of the router's own stream the replay derives again (it does
+//!   not journal them twice);
+//! - the usage so far (the budget counts it) and how the run ended, if it did.
+//!
+//! A stop (`stopping`, a signal or a fault) cuts the router's stream: what it
+//! recorded from there to the next `resumed` is the stop's, not the run's logic, and
+//! only the turns that completed in it are replayed (after the others).
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use serde::Deserialize;
+
+use crate::events::{EventBody, SessionEvent, TurnOutcome};
+use crate::journal::replay::{self, Tail};
+use crate::protocol::{CapEvent, StopReason};
+use crate::session::SessionError;
+use crate::session::turn::{Turn, TurnResult};
+
+/// Where a session of a resumed run goes on from.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SessionRecovery {
+    /// The last sequence number of its stream on disk.
+    pub seq: u64,
+    /// Its highest turn number.
+    pub last_turn: u32,
+    /// The agent's session to resume.
+    pub resume_id: Option<String>,
+    /// A turn that never ended: the assistant text it had produced.
+    pub interrupted: Option<String>,
+}
+
+/// A delivery whose turn ended: the router takes its recorded result again.
+#[derive(Debug, Clone)]
+pub struct Replayed {
+    pub key: String,
+    pub session: String,
+    pub result: Result<TurnResult, SessionError>,
+}
+
+/// Everything a resumed run continues from.
+#[derive(Debug, Default)]
+pub struct Recovered {
+    /// Each stream's last sequence number on disk, by URN.
+    pub seqs: HashMap<String, u64>,
+    /// Each session's, by URN.
+    pub sessions: HashMap<String, SessionRecovery>,
+    /// In the order to replay them.
+    pub replay: Vec<Replayed>,
+    /// Router records the replay derives again (not journaled twice).
+    pub router_records: u64,
+    /// The usage events so far (fed to the budget before the run goes on).
+    pub usage: Vec<SessionEvent>,
+    /// `run_ended`'s outcome (or `exit_code` of a run that never started its router).
+    pub ended: Option<String>,
+    /// Keys routed whose turn never ended: re-issued.
+    pub interrupted: Vec<String>,
+    /// What the pass over the journal found besides records.
+    pub tail: Tail,
+}
+
+impl Recovered {
+    /// The run ended for good (not interrupted): nothing to resume.
+    pub fn has_ended(&self) -> bool {
+        self.ended.as_deref().is_some_and(|o| o != "interrupted")
+    }
+}
+
+/// One journal line, the fields a resume reads.
+#[derive(Deserialize)]
+struct Line {
+    #[serde(default)]
+    seq: Option<u64>,
+    #[serde(default)]
+    last_seq: Option<u64>,
+    #[serde(default)]
+    urn: Option<String>,
+    #[serde(default)]
+    turn: Option<u32>,
+    #[serde(rename = "type")]
+    kind: String,
+    #[serde(default)]
+    event: Option<CapEvent>,
+    #[serde(default)]
+    key: Option<String>,
+    #[serde(default)]
+    to: Option<String>,
+    #[serde(default)]
+    outcome: Option<String>,
+    #[serde(default)]
+    error: Option<String>,
+    #[serde(default)]
+    stop_reason: Option<StopReason>,
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    exit_code: Option<u8>,
+}
+
+/// A turn as its events come back.
+struct Rebuilt {
+    turn: Turn,
+    ended: Option<(TurnOutcome, StopReason)>,
+}
+
+/// A delivery's end as the router recorded it.
+struct End {
+    key: String,
+    session: String,
+    urn: String,
+    turn: Option<u32>,
+    outcome: Option<TurnOutcome>,
+    error: Option<String>,
+    /// Recorded while the run was stopping.
+    stopping: bool,
+}
+
+fn outcome_of(s: &str) -> Option<TurnOutcome> {
+    match s {
+        "completed" => Some(TurnOutcome::Completed),
+        "cancelled" => Some(TurnOutcome::Cancelled),
+        "failed" => Some(TurnOutcome::Failed),
+        _ => None,
+    }
+}
+
+/// A session error as `Display` wrote it.
+fn error_of(text: &str) -> SessionError {
+    if let Some(reason) = text.strip_prefix("the session failed: ") {
+        return SessionError::Failed {
+            reason: reason.to_owned(),
+        };
+    }
+    if text.starts_with("a turn is already running") {
+        return SessionError::Busy;
+    }
+    if let Some(max) = text
+        .strip_prefix("max_turns (")
+        .and_then(|t| t.split(')').next())
+        .and_then(|n| n.parse().ok())
+    {
+        return SessionError::MaxTurns { max };
+    }
+    SessionError::Closed
+}
+
+/// Read the journal at `path` for fleet `fleet` (its URNs are `cap://<fleet>/…`).
+pub fn recover(path: &Path, fleet: &str) -> std::io::Result<Recovered> {
+    let router = crate::events::urn(fleet, crate::router::ROUTER_URN_SEGMENT);
+    let mut r = Recovered::default();
+    let mut turns: HashMap<(String, u32), Rebuilt> = HashMap::new();
+    let mut ends: Vec<End> = Vec::new();
+    let mut routed: Vec<(String, String)> = Vec::new();
+    let mut stopping = false;
+    let tail = replay::scan(path, |bytes| {
+        let Ok(line) = serde_json::from_slice::<Line>(bytes) else {
+            return false;
+        };
+        let Some(urn) = line.urn.clone() else {
+            // The CLI's own `run_ended` (the router never ran).
+            if line.kind == "run_ended" {
+                r.ended = line.exit_code.map(|c| format!("exit {c}"));
+            }
+            return true;
+        };
+        let seq = line.seq.max(line.last_seq).unwrap_or(0);
+        let last = r.seqs.entry(urn.clone()).or_default();
+        *last = (*last).max(seq);
+        if urn == router {
+            on_router(&mut r, line, &mut stopping, &mut ends, &mut routed);
+        } else {
+            on_session(&mut r, &urn, line, &mut turns);
+        }
+        true
+    })?;
+    r.tail = tail;
+    // The router's records: what the replay derives again are those before each stop.
+    finish(&mut r, &mut turns, ends, routed);
+    Ok(r)
+}
+
+fn on_router(
+    r: &mut Recovered,
+    line: Line,
+    stopping: &mut bool,
+    ends: &mut Vec<End>,
+    routed: &mut Vec<(String, String)>,
+) {
+    match line.kind.as_str() {
+        "resumed" => {
+            *stopping = false;
+            r.ended = None;
+            return;
+        }
+        "stopping" => *stopping = true,
+        "run_ended" => r.ended = line.outcome.clone(),
+        "routed" => {
+            if let (Some(key), Some(to)) = (line.key.clone(), line.to.clone()) {
+                routed.push((key, to));
+            }
+        }
+        "delivered" => {
+            if let (Some(key), Some(session)) = (line.key.clone(), line.to.clone()) {
+                let urn = format!("{}/{session}", line_fleet(&line));
+                ends.push(End {
+                    key,
+                    session,
+                    urn,
+                    turn: line.turn,
+                    outcome: line.outcome.as_deref().and_then(outcome_of),
+                    error: line.error.clone(),
+                    stopping: *stopping,
+                });
+            }
+        }
+        _ => {}
+    }
+    if !*stopping && line.kind != "run_ended" {
+        r.router_records += 1;
+    }
+}
+
+/// `cap://<fleet>` of a router record.
+fn line_fleet(line: &Line) -> &str {
+    let urn = line.urn.as_deref().unwrap_or("");
+    urn.rsplit_once('/').map_or(urn, |(fleet, _)| fleet)
+}
+
+fn on_session(
+    r: &mut Recovered,
+    urn: &str,
+    line: Line,
+    turns: &mut HashMap<(String, u32), Rebuilt>,
+) {
+    let s = r.sessions.entry(urn.to_owned()).or_default();
+    s.seq = r.seqs.get(urn).copied().unwrap_or(0);
+    match (line.kind.as_str(), line.turn) {
+        ("turn_started", Some(t)) => {
+            s.last_turn = s.last_turn.max(t);
+            turns.entry((urn.to_owned(), t)).or_insert_with(|| Rebuilt {
+                turn: Turn::new(t, String::new()),
+                ended: None,
+            });
+        }
+        ("turn_ended", Some(t)) => {
+            let outcome = line.outcome.as_deref().and_then(outcome_of);
+            if let (Some(rebuilt), Some(o)) = (turns.get_mut(&(urn.to_owned(), t)), outcome) {
+                rebuilt.ended = Some((o, line.stop_reason.unwrap_or(StopReason::EndTurn)));
+            }
+        }
+        ("resume_id", _) => s.resume_id = line.id,
+        ("cap", turn) => {
+            let Some(event) = line.event else { return };
+            if let CapEvent::SessionReady(ready) = &event
+                && let Some(id) = ready.session_id.get()
+            {
+                s.resume_id = Some(id.clone());
+            }
+            if let CapEvent::Usage(_) = &event {
+                r.usage.push(SessionEvent {
+                    seq: line.seq.unwrap_or(0),
+                    urn: Arc::from(urn),
+                    turn,
+                    ts_ms: 0,
+                    body: EventBody::Cap {
+                        event: event.clone(),
+                    },
+                });
+            }
+            if let Some(t) = turn
+                && let Some(rebuilt) = turns.get_mut(&(urn.to_owned(), t))
+                && rebuilt.ended.is_none()
+            {
+                rebuilt.turn.record(&event);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The replay's order and each session's interrupted turn.
+fn finish(
+    r: &mut Recovered,
+    turns: &mut HashMap<(String, u32), Rebuilt>,
+    ends: Vec<End>,
+    routed: Vec<(String, String)>,
+) {
+    let ended: std::collections::HashSet<&str> = ends.iter().map(|e| e.key.as_str()).collect();
+    r.interrupted = routed
+        .iter()
+        .filter(|(k, _)| !ended.contains(k.as_str()))
+        .map(|(k, _)| k.clone())
+        .collect();
+    // Turns that started and never ended: their text so far.
+    for ((urn, _), rebuilt) in turns.iter() {
+        if rebuilt.ended.is_none()
+            && let Some(s) = r.sessions.get_mut(urn)
+        {
+            s.interrupted = Some(rebuilt.turn.partial_text().to_owned());
+        }
+    }
+    let (logical, stopped): (Vec<End>, Vec<End>) = ends.into_iter().partition(|e| !e.stopping);
+    let completed_in_stop = stopped
+        .into_iter()
+        .filter(|e| e.outcome == Some(TurnOutcome::Completed));
+    for e in logical.into_iter().chain(completed_in_stop) {
+        let result = match (e.turn, e.outcome) {
+            (Some(t), Some(outcome)) => match turns.remove(&(e.urn.clone(), t)) {
+                Some(Rebuilt {
+                    turn,
+                    ended: Some((_, stop)),
+                }) => Ok(turn.finish(outcome, stop)),
+                // Its events are not on disk: it runs again.
+                _ => continue,
+            },
+            _ => Err(error_of(e.error.as_deref().unwrap_or(""))),
+        };
+        r.replay.push(Replayed {
+            key: e.key,
+            session: e.session,
+            result,
+        });
+    }
+}

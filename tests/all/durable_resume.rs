@@ -1,0 +1,237 @@
+//! `capfleet run --resume` (issue 17, point 3): the demo fleet (a plan, a mention, a
+//! join, a budget, worktrees, a restart mid-turn), `SIGKILL`ed at seeded moments and
+//! resumed until it completes: no delivery is routed twice, no completed turn runs
+//! again, and the run ends as an uninterrupted one does (the same deliveries
+//! completed, the same files). A completed run's resume is a no-op; a changed fleet
+//! is refused (the line named) or taken with `--force`; a torn last line is reported
+//! and the run goes on; a running run's resume is refused.
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::common::repo::{Fixture, stderr};
+use crate::common::wait_until;
+
+/// A git checkout with the demo fleet and its scripts in it (`fleets/demo.toml`).
+fn demo() -> Fixture {
+    let repo = Fixture::git_repo(&[("README.md", "a service\n")]);
+    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("config");
+    std::fs::create_dir_all(repo.path().join("fleets")).unwrap();
+    std::fs::create_dir_all(repo.path().join("sim")).unwrap();
+    std::fs::copy(
+        config.join("fleets/demo.toml"),
+        repo.path().join("fleets/demo.toml"),
+    )
+    .unwrap();
+    for s in [
+        "fleet-planner",
+        "fleet-worker-a",
+        "fleet-worker-b",
+        "fleet-reviewer",
+    ] {
+        let f = format!("{s}.toml");
+        std::fs::copy(
+            config.join("sim").join(&f),
+            repo.path().join("sim").join(&f),
+        )
+        .unwrap();
+    }
+    repo
+}
+
+/// The deliveries that completed, by key.
+fn completed(j: &[Value]) -> BTreeSet<String> {
+    j.iter()
+        .filter(|r| r["type"] == "delivered" && r["outcome"] == "completed")
+        .map(|r| r["key"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// No key routed twice, no delivery nor session turn completed twice.
+fn exactly_once(j: &[Value]) {
+    let mut routed = HashMap::new();
+    for r in j.iter().filter(|r| r["type"] == "routed") {
+        let key = r["key"].as_str().unwrap();
+        *routed.entry(key).or_insert(0) += 1;
+    }
+    assert!(routed.values().all(|&n| n == 1), "routed twice: {routed:?}");
+    let mut done = HashMap::new();
+    for r in j
+        .iter()
+        .filter(|r| r["type"] == "delivered" && r["outcome"] == "completed")
+    {
+        *done.entry(r["key"].as_str().unwrap()).or_insert(0) += 1;
+    }
+    assert!(
+        done.values().all(|&n| n == 1),
+        "a delivery completed twice: {done:?}"
+    );
+    let mut turns = HashMap::new();
+    for r in j
+        .iter()
+        .filter(|r| r["type"] == "turn_ended" && r["outcome"] == "completed")
+    {
+        *turns
+            .entry((r["urn"].to_string(), r["turn"].to_string()))
+            .or_insert(0) += 1;
+    }
+    assert!(
+        turns.values().all(|&n| n == 1),
+        "a turn completed twice: {turns:?}"
+    );
+}
+
+/// A tiny seeded generator (xorshift): kill moments within `span` (from 5% to 65% of
+/// it), reproducible.
+fn moments(seed: u64, n: usize, span: Duration) -> Vec<Duration> {
+    let mut x = seed;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            span.mul_f64(0.05 + (x % 600) as f64 / 1000.0)
+        })
+        .collect()
+}
+
+fn sigkill_after(mut c: std::process::Command, after: Duration) -> std::process::ExitStatus {
+    let mut child = c.spawn().unwrap();
+    std::thread::sleep(after);
+    let _ = child.kill();
+    child.wait().unwrap()
+}
+
+#[test]
+fn a_sigkilled_run_resumed_again_and_again_completes_as_an_uninterrupted_one() {
+    let whole = demo();
+    let t = std::time::Instant::now();
+    let out = whole.capfleet(&["run", "fleets/demo.toml"]);
+    let span = t.elapsed();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let expected = completed(&whole.journal());
+
+    // Kills at seeded moments (the first during the run, then during each resume).
+    let repo = demo();
+    let first = sigkill_after(
+        repo.command(&["run", "fleets/demo.toml"]),
+        moments(17, 1, span)[0],
+    );
+    assert!(!first.success(), "killed within {span:?}");
+    let id = repo.run_id();
+    let mut resumes = 0;
+    for at in moments(29, 3, span) {
+        let status = sigkill_after(repo.command(&["run", "--resume", &id]), at);
+        resumes += 1;
+        if status.success() {
+            break;
+        }
+        assert_eq!(repo.run_id(), id, "a resume goes on in the same run");
+    }
+    let last = repo.capfleet(&["run", "--resume", &id]);
+    let err = stderr(&last);
+    assert!(last.status.code() == Some(0), "resume {resumes} + 1: {err}");
+    let j = repo.journal();
+    assert!(
+        j.iter().any(|r| r["type"] == "resumed"),
+        "the resumed record"
+    );
+    exactly_once(&j);
+    assert_eq!(
+        completed(&j),
+        expected,
+        "the same deliveries completed as uninterrupted"
+    );
+    let ends: Vec<&Value> = j.iter().filter(|r| r["type"] == "run_ended").collect();
+    assert_eq!(ends.last().unwrap()["outcome"], "completed");
+    let b = std::fs::read_to_string(repo.worktree("worker-b").join("tests/health.rs")).unwrap();
+    assert!(b.contains("fn test_health_503"), "{b}");
+
+    // Resuming a completed run says so and changes nothing.
+    let before = std::fs::read(repo.run_dir().join("journal.jsonl")).unwrap();
+    let again = repo.capfleet(&["run", "--resume", "latest"]);
+    assert_eq!(again.status.code(), Some(0));
+    assert!(
+        stderr(&again).contains("had ended (completed)"),
+        "{}",
+        stderr(&again)
+    );
+    assert_eq!(
+        std::fs::read(repo.run_dir().join("journal.jsonl")).unwrap(),
+        before
+    );
+}
+
+#[test]
+fn a_changed_fleet_is_refused_or_forced_and_a_torn_line_is_reported() {
+    let repo = demo();
+    let _ = sigkill_after(
+        repo.command(&["run", "fleets/demo.toml"]),
+        Duration::from_millis(400),
+    );
+    let journal = repo.run_dir().join("journal.jsonl");
+    // A torn last line: a record cut mid-way.
+    let mut bytes = std::fs::read(&journal).unwrap();
+    bytes.extend_from_slice(b"{\"seq\":99,\"urn\":\"cap://demo/wor");
+    std::fs::write(&journal, &bytes).unwrap();
+    let fleet = repo.path().join("fleets/demo.toml");
+    let text = std::fs::read_to_string(&fleet).unwrap();
+    std::fs::write(
+        &fleet,
+        text.replace("budget_usd = 0.50", "budget_usd = 0.60"),
+    )
+    .unwrap();
+    let refused = repo.capfleet(&["run", "--resume", "latest"]);
+    assert_eq!(refused.status.code(), Some(2));
+    let err = stderr(&refused);
+    assert!(
+        err.contains("changed since run") && err.contains("budget_usd = 0.60"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read(&journal).unwrap(),
+        bytes,
+        "a refused resume changes nothing"
+    );
+
+    let forced = repo.capfleet(&["run", "--resume", "latest", "--force"]);
+    let err = stderr(&forced);
+    assert_eq!(forced.status.code(), Some(0), "{err}");
+    assert!(err.contains("torn"), "{err}");
+    let j = repo.journal();
+    let resumed = j.iter().find(|r| r["type"] == "resumed").unwrap();
+    assert!(
+        resumed["fleet_changed"].as_str().unwrap().contains("0.60"),
+        "{resumed}"
+    );
+    assert_eq!(resumed["torn_bytes"], 31);
+    exactly_once(&j);
+}
+
+#[test]
+fn a_running_run_is_not_resumed_twice() {
+    let repo = demo();
+    let mut child = repo.command(&["run", "fleets/demo.toml"]).spawn().unwrap();
+    assert!(wait_until(
+        Duration::from_secs(20),
+        Duration::from_millis(20),
+        || {
+            repo.path().join(".capfleet/runs").is_dir()
+                && repo.run_dir().join("orchestrator.lock").exists()
+        }
+    ));
+    let second = repo.capfleet(&["run", "--resume", "latest"]);
+    let err = stderr(&second);
+    let _ = child.kill();
+    let _ = child.wait();
+    if second.status.code() == Some(0) {
+        // The first ended before the second looked: it says the run had ended.
+        assert!(err.contains("had ended"), "{err}");
+    } else {
+        assert_eq!(second.status.code(), Some(2), "{err}");
+        assert!(err.contains("is running (pid "), "{err}");
+    }
+}
