@@ -299,7 +299,7 @@ fn session_of(rec: &Map<String, Value>) -> &str {
 }
 
 /// `HH:MM:SS.mmm` (UTC) of a Unix time in milliseconds.
-fn clock(ts_ms: u64) -> String {
+pub(crate) fn clock(ts_ms: u64) -> String {
     let (secs, ms) = (ts_ms / 1000, ts_ms % 1000);
     let day = secs % 86_400;
     format!(
@@ -364,6 +364,18 @@ fn describe(kind: &str, rec: &Map<String, Value>) -> (String, String) {
                 f("attempt"),
                 f("delay_ms"),
                 f("cause")
+            ),
+        ),
+        "paused" => (
+            "paused".into(),
+            format!(
+                "pause {} until {} UTC ({}): {}",
+                f("pause"),
+                rec.get("until_ms")
+                    .and_then(Value::as_u64)
+                    .map_or_else(|| "?".into(), clock),
+                f("source"),
+                f("reason")
             ),
         ),
         "failed" => ("failed".into(), f("reason")),

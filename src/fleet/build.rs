@@ -13,6 +13,7 @@ use capfleet_actors::manifest::Manifest;
 use capfleet_actors::router::{Picker, Route, RouteAction, RoutingSpec};
 use capfleet_actors::session::DEFAULT_TURN_TIMEOUT;
 use capfleet_actors::supervision::RestartPolicy;
+use capfleet_actors::supervision::rate_limit::RateLimitPolicy;
 use capfleet_actors::tomldoc::Location;
 use capfleet_actors::workspace::repo;
 
@@ -49,10 +50,20 @@ pub(super) async fn build(file: &FleetFile, cx: &Context<'_>) -> Result<Fleet, V
         .and_then(|t| Duration::try_from_secs_f64(t.value).ok())
         .unwrap_or(DEFAULT_TURN_TIMEOUT);
     let mut manifests: HashMap<String, (Arc<Manifest>, String)> = HashMap::new();
+    let defaults = RateLimitPolicy::default();
+    let rate_limit = RateLimitPolicy {
+        on: f.on_rate_limit,
+        max_pause: f.max_pause.unwrap_or(defaults.max_pause),
+        backoff: f.rate_limit_backoff.unwrap_or(defaults.backoff),
+        ..defaults
+    };
     let mut sessions = Vec::new();
     for s in &file.sessions {
         match session(s, &name, turn_timeout, cx, &mut manifests).await {
-            Ok(fs) => sessions.push(fs),
+            Ok(mut fs) => {
+                fs.spec.rate_limit = rate_limit;
+                sessions.push(fs);
+            }
             Err(e) => errors.extend(e),
         }
     }
@@ -98,6 +109,7 @@ pub(super) async fn build(file: &FleetFile, cx: &Context<'_>) -> Result<Fleet, V
         },
         on_error: f.on_error,
         turn_timeout,
+        rate_limit,
         base: f.base.as_ref().map(|b| b.value.clone()),
         journal_max_bytes: f
             .journal_max_mb

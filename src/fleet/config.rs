@@ -1,10 +1,13 @@
 //! `fleet.toml` as written: every section and key, each value with the location it
 //! came from (file, line, dotted key) so that later checks can name it.
 
+use std::time::Duration;
+
 use capfleet_actors::protocol::{PermissionMode, RiskLevel};
 use capfleet_actors::router::QueueOrder;
 use capfleet_actors::router::{CollectMode, Split};
 use capfleet_actors::supervision::Restart;
+use capfleet_actors::supervision::rate_limit::OnRateLimit;
 use capfleet_actors::tomldoc::Location;
 use capfleet_actors::workspace::testrun::TestCommand;
 
@@ -69,6 +72,12 @@ pub(crate) struct FleetSection {
     pub journal_max_mb: Option<At<u64>>,
     /// A busy session's queue: `plan_first` (default) or `arrival`.
     pub queue: QueueOrder,
+    /// What a rate limit does: `pause` (default) or `fail`.
+    pub on_rate_limit: OnRateLimit,
+    /// The longest a session pauses in all (default 6 h).
+    pub max_pause: Option<Duration>,
+    /// The first backoff step when the agent gives no reset time (default 1 min).
+    pub rate_limit_backoff: Option<Duration>,
 }
 
 /// One `[[sessions]]` entry.

@@ -21,6 +21,7 @@ use std::time::Duration;
 use capfleet_actors::answerer::Policy;
 use capfleet_actors::router::RoutingSpec;
 use capfleet_actors::session::SessionSpec;
+use capfleet_actors::supervision::rate_limit::RateLimitPolicy;
 use capfleet_actors::tomldoc::Warning;
 use capfleet_actors::workspace::testrun::TestCommand;
 
@@ -49,6 +50,9 @@ pub(crate) struct Fleet {
     pub on_error: OnError,
     /// Every session's turn timeout (`turn_timeout_s`, default 600 s).
     pub turn_timeout: Duration,
+    /// Every session's rate-limit policy (`on_rate_limit`, `max_pause`,
+    /// `rate_limit_backoff`).
+    pub rate_limit: RateLimitPolicy,
     /// The git revision coding sessions' worktrees branch from (default `HEAD`).
     pub base: Option<String>,
     /// One run's journal at most (`journal_max_mb`, default 1024 MiB): past it text

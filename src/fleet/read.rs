@@ -2,10 +2,12 @@
 //! types and enum values are checked here, cross-references in `validate`.
 
 use std::ops::Range;
+use std::time::Duration;
 
 use capfleet_actors::protocol::{PermissionMode, RiskLevel};
 use capfleet_actors::router::{CollectMode, QueueOrder, Split};
 use capfleet_actors::supervision::Restart;
+use capfleet_actors::supervision::rate_limit::{self, OnRateLimit};
 use capfleet_actors::tomldoc::{self, join};
 use capfleet_actors::workspace::testrun::TestCommand;
 use toml::de::{DeTable, DeValue};
@@ -33,6 +35,9 @@ const FLEET_KEYS: &[&str] = &[
     "base",
     "journal_max_mb",
     "queue",
+    "on_rate_limit",
+    "max_pause",
+    "rate_limit_backoff",
 ];
 const SESSION_KEYS: &[&str] = &[
     "name",
@@ -184,7 +189,28 @@ fn read_fleet(r: &mut Reader, t: &DeTable<'_>, span: Range<usize>) -> FleetSecti
             .uint(t, path, "journal_max_mb")
             .map(|mb| at(r, t, path, "journal_max_mb", mb)),
         queue: choice(r, t, path, "queue", QueueOrder::NAMES).unwrap_or_default(),
+        on_rate_limit: choice(r, t, path, "on_rate_limit", OnRateLimit::NAMES).unwrap_or_default(),
+        max_pause: duration(r, t, path, "max_pause"),
+        rate_limit_backoff: duration(r, t, path, "rate_limit_backoff"),
     }
+}
+
+/// A duration: seconds (a number), or a string such as `"6h"`, `"90s"`, `"1h 30m"`.
+fn duration(r: &mut Reader, t: &DeTable<'_>, path: &str, key: &str) -> Option<Duration> {
+    let v = t.get(key)?;
+    let parsed = match v.get_ref() {
+        DeValue::String(s) => rate_limit::parse_duration(s),
+        _ => r
+            .number(t, path, key)
+            .and_then(|n| Duration::try_from_secs_f64(n).ok()),
+    };
+    let parsed = parsed.filter(|d| !d.is_zero());
+    if parsed.is_none() {
+        let reason =
+            "not a positive duration: seconds, or a string such as \"6h\", \"90s\", \"1h 30m\"";
+        r.invalid(&join(path, key), Some(v.span()), reason);
+    }
+    parsed
 }
 
 fn read_session(

@@ -216,6 +216,7 @@ impl Frontend for AcpTurn<'_> {
         Ok(Flow::Stop(Stop::Error {
             message: format!("ask {:?}: ACP v1 has no elicitation", ask.question),
             subtype: "error_during_execution".into(),
+            status: None,
         }))
     }
 

@@ -153,6 +153,7 @@ impl Client {
                 return Ok(Err(Stop::Error {
                     message,
                     subtype: "error_during_execution".to_string(),
+                    status: None,
                 }));
             }
             let Ok(message) = self.rx.recv() else {

@@ -286,6 +286,17 @@ pub(super) fn result_frame(session: &Session, turn: &TurnAcc, stop: Option<Stop>
     });
     match stop {
         None => frame["result"] = json!(turn.text.join("\n")),
+        // An API error, as Claude Code ends a turn whose request failed: `success`,
+        // `is_error`, the HTTP status, the message as the result.
+        Some(Stop::Error {
+            message,
+            status: Some(status),
+            ..
+        }) => {
+            frame["is_error"] = json!(true);
+            frame["api_error_status"] = json!(status);
+            frame["result"] = json!(format!("API Error: {message}"));
+        }
         Some(stop) => {
             let (subtype, message, interrupted) = match stop {
                 Stop::Interrupted => (
@@ -293,7 +304,9 @@ pub(super) fn result_frame(session: &Session, turn: &TurnAcc, stop: Option<Stop>
                     "interrupted by user".to_string(),
                     true,
                 ),
-                Stop::Error { message, subtype } => (subtype, message, false),
+                Stop::Error {
+                    message, subtype, ..
+                } => (subtype, message, false),
             };
             frame["subtype"] = json!(subtype);
             frame["is_error"] = json!(true);

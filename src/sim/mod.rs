@@ -38,6 +38,7 @@
 //!   { echo = true },              # says "echo: <prompt>"
 //!   { late = "notice", delay_ms = 500 }, # TUI only: printed 500 ms after the next prompt
 //!   { error = "rate_limit_error: slow down", subtype = "error_during_execution" },
+//!   { error = "rate limited; retry-after: 2", status = 429 }, # stream-json: an API error
 //!   { rpc = "fs/read_text_file", params = { path = "/abs/f.txt" } }, # ACP mode only
 //!   { run = "echo", args = ["hi"] },  # ACP mode only: a client terminal
 //! ]

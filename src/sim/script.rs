@@ -345,12 +345,18 @@ fn parse_step(loc: &Loc<'_>, value: &toml::Value) -> Result<Step, ScriptError> {
             }
         }
         _ => {
-            f.only(&["error", "subtype"])?;
+            f.only(&["error", "subtype", "status"])?;
             Step::Error {
                 message: f.req_str("error")?,
                 subtype: f
                     .str("subtype")?
                     .unwrap_or_else(|| "error_during_execution".to_string()),
+                status: f
+                    .u64("status")?
+                    .map(|s| {
+                        u16::try_from(s).map_err(|_| f.loc.err("status", "not an HTTP status"))
+                    })
+                    .transpose()?,
             }
         }
     };

@@ -46,9 +46,11 @@ pub(super) enum Step {
         delay_ms: u64,
     },
     Echo,
+    /// With `status`, an API error as Claude Code reports one (`api_error_status`).
     Error {
         message: String,
         subtype: String,
+        status: Option<u16>,
     },
     /// ACP mode: call a client method (`fs/*`, `terminal/*`, `_cap/*`), say the result
     /// (a `path` starting with `./` is taken in the sim's cwd).
@@ -216,7 +218,11 @@ pub(super) enum Flow {
 #[derive(Debug, Clone, PartialEq)]
 pub(super) enum Stop {
     Interrupted,
-    Error { message: String, subtype: String },
+    Error {
+        message: String,
+        subtype: String,
+        status: Option<u16>,
+    },
 }
 
 /// How a mode renders steps. Waiting methods watch for interrupts.
@@ -323,9 +329,14 @@ pub(super) fn run_turn<F: Frontend>(
                 mime_type,
                 content,
             } => fe.artifact(name, mime_type, content)?,
-            Step::Error { message, subtype } => Flow::Stop(Stop::Error {
+            Step::Error {
+                message,
+                subtype,
+                status,
+            } => Flow::Stop(Stop::Error {
                 message: message.clone(),
                 subtype: subtype.clone(),
+                status: *status,
             }),
             Step::Crash(crash) => {
                 if crash.once && !state.first_time(turn_index, step_index)? {

@@ -161,6 +161,7 @@ impl Tui {
                 return Ok(Err(Stop::Error {
                     message,
                     subtype: "error_during_execution".to_string(),
+                    status: None,
                 }));
             }
             for key in self.pump(TICK, true)? {

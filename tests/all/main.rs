@@ -42,6 +42,7 @@ mod pty_driver;
 mod pty_input;
 mod pty_peers;
 mod pty_turns;
+mod rate_limit;
 mod registry;
 mod router;
 mod run_cli;

@@ -34,7 +34,15 @@ steps = [
     let marker = EnvMarker::new("pty-scripted");
     let run = chat(
         "sim-tui",
-        &["--task", "hi there", "--script", s.to_str().expect("utf8")],
+        // The rate-limit error fails the turn (by default it would pause it).
+        &[
+            "--task",
+            "hi there",
+            "--script",
+            s.to_str().expect("utf8"),
+            "--on-rate-limit",
+            "fail",
+        ],
         &marker,
         None,
     );

@@ -37,6 +37,7 @@ Turn keys (all optional, but give at least one of text/tool/tools/error):
   "usage": {"input_tokens": n, "output_tokens": n}   override the usage
   "stop_reason": str                 override (Anthropic names)
   "error": {"status": 400, "type": "...", "message": "..."}   answer an error
+           (optional "headers": {"retry-after": "2"} are sent with it)
   "match": str                       only a request whose JSON body contains
                                      this string takes the turn; other requests
                                      skip it (e.g. opencode's parallel title
@@ -226,9 +227,11 @@ class Handler(BaseHTTPRequestHandler):
         except ValueError:
             return {"_raw": raw[:4000].decode("utf-8", "replace")}
 
-    def _send_json(self, obj, code=200):
+    def _send_json(self, obj, code=200, headers=None):
         data = json.dumps(obj).encode()
         self.send_response(code)
+        for k, v in (headers or {}).items():
+            self.send_header(k, str(v))
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
@@ -390,7 +393,8 @@ class Handler(BaseHTTPRequestHandler):
         entry.update(turn=turn, usage=usage, status=(turn.get("error") or {}).get("status", 200))
         STATE.record(entry)
         if turn.get("error"):
-            return self._send_json(error_body(api, turn["error"]), int(turn["error"].get("status", 500)))
+            err = turn["error"]
+            return self._send_json(error_body(api, err), int(err.get("status", 500)), err.get("headers"))
         try:
             fn(self, body, turn, usage)
         except ClientGone:

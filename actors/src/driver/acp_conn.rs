@@ -274,11 +274,13 @@ async fn turn(
             if cx.is_incoming_closed() {
                 return false;
             }
-            let ev = CapEvent::error(
-                ErrorKind::Other("acp_prompt_failed".into()),
-                e.to_string(),
-                true,
-            );
+            // A rate limit (Gemini's 429 / RESOURCE_EXHAUSTED) pauses the session.
+            let message = e.to_string();
+            let code = match crate::bindings::error_text::classify(&message) {
+                (ErrorKind::RateLimit, _) => ErrorKind::RateLimit,
+                _ => ErrorKind::Other("acp_prompt_failed".into()),
+            };
+            let ev = CapEvent::error(code, message, true);
             sink.send_one(DriverOutput::Event(ev)).await;
             TurnEnd {
                 stop_reason: StopReason::Error,

@@ -64,6 +64,16 @@ pub enum EventBody {
         attempt: u32,
         delay_ms: u64,
     },
+    /// A rate limit paused the turn (pause number `pause` since the last completed
+    /// turn; not a restart): it is re-issued at `until_ms` (Unix ms), `delay_ms` from
+    /// now, a time the agent gave (`source` `reset`) or a backoff step (`backoff`).
+    Paused {
+        delay_ms: u64,
+        until_ms: u64,
+        source: crate::supervision::rate_limit::PauseSource,
+        pause: u32,
+        reason: String,
+    },
     /// The session asked its agent to stop the running turn (a user, the budget, the
     /// run stopping); the turn's `turn_ended` follows when the agent has stopped.
     CancelRequested { reason: String },

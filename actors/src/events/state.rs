@@ -19,6 +19,8 @@ pub enum SessionState {
     InputRequired,
     /// The last turn ended; the agent is idle.
     Done,
+    /// A rate limit paused the turn: it is re-issued when the limit resets.
+    Paused,
     /// The session failed for good.
     Failed,
     /// The session was closed.
@@ -26,12 +28,13 @@ pub enum SessionState {
 }
 
 impl SessionState {
-    pub const ALL: [SessionState; 7] = [
+    pub const ALL: [SessionState; 8] = [
         SessionState::Starting,
         SessionState::Ready,
         SessionState::Working,
         SessionState::InputRequired,
         SessionState::Done,
+        SessionState::Paused,
         SessionState::Failed,
         SessionState::Closed,
     ];
@@ -43,6 +46,7 @@ impl SessionState {
             SessionState::Working => "working",
             SessionState::InputRequired => "input_required",
             SessionState::Done => "done",
+            SessionState::Paused => "paused",
             SessionState::Failed => "failed",
             SessionState::Closed => "closed",
         }

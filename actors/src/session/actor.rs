@@ -4,6 +4,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 
 use super::machine::Core;
 use super::{Internal, Own, SessionArgs, SessionMsg};
+use crate::events::SessionState;
 use crate::protocol::CancelScope;
 use crate::supervision::ExitCause;
 
@@ -114,10 +115,12 @@ async fn on_own(core: &mut Core, myself: &ActorRef<SessionMsg>, own: Own) {
         }
         Own::TurnTimeout { turn, attempt } => {
             let current = core.book.current().map(|t| (t.id, t.attempts));
-            if current == Some((turn, attempt)) {
+            // A paused turn is not running: its attempt's timer is moot.
+            if current == Some((turn, attempt)) && core.state != SessionState::Paused {
                 core.slot.kill(ExitCause::hung(core.spec.turn_timeout));
             }
         }
+        Own::Resume { token } => core.resume(myself, token).await,
         Own::CancelDeadline { turn } => {
             if core.book.turn_id() == Some(turn) {
                 tracing::warn!(urn = %core.bus.urn(), turn, "cancel not honoured in time; killing the agent");

@@ -88,6 +88,15 @@ impl TurnBook {
         self.open.clear();
     }
 
+    /// A rate limit paused the running turn: its prompt goes out again at the resume
+    /// (no restart), and nothing the agent asked stays open.
+    pub(super) fn pausing(&mut self) {
+        if let Some(t) = self.turn.as_mut() {
+            t.sent = false;
+        }
+        self.open.clear();
+    }
+
     /// `request` waits for an answer.
     pub(super) fn open(&mut self, request: OpenRequest) {
         self.open.insert(request.id().to_owned(), request);
@@ -169,7 +178,7 @@ impl Core {
     }
 
     /// Send the current turn's prompt to the driver. After a restart without native
-    /// resume the partial output is handed back with it (§10.6).
+    /// resume, or a rate-limit pause, the partial output is handed back with it (§10.6).
     pub(super) async fn send_prompt(
         &mut self,
         myself: &ActorRef<SessionMsg>,
@@ -180,8 +189,8 @@ impl Core {
         };
         let text = match resumed {
             Some(false) if !turn.partial_text().is_empty() => format!(
-                "{}\n\n[capfleet: the agent restarted during this turn. Its partial answer so far \
-                 was:]\n{}\n[Continue from there.]",
+                "{}\n\n[capfleet: this turn was interrupted (the agent restarted or hit a rate \
+                 limit). Its partial answer so far was:]\n{}\n[Continue from there.]",
                 turn.prompt,
                 turn.partial_text()
             ),
@@ -215,6 +224,7 @@ impl Core {
         };
         self.book.done += 1;
         self.book.usage.merge(turn.usage());
+        self.pauses.turn_ended(outcome);
         let result = turn.finish(outcome, stop_reason);
         self.spans.end_turn(&result);
         // Published once the turn is taken off the session, yet it belongs to it.
@@ -265,6 +275,10 @@ impl Core {
             return;
         };
         if turn.cancel_requested {
+            return;
+        }
+        if self.state == SessionState::Paused {
+            self.cancel_paused(myself).await;
             return;
         }
         turn.cancel_requested = true;

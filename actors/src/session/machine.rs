@@ -1,11 +1,13 @@
 //! The session's state: its lifecycle state and its parts — the stream it publishes
-//! on, the driver slot, the turn book, the hooks, the answerer's handle, the spans —
+//! on, the driver slot, the turn book, the hooks, the pauses, the answerer's handle,
+//! the spans —
 //! and what moves it between states: publishing, closing, failing.
 
 use ractor::ActorRef;
 
 use super::book::TurnBook;
 use super::hooks::Hooks;
+use super::pause::Pauses;
 use super::slot::DriverSlot;
 use super::spans::Spans;
 use super::{SessionArgs, SessionError, SessionMsg, SessionSnapshot, SessionSpec};
@@ -24,6 +26,7 @@ pub struct Core {
     pub(super) slot: DriverSlot,
     pub(super) book: TurnBook,
     pub(super) hooks: Hooks,
+    pub(super) pauses: Pauses,
     pub(super) answerer: Option<Decider>,
     pub(super) spans: Spans,
 }
@@ -46,6 +49,7 @@ impl Core {
             slot,
             book: TurnBook::resumed(recovered.last_turn, recovered.interrupted),
             hooks: Hooks::new(&spec),
+            pauses: Pauses::new(spec.rate_limit),
             answerer,
             spans: Spans::new(&spec, &parent),
             spec,

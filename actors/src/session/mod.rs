@@ -9,7 +9,8 @@
 //! its [`RestartPolicy`]: respawn after the backoff, resume natively when the binding
 //! can, else re-issue the interrupted turn with the partial output kept (§10.6); past
 //! the window the session fails and stops with the reason (its supervisor, the fleet,
-//! gets that as a supervision message).
+//! gets that as a supervision message). A rate limit is no crash: the session pauses
+//! until the limit resets and re-issues the turn (`pause`).
 //!
 //! What it publishes and the handles it is reached through are in [`crate::events`]:
 //! its driver's sink holds a `DerivedActorRef` of outputs, the answerer one of
@@ -23,6 +24,7 @@
 //!   turns done — and asking, ending and cancelling turns;
 //! - `outputs`: what the driver's outputs do; `answers`: answers to open requests;
 //! - `hooks`: pricing estimates and artifact keeping on the agent's events;
+//! - `pause`: rate-limit pauses and the resume that re-issues the turn;
 //! - `spans`: the session's spans; `turn`: one turn's bookkeeping.
 
 mod actor;
@@ -31,6 +33,7 @@ mod book;
 mod hooks;
 mod machine;
 mod outputs;
+mod pause;
 mod slot;
 mod spans;
 pub mod turn;
@@ -50,6 +53,7 @@ use crate::events::requests::{Answer, Decider};
 use crate::events::{Published, SessionState, UsageTotals};
 use crate::protocol::CancelScope;
 use crate::registry::Binding;
+use crate::supervision::rate_limit::RateLimitPolicy;
 use crate::supervision::{ExitCause, RestartPolicy};
 
 /// Default turn timeout (tai's `CAP_TURN_TIMEOUT`).
@@ -65,6 +69,8 @@ pub struct SessionSpec {
     pub launch: LaunchSpec,
     pub binding: Binding,
     pub policy: RestartPolicy,
+    /// What a rate limit does: pause (the default) or fail the turn.
+    pub rate_limit: RateLimitPolicy,
     pub init_timeout: Duration,
     pub turn_timeout: Duration,
     pub cancel_grace: Duration,
@@ -88,6 +94,7 @@ impl SessionSpec {
             launch,
             binding,
             policy: RestartPolicy::default(),
+            rate_limit: RateLimitPolicy::default(),
             init_timeout: init,
             turn_timeout: DEFAULT_TURN_TIMEOUT,
             cancel_grace: DEFAULT_CANCEL_GRACE,
@@ -183,6 +190,8 @@ enum Own {
     TurnTimeout { turn: u32, attempt: u32 },
     /// The cancelled turn `turn` did not end within the grace.
     CancelDeadline { turn: u32 },
+    /// The rate-limit pause `token` is over: re-issue the turn.
+    Resume { token: u64 },
 }
 
 impl From<Own> for SessionMsg {

@@ -50,6 +50,9 @@ impl Core {
             DriverOutput::TurnEnd(end) => {
                 let cancelled =
                     self.book.cancel_requested() || end.stop_reason == StopReason::Cancelled;
+                if end.is_error && !cancelled && self.pause_instead(myself).await {
+                    return;
+                }
                 let outcome = match (cancelled, end.is_error) {
                     (true, _) => TurnOutcome::Cancelled,
                     (false, true) => TurnOutcome::Failed,
@@ -80,6 +83,7 @@ impl Core {
             return;
         }
         self.book.record(&event);
+        self.note_rate_limit(&event);
         let request = match &event {
             CapEvent::PermissionRequest(p) => Some(OpenRequest::Permission {
                 req_id: p.req_id.clone(),

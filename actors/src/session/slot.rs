@@ -73,6 +73,11 @@ impl DriverSlot {
         self.ready_generation = self.generation;
     }
 
+    /// The current driver is ready.
+    pub(super) fn is_ready(&self) -> bool {
+        self.ready_generation == self.generation
+    }
+
     /// The driver of `generation` is the current one and not ready yet.
     pub(super) fn awaits_ready(&self, generation: u64) -> bool {
         self.is_current(generation) && self.ready_generation != generation
@@ -171,6 +176,11 @@ impl Core {
                 .await;
             self.set_state(SessionState::Starting).await;
             let _go = myself.cast(Own::StartDriver.into());
+            return;
+        }
+        // A rate limit is no crash: the turn waits for the reset, no restart counted.
+        // An agent gone during a pause comes back at the resume.
+        if self.state == SessionState::Paused || self.pause_instead(myself).await {
             return;
         }
         match self.slot.tracker.on_exit(Instant::now(), &cause) {

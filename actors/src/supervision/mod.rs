@@ -61,5 +61,6 @@
 //! 1.5 GiB/s in a release build (about 100 MiB/s unoptimised).
 
 pub mod policy;
+pub mod rate_limit;
 
 pub use policy::{Decision, ExitCause, Restart, RestartPolicy, RestartTracker, StopReason};

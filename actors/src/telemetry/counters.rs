@@ -65,6 +65,7 @@ pub fn event_kind(body: &EventBody) -> &'static str {
         EventBody::TurnStarted { .. } => "turn_started",
         EventBody::TurnEnded { .. } => "turn_ended",
         EventBody::Restart { .. } => "restart",
+        EventBody::Paused { .. } => "paused",
         EventBody::CancelRequested { .. } => "cancel_requested",
         EventBody::Failed { .. } => "failed",
         EventBody::Audit { .. } => "audit",

@@ -7,8 +7,8 @@ use serde_json::Value;
 
 use super::counters::event_kind;
 use super::metrics::{
-    AgentLabels, AskLabels, DecisionLabels, KindLabels, Metrics, RestartLabels, ScopeLabels,
-    SessionLabels, StateLabels, TokenLabels, TurnLabels, UsageLabels,
+    AgentLabels, AskLabels, DecisionLabels, KindLabels, Metrics, PauseLabels, RestartLabels,
+    ScopeLabels, SessionLabels, StateLabels, TokenLabels, TurnLabels, UsageLabels,
 };
 use crate::bindings::stream_json::mapper::STRAY_FRAME;
 use crate::events::{EventBody, SessionEvent};
@@ -181,6 +181,13 @@ impl TapHandler for MetricsFeed {
                 };
                 m.restarts.get_or_create(&l).inc();
             }
+            EventBody::Paused { source, .. } => {
+                let l = PauseLabels {
+                    session: event.urn.to_string(),
+                    source: source.as_str().into(),
+                };
+                m.pauses.get_or_create(&l).inc();
+            }
             _ => {}
         }
     }
@@ -236,6 +243,13 @@ mod tests {
                 attempt: 1,
                 delay_ms: 0,
             },
+            EventBody::Paused {
+                delay_ms: 60_000,
+                until_ms: 60_000,
+                source: crate::supervision::rate_limit::PauseSource::Backoff,
+                pause: 1,
+                reason: "rate limited".into(),
+            },
             EventBody::TurnEnded {
                 stop_reason: crate::protocol::StopReason::EndTurn,
                 outcome: TurnOutcome::Completed,
@@ -254,6 +268,7 @@ mod tests {
             "capfleet_budget_remaining_usd{scope=\"cap://f/a\"} 0.25",
             "capfleet_decisions_total{kind=\"permission\",decision=\"allow_once\",rule=\"allow_tools\"} 1",
             "capfleet_restarts_total{session=\"cap://f/a\",cause=\"exited\"} 1",
+            "capfleet_pauses_total{session=\"cap://f/a\",source=\"backoff\"} 1",
             "capfleet_turns_total{session=\"cap://f/a\",agent=\"sim\",outcome=\"completed\"} 1",
             "capfleet_turn_duration_seconds_count{agent=\"sim\"} 1",
             "capfleet_events_total{kind=\"restart\"} 1",

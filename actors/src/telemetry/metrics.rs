@@ -47,6 +47,13 @@ pub struct RestartLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PauseLabels {
+    pub session: String,
+    /// `reset` (the agent said when) or `backoff`.
+    pub source: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct AskLabels {
     pub session: String,
     /// `permission` or `ask`.
@@ -146,6 +153,7 @@ pub struct FleetMetrics {
     pub turns: Family<TurnLabels, Counter>,
     pub turn_duration: Family<AgentLabels, Histogram, LatencyBuckets>,
     pub restarts: Family<RestartLabels, Counter>,
+    pub pauses: Family<PauseLabels, Counter>,
     pub asks: Family<AskLabels, Counter>,
     pub decisions: Family<DecisionLabels, Counter>,
     pub tokens: Family<TokenLabels, Counter>,
@@ -225,6 +233,12 @@ impl FleetMetrics {
         let restarts = b.add(
             "restarts",
             "Agent restarts, by session and cause",
+            COUNTER,
+            Family::default(),
+        );
+        let pauses = b.add(
+            "pauses",
+            "Rate-limit pauses, by session and where their length came from",
             COUNTER,
             Family::default(),
         );
@@ -313,6 +327,7 @@ impl FleetMetrics {
             turns,
             turn_duration,
             restarts,
+            pauses,
             asks,
             decisions,
             tokens,

@@ -7,6 +7,7 @@ use std::time::Duration;
 use capfleet_actors::answerer::Policy;
 use capfleet_actors::protocol::{PermissionMode, RiskLevel};
 use capfleet_actors::session::SessionSpec;
+use capfleet_actors::supervision::rate_limit::OnRateLimit;
 use capfleet_actors::supervision::{Restart, RestartPolicy};
 
 use crate::agents::{SessionRequest, registry, session_spec};
@@ -70,6 +71,10 @@ pub(crate) struct ChatArgs {
     /// Seconds a turn may take before the agent counts as hung (killed, restarted).
     #[arg(long, default_value_t = 600.0)]
     pub turn_timeout_s: f64,
+    /// What a rate limit does: pause (until the limit resets, then the turn is
+    /// re-issued) | fail (the turn fails).
+    #[arg(long, value_parser = parse_on_rate_limit, default_value = "pause")]
+    pub on_rate_limit: OnRateLimit,
     /// Turns allowed in this session.
     #[arg(long)]
     pub max_turns: Option<u32>,
@@ -118,6 +123,14 @@ fn parse_restart(s: &str) -> Result<Restart, String> {
             "expected permanent | transient | temporary, got {s:?}"
         )),
     }
+}
+
+fn parse_on_rate_limit(s: &str) -> Result<OnRateLimit, String> {
+    OnRateLimit::NAMES
+        .iter()
+        .find(|(_, name)| *name == s)
+        .map(|(on, _)| *on)
+        .ok_or_else(|| format!("expected pause | fail, got {s:?}"))
 }
 
 fn parse_env(s: &str) -> Result<(String, String), String> {
@@ -181,6 +194,7 @@ impl ChatArgs {
         };
         spec.turn_timeout = seconds("--turn-timeout-s", self.turn_timeout_s)?;
         spec.max_turns = self.max_turns;
+        spec.rate_limit.on = self.on_rate_limit;
         Ok(spec)
     }
 }

@@ -160,6 +160,7 @@ fn text(
                 "↻ agent {cause}; restart {attempt} in {delay_ms} ms"
             )),
         )?,
+        EventBody::Paused { reason, .. } => line(out, s.warn(&format!("⏸ {reason}")))?,
         EventBody::Failed { reason } => line(out, s.err(&format!("✗ session failed: {reason}")))?,
         EventBody::TurnEnded { .. } if !*at_line_start => {
             out.write_all(b"\n")?;

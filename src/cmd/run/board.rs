@@ -165,14 +165,15 @@ fn show(shown: &ProgressBar, text: &mut String, now: String, force: bool) {
 
 fn session_row(urn: &str, r: &Row) -> String {
     format!(
-        "{:<20} {:<15} turns {:>3}  tokens {:>8} in {:>7} out  ${:>8.4}  restarts {}",
+        "{:<20} {:<15} turns {:>3}  tokens {:>8} in {:>7} out  ${:>8.4}  restarts {}{}",
         urn.rsplit('/').next().unwrap_or(urn),
         r.state.as_str(),
         r.turns,
         r.input_tokens,
         r.output_tokens,
         r.cost_usd,
-        r.restarts
+        r.restarts,
+        r.paused_until()
     )
 }
 

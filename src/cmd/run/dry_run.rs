@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use capfleet_actors::router::{CollectMode, Picker, RouteAction, Split};
 use capfleet_actors::supervision::Restart;
+use capfleet_actors::supervision::rate_limit;
 use serde_json::{Value, json};
 
 use super::RunArgs;
@@ -97,6 +98,14 @@ fn print_text(f: &Fleet, st: Style) {
         f.on_error.as_str(),
         f.turn_timeout.as_secs_f64(),
         f.routing.queue.as_str()
+    );
+    let rl = &f.rate_limit;
+    println!(
+        "  rate limits: {} (max_pause {}; without a reset time, backoff {} doubling to {})",
+        rl.on.as_str(),
+        rate_limit::human(rl.max_pause),
+        rate_limit::human(rl.backoff),
+        rate_limit::human(rl.backoff_cap)
     );
     let p = &f.policy;
     let risk = p.max_risk.map_or("none", |r| r.as_str());
@@ -206,6 +215,12 @@ fn plan_json(f: &Fleet) -> Value {
         "queue": f.routing.queue.as_str(),
         "on_error": f.on_error.as_str(),
         "turn_timeout_s": f.turn_timeout.as_secs_f64(),
+        "rate_limit": {
+            "on_rate_limit": f.rate_limit.on.as_str(),
+            "max_pause_s": f.rate_limit.max_pause.as_secs_f64(),
+            "backoff_s": f.rate_limit.backoff.as_secs_f64(),
+            "backoff_cap_s": f.rate_limit.backoff_cap.as_secs_f64(),
+        },
         "budget_usd": f.budgets.total_usd,
         "journal_max_mb": journal_max_mb(f),
         "base": f.base,

@@ -307,6 +307,18 @@ fn race_mark(races: &[RaceWon], session: &str, s: Style) -> String {
     mark
 }
 
+/// `  paused 2x` for a session a rate limit paused, `, until HH:MM:SS UTC` when it
+/// was paused at the end.
+fn pause_mark(row: &super::totals::SessionTotals) -> String {
+    if row.pauses == 0 {
+        return String::new();
+    }
+    let until = row.paused_until_ms.map_or_else(String::new, |ms| {
+        format!(", until {} UTC", crate::cmd::log::clock(ms))
+    });
+    format!("  paused {}x{until}", row.pauses)
+}
+
 fn summary(fleet: &Fleet, r: &RunReport, t: &Totals, seen: &view::Seen, run: &RunDir, s: Style) {
     let outcome = serde_json::to_value(r.outcome)
         .ok()
@@ -328,7 +340,7 @@ fn summary(fleet: &Fleet, r: &RunReport, t: &Totals, seen: &view::Seen, run: &Ru
     }
     for row in &t.sessions {
         eprintln!(
-            "  {:<20} {:<12} turns {:>3}  tokens {:>8} in {:>7} out  ${:>8.4}  restarts {}{}",
+            "  {:<20} {:<12} turns {:>3}  tokens {:>8} in {:>7} out  ${:>8.4}  restarts {}{}{}",
             row.name,
             row.state,
             row.turns,
@@ -336,6 +348,7 @@ fn summary(fleet: &Fleet, r: &RunReport, t: &Totals, seen: &view::Seen, run: &Ru
             row.output_tokens,
             row.cost_usd,
             row.restarts,
+            pause_mark(row),
             race_mark(&r.races, &row.name, s)
         );
     }

@@ -23,6 +23,11 @@ pub(super) struct SessionTotals {
     pub output_tokens: u64,
     pub cost_usd: f64,
     pub restarts: u32,
+    /// Rate-limit pauses (no restarts), and when a session paused at the end would
+    /// have re-issued its turn (Unix ms).
+    pub pauses: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub paused_until_ms: Option<u64>,
     /// Usage reports with tokens but no price (a model the pricing table lacks):
     /// `cost_usd` leaves them out.
     pub unpriced_usage: u64,
@@ -75,6 +80,10 @@ impl Totals {
                     output_tokens: usage.output_tokens,
                     cost_usd: usage.cost_usd,
                     restarts: row.restarts,
+                    pauses: row.pauses,
+                    paused_until_ms: row
+                        .paused_until_ms
+                        .filter(|_| !row.paused_until().is_empty()),
                     unpriced_usage: row.unpriced,
                 }
             })

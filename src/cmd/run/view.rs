@@ -58,6 +58,19 @@ pub(super) struct Row {
     /// table), and the models they named.
     pub unpriced: u64,
     pub unpriced_models: std::collections::BTreeSet<String>,
+    /// Rate-limit pauses, and while paused when the turn is re-issued (Unix ms).
+    pub pauses: u32,
+    pub paused_until_ms: Option<u64>,
+}
+
+impl Row {
+    /// ` until HH:MM:SS.mmm UTC` while the session is paused.
+    pub(super) fn paused_until(&self) -> String {
+        match (self.state, self.paused_until_ms) {
+            (SessionState::Paused, Some(ms)) => format!(" until {} UTC", log::clock(ms)),
+            _ => String::new(),
+        }
+    }
 }
 
 impl Default for Row {
@@ -72,6 +85,8 @@ impl Default for Row {
             unattended_actions: 0,
             unpriced: 0,
             unpriced_models: Default::default(),
+            pauses: 0,
+            paused_until_ms: None,
         }
     }
 }
@@ -81,6 +96,8 @@ impl Default for Row {
 pub(super) struct Seen {
     pub rows: BTreeMap<Arc<str>, Row>,
     pub events: u64,
+    /// Every session with work is paused (said once each time it becomes so).
+    pub all_paused: bool,
 }
 
 const REDRAW: Duration = Duration::from_millis(100);
@@ -168,7 +185,14 @@ fn update(seen: &mut Seen, e: &SessionEvent) {
     }
     let row = seen.rows.entry(e.urn.clone()).or_default();
     match &e.body {
-        EventBody::State { to, .. } => row.state = *to,
+        EventBody::State { to, .. } => {
+            row.state = *to;
+            all_paused(seen);
+        }
+        EventBody::Paused { until_ms, .. } => {
+            row.pauses += 1;
+            row.paused_until_ms = Some(*until_ms);
+        }
         EventBody::TurnEnded { .. } => row.turns += 1,
         EventBody::Restart { .. } => row.restarts += 1,
         EventBody::Audit { record } if record.unattended() => row.unattended_actions += 1,
@@ -187,6 +211,30 @@ fn update(seen: &mut Seen, e: &SessionEvent) {
         }
         _ => {}
     }
+}
+
+/// Say so when every session with work is paused (the others idle or ended): the
+/// run waits for the first resume.
+fn all_paused(seen: &mut Seen) {
+    let mut busy = seen
+        .rows
+        .values()
+        .filter(|r| !r.state.is_terminal() && !r.state.is_idle())
+        .peekable();
+    let now = busy.peek().is_some() && busy.all(|r| r.state == SessionState::Paused);
+    if now && !seen.all_paused {
+        let first = seen
+            .rows
+            .values()
+            .filter_map(|r| {
+                r.paused_until_ms
+                    .filter(|_| r.state == SessionState::Paused)
+            })
+            .min();
+        let until = first.map_or_else(String::new, |ms| format!(" until {} UTC", log::clock(ms)));
+        tracing::warn!("every live session is paused by a rate limit: the run waits{until}");
+    }
+    seen.all_paused = now;
 }
 
 /// One line per event, as `capfleet log` prints the journal; a session's text
