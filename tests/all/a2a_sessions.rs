@@ -265,8 +265,11 @@ fn a_fleet_mixing_stream_json_a2a_and_pty_routes_between_them() {
             })
             .collect()
     };
-    let local = kinds("local");
+    let mut local = kinds("local");
     assert!(local.contains("cap.text_chunk"), "{local:?}");
+    // A resume id is journaled where the binding learns one mid-turn (stream-json's
+    // session_id, for `run --resume`); the A2A and PTY bindings learn none.
+    assert!(local.remove("resume_id"), "{local:?}");
     assert_eq!(kinds("remote"), local, "remote vs local");
     // A terminal has no channel for usage: the PTY binding reports none.
     let mut no_usage = local.clone();
