@@ -136,18 +136,9 @@ async fn bare_send(client: &reqwest::Client, url: &str, id: usize) -> (usize, us
 
 /// A session of the A2A binding to `url`, in a fresh supervision tree.
 async fn session(url: &str) -> (Orchestrator, ractor::ActorRef<SessionMsg>) {
-    let orchestrator = Orchestrator::start(RootArgs {
-        fleet_name: "bench".into(),
-        journal: None,
-        faults: None,
-        policy: Default::default(),
-        budget: Default::default(),
-        human: None,
-        fleet_events: None,
-        telemetry: Default::default(),
-    })
-    .await
-    .expect("tree starts");
+    let orchestrator = Orchestrator::start(RootArgs::new("bench"))
+        .await
+        .expect("tree starts");
     let text = MANIFEST
         .replace("acp_stdio = true", "acp_stdio = false")
         .replace("a2a_serve_at = false", &format!("a2a_serve_at = \"{url}\""));

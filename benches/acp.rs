@@ -122,18 +122,9 @@ fn bare_round_trips(turns: usize) -> Duration {
 }
 
 async fn session_round_trips(turns: usize) -> Duration {
-    let orchestrator = Orchestrator::start(RootArgs {
-        fleet_name: "bench".into(),
-        journal: None,
-        faults: None,
-        policy: Default::default(),
-        budget: Default::default(),
-        human: None,
-        fleet_events: None,
-        telemetry: Default::default(),
-    })
-    .await
-    .expect("tree starts");
+    let orchestrator = Orchestrator::start(RootArgs::new("bench"))
+        .await
+        .expect("tree starts");
     let manifest = Manifest::parse(MANIFEST, "tests/support/sim-acp.toml")
         .expect("sim-acp manifest")
         .manifest;

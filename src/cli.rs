@@ -68,6 +68,8 @@ enum Command {
     Chat(Box<cmd::chat::ChatArgs>),
     /// Be a Claude-compatible stream-json agent: one session of any agent, driven as Claude Code.
     Speak(Box<cmd::speak::SpeakArgs>),
+    /// Be an ACP agent on stdio (Agent Client Protocol): one session of any agent per ACP session, for editors.
+    Acp(Box<cmd::acp::AcpArgs>),
     /// Run a fleet of agents from a fleet.toml (`--dry-run`: validate and print the plan).
     Run(Box<cmd::run::RunArgs>),
     /// List the runs started here: state (completed, failed, interrupted, running), cost, sessions, start.
@@ -98,14 +100,17 @@ pub(crate) fn main() -> ExitCode {
         return print_own_manifest();
     }
     if matches!(cli.command, Some(Command::Run(ref a)) if !a.dry_run)
-        || matches!(cli.command, Some(Command::Chat(_) | Command::Speak(_)))
+        || matches!(
+            cli.command,
+            Some(Command::Chat(_) | Command::Speak(_) | Command::Acp(_))
+        )
     {
         start_keeper();
     }
     // `run` and `chat` set up diagnostics with their span pipeline, inside their runtime.
     if !matches!(
         cli.command,
-        Some(Command::Run(_) | Command::Chat(_) | Command::Speak(_))
+        Some(Command::Run(_) | Command::Chat(_) | Command::Speak(_) | Command::Acp(_))
     ) {
         crate::logging::init(cli.color);
     }
@@ -114,6 +119,7 @@ pub(crate) fn main() -> ExitCode {
         Some(Command::Manifest(command)) => cmd::manifest::run(command, cli.color),
         Some(Command::Chat(args)) => cmd::chat::run(*args, cli.color),
         Some(Command::Speak(args)) => cmd::speak::run(*args, cli.color),
+        Some(Command::Acp(args)) => cmd::acp::run(*args, cli.color),
         Some(Command::Run(args)) => cmd::run::run(*args, cli.color),
         Some(Command::Log(args)) => cmd::log::run(args, cli.color),
         Some(Command::Runs(args)) => cmd::runs::run(args, cli.color),
@@ -143,7 +149,7 @@ pub(crate) fn main() -> ExitCode {
 fn drives_agents(command: Option<&Command>) -> bool {
     match command {
         Some(Command::Run(args)) => !args.dry_run,
-        Some(Command::Chat(_) | Command::Speak(_) | Command::Sim(_)) => true,
+        Some(Command::Chat(_) | Command::Speak(_) | Command::Acp(_) | Command::Sim(_)) => true,
         _ => false,
     }
 }

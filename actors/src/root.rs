@@ -54,6 +54,23 @@ pub struct RootArgs {
     pub telemetry: TreeTelemetry,
 }
 
+impl RootArgs {
+    /// A tree for fleet `fleet_name` with every default: no journal, no fault sink,
+    /// the default policy, no budget limits, no human, no fleet events, no telemetry.
+    pub fn new(fleet_name: impl Into<String>) -> Self {
+        Self {
+            fleet_name: fleet_name.into(),
+            journal: None,
+            faults: None,
+            policy: Policy::default(),
+            budget: BudgetBook::default(),
+            human: None,
+            fleet_events: None,
+            telemetry: TreeTelemetry::default(),
+        }
+    }
+}
+
 pub enum RootMsg {
     Fleet(RpcReplyPort<ActorRef<FleetMsg>>),
     Budget(RpcReplyPort<ActorRef<BudgetMsg>>),
@@ -234,6 +251,28 @@ impl Actor for Root {
     }
 }
 
+/// Starts sessions under a running tree's fleet ([`Orchestrator::spawner`]).
+#[derive(Clone)]
+pub struct Spawner {
+    fleet: ActorRef<FleetMsg>,
+}
+
+impl Spawner {
+    /// Start one session under the fleet.
+    pub async fn spawn(
+        &self,
+        spec: SessionSpec,
+        subscribers: Vec<mpsc::Sender<Published>>,
+    ) -> Result<ActorRef<SessionMsg>, TreeError> {
+        ractor::call!(self.fleet, |reply| FleetMsg::Spawn {
+            spec: Box::new(spec),
+            subscribers,
+            reply,
+        })
+        .map_err(|e| TreeError::unreachable("fleet", e))?
+    }
+}
+
 /// The application's handle on a running tree.
 pub struct Orchestrator {
     root: ActorRef<RootMsg>,
@@ -299,12 +338,15 @@ impl Orchestrator {
         spec: SessionSpec,
         subscribers: Vec<mpsc::Sender<Published>>,
     ) -> Result<ActorRef<SessionMsg>, TreeError> {
-        ractor::call!(self.fleet, |reply| FleetMsg::Spawn {
-            spec: Box::new(spec),
-            subscribers,
-            reply,
-        })
-        .map_err(|e| TreeError::unreachable("fleet", e))?
+        self.spawner().spawn(spec, subscribers).await
+    }
+
+    /// A handle that starts sessions under this tree's fleet from anywhere (it does
+    /// not keep the tree alive: once the tree is down, spawning fails).
+    pub fn spawner(&self) -> Spawner {
+        Spawner {
+            fleet: self.fleet.clone(),
+        }
     }
 
     /// Close every session (their agents with them), finish the journal, stop the

@@ -1,12 +1,15 @@
 //! Part 4: one nesting level — `capfleet chat capfleet` (capfleet's own manifest:
 //! `capfleet speak --agent sim`, stream-json both ways) against `capfleet chat sim`
 //! on the same flood, interleaved: the text throughput through one level as a share
-//! of the direct one (goal >= 50%).
+//! of the direct one (goal >= 50%); and the first token's latency through it (spawn
+//! to the first text event `chat --json` prints, one short turn), against direct.
 
+use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
-use crate::measure::{flood_script, median_usage, ratio, timed};
+use crate::measure::{flood_script, median, median_usage, ms, ratio, timed};
 use crate::{CHAT_FRAMES, CHAT_RUNS, CHUNK, EXE};
 
 fn chat(dir: &Path, agent: &str, script: &Path) -> Command {
@@ -49,5 +52,45 @@ pub(crate) fn nested(dir: &Path) {
         nested.cpu.as_secs_f64(),
         rate(nested.wall),
         100.0 / ratio(nested.wall, direct.wall)
+    );
+    first_token(dir);
+}
+
+/// Spawn to the first `cap.text_chunk` line of `chat --json`, then the run's end.
+fn to_first_text(mut c: Command) -> Duration {
+    let t0 = Instant::now();
+    let mut child = c
+        .arg("--json")
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let out = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut first = None;
+    for line in out.lines() {
+        let line = line.expect("line");
+        if first.is_none() && line.contains("\"cap.text_chunk\"") {
+            first = Some(t0.elapsed());
+        }
+    }
+    assert!(child.wait().expect("wait").success(), "{c:?} failed");
+    first.expect("a text event")
+}
+
+fn first_token(dir: &Path) {
+    let script = dir.join("first-token.toml");
+    std::fs::write(&script, "[[turn]]\nsteps = [{ say = \"hi\" }]\n").expect("script");
+    let (mut direct, mut nested) = (Vec::new(), Vec::new());
+    for _ in 0..CHAT_RUNS {
+        direct.push(to_first_text(chat(dir, "sim", &script)));
+        nested.push(to_first_text(chat(dir, "capfleet", &script)));
+    }
+    let (direct, nested) = (median(&mut direct), median(&mut nested));
+    println!("   first token (spawn to the first text event), median of {CHAT_RUNS}:");
+    println!(
+        "     direct {:>7.1} ms   through speak {:>7.1} ms   (+{:.1} ms, {:.2}x)",
+        ms(direct),
+        ms(nested),
+        ms(nested.saturating_sub(direct)),
+        ratio(nested, direct)
     );
 }

@@ -15,18 +15,9 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
 pub(crate) async fn start_tree() -> Orchestrator {
-    Orchestrator::start(RootArgs {
-        fleet_name: "bench".into(),
-        journal: None,
-        faults: None,
-        policy: Default::default(),
-        budget: Default::default(),
-        human: None,
-        fleet_events: None,
-        telemetry: Default::default(),
-    })
-    .await
-    .expect("tree starts")
+    Orchestrator::start(RootArgs::new("bench"))
+        .await
+        .expect("tree starts")
 }
 
 pub(crate) fn sim_spec(name: &str, script: &Path, state: Option<&Path>) -> SessionSpec {

@@ -1,5 +1,6 @@
 //! One module per CLI verb.
 
+pub(crate) mod acp;
 pub(crate) mod chat;
 pub(crate) mod log;
 pub(crate) mod manifest;

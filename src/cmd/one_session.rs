@@ -1,4 +1,4 @@
-//! What `chat` and `speak` share: the runtime, and one session under the full
+//! What `chat`, `speak` and `acp` share: the runtime, and one session under the full
 //! supervision tree (root, answerer, fleet, session, driver) in a trace of its own,
 //! a workflow of one agent (the GenAI conventions' `invoke_workflow`, as a fleet's run).
 
@@ -86,35 +86,7 @@ pub(crate) async fn start(
     spec: SessionSpec,
     err: Style,
 ) -> Result<OneSession, ExitCode> {
-    let span = tracing::info_span!(
-        "workflow",
-        otel.name = %format!("invoke_workflow {}", setup.verb),
-        gen_ai.operation.name = "invoke_workflow",
-        gen_ai.workflow.name = setup.verb,
-        cap.agent.type = setup.agent_type,
-    );
-    if let Some(tp) = setup.telemetry.traceparent() {
-        capfleet_actors::events::trace::adopt_parent(&span, &tp);
-    }
-    let (faults_tx, faults) = mpsc::channel(capfleet_actors::fault::FAULTS_CAPACITY);
-    let orchestrator = Orchestrator::start(RootArgs {
-        fleet_name: setup.verb.into(),
-        journal: setup.journal.map(Into::into),
-        faults: Some(faults_tx),
-        policy: setup.policy,
-        budget: Default::default(),
-        human: setup.human,
-        fleet_events: None,
-        telemetry: TreeTelemetry {
-            span,
-            metrics: None,
-        },
-    })
-    .await
-    .map_err(|e| {
-        eprintln!("{} {e}", err.err("error:"));
-        ExitCode::FAILURE
-    })?;
+    let (orchestrator, faults) = tree(setup, err).await?;
     let (events_tx, events) = mpsc::channel(SUBSCRIBER_CAPACITY);
     match orchestrator.spawn_session(spec, vec![events_tx]).await {
         Ok(session) => Ok(OneSession {
@@ -129,4 +101,48 @@ pub(crate) async fn start(
             Err(ExitCode::FAILURE)
         }
     }
+}
+
+/// Start the tree alone (its sessions come later), with the receiver of its journal's
+/// write faults; `Err` once said on stderr.
+pub(crate) async fn tree(
+    setup: Setup<'_>,
+    err: Style,
+) -> Result<(Orchestrator, mpsc::Receiver<DiskFault>), ExitCode> {
+    let span = tracing::info_span!(
+        "workflow",
+        otel.name = %format!("invoke_workflow {}", setup.verb),
+        gen_ai.operation.name = "invoke_workflow",
+        gen_ai.workflow.name = setup.verb,
+        cap.agent.type = setup.agent_type,
+    );
+    if let Some(tp) = setup.telemetry.traceparent() {
+        capfleet_actors::events::trace::adopt_parent(&span, &tp);
+    }
+    let (faults_tx, faults) = mpsc::channel(capfleet_actors::fault::FAULTS_CAPACITY);
+    let orchestrator = Orchestrator::start(RootArgs {
+        journal: setup.journal.map(Into::into),
+        faults: Some(faults_tx),
+        policy: setup.policy,
+        human: setup.human,
+        telemetry: TreeTelemetry {
+            span,
+            metrics: None,
+        },
+        ..RootArgs::new(setup.verb)
+    })
+    .await
+    .map_err(|e| {
+        eprintln!("{} {e}", err.err("error:"));
+        ExitCode::FAILURE
+    })?;
+    Ok((orchestrator, faults))
+}
+
+/// Answer `q` fail-safe (deny / no answer), saying why.
+pub(crate) fn refuse(q: HumanQuestion, why: &str) {
+    tracing::warn!(request = q.request.id(), "{why}: answered fail-safe");
+    let _session_gone = q
+        .session
+        .cast(capfleet_actors::events::requests::fail_safe(&q.request));
 }

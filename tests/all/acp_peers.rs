@@ -262,9 +262,7 @@ fn claude_agent_acp_write_allowed_by_policy() {
         "the Read result reached the model"
     );
     assert!(texts(ev).contains("all done"), "{}", texts(ev));
-    let ends = of_type(ev, "turn_ended");
-    assert_eq!(ends.len(), 1);
-    assert_eq!(ends[0]["stop_reason"], "end_turn");
+    one_turn_ended(ev);
     assert!(
         of_kind(ev, "cap.tool_call.start").len() >= 2,
         "Read and Write mapped"
@@ -310,9 +308,7 @@ fn gemini_acp_one_turn_answered() {
     let (ev, code, _wire) = chat(&peer, ws.path(), home.path(), &["hello"], &[]);
     assert_eq!(code, Some(0), "{ev:#?}");
     assert_eq!(texts(&ev), "gemini says hi");
-    let ends = of_type(&ev, "turn_ended");
-    assert_eq!(ends.len(), 1);
-    assert_eq!(ends[0]["stop_reason"], "end_turn");
+    one_turn_ended(&ev);
     let asked = fake.requests();
     assert!(
         asked.iter().all(|r| r["path"]
@@ -338,9 +334,7 @@ fn opencode_acp_one_turn_answered() {
     let (ev, code, _wire) = chat(&peer, ws.path(), home.path(), &["hello"], &[]);
     assert_eq!(code, Some(0), "{ev:#?}");
     assert_eq!(texts(&ev), "opencode says hi");
-    let ends = of_type(&ev, "turn_ended");
-    assert_eq!(ends.len(), 1);
-    assert_eq!(ends[0]["stop_reason"], "end_turn");
+    one_turn_ended(&ev);
 }
 
 #[test]
@@ -456,9 +450,14 @@ fn codex_acp_command_asks_and_runs_when_allowed() {
         "the allowed command ran"
     );
     assert!(texts(&ev).ends_with("Wrote it."), "{}", texts(&ev));
-    let ends = of_type(&ev, "turn_ended");
-    assert_eq!(ends.len(), 1);
-    assert_eq!(ends[0]["stop_reason"], "end_turn");
+    one_turn_ended(&ev);
     // codex-acp 0.16.0 does not exit at end of input: capfleet ends its group after
     // the wait (the driver's log says so), so no clean-close assertion here.
+}
+
+/// The chat had exactly one turn, and it ended normally.
+fn one_turn_ended(ev: &[Value]) {
+    let ends = of_type(ev, "turn_ended");
+    assert_eq!(ends.len(), 1, "{ev:#?}");
+    assert_eq!(ends[0]["stop_reason"], "end_turn");
 }

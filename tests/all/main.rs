@@ -11,6 +11,7 @@ mod common;
 mod a2a_peers;
 mod a2a_sessions;
 mod a2a_sim;
+mod acp_agent;
 mod acp_echo;
 mod acp_peers;
 mod artifacts;

@@ -8,3 +8,6 @@ pub mod error_text;
 pub mod pty;
 pub mod risk;
 pub mod stream_json;
+mod turn_end;
+
+pub use turn_end::TurnEnd;

@@ -263,11 +263,7 @@ async fn turn(
     };
     let sink = perms.sink();
     let end = match result {
-        Ok(r) => TurnEnd {
-            stop_reason: stop_reason(&r.stop_reason),
-            is_error: false,
-            result_text: None,
-        },
+        Ok(r) => TurnEnd::new(stop_reason(&r.stop_reason), false),
         Err(e) => {
             // The agent died or refused the prompt: nothing stays open.
             perms.cancel_all().await;

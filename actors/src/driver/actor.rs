@@ -141,11 +141,7 @@ impl<W: Wire> Actor for Driver<W> {
                         st.kill(false).await;
                         st.release().await;
                         st.sink
-                            .send_one(DriverOutput::TurnEnd(TurnEnd {
-                                stop_reason: StopReason::Cancelled,
-                                is_error: false,
-                                result_text: None,
-                            }))
+                            .send_one(DriverOutput::TurnEnd(TurnEnd::cancelled()))
                             .await;
                         myself.stop(Some("turn cancelled hard".into()));
                     }
@@ -342,11 +338,7 @@ impl<W: Wire> DriverState<W> {
                     self.resume_id = resume_id;
                 }
                 if !turn_ended {
-                    let end = TurnEnd {
-                        stop_reason: StopReason::EndTurn,
-                        is_error: false,
-                        result_text: None,
-                    };
+                    let end = TurnEnd::new(StopReason::EndTurn, false);
                     self.sink.send_one(DriverOutput::TurnEnd(end)).await;
                 }
             }

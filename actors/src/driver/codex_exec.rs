@@ -23,8 +23,8 @@ use super::launch::Spawned;
 use super::pump::{Learned, pump};
 use super::wire::{Interrupt, OutputEnd, OutputTask, Peer, Start, Started, Wire};
 use super::{DriverOutput, LaunchError, Shape, TurnEnd};
-use crate::bindings::codex_exec::{CodexExecMapper, Output, TurnEnd as WireTurnEnd, build_argv};
-use crate::protocol::{Decision, StopReason};
+use crate::bindings::codex_exec::{CodexExecMapper, Output, build_argv};
+use crate::protocol::Decision;
 use crate::sync::lock;
 
 /// The wire of one turn's Codex process.
@@ -165,12 +165,8 @@ async fn cancelled_end(
             turn_ended: false,
             resume_id,
         } if interrupted.load(Ordering::SeqCst) => {
-            let end = TurnEnd {
-                stop_reason: StopReason::Cancelled,
-                is_error: false,
-                result_text: None,
-            };
-            sink.send_one(DriverOutput::TurnEnd(end)).await;
+            sink.send_one(DriverOutput::TurnEnd(TurnEnd::cancelled()))
+                .await;
             OutputEnd::Closed {
                 turn_ended: true,
                 resume_id,
@@ -186,18 +182,7 @@ fn convert(wire: &mut Vec<Output>, batch: &mut Vec<DriverOutput>, learned: &mut 
         match out {
             Output::Event(event) => batch.push(DriverOutput::Event(event)),
             Output::ThreadId(id) => learned.resume_id(id, batch),
-            Output::TurnEnd(WireTurnEnd {
-                stop_reason,
-                is_error,
-                result_text,
-            }) => learned.turn_end(
-                TurnEnd {
-                    stop_reason,
-                    is_error,
-                    result_text,
-                },
-                batch,
-            ),
+            Output::TurnEnd(end) => learned.turn_end(end, batch),
         }
     }
 }

@@ -44,7 +44,7 @@ use serde_json::Value;
 pub use launch::{LaunchError, LaunchSpec, Shape};
 pub use sink::OutputSink;
 
-use crate::protocol::{CapCode, CapEvent, Decision, ErrorKind, StopReason};
+use crate::protocol::{CapCode, CapEvent, Decision, ErrorKind};
 use crate::registry::Binding;
 pub use crate::supervision::ExitCause;
 
@@ -292,13 +292,7 @@ pub enum DriverOutput {
 }
 
 /// How a turn ended, as the binding reports it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct TurnEnd {
-    pub stop_reason: StopReason,
-    pub is_error: bool,
-    /// The agent's own summary of the turn's text, when the binding gives one.
-    pub result_text: Option<String>,
-}
+pub use crate::bindings::TurnEnd;
 
 #[cfg(test)]
 mod tests {

@@ -227,6 +227,16 @@ fn output_task<R: tokio::io::AsyncRead + Unpin + Send + 'static>(
     ))
 }
 
+impl From<WireTurnEnd> for TurnEnd {
+    fn from(end: WireTurnEnd) -> Self {
+        Self {
+            stop_reason: end.stop_reason,
+            is_error: end.is_error,
+            result_text: end.result_text,
+        }
+    }
+}
+
 /// Binding outputs → driver outputs.
 fn convert(wire: &mut Vec<Output>, batch: &mut Vec<DriverOutput>, learned: &mut Learned) {
     for out in wire.drain(..) {
@@ -237,19 +247,7 @@ fn convert(wire: &mut Vec<Output>, batch: &mut Vec<DriverOutput>, learned: &mut 
                 }
             }
             Output::Event(event) => batch.push(DriverOutput::Event(event)),
-            Output::TurnEnd(WireTurnEnd {
-                stop_reason,
-                is_error,
-                result_text,
-                ..
-            }) => learned.turn_end(
-                TurnEnd {
-                    stop_reason,
-                    is_error,
-                    result_text,
-                },
-                batch,
-            ),
+            Output::TurnEnd(end) => learned.turn_end(end.into(), batch),
             Output::PermissionWithdrawn { req_id, .. } => {
                 batch.push(DriverOutput::Withdrawn { req_id })
             }

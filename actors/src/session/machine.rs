@@ -41,7 +41,11 @@ impl Core {
         } = args;
         let recovered = spec.recovered.clone().unwrap_or_default();
         let mut slot = DriverSlot::new(&spec);
-        slot.resume_id = recovered.resume_id;
+        // A resumed run's journal first, else the conversation the config names
+        // (`speak --resume`, an ACP `session/load`).
+        slot.resume_id = recovered
+            .resume_id
+            .or_else(|| spec.launch.config.session_resume_id.get().cloned());
         Core {
             state: SessionState::Starting,
             closing: false,

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use capfleet_actors::answerer::HumanQuestion;
 use capfleet_actors::bindings::stream_json::outbound;
-use capfleet_actors::events::requests::{Answer, OpenRequest, fail_safe};
+use capfleet_actors::events::requests::{Answer, OpenRequest};
 use capfleet_actors::events::{EventBody, Published, TurnOutcome};
 use capfleet_actors::fault::DiskFault;
 use capfleet_actors::protocol::{CancelScope, Decision};
@@ -25,6 +25,7 @@ use super::frames::{Speaker, TurnEnd, can_use_tool};
 use super::inbound::{Inbound, spawn_reader};
 use super::transcript::Transcript;
 use super::{EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE};
+use crate::cmd::one_session::refuse;
 use crate::signals::StopSignals;
 
 /// How long a turn's reply waits for its `turn_ended` event to be read.
@@ -39,11 +40,6 @@ pub(super) struct Ends {
     pub questions: mpsc::Receiver<HumanQuestion>,
     pub faults: mpsc::Receiver<DiskFault>,
     pub signals: StopSignals,
-}
-
-/// A permission or ask waiting for upstream's answer.
-struct Pending {
-    question: HumanQuestion,
 }
 
 /// The running turn.
@@ -63,7 +59,8 @@ pub(super) struct Conversation<'a> {
     queue: VecDeque<String>,
     turns: u32,
     total_cost_usd: f64,
-    pending: HashMap<String, Pending>,
+    /// Permissions and asks waiting for upstream's answer, by our request id.
+    pending: HashMap<String, HumanQuestion>,
     requests: u64,
     last: Option<TurnEnd>,
 }
@@ -112,7 +109,7 @@ impl<'a> Conversation<'a> {
             }
             tokio::select! {
                 message = recv(&mut inbound) => match message {
-                    Some(Inbound::Eof) | None => {
+                    None => {
                         inbound = None;
                         self.upstream_gone();
                     }
@@ -375,7 +372,6 @@ impl<'a> Conversation<'a> {
             Inbound::Response { request_id, answer } => {
                 self.on_upstream_answer(&request_id, answer)
             }
-            Inbound::Eof => {}
         }
     }
 
@@ -406,18 +402,18 @@ impl<'a> Conversation<'a> {
         };
         self.out
             .frame(&can_use_tool(&request_id, &tool, &input, &tool_use_id));
-        self.pending.insert(request_id, Pending { question });
+        self.pending.insert(request_id, question);
     }
 
     /// stdin ended: what waits for upstream's answer is denied (fail-safe).
     fn upstream_gone(&mut self) {
-        for (_, p) in self.pending.drain() {
-            refuse(p.question, "stdin ended before upstream answered");
+        for (_, question) in self.pending.drain() {
+            refuse(question, "stdin ended before upstream answered");
         }
     }
 
     fn on_upstream_answer(&mut self, request_id: &str, answer: Result<Value, String>) {
-        let Some(p) = self.pending.remove(request_id) else {
+        let Some(question) = self.pending.remove(request_id) else {
             tracing::warn!(request_id, "an answer to no open request ignored");
             return;
         };
@@ -427,7 +423,7 @@ impl<'a> Conversation<'a> {
         if let Err(e) = &answer {
             tracing::warn!(request_id, "upstream failed to answer: {e}; denied");
         }
-        let reply = match &p.question.request {
+        let reply = match &question.request {
             OpenRequest::Permission { req_id, .. } => Answer::Permission {
                 req_id: req_id.clone(),
                 decision: if allowed {
@@ -445,14 +441,8 @@ impl<'a> Conversation<'a> {
                 rule: RULE_UPSTREAM.into(),
             },
         };
-        let _session_gone = p.question.session.cast(reply);
+        let _session_gone = question.session.cast(reply);
     }
-}
-
-/// Answer `q` fail-safe (deny / no answer), saying why.
-fn refuse(q: HumanQuestion, why: &str) {
-    tracing::warn!(request = q.request.id(), "{why}: denied");
-    let _session_gone = q.session.cast(fail_safe(&q.request));
 }
 
 /// Claude's `AskUserQuestion` input for an ask: one question per form property

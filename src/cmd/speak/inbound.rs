@@ -28,11 +28,9 @@ pub(super) enum Inbound {
         request_id: String,
         answer: Result<Value, String>,
     },
-    /// stdin ended.
-    Eof,
 }
 
-/// Read stdin on a task until its end (then [`Inbound::Eof`]).
+/// Read stdin on a task until its end (then the channel closes).
 pub(super) fn spawn_reader() -> mpsc::Receiver<Inbound> {
     let (tx, rx) = mpsc::channel(INBOUND_CAPACITY);
     tokio::spawn(async move {
@@ -69,7 +67,6 @@ pub(super) fn spawn_reader() -> mpsc::Receiver<Inbound> {
                 }
             }
         }
-        let _gone = tx.send(Inbound::Eof).await;
     });
     rx
 }

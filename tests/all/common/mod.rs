@@ -55,7 +55,8 @@ pub(crate) use chat_json::{of_kind, of_type, run_chat, texts};
 pub(crate) use fake_llm::{FakeLlm, http};
 pub(crate) use peers::{claude_env, claude_env_in, peer, peer_env, try_peer};
 pub(crate) use procs::{
-    EnvMarker, descendants, hwm_kib, is_alive, kill_group, processes_in_group, rss_kib, wait_until,
+    EnvMarker, descendants, hwm_kib, is_alive, kill_group, output_within, processes_in_group,
+    rss_kib, wait_until, wait_within,
 };
 
 use std::path::PathBuf;
@@ -71,14 +72,8 @@ use ractor::rpc::CallResult;
 /// telemetry) journaling to `journal`.
 pub(crate) async fn tree(fleet: &str, journal: &std::path::Path) -> Orchestrator {
     Orchestrator::start(RootArgs {
-        fleet_name: fleet.into(),
         journal: Some(journal.to_path_buf().into()),
-        faults: None,
-        policy: Default::default(),
-        budget: Default::default(),
-        human: None,
-        fleet_events: None,
-        telemetry: Default::default(),
+        ..RootArgs::new(fleet)
     })
     .await
     .expect("the supervision tree starts")

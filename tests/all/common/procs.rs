@@ -139,6 +139,65 @@ pub(crate) fn wait_until(
     }
 }
 
+/// Wait for `child` at most `limit`; past it the child is killed and the test fails.
+pub(crate) fn wait_within(
+    child: &mut std::process::Child,
+    limit: Duration,
+) -> std::process::ExitStatus {
+    let mut status = None;
+    let done = wait_until(limit, Duration::from_millis(20), || {
+        status = child.try_wait().expect("try_wait");
+        status.is_some()
+    });
+    if !done {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("pid {} still running after {limit:?}", child.id());
+    }
+    status.expect("exited")
+}
+
+/// Run `cmd` to its end within `limit` (stdout and stderr captured).
+pub(crate) fn output_within(
+    mut cmd: std::process::Command,
+    limit: Duration,
+) -> std::process::Output {
+    use std::io::Read;
+    use std::process::Stdio;
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let drain = |r: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            if let Some(mut r) = r {
+                let _ = r.read_to_end(&mut buf);
+            }
+            buf
+        })
+    };
+    let out = drain(
+        child
+            .stdout
+            .take()
+            .map(|s| Box::new(s) as Box<dyn Read + Send>),
+    );
+    let err = drain(
+        child
+            .stderr
+            .take()
+            .map(|s| Box::new(s) as Box<dyn Read + Send>),
+    );
+    let status = wait_within(&mut child, limit);
+    std::process::Output {
+        status,
+        stdout: out.join().expect("stdout reader"),
+        stderr: err.join().expect("stderr reader"),
+    }
+}
+
 /// SIGKILL to the whole process group `pgid` (errors ignored: it may be gone).
 pub(crate) fn kill_group(pgid: i32) {
     if pgid > 1 {

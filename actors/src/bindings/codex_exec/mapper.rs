@@ -12,7 +12,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::items::Items;
-use crate::bindings::error_text;
+use crate::bindings::{TurnEnd, error_text};
 use crate::protocol::{CapEvent, ErrorKind, HasMeta, StopReason, Usage};
 
 /// Unknown events kept verbatim per turn; the rest are only counted.
@@ -29,15 +29,6 @@ pub enum Output {
     ThreadId(String),
     /// The turn ended (`turn.completed` / `turn.failed`), after its usage and error.
     TurnEnd(TurnEnd),
-}
-
-/// The end of one turn.
-#[derive(Debug, Clone, PartialEq)]
-pub struct TurnEnd {
-    pub stop_reason: StopReason,
-    pub is_error: bool,
-    /// The turn's last agent message.
-    pub result_text: Option<String>,
 }
 
 /// Codex's token counts over a thread (`turn.completed.usage`).

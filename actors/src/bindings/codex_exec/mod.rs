@@ -16,4 +16,4 @@ mod items;
 pub mod mapper;
 
 pub use argv::{ArgvError, build_argv};
-pub use mapper::{CodexExecMapper, MapperStats, Output, Totals, TurnEnd};
+pub use mapper::{CodexExecMapper, MapperStats, Output, Totals};

@@ -343,11 +343,7 @@ impl Conn {
         self.paused = false;
         self.task = None;
         self.mapper.answered();
-        DriverOutput::TurnEnd(TurnEnd {
-            stop_reason,
-            is_error,
-            result_text: None,
-        })
+        DriverOutput::TurnEnd(TurnEnd::new(stop_reason, is_error))
     }
 
     async fn emit(&self, outs: Vec<DriverOutput>) -> Step {

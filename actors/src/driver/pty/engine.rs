@@ -318,11 +318,10 @@ impl Engine {
                 };
                 self.out
                     .extend(self.events.drain(..).map(DriverOutput::Event));
-                self.out.push(DriverOutput::TurnEnd(TurnEnd {
+                self.out.push(DriverOutput::TurnEnd(TurnEnd::new(
                     stop_reason,
-                    is_error: error && !self.interrupted,
-                    result_text: None,
-                }));
+                    error && !self.interrupted,
+                )));
                 if let Some(next) = self.waiting.pop_front() {
                     self.submit(next);
                 }

@@ -1,0 +1,206 @@
+//! `capfleet acp`: capfleet as an ACP agent on stdio (the Agent Client Protocol, v1),
+//! so an editor that drives ACP agents (Zed, JetBrains, neovim plugins) drives any
+//! agent capfleet can drive, over any binding, under the full supervision tree.
+//!
+//! - [`server`]: the ACP agent side on the official `agent-client-protocol` crate;
+//! - [`host`]: the hosted sessions (one capfleet session per ACP session);
+//! - [`updates`]: the sessions' events as `session/update`s;
+//! - [`store`]: what `session/load` needs once this process is gone;
+//! - [`wire`]: stdio, bounded both ways.
+//!
+//! stdout carries protocol messages only; diagnostics go to stderr.
+
+mod host;
+mod server;
+mod store;
+mod updates;
+mod wire;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use capfleet_actors::answerer::Policy;
+use capfleet_actors::protocol::PermissionMode;
+use tokio::sync::mpsc;
+
+use crate::agents::registry;
+use crate::signals::StopSignals;
+use crate::style::{ColorChoice, Style};
+use crate::telemetry::Telemetry;
+
+/// Exit codes.
+const EXIT_FAILED: u8 = 1;
+const EXIT_USAGE: u8 = 2;
+const EXIT_INTERRUPTED: u8 = 130;
+
+#[derive(Debug, clap::Args)]
+#[command(after_help = "\
+capfleet as an ACP agent (Agent Client Protocol v1, JSON-RPC on stdio): an editor \
+that runs ACP agents runs `capfleet acp --agent NAME` and drives any agent capfleet \
+can drive — a stream-json, ACP, A2A or PTY-only one — under capfleet's supervision \
+(a crash inside is a restart, invisible to the editor but for a note on stderr).
+
+Examples:
+  capfleet acp --agent claude-code
+      Claude Code behind ACP
+  capfleet acp --agent aider --allow-tool Read
+      a TUI agent spoken to as ACP, its Read permissions granted
+  Zed's settings.json:
+      \"agent_servers\": { \"capfleet\": { \"command\": \"capfleet\", \"args\": [\"acp\", \"--agent\", \"codex\"] } }
+
+Sessions: each `session/new` starts one session of the agent in the client's cwd. \
+After each turn the session's record (the agent's own conversation id, the \
+conversation's text) is saved under --state-dir, so `session/load` in a later \
+process replays the conversation and resumes the agent natively where its binding \
+can (stream-json `--resume`, ACP `session/load`).
+
+Permissions: --deny-tool, then --allow-tool decide first; what they leave open is \
+asked of the client (`session/request_permission`). Questions an agent asks are \
+declined: ACP v1 cannot put them to a client.
+
+Turns: `session/prompt` answers with the stop reason and the turn's usage and cost \
+in `_meta.\"capfleet.usage\"`; a failed turn is an error response saying why. \
+`session/cancel` cancels the turn.
+
+Exit codes: 0 the client closed the connection, 1 a failure (the journal could not \
+be written), 2 bad usage, 130 SIGINT or SIGTERM (every inner agent's process group \
+is killed first).")]
+pub(crate) struct AcpArgs {
+    /// The agent that answers: a registry name (see `capfleet resolve`) or a manifest path.
+    #[arg(long, env = "CAPFLEET_ACP_AGENT")]
+    pub agent: String,
+    /// Simulator script (sets CAPFLEET_SIM_SCRIPT for the agent).
+    #[arg(long)]
+    pub script: Option<PathBuf>,
+    /// Append every event of every session to this JSONL journal.
+    #[arg(long)]
+    pub journal: Option<PathBuf>,
+    /// The model to ask the agent for.
+    #[arg(long)]
+    pub model: Option<String>,
+    /// The agent's CAP permission mode (`none` runs it unattended).
+    #[arg(long, value_parser = parse_mode)]
+    pub permission_mode: Option<PermissionMode>,
+    /// Grant this tool's permission requests without asking (repeatable).
+    #[arg(long = "allow-tool", value_name = "TOOL")]
+    pub allow_tools: Vec<String>,
+    /// Deny this tool's permission requests without asking (repeatable).
+    #[arg(long = "deny-tool", value_name = "TOOL")]
+    pub deny_tools: Vec<String>,
+    /// Where session records for `session/load` are kept
+    /// [default: $XDG_STATE_HOME/capfleet/acp, else ~/.local/state/capfleet/acp].
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub telemetry: crate::telemetry::TelemetryArgs,
+}
+
+fn parse_mode(s: &str) -> Result<PermissionMode, String> {
+    PermissionMode::parse(s).ok_or_else(|| format!("expected a CAP permission mode, got {s:?}"))
+}
+
+impl AcpArgs {
+    fn state_dir(&self) -> Result<PathBuf, String> {
+        if let Some(dir) = &self.state_dir {
+            return Ok(dir.clone());
+        }
+        let env = |k| {
+            std::env::var_os(k)
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+        };
+        env("XDG_STATE_HOME")
+            .or_else(|| env("HOME").map(|h| h.join(".local/state")))
+            .map(|d| d.join("capfleet/acp"))
+            .ok_or_else(|| "no --state-dir, and neither XDG_STATE_HOME nor HOME is set".into())
+    }
+}
+
+pub(crate) fn run(args: AcpArgs, color: ColorChoice) -> ExitCode {
+    let telemetry = args.telemetry.clone();
+    crate::cmd::one_session::run_verb(color, &telemetry, async |t| acp(args, color, t).await)
+}
+
+async fn acp(args: AcpArgs, color: ColorChoice, telemetry: &Telemetry) -> ExitCode {
+    let err = Style::for_stderr(color);
+    let usage = |e: String| {
+        eprintln!("{} {e}", err.err("error:"));
+        ExitCode::from(EXIT_USAGE)
+    };
+    let state_dir = match args.state_dir() {
+        Ok(d) => d,
+        Err(e) => return usage(e),
+    };
+    let manifest = match registry().resolve(&args.agent).await {
+        Ok(r) => Arc::new(r.manifest),
+        Err(e) => return usage(e.to_string()),
+    };
+    let script = match &args.script {
+        Some(s) => match std::fs::canonicalize(s) {
+            Ok(p) => Some(p),
+            Err(e) => return usage(format!("--script {}: {e}", s.display())),
+        },
+        None => None,
+    };
+    // Before any agent exists: from here on the signals end the sessions first.
+    let mut signals = StopSignals::all();
+    let (human_tx, questions) = mpsc::channel(16);
+    let setup = crate::cmd::one_session::Setup {
+        verb: "acp",
+        agent_type: &args.agent,
+        journal: args.journal.clone(),
+        policy: Policy {
+            deny_tools: args.deny_tools.clone(),
+            allow_tools: args.allow_tools.clone(),
+            max_risk: None,
+        },
+        human: Some(human_tx),
+        telemetry,
+    };
+    let (orchestrator, mut faults) = match crate::cmd::one_session::tree(setup, err).await {
+        Ok(t) => t,
+        Err(code) => return code,
+    };
+    let backlog = Arc::new(wire::Backlog::default());
+    let launch = host::Launch {
+        agent: args.agent.clone(),
+        manifest,
+        model: args.model.clone(),
+        permission_mode: args.permission_mode,
+        script,
+    };
+    let host = Arc::new(host::Host::new(
+        orchestrator.spawner(),
+        launch,
+        store::Store::new(state_dir),
+        backlog.clone(),
+    ));
+    let code = tokio::select! {
+        served = server::serve(host, backlog, questions) => match served {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("{} the ACP connection failed: {e}", err.err("error:"));
+                ExitCode::from(EXIT_FAILED)
+            }
+        },
+        Some(fault) = faults.recv() => {
+            eprintln!("{} {fault}; the sessions are stopped (kept: {})", err.err("error:"), fault.kept);
+            ExitCode::from(EXIT_FAILED)
+        }
+        signal = signals.recv() => {
+            StopSignals::escalate(signal);
+            ExitCode::from(EXIT_INTERRUPTED)
+        }
+    };
+    let kept = orchestrator.finish().await;
+    if kept.lost > 0 {
+        eprintln!(
+            "{} the journal lost {} records",
+            err.err("error:"),
+            kept.lost
+        );
+        return ExitCode::from(EXIT_FAILED);
+    }
+    code
+}
