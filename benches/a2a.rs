@@ -143,6 +143,7 @@ async fn session(url: &str) -> (Orchestrator, ractor::ActorRef<SessionMsg>) {
         policy: Default::default(),
         budget: Default::default(),
         human: None,
+        research: None,
         fleet_events: None,
         telemetry: Default::default(),
     })

@@ -129,6 +129,7 @@ async fn session_round_trips(turns: usize) -> Duration {
         policy: Default::default(),
         budget: Default::default(),
         human: None,
+        research: None,
         fleet_events: None,
         telemetry: Default::default(),
     })

@@ -22,6 +22,7 @@ pub(crate) async fn start_tree() -> Orchestrator {
         policy: Default::default(),
         budget: Default::default(),
         human: None,
+        research: None,
         fleet_events: None,
         telemetry: Default::default(),
     })

@@ -104,6 +104,7 @@ pub(crate) async fn start(
         policy: setup.policy,
         budget: Default::default(),
         human: setup.human,
+        research: None,
         fleet_events: None,
         telemetry: TreeTelemetry {
             span,

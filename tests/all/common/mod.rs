@@ -77,6 +77,7 @@ pub(crate) async fn tree(fleet: &str, journal: &std::path::Path) -> Orchestrator
         policy: Default::default(),
         budget: Default::default(),
         human: None,
+        research: None,
         fleet_events: None,
         telemetry: Default::default(),
     })
