@@ -52,8 +52,14 @@ fn write_fleet(
 /// `capfleet run fleet.toml --json` (no terminal: nobody to ask) to its end: the
 /// run's totals and its journal.
 fn run(dir: &Path) -> (Value, Vec<Value>) {
+    run_with(dir, &[])
+}
+
+/// [`run`] with more arguments.
+fn run_with(dir: &Path, more: &[&str]) -> (Value, Vec<Value>) {
     let out = capfleet(dir)
         .args(["run", "fleet.toml", "--json"])
+        .args(more)
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -487,4 +493,46 @@ fn a_bad_answerer_is_refused_with_file_line_key_and_fix() {
         stdout.contains("research:  sim (stream_json) when the policy leaves a question open; at most 2 at once, 2m each, approves up to risk medium"),
         "{stdout}"
     );
+}
+
+/// The research is a `research` span under the asking request's `decide` span (itself
+/// under the request's span in the asking turn), and the research session's spans
+/// hang under it.
+#[test]
+fn the_research_is_a_span_under_the_asking_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = EnvMarker::new("research-span");
+    let researcher = "[[turn]]\nsteps = [{ say = \"ANSWER: allow_once\" }]\n";
+    write_fleet(
+        dir.path(),
+        &[("w", asker("medium", "make"))],
+        researcher,
+        "max_risk = \"medium\"",
+        &m,
+    );
+    let (_, _) = run_with(dir.path(), &["--trace-file", "spans.jsonl"]);
+    let spans: Vec<Value> = std::fs::read_to_string(dir.path().join("spans.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let by_id = |id: &Value| spans.iter().find(|s| &s["span_id"] == id);
+    let research = spans
+        .iter()
+        .find(|s| s["name"] == "research")
+        .unwrap_or_else(|| panic!("no research span: {spans:?}"));
+    let decide = by_id(&research["parent_span_id"]).expect("the research span's parent");
+    assert_eq!(decide["name"], "decide", "{decide}");
+    let request = by_id(&decide["parent_span_id"]).expect("the decide span's parent");
+    assert!(
+        request["name"].as_str().unwrap().contains("Bash"),
+        "the asking request's span: {request}"
+    );
+    assert!(
+        spans
+            .iter()
+            .any(|s| s["parent_span_id"] == research["span_id"]),
+        "the research session's span hangs under the research span"
+    );
+    no_processes_left(&m);
 }
