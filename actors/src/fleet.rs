@@ -53,6 +53,9 @@ pub enum FleetMsg {
     Spawn {
         spec: Box<SessionSpec>,
         subscribers: Vec<mpsc::Sender<Published>>,
+        /// The parent of the session's span, if not the run's (a research session's
+        /// is its question's `research` span).
+        parent: Option<tracing::Span>,
         reply: RpcReplyPort<Result<ActorRef<SessionMsg>, TreeError>>,
     },
     /// Close every session; reply when all are gone.
@@ -108,6 +111,7 @@ impl Actor for Fleet {
             FleetMsg::Spawn {
                 spec,
                 mut subscribers,
+                parent,
                 reply,
             } => {
                 if !st.shutdown_replies.is_empty() {
@@ -129,7 +133,7 @@ impl Actor for Fleet {
                     spec: *spec,
                     subscribers,
                     answerer: st.args.answerer.as_ref().map(ActorRef::get_derived),
-                    parent: st.args.telemetry.span.clone(),
+                    parent: parent.unwrap_or_else(|| st.args.telemetry.span.clone()),
                 };
                 let result = match Actor::spawn_linked(None, Session, args, myself.get_cell()).await
                 {

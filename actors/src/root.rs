@@ -5,19 +5,21 @@
 //! ├── journal     (when a path is given)
 //! ├── budget      usage per session and in total
 //! ├── telemetry   counters: events by kind, sessions by state, turns, restarts
-//! ├── answerer
+//! ├── answerer    (its research sessions run under the fleet)
 //! └── fleet       one session per child, each supervising its driver
 //! ```
 //!
 //! Journal, budget and telemetry see every session's events through bounded
 //! channels. The router joins this tree with fleets. A crashed answerer is restarted
-//! (it holds no state); a crashed journal, budget or telemetry is reported and the
+//! (with its policy, human and research spec; research jobs in flight are lost with
+//! it) and told the fleet again; a crashed journal, budget or telemetry is reported and the
 //! run continues without it; a crashed fleet stops the tree.
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SpawnErr, SupervisionEvent};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
+use crate::answerer::research::ResearchSpec;
 use crate::answerer::{Answerer, AnswererArgs, AnswererMsg, HumanQuestion, Policy};
 use crate::budget::{Budget, BudgetBook, BudgetMsg, BudgetSnapshot};
 use crate::error::TreeError;
@@ -48,6 +50,8 @@ pub struct RootArgs {
     pub budget: BudgetBook,
     /// Where asks go when a human is attached (else they are answered fail-safe).
     pub human: Option<mpsc::Sender<HumanQuestion>>,
+    /// The research answerer, if the fleet has one (`[answerer]`).
+    pub research: Option<ResearchSpec>,
     /// Where the fleet reports sessions ending.
     pub fleet_events: Option<mpsc::Sender<FleetEvent>>,
     /// The span sessions hang under, and the metrics to feed (if any).
@@ -67,6 +71,7 @@ impl RootArgs {
             human: None,
             fleet_events: None,
             telemetry: TreeTelemetry::default(),
+            research: None,
         }
     }
 }
@@ -89,16 +94,26 @@ pub struct RootState {
     telemetry: ActorRef<TelemetryMsg>,
     answerer: ActorRef<AnswererMsg>,
     fleet: ActorRef<FleetMsg>,
-    human: Option<mpsc::Sender<HumanQuestion>>,
+    /// What a restarted answerer starts from.
+    answerer_args: AnswererSeed,
+}
+
+/// The answerer's start arguments, kept to restart it.
+struct AnswererSeed {
     policy: Policy,
+    human: Option<mpsc::Sender<HumanQuestion>>,
+    research: Option<ResearchSpec>,
 }
 
 async fn spawn_answerer(
     root: &ActorRef<RootMsg>,
-    policy: Policy,
-    human: Option<mpsc::Sender<HumanQuestion>>,
+    seed: &AnswererSeed,
 ) -> Result<ActorRef<AnswererMsg>, SpawnErr> {
-    let args = AnswererArgs { policy, human };
+    let args = AnswererArgs {
+        policy: seed.policy.clone(),
+        human: seed.human.clone(),
+        research: seed.research.clone(),
+    };
     let (a, _) = Actor::spawn_linked(None, Answerer, args, root.get_cell()).await?;
     Ok(a)
 }
@@ -155,7 +170,12 @@ impl Actor for Root {
             }
         }
         let taps = taps.into_iter().map(|(_, tx)| tx).collect();
-        let answerer = spawn_answerer(&myself, args.policy.clone(), args.human.clone()).await?;
+        let seed = AnswererSeed {
+            policy: args.policy,
+            human: args.human,
+            research: args.research,
+        };
+        let answerer = spawn_answerer(&myself, &seed).await?;
         let fleet_args = FleetArgs {
             name: args.fleet_name,
             answerer: Some(answerer.clone()),
@@ -164,14 +184,14 @@ impl Actor for Root {
             telemetry: args.telemetry,
         };
         let (fleet, _) = Actor::spawn_linked(None, Fleet, fleet_args, myself.get_cell()).await?;
+        answerer.cast(AnswererMsg::Fleet(fleet.clone()))?;
         Ok(RootState {
             journal,
             budget,
             telemetry,
             answerer,
             fleet,
-            human: args.human,
-            policy: args.policy,
+            answerer_args: seed,
         })
     }
 
@@ -236,7 +256,8 @@ impl Actor for Root {
         };
         if cell.get_id() == st.answerer.get_id() {
             tracing::error!("answerer crashed ({err}); restarting it");
-            st.answerer = spawn_answerer(&myself, st.policy.clone(), st.human.clone()).await?;
+            st.answerer = spawn_answerer(&myself, &st.answerer_args).await?;
+            st.answerer.cast(AnswererMsg::Fleet(st.fleet.clone()))?;
         } else if st
             .journal
             .as_ref()
@@ -267,6 +288,7 @@ impl Spawner {
         ractor::call!(self.fleet, |reply| FleetMsg::Spawn {
             spec: Box::new(spec),
             subscribers,
+            parent: None,
             reply,
         })
         .map_err(|e| TreeError::unreachable("fleet", e))?

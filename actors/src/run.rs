@@ -14,6 +14,7 @@ use ractor::Actor;
 use tokio::sync::mpsc;
 use tracing::Instrument;
 
+use crate::answerer::research::ResearchSpec;
 use crate::answerer::{HumanQuestion, Policy};
 use crate::budget::{BudgetBook, BudgetLimits, BudgetScope, BudgetSnapshot};
 use crate::error::TreeError;
@@ -42,6 +43,8 @@ pub struct RunSpec {
     pub budget: BudgetLimits,
     pub journal: Option<JournalSpec>,
     pub human: Option<mpsc::Sender<HumanQuestion>>,
+    /// The research answerer (`[answerer]`), if the fleet has one.
+    pub research: Option<ResearchSpec>,
     pub abort_on_error: bool,
     pub telemetry: RunTelemetry,
     /// Artifacts and the coding sessions' workspaces (provisioned before the run).
@@ -143,6 +146,7 @@ pub async fn run_fleet(
         policy: spec.policy,
         budget: budget_book(spec.budget, alerts_tx, spec.resume.as_ref()),
         human: spec.human,
+        research: spec.research,
         fleet_events: None,
         telemetry: telemetry.clone(),
     })

@@ -110,6 +110,7 @@ pub(crate) async fn run_with(
         },
         journal: journal.map(Into::into),
         human: None,
+        research: None,
         abort_on_error: false,
         telemetry,
         workspace: None,

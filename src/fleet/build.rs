@@ -17,7 +17,7 @@ use capfleet_actors::supervision::rate_limit::RateLimitPolicy;
 use capfleet_actors::tomldoc::Location;
 use capfleet_actors::workspace::repo;
 
-use super::config::{ActionEntry, At, FleetFile, HUMAN, SessionEntry};
+use super::config::{ActionEntry, At, AutoAnswer, FleetFile, HUMAN, SessionEntry};
 use super::error::FleetError;
 use super::{Budgets, Fleet, FleetSession};
 use crate::agents::{SessionRequest, registry, session_spec};
@@ -70,6 +70,13 @@ pub(super) async fn build(file: &FleetFile, cx: &Context<'_>) -> Result<Fleet, V
     if let Some(base) = &f.base {
         check_base(base, &sessions, &mut errors);
     }
+    let research = match &file.answerer {
+        Some(a) => super::answerer::build(a, f.auto_answer.value, &name, cx, &mut manifests)
+            .await
+            .map_err(|e| errors.extend(e))
+            .ok(),
+        None => None,
+    };
     if !errors.is_empty() {
         return Err(errors);
     }
@@ -98,7 +105,8 @@ pub(super) async fn build(file: &FleetFile, cx: &Context<'_>) -> Result<Fleet, V
             allow_tools: f.allow_tools.clone(),
             max_risk: f.max_risk,
         },
-        auto_answer: f.auto_answer,
+        auto_answer: f.auto_answer.value != AutoAnswer::Off,
+        research,
         budgets: Budgets {
             total_usd: f.budget_usd.as_ref().map(|b| b.value),
             per_session: file
@@ -197,7 +205,7 @@ fn existing(p: &At<String>, cx: &Context<'_>) -> Result<PathBuf, FleetError> {
     })
 }
 
-async fn session(
+pub(super) async fn session(
     s: &SessionEntry,
     fleet: &str,
     turn_timeout: Duration,

@@ -11,6 +11,8 @@ use capfleet_actors::supervision::rate_limit::OnRateLimit;
 use capfleet_actors::tomldoc::Location;
 use capfleet_actors::workspace::testrun::TestCommand;
 
+pub(crate) use super::answerer::{AnswererSection, AutoAnswer};
+
 /// A value and where it was written.
 #[derive(Debug, Clone)]
 pub(crate) struct At<T> {
@@ -46,6 +48,8 @@ pub(crate) struct FleetFile {
     pub fleet: FleetSection,
     pub sessions: Vec<SessionEntry>,
     pub routes: Vec<RouteEntry>,
+    /// `[answerer]`: the research answerer, if any.
+    pub answerer: Option<AnswererSection>,
 }
 
 /// `[fleet]`.
@@ -61,7 +65,8 @@ pub(crate) struct FleetSection {
     pub budget_usd: Option<At<f64>>,
     pub max_concurrent: Option<usize>,
     pub on_error: OnError,
-    pub auto_answer: bool,
+    /// `true`, `false` or `"research"`, where it was written.
+    pub auto_answer: At<AutoAnswer>,
     pub allow_tools: Vec<String>,
     pub deny_tools: Vec<String>,
     pub max_risk: Option<RiskLevel>,

@@ -14,11 +14,20 @@ pub(crate) enum FleetError {
     #[error("{at}: required key missing")]
     Missing { at: Location },
     #[error(
-        "{at}: unknown table (a fleet file has [fleet], [[sessions]] and [[routes]]){}",
+        "{at}: unknown table (a fleet file has [fleet], [[sessions]], [[routes]] and [answerer]){}",
         suggestion.map_or(String::new(), |s| format!("; did you mean `{s}`?"))
     )]
     UnknownTable {
         at: Location,
+        suggestion: Option<&'static str>,
+    },
+    #[error(
+        "{at}: unknown key{} (the keys here: {known})",
+        suggestion.map_or(String::new(), |s| format!("; did you mean `{s}`?"))
+    )]
+    UnknownKey {
+        at: Location,
+        known: String,
         suggestion: Option<&'static str>,
     },
     #[error("{at}: expected {expected}, found {found}")]
@@ -76,6 +85,7 @@ impl FleetError {
             FleetError::Syntax { at, .. }
             | FleetError::Missing { at }
             | FleetError::UnknownTable { at, .. }
+            | FleetError::UnknownKey { at, .. }
             | FleetError::WrongType { at, .. }
             | FleetError::InvalidValue { at, .. }
             | FleetError::UnknownSession { at, .. }

@@ -8,6 +8,7 @@
 //!                                                 | FleetErrors (all of them, in source order)
 //! ```
 
+mod answerer;
 mod build;
 pub(crate) mod config;
 pub(crate) mod error;
@@ -19,6 +20,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use capfleet_actors::answerer::Policy;
+use capfleet_actors::answerer::research::ResearchSpec;
 use capfleet_actors::router::RoutingSpec;
 use capfleet_actors::session::SessionSpec;
 use capfleet_actors::supervision::rate_limit::RateLimitPolicy;
@@ -44,8 +46,12 @@ pub(crate) struct Fleet {
     pub sessions: Vec<FleetSession>,
     /// The answerer's policy (`deny_tools`, `allow_tools`, `max_risk`).
     pub policy: Policy,
-    /// Answer what the policy leaves open fail-safe when no human is attached.
+    /// Ask no human what the policy leaves open (`auto_answer = true` or
+    /// `"research"`): research answers it when the fleet has an `[answerer]`, else the
+    /// answer is fail-safe.
     pub auto_answer: bool,
+    /// The research answerer (`[answerer]`), if any.
+    pub research: Option<ResearchSpec>,
     pub budgets: Budgets,
     pub on_error: OnError,
     /// Every session's turn timeout (`turn_timeout_s`, default 600 s).

@@ -19,7 +19,7 @@ use super::error::FleetError;
 
 pub(super) type Reader = tomldoc::Reader<FleetError>;
 
-const TOP_KEYS: &[&str] = &["fleet", "sessions", "routes"];
+const TOP_KEYS: &[&str] = &["fleet", "sessions", "routes", "answerer"];
 const FLEET_KEYS: &[&str] = &[
     "name",
     "start",
@@ -92,10 +92,12 @@ pub(super) fn read(r: &mut Reader, root: &DeTable<'_>) -> FleetFile {
         .into_iter()
         .filter_map(|(i, t, span)| read_route(r, t, &format!("routes[{i}]"), span))
         .collect();
+    let answerer = super::answerer::read_answerer(r, root);
     FleetFile {
         fleet,
         sessions,
         routes,
+        answerer,
     }
 }
 
@@ -129,7 +131,12 @@ fn at<T>(r: &Reader, t: &DeTable<'_>, path: &str, key: &str, value: T) -> At<T> 
     }
 }
 
-fn string_at(r: &mut Reader, t: &DeTable<'_>, path: &str, key: &str) -> Option<At<String>> {
+pub(super) fn string_at(
+    r: &mut Reader,
+    t: &DeTable<'_>,
+    path: &str,
+    key: &str,
+) -> Option<At<String>> {
     let v = r.string(t, path, key)?;
     Some(at(r, t, path, key, v))
 }
@@ -159,6 +166,7 @@ fn choice<T: Copy>(
 
 fn read_fleet(r: &mut Reader, t: &DeTable<'_>, span: Range<usize>) -> FleetSection {
     let path = "fleet";
+    let header = (!span.is_empty()).then_some(span);
     r.unknown_keys(t, path, FLEET_KEYS);
     let start = r
         .string_or_list(t, path, "start")
@@ -172,14 +180,21 @@ fn read_fleet(r: &mut Reader, t: &DeTable<'_>, span: Range<usize>) -> FleetSecti
         risk
     });
     FleetSection {
-        at: r.at(path, (!span.is_empty()).then_some(span)),
+        at: r.at(path, header.clone()),
         name: string_at(r, t, path, "name"),
         start: start.map(|v| at(r, t, path, "start", v)),
         task: string_at(r, t, path, "task"),
         budget_usd: number_at(r, t, path, "budget_usd"),
         max_concurrent: r.uint(t, path, "max_concurrent"),
         on_error: choice(r, t, path, "on_error", OnError::WIRE).unwrap_or_default(),
-        auto_answer: r.boolean(t, path, "auto_answer").unwrap_or(false),
+        auto_answer: {
+            let value = super::answerer::read_auto_answer(r, t);
+            let span = Reader::span_of(t, "auto_answer").or(header);
+            At {
+                value,
+                at: r.at("fleet.auto_answer", span),
+            }
+        },
         allow_tools: r.strings(t, path, "allow_tools").unwrap_or_default(),
         deny_tools: r.strings(t, path, "deny_tools").unwrap_or_default(),
         max_risk,
@@ -196,7 +211,7 @@ fn read_fleet(r: &mut Reader, t: &DeTable<'_>, span: Range<usize>) -> FleetSecti
 }
 
 /// A duration: seconds (a number), or a string such as `"6h"`, `"90s"`, `"1h 30m"`.
-fn duration(r: &mut Reader, t: &DeTable<'_>, path: &str, key: &str) -> Option<Duration> {
+pub(super) fn duration(r: &mut Reader, t: &DeTable<'_>, path: &str, key: &str) -> Option<Duration> {
     let v = t.get(key)?;
     let parsed = match v.get_ref() {
         DeValue::String(s) => rate_limit::parse_duration(s),
@@ -303,7 +318,7 @@ fn read_test_command(r: &mut Reader, t: &DeTable<'_>, path: &str) -> Option<Test
     Some(cmd)
 }
 
-fn read_env(r: &mut Reader, t: &DeTable<'_>, path: &str) -> Vec<(String, String)> {
+pub(super) fn read_env(r: &mut Reader, t: &DeTable<'_>, path: &str) -> Vec<(String, String)> {
     let Some((env, _)) = r.table(t, path, "env") else {
         return Vec::new();
     };

@@ -14,6 +14,10 @@ const JOURNAL_MAX_MB_CAP: u64 = 1 << 24;
 /// Every problem of `file` that reading alone could not see.
 pub(super) fn validate(file: &FleetFile) -> Vec<FleetError> {
     let mut errors = Vec::new();
+    errors.extend(super::answerer::check(
+        file.fleet.auto_answer.clone(),
+        file.answerer.as_ref(),
+    ));
     let mut first_line: HashMap<&str, usize> = HashMap::new();
     for s in &file.sessions {
         let name = s.name.value.as_str();

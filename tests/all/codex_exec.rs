@@ -2,7 +2,8 @@
 //! the fake LLM (Responses API): one `codex exec --json` process per turn, the next
 //! turn resuming the thread, a shell command as a tool call, usage reported per turn
 //! (Codex counts it over the thread), a cancel mid-turn, a failed turn that is an
-//! error and not a crash, and nothing left running.
+//! error and not a crash, a turn process killed mid-turn that is a restart of that
+//! turn resuming the thread, and nothing left running.
 
 use std::time::Duration;
 
@@ -16,17 +17,25 @@ use crate::common;
 /// `capfleet chat codex --json` with these tasks against `fake`, Codex found on the
 /// session's `PATH`; SIGINT after `interrupt` if given.
 fn codex_chat(fake: &common::FakeLlm, tasks: &[&str], interrupt: Option<Duration>) -> Run {
+    codex_chat_marked(fake.port(), tasks, interrupt, &EnvMarker::new("codex-exec"))
+}
+
+/// [`codex_chat`] with the fake LLM's port and the agents' marker given.
+fn codex_chat_marked(
+    port: u16,
+    tasks: &[&str],
+    interrupt: Option<Duration>,
+    marker: &EnvMarker,
+) -> Run {
     let codex = common::peer("codex");
     let bin = codex.parent().expect("bin dir");
     let home = tempfile::tempdir().expect("home");
     let work = tempfile::tempdir().expect("work");
-    let marker = EnvMarker::new("codex-exec");
-    let mut env: Vec<String> =
-        common::peers::peer_env("codex", fake.port(), home.path(), work.path())
-            .into_iter()
-            .filter(|(k, _)| k != "PATH")
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect();
+    let mut env: Vec<String> = common::peers::peer_env("codex", port, home.path(), work.path())
+        .into_iter()
+        .filter(|(k, _)| k != "PATH")
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
     let path = std::env::var("PATH").unwrap_or_default();
     env.push(format!("PATH={}:{path}", bin.display()));
     let mut args = vec!["--cwd", work.path().to_str().expect("utf8")];
@@ -36,8 +45,8 @@ fn codex_chat(fake: &common::FakeLlm, tasks: &[&str], interrupt: Option<Duration
     for kv in &env {
         args.extend(["--env", kv.as_str()]);
     }
-    let run = chat("codex", &args, &marker, interrupt);
-    assert_no_survivor(&marker);
+    let run = chat("codex", &args, marker, interrupt);
+    assert_no_survivor(marker);
     run
 }
 
@@ -148,4 +157,87 @@ fn a_failed_turn_is_an_error_not_a_crash_and_the_thread_goes_on() {
     assert!(codes.contains(&&json!("context_overflow")), "{codes:?}");
     assert!(run.session("restart").is_empty(), "{:#?}", run.events);
     assert_eq!(run.texts(), ["Better now."]);
+}
+
+/// The command lines of the marked processes that are Codex turns (`codex exec`).
+fn codex_turns(marker: &EnvMarker) -> Vec<(i32, String)> {
+    marker
+        .processes()
+        .into_iter()
+        .filter_map(|pid| {
+            let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+            let line = String::from_utf8_lossy(&raw).replace('\0', " ");
+            line.contains(" exec ").then_some((pid, line))
+        })
+        .collect()
+}
+
+/// A Codex turn process killed mid-turn (SIGKILL to its group while the fake LLM is
+/// streaming its answer slowly) is a restart of that turn, not a meltdown of the
+/// session: the turn is re-issued by a new `codex exec resume <thread_id>` process on
+/// the same thread, and completes; the session goes on to its end.
+#[test]
+fn a_crashed_turn_process_restarts_the_turn_and_the_thread_resumes() {
+    let fake = common::FakeLlm::start();
+    fake.script(json!([
+        { "text": "First answer." },
+        { "text": "slow slow slow slow slow slow slow slow slow slow", "delay": 1.0, "chunk": 5 },
+        { "text": "Recovered answer." }
+    ]));
+    let marker = EnvMarker::new("codex-crash");
+    let chat_marker = marker.clone();
+    let port = fake.port();
+    let chat = std::thread::spawn(move || {
+        codex_chat_marked(port, &["first", "second"], None, &chat_marker)
+    });
+    // Wait for the second turn's request to be streaming, then kill its process.
+    assert!(
+        common::wait_until(Duration::from_secs(60), Duration::from_millis(50), || {
+            fake.requests_to("/v1/responses").len() >= 2
+        }),
+        "the second turn never reached the model"
+    );
+    std::thread::sleep(Duration::from_millis(1500));
+    let turns = codex_turns(&marker);
+    let (victim, line) = turns
+        .iter()
+        .find(|(_, l)| l.contains("resume"))
+        .cloned()
+        .unwrap_or_else(|| panic!("no resumed turn process: {turns:?}"));
+    let pgid = common::procs::stat(victim).expect("stat").pgrp;
+    common::procs::kill_group(pgid);
+    let thread_id = line
+        .split_whitespace()
+        .skip_while(|w| *w != "resume")
+        .nth(1)
+        .expect("resume <thread_id>")
+        .to_owned();
+    // The restarted turn's process resumes the same thread.
+    let mut restarted = None;
+    common::wait_until(Duration::from_secs(60), Duration::from_millis(20), || {
+        restarted = codex_turns(&marker)
+            .into_iter()
+            .find(|(pid, l)| *pid != victim && l.contains("resume"));
+        restarted.is_some() || chat.is_finished()
+    });
+    let run = chat.join().expect("chat thread");
+    let (_, again) = restarted.expect("a restarted turn process");
+    assert!(
+        again.contains(&format!("resume {thread_id}")),
+        "{again} (thread {thread_id})"
+    );
+    assert_eq!(
+        outcomes(&run),
+        ["completed", "completed"],
+        "{:#?}",
+        run.events
+    );
+    assert_eq!(run.session("restart").len(), 1, "one restart, no meltdown");
+    assert!(run.status.success(), "{:?}", run.status);
+    assert!(
+        run.texts().concat().contains("Recovered answer."),
+        "{:?}",
+        run.texts()
+    );
+    assert_eq!(fake.requests_to("/v1/responses").len(), 3);
 }

@@ -45,6 +45,7 @@ mod pty_peers;
 mod pty_turns;
 mod rate_limit;
 mod registry;
+mod research;
 mod router;
 mod run_cli;
 mod run_human;

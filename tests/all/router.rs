@@ -81,6 +81,7 @@ async fn run(sessions: Vec<SessionSpec>, routing: RoutingSpec, budget: BudgetLim
         budget,
         journal: None,
         human: None,
+        research: None,
         abort_on_error: false,
         telemetry: Default::default(),
         workspace: None,

@@ -11,6 +11,10 @@ use serde_json::Value;
 
 use crate::protocol::{Decision, PermissionScope, RiskLevel};
 
+/// `_meta` key of an answer the research answerer gave: its note (the research
+/// session, its answer line and reply, why it failed, its cost).
+pub const META_RESEARCH: &str = "capfleet.research";
+
 /// The rule name recorded when nobody could be asked.
 pub const RULE_NO_HUMAN: &str = "no_human_fail_safe";
 
@@ -55,6 +59,10 @@ pub enum Answer {
         value: Option<Value>,
         rule: String,
     },
+    /// An answer the research answerer gave (or, failing, its fail-safe), with its
+    /// note: the research session, the answer line, the reason it failed, the cost.
+    /// The note goes into the answer event's `_meta` (`capfleet.research`).
+    Researched { answer: Box<Answer>, note: Value },
 }
 
 /// The session that asked, seen as a taker of answers only.
@@ -70,23 +78,34 @@ pub struct Decide {
     pub request: OpenRequest,
     /// The request's span in the session's turn: the decision is made under it.
     pub span: tracing::Span,
+    /// The asking session's recent context: its turn's prompt and output so far, at
+    /// most [`MAX_CONTEXT`] bytes (what a researcher is told).
+    pub context: String,
 }
+
+/// Bytes of a session's recent context a [`Decide`] carries at most.
+pub const MAX_CONTEXT: usize = 8192;
 
 /// Whoever decides a session's requests, seen from the session.
 pub type Decider = DerivedActorRef<Decide>;
 
 /// The fail-safe answer: deny, or decline.
 pub fn fail_safe(request: &OpenRequest) -> Answer {
+    fail_safe_by(request, RULE_NO_HUMAN)
+}
+
+/// The fail-safe answer, with the rule that gave it.
+pub fn fail_safe_by(request: &OpenRequest, rule: &str) -> Answer {
     match request {
         OpenRequest::Permission { req_id, .. } => Answer::Permission {
             req_id: req_id.clone(),
             decision: Decision::Deny,
-            rule: RULE_NO_HUMAN.into(),
+            rule: rule.into(),
         },
         OpenRequest::Ask { ask_id, .. } => Answer::Ask {
             ask_id: ask_id.clone(),
             value: None,
-            rule: RULE_NO_HUMAN.into(),
+            rule: rule.into(),
         },
     }
 }

@@ -1,31 +1,43 @@
 //! Answers to the agent's open permission requests and asks (from the answerer, a
-//! human or the fail-safe), and what happens to an answer for nothing open.
+//! human, research or the fail-safe), and what happens to an answer for nothing open.
 
 use serde_json::Value;
 
 use super::machine::Core;
 use crate::driver::DriverMsg;
-use crate::events::requests::Answer;
+use crate::events::requests::{Answer, META_RESEARCH};
 use crate::events::{EventBody, SessionState};
 use crate::protocol::{CapCode, CapEvent, Decision, ErrorKind, HasMeta};
 
 impl Core {
     pub(super) async fn on_answer(&mut self, answer: Answer) {
+        let (answer, note) = match answer {
+            Answer::Researched { answer, note } => (*answer, Some(note)),
+            other => (other, None),
+        };
         match answer {
             Answer::Permission {
                 req_id,
                 decision,
                 rule,
-            } => self.answer_permission(req_id, decision, rule).await,
+            } => self.answer_permission(req_id, decision, rule, note).await,
             Answer::Ask {
                 ask_id,
                 value,
                 rule,
-            } => self.answer_ask(ask_id, value, rule).await,
+            } => self.answer_ask(ask_id, value, rule, note).await,
+            // Research answers are never nested.
+            Answer::Researched { .. } => {}
         }
     }
 
-    async fn answer_permission(&mut self, req_id: String, decision: Decision, rule: String) {
+    async fn answer_permission(
+        &mut self,
+        req_id: String,
+        decision: Decision,
+        rule: String,
+        note: Option<Value>,
+    ) {
         if !self.book.answer_permission(&req_id) {
             self.reject_answer(&req_id).await;
             return;
@@ -34,6 +46,9 @@ impl Core {
             .permission_answered(&req_id, decision.as_str(), &rule);
         let mut event = CapEvent::permission_response(req_id.clone(), decision);
         event.set_meta("capfleet.rule", Value::String(rule.clone()));
+        if let Some(note) = note {
+            event.set_meta(META_RESEARCH, note);
+        }
         self.publish(EventBody::Cap { event }).await;
         let message = (decision == Decision::Deny).then(|| format!("denied by capfleet ({rule})"));
         self.slot.send(DriverMsg::Permission {
@@ -44,7 +59,13 @@ impl Core {
         self.after_answer().await;
     }
 
-    async fn answer_ask(&mut self, ask_id: String, value: Option<Value>, rule: String) {
+    async fn answer_ask(
+        &mut self,
+        ask_id: String,
+        value: Option<Value>,
+        rule: String,
+        note: Option<Value>,
+    ) {
         if !self.book.answer_ask(&ask_id) {
             self.reject_answer(&ask_id).await;
             return;
@@ -52,6 +73,9 @@ impl Core {
         self.spans.ask_answered(&ask_id, value.is_some(), &rule);
         let mut event = CapEvent::ask_answer(ask_id.clone(), value.clone().unwrap_or(Value::Null));
         event.set_meta("capfleet.rule", Value::String(rule));
+        if let Some(note) = note {
+            event.set_meta(META_RESEARCH, note);
+        }
         self.publish(EventBody::Cap { event }).await;
         self.slot.send(DriverMsg::Answer { ask_id, value });
         self.after_answer().await;

@@ -53,6 +53,18 @@ impl TurnBook {
         self.done
     }
 
+    /// The running turn's prompt and its output so far, at most `max` bytes (the
+    /// tails of both): what a researcher is told.
+    pub(super) fn context(&self, max: usize) -> String {
+        let Some(t) = &self.turn else {
+            return String::new();
+        };
+        let prompt = crate::answerer::research::tail(&t.prompt, max / 4);
+        let rest = max.saturating_sub(prompt.len());
+        let text = crate::answerer::research::tail(t.partial_text(), rest);
+        format!("[prompt]\n{prompt}\n[output so far]\n{text}")
+    }
+
     /// Usage of the turns done and of what was reported between turns.
     pub(super) fn usage(&self) -> UsageTotals {
         self.usage

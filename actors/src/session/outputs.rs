@@ -8,7 +8,7 @@ use ractor::ActorRef;
 use super::SessionMsg;
 use super::machine::Core;
 use crate::driver::DriverOutput;
-use crate::events::requests::{Decide, OpenRequest, fail_safe};
+use crate::events::requests::{Decide, MAX_CONTEXT, OpenRequest, fail_safe};
 use crate::events::{EventBody, SessionState, TurnOutcome};
 use crate::protocol::{CapEvent, HasMeta, StopReason, is_late_output};
 
@@ -109,6 +109,7 @@ impl Core {
                         urn: self.bus.urn().clone(),
                         session: myself.get_derived(),
                         span: self.spans.request(request.id()),
+                        context: self.book.context(MAX_CONTEXT),
                         request,
                     });
                 }

@@ -115,6 +115,21 @@ fn print_text(f: &Fleet, st: Style) {
         p.allow_tools.join(", "),
         if f.auto_answer { "on" } else { "off" }
     );
+    if let Some(r) = &f.research {
+        println!(
+            "  research:  {} ({}) when {}; at most {} at once, {} each, approves up to risk {}",
+            r.template.launch.manifest.agent.name,
+            r.template.binding,
+            if r.first {
+                "the policy leaves a question open"
+            } else {
+                "nobody else can answer"
+            },
+            r.parallel,
+            rate_limit::human(r.timeout),
+            r.max_risk.as_str()
+        );
+    }
     if let Some(base) = &f.base {
         println!("  base:      {base} (coding sessions' worktrees branch from it)");
     }
@@ -230,6 +245,14 @@ fn plan_json(f: &Fleet) -> Value {
             "allow_tools": f.policy.allow_tools,
             "max_risk": f.policy.max_risk.map(|r| r.as_str()),
             "auto_answer": f.auto_answer,
+            "research": f.research.as_ref().map(|r| serde_json::json!({
+                "agent": r.template.launch.manifest.agent.name,
+                "binding": r.template.binding.to_string(),
+                "first": r.first,
+                "parallel": r.parallel,
+                "timeout_s": r.timeout.as_secs_f64(),
+                "max_risk": r.max_risk.as_str(),
+            })),
         },
         "sessions": sessions,
         "routes": routes,

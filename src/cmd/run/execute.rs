@@ -167,6 +167,7 @@ pub(super) async fn execute(
             max_bytes: fleet.journal_max_bytes,
         }),
         human,
+        research: fleet.research.clone(),
         abort_on_error: fleet.on_error == OnError::Abort,
         telemetry: run_telemetry,
         workspace: Some(workspace),

@@ -1,17 +1,27 @@
 //! The answerer actor: every open `cap.ask_user` and `cap.permission.request` of every
 //! session comes here. Policy first — the deny list, then the allow list, then
 //! `max_risk` (a `high` risk is never approved unless `max_risk = high` says so, spec
-//! §7.6) — then a human when one is attached; with nobody to ask, the answer is
-//! fail-safe (deny the permission, decline the ask). The rule that decided travels with
-//! the answer into the event stream and the journal. (A research agent that answers
-//! asks is a later seam: it would sit between the policy and the human.)
+//! §7.6) — then a human when one is attached; with nobody to ask, the research
+//! answerer when the fleet has one (`[answerer]`: a one-shot session of a researcher
+//! agent, [`desk`]; with `auto_answer = "research"` it goes before the human), else
+//! the answer is fail-safe (deny the permission, decline the ask). The rule that
+//! decided travels with the answer into the event stream and the journal. A research
+//! session's own requests are answered fail-safe: it asks nothing further.
+
+pub mod desk;
+pub mod research;
 
 use std::sync::Arc;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::sync::mpsc;
 
-use crate::events::requests::{Answer, AnswerTo, Decide, OpenRequest, RULE_NO_HUMAN, fail_safe};
+use self::desk::{Desk, Done};
+use self::research::{RULE_RESEARCHER_ASKS, ResearchSpec};
+use crate::events::requests::{
+    Answer, AnswerTo, Decide, OpenRequest, RULE_NO_HUMAN, fail_safe, fail_safe_by,
+};
+use crate::fleet::FleetMsg;
 use crate::protocol::{Decision, RiskLevel};
 
 /// The rule name recorded for a human's answer.
@@ -68,6 +78,10 @@ pub struct HumanQuestion {
 pub enum AnswererMsg {
     /// Decide a session's open request.
     Decide(Decide),
+    /// The fleet research sessions start in (sent once the fleet is up).
+    Fleet(ActorRef<FleetMsg>),
+    /// A research job ended (from its task).
+    Researched(Done),
 }
 
 impl From<Decide> for AnswererMsg {
@@ -82,81 +96,122 @@ impl TryFrom<AnswererMsg> for Decide {
     fn try_from(msg: AnswererMsg) -> Result<Self, AnswererMsg> {
         match msg {
             AnswererMsg::Decide(d) => Ok(d),
+            other => Err(other),
         }
     }
 }
 
 pub struct Answerer;
 
-/// Start arguments: the policy, and where human questions go if a human is attached.
+/// Start arguments: the policy, where human questions go if a human is attached, and
+/// the research answerer if the fleet has one.
 pub struct AnswererArgs {
     pub policy: Policy,
     pub human: Option<mpsc::Sender<HumanQuestion>>,
+    pub research: Option<ResearchSpec>,
+}
+
+/// The answerer's state.
+pub struct AnswererState {
+    policy: Policy,
+    human: Option<mpsc::Sender<HumanQuestion>>,
+    desk: Option<Desk>,
 }
 
 impl Actor for Answerer {
     type Msg = AnswererMsg;
-    type State = AnswererArgs;
+    type State = AnswererState;
     type Arguments = AnswererArgs;
 
     async fn pre_start(
         &self,
         _myself: ActorRef<AnswererMsg>,
         args: AnswererArgs,
-    ) -> Result<AnswererArgs, ActorProcessingErr> {
-        Ok(args)
+    ) -> Result<AnswererState, ActorProcessingErr> {
+        Ok(AnswererState {
+            policy: args.policy,
+            human: args.human,
+            desk: args.research.map(Desk::new),
+        })
     }
 
     async fn handle(
         &self,
-        _myself: ActorRef<AnswererMsg>,
+        myself: ActorRef<AnswererMsg>,
         msg: AnswererMsg,
-        st: &mut AnswererArgs,
+        st: &mut AnswererState,
     ) -> Result<(), ActorProcessingErr> {
-        let AnswererMsg::Decide(Decide {
-            urn,
-            session,
-            request,
-            span,
-        }) = msg;
+        match msg {
+            AnswererMsg::Decide(d) => st.decide(&myself, d).await,
+            AnswererMsg::Fleet(fleet) => {
+                if let Some(desk) = &mut st.desk {
+                    desk.attach(fleet);
+                }
+            }
+            AnswererMsg::Researched(done) => {
+                if let Some(desk) = &mut st.desk {
+                    desk.done(&myself, done);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl AnswererState {
+    async fn decide(&mut self, myself: &ActorRef<AnswererMsg>, d: Decide) {
         let span = tracing::info_span!(
-            parent: &span, "decide",
+            parent: &d.span, "decide",
             cap.decision.by = tracing::field::Empty,
             cap.permission.decision = tracing::field::Empty,
             cap.permission.rule = tracing::field::Empty,
         );
+        let request = &d.request;
+        if let Some(desk) = &self.desk
+            && desk.is_researcher(&d.urn)
+        {
+            span.record("cap.decision.by", RULE_RESEARCHER_ASKS);
+            let _session_gone = d.session.cast(fail_safe_by(request, RULE_RESEARCHER_ASKS));
+            return;
+        }
         if let OpenRequest::Permission {
             req_id, tool, risk, ..
-        } = &request
-            && let Some((decision, rule)) = st.policy.decide(tool, *risk)
+        } = request
+            && let Some((decision, rule)) = self.policy.decide(tool, *risk)
         {
+            let urn = &d.urn;
             tracing::info!(parent: &span, %urn, %tool, %risk, %decision, rule, "permission decided by policy");
             span.record("cap.decision.by", "policy");
             span.record("cap.permission.decision", decision.as_str());
             span.record("cap.permission.rule", rule);
-            let _session_gone = session.cast(Answer::Permission {
+            let _session_gone = d.session.cast(Answer::Permission {
                 req_id: req_id.clone(),
                 decision,
                 rule: rule.into(),
             });
-            return Ok(());
+            return;
         }
-        if let Some(human) = &st.human {
+        let research_first = self.desk.as_ref().is_some_and(Desk::first);
+        if !research_first && let Some(human) = &self.human {
             let q = HumanQuestion {
-                urn,
-                session: session.clone(),
-                request: request.clone(),
+                urn: d.urn.clone(),
+                session: d.session.clone(),
+                request: d.request.clone(),
             };
             if human.send(q).await.is_ok() {
                 span.record("cap.decision.by", "human");
-                return Ok(());
+                return;
             }
             // The human went away: from now on nobody can be asked.
-            st.human = None;
+            self.human = None;
+        }
+        if let Some(desk) = &mut self.desk {
+            span.record("cap.decision.by", research::RULE_RESEARCH);
+            desk.take(myself, d, span);
+            return;
         }
         span.record("cap.decision.by", RULE_NO_HUMAN);
-        let _session_gone = session.cast(fail_safe(&request));
-        Ok(())
+        let _session_gone = d.session.cast(fail_safe(&d.request));
     }
 }
 
