@@ -18,7 +18,12 @@
 //!    sessions; against the sim's own boot (spawn to its `system/init` line).
 //!
 //! 4. one nesting level: `capfleet chat capfleet` (through `capfleet speak --agent
-//!    sim`) against `capfleet chat sim` on the same 200,000 frames, interleaved.
+//!    sim`) against `capfleet chat sim` on the same 200,000 frames, interleaved; and
+//!    the first token's latency through it;
+//! 5. the `codex exec --json` shape (a stand-in Codex printing recorded JSONL): a
+//!    turn of 100,000 agent messages through driver + session against a raw parse of
+//!    the same lines, and the per-turn process's ask-to-first-text against the
+//!    long-lived stream-json sim's.
 //!
 //! Run: `cargo bench --bench session`. Prints figures; asserts nothing about time.
 //! `CAPFLEET_BENCH_PARTS=1,4` runs some parts only; `CAPFLEET_BENCH_FRAMES` changes
@@ -28,6 +33,7 @@
 
 use std::path::Path;
 
+mod codex;
 mod measure;
 mod nested;
 mod restarts;
@@ -48,7 +54,7 @@ pub(crate) const USER_FRAME: &str =
     "{\"type\":\"user\",\"message\":{\"role\":\"user\",\"content\":\"x\"}}\n";
 
 fn main() {
-    let parts = std::env::var("CAPFLEET_BENCH_PARTS").unwrap_or_else(|_| "1,2,3,4".into());
+    let parts = std::env::var("CAPFLEET_BENCH_PARTS").unwrap_or_else(|_| "1,2,3,4,5".into());
     let frames: u64 = std::env::var("CAPFLEET_BENCH_FRAMES")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -74,5 +80,8 @@ fn main() {
     }
     if parts.contains('4') {
         nested::nested(&dir);
+    }
+    if parts.contains('5') {
+        codex::codex(&runtime, &dir);
     }
 }
