@@ -24,6 +24,7 @@ mod demo_story;
 mod disk;
 mod driver_shapes;
 mod durable;
+mod durable_commit;
 mod durable_journal;
 mod durable_resume;
 mod fleet_config;
