@@ -26,6 +26,7 @@ mod driver_shapes;
 mod durable;
 mod durable_commit;
 mod durable_journal;
+mod durable_kills;
 mod durable_resume;
 mod fleet_config;
 mod fleet_examples;
