@@ -13,7 +13,9 @@
 //!   router replays its decisions on them, it does not run them again;
 //! - how many records of the router's own stream the replay derives again (it does
 //!   not journal them twice);
-//! - the usage so far (the budget counts it) and how the run ended, if it did.
+//! - the usage so far (the budget counts it) and how the run ended, if it did;
+//! - each keyed `--commit` (started, or made: never made twice) and whether the
+//!   workspaces were collected after the end (a run cut before is resumed to).
 //!
 //! A stop (`stopping`, a signal or a fault) cuts the router's stream: what it
 //! recorded from there to the next `resumed` is the stop's, not the run's logic, and
@@ -30,6 +32,7 @@ use crate::journal::replay::{self, Tail};
 use crate::protocol::{CapEvent, StopReason};
 use crate::session::SessionError;
 use crate::session::turn::{Turn, TurnResult};
+use crate::workspace::commit::CommitMark;
 
 /// Where a session of a resumed run goes on from.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -38,6 +41,8 @@ pub struct SessionRecovery {
     pub seq: u64,
     /// Its highest turn number.
     pub last_turn: u32,
+    /// Its turns that ended (a cut one did not).
+    pub ended: u32,
     /// The agent's session to resume.
     pub resume_id: Option<String>,
     /// A turn that never ended: the assistant text it had produced.
@@ -71,12 +76,21 @@ pub struct Recovered {
     pub interrupted: Vec<String>,
     /// What the pass over the journal found besides records.
     pub tail: Tail,
+    /// Each keyed `--commit`, by session: started, or made.
+    pub commits: HashMap<String, CommitMark>,
+    /// The run has workspaces (`worktree` records).
+    pub worktrees: bool,
+    /// They were collected after the run's last end (`collected`).
+    pub collected: bool,
 }
 
 impl Recovered {
-    /// The run ended for good (not interrupted): nothing to resume.
+    /// The run ended for good (not interrupted) and its workspaces were collected:
+    /// nothing to resume. One cut between its end and the end of the collection
+    /// goes on to finish it (its deliveries all replayed, no commit made twice).
     pub fn has_ended(&self) -> bool {
         self.ended.as_deref().is_some_and(|o| o != "interrupted")
+            && (self.collected || !self.worktrees)
     }
 }
 
@@ -109,6 +123,12 @@ struct Line {
     id: Option<String>,
     #[serde(default)]
     exit_code: Option<u8>,
+    #[serde(default)]
+    session: Option<String>,
+    #[serde(default)]
+    parent: Option<String>,
+    #[serde(default)]
+    sha: Option<String>,
 }
 
 /// A turn as its events come back.
@@ -161,6 +181,7 @@ fn error_of(text: &str) -> SessionError {
 /// Read the journal at `path` for fleet `fleet` (its URNs are `cap://<fleet>/…`).
 pub fn recover(path: &Path, fleet: &str) -> std::io::Result<Recovered> {
     let router = crate::events::urn(fleet, crate::router::ROUTER_URN_SEGMENT);
+    let workspace = crate::events::urn(fleet, crate::workspace::WORKSPACE_URN_SEGMENT);
     let mut r = Recovered::default();
     let mut turns: HashMap<(String, u32), Rebuilt> = HashMap::new();
     let mut ends: Vec<End> = Vec::new();
@@ -182,6 +203,8 @@ pub fn recover(path: &Path, fleet: &str) -> std::io::Result<Recovered> {
         *last = (*last).max(seq);
         if urn == router {
             on_router(&mut r, line, &mut stopping, &mut ends, &mut routed);
+        } else if urn == workspace {
+            on_workspace(&mut r, line);
         } else {
             on_session(&mut r, &urn, line, &mut turns);
         }
@@ -207,7 +230,11 @@ fn on_router(
             return;
         }
         "stopping" => *stopping = true,
-        "run_ended" => r.ended = line.outcome.clone(),
+        "run_ended" => {
+            r.ended = line.outcome.clone();
+            r.collected = false;
+        }
+        "worktree" => r.worktrees = true,
         "routed" => {
             if let (Some(key), Some(to)) = (line.key.clone(), line.to.clone()) {
                 routed.push((key, to));
@@ -231,6 +258,24 @@ fn on_router(
     }
     if !*stopping && line.kind != "run_ended" {
         r.router_records += 1;
+    }
+}
+
+/// The workspace stream's keyed commits and the end of its collection.
+fn on_workspace(r: &mut Recovered, line: Line) {
+    match (line.kind.as_str(), line.session) {
+        ("commit_started", Some(session)) => {
+            if let Some(parent) = line.parent {
+                r.commits.insert(session, CommitMark::Started { parent });
+            }
+        }
+        ("committed", Some(session)) => {
+            if let Some(sha) = line.sha {
+                r.commits.insert(session, CommitMark::Done { sha });
+            }
+        }
+        ("collected", _) => r.collected = true,
+        _ => {}
     }
 }
 
@@ -259,6 +304,9 @@ fn on_session(
         ("turn_ended", Some(t)) => {
             let outcome = line.outcome.as_deref().and_then(outcome_of);
             if let (Some(rebuilt), Some(o)) = (turns.get_mut(&(urn.to_owned(), t)), outcome) {
+                if rebuilt.ended.is_none() {
+                    s.ended += 1;
+                }
                 rebuilt.ended = Some((o, line.stop_reason.unwrap_or(StopReason::EndTurn)));
             }
         }

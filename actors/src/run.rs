@@ -205,6 +205,10 @@ pub async fn run_fleet(
     }
     let mut sinks = watchers;
     sinks.extend(tree.journal_tap().await);
+    let marks = resume
+        .as_mut()
+        .map(|r| std::mem::take(&mut r.recovered.commits))
+        .unwrap_or_default();
     let args = RouterArgs {
         fleet: spec.fleet.clone(),
         spec: spec.routing,
@@ -285,6 +289,8 @@ pub async fn run_fleet(
             tests: outcome != RunOutcome::Interrupted,
             test_timeout: p.test_timeout,
             agents,
+            marks,
+            durable: tree.journal_durable().await,
         };
         let router_urn = urn(&spec.fleet, ROUTER_URN_SEGMENT);
         let gather = async {

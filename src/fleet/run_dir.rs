@@ -209,17 +209,21 @@ impl RunDir {
     /// Append the run's last record, `{"type":"run_ended",…}`, to the journal
     /// (`capfleet log --follow` stops there).
     pub(crate) fn record_end(&self, exit_code: u8) -> Result<(), RunDirError> {
+        self.append(serde_json::json!({
+            "type": "run_ended",
+            "run_id": self.id,
+            "exit_code": exit_code,
+        }))
+    }
+
+    /// Append `record` (an object; `ts_ms` added) to the journal as one line, synced.
+    pub(crate) fn append(&self, mut record: serde_json::Value) -> Result<(), RunDirError> {
         use std::io::Write as _;
         let path = self.journal();
         let ts_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_millis());
-        let record = serde_json::json!({
-            "type": "run_ended",
-            "ts_ms": ts_ms,
-            "run_id": self.id,
-            "exit_code": exit_code,
-        });
+        record["ts_ms"] = serde_json::json!(ts_ms);
         std::fs::OpenOptions::new()
             .create(true)
             .append(true)

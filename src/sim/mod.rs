@@ -63,6 +63,9 @@
 //! `can_use_tool` (asks as tool `AskUserQuestion`, answered with
 //! `updatedInput.answers = { "<question>": "<label>" }`).
 //!
+//! `--emitted FILE` (`CAPFLEET_SIM_EMITTED`) appends a line per `result` with usage
+//! (`pid`, tokens, `cost_usd`) once it is written: what the agent billed.
+//!
 //! `--one-turn` answers the first prompt and exits (one process per turn, resumed with
 //! `--resume <id>`); `--listen ADDR` serves the same over TCP, one sim per
 //! connection, after printing the bound address (see `listen`).
@@ -191,6 +194,11 @@ pub(crate) struct SimArgs {
     /// A2A: append one line per request (method, `A2A-Version`, `traceparent`).
     #[arg(long, value_name = "FILE")]
     request_log: Option<PathBuf>,
+    /// stream-json: append one JSON line per turn result written with usage (pid,
+    /// tokens, cost) once it is on stdout: what the agent billed, for tests that
+    /// compare it with the journal.
+    #[arg(long, env = "CAPFLEET_SIM_EMITTED", value_name = "FILE")]
+    emitted: Option<PathBuf>,
     /// Input format; only `stream-json` (Claude compatibility).
     #[arg(long)]
     input_format: Option<String>,
@@ -279,6 +287,7 @@ pub(crate) fn run(args: SimArgs) -> ExitCode {
                 session,
                 partial: args.include_partial_messages,
                 one_turn: args.one_turn,
+                emitted: args.emitted.clone(),
             };
             stream_json::run(&script, &state, options)
         }

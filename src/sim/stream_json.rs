@@ -1,6 +1,7 @@
 //! `--mode stream-json`: Claude Code compatible NDJSON over stdio.
 
-use std::io;
+use std::io::{self, Write as _};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -21,6 +22,8 @@ pub(super) struct Options {
     pub partial: bool,
     /// Exit after the first turn.
     pub one_turn: bool,
+    /// Where each turn result's usage is appended once written (`--emitted`).
+    pub emitted: Option<PathBuf>,
 }
 
 /// Runs the mode until stdin ends (or, with `one_turn`, its first turn ended).
@@ -53,6 +56,7 @@ struct StreamJson {
     session: Session,
     partial: bool,
     bypass: bool,
+    emitted: Option<PathBuf>,
     /// The open assistant message: its id and how many blocks it has.
     message: Option<(String, usize)>,
     turn: TurnAcc,
@@ -65,6 +69,7 @@ impl StreamJson {
             bypass: options.session.permission_mode == "bypassPermissions",
             session: options.session,
             partial: options.partial,
+            emitted: options.emitted,
             message: None,
             turn: TurnAcc::new(),
         }
@@ -412,6 +417,19 @@ impl Frontend for StreamJson {
         let mut frame = result_frame(&self.session, &self.turn, stop);
         frame["uuid"] = json!(self.client.out.uuid());
         self.client.out.emit(&frame)?;
-        self.client.out.flush()
+        self.client.out.flush()?;
+        match &self.emitted {
+            Some(path) if self.turn.usage != Usage::default() => {
+                let u = &self.turn.usage;
+                let line = json!({"pid": std::process::id(), "input_tokens": u.input_tokens,
+                    "output_tokens": u.output_tokens, "cost_usd": u.cost_usd});
+                let mut f = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(path)?;
+                writeln!(f, "{line}")
+            }
+            _ => Ok(()),
+        }
     }
 }

@@ -133,6 +133,26 @@ pub enum EventBody {
         #[serde(skip_serializing_if = "Option::is_none")]
         base: Option<String>,
     },
+    /// A `--commit` of a session's worktree is about to be made on its branch, whose
+    /// head is `parent` (published on the workspace stream and synced first): `key`
+    /// (`commit:<session>`) is its idempotency key.
+    CommitStarted {
+        key: String,
+        session: String,
+        parent: String,
+    },
+    /// That commit was made (`sha`); `found` when a resume found it made by a run cut
+    /// before it recorded it (the branch's head, on `parent`, with its message).
+    Committed {
+        key: String,
+        session: String,
+        sha: String,
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        found: bool,
+    },
+    /// Every workspace was collected after the run's end (diffs, commits, tests): a
+    /// run cut before this is resumed to finish it. `sessions`: how many.
+    Collected { sessions: usize },
     /// The router refused a delivery (queue full, unknown target, run stopping).
     Refused {
         from: String,

@@ -25,15 +25,20 @@ pub(super) struct TurnBook {
     open: HashMap<String, OpenRequest>,
     usage: UsageTotals,
     done: u32,
+    /// The last turn's number (the next is numbered after it).
+    numbered: u32,
     /// A resumed run's interrupted turn: its partial text, handed to the next turn.
     carried: Option<String>,
 }
 
 impl TurnBook {
-    /// A resumed session's book: `done` turns before, maybe one cut with `carried`.
-    pub(super) fn resumed(done: u32, carried: Option<String>) -> TurnBook {
+    /// A resumed session's book: turns numbered up to `numbered` before, `done` of
+    /// them ended (a cut one is no turn done: `max_turns` does not count it), maybe
+    /// one cut with `carried`.
+    pub(super) fn resumed(numbered: u32, done: u32, carried: Option<String>) -> TurnBook {
         TurnBook {
             done,
+            numbered,
             carried: carried.filter(|t| !t.is_empty()),
             ..TurnBook::default()
         }
@@ -173,7 +178,8 @@ impl Core {
             let _caller_gone = reply.send(Err(err));
             return;
         }
-        let id = self.book.done + 1;
+        self.book.numbered += 1;
+        let id = self.book.numbered;
         self.spans
             .start_turn(id, prompt.len(), self.slot.resume_id.as_deref());
         let mut turn = Turn::new(id, prompt);

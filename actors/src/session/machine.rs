@@ -51,7 +51,7 @@ impl Core {
             closing: false,
             bus: Publisher::continuing(spec.urn(), subscribers, recovered.seq),
             slot,
-            book: TurnBook::resumed(recovered.last_turn, recovered.interrupted),
+            book: TurnBook::resumed(recovered.last_turn, recovered.ended, recovered.interrupted),
             hooks: Hooks::new(&spec),
             pauses: Pauses::new(spec.rate_limit),
             answerer,

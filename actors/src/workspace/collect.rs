@@ -3,8 +3,12 @@
 //! with `--commit` the session's work committed on its branch (a `commit` artifact;
 //! a likely secret keeps it uncommitted), then the session's test command (a
 //! `test_result` artifact; failures also a `cap.error` `test_failed`). Nothing is
-//! ever removed. Git work runs on the blocking pool.
+//! ever removed. Git work runs on the blocking pool. A commit is keyed
+//! (`commit:<session>`): its start journaled and synced before it is made, its end
+//! after, so a resumed run never commits twice ([`commit_once`]); `collected` ends
+//! the pass.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,12 +17,14 @@ use serde_json::{Value, json};
 use tracing::Instrument;
 
 use super::artifacts::{ArtifactStore, META_SESSION, artifact_event};
+use super::commit::CommitMark;
 use super::diff::{DiffSummary, INLINE_MAX, diff};
 use super::error::WorkspaceError;
 use super::record::Workspace;
 use super::testrun::run_tests;
 use super::vet::{Finding, Vetter};
 use crate::events::{EventBody, Publisher, urn};
+use crate::journal::Durable;
 use crate::protocol::coding::{CodingArtifact, Commit, PlanDoc, TestResult};
 use crate::protocol::{CapEvent, ErrorKind, HasMeta, Nullable};
 
@@ -34,6 +40,10 @@ pub struct CollectSpec {
     pub test_timeout: Duration,
     /// The agent of each session (the commit author), by session name.
     pub agents: Vec<(String, String)>,
+    /// Where each session's commit stood in a resumed run's journal, by session name.
+    pub marks: HashMap<String, CommitMark>,
+    /// To have a commit's start on disk before it is made.
+    pub durable: Option<Durable>,
 }
 
 /// One session's workspace after the run.
@@ -66,7 +76,7 @@ pub struct TestLine {
     pub ok: bool,
 }
 
-/// Collect every workspace, one after the other.
+/// Collect every workspace, one after the other; then a `collected` record.
 pub async fn collect(
     spec: &CollectSpec,
     workspaces: &[Workspace],
@@ -82,6 +92,10 @@ pub async fn collect(
                 .await,
         );
     }
+    let sessions = out.len();
+    publisher
+        .publish(None, EventBody::Collected { sessions })
+        .await;
     out
 }
 
@@ -139,29 +153,7 @@ async fn collect_one(
         if let Some(f) = report.findings.iter().find(|f| f.blocks_commit()) {
             report.not_committed = Some(format!("not committed: {}", f.describe()));
         } else {
-            let author = spec
-                .agents
-                .iter()
-                .find(|(s, _)| *s == ws.session)
-                .map_or("capfleet-agent", |(_, a)| a.as_str())
-                .to_owned();
-            let message = format!(
-                "capfleet: work of session {} (run {})",
-                ws.session, spec.run_id
-            );
-            let w = ws.clone();
-            let made =
-                tokio::task::spawn_blocking(move || super::commit::commit(&w, &message, &author))
-                    .await
-                    .unwrap_or_else(|e| Err(join_error(e, ws)));
-            match made {
-                Ok(Some(c)) => {
-                    report.commit = Some(c.sha.clone());
-                    publish_commit(&c, ws, store, publisher, &urn).await;
-                }
-                Ok(None) => report.not_committed = Some("nothing to commit".into()),
-                Err(e) => report.errors.push(format!("commit: {e}")),
-            }
+            commit_once(spec, ws, store, publisher, &mut report).await;
         }
     }
     if let (Some(cmd), true) = (&ws.test_command, spec.tests) {
@@ -197,6 +189,99 @@ async fn collect_one(
         }
     }
     report
+}
+
+/// `--commit` of `ws`, exactly once across kills: a commit journaled as made is not
+/// made again (its sha reported); one journaled as started is looked for on the
+/// branch first; otherwise the branch head is journaled (and synced) as the commit's
+/// start, the commit made, and journaled.
+async fn commit_once(
+    spec: &CollectSpec,
+    ws: &Workspace,
+    store: &Arc<ArtifactStore>,
+    publisher: &mut Publisher,
+    report: &mut SessionReport,
+) {
+    let key = super::commit::key(&ws.session);
+    let message = format!(
+        "capfleet: work of session {} (run {})",
+        ws.session, spec.run_id
+    );
+    let author = spec
+        .agents
+        .iter()
+        .find(|(s, _)| *s == ws.session)
+        .map_or("capfleet-agent", |(_, a)| a.as_str())
+        .to_owned();
+    let found = match spec.marks.get(&ws.session) {
+        Some(CommitMark::Done { sha }) => {
+            report.commit = Some(sha.clone());
+            return;
+        }
+        Some(CommitMark::Started { parent }) => {
+            let (w, p, m) = (ws.clone(), parent.clone(), message.clone());
+            blocking(ws, move || super::commit::made_on(&w, &p, &m)).await
+        }
+        None => Ok(None),
+    };
+    let made = match found {
+        Ok(Some(c)) => Ok(Some((c, true))),
+        Ok(None) => first_commit(spec, ws, &key, message, author, publisher)
+            .await
+            .map(|c| c.map(|c| (c, false))),
+        Err(e) => Err(e),
+    };
+    match made {
+        Ok(Some((c, found))) => {
+            let done = EventBody::Committed {
+                key,
+                session: ws.session.clone(),
+                sha: c.sha.clone(),
+                found,
+            };
+            publisher.publish(None, done).await;
+            report.commit = Some(c.sha.clone());
+            publish_commit(&c, ws, store, publisher, &session_urn(spec, ws)).await;
+        }
+        Ok(None) => report.not_committed = Some("nothing to commit".into()),
+        Err(e) => report.errors.push(format!("commit: {e}")),
+    }
+}
+
+/// The branch head journaled (and synced) as the commit's start, then the commit.
+async fn first_commit(
+    spec: &CollectSpec,
+    ws: &Workspace,
+    key: &str,
+    message: String,
+    author: String,
+    publisher: &mut Publisher,
+) -> Result<Option<Commit>, WorkspaceError> {
+    let w = ws.clone();
+    let Some(parent) = blocking(ws, move || super::commit::head(&w)).await? else {
+        return Ok(None);
+    };
+    let started = EventBody::CommitStarted {
+        key: key.to_owned(),
+        session: ws.session.clone(),
+        parent,
+    };
+    publisher.publish(None, started).await;
+    if let Some(d) = &spec.durable {
+        d.sync().await;
+    }
+    let w = ws.clone();
+    blocking(ws, move || super::commit::commit(&w, &message, &author)).await
+}
+
+/// `f` (git work) on the blocking pool.
+async fn blocking<T: Send + 'static>(
+    ws: &Workspace,
+    f: impl FnOnce() -> Result<T, WorkspaceError> + Send + 'static,
+) -> Result<T, WorkspaceError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .unwrap_or_else(|e| Err(join_error(e, ws)))
 }
 
 /// Diff `ws` into `artifacts/<session>/diff.patch` and vet it.

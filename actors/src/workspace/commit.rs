@@ -1,6 +1,11 @@
 //! Committing a session's work on its branch (`capfleet run --commit`, `capfleet
 //! merge --commit`): every change in the worktree (ignored files excepted) becomes
 //! one commit authored by the agent, described as a coding §6.4 `commit` payload.
+//!
+//! Exactly once across a kill: the run journals the branch head a commit goes on
+//! ([`head`]) before making it and the commit after; a resume that finds the start
+//! without the end asks [`made_on`] whether the commit is there already (the
+//! branch's head, on that parent, with the run's message) instead of committing again.
 
 use git2::{IndexAddOption, Repository, Signature};
 use serde_json::Map;
@@ -11,6 +16,58 @@ use super::repo::committer;
 use crate::clock::rfc3339_secs;
 use crate::protocol::Nullable;
 use crate::protocol::coding::Commit;
+
+/// Where a keyed commit of a run stood when the run was cut (read from its journal).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CommitMark {
+    /// Journaled as started on branch head `parent`, never as made.
+    Started { parent: String },
+    /// Made: `sha`.
+    Done { sha: String },
+}
+
+/// The idempotency key of `session`'s commit in a run.
+pub fn key(session: &str) -> String {
+    format!("commit:{session}")
+}
+
+/// The head of `ws`'s branch (full sha); `Ok(None)` for a plain directory.
+pub fn head(ws: &Workspace) -> Result<Option<String>, WorkspaceError> {
+    if matches!(ws.kind, Kind::Plain) {
+        return Ok(None);
+    }
+    let repo = Repository::open(&ws.path).ctx("cannot open the worktree", &ws.path)?;
+    let head = repo
+        .head()
+        .and_then(|h| h.peel_to_commit())
+        .ctx("cannot read the branch head", &ws.path)?;
+    Ok(Some(head.id().to_string()))
+}
+
+/// The commit a cut run made on `ws`'s branch: its head, if that has `parent` as its
+/// only parent and `message` as its message.
+pub fn made_on(
+    ws: &Workspace,
+    parent: &str,
+    message: &str,
+) -> Result<Option<Commit>, WorkspaceError> {
+    if matches!(ws.kind, Kind::Plain) {
+        return Ok(None);
+    }
+    let path = &ws.path;
+    let repo = Repository::open(path).ctx("cannot open the worktree", path)?;
+    let head = repo
+        .head()
+        .and_then(|h| h.peel_to_commit())
+        .ctx("cannot read the branch head", path)?;
+    let on_parent = head.parent_count() == 1
+        && head.parent_id(0).ok().map(|p| p.to_string()).as_deref() == Some(parent);
+    if !on_parent || head.message().ok() != Some(message) {
+        return Ok(None);
+    }
+    let parent = head.parent(0).ctx("cannot read the parent commit", path)?;
+    describe(&repo, &head, &parent, path).map(Some)
+}
 
 /// Commit everything in `ws`'s worktree on its branch; `Ok(None)` when there is
 /// nothing to commit (or the workspace is a plain directory).
@@ -53,24 +110,36 @@ pub fn commit(
             &[&head],
         )
         .ctx("cannot commit", path)?;
+    let made = repo.find_commit(oid).ctx("cannot read the commit", path)?;
+    describe(&repo, &made, &head, path).map(Some)
+}
+
+/// `made` (on `parent`) as a coding §6.4 `commit` payload.
+fn describe(
+    repo: &Repository,
+    made: &git2::Commit<'_>,
+    parent: &git2::Commit<'_>,
+    path: &std::path::Path,
+) -> Result<Commit, WorkspaceError> {
     let stats = repo
         .diff_tree_to_tree(
-            Some(&head.tree().ctx("cannot read the tree", path)?),
-            Some(&tree),
+            Some(&parent.tree().ctx("cannot read the tree", path)?),
+            Some(&made.tree().ctx("cannot read the tree", path)?),
             None,
         )
         .and_then(|d| d.stats())
         .ctx("cannot count the changes", path)?;
-    Ok(Some(Commit {
-        sha: oid.to_string(),
-        message: Nullable::Value(message.to_owned()),
-        author: Nullable::Value(author.to_owned()),
-        committer: Nullable::Value(committer_sig.name().unwrap_or("capfleet").to_owned()),
-        committed_at: Nullable::Value(rfc3339_secs(committer_sig.when().seconds())),
+    let (author, committer) = (made.author(), made.committer());
+    Ok(Commit {
+        sha: made.id().to_string(),
+        message: Nullable::Value(made.message().unwrap_or_default().to_owned()),
+        author: Nullable::Value(author.name().unwrap_or_default().to_owned()),
+        committer: Nullable::Value(committer.name().unwrap_or("capfleet").to_owned()),
+        committed_at: Nullable::Value(rfc3339_secs(committer.when().seconds())),
         files_changed: Nullable::Value(stats.files_changed() as u64),
         insertions: Nullable::Value(stats.insertions() as u64),
         deletions: Nullable::Value(stats.deletions() as u64),
-        parents: Nullable::Value(vec![head.id().to_string()]),
+        parents: Nullable::Value(vec![parent.id().to_string()]),
         extra: Map::new(),
-    }))
+    })
 }

@@ -3,6 +3,12 @@
 //! memory first and reported (`merge_conflict`) with nothing changed; a dirty tree
 //! on either side is refused (`git_dirty`). Otherwise a fast-forward when possible,
 //! else a merge commit; the working tree is checked out safely before `HEAD` moves.
+//!
+//! Never done twice: the merge's [`Intent`] (`HEAD`, the branch, the merged tree) is
+//! handed to the caller to journal before anything changes. A merge cut between its
+//! checkout and `HEAD`'s move leaves the merged tree checked out on the old `HEAD`:
+//! given the intent back, [`merge`] finds that state and only moves `HEAD` (one merge
+//! commit); one cut after is already merged (`UpToDate`).
 
 use std::path::Path;
 
@@ -27,8 +33,28 @@ pub enum MergeOutcome {
     },
 }
 
-/// Merge `ws`'s branch into the branch checked out at `at`.
-pub fn merge(ws: &Workspace, at: &Path) -> Result<MergeOutcome, WorkspaceError> {
+/// What a merge is about to do, journaled before it does it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Intent {
+    pub branch: String,
+    pub into: String,
+    /// `HEAD` before (full sha).
+    pub ours: String,
+    /// The branch's head (full sha).
+    pub theirs: String,
+    /// The tree checked out (the merged tree; the branch's for a fast-forward).
+    pub tree: String,
+}
+
+/// Merge `ws`'s branch into the branch checked out at `at`; `started` is told the
+/// intent before anything changes (and may refuse it); `pending` is one a cut merge
+/// journaled and never finished.
+pub fn merge(
+    ws: &Workspace,
+    at: &Path,
+    pending: Option<&Intent>,
+    started: &mut dyn FnMut(&Intent) -> Result<(), WorkspaceError>,
+) -> Result<MergeOutcome, WorkspaceError> {
     let Kind::Worktree { repo, branch, .. } = &ws.kind else {
         return Err(WorkspaceError::Repo {
             path: ws.path.clone(),
@@ -69,14 +95,6 @@ pub fn merge(ws: &Workspace, at: &Path) -> Result<MergeOutcome, WorkspaceError> 
         });
     }
     let into = head.shorthand().unwrap_or("HEAD").to_owned();
-    let dirty = uncommitted_in(&target, false)?;
-    if !dirty.is_empty() {
-        return Err(WorkspaceError::Dirty {
-            what: format!("the working tree of {into} ({})", workdir.display()),
-            files: dirty,
-            fix: "; commit or stash them first".into(),
-        });
-    }
     let ours = head.peel_to_commit().ctx("cannot read HEAD", &workdir)?;
     let found = target.find_branch(branch, BranchType::Local);
     if let Err(e) = &found
@@ -100,16 +118,40 @@ pub fn merge(ws: &Workspace, at: &Path) -> Result<MergeOutcome, WorkspaceError> 
             .graph_descendant_of(a, b)
             .ctx("cannot walk history", &workdir)
     };
+    // A cut merge's checkout, done: only `HEAD` is left to move.
+    let resumed = pending.filter(|i| {
+        i.ours == ours.id().to_string()
+            && i.theirs == theirs.id().to_string()
+            && checked_out(&target, &i.tree)
+    });
+    let dirty = uncommitted_in(&target, false)?;
+    if resumed.is_none() && !dirty.is_empty() {
+        return Err(WorkspaceError::Dirty {
+            what: format!("the working tree of {into} ({})", workdir.display()),
+            files: dirty,
+            fix: "; commit or stash them first".into(),
+        });
+    }
     if ours.id() == theirs.id() || descends(ours.id(), theirs.id())? {
         return Ok(MergeOutcome::UpToDate);
     }
+    let intent = |tree: git2::Oid| Intent {
+        branch: branch.clone(),
+        into: into.clone(),
+        ours: ours.id().to_string(),
+        theirs: theirs.id().to_string(),
+        tree: tree.to_string(),
+    };
     let mut safe = CheckoutBuilder::new();
     safe.safe();
     if descends(theirs.id(), ours.id())? {
         let tree = theirs.tree().ctx("cannot read the branch", &workdir)?;
-        target
-            .checkout_tree(tree.as_object(), Some(&mut safe))
-            .ctx("cannot check out the session's work", &workdir)?;
+        if resumed.is_none() {
+            started(&intent(tree.id()))?;
+            target
+                .checkout_tree(tree.as_object(), Some(&mut safe))
+                .ctx("cannot check out the session's work", &workdir)?;
+        }
         let mut head = head;
         head.set_target(
             theirs.id(),
@@ -144,9 +186,12 @@ pub fn merge(ws: &Workspace, at: &Path) -> Result<MergeOutcome, WorkspaceError> 
     let tree = target
         .find_tree(tree_id)
         .ctx("cannot read the merged tree", &workdir)?;
-    target
-        .checkout_tree(tree.as_object(), Some(&mut safe))
-        .ctx("cannot check out the merge", &workdir)?;
+    if resumed.is_none() {
+        started(&intent(tree_id))?;
+        target
+            .checkout_tree(tree.as_object(), Some(&mut safe))
+            .ctx("cannot check out the merge", &workdir)?;
+    }
     let sig = committer(&target)?;
     let message = format!("Merge branch '{branch}' into {into} (capfleet)");
     let sha = target
@@ -155,6 +200,15 @@ pub fn merge(ws: &Workspace, at: &Path) -> Result<MergeOutcome, WorkspaceError> 
     Ok(MergeOutcome::Merged {
         sha: sha.to_string(),
     })
+}
+
+/// The index holds `tree` and the working tree matches the index.
+fn checked_out(repo: &Repository, tree: &str) -> bool {
+    let index_tree = repo.index().and_then(|mut i| i.write_tree());
+    let clean = repo
+        .diff_index_to_workdir(None, None)
+        .map(|d| d.deltas().len() == 0);
+    matches!((index_tree, clean), (Ok(t), Ok(true)) if t.to_string() == tree)
 }
 
 fn canonical(p: &Path) -> std::path::PathBuf {

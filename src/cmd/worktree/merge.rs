@@ -2,13 +2,17 @@
 //! branch. Conflicts are reported (`merge_conflict`) and never resolved; a dirty
 //! tree on either side is refused (`git_dirty`). `--commit` first commits what the
 //! session left uncommitted in its worktree (vetted: a likely secret refuses).
+//!
+//! Never twice: the merge's intent is appended to the run's journal (`merge_started`,
+//! synced) before anything changes and its end (`merged`) after; a merge cut between
+//! the two is found in the journal and finished from where git is, not redone.
 
 use std::process::ExitCode;
 
 use capfleet_actors::workspace::WorkspaceError;
 use capfleet_actors::workspace::commit::commit;
 use capfleet_actors::workspace::diff::diff;
-use capfleet_actors::workspace::merge::{MergeOutcome, merge};
+use capfleet_actors::workspace::merge::{Intent, MergeOutcome, merge};
 use capfleet_actors::workspace::vet::Vetter;
 
 use super::{EXIT_REFUSED, EXIT_USAGE, RunRef, session};
@@ -36,7 +40,7 @@ pub(crate) struct MergeArgs {
 
 pub(crate) fn run(args: MergeArgs, color: ColorChoice) -> ExitCode {
     let err = Style::for_stderr(color);
-    let (_run, all) = match args.run.load() {
+    let (run, all) = match args.run.load() {
         Ok(x) => x,
         Err(e) => {
             eprintln!("{} {e}", err.err("error:"));
@@ -68,7 +72,34 @@ pub(crate) fn run(args: MergeArgs, color: ColorChoice) -> ExitCode {
         }
     };
     let branch = w.branch().unwrap_or_default();
-    match merge(w, &here) {
+    let key = format!("merge:{branch}");
+    let pending = pending(&run, &key);
+    let mut started = |i: &Intent| {
+        let mut record = serde_json::to_value(i).unwrap_or_default();
+        record["type"] = "merge_started".into();
+        record["key"] = key.clone().into();
+        run.append(record).map_err(|e| WorkspaceError::Repo {
+            path: run.journal(),
+            reason: format!("cannot journal the merge before making it: {e}"),
+        })
+    };
+    let merged = merge(w, &here, pending.as_ref(), &mut started);
+    if let Ok(outcome) = &merged {
+        let (how, sha) = match outcome {
+            MergeOutcome::UpToDate => ("up_to_date", None),
+            MergeOutcome::FastForward { sha } => ("fast_forward", Some(sha)),
+            MergeOutcome::Merged { sha } => ("merged", Some(sha)),
+        };
+        let record =
+            serde_json::json!({ "type": "merged", "key": key, "outcome": how, "sha": sha });
+        if let Err(e) = run.append(record) {
+            eprintln!(
+                "{} the merge is made; journaling it failed: {e}",
+                err.warn("warning:")
+            );
+        }
+    }
+    match merged {
         Ok(MergeOutcome::UpToDate) => {
             println!("{branch}: already merged");
             ExitCode::SUCCESS
@@ -112,4 +143,23 @@ fn commit_vetted(
     }
     let message = format!("capfleet: work of session {} (run {run_id})", w.session);
     Ok(commit(w, &message, &w.session)?.map(|c| c.sha))
+}
+
+/// The merge `key` the run's journal has as started and not as ended.
+fn pending(run: &crate::fleet::RunDir, key: &str) -> Option<Intent> {
+    let text = std::fs::read_to_string(run.journal()).ok()?;
+    let mut open = None;
+    for v in text
+        .lines()
+        .filter(|l| l.contains(key))
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["key"] == key)
+    {
+        match v["type"].as_str() {
+            Some("merge_started") => open = serde_json::from_value(v).ok(),
+            Some("merged") => open = None,
+            _ => {}
+        }
+    }
+    open
 }

@@ -1,0 +1,246 @@
+//! Exactly-once `--commit` across kills (issue 17, point 5): each commit is journaled
+//! as started (the branch head it goes on, synced) before it is made and as made
+//! after. A run `SIGKILL`ed after one session's commit, during its test command, is
+//! resumed to finish its workspaces: the commit made is not made again, the other
+//! session's is made once. A run cut between a commit's start and its record (the
+//! journal as a kill right after git's write leaves it) finds the commit on the
+//! branch and records it instead of committing again; one cut before git's write
+//! commits once. A `capfleet merge` cut after its checkout, before `HEAD` moved, is
+//! finished by the next one (the merge journaled as started), not redone.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::common::EnvMarker;
+use crate::common::repo::{Fixture, stderr, stdout};
+use crate::common::sim::fleet_session;
+use crate::common::wait_until;
+
+/// Two sessions, `a` and `b`, each writing its own file; `a_extra` goes into `a`.
+fn two(f: &Fixture, m: &EnvMarker, a_extra: &str) {
+    for s in ["a", "b"] {
+        f.write(
+            &format!("{s}.toml"),
+            &format!(
+                "[[turn]]\nsteps = [{{ write = \"{s}.txt\", content = \"{s}\\n\" }}, {{ say = \"{s} done\" }}]\n"
+            ),
+        );
+    }
+    let sessions = fleet_session("a", "a.toml", m, a_extra) + &fleet_session("b", "b.toml", m, "");
+    f.write(
+        "fleet.toml",
+        &format!("[fleet]\nname = \"c\"\nstart = [\"a\", \"b\"]\ntask = \"write\"\n\n{sessions}"),
+    );
+}
+
+/// The commits on `session`'s branch since the base.
+fn commits_on(f: &Fixture, session: &str) -> usize {
+    let branch = format!("capfleet/{}/{session}", f.run_id());
+    f.git(&["rev-list", "--count", &format!("main..{branch}")])
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// The journal records of `kind` for `session`.
+fn records<'a>(j: &'a [Value], kind: &str, session: &str) -> Vec<&'a Value> {
+    j.iter()
+        .filter(|r| r["type"] == kind && r["session"] == session)
+        .collect()
+}
+
+#[test]
+fn a_run_killed_between_two_commits_commits_each_once_on_resume() {
+    let f = Fixture::git_repo(&[("README.md", "x\n")]);
+    let m = EnvMarker::new("commit-kill");
+    let once = tempfile::tempdir().unwrap();
+    let flag = once.path().join("tested");
+    // `a`'s test command hangs the first time only: the kill comes there.
+    let test = format!(
+        "test_command = [\"sh\", \"-c\", \"test -e {0} || {{ touch {0}; sleep 300; }}\"]\n",
+        flag.display()
+    );
+    two(&f, &m, &test);
+    let mut child = f
+        .command(&["run", "fleet.toml", "--commit"])
+        .spawn()
+        .unwrap();
+    assert!(
+        wait_until(Duration::from_secs(60), Duration::from_millis(20), || flag
+            .exists()),
+        "a's test command runs"
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(commits_on(&f, "a"), 1, "a committed before the kill");
+    assert_eq!(commits_on(&f, "b"), 0, "b not yet");
+
+    let out = f.capfleet(&["run", "--resume", "latest"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(commits_on(&f, "a"), 1, "a's commit is not made again");
+    assert_eq!(commits_on(&f, "b"), 1, "b's is made once");
+    let j = f.journal();
+    assert_eq!(records(&j, "commit_started", "a").len(), 1);
+    assert_eq!(records(&j, "committed", "a").len(), 1);
+    assert_eq!(records(&j, "committed", "b").len(), 1);
+    let a_sha = records(&j, "committed", "a")[0]["sha"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        stderr(&out).contains(&format!("commit {}", &a_sha[..10])),
+        "the summary names a's commit: {}",
+        stderr(&out)
+    );
+    let end = j.iter().rposition(|r| r["type"] == "run_ended").unwrap();
+    assert!(
+        j[end..].iter().any(|r| r["type"] == "collected"),
+        "collected after the end"
+    );
+    // Finished now: another resume is a no-op.
+    let again = f.capfleet(&["run", "--resume", "latest"]);
+    assert!(
+        stderr(&again).contains("had ended (completed)"),
+        "{}",
+        stderr(&again)
+    );
+}
+
+#[test]
+fn a_commit_started_and_not_recorded_is_found_on_its_branch_or_made_once() {
+    let f = Fixture::git_repo(&[("README.md", "x\n")]);
+    let m = EnvMarker::new("commit-cut");
+    two(&f, &m, "");
+    let out = f.capfleet(&["run", "fleet.toml", "--commit"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let path = f.run_dir().join("journal.jsonl");
+    let whole = std::fs::read_to_string(&path).unwrap();
+    let lines: Vec<&str> = whole.lines().collect();
+    let started = |s: &str| {
+        lines
+            .iter()
+            .position(|l| {
+                l.contains("\"commit_started\"") && l.contains(&format!("\"session\":\"{s}\""))
+            })
+            .unwrap()
+    };
+    let (a, b) = (started("a"), started("b"));
+    assert!(a < b, "a is collected first");
+    // The journal a kill right after git made a's commit leaves: a's start on disk,
+    // nothing after; b's commit not made (its branch back where it was, the work
+    // staged as before a commit).
+    let cut = |at: usize| {
+        let mut kept = lines[..=at].join("\n");
+        kept.push('\n');
+        std::fs::write(&path, kept).unwrap();
+    };
+    cut(a);
+    let unmake = |s: &str| {
+        let wt = f.worktree(s);
+        let out = std::process::Command::new("git")
+            .args(["reset", "-q", "--soft", "HEAD~1"])
+            .current_dir(&wt)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+    };
+    unmake("b");
+    let a_sha = f.git(&["rev-parse", &format!("capfleet/{}/a", f.run_id())]);
+    let out = f.capfleet(&["run", "--resume", "latest"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let j = f.journal();
+    let found = records(&j, "committed", "a");
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0]["found"], true, "{found:?}");
+    assert_eq!(found[0]["sha"], a_sha.trim());
+    assert_eq!(
+        commits_on(&f, "a"),
+        1,
+        "a's commit is found, not made again"
+    );
+    assert_eq!(commits_on(&f, "b"), 1, "b's is made once");
+    assert_eq!(records(&j, "commit_started", "a").len(), 1);
+
+    // Cut right after a start whose commit git never made: it is made, once.
+    let whole = std::fs::read_to_string(&path).unwrap();
+    let lines: Vec<&str> = whole.lines().collect();
+    let b_started = lines
+        .iter()
+        .rposition(|l| l.contains("\"commit_started\"") && l.contains("\"session\":\"b\""))
+        .unwrap();
+    let mut kept = lines[..=b_started].join("\n");
+    kept.push('\n');
+    std::fs::write(&path, kept).unwrap();
+    unmake("b");
+    let out = f.capfleet(&["run", "--resume", "latest"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(commits_on(&f, "b"), 1, "b is committed once");
+    let j = f.journal();
+    let made = records(&j, "committed", "b");
+    assert_eq!(made.len(), 1, "{made:?}");
+    assert!(made[0].get("found").is_none(), "{made:?}");
+    assert_eq!(commits_on(&f, "a"), 1);
+}
+
+/// Drop the journal's last line (the `merged` record a kill before it leaves out).
+fn cut_last(f: &Fixture) {
+    let path = f.run_dir().join("journal.jsonl");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut lines: Vec<&str> = text.lines().collect();
+    assert!(lines.pop().unwrap().contains("\"merged\""));
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+}
+
+#[test]
+fn a_merge_cut_before_head_moved_is_finished_not_redone() {
+    let f = Fixture::git_repo(&[("README.md", "x\n")]);
+    let m = EnvMarker::new("merge-cut");
+    two(&f, &m, "");
+    let out = f.capfleet(&["run", "fleet.toml", "--commit"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let run = f.run_id();
+    let head = |f: &Fixture| f.git(&["rev-parse", "HEAD"]).trim().to_owned();
+    let base = head(&f);
+
+    // A fast-forward cut after its checkout: HEAD where it was, the branch's tree
+    // checked out (a plain rerun would refuse the dirty tree).
+    let ff = f.capfleet(&["merge", "latest", "a"]);
+    assert!(stdout(&ff).contains("fast-forward"), "{}", stdout(&ff));
+    let a = head(&f);
+    f.git(&["reset", "-q", "--soft", &base]);
+    cut_last(&f);
+    let again = f.capfleet(&["merge", "latest", "a"]);
+    assert_eq!(again.status.code(), Some(0), "{}", stderr(&again));
+    assert!(
+        stdout(&again).contains("fast-forward"),
+        "{}",
+        stdout(&again)
+    );
+    assert_eq!(head(&f), a);
+
+    // A merge commit cut after its checkout: finished with one merge commit.
+    let merged = f.capfleet(&["merge", "latest", "b"]);
+    assert!(stdout(&merged).contains("merged as"), "{}", stdout(&merged));
+    f.git(&["reset", "-q", "--soft", "HEAD~1"]);
+    cut_last(&f);
+    let again = f.capfleet(&["merge", "latest", "b"]);
+    assert_eq!(again.status.code(), Some(0), "{}", stderr(&again));
+    assert!(stdout(&again).contains("merged as"), "{}", stdout(&again));
+    let merges = f.git(&["rev-list", "--merges", "--count", "HEAD"]);
+    assert_eq!(merges.trim(), "1", "one merge commit");
+    let b = f.git(&["rev-parse", &format!("capfleet/{run}/b")]);
+    assert_eq!(f.git(&["rev-parse", "HEAD^2"]), b);
+    assert_eq!(f.read("b.txt"), "b\n");
+    // Each merge journaled as started once (the finish starts nothing).
+    let j = f.journal();
+    let started: Vec<&Value> = j.iter().filter(|r| r["type"] == "merge_started").collect();
+    assert_eq!(started.len(), 2, "{started:?}");
+    // Merged now: a third merge is up to date.
+    let third = f.capfleet(&["merge", "latest", "b"]);
+    assert!(
+        stdout(&third).contains("already merged"),
+        "{}",
+        stdout(&third)
+    );
+}

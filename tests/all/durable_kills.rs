@@ -1,0 +1,280 @@
+//! The issue's "must hold" kill test (issue 17): a six-session fleet with routes, a
+//! join, a master plan, a mention, a restart and a budget, in a git checkout, is
+//! `SIGKILL`ed at 30 seeded moments — the first during the run, each other during
+//! the resume before it — and resumed after each: within 1 s of each kill no agent
+//! of the run survives; the last resume completes the run; across all of it no
+//! delivery is routed or completed twice and no turn completes twice; the usage
+//! the journal holds is what the agents billed (each sim appends what it wrote,
+//! `--emitted`: all of it is in the journal but, at most, the last result of an
+//! agent killed with capfleet before capfleet could journal it); and the run ends as
+//! an uninterrupted one of the same fleet does (the same deliveries completed, the
+//! same diffs of every worktree).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::common::durable::{completed, demo, exactly_once};
+use crate::common::repo::{Fixture, stderr};
+use crate::common::{EnvMarker, wait_until};
+
+const KILLS: usize = 30;
+
+/// The demo fleet's four sessions, two more (`scout` from the start, routed to
+/// `docs`; `docs` again after the reviewer), the marker and the usage file in each
+/// session's environment.
+fn six(m: &EnvMarker, emitted: &Path) -> Fixture {
+    let repo = demo();
+    // Each turn picked by its prompt: an agent restarted after a kill starts its
+    // script again.
+    let slow = |when: &str, say: &str, usd: &str| {
+        format!(
+            "[[turn]]\nmatch = \"{when}\"\nsteps = [{{ say = \"{say}\" }}, {{ sleep_ms = 150 }}, \
+             {{ write = \"{say}.md\", content = \"{say}\\n\" }}, \
+             {{ usage = {{ input_tokens = 300, output_tokens = 30, cost_usd = {usd} }} }}]\n"
+        )
+    };
+    repo.write("sim/scout.toml", &slow("health", "scouted", "0.002"));
+    repo.write(
+        "sim/docs.toml",
+        &(slow("scouted", "documented", "0.001") + &slow("approved", "reviewed", "0.001")),
+    );
+    let (k, v) = m.pair();
+    let env = format!(
+        "env = {{ {k} = \"{v}\", CAPFLEET_SIM_EMITTED = \"{}\" }}\n",
+        emitted.display()
+    );
+    let demo = repo.read("fleets/demo.toml");
+    let mut fleet = demo
+        .replace("name = \"demo\"", "name = \"six\"")
+        .replace("start = \"planner\"", "start = [\"planner\", \"scout\"]")
+        .replace("max_concurrent = 4", "max_concurrent = 6")
+        .replace("cap://demo/", "cap://six/");
+    // Every session with the marker and the usage file.
+    fleet = fleet.replace("agent = \"sim\"\n", &format!("agent = \"sim\"\n{env}"));
+    fleet.push_str(&format!(
+        "\n[[sessions]]\nname = \"scout\"\nagent = \"sim\"\n{env}script = \"../sim/scout.toml\"\n\
+         \n[[sessions]]\nname = \"docs\"\nagent = \"sim\"\n{env}script = \"../sim/docs.toml\"\n\
+         \n[[routes]]\nwhen = [\"scout.done\"]\nroute_to = \"docs\"\n\
+         \n[[routes]]\nwhen = [\"reviewer.done\"]\nroute_to = \"docs\"\n"
+    ));
+    repo.write("fleets/six.toml", &fleet);
+    // Every turn takes a while: kills land mid-turn, and a turn completes only when
+    // its process lives long enough.
+    for s in [
+        "fleet-planner",
+        "fleet-worker-a",
+        "fleet-worker-b",
+        "fleet-reviewer",
+        "scout",
+        "docs",
+    ] {
+        let path = format!("sim/{s}.toml");
+        let script = repo.read(&path);
+        repo.write(
+            &path,
+            &script.replace("steps = [", "steps = [{ sleep_ms = 400 }, "),
+        );
+    }
+    // The planner's plan names sessions by URN: of this fleet now.
+    let planner = repo.read("sim/fleet-planner.toml");
+    repo.write(
+        "sim/fleet-planner.toml",
+        &planner.replace("cap://demo/", "cap://six/"),
+    );
+    let worker = repo.read("sim/fleet-worker-a.toml");
+    assert!(worker.contains("@cap://worker-b"), "the mention");
+    repo
+}
+
+/// Tokens in and out and cost, summed.
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
+struct Spend {
+    input: u64,
+    output: u64,
+    cost: f64,
+}
+
+impl Spend {
+    /// `v`'s tokens and its cost (`cost`: the field that holds it).
+    fn add(&mut self, v: &Value, cost: &str) {
+        self.input += v["input_tokens"].as_u64().unwrap_or(0);
+        self.output += v["output_tokens"].as_u64().unwrap_or(0);
+        self.cost += v[cost].as_f64().unwrap_or(0.0);
+    }
+
+    fn minus(self, o: Spend) -> Spend {
+        Spend {
+            input: self.input - o.input,
+            output: self.output - o.output,
+            cost: self.cost - o.cost,
+        }
+    }
+
+    fn within(self, o: Spend) -> bool {
+        self.input <= o.input && self.output <= o.output && self.cost <= o.cost + 1e-9
+    }
+}
+
+/// What the journal's `cap.usage` events add up to.
+fn journaled(j: &[Value]) -> Spend {
+    let mut s = Spend::default();
+    for r in j
+        .iter()
+        .filter(|r| r["type"] == "cap" && r["event"]["kind"] == "cap.usage")
+    {
+        s.add(&r["event"], "cost_usd_estimate");
+    }
+    s
+}
+
+/// What the sims wrote, in all; and each agent process's last result, in all.
+fn emitted(path: &Path) -> (Spend, Spend) {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let mut all = Spend::default();
+    let mut last: BTreeMap<u64, Value> = BTreeMap::new();
+    for line in text.lines() {
+        let v: Value = serde_json::from_str(line).unwrap();
+        all.add(&v, "cost_usd");
+        last.insert(v["pid"].as_u64().unwrap(), v);
+    }
+    let mut lasts = Spend::default();
+    for v in last.values() {
+        lasts.add(v, "cost_usd");
+    }
+    (all, lasts)
+}
+
+/// The diff of each session's worktree, by session.
+fn diffs(f: &Fixture) -> BTreeMap<String, String> {
+    let dir = f.run_dir().join("artifacts");
+    std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter_map(|e| {
+            let d = std::fs::read_to_string(e.path().join("diff.patch")).ok()?;
+            Some((e.file_name().to_string_lossy().into_owned(), d))
+        })
+        .collect()
+}
+
+/// A seeded generator of kill moments (xorshift), in `lo..hi` milliseconds.
+struct Moments(u64);
+
+impl Moments {
+    fn next(&mut self, lo: u64, hi: u64) -> Duration {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        Duration::from_millis(lo + self.0 % (hi - lo))
+    }
+}
+
+#[test]
+fn thirty_sigkills_and_resumes_end_as_an_uninterrupted_run() {
+    stopped_and_resumed(libc::SIGKILL, KILLS, 0x5eed_0017, "durable-kills");
+}
+
+/// The fleet run once whole, then stopped by `signal` at `wanted` seeded moments
+/// (each during the resume before it) and resumed to its end.
+fn stopped_and_resumed(signal: libc::c_int, wanted: usize, seed: u64, marker: &str) {
+    let t = Instant::now();
+    let m = EnvMarker::new(marker);
+    let usage = tempfile::tempdir().unwrap();
+    let whole = six(&m, &usage.path().join("whole.jsonl"));
+    let out = whole.capfleet(&["run", "fleets/six.toml"]);
+    let span = t.elapsed();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let wj = whole.journal();
+    let expected = completed(&wj);
+    assert!(expected.len() >= 8, "{expected:?}");
+    for kind in ["join", "plan_entry", "restart"] {
+        assert!(
+            wj.iter().any(|r| r["type"] == kind),
+            "the fleet has a {kind}"
+        );
+    }
+    let (whole_emitted, _) = emitted(&usage.path().join("whole.jsonl"));
+    let kept = journaled(&wj);
+    assert!(
+        kept.within(whole_emitted) && whole_emitted.within(kept),
+        "uninterrupted, all usage journaled: {kept:?} of {whole_emitted:?}"
+    );
+
+    let file = usage.path().join("killed.jsonl");
+    let repo = six(&m, &file);
+    let mut at = Moments(seed);
+    // Kill moments: within the time a run takes to start its agents and go on.
+    let ms = span.as_millis() as u64;
+    let (lo, hi) = (ms / 12, ms / 5);
+    eprintln!("uninterrupted: {span:?}; kills {lo}..{hi} ms into each start");
+    let mut kills = 0;
+    let mut args = vec!["run".to_owned(), "fleets/six.toml".to_owned()];
+    while kills < wanted {
+        let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+        let mut child = repo
+            .command(&argv)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(at.next(lo, hi));
+        if child.try_wait().unwrap().is_some() {
+            // It ended before the kill: completed.
+            break;
+        }
+        // SAFETY: kill(2) on the child this test started (not yet reaped).
+        unsafe {
+            libc::kill(child.id() as i32, signal);
+        }
+        let _ = child.wait();
+        kills += 1;
+        assert!(
+            wait_until(Duration::from_secs(1), Duration::from_millis(10), || m
+                .processes()
+                .is_empty()),
+            "kill {kills}: agents outlive capfleet by 1 s: {:?}",
+            m.processes()
+        );
+        if !repo.path().join(".capfleet/runs").is_dir() {
+            // Killed before it made its run directory: start again.
+            continue;
+        }
+        args = vec!["run".into(), "--resume".into(), repo.run_id()];
+    }
+    let before = completed(&repo.journal()).len();
+    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+    let last = repo.capfleet(&argv);
+    let err = stderr(&last);
+    assert_eq!(last.status.code(), Some(0), "after {kills} kills: {err}");
+    eprintln!(
+        "{kills} kills ({before} of {} deliveries completed before the last resume), {:?} in all",
+        expected.len(),
+        t.elapsed()
+    );
+    assert!(kills >= wanted / 2, "most kills landed mid-run: {kills}");
+    let j = repo.journal();
+    exactly_once(&j);
+    assert_eq!(
+        completed(&j),
+        expected,
+        "the same deliveries completed as uninterrupted"
+    );
+    let ends: Vec<&Value> = j.iter().filter(|r| r["type"] == "run_ended").collect();
+    assert_eq!(ends.last().unwrap()["outcome"], "completed");
+    assert_eq!(
+        diffs(&repo),
+        diffs(&whole),
+        "the same work in every worktree"
+    );
+    let (all, lasts) = emitted(&file);
+    let kept = journaled(&j);
+    assert!(
+        kept.within(all) && all.minus(kept).within(lasts),
+        "journaled {kept:?}, emitted {all:?} (last results {lasts:?})"
+    );
+    assert!(m.processes().is_empty());
+}
