@@ -80,6 +80,8 @@ enum Command {
     Merge(cmd::worktree::merge::MergeArgs),
     /// Remove a run's worktrees and branches; refuses when work would be lost (`--force`).
     Clean(cmd::worktree::clean::CleanArgs),
+    /// Serve the HTTP API: fleets submitted, watched and cancelled remotely (tokens, admission, drain).
+    Serve(Box<cmd::serve::ServeArgs>),
     /// Run the scripted simulator agent (stream-json or terminal UI).
     Sim(Box<sim::SimArgs>),
     /// Print a shell completion script: `capfleet completions bash > /etc/bash_completion.d/capfleet`.
@@ -99,13 +101,15 @@ pub(crate) fn main() -> ExitCode {
     }
     if matches!(cli.command, Some(Command::Run(ref a)) if !a.dry_run)
         || matches!(cli.command, Some(Command::Chat(_) | Command::Speak(_)))
+        || matches!(cli.command, Some(Command::Serve(ref a)) if a.command.is_none())
     {
         start_keeper();
     }
-    // `run` and `chat` set up diagnostics with their span pipeline, inside their runtime.
+    // `run`, `chat` and `serve` set up diagnostics with their span pipeline, inside
+    // their runtime.
     if !matches!(
         cli.command,
-        Some(Command::Run(_) | Command::Chat(_) | Command::Speak(_))
+        Some(Command::Run(_) | Command::Chat(_) | Command::Speak(_) | Command::Serve(_))
     ) {
         crate::logging::init(cli.color);
     }
@@ -117,6 +121,7 @@ pub(crate) fn main() -> ExitCode {
         Some(Command::Run(args)) => cmd::run::run(*args, cli.color),
         Some(Command::Log(args)) => cmd::log::run(args, cli.color),
         Some(Command::Runs(args)) => cmd::runs::run(args, cli.color),
+        Some(Command::Serve(args)) => cmd::serve::run(*args, cli.color),
         Some(Command::Diff(args)) => cmd::worktree::diff::run(args, cli.color),
         Some(Command::Merge(args)) => cmd::worktree::merge::run(args, cli.color),
         Some(Command::Clean(args)) => cmd::worktree::clean::run(args, cli.color),
@@ -143,6 +148,7 @@ pub(crate) fn main() -> ExitCode {
 fn drives_agents(command: Option<&Command>) -> bool {
     match command {
         Some(Command::Run(args)) => !args.dry_run,
+        Some(Command::Serve(args)) => args.command.is_none(),
         Some(Command::Chat(_) | Command::Speak(_) | Command::Sim(_)) => true,
         _ => false,
     }

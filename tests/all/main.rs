@@ -47,6 +47,7 @@ mod registry;
 mod router;
 mod run_cli;
 mod run_human;
+mod serve;
 mod session_chaos;
 mod session_policy;
 mod sim_acp;
