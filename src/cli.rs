@@ -82,6 +82,8 @@ enum Command {
     Clean(cmd::worktree::clean::CleanArgs),
     /// Serve the HTTP API: fleets submitted, watched and cancelled remotely (tokens, admission, drain).
     Serve(Box<cmd::serve::ServeArgs>),
+    /// Submit a fleet to a `capfleet serve` (`--wait`: follow it, exit with its code).
+    Submit(Box<cmd::submit::SubmitArgs>),
     /// Run the scripted simulator agent (stream-json or terminal UI).
     Sim(Box<sim::SimArgs>),
     /// Print a shell completion script: `capfleet completions bash > /etc/bash_completion.d/capfleet`.
@@ -122,6 +124,7 @@ pub(crate) fn main() -> ExitCode {
         Some(Command::Log(args)) => cmd::log::run(args, cli.color),
         Some(Command::Runs(args)) => cmd::runs::run(args, cli.color),
         Some(Command::Serve(args)) => cmd::serve::run(*args, cli.color),
+        Some(Command::Submit(args)) => cmd::submit::run(*args, cli.color),
         Some(Command::Diff(args)) => cmd::worktree::diff::run(args, cli.color),
         Some(Command::Merge(args)) => cmd::worktree::merge::run(args, cli.color),
         Some(Command::Clean(args)) => cmd::worktree::clean::run(args, cli.color),

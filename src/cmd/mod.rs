@@ -9,5 +9,6 @@ pub(crate) mod run;
 pub(crate) mod runs;
 pub(crate) mod serve;
 pub(crate) mod speak;
+pub(crate) mod submit;
 pub(crate) mod unattended;
 pub(crate) mod worktree;

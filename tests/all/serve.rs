@@ -8,37 +8,12 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::common::serve::{Server, SseEvent, sim_fleet, sse, submission};
+use crate::common::serve::{Server, SseEvent, add_token, chatty, sim_fleet, sse, submission};
 use crate::common::{EnvMarker, capfleet, journal_records, wait_until};
 
 const QUICK: &str = "[[turn]]\nsteps = [{ say = \"hello\" }, { usage = { input_tokens = 10, output_tokens = 5, cost_usd = 0.001 } }]\n";
 const HANG: &str = "[[turn]]\nsteps = [{ say = \"started\" }, { hang = true }]\n";
 const RUN_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// A token named `name` with `role` added to `dir/tokens.txt`; its secret.
-fn add_token(dir: &std::path::Path, name: &str, role: &str) -> String {
-    let out = capfleet(dir)
-        .args([
-            "serve",
-            "token",
-            "add",
-            name,
-            "--role",
-            role,
-            "--token-file",
-            "tokens.txt",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let secret = String::from_utf8(out.stdout).unwrap().trim().to_owned();
-    assert!(secret.starts_with("cft_") && secret.len() > 40, "{secret}");
-    secret
-}
 
 #[test]
 fn a_submitted_fleet_runs_and_is_reported() {
@@ -299,14 +274,6 @@ fn an_open_address_needs_tokens() {
         err.contains("not a loopback address") && err.contains("--token-file"),
         "{err}"
     );
-}
-
-/// A session's script saying `n` lines `ms` apart: a run that lasts while it is read.
-fn chatty(n: usize, ms: u64) -> String {
-    let steps: Vec<String> = (0..n)
-        .map(|i| format!("{{ sleep_ms = {ms} }}, {{ say = \"line {i}\\n\" }}"))
-        .collect();
-    format!("[[turn]]\nsteps = [{}]\n", steps.join(", "))
 }
 
 /// The data of the records of a stream, its ids checked consecutive from `from`+1

@@ -161,6 +161,39 @@ impl Drop for Server {
     }
 }
 
+/// A token named `name` with `role` added to `dir/tokens.txt`; its secret.
+pub(crate) fn add_token(dir: &std::path::Path, name: &str, role: &str) -> String {
+    let out = capfleet(dir)
+        .args([
+            "serve",
+            "token",
+            "add",
+            name,
+            "--role",
+            role,
+            "--token-file",
+            "tokens.txt",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let secret = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+    assert!(secret.starts_with("cft_") && secret.len() > 40, "{secret}");
+    secret
+}
+
+/// A session's script saying `n` lines `ms` apart: a run that lasts while it is read.
+pub(crate) fn chatty(n: usize, ms: u64) -> String {
+    let steps: Vec<String> = (0..n)
+        .map(|i| format!("{{ sleep_ms = {ms} }}, {{ say = \"line {i}\\n\" }}"))
+        .collect();
+    format!("[[turn]]\nsteps = [{}]\n", steps.join(", "))
+}
+
 /// A JSON submission: `fleet`'s text and the files beside it.
 pub(crate) fn submission(fleet: &str, files: &[(&str, &str)]) -> Value {
     let files: serde_json::Map<String, Value> = files
