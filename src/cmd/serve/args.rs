@@ -24,6 +24,9 @@ Examples:
       a run's state, sessions (state, turns, tokens, cost, restarts), budget, outcome
   curl -N -H \"Authorization: Bearer $TOKEN\" http://127.0.0.1:7878/v1/runs/RUN/events
       follow its journal live (Server-Sent Events; reconnect with Last-Event-ID)
+  curl -H \"Authorization: Bearer $APPROVER\" -d '{\"decision\":\"allow_once\"}' \\
+       -H 'Content-Type: application/json' http://127.0.0.1:7878/v1/runs/RUN/asks/worker.perm-1
+      approve a waiting permission from anywhere (an `approve` token)
 
 API (JSON; every error is {\"code\", \"message\"}, a fleet's findings with line and key):
   POST /v1/runs                 a fleet.toml (application/toml), or JSON
@@ -31,6 +34,9 @@ API (JSON; every error is {\"code\", \"message\"}, a fleet's findings with line 
   GET  /v1/runs                 ?state=running&limit=50&after=RUN
   GET  /v1/runs/{id}            POST /v1/runs/{id}/cancel
   GET  /v1/runs/{id}/events     ?after=SEQ&session=NAME (or the Last-Event-ID header)
+  GET  /v1/runs/{id}/asks       open permission requests and asks (the turn waits)
+  POST /v1/runs/{id}/asks/{ask_id}  {\"decision\": \"allow_once\"|\"allow_always\"|\"deny\"}
+                                or {\"answer\": ...} / {\"decline\": true}; 409 once closed
   GET  /healthz  /readyz  /metrics
 
 Auth: with --token-file every route but /healthz and /readyz needs `Authorization: \
@@ -69,6 +75,10 @@ pub(crate) struct ServeArgs {
     /// Runs waiting for admission, at most (beyond: 429).
     #[arg(long, default_value_t = 16, value_name = "N")]
     pub queue: usize,
+    /// How long an ask or permission request waits for a client's answer before it
+    /// is answered fail-safe (deny, or decline).
+    #[arg(long, default_value = "10m", value_name = "DURATION", value_parser = duration)]
+    pub ask_timeout: Duration,
     /// How long runs may go on after SIGTERM/SIGINT before they are cancelled.
     #[arg(long, default_value = "30s", value_name = "DURATION", value_parser = duration)]
     pub drain_timeout: Duration,

@@ -2,7 +2,8 @@
 //! workspaces provisioned, the spec built (`crate::cmd::run::launch`), `run_fleet`
 //! with a tally of every event for the run's live view (`GET /v1/runs/{id}`), the
 //! journal ended, the run's share freed and the queued runs that fit then started.
-//! No human is attached: what the fleet's policy leaves open is answered fail-safe.
+//! What the fleet's policy leaves open goes to the API's clients ([`super::asks`]),
+//! unless the fleet says `auto_answer` (then it is answered fail-safe at once).
 
 use std::sync::Arc;
 
@@ -11,6 +12,7 @@ use capfleet_actors::run::{RunTelemetry, run_fleet_stoppable};
 use tokio::sync::mpsc;
 use tracing::Instrument as _;
 
+use super::asks;
 use super::state::{Pending, RunState, Server, now_ms};
 use crate::cmd::run::launch::{self, Launch};
 use crate::cmd::run::{EXIT_SESSION_FAILED, view, workspaces};
@@ -41,11 +43,16 @@ async fn drive(server: Arc<Server>, pending: Pending) {
             (None, EXIT_SESSION_FAILED, None)
         }
         Ok(workspace) => {
+            let human = (!fleet.auto_answer).then(|| {
+                let (tx, rx) = mpsc::channel(16);
+                tokio::spawn(asks::take(entry.asks.clone(), rx, server.ask_timeout));
+                tx
+            });
             let spec = launch::run_spec(
                 &fleet,
                 &run,
                 Launch {
-                    human: None,
+                    human,
                     telemetry: RunTelemetry {
                         metrics: Some(server.fleet_metrics.clone()),
                         traceparent: None,
@@ -76,6 +83,7 @@ async fn drive(server: Arc<Server>, pending: Pending) {
         }
     };
     let (outcome, code, spent) = ended;
+    entry.asks.withdraw_all();
     // The journal is complete: the run's lock goes before the run counts as ended.
     drop(lock);
     entry.update(|p| {

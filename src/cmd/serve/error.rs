@@ -37,6 +37,10 @@ pub(crate) enum ApiError {
     TooManySessions { sessions: usize, max: usize },
     #[error("content type `{0}`: send application/toml or application/json")]
     UnsupportedMedia(String),
+    #[error("no open ask `{0}`")]
+    NoAsk(String),
+    #[error("the ask is closed: {0}")]
+    AskClosed(String),
     #[error("the run has ended ({0}): nothing to cancel")]
     Ended(String),
     #[error("the server is full: {running} runs running and {queued} queued")]
@@ -52,7 +56,8 @@ impl ApiError {
         match self {
             ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
             ApiError::Forbidden { .. } => StatusCode::FORBIDDEN,
-            ApiError::NoRoute | ApiError::NoRun(_) => StatusCode::NOT_FOUND,
+            ApiError::NoRoute | ApiError::NoRun(_) | ApiError::NoAsk(_) => StatusCode::NOT_FOUND,
+            ApiError::AskClosed(_) => StatusCode::CONFLICT,
             ApiError::BadRequest(_)
             | ApiError::InvalidFleet(_)
             | ApiError::TooManySessions { .. } => StatusCode::BAD_REQUEST,
@@ -71,6 +76,8 @@ impl ApiError {
             ApiError::Forbidden { .. } => "forbidden",
             ApiError::NoRoute => "no_route",
             ApiError::NoRun(_) => "run_not_found",
+            ApiError::NoAsk(_) => "ask_not_found",
+            ApiError::AskClosed(_) => "ask_closed",
             ApiError::BadRequest(_) => "bad_request",
             ApiError::InvalidFleet(_) => "invalid_fleet",
             ApiError::TooManySessions { .. } => "too_many_sessions",

@@ -1,7 +1,8 @@
 //! `capfleet serve`: the headless server. Clients submit fleets over HTTP
 //! (`POST /v1/runs`), which run on the engine `capfleet run` uses (the same
 //! validation, journal, workspaces and artifacts, under `--data-dir/runs/`), watch
-//! them (`GET /v1/runs/{id}`) and cancel them. Bearer tokens ([`auth`]) guard every
+//! them (`GET /v1/runs/{id}`), answer what their policy leaves open ([`asks`]) and
+//! cancel them. Bearer tokens ([`auth`]) guard every
 //! route but the probes; admission ([`state`]) bounds the runs and sessions at once
 //! and queues the next ones; SIGTERM/SIGINT drain the server ([`drain`]).
 //!
@@ -11,6 +12,7 @@
 //! ```
 
 mod args;
+mod asks;
 pub(crate) mod auth;
 mod driver;
 mod error;
@@ -167,7 +169,9 @@ async fn bind(
     let metrics = Arc::new(FleetMetrics::new(
         telemetry.span_stats().unwrap_or_default(),
     ));
-    let server = Arc::new(Server::new(runs_dir, tokens, limits, metrics));
+    let mut server = Server::new(runs_dir, tokens, limits, metrics);
+    server.ask_timeout = args.ask_timeout;
+    let server = Arc::new(server);
     Ok((server, listener))
 }
 

@@ -1,6 +1,6 @@
 //! The HTTP API: its routes, the authentication every one but the probes passes
 //! ([`authenticate`]), the request metrics, and the handlers of runs — submit, list,
-//! show, cancel. Events are [`super::events`].
+//! show, cancel, the asks. Events are [`super::events`].
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -36,6 +36,8 @@ pub(crate) fn router(server: Arc<Server>) -> Router {
         .route("/v1/runs/{id}", get(show))
         .route("/v1/runs/{id}/cancel", post(cancel))
         .route("/v1/runs/{id}/events", get(super::events::stream))
+        .route("/v1/runs/{id}/asks", get(list_asks))
+        .route("/v1/runs/{id}/asks/{ask_id}", post(answer_ask))
         .route("/metrics", get(metrics))
         .fallback(|| async { ApiError::NoRoute })
         .method_not_allowed_fallback(|| async {
@@ -328,6 +330,30 @@ async fn cancel(
             ))
         }
     }
+}
+
+async fn list_asks(
+    State(server): State<Arc<Server>>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let entry = server.get(&id).ok_or(ApiError::NoRun(id))?;
+    Ok(json_response(
+        StatusCode::OK,
+        &json!({ "asks": entry.asks.list() }),
+    ))
+}
+
+async fn answer_ask(
+    State(server): State<Arc<Server>>,
+    Extension(caller): Extension<Caller>,
+    Path((id, ask_id)): Path<(String, String)>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let entry = server.get(&id).ok_or(ApiError::NoRun(id))?;
+    let body: serde_json::Value = serde_json::from_slice(&body)
+        .map_err(|e| ApiError::BadRequest(format!("the JSON body: {e}")))?;
+    let answered = entry.asks.answer(&ask_id, &body, &caller.name)?;
+    Ok(json_response(StatusCode::OK, &answered))
 }
 
 #[cfg(test)]

@@ -98,6 +98,8 @@ pub(crate) struct RunEntry {
     /// The token that submitted it.
     pub submitted_by: String,
     pub dir: PathBuf,
+    /// What its sessions wait for an answer to.
+    pub asks: Arc<super::asks::Asks>,
     progress: Mutex<Progress>,
     /// Stops the run (a queued run's stop waits in the channel until it starts).
     stop: mpsc::Sender<Stop>,
@@ -190,6 +192,8 @@ pub(crate) struct Server {
     pub tokens: Option<Tokens>,
     pub failures: Failures,
     pub limits: Limits,
+    /// How long a question waits for a client before its fail-safe answer.
+    pub ask_timeout: std::time::Duration,
     pub fleet_metrics: Metrics,
     pub metrics: ServerMetrics,
     table: Mutex<Table>,
@@ -209,6 +213,7 @@ impl Server {
             tokens,
             failures: Failures::default(),
             limits,
+            ask_timeout: std::time::Duration::from_secs(600),
             fleet_metrics,
             metrics: ServerMetrics::new(),
             table: Mutex::new(Table::default()),
@@ -236,6 +241,7 @@ impl Server {
             created_ms: now_ms(),
             submitted_by: submitted_by.to_owned(),
             dir: run.path.clone(),
+            asks: Arc::default(),
             progress: Mutex::new(Progress {
                 state: RunState::Queued,
                 started_ms: None,

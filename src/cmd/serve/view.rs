@@ -32,6 +32,7 @@ pub(crate) struct Links {
     #[serde(rename = "self")]
     pub this: String,
     pub events: String,
+    pub asks: String,
     pub cancel: String,
 }
 
@@ -40,6 +41,7 @@ impl Links {
         let this = format!("/v1/runs/{id}");
         Links {
             events: format!("{this}/events"),
+            asks: format!("{this}/asks"),
             cancel: format!("{this}/cancel"),
             this,
         }
