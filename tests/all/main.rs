@@ -48,6 +48,7 @@ mod router;
 mod run_cli;
 mod run_human;
 mod serve;
+mod serve_artifacts;
 mod serve_asks;
 mod serve_submit;
 mod session_chaos;

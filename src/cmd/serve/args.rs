@@ -34,6 +34,7 @@ API (JSON; every error is {\"code\", \"message\"}, a fleet's findings with line 
   GET  /v1/runs                 ?state=running&limit=50&after=RUN
   GET  /v1/runs/{id}            POST /v1/runs/{id}/cancel
   GET  /v1/runs/{id}/events     ?after=SEQ&session=NAME (or the Last-Event-ID header)
+  GET  /v1/runs/{id}/artifacts[/{session}/{name}]   GET /v1/runs/{id}/diff[/{session}]
   GET  /v1/runs/{id}/asks       open permission requests and asks (the turn waits)
   POST /v1/runs/{id}/asks/{ask_id}  {\"decision\": \"allow_once\"|\"allow_always\"|\"deny\"}
                                 or {\"answer\": ...} / {\"decline\": true}; 409 once closed

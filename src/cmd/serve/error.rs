@@ -37,6 +37,8 @@ pub(crate) enum ApiError {
     TooManySessions { sessions: usize, max: usize },
     #[error("content type `{0}`: send application/toml or application/json")]
     UnsupportedMedia(String),
+    #[error("no artifact `{0}`")]
+    NoArtifact(String),
     #[error("no open ask `{0}`")]
     NoAsk(String),
     #[error("the ask is closed: {0}")]
@@ -56,7 +58,10 @@ impl ApiError {
         match self {
             ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
             ApiError::Forbidden { .. } => StatusCode::FORBIDDEN,
-            ApiError::NoRoute | ApiError::NoRun(_) | ApiError::NoAsk(_) => StatusCode::NOT_FOUND,
+            ApiError::NoRoute
+            | ApiError::NoRun(_)
+            | ApiError::NoAsk(_)
+            | ApiError::NoArtifact(_) => StatusCode::NOT_FOUND,
             ApiError::AskClosed(_) => StatusCode::CONFLICT,
             ApiError::BadRequest(_)
             | ApiError::InvalidFleet(_)
@@ -77,6 +82,7 @@ impl ApiError {
             ApiError::NoRoute => "no_route",
             ApiError::NoRun(_) => "run_not_found",
             ApiError::NoAsk(_) => "ask_not_found",
+            ApiError::NoArtifact(_) => "artifact_not_found",
             ApiError::AskClosed(_) => "ask_closed",
             ApiError::BadRequest(_) => "bad_request",
             ApiError::InvalidFleet(_) => "invalid_fleet",

@@ -2,7 +2,7 @@
 //! (`POST /v1/runs`), which run on the engine `capfleet run` uses (the same
 //! validation, journal, workspaces and artifacts, under `--data-dir/runs/`), watch
 //! them (`GET /v1/runs/{id}`), answer what their policy leaves open ([`asks`]) and
-//! cancel them. Bearer tokens ([`auth`]) guard every
+//! cancel them, and read their artifacts and diffs ([`artifacts`]). Bearer tokens ([`auth`]) guard every
 //! route but the probes; admission ([`state`]) bounds the runs and sessions at once
 //! and queues the next ones; SIGTERM/SIGINT drain the server ([`drain`]).
 //!
@@ -12,6 +12,7 @@
 //! ```
 
 mod args;
+mod artifacts;
 mod asks;
 pub(crate) mod auth;
 mod driver;

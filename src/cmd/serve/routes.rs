@@ -1,6 +1,6 @@
 //! The HTTP API: its routes, the authentication every one but the probes passes
 //! ([`authenticate`]), the request metrics, and the handlers of runs — submit, list,
-//! show, cancel, the asks. Events are [`super::events`].
+//! show, cancel, the asks; artifacts are [`super::artifacts`]. Events are [`super::events`].
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -36,6 +36,10 @@ pub(crate) fn router(server: Arc<Server>) -> Router {
         .route("/v1/runs/{id}", get(show))
         .route("/v1/runs/{id}/cancel", post(cancel))
         .route("/v1/runs/{id}/events", get(super::events::stream))
+        .route("/v1/runs/{id}/artifacts", get(super::artifacts::list))
+        .route("/v1/runs/{id}/artifacts/{session}/{*name}", get(super::artifacts::one))
+        .route("/v1/runs/{id}/diff", get(super::artifacts::diff_all))
+        .route("/v1/runs/{id}/diff/{session}", get(super::artifacts::diff_one))
         .route("/v1/runs/{id}/asks", get(list_asks))
         .route("/v1/runs/{id}/asks/{ask_id}", post(answer_ask))
         .route("/metrics", get(metrics))
@@ -66,6 +70,8 @@ fn route_label(path: &str) -> String {
     match parts.as_slice() {
         ["v1", "runs", _] => "/v1/runs/{id}".into(),
         ["v1", "runs", _, "asks", _] => "/v1/runs/{id}/asks/{ask_id}".into(),
+        ["v1", "runs", _, "artifacts", _, ..] => "/v1/runs/{id}/artifacts/{name}".into(),
+        ["v1", "runs", _, "diff", _] => "/v1/runs/{id}/diff/{session}".into(),
         ["v1", "runs", _, rest] => format!("/v1/runs/{{id}}/{rest}"),
         ["v1", "runs"] | ["healthz"] | ["readyz"] | ["metrics"] => path.into(),
         _ => "other".into(),

@@ -116,7 +116,7 @@ impl Submission {
 }
 
 /// No `..`, no root, no prefix: a path that stays inside the directory it is joined to.
-fn plain_relative(name: &str) -> bool {
+pub(crate) fn plain_relative(name: &str) -> bool {
     !name.is_empty()
         && Path::new(name)
             .components()
