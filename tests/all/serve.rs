@@ -209,17 +209,23 @@ fn tokens_guard_every_route_and_never_show() {
         ("GET", "/v1/runs/20000101T000000Z-0000".to_owned()),
         ("POST", format!("/v1/runs/{id}/cancel")),
         ("GET", format!("/v1/runs/{id}/events")),
+        ("GET", format!("/v1/runs/{id}/asks")),
+        ("POST", format!("/v1/runs/{id}/asks/s0.perm-1")),
+        ("GET", format!("/v1/runs/{id}/artifacts")),
+        ("GET", format!("/v1/runs/{id}/artifacts/s0/transcript.json")),
+        ("GET", format!("/v1/runs/{id}/diff")),
+        ("GET", format!("/v1/runs/{id}/diff/s0")),
         ("GET", "/metrics".to_owned()),
         ("GET", "/no/such/route".to_owned()),
     ];
     let unauthorized =
         json!({"code": "unauthorized", "message": "a valid bearer token is required"});
-    for (method, path) in &routes {
-        for token in [
-            None,
-            Some("cft_not-a-token"),
-            Some(&reader[..reader.len() - 1]),
-        ] {
+    // Every route without a token; a wrong and a truncated token on two of them (each
+    // failure from one address past the first few is answered slower).
+    let wrong = [Some("cft_not-a-token"), Some(&reader[..reader.len() - 1])];
+    for (i, (method, path)) in routes.iter().enumerate() {
+        let tokens = if i < 2 { &wrong[..] } else { &[][..] };
+        for token in std::iter::once(None).chain(tokens.iter().copied()) {
             let (status, body) = server.json(method, path, token, Some(&json!({})));
             assert_eq!(
                 (status, &body),
@@ -233,13 +239,16 @@ fn tokens_guard_every_route_and_never_show() {
     assert_eq!(status, 200);
     let (status, body) = server.json("POST", "/v1/runs", Some(&reader), Some(&json!({})));
     assert_eq!((status, body["code"].as_str()), (403, Some("forbidden")));
-    let (status, _) = server.json(
-        "POST",
-        &format!("/v1/runs/{id}/cancel"),
-        Some(&reader),
-        None,
-    );
-    assert_eq!(status, 403);
+    for path in [
+        format!("/v1/runs/{id}/cancel"),
+        format!("/v1/runs/{id}/asks/s0.perm-1"),
+    ] {
+        let (status, _) = server.json("POST", &path, Some(&reader), Some(&json!({})));
+        assert_eq!(status, 403, "{path}");
+    }
+    let answer = format!("/v1/runs/{id}/asks/s0.perm-1");
+    let (status, _) = server.json("POST", &answer, Some(&runner), Some(&json!({})));
+    assert_eq!(status, 403, "answering needs the approve role");
     let r = server.request("GET", "/metrics", Some(&reader), "text/plain", b"");
     assert_eq!(r.status, 200);
     assert!(
