@@ -82,6 +82,10 @@ enum Command {
     Merge(cmd::worktree::merge::MergeArgs),
     /// Remove a run's worktrees and branches; refuses when work would be lost (`--force`).
     Clean(cmd::worktree::clean::CleanArgs),
+    /// Serve the HTTP API: fleets submitted, watched and cancelled remotely (tokens, admission, drain).
+    Serve(Box<cmd::serve::ServeArgs>),
+    /// Submit a fleet to a `capfleet serve` (`--wait`: follow it, exit with its code).
+    Submit(Box<cmd::submit::SubmitArgs>),
     /// Run the scripted simulator agent (stream-json or terminal UI).
     Sim(Box<sim::SimArgs>),
     /// Print a shell completion script: `capfleet completions bash > /etc/bash_completion.d/capfleet`.
@@ -104,13 +108,21 @@ pub(crate) fn main() -> ExitCode {
             cli.command,
             Some(Command::Chat(_) | Command::Speak(_) | Command::Acp(_))
         )
+        || matches!(cli.command, Some(Command::Serve(ref a)) if a.command.is_none())
     {
         start_keeper();
     }
-    // `run` and `chat` set up diagnostics with their span pipeline, inside their runtime.
+    // `run`, `chat` and `serve` set up diagnostics with their span pipeline, inside
+    // their runtime.
     if !matches!(
         cli.command,
-        Some(Command::Run(_) | Command::Chat(_) | Command::Speak(_) | Command::Acp(_))
+        Some(
+            Command::Run(_)
+                | Command::Chat(_)
+                | Command::Speak(_)
+                | Command::Acp(_)
+                | Command::Serve(_)
+        )
     ) {
         crate::logging::init(cli.color);
     }
@@ -123,6 +135,8 @@ pub(crate) fn main() -> ExitCode {
         Some(Command::Run(args)) => cmd::run::run(*args, cli.color),
         Some(Command::Log(args)) => cmd::log::run(args, cli.color),
         Some(Command::Runs(args)) => cmd::runs::run(args, cli.color),
+        Some(Command::Serve(args)) => cmd::serve::run(*args, cli.color),
+        Some(Command::Submit(args)) => cmd::submit::run(*args, cli.color),
         Some(Command::Diff(args)) => cmd::worktree::diff::run(args, cli.color),
         Some(Command::Merge(args)) => cmd::worktree::merge::run(args, cli.color),
         Some(Command::Clean(args)) => cmd::worktree::clean::run(args, cli.color),
@@ -149,6 +163,7 @@ pub(crate) fn main() -> ExitCode {
 fn drives_agents(command: Option<&Command>) -> bool {
     match command {
         Some(Command::Run(args)) => !args.dry_run,
+        Some(Command::Serve(args)) => args.command.is_none(),
         Some(Command::Chat(_) | Command::Speak(_) | Command::Acp(_) | Command::Sim(_)) => true,
         _ => false,
     }

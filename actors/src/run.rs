@@ -100,6 +100,22 @@ pub struct RunReport {
     pub races: Vec<crate::router::RaceWon>,
 }
 
+/// What stops a run from outside: a signal the application received, or a cancel of
+/// this run alone (a server's client, a server's shutdown) with the reason journaled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stop {
+    Signal(Signal),
+    /// Stop cooperatively, as `SIGINT` does, but touch no other run's agents: the
+    /// process-wide urgency ([`crate::process::halt`]) is left as it is.
+    Cancel(String),
+}
+
+impl From<Signal> for Stop {
+    fn from(signal: Signal) -> Self {
+        Stop::Signal(signal)
+    }
+}
+
 /// Run the fleet until it ends or a signal arrives on `signals`: then every session is
 /// cancelled and closed (their agents' groups killed at once unless the signal is
 /// `SIGINT`), and a second signal cuts the kill grace short. `watchers` see every
@@ -107,7 +123,25 @@ pub struct RunReport {
 pub async fn run_fleet(
     spec: RunSpec,
     watchers: Vec<mpsc::Sender<Published>>,
-    mut signals: mpsc::Receiver<Signal>,
+    signals: mpsc::Receiver<Signal>,
+) -> Result<RunReport, TreeError> {
+    run_until(spec, watchers, signals).await
+}
+
+/// [`run_fleet`], stopped by signals or by a [`Stop::Cancel`] of this run alone (one
+/// run among several of a server).
+pub async fn run_fleet_stoppable(
+    spec: RunSpec,
+    watchers: Vec<mpsc::Sender<Published>>,
+    stops: mpsc::Receiver<Stop>,
+) -> Result<RunReport, TreeError> {
+    run_until(spec, watchers, stops).await
+}
+
+async fn run_until<S: Into<Stop>>(
+    spec: RunSpec,
+    watchers: Vec<mpsc::Sender<Published>>,
+    mut signals: mpsc::Receiver<S>,
 ) -> Result<RunReport, TreeError> {
     let (alerts_tx, mut alerts) = mpsc::channel(16);
     let (faults_tx, mut faults) = mpsc::channel(FAULTS_CAPACITY);
@@ -259,12 +293,8 @@ pub async fn run_fleet(
                 let _gone = router.cast(RouterMsg::Stop { outcome: RunOutcome::DiskFailed, reason, signal: None });
             }
             signal = signals.recv(), if stop.listening => {
-                if let Some(first) = stop.on(signal) {
-                    let reason = match first {
-                        Signal::Int => "interrupted".to_owned(),
-                        other => format!("terminated by {other}"),
-                    };
-                    let _gone = router.cast(RouterMsg::Stop { outcome: RunOutcome::Interrupted, reason, signal: Some(first) });
+                if let Some((reason, signal)) = stop.on(signal.map(Into::into)) {
+                    let _gone = router.cast(RouterMsg::Stop { outcome: RunOutcome::Interrupted, reason, signal });
                 }
             }
         }
@@ -319,8 +349,9 @@ pub async fn run_fleet(
                     break;
                 }
                 signal = signals.recv(), if stop.listening => {
-                    let _first = stop.on(signal);
-                    if signal.is_some() {
+                    let stopped = signal.is_some();
+                    let _first = stop.on(signal.map(Into::into));
+                    if stopped {
                         tracing::warn!("stopped while collecting the workspaces; they stay as they are");
                         break;
                     }
@@ -346,7 +377,7 @@ pub async fn run_fleet(
         tokio::select! {
             kept = &mut finish => break kept,
             signal = signals.recv(), if stop.listening => {
-                stop.on(signal);
+                stop.on(signal.map(Into::into));
             }
         }
     };
@@ -430,9 +461,12 @@ fn preamble(sessions: &[SessionSpec], phase: Option<&WorkspacePhase>) -> Vec<Eve
     started.chain(workspaces).collect()
 }
 
-/// The stop signals a run has received.
+/// The stops a run has received.
 struct Stops {
+    /// The first signal (none when a cancel came first, or nothing).
     first: Option<Signal>,
+    /// A stop was received.
+    stopped: bool,
     /// The signal channel is open.
     listening: bool,
 }
@@ -441,31 +475,45 @@ impl Default for Stops {
     fn default() -> Self {
         Stops {
             first: None,
+            stopped: false,
             listening: true,
         }
     }
 }
 
 impl Stops {
-    /// Take `signal` (`None`: the channel closed): the first one stops the run (it is
-    /// returned) and halts every agent unless it is `SIGINT`; any later one forces
-    /// every agent's end now.
-    fn on(&mut self, signal: Option<Signal>) -> Option<Signal> {
-        let Some(signal) = signal else {
+    /// Take `stop` (`None`: the channel closed): the first one stops the run (its
+    /// reason and signal are returned) and halts every agent when it is `SIGTERM` or
+    /// `SIGHUP`; any later signal forces every agent's end now (a later cancel only
+    /// repeats what is under way).
+    fn on(&mut self, stop: Option<Stop>) -> Option<(String, Option<Signal>)> {
+        let Some(stop) = stop else {
             self.listening = false;
             return None;
         };
-        if self.first.is_some() {
-            tracing::warn!(%signal, "second signal: killing every agent now");
-            halt::escalate(Urgency::Force);
+        if self.stopped {
+            if let Stop::Signal(signal) = stop {
+                tracing::warn!(%signal, "second signal: killing every agent now");
+                halt::escalate(Urgency::Force);
+            }
             return None;
         }
-        self.first = Some(signal);
-        if !signal.is_interrupt() {
-            tracing::warn!(%signal, "terminated: killing every agent's group");
-            halt::escalate(Urgency::Halt);
+        self.stopped = true;
+        match stop {
+            Stop::Cancel(reason) => Some((reason, None)),
+            Stop::Signal(signal) => {
+                self.first = Some(signal);
+                if !signal.is_interrupt() {
+                    tracing::warn!(%signal, "terminated: killing every agent's group");
+                    halt::escalate(Urgency::Halt);
+                }
+                let reason = match signal {
+                    Signal::Int => "interrupted".to_owned(),
+                    other => format!("terminated by {other}"),
+                };
+                Some((reason, Some(signal)))
+            }
         }
-        Some(signal)
     }
 }
 

@@ -8,6 +8,8 @@ pub(crate) mod one_session;
 pub(crate) mod resolve;
 pub(crate) mod run;
 pub(crate) mod runs;
+pub(crate) mod serve;
 pub(crate) mod speak;
+pub(crate) mod submit;
 pub(crate) mod unattended;
 pub(crate) mod worktree;

@@ -22,6 +22,8 @@ Examples:
       the runs started from this directory, oldest first
   capfleet runs --json
       one JSON object per run
+  capfleet runs --server http://127.0.0.1:7878
+      the runs of a `capfleet serve` (token from $CAPFLEET_TOKEN)
 
 Exit codes: 0 listed (also when there are none), 1 the runs directory cannot be read.")]
 pub(crate) struct RunsArgs {
@@ -31,6 +33,12 @@ pub(crate) struct RunsArgs {
     /// One JSON object per line instead of the table.
     #[arg(long)]
     pub json: bool,
+    /// List the runs of this `capfleet serve` instead (its base URL).
+    #[arg(long, value_name = "URL", conflicts_with = "dir")]
+    pub server: Option<String>,
+    /// With --server: the environment variable holding the bearer token.
+    #[arg(long, value_name = "VAR", default_value = "CAPFLEET_TOKEN")]
+    pub token_env: String,
 }
 
 /// Where a run stands.
@@ -59,6 +67,9 @@ pub(crate) struct RunRow {
 }
 
 pub(crate) fn run(args: RunsArgs, color: ColorChoice) -> ExitCode {
+    if let Some(server) = &args.server {
+        return crate::cmd::submit::remote_runs(server, &args.token_env, args.json, color);
+    }
     let err = Style::for_stderr(color);
     let base = args.dir.unwrap_or_else(|| PathBuf::from("."));
     let runs = match RunDir::all(&base) {

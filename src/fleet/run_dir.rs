@@ -71,7 +71,12 @@ pub(crate) enum RunDirError {
 impl RunDir {
     /// Make a new run directory under `base/.capfleet/runs`.
     pub(crate) fn create(base: &Path) -> Result<RunDir, RunDirError> {
-        let runs = base.join(RUNS_DIR);
+        Self::create_in(&base.join(RUNS_DIR))
+    }
+
+    /// Make a new run directory in the runs directory `runs` (made when missing).
+    pub(crate) fn create_in(runs: &Path) -> Result<RunDir, RunDirError> {
+        let runs = runs.to_owned();
         std::fs::create_dir_all(&runs).map_err(|source| RunDirError::Io {
             path: runs.clone(),
             source,
@@ -133,7 +138,12 @@ impl RunDir {
     /// Every run under `base/.capfleet/runs`, oldest first (none when there is no
     /// such directory).
     pub(crate) fn all(base: &Path) -> Result<Vec<RunDir>, RunDirError> {
-        let runs = base.join(RUNS_DIR);
+        Self::all_in(&base.join(RUNS_DIR))
+    }
+
+    /// Every run in the runs directory `runs`, oldest first.
+    pub(crate) fn all_in(runs: &Path) -> Result<Vec<RunDir>, RunDirError> {
+        let runs = runs.to_owned();
         let entries = match std::fs::read_dir(&runs) {
             Ok(e) => e,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),

@@ -402,9 +402,19 @@ impl FleetMetrics {
 
     /// The registry as OpenMetrics text (queue depths and processes read now).
     pub fn encode(&self) -> String {
+        self.encode_with(None)
+    }
+
+    /// [`FleetMetrics::encode`], followed by the metrics of `extra` (an
+    /// application's own registry, e.g. a server's), in one exposition.
+    pub fn encode_with(&self, extra: Option<&Registry>) -> String {
+        use prometheus_client::encoding::text::{encode_eof, encode_registry};
         self.refresh();
         let mut out = String::new();
-        if let Err(e) = prometheus_client::encoding::text::encode(&mut out, &self.registry) {
+        let encoded = encode_registry(&mut out, &self.registry)
+            .and_then(|()| extra.map_or(Ok(()), |r| encode_registry(&mut out, r)))
+            .and_then(|()| encode_eof(&mut out));
+        if let Err(e) = encoded {
             tracing::error!("encoding the metrics: {e}");
         }
         out

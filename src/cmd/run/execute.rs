@@ -2,28 +2,27 @@
 //! with every session and the router (`capfleet_actors::run::run_fleet`), the live
 //! view, the stop signals (`crate::signals`), the summary and the exit code.
 
-use std::collections::HashMap;
 use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use capfleet_actors::answerer::HumanQuestion;
-use capfleet_actors::budget::{BudgetLimits, BudgetScope, BudgetSnapshot, Crossing};
-use capfleet_actors::events::{RunOutcome, SUBSCRIBER_CAPACITY, Signal, urn};
-use capfleet_actors::journal::JournalSpec;
+use capfleet_actors::budget::{BudgetScope, BudgetSnapshot, Crossing};
+use capfleet_actors::events::{SUBSCRIBER_CAPACITY, urn};
 use capfleet_actors::router::RaceWon;
-use capfleet_actors::run::{Resume, RunReport, RunSpec, RunTelemetry, run_fleet};
+use capfleet_actors::run::{Resume, RunReport, RunTelemetry, run_fleet};
 use capfleet_actors::telemetry::metrics::FleetMetrics;
 use tokio::sync::mpsc;
 
 use super::board;
+use super::launch::{self, Launch};
 use super::totals::Totals;
 use super::view::{self, Mode};
 use super::workspaces;
-use super::{EXIT_BUDGET, EXIT_INTERRUPTED, EXIT_SESSION_FAILED, RunArgs};
+use super::{EXIT_SESSION_FAILED, RunArgs};
 use crate::cmd::unattended;
 use crate::fleet::run_dir::RunLock;
-use crate::fleet::{Fleet, OnError, RunDir};
+use crate::fleet::{Fleet, RunDir};
 use crate::human::Input;
 use crate::signals::StopSignals;
 use crate::style::{ColorChoice, Style};
@@ -147,32 +146,16 @@ pub(super) async fn execute(
     let (budget_usd, style) = (fleet.budgets.total_usd, Style::for_stdout(color));
     let viewer =
         tokio::spawn(async move { view::watch(rx, mode, &order, budget_usd, style).await });
-    let per_session_usd = fleet
-        .budgets
-        .per_session
-        .iter()
-        .map(|(name, usd)| (Arc::from(urn(&fleet.name, name)), *usd))
-        .collect::<HashMap<_, _>>();
-    let spec = RunSpec {
-        fleet: fleet.name.clone(),
-        sessions: fleet.specs().cloned().collect(),
-        routing: fleet.routing.clone(),
-        policy: fleet.policy.clone(),
-        budget: BudgetLimits {
-            total_usd: fleet.budgets.total_usd,
-            per_session_usd,
+    let spec = launch::run_spec(
+        &fleet,
+        &run,
+        Launch {
+            human,
+            telemetry: run_telemetry,
+            workspace,
+            resume: resume.map(|r| *r),
         },
-        journal: Some(JournalSpec {
-            path: run.journal(),
-            max_bytes: fleet.journal_max_bytes,
-        }),
-        human,
-        research: fleet.research.clone(),
-        abort_on_error: fleet.on_error == OnError::Abort,
-        telemetry: run_telemetry,
-        workspace: Some(workspace),
-        resume: resume.map(|r| *r),
-    };
+    );
     let (signals_tx, signals_rx) = mpsc::channel(4);
     signals.forward(signals_tx);
     let report = run_fleet(spec, vec![tx], signals_rx).await;
@@ -181,7 +164,7 @@ pub(super) async fn execute(
     }
     let seen = viewer.await.unwrap_or_default();
     let code = match &report {
-        Ok(r) => exit_code(r),
+        Ok(r) => launch::exit_code(r),
         Err(e) => {
             eprintln!("{} {e}", err.err("error:"));
             // The router never ran: end the journal here.
@@ -253,17 +236,6 @@ async fn answer_questions(mut questions: mpsc::Receiver<HumanQuestion>, style: S
         let _held = board::hold();
         eprintln!("\n{} asks:", q.urn);
         input.ask_human(q).await;
-    }
-}
-
-/// The exit code: by outcome; a run a signal stopped exits 128 + its number (130
-/// for `SIGINT`, 143 `SIGTERM`, 129 `SIGHUP`).
-fn exit_code(r: &RunReport) -> u8 {
-    match r.outcome {
-        RunOutcome::Completed => 0,
-        RunOutcome::SessionFailed | RunOutcome::DiskFailed => EXIT_SESSION_FAILED,
-        RunOutcome::BudgetExceeded => EXIT_BUDGET,
-        RunOutcome::Interrupted => r.signal.map_or(EXIT_INTERRUPTED, Signal::exit_code),
     }
 }
 

@@ -5,13 +5,14 @@ mod args;
 mod board;
 mod dry_run;
 mod execute;
+pub(crate) mod launch;
 mod lines;
 mod orphans;
 mod resume;
 mod screen;
 mod totals;
-mod view;
-mod workspaces;
+pub(crate) mod view;
+pub(crate) mod workspaces;
 
 use std::process::ExitCode;
 

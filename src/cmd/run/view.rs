@@ -45,7 +45,7 @@ impl Mode {
 
 /// One session's row.
 #[derive(Debug, Clone)]
-pub(super) struct Row {
+pub(crate) struct Row {
     pub state: SessionState,
     pub turns: u32,
     pub input_tokens: u64,
@@ -93,7 +93,7 @@ impl Default for Row {
 
 /// Everything the view saw, for the closing summary.
 #[derive(Debug, Default, Clone)]
-pub(super) struct Seen {
+pub(crate) struct Seen {
     pub rows: BTreeMap<Arc<str>, Row>,
     pub events: u64,
     /// Every session with work is paused (said once each time it becomes so).
@@ -178,7 +178,8 @@ async fn resized(resizes: &mut Option<Signal>) -> Option<()> {
     }
 }
 
-fn update(seen: &mut Seen, e: &SessionEvent) {
+/// Count `e` into `seen` (also the tally `capfleet serve` keeps of each run).
+pub(crate) fn update(seen: &mut Seen, e: &SessionEvent) {
     // The router's and the workspaces' records are not sessions.
     if e.urn.ends_with("/router") || e.urn.ends_with("/workspace") {
         return;

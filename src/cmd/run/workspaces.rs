@@ -15,7 +15,7 @@ use crate::style::Style;
 
 /// Provision every coding session's workspace and bind every session to the run's
 /// artifact store.
-pub(super) async fn prepare(
+pub(crate) async fn prepare(
     fleet: &mut Fleet,
     run: &RunDir,
     commit: bool,

@@ -169,16 +169,52 @@ pub(crate) fn http(
     path: &str,
     body: Option<&Value>,
 ) -> Result<(u16, String), String> {
+    let payload = body.map(|b| b.to_string()).unwrap_or_default();
+    let headers = [("Content-Type", "application/json")];
+    http_with(port, method, path, &headers, payload.as_bytes()).map(|r| (r.status, r.body))
+}
+
+/// An HTTP response read whole: status, header lines, body.
+#[derive(Debug)]
+pub(crate) struct Response {
+    pub status: u16,
+    pub head: String,
+    pub body: String,
+}
+
+impl Response {
+    /// A header's value (the first of that name), as sent.
+    pub(crate) fn header(&self, name: &str) -> Option<String> {
+        self.head.lines().skip(1).find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.trim()
+                .eq_ignore_ascii_case(name)
+                .then(|| v.trim().to_owned())
+        })
+    }
+}
+
+/// [`http`] with any headers and body.
+pub(crate) fn http_with(
+    port: u16,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Result<Response, String> {
     let mut s = TcpStream::connect(("127.0.0.1", port)).map_err(|e| format!("connect: {e}"))?;
     s.set_read_timeout(Some(HTTP_TIMEOUT)).ok();
     s.set_write_timeout(Some(HTTP_TIMEOUT)).ok();
-    let payload = body.map(|b| b.to_string()).unwrap_or_default();
-    let req = format!(
-        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n\
-         Content-Length: {}\r\nConnection: close\r\n\r\n{payload}",
-        payload.len()
-    );
+    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n");
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str(&format!(
+        "Content-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    ));
     s.write_all(req.as_bytes())
+        .and_then(|()| s.write_all(body))
         .map_err(|e| format!("write: {e}"))?;
     let mut raw = Vec::new();
     s.read_to_end(&mut raw).map_err(|e| format!("read: {e}"))?;
@@ -193,20 +229,24 @@ pub(crate) fn http(
         .nth(1)
         .and_then(|s| s.parse().ok())
         .ok_or_else(|| format!("bad status line: {head:?}"))?;
-    let header = |name: &str| {
-        head.lines().skip(1).find_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            k.trim()
-                .eq_ignore_ascii_case(name)
-                .then(|| v.trim().to_ascii_lowercase())
-        })
+    let mut response = Response {
+        status,
+        head,
+        body: String::new(),
     };
-    if header("transfer-encoding").is_some_and(|v| v.contains("chunked")) {
+    let chunked = response
+        .header("transfer-encoding")
+        .is_some_and(|v| v.to_ascii_lowercase().contains("chunked"));
+    if chunked {
         rest = dechunk(&rest)?;
-    } else if let Some(n) = header("content-length").and_then(|v| v.parse::<usize>().ok()) {
+    } else if let Some(n) = response
+        .header("content-length")
+        .and_then(|v| v.parse::<usize>().ok())
+    {
         rest.truncate(n);
     }
-    Ok((status, String::from_utf8_lossy(&rest).into_owned()))
+    response.body = String::from_utf8_lossy(&rest).into_owned();
+    Ok(response)
 }
 
 fn dechunk(mut b: &[u8]) -> Result<Vec<u8>, String> {

@@ -4,6 +4,10 @@
 //!   manifest, `capfleet chat` driving them.
 //! - [`capfleet`](mod@capfleet): the binary under test ([`BIN`]), the `capfleet(dir)`
 //!   command and its registry sandbox, a run's journal read back.
+//! - [`serve`]: `capfleet serve` on a free port, requests to it, its event stream
+//!   read by curl.
+//! - [`serve`]: `capfleet serve` on a free port, requests to it, its event stream
+//!   read by curl.
 //! - [`sim`]: the simulator as the test agent (library session specs, fleet entries).
 //! - [`chat`]: `capfleet chat <agent> --json` runs built for a test, their events,
 //!   the no-survivor check (on top of [`chat_json`]).
@@ -43,6 +47,7 @@ pub(crate) mod peers;
 pub(crate) mod phoenix;
 pub(crate) mod procs;
 pub(crate) mod repo;
+pub(crate) mod serve;
 pub(crate) mod sim;
 pub(crate) mod stop_fleet;
 pub(crate) mod terminal;

@@ -1,0 +1,145 @@
+//! `capfleet serve` arguments, and `capfleet serve token add`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::auth::Role;
+use crate::telemetry::TelemetryArgs;
+
+#[derive(Debug, clap::Args)]
+#[command(args_conflicts_with_subcommands = true)]
+#[command(after_help = "\
+Examples:
+  capfleet serve
+      serve on http://127.0.0.1:7878, runs under ./.capfleet/runs (no tokens: loopback only)
+  capfleet serve token add ci --role run --token-file tokens.txt
+      add a token named `ci` (its secret is printed once; the file keeps its SHA-256)
+  capfleet serve --addr 0.0.0.0:7878 --token-file tokens.txt --max-runs 4 --queue 32
+      listen on every interface (tokens required), 4 runs at a time, 32 waiting
+  curl -H \"Authorization: Bearer $TOKEN\" -H 'Content-Type: application/toml' \\
+       --data-binary @fleet.toml http://127.0.0.1:7878/v1/runs
+      submit a fleet: 201 with the run's id and links, 400 with every finding
+  curl -H \"Authorization: Bearer $TOKEN\" http://127.0.0.1:7878/v1/runs/RUN
+      a run's state, sessions (state, turns, tokens, cost, restarts), budget, outcome
+  curl -N -H \"Authorization: Bearer $TOKEN\" http://127.0.0.1:7878/v1/runs/RUN/events
+      follow its journal live (Server-Sent Events; reconnect with Last-Event-ID)
+  curl -H \"Authorization: Bearer $APPROVER\" -d '{\"decision\":\"allow_once\"}' \\
+       -H 'Content-Type: application/json' http://127.0.0.1:7878/v1/runs/RUN/asks/worker.perm-1
+      approve a waiting permission from anywhere (an `approve` token)
+
+API (JSON; every error is {\"code\", \"message\"}, a fleet's findings with line and key):
+  POST /v1/runs                 a fleet.toml (application/toml), or JSON
+                                {\"fleet\": \"<toml>\", \"task\": \"...\", \"files\": {\"path\": \"text\"}}
+  GET  /v1/runs                 ?state=running&limit=50&after=RUN
+  GET  /v1/runs/{id}            POST /v1/runs/{id}/cancel
+  GET  /v1/runs/{id}/events     ?after=SEQ&session=NAME (or the Last-Event-ID header)
+  GET  /v1/runs/{id}/artifacts[/{session}/{name}]   GET /v1/runs/{id}/diff[/{session}]
+  GET  /v1/runs/{id}/asks       open permission requests and asks (the turn waits)
+  POST /v1/runs/{id}/asks/{ask_id}  {\"decision\": \"allow_once\"|\"allow_always\"|\"deny\"}
+                                or {\"answer\": ...} / {\"decline\": true}; 409 once closed
+  GET  /healthz  /readyz  /metrics
+
+Auth: with --token-file every route but /healthz and /readyz needs `Authorization: \
+Bearer <token>`; a line of the file is `NAME ROLE SHA256-HEX`. Roles: read (GET), run \
+(+ submit, cancel), approve (+ answer asks), admin (everything). A missing or wrong token \
+is 401, a role too low 403. Without --token-file the server takes every request, and \
+listens only on a loopback address. Tokens never reach the logs, journals or traces.
+
+Runs are the engine `capfleet run` drives: the same validation (before anything spawns), \
+journal, workspaces and artifacts, under --data-dir/runs/<run-id>/ (the submitted fleet \
+and its files in input/; sessions' cwd defaults to the server's working directory). At \
+most --max-runs run at once and --max-sessions sessions live; the next ones wait in a \
+FIFO queue of --queue (their position reported), beyond it 429 with Retry-After.
+
+Stopping: SIGTERM or SIGINT stops accepting (submit 503, /readyz 503), lets the runs \
+finish for --drain-timeout, then cancels them (journaled as cancelled by shutdown) and \
+exits 0 with no agent left; a second signal cancels them at once.")]
+pub(crate) struct ServeArgs {
+    #[command(subcommand)]
+    pub command: Option<ServeCommand>,
+    /// Where to listen. A non-loopback address needs --token-file.
+    #[arg(long, default_value = "127.0.0.1:7878", value_name = "ADDR")]
+    pub addr: SocketAddr,
+    /// Runs, journals and artifacts (runs/<run-id>/); default .capfleet/ here.
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// The bearer tokens (`capfleet serve token add`); without it no auth (loopback only).
+    #[arg(long, value_name = "PATH")]
+    pub token_file: Option<PathBuf>,
+    /// Runs at once, at most.
+    #[arg(long, default_value_t = 4, value_name = "N")]
+    pub max_runs: usize,
+    /// Live sessions (all runs together), at most; a fleet with more is refused.
+    #[arg(long, default_value_t = 64, value_name = "N")]
+    pub max_sessions: usize,
+    /// Runs waiting for admission, at most (beyond: 429).
+    #[arg(long, default_value_t = 16, value_name = "N")]
+    pub queue: usize,
+    /// How long an ask or permission request waits for a client's answer before it
+    /// is answered fail-safe (deny, or decline).
+    #[arg(long, default_value = "10m", value_name = "DURATION", value_parser = duration)]
+    pub ask_timeout: Duration,
+    /// How long runs may go on after SIGTERM/SIGINT before they are cancelled.
+    #[arg(long, default_value = "30s", value_name = "DURATION", value_parser = duration)]
+    pub drain_timeout: Duration,
+    #[command(flatten)]
+    pub telemetry: TelemetryArgs,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub(crate) enum ServeCommand {
+    /// Manage the token file.
+    #[command(subcommand)]
+    Token(TokenCommand),
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub(crate) enum TokenCommand {
+    /// Append a new token to the file and print its secret (once: the file keeps
+    /// only its SHA-256).
+    Add {
+        /// The token's name (journaled with what it does).
+        name: String,
+        /// What it may do: read, run, approve, admin.
+        #[arg(long, value_enum)]
+        role: Role,
+        /// The token file (made when missing, mode 0600).
+        #[arg(long, default_value = "tokens.txt", value_name = "PATH")]
+        token_file: PathBuf,
+    },
+}
+
+/// `30s`, `5m`, `1h`, `250ms`, or plain seconds.
+fn duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let (num, unit) = match s.find(|c: char| !c.is_ascii_digit() && c != '.') {
+        Some(i) => s.split_at(i),
+        None => (s, "s"),
+    };
+    let n: f64 = num.parse().map_err(|_| format!("not a duration: `{s}`"))?;
+    let secs = match unit {
+        "ms" => n / 1000.0,
+        "s" => n,
+        "m" => n * 60.0,
+        "h" => n * 3600.0,
+        _ => return Err(format!("unknown unit in `{s}` (ms, s, m, h)")),
+    };
+    Duration::try_from_secs_f64(secs).map_err(|e| format!("`{s}`: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::duration;
+    use std::time::Duration;
+
+    #[test]
+    fn durations_parse_with_units() {
+        assert_eq!(duration("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(duration("5m"), Ok(Duration::from_secs(300)));
+        assert_eq!(duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(duration("2"), Ok(Duration::from_secs(2)));
+        assert!(duration("3d").is_err());
+        assert!(duration("x").is_err());
+    }
+}

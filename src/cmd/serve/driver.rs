@@ -1,0 +1,119 @@
+//! One admitted run, driven to its end by the engine `capfleet run` uses: the
+//! workspaces provisioned, the spec built (`crate::cmd::run::launch`), `run_fleet`
+//! with a tally of every event for the run's live view (`GET /v1/runs/{id}`), the
+//! journal ended, the run's share freed and the queued runs that fit then started.
+//! What the fleet's policy leaves open goes to the API's clients ([`super::asks`]),
+//! unless the fleet says `auto_answer` (then it is answered fail-safe at once).
+
+use std::sync::Arc;
+
+use capfleet_actors::events::{Published, RunOutcome, SUBSCRIBER_CAPACITY};
+use capfleet_actors::run::{RunTelemetry, run_fleet_stoppable};
+use tokio::sync::mpsc;
+use tracing::Instrument as _;
+
+use super::asks;
+use super::state::{Pending, RunState, Server, now_ms};
+use crate::cmd::run::launch::{self, Launch};
+use crate::cmd::run::{EXIT_SESSION_FAILED, view, workspaces};
+
+/// Start `pending` on its own task.
+pub(crate) fn spawn(server: Arc<Server>, pending: Pending) {
+    let span = tracing::info_span!("serve.run", cap.run.id = %pending.entry.id, cap.fleet = %pending.entry.fleet);
+    tokio::spawn(drive(server, pending).instrument(span));
+}
+
+async fn drive(server: Arc<Server>, pending: Pending) {
+    let Pending {
+        entry,
+        mut fleet,
+        run,
+        lock,
+        stops,
+    } = pending;
+    fleet.bind_run_dir(&run);
+    let ended = match workspaces::prepare(&mut fleet, &run, false).await {
+        Err(e) => {
+            let reason = format!("cannot provision the workspaces: {e}");
+            tracing::error!(run = %entry.id, "{reason}");
+            if let Err(e) = run.record_end(EXIT_SESSION_FAILED) {
+                tracing::error!(run = %entry.id, "{e}");
+            }
+            entry.update(|p| p.error = Some(reason));
+            (None, EXIT_SESSION_FAILED, None)
+        }
+        Ok(workspace) => {
+            let human = (!fleet.auto_answer).then(|| {
+                let (tx, rx) = mpsc::channel(16);
+                tokio::spawn(asks::take(entry.asks.clone(), rx, server.ask_timeout));
+                tx
+            });
+            let spec = launch::run_spec(
+                &fleet,
+                &run,
+                Launch {
+                    human,
+                    telemetry: RunTelemetry {
+                        metrics: Some(server.fleet_metrics.clone()),
+                        traceparent: None,
+                    },
+                    workspace,
+                    resume: None,
+                },
+            );
+            let (tx, rx) = mpsc::channel(SUBSCRIBER_CAPACITY);
+            let tally = tokio::spawn(tally(entry.clone(), rx));
+            let report = run_fleet_stoppable(spec, vec![tx], stops).await;
+            let _tallied = tally.await;
+            match report {
+                Ok(r) => (
+                    Some(r.outcome),
+                    launch::exit_code(&r),
+                    Some(r.budget.total.cost_usd),
+                ),
+                Err(e) => {
+                    tracing::error!(run = %entry.id, "{e}");
+                    if let Err(e) = run.record_end(EXIT_SESSION_FAILED) {
+                        tracing::error!(run = %entry.id, "{e}");
+                    }
+                    entry.update(|p| p.error = Some(e.to_string()));
+                    (None, EXIT_SESSION_FAILED, None)
+                }
+            }
+        }
+    };
+    let (outcome, code, spent) = ended;
+    entry.asks.withdraw_all();
+    // The journal is complete: the run's lock goes before the run counts as ended.
+    drop(lock);
+    entry.update(|p| {
+        p.state = state_of(outcome);
+        p.ended_ms = Some(now_ms());
+        p.outcome = outcome.and_then(|o| {
+            serde_json::to_value(o)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+        });
+        p.exit_code = Some(code);
+        p.spent_usd = spent;
+    });
+    tracing::info!(run = %entry.id, exit_code = code, "run ended");
+    for next in server.finished(&entry) {
+        spawn(server.clone(), next);
+    }
+}
+
+fn state_of(outcome: Option<RunOutcome>) -> RunState {
+    match outcome {
+        Some(RunOutcome::Completed) => RunState::Completed,
+        Some(RunOutcome::Interrupted) => RunState::Interrupted,
+        _ => RunState::Failed,
+    }
+}
+
+/// Count every event of the run into its progress.
+async fn tally(entry: Arc<super::state::RunEntry>, mut rx: mpsc::Receiver<Published>) {
+    while let Some(e) = rx.recv().await {
+        entry.update(|p| view::update(&mut p.seen, &e));
+    }
+}

@@ -1,0 +1,137 @@
+//! The API's errors: each a status, a stable `code` and a message, as a JSON body
+//! (`{"code", "message"}`, and for a rejected fleet every finding with its line and
+//! key). What clients match on is `code`; the message is for people.
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use serde_json::json;
+
+/// One reason a fleet was rejected, as `run --dry-run` prints it.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct Finding {
+    /// The file the finding is in (`fleet.toml`, or a file of `files`).
+    pub origin: String,
+    pub line: Option<usize>,
+    /// The dotted key (`sessions[1].agent`), empty for the file as a whole.
+    pub key: String,
+    /// The whole finding, as printed.
+    pub message: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ApiError {
+    #[error("a valid bearer token is required")]
+    Unauthorized,
+    #[error("this route needs the `{needed}` role")]
+    Forbidden { needed: &'static str },
+    #[error("no such route")]
+    NoRoute,
+    #[error("no run `{0}`")]
+    NoRun(String),
+    #[error("{0}")]
+    BadRequest(String),
+    #[error("the fleet is invalid: {} finding(s)", .0.len())]
+    InvalidFleet(Vec<Finding>),
+    #[error("the fleet has {sessions} sessions; this server runs at most {max} at once")]
+    TooManySessions { sessions: usize, max: usize },
+    #[error("content type `{0}`: send application/toml or application/json")]
+    UnsupportedMedia(String),
+    #[error("no artifact `{0}`")]
+    NoArtifact(String),
+    #[error("no open ask `{0}`")]
+    NoAsk(String),
+    #[error("the ask is closed: {0}")]
+    AskClosed(String),
+    #[error("the run has ended ({0}): nothing to cancel")]
+    Ended(String),
+    #[error("the server is full: {running} runs running and {queued} queued")]
+    Full { running: usize, queued: usize },
+    #[error("the server is shutting down: it takes no new runs")]
+    Draining,
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl ApiError {
+    fn status(&self) -> StatusCode {
+        match self {
+            ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
+            ApiError::Forbidden { .. } => StatusCode::FORBIDDEN,
+            ApiError::NoRoute
+            | ApiError::NoRun(_)
+            | ApiError::NoAsk(_)
+            | ApiError::NoArtifact(_) => StatusCode::NOT_FOUND,
+            ApiError::AskClosed(_) => StatusCode::CONFLICT,
+            ApiError::BadRequest(_)
+            | ApiError::InvalidFleet(_)
+            | ApiError::TooManySessions { .. } => StatusCode::BAD_REQUEST,
+            ApiError::UnsupportedMedia(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ApiError::Ended(_) => StatusCode::CONFLICT,
+            ApiError::Full { .. } => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::Draining => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// The stable code clients match on.
+    pub(crate) fn code(&self) -> &'static str {
+        match self {
+            ApiError::Unauthorized => "unauthorized",
+            ApiError::Forbidden { .. } => "forbidden",
+            ApiError::NoRoute => "no_route",
+            ApiError::NoRun(_) => "run_not_found",
+            ApiError::NoAsk(_) => "ask_not_found",
+            ApiError::NoArtifact(_) => "artifact_not_found",
+            ApiError::AskClosed(_) => "ask_closed",
+            ApiError::BadRequest(_) => "bad_request",
+            ApiError::InvalidFleet(_) => "invalid_fleet",
+            ApiError::TooManySessions { .. } => "too_many_sessions",
+            ApiError::UnsupportedMedia(_) => "unsupported_media_type",
+            ApiError::Ended(_) => "run_ended",
+            ApiError::Full { .. } => "server_full",
+            ApiError::Draining => "draining",
+            ApiError::Internal(_) => "internal",
+        }
+    }
+}
+
+/// Seconds a client refused for a full server waits before trying again.
+pub(crate) const RETRY_AFTER_S: u64 = 5;
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut body = json!({ "code": self.code(), "message": self.to_string() });
+        if let ApiError::InvalidFleet(findings) = &self {
+            body["findings"] = json!(findings);
+        }
+        let mut response = json_response(self.status(), &body);
+        match self {
+            ApiError::Full { .. } => {
+                response
+                    .headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_S));
+            }
+            ApiError::Unauthorized => {
+                response
+                    .headers_mut()
+                    .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            }
+            _ => {}
+        }
+        response
+    }
+}
+
+/// `value` as a JSON response with `status`.
+pub(crate) fn json_response(status: StatusCode, value: &impl Serialize) -> Response {
+    match serde_json::to_vec(value) {
+        Ok(body) => (status, [(header::CONTENT_TYPE, "application/json")], body).into_response(),
+        Err(e) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            [(header::CONTENT_TYPE, "application/json")],
+            format!(r#"{{"code":"internal","message":"encoding the response: {e}"}}"#),
+        )
+            .into_response(),
+    }
+}

@@ -1,0 +1,72 @@
+//! The server's own metrics, beside the runs' (one registry across all runs,
+//! `capfleet_actors::telemetry::metrics`), in the same `/metrics` exposition:
+//! requests by route and status, submissions by what became of them, runs running
+//! and queued now.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct RequestLabels {
+    pub method: String,
+    /// The route's pattern (`/v1/runs/{id}`), never the path itself.
+    pub route: String,
+    pub status: u16,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct SubmissionLabels {
+    /// `admitted`, `queued`, `refused` (full), `invalid`, `draining`.
+    pub result: String,
+}
+
+pub(crate) struct ServerMetrics {
+    pub registry: Registry,
+    pub requests: Family<RequestLabels, Counter>,
+    pub submissions: Family<SubmissionLabels, Counter>,
+    pub running: Gauge,
+    pub queued: Gauge,
+}
+
+impl ServerMetrics {
+    pub(crate) fn new() -> Self {
+        let mut registry = Registry::with_prefix("capfleet_server");
+        let requests = Family::<RequestLabels, Counter>::default();
+        let submissions = Family::<SubmissionLabels, Counter>::default();
+        let (running, queued) = (Gauge::default(), Gauge::default());
+        registry.register(
+            "requests",
+            "HTTP requests, by method, route and status",
+            requests.clone(),
+        );
+        registry.register(
+            "submissions",
+            "Runs submitted, by what became of them",
+            submissions.clone(),
+        );
+        registry.register("runs_running", "Runs running now", running.clone());
+        registry.register(
+            "runs_queued",
+            "Runs waiting for admission now",
+            queued.clone(),
+        );
+        ServerMetrics {
+            registry,
+            requests,
+            submissions,
+            running,
+            queued,
+        }
+    }
+
+    pub(crate) fn submitted(&self, result: &str) {
+        self.submissions
+            .get_or_create(&SubmissionLabels {
+                result: result.to_owned(),
+            })
+            .inc();
+    }
+}

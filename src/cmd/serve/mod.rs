@@ -1,0 +1,244 @@
+//! `capfleet serve`: the headless server. Clients submit fleets over HTTP
+//! (`POST /v1/runs`), which run on the engine `capfleet run` uses (the same
+//! validation, journal, workspaces and artifacts, under `--data-dir/runs/`), watch
+//! them (`GET /v1/runs/{id}`), answer what their policy leaves open ([`asks`]) and
+//! cancel them, and read their artifacts and diffs ([`artifacts`]). Bearer tokens ([`auth`]) guard every
+//! route but the probes; admission ([`state`]) bounds the runs and sessions at once
+//! and queues the next ones; SIGTERM/SIGINT drain the server ([`drain`]).
+//!
+//! ```text
+//! routes (auth, metrics) -> submission (parse, write input/, validate)
+//!                        -> state (admit | queue | 429) -> driver (run_fleet_stoppable)
+//! ```
+
+mod args;
+mod artifacts;
+mod asks;
+pub(crate) mod auth;
+mod driver;
+mod error;
+mod events;
+mod metrics;
+mod routes;
+mod state;
+mod submission;
+mod view;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub(crate) use args::ServeArgs;
+use args::{ServeCommand, TokenCommand};
+use capfleet_actors::process::halt::{self, Urgency};
+use capfleet_actors::telemetry::metrics::FleetMetrics;
+
+use crate::cmd::run::EXIT_INVALID;
+use crate::signals::StopSignals;
+use crate::style::{ColorChoice, Style};
+use crate::telemetry::Telemetry;
+use state::{Limits, Server};
+
+/// How long open connections (event streams of ended runs, idle keep-alives) get to
+/// close once the runs are over.
+const CLOSE_GRACE: Duration = Duration::from_secs(5);
+
+pub(crate) fn run(args: ServeArgs, color: ColorChoice) -> ExitCode {
+    let err = Style::for_stderr(color);
+    if let Some(ServeCommand::Token(TokenCommand::Add {
+        name,
+        role,
+        token_file,
+    })) = &args.command
+    {
+        return match auth::add(token_file, name, *role) {
+            Ok(secret) => {
+                eprintln!(
+                    "capfleet: token `{name}` ({}) added to {}; its secret, shown this once:",
+                    role.as_str(),
+                    token_file.display()
+                );
+                println!("{secret}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("{} {e}", err.err("error:"));
+                ExitCode::from(EXIT_INVALID)
+            }
+        };
+    }
+    let runtime = match crate::cmd::one_session::runtime() {
+        Ok(rt) => rt,
+        Err(code) => return code,
+    };
+    runtime.block_on(serve(args, color))
+}
+
+async fn serve(args: ServeArgs, color: ColorChoice) -> ExitCode {
+    let err = Style::for_stderr(color);
+    // Before anything: signals drain the server instead of ending it.
+    let signals = StopSignals::all();
+    let telemetry = match Telemetry::start(color, &args.telemetry) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("{} {e}", err.err("error:"));
+            return ExitCode::from(EXIT_INVALID);
+        }
+    };
+    let code = match bind(&args, &telemetry).await {
+        Ok((server, listener)) => listen(server, listener, signals, args.drain_timeout).await,
+        Err(e) => {
+            eprintln!("{} {e}", err.err("error:"));
+            ExitCode::from(EXIT_INVALID)
+        }
+    };
+    telemetry.finish().await;
+    code
+}
+
+/// Why the server does not start.
+#[derive(Debug, thiserror::Error)]
+enum StartError {
+    #[error("{0}")]
+    Tokens(#[from] auth::TokenError),
+    #[error(
+        "--addr {0} is not a loopback address: a server other machines reach needs --token-file (`capfleet serve token add NAME --role ROLE`)"
+    )]
+    Open(SocketAddr),
+    #[error("--max-runs and --max-sessions must be at least 1")]
+    Limits,
+    #[error("the data dir: {0}")]
+    DataDir(std::io::Error),
+    #[error("--addr {addr}: cannot listen: {source}")]
+    Listen {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+}
+
+async fn bind(
+    args: &ServeArgs,
+    telemetry: &Telemetry,
+) -> Result<(Arc<Server>, tokio::net::TcpListener), StartError> {
+    let tokens = args
+        .token_file
+        .as_deref()
+        .map(auth::Tokens::load)
+        .transpose()?
+        .filter(|t| !t.is_empty());
+    if tokens.is_none() && !args.addr.ip().is_loopback() {
+        return Err(StartError::Open(args.addr));
+    }
+    if args.max_runs == 0 || args.max_sessions == 0 {
+        return Err(StartError::Limits);
+    }
+    let data_dir = match &args.data_dir {
+        Some(d) => d.clone(),
+        None => std::env::current_dir()
+            .map_err(StartError::DataDir)?
+            .join(".capfleet"),
+    };
+    let runs_dir: PathBuf = data_dir.join("runs");
+    std::fs::create_dir_all(&runs_dir).map_err(StartError::DataDir)?;
+    let runs_dir = std::fs::canonicalize(&runs_dir).map_err(StartError::DataDir)?;
+    let listener = tokio::net::TcpListener::bind(args.addr)
+        .await
+        .map_err(|source| StartError::Listen {
+            addr: args.addr,
+            source,
+        })?;
+    let addr = listener.local_addr().map_err(|source| StartError::Listen {
+        addr: args.addr,
+        source,
+    })?;
+    let auth = if tokens.is_some() {
+        "bearer tokens"
+    } else {
+        "no auth (loopback only)"
+    };
+    eprintln!(
+        "capfleet: serving on http://{addr} ({auth}); runs in {}",
+        runs_dir.display()
+    );
+    let limits = Limits {
+        max_runs: args.max_runs,
+        max_sessions: args.max_sessions,
+        queue: args.queue,
+    };
+    let metrics = Arc::new(FleetMetrics::new(
+        telemetry.span_stats().unwrap_or_default(),
+    ));
+    let mut server = Server::new(runs_dir, tokens, limits, metrics);
+    server.ask_timeout = args.ask_timeout;
+    let server = Arc::new(server);
+    Ok((server, listener))
+}
+
+/// Serve until a signal has drained the runs, then close.
+async fn listen(
+    server: Arc<Server>,
+    listener: tokio::net::TcpListener,
+    signals: StopSignals,
+    drain_timeout: Duration,
+) -> ExitCode {
+    let (closing, closed) = tokio::sync::oneshot::channel::<()>();
+    let app = routes::router(server.clone()).into_make_service_with_connect_info::<SocketAddr>();
+    let mut served = tokio::spawn(async move {
+        axum::serve(listener, app)
+            .with_graceful_shutdown(async {
+                let _either = closed.await;
+            })
+            .await
+    });
+    tokio::select! {
+        () = drain(&server, signals, drain_timeout) => {}
+        stopped = &mut served => {
+            tracing::error!("the server stopped: {stopped:?}");
+            server.cancel_all("shutdown");
+            server.idle().await;
+            return ExitCode::FAILURE;
+        }
+    }
+    let _gone = closing.send(());
+    if tokio::time::timeout(CLOSE_GRACE, &mut served)
+        .await
+        .is_err()
+    {
+        served.abort();
+    }
+    eprintln!("capfleet: every run has ended; the server stopped");
+    ExitCode::SUCCESS
+}
+
+/// The first signal stops admissions (the queued runs never start) and lets the
+/// running ones go on for `timeout`; then, or at a second signal, they are cancelled
+/// (journaled as cancelled by shutdown). A signal after that kills every agent now.
+async fn drain(server: &Server, mut signals: StopSignals, timeout: Duration) {
+    let first = signals.recv().await;
+    crate::logging::note(&format!(
+        "capfleet: {first}: draining: no new runs; the running ones have {}s to finish",
+        timeout.as_secs_f64()
+    ));
+    server.drain();
+    tokio::select! {
+        () = server.idle() => return,
+        () = tokio::time::sleep(timeout) => {
+            crate::logging::note("capfleet: the drain timeout has passed: cancelling every run");
+        }
+        again = signals.recv() => {
+            crate::logging::note(&format!("capfleet: {again} again: cancelling every run now"));
+            halt::escalate(Urgency::Halt);
+        }
+    }
+    server.cancel_all("shutdown");
+    tokio::select! {
+        () = server.idle() => {}
+        again = signals.recv() => {
+            crate::logging::note(&format!("capfleet: {again}: killing every agent now"));
+            halt::escalate(Urgency::Force);
+            server.idle().await;
+        }
+    }
+}

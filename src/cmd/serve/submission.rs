@@ -1,0 +1,185 @@
+//! A submitted fleet: the request body read (`application/toml`, or JSON `{fleet,
+//! task, files}`), written into the run's `input/` directory (the fleet as
+//! `fleet.toml`, each file of `files` beside it, so that the fleet's relative paths —
+//! scripts, `@task` files — name them), then loaded and validated exactly as `capfleet
+//! run` does: the same findings `run --dry-run` prints, each with its line and key.
+
+use std::collections::BTreeMap;
+use std::path::{Component, Path};
+
+use axum::http::HeaderMap;
+use axum::http::header::CONTENT_TYPE;
+use serde::Deserialize;
+
+use super::error::{ApiError, Finding};
+use crate::fleet::{self, FleetErrors, Loaded};
+
+/// The input directory inside a run's directory.
+pub(crate) const INPUT_DIR: &str = "input";
+/// The fleet's file name in it.
+pub(crate) const FLEET_FILE: &str = "fleet.toml";
+
+/// What a client submitted.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Submission {
+    /// The fleet.toml's text.
+    pub fleet: String,
+    /// Replaces the fleet's task.
+    #[serde(default)]
+    pub task: Option<String>,
+    /// Files beside the fleet (relative path -> text), e.g. the sim's scripts.
+    #[serde(default)]
+    pub files: BTreeMap<String, String>,
+}
+
+impl Submission {
+    /// The body as a submission, by its content type.
+    pub(crate) fn parse(headers: &HeaderMap, body: &[u8]) -> Result<Submission, ApiError> {
+        let kind = headers
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .split(';')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_ascii_lowercase();
+        let text = || {
+            String::from_utf8(body.to_vec())
+                .map_err(|_| ApiError::BadRequest("the body is not UTF-8".into()))
+        };
+        let s = match kind.as_str() {
+            "application/toml" | "text/toml" | "text/plain" => Submission {
+                fleet: text()?,
+                ..Submission::default()
+            },
+            "application/json" => serde_json::from_slice(body)
+                .map_err(|e| ApiError::BadRequest(format!("the JSON body: {e}")))?,
+            other => return Err(ApiError::UnsupportedMedia(other.to_owned())),
+        };
+        if s.task.as_deref().is_some_and(|t| t.starts_with('@')) {
+            return Err(ApiError::BadRequest(
+                "`task` is the task's text (a file reference `@…` is read on the server only from `files`, through the fleet's own `task`)".into(),
+            ));
+        }
+        for name in s.files.keys() {
+            if !plain_relative(name) || name == FLEET_FILE {
+                return Err(ApiError::BadRequest(format!(
+                    "`files`: `{name}` is not a plain relative path (no `..`, not absolute, not {FLEET_FILE})"
+                )));
+            }
+        }
+        Ok(s)
+    }
+
+    /// Write the fleet and its files into `input` (made).
+    pub(crate) fn write(&self, input: &Path) -> Result<(), ApiError> {
+        let io = |e: std::io::Error| ApiError::Internal(format!("writing the submission: {e}"));
+        std::fs::create_dir_all(input).map_err(io)?;
+        std::fs::write(input.join(FLEET_FILE), &self.fleet).map_err(io)?;
+        for (name, text) in &self.files {
+            let path = input.join(name);
+            if let Some(dir) = path.parent() {
+                std::fs::create_dir_all(dir).map_err(io)?;
+            }
+            std::fs::write(&path, text).map_err(io)?;
+        }
+        Ok(())
+    }
+
+    /// Load and validate the fleet written into `input`; a missing agent is a
+    /// finding too (nothing would spawn).
+    pub(crate) async fn load(&self, input: &Path) -> Result<Loaded, ApiError> {
+        let path = input.join(FLEET_FILE);
+        let loaded = fleet::load(&path, self.task.as_deref())
+            .await
+            .map_err(|errors| ApiError::InvalidFleet(findings(&errors, input)))?;
+        let missing: Vec<Finding> = loaded
+            .fleet
+            .specs()
+            .filter_map(|spec| {
+                crate::agents::missing_agent(spec, "set the session's `argv` in the fleet")
+            })
+            .map(|message| Finding {
+                origin: FLEET_FILE.into(),
+                line: None,
+                key: String::new(),
+                message,
+            })
+            .collect();
+        if !missing.is_empty() {
+            return Err(ApiError::InvalidFleet(missing));
+        }
+        Ok(loaded)
+    }
+}
+
+/// No `..`, no root, no prefix: a path that stays inside the directory it is joined to.
+pub(crate) fn plain_relative(name: &str) -> bool {
+    !name.is_empty()
+        && Path::new(name)
+            .components()
+            .all(|c| matches!(c, Component::Normal(_)))
+}
+
+/// The findings, with the server's directories taken out of their paths.
+fn findings(errors: &FleetErrors, input: &Path) -> Vec<Finding> {
+    let prefix = format!("{}/", input.display());
+    let local = |s: &str| s.replace(&prefix, "");
+    errors
+        .errors
+        .iter()
+        .map(|e| {
+            let at = e.location();
+            Finding {
+                origin: at.map_or_else(|| FLEET_FILE.into(), |l| local(&l.origin)),
+                line: at.and_then(|l| l.line),
+                key: at.map_or_else(String::new, |l| l.key.clone()),
+                message: local(&e.to_string()),
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderValue;
+
+    fn headers(kind: &'static str) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(CONTENT_TYPE, HeaderValue::from_static(kind));
+        h
+    }
+
+    #[test]
+    fn bodies_by_content_type() {
+        let s = Submission::parse(&headers("application/toml"), b"[fleet]\n").unwrap();
+        assert_eq!(s.fleet, "[fleet]\n");
+        let s = Submission::parse(
+            &headers("application/json; charset=utf-8"),
+            br#"{"fleet":"x","task":"t","files":{"s/a.toml":"y"}}"#,
+        )
+        .unwrap();
+        assert_eq!((s.fleet.as_str(), s.task.as_deref()), ("x", Some("t")));
+        assert!(matches!(
+            Submission::parse(&headers("image/png"), b""),
+            Err(ApiError::UnsupportedMedia(_))
+        ));
+        for bad in [
+            r#"{"fleet":"x","files":{"../a":"y"}}"#,
+            r#"{"fleet":"x","files":{"/etc/a":"y"}}"#,
+            r#"{"fleet":"x","task":"@/etc/passwd"}"#,
+            r#"{"fleet":"x","other":1}"#,
+        ] {
+            assert!(
+                matches!(
+                    Submission::parse(&headers("application/json"), bad.as_bytes()),
+                    Err(ApiError::BadRequest(_))
+                ),
+                "{bad}"
+            );
+        }
+    }
+}

@@ -1,0 +1,145 @@
+//! What the API says of a run: its state (with its queue position while it waits),
+//! each session's state, turns, tokens, cost and restarts, the budget, the outcome
+//! and exit code once ended, and the links to its other routes. A run of the data
+//! dir this server did not start (an earlier server, `capfleet run`) is described by
+//! its journal, as `capfleet runs` lists it.
+
+use serde::Serialize;
+
+use super::state::{RunEntry, Server};
+use crate::cmd::runs::RunRow;
+
+#[derive(Debug, Serialize)]
+pub(crate) struct SessionView {
+    pub name: String,
+    pub urn: String,
+    pub state: String,
+    pub turns: u32,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cost_usd: f64,
+    pub restarts: u32,
+}
+
+#[derive(Debug, Serialize)]
+pub(crate) struct Budget {
+    pub limit_usd: Option<f64>,
+    pub spent_usd: f64,
+}
+
+#[derive(Debug, Serialize)]
+pub(crate) struct Links {
+    #[serde(rename = "self")]
+    pub this: String,
+    pub events: String,
+    pub asks: String,
+    pub cancel: String,
+}
+
+impl Links {
+    pub(crate) fn of(id: &str) -> Links {
+        let this = format!("/v1/runs/{id}");
+        Links {
+            events: format!("{this}/events"),
+            asks: format!("{this}/asks"),
+            cancel: format!("{this}/cancel"),
+            this,
+        }
+    }
+}
+
+#[derive(Debug, Serialize)]
+pub(crate) struct RunView {
+    pub id: String,
+    pub fleet: Option<String>,
+    pub state: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub queue_position: Option<usize>,
+    pub submitted_by: Option<String>,
+    pub created_ms: Option<u64>,
+    pub started_ms: Option<u64>,
+    pub ended_ms: Option<u64>,
+    pub outcome: Option<String>,
+    pub exit_code: Option<u8>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cancelled_by: Option<String>,
+    pub sessions: Vec<SessionView>,
+    pub budget: Budget,
+    pub links: Links,
+}
+
+impl RunView {
+    pub(crate) fn of(entry: &RunEntry, server: &Server) -> RunView {
+        let p = entry.progress();
+        let sessions: Vec<SessionView> = entry
+            .sessions
+            .iter()
+            .map(|(name, urn)| {
+                let row = p.seen.rows.get(urn).cloned().unwrap_or_default();
+                SessionView {
+                    name: name.clone(),
+                    urn: urn.to_string(),
+                    state: row.state.as_str().to_owned(),
+                    turns: row.turns,
+                    input_tokens: row.input_tokens,
+                    output_tokens: row.output_tokens,
+                    cost_usd: row.cost_usd,
+                    restarts: row.restarts,
+                }
+            })
+            .collect();
+        let spent = p
+            .spent_usd
+            .unwrap_or_else(|| sessions.iter().map(|s| s.cost_usd).sum());
+        RunView {
+            id: entry.id.clone(),
+            fleet: Some(entry.fleet.clone()),
+            state: p.state.as_str().to_owned(),
+            queue_position: server.position(&entry.id),
+            submitted_by: Some(entry.submitted_by.clone()),
+            created_ms: Some(entry.created_ms),
+            started_ms: p.started_ms,
+            ended_ms: p.ended_ms,
+            outcome: p.outcome,
+            exit_code: p.exit_code,
+            error: p.error,
+            cancelled_by: p.cancelled_by,
+            sessions,
+            budget: Budget {
+                limit_usd: entry.budget_usd,
+                spent_usd: spent,
+            },
+            links: Links::of(&entry.id),
+        }
+    }
+
+    /// A run of the data dir known only by its journal.
+    pub(crate) fn of_row(row: RunRow) -> RunView {
+        let state = serde_json::to_value(row.state)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default();
+        RunView {
+            links: Links::of(&row.run),
+            id: row.run,
+            fleet: None,
+            state,
+            queue_position: None,
+            submitted_by: None,
+            created_ms: row.started_ms,
+            started_ms: row.started_ms,
+            ended_ms: None,
+            outcome: row.outcome,
+            exit_code: None,
+            error: None,
+            cancelled_by: None,
+            sessions: Vec::new(),
+            budget: Budget {
+                limit_usd: None,
+                spent_usd: row.cost_usd,
+            },
+        }
+    }
+}

@@ -1,0 +1,348 @@
+//! `capfleet submit fleet.toml --server URL`: the CI client of `capfleet serve`. The
+//! fleet goes with the files it names (its sessions' scripts, an `@file` task, any
+//! `--file`), relative to the fleet; with `--wait` the run's events follow (as
+//! `capfleet log` prints them, or NDJSON with `--json`), the stream resumed with
+//! `Last-Event-ID` whenever it drops, and the exit code is the run's. `capfleet runs
+//! --server URL` ([`remote_runs`]) lists a server's runs.
+
+mod client;
+
+use std::collections::BTreeMap;
+use std::path::{Component, Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use futures::StreamExt as _;
+use reqwest::Method;
+use serde_json::{Map, Value, json};
+
+use crate::cmd::run::{EXIT_INTERRUPTED, EXIT_INVALID, EXIT_SESSION_FAILED};
+use crate::style::{ColorChoice, Style};
+use client::{Client, ClientError};
+
+#[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Examples:
+  CAPFLEET_TOKEN=... capfleet submit fleet.toml --server http://build:7878 --wait
+      submit, follow the run's events, exit with the run's exit code
+  capfleet submit fleet.toml --server http://127.0.0.1:7878 --json
+      print the server's answer (id, state, links) and return at once
+  capfleet runs --server http://127.0.0.1:7878
+      the server's runs
+
+The fleet's sessions' `script` files and an `@file` task go with it (paths relative to \
+the fleet, inside its directory); --file adds others. The token is read from the \
+environment variable --token-env names (default CAPFLEET_TOKEN), never from the command \
+line.
+
+Exit codes (with --wait, the run's): 0 completed, 1 a session failed (or the server \
+could not be reached), 2 invalid fleet or bad usage (or a refused token), 3 budget \
+exceeded, 130 interrupted or cancelled. Without --wait: 0 once the run is accepted.")]
+pub(crate) struct SubmitArgs {
+    /// The fleet file.
+    #[arg(value_name = "FLEET.toml")]
+    pub fleet: PathBuf,
+    /// The server's base URL (e.g. http://127.0.0.1:7878).
+    #[arg(long, value_name = "URL")]
+    pub server: String,
+    /// The environment variable holding the bearer token.
+    #[arg(long, value_name = "VAR", default_value = "CAPFLEET_TOKEN")]
+    pub token_env: String,
+    /// Replace the fleet's task (`@path` reads it from a file here).
+    #[arg(long, short = 't')]
+    pub task: Option<String>,
+    /// Another file to send beside the fleet (relative to it).
+    #[arg(long = "file", value_name = "PATH")]
+    pub files: Vec<PathBuf>,
+    /// Follow the run to its end and exit with its exit code.
+    #[arg(long)]
+    pub wait: bool,
+    /// Machine-readable output: the server's answers and every record as NDJSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// A dropped event stream is resumed after this pause, at most this many times in a row.
+const RECONNECT_PAUSE: Duration = Duration::from_millis(500);
+const RECONNECTS: u32 = 120;
+
+pub(crate) fn run(args: SubmitArgs, color: ColorChoice) -> ExitCode {
+    let runtime = match crate::cmd::one_session::runtime() {
+        Ok(rt) => rt,
+        Err(code) => return code,
+    };
+    runtime.block_on(submit(args, color))
+}
+
+fn token(var: &str) -> Option<String> {
+    std::env::var(var).ok().filter(|t| !t.trim().is_empty())
+}
+
+async fn submit(args: SubmitArgs, color: ColorChoice) -> ExitCode {
+    let err = Style::for_stderr(color);
+    let body = match submission(&args) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("{} {e}", err.err("error:"));
+            return ExitCode::from(EXIT_INVALID);
+        }
+    };
+    let client = match Client::new(&args.server, token(&args.token_env)) {
+        Ok(c) => c,
+        Err(e) => return failed(&e, err),
+    };
+    let created = match client.call(Method::POST, "/v1/runs", Some(&body)).await {
+        Ok(c) => c,
+        Err(e) => return failed(&e, err),
+    };
+    let id = created["id"].as_str().unwrap_or_default().to_owned();
+    let position = created["queue_position"]
+        .as_u64()
+        .map_or_else(String::new, |p| format!(", position {p} in the queue"));
+    eprintln!(
+        "capfleet: run {id} submitted to {} ({}{position})",
+        args.server,
+        created["state"].as_str().unwrap_or("?")
+    );
+    if args.json {
+        println!("{created}");
+    } else if !args.wait {
+        println!("{id}");
+    }
+    if !args.wait {
+        return ExitCode::SUCCESS;
+    }
+    if let Err(e) = follow(&client, &id, args.json, Style::for_stdout(color)).await {
+        return failed(&e, err);
+    }
+    match client
+        .call(Method::GET, &format!("/v1/runs/{id}"), None)
+        .await
+    {
+        Ok(run) => {
+            if args.json {
+                println!("{run}");
+            }
+            let code = run["exit_code"]
+                .as_u64()
+                .and_then(|c| u8::try_from(c).ok())
+                .unwrap_or(EXIT_SESSION_FAILED);
+            eprintln!(
+                "capfleet: run {id}: {} ({}), exit code {code}",
+                run["state"].as_str().unwrap_or("?"),
+                run["outcome"].as_str().unwrap_or("no outcome")
+            );
+            ExitCode::from(code)
+        }
+        Err(e) => failed(&e, err),
+    }
+}
+
+/// Print the run's records until its stream's `end`, resuming after the last one
+/// seen whenever the stream drops.
+async fn follow(client: &Client, id: &str, json: bool, style: Style) -> Result<(), ClientError> {
+    let mut last = 0u64;
+    let mut drops = 0;
+    loop {
+        let mut events = match client.events(id, last).await {
+            Ok(s) => s,
+            Err(ClientError::Transport { .. }) if drops < RECONNECTS => {
+                drops += 1;
+                tokio::time::sleep(RECONNECT_PAUSE).await;
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        while let Some(event) = events.next().await {
+            let Ok(event) = event else { break };
+            if event.event == "end" {
+                return Ok(());
+            }
+            if event.data.is_empty() {
+                continue;
+            }
+            if let Ok(seq) = event.id.parse::<u64>() {
+                last = seq;
+            }
+            drops = 0;
+            if json {
+                println!("{}", event.data);
+            } else if let Ok(Value::Object(record)) = serde_json::from_str::<Value>(&event.data) {
+                println!("{}", crate::cmd::log::line(&record, style));
+            }
+        }
+        drops += 1;
+        if drops > RECONNECTS {
+            return Err(ClientError::Client(format!(
+                "the event stream of run {id} kept dropping ({RECONNECTS} reconnections)"
+            )));
+        }
+        tokio::time::sleep(RECONNECT_PAUSE).await;
+    }
+}
+
+/// Say why a request failed; the exit code (a rejected fleet or token is a usage
+/// error, the run's `2`; anything else `1`).
+fn failed(e: &ClientError, err: Style) -> ExitCode {
+    if let ClientError::Api { body, status, .. } = e {
+        if let Some(findings) = body["findings"].as_array() {
+            for f in findings {
+                eprintln!(
+                    "{} {}",
+                    err.err("error:"),
+                    f["message"].as_str().unwrap_or("")
+                );
+            }
+        } else {
+            eprintln!("{} {e}", err.err("error:"));
+        }
+        if matches!(status, 400 | 401 | 403 | 415) {
+            return ExitCode::from(EXIT_INVALID);
+        }
+        if *status == 503 {
+            return ExitCode::from(EXIT_INTERRUPTED);
+        }
+        return ExitCode::from(EXIT_SESSION_FAILED);
+    }
+    eprintln!("{} {e}", err.err("error:"));
+    ExitCode::from(EXIT_SESSION_FAILED)
+}
+
+/// Why a submission could not be put together.
+#[derive(Debug, thiserror::Error)]
+enum SubmissionError {
+    #[error("{}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{}: {message}", path.display())]
+    Toml { path: PathBuf, message: String },
+    #[error("{}: `{name}` is not a path inside the fleet's directory", fleet.display())]
+    Outside { fleet: PathBuf, name: String },
+}
+
+/// The JSON body: the fleet, the task, the files it names.
+fn submission(args: &SubmitArgs) -> Result<Value, SubmissionError> {
+    let read = |path: &Path| {
+        std::fs::read_to_string(path).map_err(|source| SubmissionError::Read {
+            path: path.to_owned(),
+            source,
+        })
+    };
+    let text = read(&args.fleet)?;
+    let dir = match args.fleet.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
+        _ => PathBuf::from("."),
+    };
+    let doc: toml::Table = toml::from_str(&text).map_err(|e| SubmissionError::Toml {
+        path: args.fleet.clone(),
+        message: e.to_string(),
+    })?;
+    let mut names: Vec<String> = args.files.iter().map(|f| f.display().to_string()).collect();
+    let sessions = doc.get("sessions").and_then(|s| s.as_array());
+    names.extend(
+        sessions
+            .into_iter()
+            .flatten()
+            .filter_map(|s| s.get("script")?.as_str().map(str::to_owned)),
+    );
+    let fleet_task = doc
+        .get("fleet")
+        .and_then(|f| f.get("task"))
+        .and_then(|t| t.as_str());
+    names.extend(
+        fleet_task
+            .and_then(|t| t.strip_prefix('@'))
+            .map(str::to_owned),
+    );
+    let mut files = BTreeMap::new();
+    for name in names {
+        let inside = Path::new(&name)
+            .components()
+            .all(|c| matches!(c, Component::Normal(_)));
+        if !inside {
+            return Err(SubmissionError::Outside {
+                fleet: args.fleet.clone(),
+                name,
+            });
+        }
+        let body = read(&dir.join(&name))?;
+        files.insert(name, Value::String(body));
+    }
+    let task = match args.task.as_deref() {
+        Some(t) => Some(match t.strip_prefix('@') {
+            Some(file) => read(Path::new(file))?,
+            None => t.to_owned(),
+        }),
+        None => None,
+    };
+    let mut body = Map::new();
+    body.insert("fleet".into(), json!(text));
+    if let Some(t) = task {
+        body.insert("task".into(), json!(t));
+    }
+    body.insert("files".into(), Value::Object(files.into_iter().collect()));
+    Ok(Value::Object(body))
+}
+
+/// `capfleet runs --server URL`: the server's runs, as `capfleet runs` prints its own.
+pub(crate) fn remote_runs(
+    server: &str,
+    token_env: &str,
+    json: bool,
+    color: ColorChoice,
+) -> ExitCode {
+    let err = Style::for_stderr(color);
+    let runtime = match crate::cmd::one_session::runtime() {
+        Ok(rt) => rt,
+        Err(code) => return code,
+    };
+    runtime.block_on(async {
+        let client = match Client::new(server, token(token_env)) {
+            Ok(c) => c,
+            Err(e) => return failed(&e, err),
+        };
+        let mut runs = Vec::new();
+        let mut after: Option<String> = None;
+        loop {
+            let path = match &after {
+                Some(a) => format!("/v1/runs?limit=500&after={a}"),
+                None => "/v1/runs?limit=500".to_owned(),
+            };
+            let page = match client.call(Method::GET, &path, None).await {
+                Ok(p) => p,
+                Err(e) => return failed(&e, err),
+            };
+            runs.extend(page["runs"].as_array().cloned().unwrap_or_default());
+            match page["next_after"].as_str() {
+                Some(a) => after = Some(a.to_owned()),
+                None => break,
+            }
+        }
+        if json {
+            for r in &runs {
+                println!("{r}");
+            }
+            return ExitCode::SUCCESS;
+        }
+        println!(
+            "{:<24} {:<12} {:>10} {:>8}  {:<10} exit",
+            "run", "state", "cost", "sessions", "fleet"
+        );
+        for r in &runs {
+            println!(
+                "{:<24} {:<12} {:>10} {:>8}  {:<10} {}",
+                r["id"].as_str().unwrap_or(""),
+                r["state"].as_str().unwrap_or(""),
+                format!("${:.4}", r["budget"]["spent_usd"].as_f64().unwrap_or(0.0)),
+                r["sessions"].as_array().map_or(0, Vec::len),
+                r["fleet"].as_str().unwrap_or("-"),
+                r["exit_code"]
+                    .as_u64()
+                    .map_or_else(|| "-".to_owned(), |c| c.to_string()),
+            );
+        }
+        ExitCode::SUCCESS
+    })
+}
