@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use capfleet_actors::answerer::HumanQuestion;
-use capfleet_actors::events::requests::{Answer, AnswerTo, OpenRequest, fail_safe};
+use capfleet_actors::events::requests::{Answer, AnswerTo, OpenRequest, fail_safe_by};
 use capfleet_actors::protocol::Decision;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
@@ -167,20 +167,7 @@ impl Asks {
             return;
         };
         lock(&self.closed).insert(id.to_owned(), "answered fail-safe at its timeout");
-        let answer = match fail_safe(&o.request) {
-            Answer::Permission {
-                req_id, decision, ..
-            } => Answer::Permission {
-                req_id,
-                decision,
-                rule: RULE_TIMEOUT.into(),
-            },
-            Answer::Ask { ask_id, value, .. } => Answer::Ask {
-                ask_id,
-                value,
-                rule: RULE_TIMEOUT.into(),
-            },
-        };
+        let answer = fail_safe_by(&o.request, RULE_TIMEOUT);
         tracing::warn!(ask = %id, "no answer in time: answered fail-safe");
         let _session_gone = o.to.cast(answer);
     }
