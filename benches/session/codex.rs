@@ -11,19 +11,16 @@
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use capfleet_actors::driver::{LaunchSpec, natural_shape};
+use capfleet_actors::driver::natural_shape;
 use capfleet_actors::events::{Published, SUBSCRIBER_CAPACITY};
-use capfleet_actors::manifest::Manifest;
-use capfleet_actors::protocol::SessionConfig;
 use capfleet_actors::registry::Binding;
 use capfleet_actors::session::{SessionMsg, SessionSpec};
 use tokio::sync::mpsc;
 
 use crate::measure::{best_of, median, ms, ratio, raw_parse};
-use crate::tree::{Kind, sim_spec, start_tree, wait_mark, watch};
+use crate::tree::{Kind, launch, sim_spec, start_tree, wait_mark, watch};
 
 const CODEX_MANIFEST: &str = include_str!("../../config/agents/codex.toml");
 /// Agent messages in the flood turn.
@@ -72,15 +69,7 @@ fn stand_in(dir: &Path, name: &str, data: &[u8]) -> PathBuf {
 }
 
 fn codex_spec(name: &str, program: &Path) -> SessionSpec {
-    let manifest = Manifest::parse(CODEX_MANIFEST, "config/agents/codex.toml")
-        .expect("codex manifest")
-        .manifest;
-    let cwd = std::env::current_dir().expect("cwd").display().to_string();
-    let mut launch = LaunchSpec::new(
-        format!("cap://bench/{name}"),
-        Arc::new(manifest),
-        SessionConfig::new(cwd),
-    );
+    let mut launch = launch(name, CODEX_MANIFEST, "config/agents/codex.toml");
     launch.program = Some(program.to_path_buf());
     launch.shape = natural_shape(Binding::CodexExec);
     SessionSpec::new(name, launch, Binding::CodexExec)

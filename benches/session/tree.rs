@@ -20,16 +20,20 @@ pub(crate) async fn start_tree() -> Orchestrator {
         .expect("tree starts")
 }
 
-pub(crate) fn sim_spec(name: &str, script: &Path, state: Option<&Path>) -> SessionSpec {
-    let manifest = Manifest::parse(SIM_MANIFEST, "config/agents/sim.toml")
-        .expect("sim manifest")
-        .manifest;
+/// The launch of session `name` of the manifest `text` (read from `origin`), in the
+/// current directory.
+pub(crate) fn launch(name: &str, text: &str, origin: &str) -> LaunchSpec {
+    let manifest = Manifest::parse(text, origin).expect("manifest").manifest;
     let cwd = std::env::current_dir().expect("cwd").display().to_string();
-    let mut launch = LaunchSpec::new(
+    LaunchSpec::new(
         format!("cap://bench/{name}"),
         Arc::new(manifest),
         SessionConfig::new(cwd),
-    );
+    )
+}
+
+pub(crate) fn sim_spec(name: &str, script: &Path, state: Option<&Path>) -> SessionSpec {
+    let mut launch = launch(name, SIM_MANIFEST, "config/agents/sim.toml");
     launch.program = Some(PathBuf::from(EXE));
     launch
         .env

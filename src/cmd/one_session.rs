@@ -139,6 +139,20 @@ pub(crate) async fn tree(
     Ok((orchestrator, faults))
 }
 
+/// Stop the tree; `code`, unless its journal lost records (then said, and a failure).
+pub(crate) async fn finish(orchestrator: Orchestrator, code: ExitCode, err: Style) -> ExitCode {
+    let kept = orchestrator.finish().await;
+    if kept.lost > 0 {
+        eprintln!(
+            "{} the journal lost {} records",
+            err.err("error:"),
+            kept.lost
+        );
+        return ExitCode::FAILURE;
+    }
+    code
+}
+
 /// Answer `q` fail-safe (deny / no answer), saying why.
 pub(crate) fn refuse(q: HumanQuestion, why: &str) {
     tracing::warn!(request = q.request.id(), "{why}: answered fail-safe");

@@ -193,14 +193,5 @@ async fn acp(args: AcpArgs, color: ColorChoice, telemetry: &Telemetry) -> ExitCo
             ExitCode::from(EXIT_INTERRUPTED)
         }
     };
-    let kept = orchestrator.finish().await;
-    if kept.lost > 0 {
-        eprintln!(
-            "{} the journal lost {} records",
-            err.err("error:"),
-            kept.lost
-        );
-        return ExitCode::from(EXIT_FAILED);
-    }
-    code
+    crate::cmd::one_session::finish(orchestrator, code, err).await
 }

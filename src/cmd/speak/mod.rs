@@ -89,14 +89,5 @@ async fn speak(args: SpeakArgs, color: ColorChoice, telemetry: &Telemetry) -> Ex
     let code = conversation::Conversation::new(&args, one.session)
         .run(ends)
         .await;
-    let kept = one.orchestrator.finish().await;
-    if kept.lost > 0 {
-        eprintln!(
-            "{} the journal lost {} records",
-            err.err("error:"),
-            kept.lost
-        );
-        return ExitCode::from(EXIT_FAILED);
-    }
-    code
+    crate::cmd::one_session::finish(one.orchestrator, code, err).await
 }
