@@ -11,7 +11,8 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::common::{self, EnvMarker, capfleet, wait_until};
+use crate::common::chat::assert_no_survivor;
+use crate::common::{self, EnvMarker, capfleet};
 
 /// An asker's script: a permission for `command` (stream-json rates `Bash` medium
 /// whatever `risk` the sim claims; `risk = "high"` stands), then `finished`.
@@ -117,14 +118,6 @@ fn researchers(records: &[Value]) -> Vec<String> {
     out
 }
 
-fn no_processes_left(m: &EnvMarker) {
-    assert!(wait_until(
-        std::time::Duration::from_secs(5),
-        std::time::Duration::from_millis(50),
-        || m.processes().is_empty()
-    ));
-}
-
 /// A scripted `ANSWER: allow_once` under `max_risk` approves the request: the tool
 /// runs, the answer's note names the research session (whose events, its transcript,
 /// the journal holds), and the researcher's cost is counted in the fleet's total.
@@ -190,7 +183,7 @@ fn a_researched_answer_approves_within_max_risk_and_its_cost_counts() {
         totals["total"]["cost_usd"].as_f64().unwrap() >= 0.25,
         "{totals}"
     );
-    no_processes_left(&m);
+    assert_no_survivor(&m);
 }
 
 /// The answerer can never approve above its `max_risk`, whatever the researcher
@@ -220,7 +213,7 @@ fn an_approval_above_max_risk_is_refused() {
         reason.contains("above the answerer's max_risk medium"),
         "{reason}"
     );
-    no_processes_left(&m);
+    assert_no_survivor(&m);
 }
 
 /// A researcher that hangs is cut at `timeout`; one that answers garbage is refused:
@@ -261,7 +254,7 @@ fn a_hang_times_out_and_garbage_is_refused_fail_safe() {
         let reason = note["reason"].as_str().unwrap();
         assert!(reason.contains(expect), "{reason} (expected {expect})");
         assert!(started.elapsed() < std::time::Duration::from_secs(20));
-        no_processes_left(&m);
+        assert_no_survivor(&m);
     }
 }
 
@@ -296,7 +289,7 @@ fn an_ask_is_answered_with_an_option_and_the_researcher_asks_nothing() {
         own[0]["event"]["_meta"]["capfleet.rule"],
         "researcher_asks_nothing"
     );
-    no_processes_left(&m);
+    assert_no_survivor(&m);
 }
 
 /// Identical open questions of two sessions share one research; with `parallel = 1`
@@ -352,7 +345,7 @@ fn identical_questions_share_one_research_and_parallel_bounds_them() {
     for pair in spans.windows(2) {
         assert!(pair[0].1 < pair[1].0, "researchers overlapped: {spans:?}");
     }
-    no_processes_left(&m);
+    assert_no_survivor(&m);
 }
 
 /// Real Claude Code 2.1.197 over stream-json as the researcher, against the fake LLM
@@ -415,11 +408,7 @@ fn real_claude_code_researches_an_open_permission() {
             .any(|b| b.contains("Bash") && b.contains("make") && b.contains("build it")),
         "the model saw the question and the context: {bodies:?}"
     );
-    assert!(wait_until(
-        std::time::Duration::from_secs(5),
-        std::time::Duration::from_millis(50),
-        || m.processes().is_empty()
-    ));
+    assert_no_survivor(&m);
 }
 
 /// `[answerer]` and `auto_answer` are checked before anything runs: an unknown key,
@@ -534,5 +523,5 @@ fn the_research_is_a_span_under_the_asking_request() {
             .any(|s| s["parent_span_id"] == research["span_id"]),
         "the research session's span hangs under the research span"
     );
-    no_processes_left(&m);
+    assert_no_survivor(&m);
 }
