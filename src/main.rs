@@ -19,6 +19,11 @@ use std::process::ExitCode;
 
 use capfleet_actors::process::keeper;
 
+// The unit tests that fuzz decoders bound the heap one input holds: they count it.
+#[cfg(test)]
+#[global_allocator]
+static ALLOC: capfleet_fuzz::alloc::Counting = capfleet_fuzz::alloc::Counting;
+
 fn main() -> ExitCode {
     // `capfleet __keeper <pid>`: the process that outlives capfleet only to kill what
     // it left (`process::keeper`), before any parsing, thread or runtime.

@@ -12,6 +12,8 @@ mod answerer;
 mod build;
 pub(crate) mod config;
 pub(crate) mod error;
+#[cfg(test)]
+mod fuzz;
 mod read;
 pub(crate) mod run_dir;
 mod validate;
@@ -99,6 +101,33 @@ pub(crate) struct Loaded {
     pub warnings: Vec<Warning>,
 }
 
+/// A fleet file read and validated: everything said about its text, before anything
+/// it names is looked for on disk.
+struct Checked {
+    file: config::FleetFile,
+    errors: Vec<FleetError>,
+    warnings: Vec<Warning>,
+}
+
+/// Reads and validates the fleet file `src` (`origin` names it in every finding); a
+/// file that is not TOML is the error.
+fn check(origin: &str, src: &str) -> Result<Checked, FleetErrors> {
+    let mut r = read::Reader::new(origin, src);
+    let root = r.parse(src).map_err(|errors| FleetErrors {
+        errors,
+        warnings: Vec::new(),
+    })?;
+    let file = read::read(&mut r, root.get_ref());
+    let mut found = validate::validate(&file);
+    let (mut errors, warnings) = r.finish();
+    errors.append(&mut found);
+    Ok(Checked {
+        file,
+        errors,
+        warnings,
+    })
+}
+
 /// Read, validate and build a fleet file; `task` replaces `[fleet].task`.
 pub(crate) async fn load(path: &Path, task: Option<&str>) -> Result<Loaded, FleetErrors> {
     let src = std::fs::read_to_string(path).map_err(|source| FleetErrors {
@@ -108,13 +137,11 @@ pub(crate) async fn load(path: &Path, task: Option<&str>) -> Result<Loaded, Flee
         }],
         warnings: Vec::new(),
     })?;
-    let mut r = read::Reader::new(&path.display().to_string(), &src);
-    let root = r.parse(&src).map_err(|errors| FleetErrors {
-        errors,
-        warnings: Vec::new(),
-    })?;
-    let file = read::read(&mut r, root.get_ref());
-    let mut found = validate::validate(&file);
+    let Checked {
+        file,
+        mut errors,
+        warnings,
+    } = check(&path.display().to_string(), &src)?;
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
@@ -122,8 +149,6 @@ pub(crate) async fn load(path: &Path, task: Option<&str>) -> Result<Loaded, Flee
     let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("fleet");
     let cx = build::Context { dir, stem, task };
     let built = build::build(&file, &cx).await;
-    let (mut errors, warnings) = r.finish();
-    errors.append(&mut found);
     match built {
         Err(mut e) => errors.append(&mut e),
         Ok(mut fleet) if errors.is_empty() => {

@@ -1,0 +1,105 @@
+//! A terminal agent's output as the PTY driver reads it: bytes rendered by the
+//! screen (vt100), its logical lines parsed by the manifest's patterns.
+
+use std::sync::OnceLock;
+
+use capfleet_actors::bindings::pty::{Fed, LineParser, RowScan, Screen};
+use capfleet_actors::manifest::{Manifest, Patterns};
+
+use super::{Framing, Memory, Target, workspace};
+
+/// The line cap here: small, so that oversize lines are common.
+const MAX_LINE: usize = 4096;
+
+pub(super) const PTY: Target = Target {
+    name: "pty",
+    reads: "a terminal agent's output: text, escape sequences (cursor moves, erases, scroll regions, OSC, DCS), replies it asks for, and the lines the manifest's patterns read (tools, plans, asks, errors)",
+    framing: Framing::Terminal,
+    seeds: &["benches/fixtures/sim-tui-session.bin"],
+    dict: &[
+        "\x1b[2J",
+        "\x1b[H",
+        "\x1b[K",
+        "\x1b[1;24r",
+        "\x1b[?1049h",
+        "\x1b[?1049l",
+        "\x1b[?25l",
+        "\x1b[6n",
+        "\x1b[c",
+        "\x1b]0;title\x07",
+        "\x1bP+q544e\x1b\\",
+        "\x1b[38;5;196m",
+        "\x1b[0m",
+        "\x1b[3A",
+        "\x1b[200~",
+        "\x1b[201~",
+        "\x1bM",
+        "\r",
+        "\n",
+        "\t",
+        "\x08",
+        "❯ ",
+        "◉ Bash(ls)",
+        "◉ Bash completed",
+        "## Plan",
+        "- [ ] step",
+        "_thinking_ hm",
+        "Proceed? (y/n)",
+        "? Select: a, b, c",
+        "Error: boom",
+        "rate_limit_error",
+        "✓ capfleet sim ready",
+    ],
+    run: pty,
+    memory: Memory {
+        // The screen's grid (40 x 120 cells here, and its scrollback) and the
+        // compiled patterns' caches: a fixed cost, whatever the input.
+        fixed: 8 << 20,
+        per_byte: 16,
+    },
+};
+
+/// The patterns of the shipped terminal simulator's manifest.
+fn patterns() -> Patterns {
+    static P: OnceLock<Patterns> = OnceLock::new();
+    P.get_or_init(|| {
+        let path = workspace().join("config/agents/sim-tui.toml");
+        Manifest::load(&path)
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+            .manifest
+            .patterns
+    })
+    .clone()
+}
+
+/// The bytes in reads of 1 to 256 (the first byte picks), each line fed to the
+/// parser as the engine does, then what the engine reads off the screen when the
+/// agent goes quiet.
+fn pty(input: &[u8]) {
+    let mut screen = Screen::new(40, 120, MAX_LINE);
+    let mut parser = LineParser::new(patterns());
+    let mut rows = RowScan::default();
+    parser.begin_turn("fix the bug");
+    let chunk = 1 + input.first().map_or(0, |b| usize::from(*b));
+    let (mut fed, mut events) = (Vec::new(), Vec::new());
+    for bytes in input.chunks(chunk) {
+        screen.feed(bytes, &mut fed);
+        for line in fed.drain(..) {
+            match line {
+                Fed::Line(l) => parser.on_line(&l, &mut events),
+                Fed::Oversize(len, _shown) => {
+                    assert!(len > MAX_LINE as u64, "oversize at {len} bytes");
+                }
+            }
+        }
+        drop(screen.take_replies());
+        events.clear();
+    }
+    for line in rows.fresh(&screen.logical_lines()) {
+        parser.on_line(&line, &mut events);
+    }
+    parser.on_partial(&screen.cursor_line(), &mut events);
+    drop(screen.last_nonempty_line());
+    drop(screen.contents());
+    parser.end_turn(&mut events);
+}

@@ -1,0 +1,51 @@
+//! Per target: random inputs (`CAPFLEET_FUZZ_CASES`, default 600, from a new seed each
+//! run, `CAPFLEET_FUZZ_SEED` to replay one), then its seeds and kept regressions.
+
+use capfleet_fuzz::check::{cases, regressions, replay, search, seed};
+use capfleet_fuzz::targets::{ALL, by_name};
+
+/// Random inputs per target in the suite: a few seconds each on 2 cores.
+const CASES: u32 = 600;
+
+macro_rules! targets {
+    ($($name:ident),* $(,)?) => {
+        $(
+            mod $name {
+                use super::*;
+
+                #[test]
+                fn random_inputs_break_no_promise() {
+                    let seed = seed();
+                    eprintln!("CAPFLEET_FUZZ_SEED={seed}");
+                    search(by_name(stringify!($name)), cases(CASES), seed, &regressions());
+                }
+
+                #[test]
+                fn seeds_and_kept_regressions_pass() {
+                    assert!(replay(by_name(stringify!($name)), &regressions()) > 0);
+                }
+            }
+        )*
+
+        /// Every target has its tests here.
+        #[test]
+        fn every_target_is_tested() {
+            let tested = [$(stringify!($name)),*];
+            let all: Vec<&str> = ALL.iter().map(|t| t.name).collect();
+            assert_eq!(tested.as_slice(), all.as_slice());
+        }
+    };
+}
+
+targets!(
+    stream_json,
+    codex_exec,
+    acp_update,
+    lines,
+    pty,
+    a2a_sse,
+    a2a_card,
+    cap_event,
+    manifest,
+    session_config,
+);
