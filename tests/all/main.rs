@@ -52,6 +52,7 @@ mod router;
 mod run_cli;
 mod run_human;
 mod serve;
+mod serve_a2a;
 mod serve_artifacts;
 mod serve_asks;
 mod serve_submit;

@@ -11,6 +11,7 @@
 //!                        -> state (admit | queue | 429) -> driver (run_fleet_stoppable)
 //! ```
 
+mod a2a;
 mod args;
 mod artifacts;
 mod asks;
@@ -88,7 +89,28 @@ async fn serve(args: ServeArgs, color: ColorChoice) -> ExitCode {
         }
     };
     let code = match bind(&args, &telemetry).await {
-        Ok((server, listener)) => listen(server, listener, signals, args.drain_timeout).await,
+        Ok((server, listener)) => {
+            let data_dir = server
+                .runs_dir
+                .parent()
+                .unwrap_or(&server.runs_dir)
+                .to_owned();
+            let exposed = a2a::expose(
+                server.clone(),
+                &args.expose,
+                &args.expose_fleet,
+                &data_dir,
+                &telemetry,
+            )
+            .await;
+            match exposed {
+                Ok(exposed) => listen(server, listener, signals, args.drain_timeout, exposed).await,
+                Err(e) => {
+                    eprintln!("{} {e}", err.err("error:"));
+                    ExitCode::from(EXIT_INVALID)
+                }
+            }
+        }
         Err(e) => {
             eprintln!("{} {e}", err.err("error:"));
             ExitCode::from(EXIT_INVALID)
@@ -182,9 +204,11 @@ async fn listen(
     listener: tokio::net::TcpListener,
     signals: StopSignals,
     drain_timeout: Duration,
+    exposed: Arc<a2a::Exposed>,
 ) -> ExitCode {
     let (closing, closed) = tokio::sync::oneshot::channel::<()>();
-    let app = routes::router(server.clone()).into_make_service_with_connect_info::<SocketAddr>();
+    let app = routes::router(server.clone(), Some(exposed.router()))
+        .into_make_service_with_connect_info::<SocketAddr>();
     let mut served = tokio::spawn(async move {
         axum::serve(listener, app)
             .with_graceful_shutdown(async {
@@ -198,9 +222,12 @@ async fn listen(
             tracing::error!("the server stopped: {stopped:?}");
             server.cancel_all("shutdown");
             server.idle().await;
+            exposed.shutdown().await;
             return ExitCode::FAILURE;
         }
     }
+    // The runs are over: the exposed agents' sessions close, their agents with them.
+    exposed.shutdown().await;
     let _gone = closing.send(());
     if tokio::time::timeout(CLOSE_GRACE, &mut served)
         .await
