@@ -26,6 +26,10 @@ match = "permission"
 steps = [{ say = "checking " }, { permission = "Bash", input = { command = "echo hi" }, risk = "high" }, { say = "after the tool" }, { usage = { input_tokens = 7, output_tokens = 3 } }]
 
 [[turn]]
+match = "slow"
+steps = [{ say = "started" }, { sleep_ms = 30000 }, { say = "never" }]
+
+[[turn]]
 steps = [{ say = "hello from the sim", chunk = 5 }, { tool = "Bash", input = { command = "ls" }, output = "a" }, { artifact = "notes.md", mime_type = "text/markdown", content = "# Notes" }, { usage = { input_tokens = 5, output_tokens = 2 } }]
 
 [[turn]]
@@ -244,6 +248,95 @@ fn the_card_is_public_and_every_rpc_is_authenticated() {
         "an ended task cannot be cancelled: {body}"
     );
     assert!(!server.stderr().contains(&approver) && !server.stderr().contains(&reader));
+    drain(server, &m);
+}
+
+/// A JSON-RPC streaming request read by curl (a real SSE client): each event's data,
+/// until one contains `cut_at` (then the connection is cut) or the stream's end.
+fn rpc_stream(port: u16, token: &str, body: &Value, cut_at: Option<&str>) -> Vec<Value> {
+    use std::io::{BufRead, BufReader};
+    let mut child = std::process::Command::new("curl")
+        .args(["-sN", "--max-time", "60", "-X", "POST"])
+        .args(["-H", &format!("Authorization: Bearer {token}")])
+        .args([
+            "-H",
+            "Content-Type: application/json",
+            "-d",
+            &body.to_string(),
+        ])
+        .arg(format!("http://127.0.0.1:{port}/a2a/sim/"))
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("curl");
+    let mut events = Vec::new();
+    for line in BufReader::new(child.stdout.take().unwrap())
+        .lines()
+        .map_while(Result::ok)
+    {
+        if let Some(data) = line.strip_prefix("data:") {
+            events.push(serde_json::from_str(data.trim()).expect("an event is JSON"));
+            if cut_at.is_some_and(|c| data.contains(c)) {
+                break;
+            }
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    events
+}
+
+/// A client whose stream drops mid-turn reads the task back (`tasks/get`), re-attaches
+/// (`SubscribeToTask`, the other spelling), and cancels the turn (`CancelTask`): the
+/// re-attached stream ends `canceled`, and the context takes its next turn.
+#[test]
+fn a_dropped_stream_is_read_back_resubscribed_and_cancelled() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let m = EnvMarker::new("a2a-resubscribe");
+    let (server, token) = exposing_sim(d, &m);
+    let send = json!({"jsonrpc": "2.0", "id": 1, "method": "message/stream", "params": {"message":
+        {"kind": "message", "messageId": "m1", "role": "user", "parts": [{"kind": "text", "text": "slow please"}]}}});
+    // The task, then "started": the connection drops.
+    let first = rpc_stream(server.port, &token, &send, Some("started"));
+    assert_eq!(first[0]["result"]["kind"], "task", "{first:#?}");
+    let task = first[0]["result"]["id"].as_str().unwrap().to_owned();
+    let context = first[0]["result"]["contextId"].as_str().unwrap().to_owned();
+    let get = json!({"jsonrpc": "2.0", "id": 2, "method": "tasks/get", "params": {"id": task}});
+    let (_, got) = server.json("POST", "/a2a/sim/", Some(&token), Some(&get));
+    assert_eq!(got["result"]["status"]["state"], "working", "{got}");
+    assert!(
+        got["result"]["history"].to_string().contains("started"),
+        "{got}"
+    );
+    let port = server.port;
+    let (token2, task2) = (token.clone(), task.clone());
+    let resubscribed = std::thread::spawn(move || {
+        let body = json!({"jsonrpc": "2.0", "id": 3, "method": "SubscribeToTask", "params": {"id": task2}});
+        rpc_stream(port, &token2, &body, None)
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    let cancel = json!({"jsonrpc": "2.0", "id": 4, "method": "CancelTask", "params": {"id": task}});
+    let (status, cancelled) = server.json("POST", "/a2a/sim/", Some(&token), Some(&cancel));
+    assert_eq!(status, 200, "{cancelled}");
+    assert_eq!(
+        cancelled["result"]["status"]["state"], "TASK_STATE_CANCELED",
+        "{cancelled}"
+    );
+    let events = resubscribed.join().unwrap();
+    assert_eq!(
+        events[0]["result"]["task"]["status"]["state"], "TASK_STATE_WORKING",
+        "{events:#?}"
+    );
+    let last = &events.last().unwrap()["result"]["statusUpdate"]["status"]["state"];
+    assert_eq!(last, "TASK_STATE_CANCELED", "{events:#?}");
+    assert!(!events.iter().any(|e| e.to_string().contains("never")));
+    // The context goes on: its next turn.
+    let next = json!({"jsonrpc": "2.0", "id": 5, "method": "message/send", "params": {"message":
+        {"kind": "message", "messageId": "m2", "role": "user", "contextId": context,
+         "parts": [{"kind": "text", "text": "hello"}]}}});
+    let (_, done) = server.json("POST", "/a2a/sim/", Some(&token), Some(&next));
+    assert_eq!(done["result"]["status"]["state"], "completed", "{done}");
+    assert_eq!(done["result"]["contextId"], context.as_str());
     drain(server, &m);
 }
 
