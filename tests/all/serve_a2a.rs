@@ -340,25 +340,46 @@ fn a_dropped_stream_is_read_back_resubscribed_and_cancelled() {
     drain(server, &m);
 }
 
+/// `sdk`'s client against `server`'s exposed sim: `prompts` in one context, each
+/// task read back, an `input-required` answered with `answer`.
+fn sim_client(
+    sdk: Sdk,
+    server: &Server,
+    token: &str,
+    spelling: &str,
+    extension: bool,
+    answer: &str,
+    prompts: &[&str],
+) -> Vec<Value> {
+    sdk_client(
+        sdk,
+        &ClientRun {
+            url: &url(server, "sim"),
+            token: Some(token),
+            spelling,
+            extension,
+            answer,
+            get: true,
+            prompts,
+        },
+    )
+}
+
 #[test]
 fn the_python_sdk_streams_turns_and_answers_a_permission_in_both_spellings() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let m = EnvMarker::new("a2a-py-client");
     let (server, token) = exposing_sim(d, &m);
-    let url = url(&server, "sim");
     let run = |spelling, extension, prompts: &[&str]| {
-        sdk_client(
+        sim_client(
             Sdk::Python,
-            &ClientRun {
-                url: &url,
-                token: Some(&token),
-                spelling,
-                extension,
-                answer: "allow_once",
-                get: true,
-                prompts,
-            },
+            &server,
+            &token,
+            spelling,
+            extension,
+            "allow_once",
+            prompts,
         )
     };
     assert_two_turns(&run("1.0", true, &["hello", "again"]));
@@ -370,10 +391,8 @@ fn the_python_sdk_streams_turns_and_answers_a_permission_in_both_spellings() {
     assert_eq!(said(&all), "hello from the sim", "{plain:#?}");
     assert!(cap_kinds(&all).is_empty(), "{plain:#?}");
     assert_eq!(last_state(&all)["state"], "completed");
-    assert_eq!(
-        decisions(d),
-        vec![("allow_once".to_owned(), "a2a:alice".to_owned())]
-    );
+    let allowed = vec![("allow_once".to_owned(), "a2a:alice".to_owned())];
+    assert_eq!(decisions(d), allowed);
     drain(server, &m);
 }
 
@@ -383,28 +402,29 @@ fn the_js_sdk_streams_turns_and_answers_a_permission_in_both_spellings() {
     let d = dir.path();
     let m = EnvMarker::new("a2a-js-client");
     let (server, token) = exposing_sim(d, &m);
-    let url = url(&server, "sim");
-    let run = |spelling, extension, answer, prompts: &[&str]| {
-        sdk_client(
-            Sdk::Js,
-            &ClientRun {
-                url: &url,
-                token: Some(&token),
-                spelling,
-                extension,
-                answer,
-                get: true,
-                prompts,
-            },
-        )
-    };
-    assert_two_turns(&run("1.0", true, "allow_once", &["hello", "again"]));
-    // A 0.3 client without the extension answers the question with text.
-    assert_permission_round_trip(&run("0.3", false, "allow", &["permission please"]), false);
-    assert_eq!(
-        decisions(d),
-        vec![("allow_once".to_owned(), "a2a:alice".to_owned())]
+    let two = sim_client(
+        Sdk::Js,
+        &server,
+        &token,
+        "1.0",
+        true,
+        "allow_once",
+        &["hello", "again"],
     );
+    assert_two_turns(&two);
+    // A 0.3 client without the extension answers the question with text.
+    let asked = sim_client(
+        Sdk::Js,
+        &server,
+        &token,
+        "0.3",
+        false,
+        "allow",
+        &["permission please"],
+    );
+    assert_permission_round_trip(&asked, false);
+    let allowed = vec![("allow_once".to_owned(), "a2a:alice".to_owned())];
+    assert_eq!(decisions(d), allowed);
     drain(server, &m);
 }
 
