@@ -38,15 +38,18 @@ steps = [{ say = "second turn" }]
 
 /// A server exposing the sim (playing [`SCRIPT`]) with tokens; its approver's token.
 fn exposing_sim(d: &Path, marker: &EnvMarker) -> (Server, String) {
+    exposing_sim_with(d, marker, &[])
+}
+
+/// [`exposing_sim`] with `extra` flags.
+fn exposing_sim_with(d: &Path, marker: &EnvMarker, extra: &[&str]) -> (Server, String) {
     std::fs::write(d.join("script.toml"), SCRIPT).unwrap();
     let token = add_token(d, "alice", "approve");
     let script = d.join("script.toml");
     let script = script.to_str().unwrap();
-    let server = Server::start_with(
-        d,
-        &["--token-file", "tokens.txt", "--expose", "sim"],
-        &[("CAPFLEET_SIM_SCRIPT", script), marker.pair()],
-    );
+    let mut args = vec!["--token-file", "tokens.txt", "--expose", "sim"];
+    args.extend_from_slice(extra);
+    let server = Server::start_with(d, &args, &[("CAPFLEET_SIM_SCRIPT", script), marker.pair()]);
     (server, token)
 }
 
@@ -247,6 +250,18 @@ fn the_card_is_public_and_every_rpc_is_authenticated() {
         body["error"]["code"], -32002,
         "an ended task cannot be cancelled: {body}"
     );
+    let metrics = server.request("GET", "/metrics", Some(&reader), "text/plain", b"");
+    assert!(
+        metrics
+            .body
+            .contains(r#"capfleet_server_a2a_tasks_total{name="sim",state="completed"} 1"#),
+        "{}",
+        metrics.body
+    );
+    assert!(
+        metrics.body.contains(r#"route="/a2a/{name}/""#),
+        "A2A requests are counted"
+    );
     assert!(!server.stderr().contains(&approver) && !server.stderr().contains(&reader));
     drain(server, &m);
 }
@@ -338,6 +353,44 @@ fn a_dropped_stream_is_read_back_resubscribed_and_cancelled() {
     assert_eq!(done["result"]["status"]["state"], "completed", "{done}");
     assert_eq!(done["result"]["contextId"], context.as_str());
     drain(server, &m);
+}
+
+/// SIGTERM with an exposed turn in flight: the turn goes on for `--drain-timeout`,
+/// then is cancelled (its stream ends `canceled`); the server exits 0, no agent left,
+/// and took no new message meanwhile.
+#[test]
+fn the_drain_cancels_an_exposed_turn_after_its_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let m = EnvMarker::new("a2a-drain");
+    let (mut server, token) = exposing_sim_with(d, &m, &["--drain-timeout", "1s"]);
+    let send = json!({"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage", "params": {"message":
+        {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "slow please"}]}}});
+    let first = rpc_stream(server.port, &token, &send, Some("started"));
+    let task = first[0]["result"]["task"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let port = server.port;
+    let token2 = token.clone();
+    let watched = std::thread::spawn(move || {
+        let body =
+            json!({"jsonrpc": "2.0", "id": 2, "method": "SubscribeToTask", "params": {"id": task}});
+        rpc_stream(port, &token2, &body, None)
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    server.signal(libc::SIGTERM);
+    std::thread::sleep(Duration::from_millis(200));
+    let hello = json!({"jsonrpc": "2.0", "id": 3, "method": "SendMessage", "params": {"message":
+        {"messageId": "m2", "role": "ROLE_USER", "parts": [{"text": "hello"}]}}});
+    let (status, refused) = server.json("POST", "/a2a/sim/", Some(&token), Some(&hello));
+    assert_eq!(status, 503, "no new message while draining: {refused}");
+    let events = watched.join().unwrap();
+    let last = &events.last().unwrap()["result"]["statusUpdate"]["status"]["state"];
+    assert_eq!(last, "TASK_STATE_CANCELED", "{events:#?}");
+    let status = server.wait(Duration::from_secs(30));
+    assert_eq!(status.code(), Some(0), "{}", server.stderr());
+    assert_no_survivor(&m);
 }
 
 /// `sdk`'s client against `server`'s exposed sim: `prompts` in one context, each

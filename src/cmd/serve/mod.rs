@@ -217,7 +217,7 @@ async fn listen(
             .await
     });
     tokio::select! {
-        () = drain(&server, signals, drain_timeout) => {}
+        () = drain(&server, &exposed, signals, drain_timeout) => {}
         stopped = &mut served => {
             tracing::error!("the server stopped: {stopped:?}");
             server.cancel_all("shutdown");
@@ -239,18 +239,29 @@ async fn listen(
     ExitCode::SUCCESS
 }
 
-/// The first signal stops admissions (the queued runs never start) and lets the
-/// running ones go on for `timeout`; then, or at a second signal, they are cancelled
-/// (journaled as cancelled by shutdown). A signal after that kills every agent now.
-async fn drain(server: &Server, mut signals: StopSignals, timeout: Duration) {
+/// The first signal stops admissions (the queued runs never start; the exposed
+/// agents take no new message) and lets the running runs and A2A turns go on for
+/// `timeout`; then, or at a second signal, they are cancelled (journaled as cancelled
+/// by shutdown). A signal after that kills every agent now.
+async fn drain(
+    server: &Server,
+    exposed: &a2a::Exposed,
+    mut signals: StopSignals,
+    timeout: Duration,
+) {
     let first = signals.recv().await;
     crate::logging::note(&format!(
         "capfleet: {first}: draining: no new runs; the running ones have {}s to finish",
         timeout.as_secs_f64()
     ));
     server.drain();
+    exposed.close();
+    let idle = async {
+        server.idle().await;
+        exposed.idle().await;
+    };
     tokio::select! {
-        () = server.idle() => return,
+        () = idle => return,
         () = tokio::time::sleep(timeout) => {
             crate::logging::note("capfleet: the drain timeout has passed: cancelling every run");
         }
@@ -260,6 +271,7 @@ async fn drain(server: &Server, mut signals: StopSignals, timeout: Duration) {
         }
     }
     server.cancel_all("shutdown");
+    exposed.cancel_all();
     tokio::select! {
         () = server.idle() => {}
         again = signals.recv() => {

@@ -77,6 +77,7 @@ pub(super) struct AgentHost {
 /// What starting an exposed agent needs.
 pub(super) struct AgentLaunch<'a> {
     pub name: String,
+    pub tasks: Tasks,
     pub manifest: Arc<Manifest>,
     pub cwd: PathBuf,
     pub journal: PathBuf,
@@ -109,7 +110,7 @@ impl AgentHost {
             orchestrator: tokio::sync::Mutex::new(Some(orchestrator)),
             contexts: Mutex::default(),
             by_urn: Mutex::default(),
-            tasks: Tasks::default(),
+            tasks: launch.tasks,
             max_contexts: launch.max_contexts,
             opened: AtomicU64::new(0),
             closing: AtomicBool::new(false),
@@ -144,7 +145,7 @@ impl AgentHost {
                 self.open(id, traceparent).await?
             }
         };
-        let task = Task::new(unique_id("task"), context.id.clone());
+        let task = self.tasks.task(unique_id("task"), context.id.clone());
         {
             let mut current = lock(&context.current);
             if current.as_ref().is_some_and(|t| !t.is_done()) {
@@ -241,6 +242,28 @@ impl AgentHost {
                 scope: CancelScope::CurrentTurn,
                 reason: "CancelTask from the A2A client".into(),
             });
+        }
+    }
+
+    /// Take no new message.
+    pub(super) fn close(&self) {
+        self.closing.store(true, Ordering::Relaxed);
+    }
+
+    /// Some context has a turn in flight.
+    pub(super) fn busy(&self) -> bool {
+        lock(&self.contexts).values().any(|c| c.busy())
+    }
+
+    /// Cancel every turn in flight.
+    pub(super) fn cancel_all(&self) {
+        let open: Vec<Arc<Task>> = lock(&self.contexts)
+            .values()
+            .filter_map(|c| lock(&c.current).clone())
+            .filter(|t| !t.is_done())
+            .collect();
+        for t in open {
+            self.cancel(&t);
         }
     }
 

@@ -168,7 +168,7 @@ mod tests {
 
     #[test]
     fn a_turn_maps_to_text_marked_parts_and_a_terminal_state_with_its_usage() {
-        let task = Task::new("t".into(), "c".into());
+        let task = Task::new("t".into(), "c".into(), None);
         let mut feed = Feed::default();
         let cap = |e: CapEvent| event(EventBody::Cap { event: e });
         let text = feed

@@ -60,6 +60,7 @@ impl FleetHost {
             .map_err(|e| bad(e.to_string()))?;
         let fleet = loaded.fleet;
         Ok(Arc::new(FleetHost {
+            tasks: super::Tasks::of(&fleet.name, &server),
             name: fleet.name.clone(),
             file,
             sessions: fleet
@@ -68,7 +69,6 @@ impl FleetHost {
                 .map(|s| (s.spec.name.clone(), s.agent.clone()))
                 .collect(),
             server,
-            tasks: Tasks::default(),
             runs: std::sync::Mutex::default(),
         }))
     }
@@ -110,7 +110,7 @@ impl FleetHost {
             .get("contextId")
             .and_then(Value::as_str)
             .map_or_else(|| unique_id("ctx"), str::to_owned);
-        let task = Task::new(run.id.clone(), context);
+        let task = self.tasks.task(run.id.clone(), context);
         let sub = task.subscribe();
         let (events_tx, events) = mpsc::channel(SUBSCRIBER_CAPACITY);
         let (human, questions) = mpsc::channel(16);

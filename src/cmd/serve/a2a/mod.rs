@@ -113,9 +113,10 @@ impl Host {
 }
 
 /// The tasks of one exposed agent or fleet, bounded.
-#[derive(Default)]
 struct Tasks {
     by_id: Mutex<TaskTable>,
+    /// Where their ends are counted.
+    ends: task::Ends,
 }
 
 #[derive(Default)]
@@ -126,6 +127,19 @@ struct TaskTable {
 }
 
 impl Tasks {
+    /// The tasks of `name`, their ends counted in `server`'s metrics.
+    fn of(name: &str, server: &Server) -> Tasks {
+        Tasks {
+            by_id: Mutex::default(),
+            ends: Some((server.metrics.a2a_tasks.clone(), name.to_owned())),
+        }
+    }
+
+    /// A new task (not yet in the table).
+    fn task(&self, id: String, context: String) -> Arc<Task> {
+        Task::new(id, context, self.ends.clone())
+    }
+
     fn insert(&self, task: Arc<Task>) {
         let mut t = lock(&self.by_id);
         let TaskTable { map, order } = &mut *t;
@@ -216,6 +230,7 @@ pub(crate) async fn expose(
         std::fs::create_dir_all(&dir).map_err(ExposeError::DataDir)?;
         let journal = dir.join(format!("{name}-{}.jsonl", unique_id("journal")));
         let host = AgentHost::start(AgentLaunch {
+            tasks: Tasks::of(&name, &server),
             name: name.clone(),
             manifest: Arc::new(manifest),
             cwd: cwd.clone(),
@@ -253,6 +268,38 @@ impl Exposed {
             .route("/a2a/{name}/", post(rpc::handle))
             .route("/a2a/{name}", post(rpc::handle))
             .with_state(self.clone())
+    }
+
+    /// Take no new message (the drain has begun; a fleet's runs are refused by the
+    /// server's admission already).
+    pub(crate) fn close(&self) {
+        for host in self.hosts.values() {
+            if let Host::Agent(a) = host {
+                a.close();
+            }
+        }
+    }
+
+    /// Resolves once no exposed agent has a turn in flight (checked every 50 ms: only
+    /// the drain waits on it).
+    pub(crate) async fn idle(&self) {
+        let busy = || {
+            self.hosts
+                .values()
+                .any(|h| matches!(h, Host::Agent(a) if a.busy()))
+        };
+        while busy() {
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Cancel every exposed agent's turn in flight.
+    pub(crate) fn cancel_all(&self) {
+        for host in self.hosts.values() {
+            if let Host::Agent(a) = host {
+                a.cancel_all();
+            }
+        }
     }
 
     /// Close every exposed agent's sessions and stop their trees (the fleets' runs are

@@ -18,6 +18,9 @@ use serde_json::Value;
 use tokio::sync::broadcast;
 
 use crate::cmd::one_session::refuse;
+use crate::cmd::serve::metrics::A2aTaskLabels;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
 
 /// Updates a stream may fall behind by before it is ended.
 const LIVE: usize = 512;
@@ -136,12 +139,16 @@ struct Inner {
     questions: VecDeque<HumanQuestion>,
 }
 
+/// Where a task's end is counted: the family, and the exposed agent's or fleet's name.
+pub(super) type Ends = Option<(Family<A2aTaskLabels, Counter>, String)>;
+
 /// One task.
 pub(super) struct Task {
     pub id: String,
     pub context: String,
     inner: Mutex<Inner>,
     live: broadcast::Sender<Arc<Update>>,
+    ends: Ends,
 }
 
 /// The task as it stands, and the feed of what happens next (subscribed atomically
@@ -182,7 +189,7 @@ impl Snapshot {
 }
 
 impl Task {
-    pub(super) fn new(id: String, context: String) -> Arc<Task> {
+    pub(super) fn new(id: String, context: String, ends: Ends) -> Arc<Task> {
         Arc::new(Task {
             id,
             context,
@@ -195,6 +202,7 @@ impl Task {
                 questions: VecDeque::new(),
             }),
             live: broadcast::channel(LIVE).0,
+            ends,
         })
     }
 
@@ -223,6 +231,15 @@ impl Task {
         match &u {
             Update::Status { state, message } => {
                 inner.state = *state;
+                if let (true, Some((family, name))) = (state.is_terminal(), &self.ends) {
+                    let state = state.spelled(capfleet_actors::bindings::a2a::Spelling::V03);
+                    family
+                        .get_or_create(&A2aTaskLabels {
+                            name: name.clone(),
+                            state: state.to_owned(),
+                        })
+                        .inc();
+                }
                 inner.status_message = message.clone();
                 if let Some(m) = message {
                     remember(&mut inner, m.clone());
@@ -342,7 +359,7 @@ mod tests {
 
     #[test]
     fn a_subscription_sees_what_follows_its_snapshot_and_history_joins_text() {
-        let task = Task::new("t1".into(), "c1".into());
+        let task = Task::new("t1".into(), "c1".into(), None);
         task.publish(text("m1", "hel"));
         let mut sub = task.subscribe();
         task.publish(text("m1", "lo"));
@@ -366,7 +383,7 @@ mod tests {
 
     #[test]
     fn cap_parts_go_only_to_clients_of_the_extension() {
-        let task = Task::new("t".into(), "c".into());
+        let task = Task::new("t".into(), "c".into(), None);
         let only_cap = Update::Message(Msg {
             id: "m".into(),
             parts: vec![Part::Cap(
@@ -382,7 +399,7 @@ mod tests {
 
     #[test]
     fn history_is_bounded() {
-        let task = Task::new("t".into(), "c".into());
+        let task = Task::new("t".into(), "c".into(), None);
         for i in 0..(HISTORY_MESSAGES + 10) {
             task.publish(text(&format!("m{i}"), "x"));
         }
