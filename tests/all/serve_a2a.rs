@@ -4,7 +4,7 @@
 //! as a marked data part, an artifact, usage on the completed state, the next turn in
 //! the same context — in the 1.0 and 0.3 spellings, answer a permission the agent asks
 //! through `input-required`, and run an exposed fleet (the answer its start session's
-//! text, the usage the fleet's). Every RPC is authenticated (the card is public), and
+//! text, the usage the fleet's, a session's permission the task's `input-required`). Every RPC is authenticated (the card is public), and
 //! the drain leaves no agent behind. And capfleet drives capfleet: a fleet run by one
 //! server whose sessions are agents another server exposes, routed from one to the
 //! other, in one trace across both.
@@ -491,7 +491,7 @@ fn fleet(d: &Path, marker: &EnvMarker) {
     .unwrap();
     std::fs::write(
         d.join("helper.toml"),
-        "[[turn]]\nsteps = [{ tool = \"Read\", input = { path = \"x\" }, output = \"y\" }, { say = \"helper done\" }, { usage = { input_tokens = 6, output_tokens = 2 } }]\n",
+        "[[turn]]\nsteps = [{ tool = \"Read\", input = { path = \"x\" }, output = \"y\" }, { permission = \"Bash\", input = { command = \"rm -rf build\" }, risk = \"high\" }, { say = \"helper done\" }, { usage = { input_tokens = 6, output_tokens = 2 } }]\n",
     )
     .unwrap();
     let (k, v) = marker.pair();
@@ -513,7 +513,7 @@ fn both_sdks_run_an_exposed_fleet() {
     let d = dir.path();
     let m = EnvMarker::new("a2a-fleet");
     fleet(d, &m);
-    let token = add_token(d, "ci", "run");
+    let token = add_token(d, "ci", "approve");
     let server = Server::start(
         d,
         &["--token-file", "tokens.txt", "--expose-fleet", "fleet.toml"],
@@ -554,6 +554,12 @@ fn both_sdks_run_an_exposed_fleet() {
             .find(|d| d["_meta"]["cap.kind"] == "cap.tool_call.start")
             .unwrap_or_else(|| panic!("{sdk:?}: {lines:#?}"));
         assert_eq!(tool["_meta"]["capfleet.session"], "helper");
+        // The helper's permission was the task's input-required, denied by the client.
+        let answered = all
+            .iter()
+            .find_map(|l| l.get("answered"))
+            .expect("input-required");
+        assert_eq!(answered["tool"], "Bash", "{sdk:?}: {lines:#?}");
         // The task is a run of the server, its task the message.
         let run_id = all.iter().find_map(|l| l["task"].as_str()).unwrap();
         let run = server.wait_run(run_id, Some(&token), Duration::from_secs(10));
@@ -563,6 +569,12 @@ fn both_sdks_run_an_exposed_fleet() {
             journal.contains("review the change"),
             "the message is the run's task"
         );
+        let denied = journal_records(&server.journal(run_id))
+            .into_iter()
+            .filter(|r| r["event"]["kind"] == "cap.permission.response")
+            .map(|r| r["event"]["decision"].as_str().unwrap_or("").to_owned())
+            .collect::<Vec<_>>();
+        assert_eq!(denied, ["deny"], "{sdk:?}");
     }
     drain(server, &m);
 }
