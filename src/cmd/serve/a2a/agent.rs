@@ -26,7 +26,7 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 use super::feed::Feed;
-use super::input;
+use super::input::{self, Gate};
 use super::rpc::RpcError;
 use super::task::{Subscription, Task, Update};
 use super::{Tasks, prompt_of, unique_id};
@@ -39,12 +39,16 @@ pub(super) const IDLE: Duration = Duration::from_secs(15 * 60);
 /// One A2A context: a session of the agent.
 struct Context {
     id: String,
+    /// Its session's URN.
+    urn: String,
     session: ActorRef<SessionMsg>,
     /// The task its turns' events go to (the last one).
     current: Mutex<Option<Arc<Task>>>,
     last_used: Mutex<Instant>,
     /// The context's span: its session's parent, continuing the client's trace.
     span: tracing::Span,
+    /// The questions of its session, to its forwarder (which asks them in order).
+    questions: mpsc::Sender<HumanQuestion>,
 }
 
 impl Context {
@@ -55,6 +59,18 @@ impl Context {
     fn close(&self) {
         let _gone = self.session.cast(SessionMsg::Close);
         trace::end(&self.span);
+    }
+
+    /// Ask `q` of the client through the current task (refused when none is open).
+    fn ask(&self, q: HumanQuestion) {
+        let task = lock(&self.current).clone().filter(|t| !t.is_done());
+        match task {
+            Some(task) => {
+                let message = input::question(&q, unique_id(&format!("{}-ask", task.id)));
+                task.ask(q, message);
+            }
+            None => refuse(q, "no A2A task of the session is open"),
+        }
     }
 }
 
@@ -195,14 +211,17 @@ impl AgentHost {
             .spawn_in(spec, vec![events_tx], Some(span.clone()))
             .await
             .map_err(|e| RpcError::internal(format!("the agent's session could not start: {e}")))?;
+        let (questions_tx, questions) = mpsc::channel(16);
         let context = Arc::new(Context {
             id: id.clone(),
+            urn: urn.clone(),
             session,
             current: Mutex::new(None),
             last_used: Mutex::new(Instant::now()),
             span,
+            questions: questions_tx,
         });
-        tokio::spawn(forward(context.clone(), events));
+        tokio::spawn(forward(context.clone(), events, questions));
         lock(&self.by_urn).insert(urn, id.clone());
         lock(&self.contexts).insert(id, context.clone());
         Ok(context)
@@ -226,10 +245,18 @@ impl AgentHost {
                 contexts.len()
             )));
         };
-        if let Some(c) = contexts.remove(&id) {
-            c.close();
+        let closed = contexts.remove(&id);
+        drop(contexts);
+        if let Some(c) = closed {
+            self.forget(&c);
         }
         Ok(())
+    }
+
+    /// Close context `c`, already out of the table.
+    fn forget(&self, c: &Context) {
+        lock(&self.by_urn).remove(&c.urn);
+        c.close();
     }
 
     /// Cancel task `task`'s turn: its open questions are answered fail-safe first.
@@ -272,6 +299,7 @@ impl AgentHost {
     pub(super) async fn shutdown(&self) {
         self.closing.store(true, Ordering::Relaxed);
         let contexts: Vec<Arc<Context>> = lock(&self.contexts).drain().map(|(_, c)| c).collect();
+        lock(&self.by_urn).clear();
         for c in &contexts {
             if let Some(t) = lock(&c.current).clone() {
                 for q in t.drain_questions() {
@@ -315,31 +343,71 @@ async fn turn(session: ActorRef<SessionMsg>, prompt: String, task: Arc<Task>) {
     }
 }
 
-/// The context's events to its current task, each task with a feed of its own.
-async fn forward(context: Arc<Context>, mut events: mpsc::Receiver<Published>) {
+/// The context's events to its current task, each task with a feed of its own, and
+/// its session's questions, each asked once the events before it are forwarded.
+async fn forward(
+    context: Arc<Context>,
+    mut events: mpsc::Receiver<Published>,
+    mut questions: mpsc::Receiver<HumanQuestion>,
+) {
     let mut feed: Option<(String, Feed)> = None;
-    while let Some(e) = events.recv().await {
-        let Some(task) = lock(&context.current).clone() else {
-            continue;
-        };
-        if feed.as_ref().is_none_or(|(id, _)| *id != task.id) {
-            feed = Some((task.id.clone(), Feed::default()));
+    let mut gate = Gate::default();
+    let mut asking = true;
+    loop {
+        let due = gate.due();
+        tokio::select! {
+            e = events.recv() => {
+                let Some(e) = e else { break };
+                if let Some(task) = lock(&context.current).clone() {
+                    if feed.as_ref().is_none_or(|(id, _)| *id != task.id) {
+                        feed = Some((task.id.clone(), Feed::default()));
+                    }
+                    if let Some((_, f)) = feed.as_mut() {
+                        let update = if matches!(e.body, EventBody::TurnStarted { .. }) {
+                            Some(Update::Status { state: TaskState::Working, message: None })
+                        } else {
+                            f.agent_event(&task, &e)
+                        };
+                        if let Some(u) = update {
+                            task.publish(u);
+                        }
+                    }
+                }
+                if let EventBody::Cap { event } = &e.body {
+                    for q in gate.on_event(event) {
+                        context.ask(q);
+                    }
+                }
+            }
+            q = questions.recv(), if asking => match q {
+                Some(q) => {
+                    if let Some(q) = gate.on_question(q) {
+                        context.ask(q);
+                    }
+                }
+                None => asking = false,
+            },
+            () = sleep_until(due), if due.is_some() => {
+                for q in gate.overdue() {
+                    context.ask(q);
+                }
+            }
         }
-        let Some((_, f)) = feed.as_mut() else {
-            continue;
-        };
-        if matches!(e.body, EventBody::TurnStarted { .. }) {
-            task.publish(Update::Status {
-                state: TaskState::Working,
-                message: None,
-            });
-        } else if let Some(u) = f.agent_event(&task, &e) {
-            task.publish(u);
-        }
+    }
+    for q in gate.drain() {
+        refuse(q, "the session ended");
     }
 }
 
-/// The questions the tree leaves open go to the task of their session's context.
+/// `at`, or never.
+pub(super) async fn sleep_until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The questions the tree leaves open go to their session's context.
 async fn ask_clients(
     host: std::sync::Weak<AgentHost>,
     mut questions: mpsc::Receiver<HumanQuestion>,
@@ -349,17 +417,15 @@ async fn ask_clients(
             refuse(q, "the exposed agent is gone");
             continue;
         };
-        let task = lock(&host.by_urn)
-            .get(&*q.urn)
-            .and_then(|id| lock(&host.contexts).get(id).cloned())
-            .and_then(|c| lock(&c.current).clone())
-            .filter(|t| !t.is_done());
-        let Some(task) = task else {
-            refuse(q, "no A2A task of the session is open");
+        let id = lock(&host.by_urn).get(&*q.urn).cloned();
+        let context = id.and_then(|id| lock(&host.contexts).get(&id).cloned());
+        let Some(context) = context else {
+            refuse(q, "no A2A context holds the session");
             continue;
         };
-        let message = input::question(&q, unique_id(&format!("{}-ask", task.id)));
-        task.ask(q, message);
+        if let Err(e) = context.questions.try_send(q) {
+            refuse(e.into_inner(), "too many questions wait on the context");
+        }
     }
 }
 
@@ -369,13 +435,17 @@ async fn sweep(host: std::sync::Weak<AgentHost>) {
     loop {
         tick.tick().await;
         let Some(host) = host.upgrade() else { return };
-        let mut contexts = lock(&host.contexts);
-        contexts.retain(|_, c| {
-            let keep = c.busy() || lock(&c.last_used).elapsed() < IDLE;
-            if !keep {
-                c.close();
-            }
-            keep
-        });
+        let idle: Vec<Arc<Context>> = {
+            let mut contexts = lock(&host.contexts);
+            let ids: Vec<String> = contexts
+                .values()
+                .filter(|c| !c.busy() && lock(&c.last_used).elapsed() >= IDLE)
+                .map(|c| c.id.clone())
+                .collect();
+            ids.iter().filter_map(|id| contexts.remove(id)).collect()
+        };
+        for c in idle {
+            host.forget(&c);
+        }
     }
 }

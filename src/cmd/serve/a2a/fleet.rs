@@ -15,11 +15,11 @@ use capfleet_actors::answerer::HumanQuestion;
 use capfleet_actors::bindings::a2a::TaskState;
 use capfleet_actors::events::{EventBody, Published, SUBSCRIBER_CAPACITY};
 use capfleet_actors::protocol::{CapEvent, Channel};
-use capfleet_actors::sync::lock;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
 use super::feed::Feed;
+use super::input::Gate;
 use super::rpc::RpcError;
 use super::task::{Msg, Part, Subscription, Task, Update};
 use super::{ExposeError, Tasks, input, prompt_of, unique_id};
@@ -39,9 +39,8 @@ pub(super) struct FleetHost {
     /// Its sessions: (name, agent).
     pub sessions: Vec<(String, String)>,
     server: Arc<Server>,
+    /// Its tasks, each named by its run's id.
     pub tasks: Tasks,
-    /// Task id -> its run's id.
-    runs: std::sync::Mutex<std::collections::HashMap<String, String>>,
 }
 
 impl FleetHost {
@@ -69,7 +68,6 @@ impl FleetHost {
                 .map(|s| (s.spec.name.clone(), s.agent.clone()))
                 .collect(),
             server,
-            runs: std::sync::Mutex::default(),
         }))
     }
 
@@ -162,7 +160,6 @@ impl FleetHost {
             });
         }
         self.tasks.insert(task.clone());
-        lock(&self.runs).insert(task.id.clone(), run.id.clone());
         tokio::spawn(follow(task.clone(), entry, events, questions, starts));
         Ok((task, sub))
     }
@@ -172,10 +169,9 @@ impl FleetHost {
         for q in task.drain_questions() {
             refuse(q, "the A2A client cancelled the task");
         }
-        let run = lock(&self.runs).get(&task.id).cloned();
-        if let Some(run) = run {
-            let _said = self.server.cancel(&run, &format!("a2a:{}", caller.name));
-        }
+        let _said = self
+            .server
+            .cancel(&task.id, &format!("a2a:{}", caller.name));
     }
 }
 
@@ -197,7 +193,13 @@ async fn follow(
     let mut feed = Feed::default();
     let mut answer = String::new();
     let mut asking = true;
+    let mut gate = Gate::default();
+    let ask = |q: HumanQuestion| {
+        let message = input::question(&q, unique_id(&format!("{}-ask", task.id)));
+        task.ask(q, message);
+    };
     loop {
+        let due = gate.due();
         tokio::select! {
             e = events.recv() => {
                 let Some(e) = e else { break };
@@ -221,21 +223,21 @@ async fn follow(
                         if let Some(u) = feed.cap(&task, event, Some(session)) {
                             task.publish(u);
                         }
+                        gate.on_event(event).into_iter().for_each(ask);
                     }
                     _ => {}
                 }
             }
-            q = questions.recv(), if asking => {
-                let Some(q) = q else {
-                    asking = false;
-                    continue;
-                };
-                let message = input::question(&q, unique_id(&format!("{}-ask", task.id)));
-                task.ask(q, message);
+            q = questions.recv(), if asking => match q {
+                Some(q) => gate.on_question(q).into_iter().for_each(ask),
+                None => asking = false,
+            },
+            () = super::agent::sleep_until(due), if due.is_some() => {
+                gate.overdue().into_iter().for_each(ask);
             }
         }
     }
-    for q in task.drain_questions() {
+    for q in gate.drain().into_iter().chain(task.drain_questions()) {
         refuse(q, "the run ended");
     }
     let mut state = entry.watch();

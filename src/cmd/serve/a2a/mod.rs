@@ -42,7 +42,7 @@ use rpc::RpcError;
 use task::{Subscription, Task};
 
 /// Tasks remembered per exposed agent or fleet (the oldest ended ones go first).
-const TASKS: usize = 1024;
+const TASKS: usize = 256;
 
 /// The exposed agents and fleets, by name.
 pub(crate) struct Exposed {

@@ -26,7 +26,7 @@ use prometheus_client::metrics::family::Family;
 const LIVE: usize = 512;
 /// Messages kept in a task's history, and their text, at most.
 const HISTORY_MESSAGES: usize = 256;
-const HISTORY_BYTES: usize = 256 * 1024;
+const HISTORY_BYTES: usize = 64 * 1024;
 /// Artifacts kept per task, at most.
 const ARTIFACTS: usize = 64;
 /// Questions waiting behind the one asked, at most (a fleet's sessions may ask at once).
