@@ -1,7 +1,8 @@
 //! A2A peers for the binding's tests: a server process that prints its bound address
 //! on its first stdout line (the simulator's `--mode a2a`, the SDK test agents under
 //! tests/support/), a manifest whose `fast_path.a2a_serve_at` names it, and `capfleet
-//! chat --json` driving it.
+//! chat --json` driving it; and the official SDKs' clients ([`sdk_client`]) driving
+//! `capfleet serve --expose`.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
