@@ -579,6 +579,53 @@ fn both_sdks_run_an_exposed_fleet() {
     drain(server, &m);
 }
 
+/// A message to an exposed fleet carrying a W3C `traceparent`: the run's span is a
+/// child of the caller's span, in the caller's trace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_exposed_fleets_run_continues_the_callers_trace() {
+    const TRACE: &str = "0af7651916cd43dd8448eb211c80319c";
+    const SPAN: &str = "b7ad6b7169203331";
+    let collector = Collector::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_owned();
+    let m = EnvMarker::new("a2a-fleet-trace");
+    fleet(&d, &m);
+    let otlp = collector.endpoint().to_owned();
+    let mut server = tokio::task::spawn_blocking(move || {
+        let env = [("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")];
+        let server = Server::start_with(&d, &["--expose-fleet", "fleet.toml", "--otlp", &otlp], &env);
+        let rpc = |body: Value| {
+            let traceparent = format!("00-{TRACE}-{SPAN}-01");
+            let headers = [("Content-Type", "application/json"), ("traceparent", traceparent.as_str())];
+            let r = crate::common::fake_llm::http_with(server.port, "POST", "/a2a/pair/", &headers, body.to_string().as_bytes())
+                .expect("the request");
+            serde_json::from_str::<Value>(&r.body).expect("JSON")
+        };
+        let asked = rpc(json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message":
+            {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "traced"}]}}}));
+        let task = &asked["result"]["task"];
+        assert_eq!(task["status"]["state"], "TASK_STATE_INPUT_REQUIRED", "{asked}");
+        let done = rpc(json!({"jsonrpc": "2.0", "id": 2, "method": "SendMessage", "params": {"message":
+            {"messageId": "m2", "role": "ROLE_USER", "taskId": task["id"], "contextId": task["contextId"],
+             "parts": [{"text": "deny"}]}}}));
+        assert_eq!(done["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED", "{done}");
+        server
+    })
+    .await
+    .unwrap();
+    server.signal(libc::SIGTERM);
+    assert_eq!(server.wait(Duration::from_secs(30)).code(), Some(0));
+    let tree = collector.spans().await;
+    let run = tree.one("fleet.run");
+    assert_eq!(
+        (run.trace_id.as_str(), run.parent_span_id.as_str()),
+        (TRACE, SPAN),
+        "{:?}",
+        tree.names()
+    );
+    assert_no_survivor(&m);
+}
+
 /// The spans of `tree` in trace `trace`, by kind.
 fn in_trace<'a>(
     tree: &'a Tree,
