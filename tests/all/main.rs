@@ -53,6 +53,8 @@ mod run_cli;
 mod run_human;
 mod serve;
 mod serve_a2a;
+mod serve_a2a_sdks;
+mod serve_a2a_trace;
 mod serve_artifacts;
 mod serve_asks;
 mod serve_submit;
