@@ -89,7 +89,7 @@ async fn serve(args: ServeArgs, color: ColorChoice) -> ExitCode {
         }
     };
     let code = match bind(&args, &telemetry).await {
-        Ok((server, listener)) => {
+        Ok((server, listener, serving)) => {
             let data_dir = server
                 .runs_dir
                 .parent()
@@ -104,7 +104,11 @@ async fn serve(args: ServeArgs, color: ColorChoice) -> ExitCode {
             )
             .await;
             match exposed {
-                Ok(exposed) => listen(server, listener, signals, args.drain_timeout, exposed).await,
+                Ok(exposed) => {
+                    // Said once everything is up (tests and scripts wait for this line).
+                    eprintln!("{serving}");
+                    listen(server, listener, signals, args.drain_timeout, exposed).await
+                }
                 Err(e) => {
                     eprintln!("{} {e}", err.err("error:"));
                     ExitCode::from(EXIT_INVALID)
@@ -143,7 +147,7 @@ enum StartError {
 async fn bind(
     args: &ServeArgs,
     telemetry: &Telemetry,
-) -> Result<(Arc<Server>, tokio::net::TcpListener), StartError> {
+) -> Result<(Arc<Server>, tokio::net::TcpListener, String), StartError> {
     let tokens = args
         .token_file
         .as_deref()
@@ -180,7 +184,7 @@ async fn bind(
     } else {
         "no auth (loopback only)"
     };
-    eprintln!(
+    let serving = format!(
         "capfleet: serving on http://{addr} ({auth}); runs in {}",
         runs_dir.display()
     );
@@ -195,7 +199,7 @@ async fn bind(
     let mut server = Server::new(runs_dir, tokens, limits, metrics);
     server.ask_timeout = args.ask_timeout;
     let server = Arc::new(server);
-    Ok((server, listener))
+    Ok((server, listener, serving))
 }
 
 /// Serve until a signal has drained the runs, then close.
