@@ -160,6 +160,31 @@ fn the_python_sdk_streams_turns_and_answers_a_permission_in_both_spellings() {
     };
     assert_two_turns(&run("1.0", true, &["hello", "again"]));
     assert_permission_round_trip(&run("1.0", true, &["permission please"]), true);
+    // An ask, answered with the client's text.
+    let asked = sim_client(
+        Sdk::Python,
+        &server,
+        &token,
+        "1.0",
+        true,
+        "blue",
+        &["ask me"],
+    );
+    let all: Vec<&Value> = asked.iter().collect();
+    let waited = all
+        .iter()
+        .find(|l| l["state"] == "input-required")
+        .expect("input-required");
+    assert_eq!(said(&[waited]), "Which colour?", "{asked:#?}");
+    assert!(cap_kinds(&[waited]).contains(&"cap.ask_user"), "{waited}");
+    // The sim's AskUserQuestion tool ends with the answer.
+    let ended = all
+        .iter()
+        .flat_map(|l| l["data"].as_array().into_iter().flatten())
+        .find(|d| d["_meta"]["cap.kind"] == "cap.tool_call.end")
+        .expect("the ask's tool call ended");
+    assert_eq!(ended["output"], "answer: blue", "{asked:#?}");
+    assert_eq!(last_state(&all)["state"], "completed");
     // 0.3 through the SDK's compat transport, without the extension: text and
     // states only, no CAP data part.
     let plain = run("0.3", false, &["hello"]);

@@ -18,6 +18,10 @@ match = "permission"
 steps = [{ say = "checking " }, { permission = "Bash", input = { command = "echo hi" }, risk = "high" }, { say = "after the tool" }, { usage = { input_tokens = 7, output_tokens = 3 } }]
 
 [[turn]]
+match = "ask"
+steps = [{ ask = "Which colour?", options = ["red", "blue"] }]
+
+[[turn]]
 match = "slow"
 steps = [{ say = "started" }, { sleep_ms = 30000 }, { say = "never" }]
 

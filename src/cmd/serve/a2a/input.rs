@@ -84,10 +84,10 @@ pub(super) fn answer(request: &OpenRequest, message: &Value, caller: &str) -> An
                 rule,
             }
         }
-        OpenRequest::Ask { ask_id, .. } => {
+        OpenRequest::Ask { ask_id, form, .. } => {
             let value = match marked {
                 Some(CapEvent::AskUserAnswer(a)) if a.ask_id == *ask_id => Some(a.value),
-                _ => (!text.trim().is_empty()).then(|| Value::String(text.trim().to_owned())),
+                _ => (!text.trim().is_empty()).then(|| shaped(form.as_ref(), text.trim())),
             };
             Answer::Ask {
                 ask_id: ask_id.clone(),
@@ -96,6 +96,26 @@ pub(super) fn answer(request: &OpenRequest, message: &Value, caller: &str) -> An
             }
         }
     }
+}
+
+/// A plain client's text as the value a form asks for: an object form (one property
+/// per question, as `chat` asks them) takes a JSON object, or the text as the answer to
+/// its only question; any other form the text itself.
+fn shaped(form: Option<&Value>, text: &str) -> Value {
+    let props = form
+        .and_then(|f| f.get("properties"))
+        .and_then(Value::as_object);
+    if let Some(props) = props {
+        if let Ok(v @ Value::Object(_)) = serde_json::from_str::<Value>(text) {
+            return v;
+        }
+        if let (1, Some(question)) = (props.len(), props.keys().next()) {
+            let mut answer = serde_json::Map::new();
+            answer.insert(question.clone(), Value::String(text.to_owned()));
+            return Value::Object(answer);
+        }
+    }
+    Value::String(text.to_owned())
 }
 
 /// A plain client's text as a decision: only a clear yes allows.
@@ -179,6 +199,14 @@ mod tests {
             answer(&ask, &empty, "x"),
             Answer::Ask { value: None, .. }
         ));
+        let form = json!({"type": "object", "properties": {"Which colour?": {"type": "string"}}});
+        let one = OpenRequest::Ask {
+            ask_id: "a2".into(),
+            prompt: "Which colour?".into(),
+            form: Some(form),
+        };
+        assert!(matches!(answer(&one, &text, "x"),
+            Answer::Ask { value: Some(v), .. } if v == json!({"Which colour?": "red"})));
     }
 }
 
