@@ -1,8 +1,9 @@
 //! `capfleet serve --expose` on the wire: the card is public and every RPC is
 //! authenticated by role (and counted in `/metrics`), both spellings on one URL, a
 //! blocking send, a dropped stream read back (`tasks/get`), re-attached
-//! (`SubscribeToTask`) and cancelled (`CancelTask`), and the drain that cancels a turn
-//! in flight after `--drain-timeout` and leaves no agent behind.
+//! (`SubscribeToTask`) and cancelled (`CancelTask`), the drain that cancels a turn
+//! in flight after `--drain-timeout` and leaves no agent behind, and a full disk that
+//! fails the turn.
 
 use std::time::Duration;
 
@@ -10,6 +11,7 @@ use serde_json::json;
 
 use crate::common::EnvMarker;
 use crate::common::chat::assert_no_survivor;
+use crate::common::disk::Tmpfs;
 use crate::common::expose::{drain, exposing_sim, exposing_sim_with, rpc_stream};
 use crate::common::serve::add_token;
 
@@ -183,4 +185,42 @@ fn the_drain_cancels_an_exposed_turn_after_its_timeout() {
     let status = server.wait(Duration::from_secs(30));
     assert_eq!(status.code(), Some(0), "{}", server.stderr());
     assert_no_survivor(&m);
+}
+
+/// A full disk under an exposed agent (its journal on a 256 KiB tmpfs, a turn that
+/// floods it): the turn fails saying so, the agent takes no further message, and the
+/// drain still leaves no agent behind — a failed write is a failed turn.
+#[test]
+fn a_full_disk_fails_the_exposed_turn_loudly() {
+    let disk = match Tmpfs::mount("256k", "") {
+        Ok(t) => t,
+        Err(why) => {
+            eprintln!("no tmpfs ({why}): the journal fault is checked by disk::");
+            return;
+        }
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let m = EnvMarker::new("a2a-full-disk");
+    let data = disk.path().to_str().unwrap();
+    let (server, token) = exposing_sim_with(d, &m, &["--data-dir", data]);
+    let send = |text: &str| {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message":
+            {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": text}]}}});
+        server
+            .json("POST", "/a2a/sim/", Some(&token), Some(&body))
+            .1
+    };
+    let flooded = send("flood please");
+    let status = &flooded["result"]["task"]["status"];
+    assert_eq!(status["state"], "TASK_STATE_FAILED", "{flooded}");
+    let why = status["message"]["parts"][0]["text"].as_str().unwrap_or("");
+    assert!(
+        why.contains("journal failed") && why.contains("No space left on device"),
+        "{why}"
+    );
+    let refused = send("hello");
+    let message = refused["error"]["message"].as_str().unwrap_or("");
+    assert!(message.contains("stopped: its journal failed"), "{refused}");
+    drain(server, &m);
 }

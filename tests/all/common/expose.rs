@@ -22,6 +22,10 @@ match = "ask"
 steps = [{ ask = "Which colour?", options = ["red", "blue"] }]
 
 [[turn]]
+match = "flood"
+steps = [{ flood = 2000000, chunk = 16384 }, { say = "the end" }]
+
+[[turn]]
 match = "slow"
 steps = [{ say = "started" }, { sleep_ms = 30000 }, { say = "never" }]
 

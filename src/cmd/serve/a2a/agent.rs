@@ -16,6 +16,8 @@ use std::time::{Duration, Instant};
 use capfleet_actors::answerer::{HumanQuestion, Policy};
 use capfleet_actors::bindings::a2a::TaskState;
 use capfleet_actors::events::{EventBody, Published, SUBSCRIBER_CAPACITY, trace};
+use capfleet_actors::fault::DiskFault;
+use capfleet_actors::journal::Durable;
 use capfleet_actors::manifest::Manifest;
 use capfleet_actors::protocol::CancelScope;
 use capfleet_actors::root::{Orchestrator, Spawner};
@@ -88,6 +90,39 @@ pub(super) struct AgentHost {
     max_contexts: usize,
     opened: AtomicU64,
     closing: AtomicBool,
+    /// Whether its journal keeps up.
+    health: Arc<Health>,
+}
+
+/// Whether an exposed agent's journal keeps up: a turn's end is reported once the
+/// journal has it on disk, and a failed write fails the turn (and every later
+/// message) saying why — a failed write is a failed turn.
+struct Health {
+    durable: Option<Durable>,
+    faults: Mutex<mpsc::Receiver<DiskFault>>,
+    failed: Mutex<Option<String>>,
+}
+
+impl Health {
+    /// Why the agent stopped, if a write failed.
+    fn failed(&self) -> Option<String> {
+        if let Some(why) = lock(&self.failed).clone() {
+            return Some(why);
+        }
+        let fault = lock(&self.faults).try_recv().ok()?;
+        let why = format!("its journal failed: {fault}");
+        tracing::error!("an exposed agent stops: {why}");
+        *lock(&self.failed) = Some(why.clone());
+        Some(why)
+    }
+
+    /// Once what was published so far is on disk: why the agent stopped, if it did.
+    async fn settled(&self) -> Option<String> {
+        if let Some(d) = &self.durable {
+            d.sync().await;
+        }
+        self.failed()
+    }
 }
 
 /// What starting an exposed agent needs.
@@ -117,7 +152,12 @@ impl AgentHost {
             telemetry: launch.telemetry,
         };
         let err = crate::style::Style::for_stderr(crate::style::ColorChoice::Never);
-        let (orchestrator, mut faults) = crate::cmd::one_session::tree(setup, err).await?;
+        let (orchestrator, faults) = crate::cmd::one_session::tree(setup, err).await?;
+        let health = Arc::new(Health {
+            durable: orchestrator.journal_durable().await,
+            faults: Mutex::new(faults),
+            failed: Mutex::new(None),
+        });
         let host = Arc::new(AgentHost {
             name: launch.name,
             manifest: launch.manifest,
@@ -130,15 +170,10 @@ impl AgentHost {
             max_contexts: launch.max_contexts,
             opened: AtomicU64::new(0),
             closing: AtomicBool::new(false),
+            health,
         });
         tokio::spawn(ask_clients(Arc::downgrade(&host), questions));
         tokio::spawn(sweep(Arc::downgrade(&host)));
-        let name = host.name.clone();
-        tokio::spawn(async move {
-            if let Some(fault) = faults.recv().await {
-                tracing::error!(agent = %name, "the exposed agent's journal failed: {fault}");
-            }
-        });
         Ok(host)
     }
 
@@ -149,6 +184,12 @@ impl AgentHost {
         message: &Value,
         traceparent: Option<&str>,
     ) -> Result<(Arc<Task>, Subscription), RpcError> {
+        if let Some(why) = self.health.failed() {
+            return Err(RpcError::internal(format!(
+                "the exposed agent {} stopped: {why}",
+                self.name
+            )));
+        }
         if self.closing.load(Ordering::Relaxed) {
             return Err(RpcError::draining());
         }
@@ -221,7 +262,12 @@ impl AgentHost {
             span,
             questions: questions_tx,
         });
-        tokio::spawn(forward(context.clone(), events, questions));
+        tokio::spawn(forward(
+            context.clone(),
+            events,
+            questions,
+            self.health.clone(),
+        ));
         lock(&self.by_urn).insert(urn, id.clone());
         lock(&self.contexts).insert(id, context.clone());
         Ok(context)
@@ -349,6 +395,7 @@ async fn forward(
     context: Arc<Context>,
     mut events: mpsc::Receiver<Published>,
     mut questions: mpsc::Receiver<HumanQuestion>,
+    health: Arc<Health>,
 ) {
     let mut feed: Option<(String, Feed)> = None;
     let mut gate = Gate::default();
@@ -358,7 +405,8 @@ async fn forward(
         tokio::select! {
             e = events.recv() => {
                 let Some(e) = e else { break };
-                if let Some(task) = lock(&context.current).clone() {
+                let current = lock(&context.current).clone();
+                if let Some(task) = current {
                     if feed.as_ref().is_none_or(|(id, _)| *id != task.id) {
                         feed = Some((task.id.clone(), Feed::default()));
                     }
@@ -368,7 +416,13 @@ async fn forward(
                         } else {
                             f.agent_event(&task, &e)
                         };
-                        if let Some(u) = update {
+                        if let Some(mut u) = update {
+                            if u.is_terminal()
+                                && let Some(why) = health.settled().await
+                            {
+                                let why = format!("the exposed agent stopped: {why}");
+                                u = Feed::default().end(&task, TaskState::Failed, Some(why));
+                            }
                             task.publish(u);
                         }
                     }

@@ -123,6 +123,11 @@ impl Update {
         }
     }
 
+    /// A terminal state.
+    pub(super) fn is_terminal(&self) -> bool {
+        matches!(self, Update::Status { state, .. } if state.is_terminal())
+    }
+
     /// A state the stream of a send ends at: terminal, or waiting for the client.
     pub(super) fn ends_stream(&self) -> bool {
         matches!(self, Update::Status { state, .. } if state.is_terminal() || state.is_interrupted())
