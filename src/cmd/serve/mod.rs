@@ -211,7 +211,7 @@ async fn listen(
     exposed: Arc<a2a::Exposed>,
 ) -> ExitCode {
     let (closing, closed) = tokio::sync::oneshot::channel::<()>();
-    let app = routes::router(server.clone(), Some(exposed.router()))
+    let app = routes::router(server.clone(), exposed.router())
         .into_make_service_with_connect_info::<SocketAddr>();
     let mut served = tokio::spawn(async move {
         axum::serve(listener, app)

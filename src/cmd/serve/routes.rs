@@ -30,7 +30,7 @@ const PAGE: usize = 50;
 const PAGE_MAX: usize = 500;
 
 /// Every route of the server; `a2a`, the exposed agents' routes (their own auth).
-pub(crate) fn router(server: Arc<Server>, a2a: Option<Router>) -> Router {
+pub(crate) fn router(server: Arc<Server>, a2a: Router) -> Router {
     let api = Router::new()
         .route("/v1/runs", post(submit).get(list))
         .route("/v1/runs/{id}", get(show))
@@ -58,11 +58,9 @@ pub(crate) fn router(server: Arc<Server>, a2a: Option<Router>) -> Router {
             get(|| async { json_response(StatusCode::OK, &json!({"status": "ok"})) }),
         )
         .route("/readyz", get(ready));
-    let mut app: Router = probes.merge(api).with_state(server.clone());
-    if let Some(a2a) = a2a {
-        app = app.merge(a2a);
-    }
-    app.layer(middleware::from_fn_with_state(server, count))
+    let app: Router = probes.merge(api).with_state(server.clone());
+    app.merge(a2a)
+        .layer(middleware::from_fn_with_state(server, count))
 }
 
 /// The route a path matches, for the metrics' labels (never a run id).
