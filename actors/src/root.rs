@@ -285,10 +285,21 @@ impl Spawner {
         spec: SessionSpec,
         subscribers: Vec<mpsc::Sender<Published>>,
     ) -> Result<ActorRef<SessionMsg>, TreeError> {
+        self.spawn_in(spec, subscribers, None).await
+    }
+
+    /// Start one session under the fleet, its span a child of `parent` rather than
+    /// the tree's (an exposed agent's session continues its A2A client's trace).
+    pub async fn spawn_in(
+        &self,
+        spec: SessionSpec,
+        subscribers: Vec<mpsc::Sender<Published>>,
+        parent: Option<tracing::Span>,
+    ) -> Result<ActorRef<SessionMsg>, TreeError> {
         ractor::call!(self.fleet, |reply| FleetMsg::Spawn {
             spec: Box::new(spec),
             subscribers,
-            parent: None,
+            parent,
             reply,
         })
         .map_err(|e| TreeError::unreachable("fleet", e))?

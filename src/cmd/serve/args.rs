@@ -52,6 +52,19 @@ and its files in input/; sessions' cwd defaults to the server's working director
 most --max-runs run at once and --max-sessions sessions live; the next ones wait in a \
 FIFO queue of --queue (their position reported), beyond it 429 with Retry-After.
 
+A2A (spec §11.2): --expose AGENT publishes /a2a/<name>/.well-known/agent-card.json \
+(the manifest's name, the `cap-protocol/v1` extension, the bearer scheme when there are \
+tokens; public) and A2A JSON-RPC at /a2a/<name>/ in the 1.0 and 0.3 spellings \
+(SendMessage / message/send, SendStreamingMessage / message/stream, GetTask / \
+tasks/get, CancelTask / tasks/cancel, SubscribeToTask / tasks/resubscribe). A new \
+context starts a session of the agent, each message is its next turn; permissions \
+and asks the client answers through `input-required`. --expose-fleet runs the fleet \
+once per message (the message is its task; the answer is the start session's final \
+text). Roles: read to get or resubscribe, run to send or cancel, approve to answer an \
+input-required. An inbound `traceparent` parents the session's (or run's) span.
+  capfleet serve --expose claude-code --expose-fleet review.toml --token-file tokens.txt
+      two A2A peers: /a2a/claude-code/ and /a2a/<review's fleet name>/
+
 Stopping: SIGTERM or SIGINT stops accepting (submit 503, /readyz 503), lets the runs \
 finish for --drain-timeout, then cancels them (journaled as cancelled by shutdown) and \
 exits 0 with no agent left; a second signal cancels them at once.")]
@@ -83,6 +96,14 @@ pub(crate) struct ServeArgs {
     /// How long runs may go on after SIGTERM/SIGINT before they are cancelled.
     #[arg(long, default_value = "30s", value_name = "DURATION", value_parser = duration)]
     pub drain_timeout: Duration,
+    /// Publish this agent (a registry name or a manifest path) as an A2A peer at
+    /// /a2a/<name>/ (repeatable): one session per A2A context, one turn per task.
+    #[arg(long = "expose", value_name = "AGENT")]
+    pub expose: Vec<String>,
+    /// Publish this fleet as one A2A agent at /a2a/<fleet name>/ (repeatable): each
+    /// message is a run with the message as its task.
+    #[arg(long = "expose-fleet", value_name = "FLEET.toml")]
+    pub expose_fleet: Vec<PathBuf>,
     #[command(flatten)]
     pub telemetry: TelemetryArgs,
 }

@@ -7,6 +7,7 @@
 
 use std::sync::Arc;
 
+use capfleet_actors::answerer::HumanQuestion;
 use capfleet_actors::events::{Published, RunOutcome, SUBSCRIBER_CAPACITY};
 use capfleet_actors::run::{RunTelemetry, run_fleet_stoppable};
 use tokio::sync::mpsc;
@@ -16,6 +17,18 @@ use super::asks;
 use super::state::{Pending, RunState, Server, now_ms};
 use crate::cmd::run::launch::{self, Launch};
 use crate::cmd::run::{EXIT_SESSION_FAILED, view, workspaces};
+
+/// What a run started for someone other than the HTTP API gets beside it (an
+/// exposed fleet's A2A task: `super::a2a`).
+#[derive(Default)]
+pub(crate) struct RunHooks {
+    /// Further subscribers to every event of the run.
+    pub subscribers: Vec<mpsc::Sender<Published>>,
+    /// Who answers what the policy leaves open, instead of the API's asks.
+    pub human: Option<mpsc::Sender<HumanQuestion>>,
+    /// The W3C trace context the run's span continues.
+    pub traceparent: Option<String>,
+}
 
 /// Start `pending` on its own task.
 pub(crate) fn spawn(server: Arc<Server>, pending: Pending) {
@@ -30,6 +43,7 @@ async fn drive(server: Arc<Server>, pending: Pending) {
         run,
         lock,
         stops,
+        hooks,
     } = pending;
     fleet.bind_run_dir(&run);
     let ended = match workspaces::prepare(&mut fleet, &run, false).await {
@@ -43,10 +57,17 @@ async fn drive(server: Arc<Server>, pending: Pending) {
             (None, EXIT_SESSION_FAILED, None)
         }
         Ok(workspace) => {
+            let RunHooks {
+                subscribers,
+                human,
+                traceparent,
+            } = hooks;
             let human = (!fleet.auto_answer).then(|| {
-                let (tx, rx) = mpsc::channel(16);
-                tokio::spawn(asks::take(entry.asks.clone(), rx, server.ask_timeout));
-                tx
+                human.unwrap_or_else(|| {
+                    let (tx, rx) = mpsc::channel(16);
+                    tokio::spawn(asks::take(entry.asks.clone(), rx, server.ask_timeout));
+                    tx
+                })
             });
             let spec = launch::run_spec(
                 &fleet,
@@ -55,7 +76,7 @@ async fn drive(server: Arc<Server>, pending: Pending) {
                     human,
                     telemetry: RunTelemetry {
                         metrics: Some(server.fleet_metrics.clone()),
-                        traceparent: None,
+                        traceparent,
                     },
                     workspace,
                     resume: None,
@@ -63,7 +84,9 @@ async fn drive(server: Arc<Server>, pending: Pending) {
             );
             let (tx, rx) = mpsc::channel(SUBSCRIBER_CAPACITY);
             let tally = tokio::spawn(tally(entry.clone(), rx));
-            let report = run_fleet_stoppable(spec, vec![tx], stops).await;
+            let mut taps = vec![tx];
+            taps.extend(subscribers);
+            let report = run_fleet_stoppable(spec, taps, stops).await;
             let _tallied = tally.await;
             match report {
                 Ok(r) => (

@@ -1,7 +1,7 @@
 //! The server's own metrics, beside the runs' (one registry across all runs,
 //! `capfleet_actors::telemetry::metrics`), in the same `/metrics` exposition:
 //! requests by route and status, submissions by what became of them, runs running
-//! and queued now.
+//! and queued now, the A2A tasks of exposed agents and fleets by how they ended.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -23,10 +23,19 @@ pub(crate) struct SubmissionLabels {
     pub result: String,
 }
 
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct A2aTaskLabels {
+    /// The exposed agent's or fleet's name (a flag of the server, not a client's).
+    pub name: String,
+    /// The task's final state: `completed`, `canceled`, `failed`.
+    pub state: String,
+}
+
 pub(crate) struct ServerMetrics {
     pub registry: Registry,
     pub requests: Family<RequestLabels, Counter>,
     pub submissions: Family<SubmissionLabels, Counter>,
+    pub a2a_tasks: Family<A2aTaskLabels, Counter>,
     pub running: Gauge,
     pub queued: Gauge,
 }
@@ -36,7 +45,13 @@ impl ServerMetrics {
         let mut registry = Registry::with_prefix("capfleet_server");
         let requests = Family::<RequestLabels, Counter>::default();
         let submissions = Family::<SubmissionLabels, Counter>::default();
+        let a2a_tasks = Family::<A2aTaskLabels, Counter>::default();
         let (running, queued) = (Gauge::default(), Gauge::default());
+        registry.register(
+            "a2a_tasks",
+            "A2A tasks of exposed agents and fleets ended, by name and final state",
+            a2a_tasks.clone(),
+        );
         registry.register(
             "requests",
             "HTTP requests, by method, route and status",
@@ -57,6 +72,7 @@ impl ServerMetrics {
             registry,
             requests,
             submissions,
+            a2a_tasks,
             running,
             queued,
         }

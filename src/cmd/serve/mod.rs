@@ -11,6 +11,7 @@
 //!                        -> state (admit | queue | 429) -> driver (run_fleet_stoppable)
 //! ```
 
+mod a2a;
 mod args;
 mod artifacts;
 mod asks;
@@ -88,7 +89,32 @@ async fn serve(args: ServeArgs, color: ColorChoice) -> ExitCode {
         }
     };
     let code = match bind(&args, &telemetry).await {
-        Ok((server, listener)) => listen(server, listener, signals, args.drain_timeout).await,
+        Ok((server, listener, serving)) => {
+            let data_dir = server
+                .runs_dir
+                .parent()
+                .unwrap_or(&server.runs_dir)
+                .to_owned();
+            let exposed = a2a::expose(
+                server.clone(),
+                &args.expose,
+                &args.expose_fleet,
+                &data_dir,
+                &telemetry,
+            )
+            .await;
+            match exposed {
+                Ok(exposed) => {
+                    // Said once everything is up (tests and scripts wait for this line).
+                    eprintln!("{serving}");
+                    listen(server, listener, signals, args.drain_timeout, exposed).await
+                }
+                Err(e) => {
+                    eprintln!("{} {e}", err.err("error:"));
+                    ExitCode::from(EXIT_INVALID)
+                }
+            }
+        }
         Err(e) => {
             eprintln!("{} {e}", err.err("error:"));
             ExitCode::from(EXIT_INVALID)
@@ -121,7 +147,7 @@ enum StartError {
 async fn bind(
     args: &ServeArgs,
     telemetry: &Telemetry,
-) -> Result<(Arc<Server>, tokio::net::TcpListener), StartError> {
+) -> Result<(Arc<Server>, tokio::net::TcpListener, String), StartError> {
     let tokens = args
         .token_file
         .as_deref()
@@ -158,7 +184,7 @@ async fn bind(
     } else {
         "no auth (loopback only)"
     };
-    eprintln!(
+    let serving = format!(
         "capfleet: serving on http://{addr} ({auth}); runs in {}",
         runs_dir.display()
     );
@@ -173,7 +199,7 @@ async fn bind(
     let mut server = Server::new(runs_dir, tokens, limits, metrics);
     server.ask_timeout = args.ask_timeout;
     let server = Arc::new(server);
-    Ok((server, listener))
+    Ok((server, listener, serving))
 }
 
 /// Serve until a signal has drained the runs, then close.
@@ -182,9 +208,11 @@ async fn listen(
     listener: tokio::net::TcpListener,
     signals: StopSignals,
     drain_timeout: Duration,
+    exposed: Arc<a2a::Exposed>,
 ) -> ExitCode {
     let (closing, closed) = tokio::sync::oneshot::channel::<()>();
-    let app = routes::router(server.clone()).into_make_service_with_connect_info::<SocketAddr>();
+    let app = routes::router(server.clone(), exposed.router())
+        .into_make_service_with_connect_info::<SocketAddr>();
     let mut served = tokio::spawn(async move {
         axum::serve(listener, app)
             .with_graceful_shutdown(async {
@@ -193,14 +221,17 @@ async fn listen(
             .await
     });
     tokio::select! {
-        () = drain(&server, signals, drain_timeout) => {}
+        () = drain(&server, &exposed, signals, drain_timeout) => {}
         stopped = &mut served => {
             tracing::error!("the server stopped: {stopped:?}");
             server.cancel_all("shutdown");
             server.idle().await;
+            exposed.shutdown().await;
             return ExitCode::FAILURE;
         }
     }
+    // The runs are over: the exposed agents' sessions close, their agents with them.
+    exposed.shutdown().await;
     let _gone = closing.send(());
     if tokio::time::timeout(CLOSE_GRACE, &mut served)
         .await
@@ -212,18 +243,29 @@ async fn listen(
     ExitCode::SUCCESS
 }
 
-/// The first signal stops admissions (the queued runs never start) and lets the
-/// running ones go on for `timeout`; then, or at a second signal, they are cancelled
-/// (journaled as cancelled by shutdown). A signal after that kills every agent now.
-async fn drain(server: &Server, mut signals: StopSignals, timeout: Duration) {
+/// The first signal stops admissions (the queued runs never start; the exposed
+/// agents take no new message) and lets the running runs and A2A turns go on for
+/// `timeout`; then, or at a second signal, they are cancelled (journaled as cancelled
+/// by shutdown). A signal after that kills every agent now.
+async fn drain(
+    server: &Server,
+    exposed: &a2a::Exposed,
+    mut signals: StopSignals,
+    timeout: Duration,
+) {
     let first = signals.recv().await;
     crate::logging::note(&format!(
         "capfleet: {first}: draining: no new runs; the running ones have {}s to finish",
         timeout.as_secs_f64()
     ));
     server.drain();
+    exposed.close();
+    let idle = async {
+        server.idle().await;
+        exposed.idle().await;
+    };
     tokio::select! {
-        () = server.idle() => return,
+        () = idle => return,
         () = tokio::time::sleep(timeout) => {
             crate::logging::note("capfleet: the drain timeout has passed: cancelling every run");
         }
@@ -233,6 +275,7 @@ async fn drain(server: &Server, mut signals: StopSignals, timeout: Duration) {
         }
     }
     server.cancel_all("shutdown");
+    exposed.cancel_all();
     tokio::select! {
         () = server.idle() => {}
         again = signals.recv() => {

@@ -29,8 +29,8 @@ use crate::fleet::RunDir;
 const PAGE: usize = 50;
 const PAGE_MAX: usize = 500;
 
-/// Every route of the server.
-pub(crate) fn router(server: Arc<Server>) -> Router {
+/// Every route of the server; `a2a`, the exposed agents' routes (their own auth).
+pub(crate) fn router(server: Arc<Server>, a2a: Router) -> Router {
     let api = Router::new()
         .route("/v1/runs", post(submit).get(list))
         .route("/v1/runs/{id}", get(show))
@@ -58,10 +58,9 @@ pub(crate) fn router(server: Arc<Server>) -> Router {
             get(|| async { json_response(StatusCode::OK, &json!({"status": "ok"})) }),
         )
         .route("/readyz", get(ready));
-    probes
-        .merge(api)
-        .layer(middleware::from_fn_with_state(server.clone(), count))
-        .with_state(server)
+    let app: Router = probes.merge(api).with_state(server.clone());
+    app.merge(a2a)
+        .layer(middleware::from_fn_with_state(server, count))
 }
 
 /// The route a path matches, for the metrics' labels (never a run id).
@@ -74,6 +73,8 @@ fn route_label(path: &str) -> String {
         ["v1", "runs", _, "diff", _] => "/v1/runs/{id}/diff/{session}".into(),
         ["v1", "runs", _, rest] => format!("/v1/runs/{{id}}/{rest}"),
         ["v1", "runs"] | ["healthz"] | ["readyz"] | ["metrics"] => path.into(),
+        ["a2a", _, ".well-known", _] => "/a2a/{name}/.well-known/{card}".into(),
+        ["a2a", _] | ["a2a", _, ""] => "/a2a/{name}/".into(),
         _ => "other".into(),
     }
 }
@@ -102,22 +103,13 @@ async fn authenticate(
     mut request: Request,
     next: Next,
 ) -> Response {
-    let caller = match &server.tokens {
-        None => Caller {
-            name: "anonymous".into(),
-            role: Role::Admin,
-        },
-        Some(tokens) => match bearer(request.headers()).and_then(|t| tokens.check(t)) {
-            Some(c) => c,
-            None => {
-                let peer = request.extensions().get::<ConnectInfo<SocketAddr>>();
-                let delay = peer.map_or(std::time::Duration::ZERO, |ConnectInfo(a)| {
-                    server.failures.failed(a.ip())
-                });
-                tokio::time::sleep(delay).await;
-                return ApiError::Unauthorized.into_response();
-            }
-        },
+    let peer = request
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .cloned();
+    let caller = match identify(&server, request.headers(), peer).await {
+        Ok(c) => c,
+        Err(e) => return e.into_response(),
     };
     let needed = Role::needed(request.method(), request.uri().path());
     if caller.role < needed {
@@ -128,6 +120,30 @@ async fn authenticate(
     }
     request.extensions_mut().insert(caller);
     next.run(request).await
+}
+
+/// The caller a request's bearer token names; `Unauthorized` (after a delay that
+/// grows with its address's recent failures) when it names none. Without a token file
+/// every caller is `anonymous` with every role.
+pub(crate) async fn identify(
+    server: &Server,
+    headers: &HeaderMap,
+    peer: Option<ConnectInfo<SocketAddr>>,
+) -> Result<Caller, ApiError> {
+    let Some(tokens) = &server.tokens else {
+        return Ok(Caller {
+            name: "anonymous".into(),
+            role: Role::Admin,
+        });
+    };
+    if let Some(c) = bearer(headers).and_then(|t| tokens.check(t)) {
+        return Ok(c);
+    }
+    let delay = peer.map_or(std::time::Duration::ZERO, |ConnectInfo(a)| {
+        server.failures.failed(a.ip())
+    });
+    tokio::time::sleep(delay).await;
+    Err(ApiError::Unauthorized)
 }
 
 async fn ready(State(server): State<Arc<Server>>) -> Response {
@@ -198,6 +214,7 @@ async fn submit(
         run: run.clone(),
         lock,
         stops,
+        hooks: driver::RunHooks::default(),
     };
     let (state, position) = match server.admit(pending) {
         Admission::Now(p) => {

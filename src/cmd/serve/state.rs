@@ -153,6 +153,7 @@ pub(crate) struct Pending {
     pub run: RunDir,
     pub lock: RunLock,
     pub stops: mpsc::Receiver<Stop>,
+    pub hooks: super::driver::RunHooks,
 }
 
 /// What became of a submission.

@@ -9,7 +9,6 @@
 //! peer's loss); `hang` keeps the stream open and silent. `--request-log FILE`
 //! appends one line per request: its method, `A2A-Version` and `traceparent`.
 
-mod frames;
 mod turn;
 
 use std::collections::HashMap;
@@ -26,6 +25,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use capfleet_actors::bindings::a2a::outbound::{self, Offer, TaskFrames};
 use capfleet_actors::bindings::a2a::{Method, Spelling};
 use capfleet_actors::sync::lock;
 use serde_json::{Value, json};
@@ -101,12 +101,20 @@ pub(crate) fn serve(
 }
 
 async fn card(State(s): State<Arc<Server>>) -> Response {
-    let card = frames::card(
-        &s.base,
-        s.opts.spelling,
-        s.opts.plain,
-        s.opts.bearer.is_some(),
-    );
+    let card = outbound::card(&Offer {
+        name: "capfleet-sim",
+        description: "capfleet's scripted simulator agent over A2A",
+        version: env!("CARGO_PKG_VERSION"),
+        url: &s.base,
+        spellings: &[s.opts.spelling],
+        cap_extension: !s.opts.plain,
+        bearer: s.opts.bearer.is_some(),
+        skills: vec![(
+            "script".into(),
+            "scripted turns".into(),
+            "plays its script".into(),
+        )],
+    });
     ([("content-type", "application/json")], card.to_string()).into_response()
 }
 
@@ -180,15 +188,13 @@ async fn rpc(State(s): State<Arc<Server>>, headers: HeaderMap, body: String) -> 
         };
         entry.cancelled.store(true, Ordering::Relaxed);
         let context = String::new();
-        let t = frames::Task {
+        let t = TaskFrames {
             spelling: sp,
             id: task,
             context,
         };
-        let mut result = t.task(capfleet_actors::bindings::a2a::TaskState::Canceled);
-        if sp == Spelling::V1 {
-            result = result["task"].take();
-        }
+        let state = capfleet_actors::bindings::a2a::TaskState::Canceled;
+        let result = t.task_obj(state, None, Vec::new(), Vec::new());
         return json_response(json!({"jsonrpc": "2.0", "id": id, "result": result}));
     }
     rpc_error(&id, -32601, &format!("method not found: {method}"))
@@ -212,7 +218,7 @@ fn send(s: &Arc<Server>, id: Value, params: &Value) -> Response {
         return sse(id, outbox);
     }
     let n = s.next.fetch_add(1, Ordering::Relaxed);
-    let task = frames::Task {
+    let task = TaskFrames {
         spelling: s.opts.spelling,
         id: format!("task-{}-{n}", std::process::id()),
         context: message

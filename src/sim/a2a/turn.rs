@@ -15,9 +15,9 @@ use capfleet_actors::protocol::{CapEvent, Decision, PlanEntry as CapPlanEntry, R
 use serde_json::{Value, json};
 use tokio::sync::mpsc::Sender;
 
-use super::frames::Task;
 use crate::sim::frames::PAD_MARK;
 use crate::sim::steps::{Ask, FloodGen, Flow, Frontend, PlanEntry, Stop, ToolStep, Usage, chunks};
+use capfleet_actors::bindings::a2a::outbound::TaskFrames;
 
 /// What the task's SSE responses read.
 #[derive(Debug)]
@@ -32,7 +32,7 @@ pub(super) enum Out {
 }
 
 pub(super) struct A2aTurn {
-    pub task: Task,
+    pub task: TaskFrames,
     pub out: Sender<Out>,
     pub answers: Receiver<Value>,
     pub cancelled: Arc<AtomicBool>,

@@ -1,7 +1,8 @@
 //! A2A peers for the binding's tests: a server process that prints its bound address
 //! on its first stdout line (the simulator's `--mode a2a`, the SDK test agents under
 //! tests/support/), a manifest whose `fast_path.a2a_serve_at` names it, and `capfleet
-//! chat --json` driving it.
+//! chat --json` driving it; and the official SDKs' clients ([`sdk_client`]) driving
+//! `capfleet serve --expose`.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -139,4 +140,77 @@ pub(crate) fn chat_signalled(
     }
     c.args(extra).stdout(Stdio::piped()).stderr(Stdio::piped());
     run_chat(c, signal_after, Duration::from_secs(60))
+}
+
+/// An official A2A SDK's client (`tests/support/a2a_py_client.py`,
+/// `a2a_js_client.mjs`): what it sends, and how.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Sdk {
+    /// a2a-sdk 1.3.0 (peer `a2a-py`).
+    Python,
+    /// @a2a-js/sdk 1.3.0 (peer `a2a-js`).
+    Js,
+}
+
+/// One run of an SDK client: the agent at `url` (its card beneath it), prompts sent
+/// in one context, `input-required` answered with `answer`.
+pub(crate) struct ClientRun<'a> {
+    pub url: &'a str,
+    pub token: Option<&'a str>,
+    /// `1.0` or `0.3`: the card's interface the client keeps.
+    pub spelling: &'a str,
+    /// Activate the `cap-protocol/v1` extension.
+    pub extension: bool,
+    pub answer: &'a str,
+    /// Read each task back with GetTask.
+    pub get: bool,
+    pub prompts: &'a [&'a str],
+}
+
+/// Run `sdk`'s client; its NDJSON lines (each stream response normalized, answers,
+/// tasks read back). A client that fails fails the test, with its stderr.
+pub(crate) fn sdk_client(sdk: Sdk, run: &ClientRun<'_>) -> Vec<Value> {
+    let mut cmd = match sdk {
+        Sdk::Python => {
+            let mut c = Command::new(super::peer("a2a-py"));
+            c.arg(support("a2a_py_client.py"));
+            c
+        }
+        Sdk::Js => {
+            let mut c = Command::new("node");
+            c.arg(support("a2a_js_client.mjs"))
+                .arg(super::peer("a2a-js"));
+            c
+        }
+    };
+    cmd.args([
+        "--url",
+        run.url,
+        "--spelling",
+        run.spelling,
+        "--answer",
+        run.answer,
+    ]);
+    if let Some(t) = run.token {
+        cmd.args(["--token", t]);
+    }
+    if run.extension {
+        cmd.arg("--extension");
+    }
+    if run.get {
+        cmd.arg("--get");
+    }
+    cmd.args(run.prompts).stdin(Stdio::null());
+    let out = super::output_within(cmd, Duration::from_secs(120));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "the {sdk:?} A2A client failed ({:?}):\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
 }

@@ -41,6 +41,7 @@ pub(crate) mod chat;
 pub(crate) mod chat_json;
 pub(crate) mod disk;
 pub(crate) mod durable;
+pub(crate) mod expose;
 pub(crate) mod fake_llm;
 pub(crate) mod otel;
 pub(crate) mod peers;

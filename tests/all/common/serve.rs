@@ -24,9 +24,16 @@ pub(crate) struct Server {
 impl Server {
     /// `capfleet serve --addr 127.0.0.1:0 EXTRA…` in `dir`, once it listens.
     pub(crate) fn start(dir: &Path, extra: &[&str]) -> Server {
+        Server::start_with(dir, extra, &[])
+    }
+
+    /// [`Server::start`] with `env` added to the server's (and so its agents')
+    /// environment.
+    pub(crate) fn start_with(dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Server {
         let mut child = capfleet(dir)
             .args(["serve", "--addr", "127.0.0.1:0"])
             .args(extra)
+            .envs(env.iter().copied())
             .stderr(Stdio::piped())
             .spawn()
             .expect("capfleet serve");

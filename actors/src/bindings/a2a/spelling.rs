@@ -21,6 +21,8 @@ pub enum Spelling {
 /// The JSON-RPC methods a driver calls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Method {
+    /// A send answered once the task pauses or ends (no stream).
+    Send,
     /// A streaming send: the turn's SSE stream.
     Stream,
     /// Read a task.
@@ -53,15 +55,34 @@ impl Spelling {
     /// The method's name in this spelling.
     pub fn method(self, m: Method) -> &'static str {
         match (self, m) {
+            (Spelling::V1, Method::Send) => "SendMessage",
             (Spelling::V1, Method::Stream) => "SendStreamingMessage",
             (Spelling::V1, Method::Get) => "GetTask",
             (Spelling::V1, Method::Cancel) => "CancelTask",
             (Spelling::V1, Method::Resubscribe) => "SubscribeToTask",
+            (Spelling::V03, Method::Send) => "message/send",
             (Spelling::V03, Method::Stream) => "message/stream",
             (Spelling::V03, Method::Get) => "tasks/get",
             (Spelling::V03, Method::Cancel) => "tasks/cancel",
             (Spelling::V03, Method::Resubscribe) => "tasks/resubscribe",
         }
+    }
+
+    /// The spelling and method a request's method name is (a server takes both).
+    pub fn of_method(name: &str) -> Option<(Spelling, Method)> {
+        const METHODS: [Method; 5] = [
+            Method::Send,
+            Method::Stream,
+            Method::Get,
+            Method::Cancel,
+            Method::Resubscribe,
+        ];
+        [Spelling::V1, Spelling::V03].into_iter().find_map(|sp| {
+            METHODS
+                .into_iter()
+                .find(|m| sp.method(*m) == name)
+                .map(|m| (sp, m))
+        })
     }
 
     /// The `A2A-Version` header value, sent with every 1.0 request.
@@ -301,6 +322,19 @@ mod tests {
             Spelling::V1.request(3, Method::Resubscribe, json!({}))["method"],
             "SubscribeToTask"
         );
+    }
+
+    #[test]
+    fn a_method_name_says_its_spelling() {
+        assert_eq!(
+            Spelling::of_method("SendStreamingMessage"),
+            Some((Spelling::V1, Method::Stream))
+        );
+        assert_eq!(
+            Spelling::of_method("tasks/resubscribe"),
+            Some((Spelling::V03, Method::Resubscribe))
+        );
+        assert_eq!(Spelling::of_method("tasks/list"), None);
     }
 
     #[test]

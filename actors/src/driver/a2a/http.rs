@@ -111,16 +111,32 @@ impl Http {
         }
     }
 
-    /// Reads the card under `base`: `/.well-known/agent-card.json`, else the 0.2-era
-    /// `/.well-known/agent.json`.
+    /// Reads the card under `base`: `.well-known/agent-card.json`, else the 0.2-era
+    /// `.well-known/agent.json`, beneath the base URL's path (as the SDKs' resolvers
+    /// look: `http://h/a2a/sim/` has its card at `/a2a/sim/.well-known/...`), then, for
+    /// a base with a path, at the host's root.
     pub(super) async fn card(&self, base: &str) -> Result<Card, A2aError> {
-        let base = self.url(base)?;
-        let mut last = None;
+        let mut base = self.url(base)?;
+        if !base.path().ends_with('/') {
+            let dir = format!("{}/", base.path());
+            base.set_path(&dir);
+        }
+        let bad = |reason: String| A2aError::Url {
+            url: base.to_string(),
+            reason,
+        };
+        let mut urls = Vec::new();
         for path in CARD_PATHS {
-            let url = base.join(path).map_err(|e| A2aError::Url {
-                url: base.to_string(),
-                reason: e.to_string(),
-            })?;
+            let beneath = base.join(path.trim_start_matches('/'));
+            urls.push(beneath.map_err(|e| bad(e.to_string()))?);
+        }
+        if base.path() != "/" {
+            for path in CARD_PATHS {
+                urls.push(base.join(path).map_err(|e| bad(e.to_string()))?);
+            }
+        }
+        let mut last = None;
+        for url in urls {
             let res = self.send(self.client.get(url.clone()), None, None).await?;
             if res.status() == StatusCode::NOT_FOUND {
                 last = Some(url);

@@ -1,0 +1,278 @@
+//! Questions put to the A2A client (spec §11.3): a permission request or an ask the
+//! policy left open becomes the task's `input-required`, whose message carries the
+//! question as text and as a data part marked `_meta."cap.kind"`; the client's next
+//! message to the task answers it — a marked `cap.permission.response` /
+//! `cap.ask_user.answer` data part, or, from a client without the CAP extension, its
+//! text (`allow`, `allow_once`, `allow_always`, `yes` grant a permission, anything
+//! else denies; an ask's answer is the text itself).
+
+use capfleet_actors::answerer::HumanQuestion;
+use capfleet_actors::bindings::a2a::datapart;
+use capfleet_actors::bindings::a2a::spelling::Part as WirePart;
+use capfleet_actors::events::requests::{Answer, OpenRequest};
+use capfleet_actors::protocol::{CapEvent, Decision};
+use serde_json::Value;
+
+use super::task::{Msg, Part};
+
+/// Who decided an answer the A2A client gave (journaled as the answer's rule).
+pub(super) fn rule_of(caller: &str) -> String {
+    format!("a2a:{caller}")
+}
+
+/// The `input-required` message asking `q`.
+pub(super) fn question(q: &HumanQuestion, message_id: String) -> Msg {
+    let (text, event) = match &q.request {
+        OpenRequest::Permission {
+            req_id,
+            tool,
+            intent,
+            risk,
+            ..
+        } => {
+            let what = intent.as_ref().map(|i| format!(" {i}")).unwrap_or_default();
+            (
+                format!("Allow {tool}{what}? (allow_once, allow_always or deny)"),
+                CapEvent::permission_request(req_id.clone(), tool.clone(), intent.clone(), *risk),
+            )
+        }
+        OpenRequest::Ask {
+            ask_id,
+            prompt,
+            form,
+        } => (
+            prompt.clone(),
+            CapEvent::ask_user(ask_id.clone(), prompt.clone(), form.clone()),
+        ),
+    };
+    Msg {
+        id: message_id,
+        parts: vec![Part::Text(text), Part::Cap(datapart::encode(&event))],
+    }
+}
+
+/// The answer to `request` that the client's `message` gives, by `caller`.
+pub(super) fn answer(request: &OpenRequest, message: &Value, caller: &str) -> Answer {
+    let rule = rule_of(caller);
+    let parts: Vec<&Value> = message
+        .get("parts")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .collect();
+    let marked = parts.iter().find_map(|p| match WirePart::read(p) {
+        WirePart::Data(d) => datapart::decode(d).and_then(Result::ok),
+        _ => None,
+    });
+    let text: String = parts
+        .iter()
+        .filter_map(|p| match WirePart::read(p) {
+            WirePart::Text(t) => Some(t),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    match request {
+        OpenRequest::Permission { req_id, .. } => {
+            let decision = match marked {
+                Some(CapEvent::PermissionResponse(r)) if r.req_id == *req_id => r.decision,
+                _ => decision_of(&text),
+            };
+            Answer::Permission {
+                req_id: req_id.clone(),
+                decision,
+                rule,
+            }
+        }
+        OpenRequest::Ask { ask_id, form, .. } => {
+            let value = match marked {
+                Some(CapEvent::AskUserAnswer(a)) if a.ask_id == *ask_id => Some(a.value),
+                _ => (!text.trim().is_empty()).then(|| shaped(form.as_ref(), text.trim())),
+            };
+            Answer::Ask {
+                ask_id: ask_id.clone(),
+                value,
+                rule,
+            }
+        }
+    }
+}
+
+/// A plain client's text as the value a form asks for: an object form (one property
+/// per question, as `chat` asks them) takes a JSON object, or the text as the answer to
+/// its only question; any other form the text itself.
+fn shaped(form: Option<&Value>, text: &str) -> Value {
+    let props = form
+        .and_then(|f| f.get("properties"))
+        .and_then(Value::as_object);
+    if let Some(props) = props {
+        if let Ok(v @ Value::Object(_)) = serde_json::from_str::<Value>(text) {
+            return v;
+        }
+        if let (1, Some(question)) = (props.len(), props.keys().next()) {
+            let mut answer = serde_json::Map::new();
+            answer.insert(question.clone(), Value::String(text.to_owned()));
+            return Value::Object(answer);
+        }
+    }
+    Value::String(text.to_owned())
+}
+
+/// A plain client's text as a decision: only a clear yes allows.
+fn decision_of(text: &str) -> Decision {
+    match text.trim().to_ascii_lowercase().as_str() {
+        "allow" | "allow_once" | "yes" | "y" => Decision::AllowOnce,
+        "allow_always" | "always" => Decision::AllowAlways,
+        _ => Decision::Deny,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use capfleet_actors::protocol::RiskLevel;
+    use serde_json::json;
+
+    fn permission() -> OpenRequest {
+        OpenRequest::Permission {
+            req_id: "r1".into(),
+            tool: "Bash".into(),
+            intent: Some(json!({"command": "ls"})),
+            scope: None,
+            risk: RiskLevel::High,
+        }
+    }
+
+    #[test]
+    fn a_marked_response_decides_and_plain_text_must_say_yes() {
+        let marked = json!({"parts": [{"data": {"_meta": {"cap.kind": "cap.permission.response"},
+            "req_id": "r1", "decision": "allow_always"}}]});
+        let Answer::Permission { decision, rule, .. } = answer(&permission(), &marked, "ci") else {
+            panic!("not a permission answer")
+        };
+        assert_eq!((decision, rule.as_str()), (Decision::AllowAlways, "a2a:ci"));
+        let other_request = json!({"parts": [{"kind": "data", "data": {"_meta": {"cap.kind": "cap.permission.response"},
+            "req_id": "r2", "decision": "allow_once"}}]});
+        assert!(matches!(
+            answer(&permission(), &other_request, "ci"),
+            Answer::Permission {
+                decision: Decision::Deny,
+                ..
+            }
+        ));
+        let yes = json!({"parts": [{"kind": "text", "text": " Allow "}]});
+        assert!(matches!(
+            answer(&permission(), &yes, "ci"),
+            Answer::Permission {
+                decision: Decision::AllowOnce,
+                ..
+            }
+        ));
+        let maybe = json!({"parts": [{"text": "maybe later"}]});
+        assert!(matches!(
+            answer(&permission(), &maybe, "ci"),
+            Answer::Permission {
+                decision: Decision::Deny,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn an_ask_takes_the_marked_value_or_the_text() {
+        let ask = OpenRequest::Ask {
+            ask_id: "a1".into(),
+            prompt: "Which?".into(),
+            form: None,
+        };
+        let marked = json!({"parts": [{"data": {"_meta": {"cap.kind": "cap.ask_user.answer"},
+            "ask_id": "a1", "value": "blue"}}]});
+        assert!(
+            matches!(answer(&ask, &marked, "x"), Answer::Ask { value: Some(v), .. } if v == "blue")
+        );
+        let text = json!({"parts": [{"text": "red"}]});
+        assert!(
+            matches!(answer(&ask, &text, "x"), Answer::Ask { value: Some(v), .. } if v == "red")
+        );
+        let empty = json!({"parts": []});
+        assert!(matches!(
+            answer(&ask, &empty, "x"),
+            Answer::Ask { value: None, .. }
+        ));
+        let form = json!({"type": "object", "properties": {"Which colour?": {"type": "string"}}});
+        let one = OpenRequest::Ask {
+            ask_id: "a2".into(),
+            prompt: "Which colour?".into(),
+            form: Some(form),
+        };
+        assert!(matches!(answer(&one, &text, "x"),
+            Answer::Ask { value: Some(v), .. } if v == json!({"Which colour?": "red"})));
+    }
+}
+
+/// How long a question waits for its request's event before it is asked anyway.
+const GATE_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+/// Request ids remembered, at most.
+const GATE_SEEN: usize = 256;
+
+/// Keeps a question until the events published before it have reached the task: a
+/// session publishes its request's event, then asks; the question travels another
+/// road (the answerer's human channel) and may overtake the events before it, and
+/// a stream ends at `input-required`. So a question is asked once its request's
+/// event has been forwarded (or after [`GATE_WAIT`]).
+#[derive(Default)]
+pub(super) struct Gate {
+    seen: std::collections::VecDeque<String>,
+    held: Vec<(HumanQuestion, std::time::Instant)>,
+}
+
+impl Gate {
+    /// An event forwarded: the questions it lets through.
+    pub(super) fn on_event(&mut self, event: &CapEvent) -> Vec<HumanQuestion> {
+        let id = match event {
+            CapEvent::PermissionRequest(p) => &p.req_id,
+            CapEvent::AskUser(a) => &a.ask_id,
+            _ => return Vec::new(),
+        };
+        if let Some(i) = self.held.iter().position(|(q, _)| q.request.id() == id) {
+            return vec![self.held.remove(i).0];
+        }
+        if self.seen.len() >= GATE_SEEN {
+            self.seen.pop_front();
+        }
+        self.seen.push_back(id.clone());
+        Vec::new()
+    }
+
+    /// A question: asked now if its event was forwarded, else held.
+    pub(super) fn on_question(&mut self, q: HumanQuestion) -> Option<HumanQuestion> {
+        if let Some(i) = self.seen.iter().position(|id| id == q.request.id()) {
+            self.seen.remove(i);
+            return Some(q);
+        }
+        self.held.push((q, std::time::Instant::now()));
+        None
+    }
+
+    /// When the oldest held question is due, if any.
+    pub(super) fn due(&self) -> Option<tokio::time::Instant> {
+        self.held
+            .iter()
+            .map(|(_, at)| tokio::time::Instant::from_std(*at + GATE_WAIT))
+            .min()
+    }
+
+    /// The held questions that waited long enough.
+    pub(super) fn overdue(&mut self) -> Vec<HumanQuestion> {
+        let (due, held): (Vec<_>, Vec<_>) = std::mem::take(&mut self.held)
+            .into_iter()
+            .partition(|(_, at)| at.elapsed() >= GATE_WAIT);
+        self.held = held;
+        due.into_iter().map(|(q, _)| q).collect()
+    }
+
+    /// Every held question (the task ends).
+    pub(super) fn drain(&mut self) -> Vec<HumanQuestion> {
+        self.held.drain(..).map(|(q, _)| q).collect()
+    }
+}
