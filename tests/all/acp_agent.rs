@@ -276,3 +276,107 @@ fn capfleet_drives_capfleet_acp_through_the_shipped_manifest() {
     assert!(ends.iter().any(|e| e["output"] == "a\nb"), "{ends:?}");
     assert_no_survivor(&marker);
 }
+
+/// The answering session of the ACP fleet: text and a file written in its worktree,
+/// then (slow) 20 s of work, then (second) a word.
+const FLEET_LEAD: &str = r#"
+[[turn]]
+match = "first"
+steps = [{ say = "checking " }, { write = "notes.txt", content = "hello\n" }, { usage = { input_tokens = 4, output_tokens = 2, cost_usd = 0.05 } }, { say = "done" }]
+[[turn]]
+match = "slow"
+steps = [{ say = "started" }, { sleep_ms = 20000 }, { say = "never" }]
+[[turn]]
+match = "second"
+steps = [{ say = "two" }]
+"#;
+
+/// Beside it: a permission for Bash (the client answers it) and $0.25.
+const FLEET_HELPER: &str = r#"
+[[turn]]
+match = "first"
+steps = [{ permission = "Bash", input = { command = "ls" } }, { usage = { input_tokens = 10, output_tokens = 5, cost_usd = 0.25 } }, { say = "helped" }]
+[[turn]]
+match = "slow"
+steps = [{ sleep_ms = 20000 }]
+[[turn]]
+match = "second"
+steps = [{ say = "h2" }]
+"#;
+
+#[test]
+fn the_python_acp_sdk_drives_a_fleet_updates_a_permission_the_diff_a_cancel_and_a_load() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ws = common::repo::Fixture::git_repo(&[("README.md", "hi\n")]);
+    std::fs::write(dir.path().join("lead.toml"), FLEET_LEAD).expect("lead");
+    std::fs::write(dir.path().join("helper.toml"), FLEET_HELPER).expect("helper");
+    let fleet = dir.path().join("pair.toml");
+    std::fs::write(
+        &fleet,
+        "[fleet]\nname = \"pair\"\nstart = [\"lead\", \"helper\"]\n\n\
+         [[sessions]]\nname = \"lead\"\nagent = \"sim\"\nscript = \"lead.toml\"\n\n\
+         [[sessions]]\nname = \"helper\"\nagent = \"sim\"\nscript = \"helper.toml\"\n",
+    )
+    .expect("fleet");
+    let state = dir.path().join("state");
+    let marker = EnvMarker::new("acp-fleet");
+    let agent = vec![
+        common::BIN.to_owned(),
+        "acp".into(),
+        "--fleet".into(),
+        fleet.display().to_string(),
+        "--state-dir".into(),
+        state.display().to_string(),
+    ];
+
+    let run = client("turns", ws.path(), &[], &agent, &marker);
+    assert_eq!(run["load_session"], true, "{run:#}");
+    let perms = run["permissions"].as_array().expect("permissions");
+    assert_eq!(perms.len(), 1, "{run:#}");
+    assert_eq!(perms[0]["title"], "Bash");
+    let first = &run["first"];
+    assert_eq!(first["stop"], "end_turn", "{run:#}");
+    // The answering session's words only; the whole fleet's cost; the run named.
+    assert_eq!(first["text"], "checking done");
+    assert_eq!(
+        first["meta"]["capfleet.usage"]["cost_usd"], 0.30,
+        "{first:#}"
+    );
+    let id = run["session_id"].as_str().expect("session id");
+    assert_eq!(first["meta"]["capfleet.run"]["id"], id, "{first:#}");
+    // The lead's worktree kept its work; its final diff offered as ACP diff content.
+    let diffs: Vec<&Value> = updates(first, "tool_call")
+        .into_iter()
+        .filter(|c| c["kind"] == "edit" && c["content"][0]["type"] == "diff")
+        .collect();
+    assert_eq!(diffs.len(), 1, "{first:#}");
+    let diff = &diffs[0]["content"][0];
+    let path = diff["path"].as_str().expect("path");
+    assert!(path.ends_with("/lead/notes.txt"), "{diff:#}");
+    assert_eq!(diff["newText"], "hello\n");
+    assert!(diff["oldText"].is_null(), "{diff:#}");
+    assert_eq!(std::fs::read_to_string(path).expect("kept"), "hello\n");
+    let slow = &run["slow"];
+    assert_eq!(slow["stop"], "cancelled", "{run:#}");
+    assert!(!slow["text"].as_str().unwrap_or("").contains("never"));
+    assert_no_survivor(&marker);
+
+    // A new process goes on with the conversation: replayed, then its third run.
+    let loaded = client("load", ws.path(), &[id], &agent, &marker);
+    let replayed: Vec<String> = loaded["replayed"]
+        .as_array()
+        .expect("replayed")
+        .iter()
+        .map(|u| u["content"]["text"].as_str().unwrap_or("").to_owned())
+        .collect();
+    assert_eq!(
+        replayed,
+        ["first", "checking done", "slow", "started"],
+        "{loaded:#}"
+    );
+    assert_eq!(loaded["second"]["stop"], "end_turn", "{loaded:#}");
+    assert_eq!(loaded["second"]["text"], "two");
+    let third = ws.path().join(".capfleet/runs").join(format!("{id}.3"));
+    assert!(third.join("journal.jsonl").is_file(), "{}", third.display());
+    assert_no_survivor(&marker);
+}

@@ -6,7 +6,7 @@
 //! error result and no inner agent left.
 
 use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -119,43 +119,14 @@ fn ctrl_c_at_the_top_cancels_the_innermost_turn_and_leaves_nothing() {
     assert!((cost - 0.30).abs() < 1e-9, "{cost}");
 }
 
-/// An executable the SDK takes for Claude Code: `capfleet speak --agent sim` with
-/// whatever the SDK appends.
-fn sdk_cli(dir: &Path, script: &Path, marker: &EnvMarker) -> PathBuf {
-    let path = dir.join("claude-cap");
-    let body = format!(
-        "#!/bin/sh\nexport {}={}\nexec {} speak --agent sim --script {} \"$@\"\n",
-        marker.key,
-        marker.value,
-        common::BIN,
-        script.display()
-    );
-    std::fs::write(&path, body).unwrap();
-    let mut perms = std::fs::metadata(&path).unwrap().permissions();
-    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
-    std::fs::set_permissions(&path, perms).unwrap();
-    path
-}
-
 #[test]
 fn the_claude_agent_sdk_drives_speak_two_turns_a_permission_and_an_interrupt() {
-    let package = common::peer("claude-agent-sdk");
-    let sdk_dir = package.ancestors().nth(4).expect("the peer's directory");
     let dir = tempfile::tempdir().unwrap();
     let marker = EnvMarker::new("speak-sdk");
-    let cli = sdk_cli(dir.path(), &script(dir.path(), SCRIPT), &marker);
-    let out = Command::new("node")
-        .arg(common::support("agent_sdk_speak.mjs"))
-        .arg(sdk_dir)
-        .arg(&cli)
-        .current_dir(dir.path())
-        .env("CAPFLEET_SIM_STATE", dir.path())
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    let got: Value = serde_json::from_slice(&out.stdout).expect(&stderr);
+    let script = script(dir.path(), SCRIPT);
+    let args = ["--agent", "sim", "--script", script.to_str().expect("utf8")];
+    let cli = common::speak::cli(dir.path(), &args, &marker);
+    let got = common::speak::drive(dir.path(), &cli);
     // The permission reached the SDK's can_use_tool callback with the tool's input.
     assert_eq!(
         got["asked"],
@@ -293,4 +264,73 @@ fn a_flood_is_written_as_bounded_frames_and_its_turn_ends() {
         kept + result["result_truncated_bytes"].as_u64().unwrap(),
         1 << 20
     );
+}
+
+#[test]
+fn cap_session_config_fills_what_the_flags_leave_unset() {
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path().join("work");
+    std::fs::create_dir(&work).unwrap();
+    let config = serde_json::json!({"cwd": work, "model": "sim-from-config"});
+    let out = Command::new(common::BIN)
+        .args([
+            "speak",
+            "--agent",
+            "sim",
+            "-p",
+            "hi",
+            "--output-format",
+            "stream-json",
+        ])
+        .env("CAP_SESSION_CONFIG", config.to_string())
+        .env("CAPFLEET_SIM_STATE", dir.path())
+        .current_dir(dir.path())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let init: Value = serde_json::from_slice(out.stdout.split(|b| *b == b'\n').next().unwrap())
+        .expect("the first line is a frame");
+    assert_eq!(init["subtype"], "init");
+    assert_eq!(
+        init["cwd"],
+        work.canonicalize().unwrap().display().to_string()
+    );
+    assert_eq!(init["model"], "sim-from-config");
+    // A flag wins over the config.
+    let out = Command::new(common::BIN)
+        .args([
+            "speak",
+            "--agent",
+            "sim",
+            "-p",
+            "hi",
+            "--model",
+            "flag",
+            "--output-format",
+            "stream-json",
+        ])
+        .env("CAP_SESSION_CONFIG", config.to_string())
+        .env("CAPFLEET_SIM_STATE", dir.path())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let init: Value = serde_json::from_slice(out.stdout.split(|b| *b == b'\n').next().unwrap())
+        .expect("the first line is a frame");
+    assert_eq!(init["model"], "flag");
+    // A config that is not one is an error naming the variable.
+    let out = Command::new(common::BIN)
+        .args(["speak", "--agent", "sim", "-p", "hi"])
+        .env("CAP_SESSION_CONFIG", "{\"model\": 1}")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("CAP_SESSION_CONFIG"), "{stderr}");
+    assert!(out.stdout.is_empty());
 }

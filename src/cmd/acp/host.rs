@@ -85,15 +85,22 @@ struct Hosted {
 }
 
 /// A turn's end, as `session/prompt` answers it.
-pub(super) struct Ended {
-    pub result: Result<TurnResult, SessionError>,
-    /// The turn's last `cap.error`, for a failed turn's message.
-    pub last_error: Option<String>,
+pub(super) enum Ended {
+    Session {
+        result: Result<TurnResult, SessionError>,
+        /// The turn's last `cap.error`, for a failed turn's message.
+        last_error: Option<String>,
+    },
+    /// A fleet's run ([`super::fleet`]).
+    Fleet(Box<crate::cmd::one_fleet::FleetEnd>),
 }
 
 impl Ended {
     pub(super) fn usage(&self) -> Option<&UsageTotals> {
-        self.result.as_ref().ok().map(|r| &r.usage)
+        match self {
+            Ended::Session { result, .. } => result.as_ref().ok().map(|r| &r.usage),
+            Ended::Fleet(end) => Some(&end.usage),
+        }
     }
 }
 
@@ -276,7 +283,7 @@ impl Host {
         });
         let answer = result.as_ref().map(|r| r.text.clone()).unwrap_or_default();
         self.remember(&h, prompt, answer).await;
-        Ok(Ended { result, last_error })
+        Ok(Ended::Session { result, last_error })
     }
 
     /// The turn in the record (and the inner agent's conversation id, once known),
@@ -321,7 +328,12 @@ impl Host {
 }
 
 /// One `session/update` to the client, once the backlog has room.
-async fn send_update(cx: &ConnectionTo<Client>, backlog: &Backlog, id: &str, update: Value) {
+pub(super) async fn send_update(
+    cx: &ConnectionTo<Client>,
+    backlog: &Backlog,
+    id: &str,
+    update: Value,
+) {
     backlog.reserve().await;
     let params = json!({"sessionId": id, "update": update});
     let sent = UntypedMessage::new("session/update", params).and_then(|n| cx.send_notification(n));

@@ -1,0 +1,47 @@
+//! `capfleet speak` as the official Claude Agent SDK runs it: an executable that
+//! stands for Claude Code, and the SDK's driver (`tests/support/agent_sdk_speak.mjs`:
+//! two turns, a permission through `canUseTool`, an interrupt).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use serde_json::Value;
+
+use super::EnvMarker;
+
+/// An executable the SDK takes for Claude Code: `capfleet speak <args>` with whatever
+/// the SDK appends, marked with `marker`.
+pub(crate) fn cli(dir: &Path, args: &[&str], marker: &EnvMarker) -> PathBuf {
+    let path = dir.join("claude-cap");
+    let quoted: Vec<String> = args.iter().map(|a| format!("'{a}'")).collect();
+    let body = format!(
+        "#!/bin/sh\nexport {}={}\nexec {} speak {} \"$@\"\n",
+        marker.key,
+        marker.value,
+        super::BIN,
+        quoted.join(" ")
+    );
+    std::fs::write(&path, body).unwrap();
+    let mut perms = std::fs::metadata(&path).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(&path, perms).unwrap();
+    path
+}
+
+/// Run the SDK's two-turn query against `cli` in `dir`; what it delivered.
+pub(crate) fn drive(dir: &Path, cli: &Path) -> Value {
+    let package = super::peer("claude-agent-sdk");
+    let sdk_dir = package.ancestors().nth(4).expect("the peer's directory");
+    let out = Command::new("node")
+        .arg(super::support("agent_sdk_speak.mjs"))
+        .arg(sdk_dir)
+        .arg(cli)
+        .current_dir(dir)
+        .env("CAPFLEET_SIM_STATE", dir)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    serde_json::from_slice(&out.stdout).expect(&stderr)
+}
