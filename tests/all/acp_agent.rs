@@ -4,7 +4,10 @@
 //! cancel, usage in `_meta`; then, in a new process, `session/load` replaying the
 //! conversation and resuming the inner agent natively. capfleet's own ACP driver
 //! driving it through the shipped manifest's `acp_stdio` (a permission answered two
-//! levels up). And SIGTERM mid-turn: exit 130, no inner agent left.
+//! levels up). And SIGTERM mid-turn: exit 130, no inner agent left. `acp --fleet`
+//! likewise: a fleet's run per prompt (the answering session's updates, another
+//! session's permission asked of the client, the final diff as ACP `diff` content, a
+//! cancel of every inner turn, `session/load` going on with the runs, SIGTERM).
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
@@ -172,6 +175,20 @@ fn sigterm_mid_turn_exits_130_and_leaves_no_inner_agent() {
     let script = script(dir.path(), SCRIPT);
     let marker = EnvMarker::new("acp-term");
     let argv = acp_argv(&script, &dir.path().join("state"));
+    sigterm_mid_turn(&argv, dir.path(), &marker);
+}
+
+#[test]
+fn sigterm_mid_run_of_a_fleet_exits_130_and_leaves_no_inner_agent() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let marker = EnvMarker::new("acp-fleet-term");
+    let argv = fleet_argv(dir.path());
+    sigterm_mid_turn(&argv, dir.path(), &marker);
+}
+
+/// `argv` (an ACP agent) prompted "slow" in `cwd`, sent SIGTERM once its first text
+/// arrived: it exits 130, nothing of it left.
+fn sigterm_mid_turn(argv: &[String], cwd: &Path, marker: &EnvMarker) {
     let mut child = Command::new(&argv[0])
         .args(&argv[1..])
         .env(marker.key.as_str(), marker.value.as_str())
@@ -182,7 +199,7 @@ fn sigterm_mid_turn_exits_130_and_leaves_no_inner_agent() {
         .expect("capfleet acp");
     let mut stdin = child.stdin.take().expect("stdin");
     let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-    let cwd = dir.path().display().to_string();
+    let cwd = cwd.display().to_string();
     send(
         &mut stdin,
         json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}}),
@@ -217,7 +234,7 @@ fn sigterm_mid_turn_exits_130_and_leaves_no_inner_agent() {
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let status = common::wait_within(&mut child, Duration::from_secs(20));
     assert_eq!(status.code(), Some(130), "{status}");
-    assert_no_survivor(&marker);
+    assert_no_survivor(marker);
 }
 
 /// The shipped manifest with its ACP fast path the only one: `capfleet chat` then
@@ -304,13 +321,12 @@ match = "second"
 steps = [{ say = "h2" }]
 "#;
 
-#[test]
-fn the_python_acp_sdk_drives_a_fleet_updates_a_permission_the_diff_a_cancel_and_a_load() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let ws = common::repo::Fixture::git_repo(&[("README.md", "hi\n")]);
-    std::fs::write(dir.path().join("lead.toml"), FLEET_LEAD).expect("lead");
-    std::fs::write(dir.path().join("helper.toml"), FLEET_HELPER).expect("helper");
-    let fleet = dir.path().join("pair.toml");
+/// `capfleet acp --fleet` over a fleet of the two scripts above (written in `dir`,
+/// its state dir there too).
+fn fleet_argv(dir: &Path) -> Vec<String> {
+    std::fs::write(dir.join("lead.toml"), FLEET_LEAD).expect("lead");
+    std::fs::write(dir.join("helper.toml"), FLEET_HELPER).expect("helper");
+    let fleet = dir.join("pair.toml");
     std::fs::write(
         &fleet,
         "[fleet]\nname = \"pair\"\nstart = [\"lead\", \"helper\"]\n\n\
@@ -318,16 +334,22 @@ fn the_python_acp_sdk_drives_a_fleet_updates_a_permission_the_diff_a_cancel_and_
          [[sessions]]\nname = \"helper\"\nagent = \"sim\"\nscript = \"helper.toml\"\n",
     )
     .expect("fleet");
-    let state = dir.path().join("state");
-    let marker = EnvMarker::new("acp-fleet");
-    let agent = vec![
+    vec![
         common::BIN.to_owned(),
         "acp".into(),
         "--fleet".into(),
         fleet.display().to_string(),
         "--state-dir".into(),
-        state.display().to_string(),
-    ];
+        dir.join("state").display().to_string(),
+    ]
+}
+
+#[test]
+fn the_python_acp_sdk_drives_a_fleet_updates_a_permission_the_diff_a_cancel_and_a_load() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ws = common::repo::Fixture::git_repo(&[("README.md", "hi\n")]);
+    let marker = EnvMarker::new("acp-fleet");
+    let agent = fleet_argv(dir.path());
 
     let run = client("turns", ws.path(), &[], &agent, &marker);
     assert_eq!(run["load_session"], true, "{run:#}");

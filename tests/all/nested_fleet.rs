@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use common::EnvMarker;
+use common::chat::assert_no_survivor;
 use common::otel::{Collector, attr};
 use common::repo::cap_events;
 
@@ -239,13 +240,7 @@ fn the_outer_budget_stops_the_inner_fleet_and_its_cost_comes_up() {
     let up = cost(outer, Some("cap://outer/team"));
     assert!((up - 0.05).abs() < 1e-9, "{up}: {outer:#?}");
     assert!((cost(inner, None) - up).abs() < 1e-9);
-    assert!(
-        common::wait_until(Duration::from_secs(2), Duration::from_millis(50), || marker
-            .processes()
-            .is_empty()),
-        "{:?}",
-        marker.processes()
-    );
+    assert_no_survivor(&marker);
 }
 
 #[test]
@@ -280,11 +275,5 @@ fn ctrl_c_at_the_top_reaches_the_innermost_agents_and_leaves_nothing() {
         Some("interrupted"),
         "{inner:#?}"
     );
-    assert!(
-        common::wait_until(Duration::from_secs(2), Duration::from_millis(50), || marker
-            .processes()
-            .is_empty()),
-        "{:?}",
-        marker.processes()
-    );
+    assert_no_survivor(&marker);
 }

@@ -126,15 +126,9 @@ fn the_claude_agent_sdk_drives_speak_two_turns_a_permission_and_an_interrupt() {
     let script = script(dir.path(), SCRIPT);
     let args = ["--agent", "sim", "--script", script.to_str().expect("utf8")];
     let cli = common::speak::cli(dir.path(), &args, &marker);
-    let got = common::speak::drive(dir.path(), &cli);
     // The permission reached the SDK's can_use_tool callback with the tool's input.
-    assert_eq!(
-        got["asked"],
-        serde_json::json!([{"tool": "Bash", "input": {"command": "ls"}}])
-    );
+    let (got, session_id) = common::speak::drive_asking_bash(dir.path(), &cli);
     let first = got["turns"][0].as_array().unwrap();
-    assert_eq!(first[0]["system"], "init");
-    let session_id = first[0]["session_id"].as_str().unwrap();
     let texts: Vec<&Value> = first.iter().filter_map(|m| m["assistant"].get(0)).collect();
     assert!(texts.iter().any(|b| b["text"] == "checking"), "{first:?}");
     assert!(texts.iter().any(|b| b["tool_use"] == "Bash"), "{first:?}");
@@ -147,7 +141,7 @@ fn the_claude_agent_sdk_drives_speak_two_turns_a_permission_and_an_interrupt() {
     assert_eq!(result["is_error"], false);
     assert_eq!(result["total_cost_usd"], 0.25);
     assert_eq!(result["usage"]["input_tokens"], 10);
-    assert_eq!(result["session_id"], session_id);
+    assert_eq!(result["session_id"], session_id.as_str());
     // The interrupt ended the second turn; the cost is cumulative, as Claude's.
     let second = got["turns"][1].as_array().unwrap();
     assert_eq!(second[0]["assistant"][0]["text"], "started");
@@ -271,64 +265,47 @@ fn cap_session_config_fills_what_the_flags_leave_unset() {
     let dir = tempfile::tempdir().unwrap();
     let work = dir.path().join("work");
     std::fs::create_dir(&work).unwrap();
-    let config = serde_json::json!({"cwd": work, "model": "sim-from-config"});
-    let out = Command::new(common::BIN)
-        .args([
-            "speak",
-            "--agent",
-            "sim",
-            "-p",
-            "hi",
-            "--output-format",
-            "stream-json",
-        ])
-        .env("CAP_SESSION_CONFIG", config.to_string())
-        .env("CAPFLEET_SIM_STATE", dir.path())
-        .current_dir(dir.path())
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let init: Value = serde_json::from_slice(out.stdout.split(|b| *b == b'\n').next().unwrap())
-        .expect("the first line is a frame");
-    assert_eq!(init["subtype"], "init");
+    let config = serde_json::json!({"cwd": work, "model": "sim-from-config"}).to_string();
+    // `speak --agent sim -p hi <extra>` with `config`: its `system/init`, or its output.
+    let speak = |config: &str, extra: &[&str]| {
+        Command::new(common::BIN)
+            .args([
+                "speak",
+                "--agent",
+                "sim",
+                "-p",
+                "hi",
+                "--output-format",
+                "stream-json",
+            ])
+            .args(extra)
+            .env("CAP_SESSION_CONFIG", config)
+            .env("CAPFLEET_SIM_STATE", dir.path())
+            .current_dir(dir.path())
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let init = |out: &std::process::Output| -> Value {
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let first = out.stdout.split(|b| *b == b'\n').next().unwrap_or_default();
+        serde_json::from_slice(first).expect("the first line is a frame")
+    };
+    let from_config = init(&speak(&config, &[]));
+    assert_eq!(from_config["subtype"], "init");
     assert_eq!(
-        init["cwd"],
+        from_config["cwd"],
         work.canonicalize().unwrap().display().to_string()
     );
-    assert_eq!(init["model"], "sim-from-config");
+    assert_eq!(from_config["model"], "sim-from-config");
     // A flag wins over the config.
-    let out = Command::new(common::BIN)
-        .args([
-            "speak",
-            "--agent",
-            "sim",
-            "-p",
-            "hi",
-            "--model",
-            "flag",
-            "--output-format",
-            "stream-json",
-        ])
-        .env("CAP_SESSION_CONFIG", config.to_string())
-        .env("CAPFLEET_SIM_STATE", dir.path())
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let init: Value = serde_json::from_slice(out.stdout.split(|b| *b == b'\n').next().unwrap())
-        .expect("the first line is a frame");
-    assert_eq!(init["model"], "flag");
+    assert_eq!(init(&speak(&config, &["--model", "flag"]))["model"], "flag");
     // A config that is not one is an error naming the variable.
-    let out = Command::new(common::BIN)
-        .args(["speak", "--agent", "sim", "-p", "hi"])
-        .env("CAP_SESSION_CONFIG", "{\"model\": 1}")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let out = speak("{\"model\": 1}", &[]);
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("CAP_SESSION_CONFIG"), "{stderr}");

@@ -21,7 +21,7 @@ use capfleet_actors::sync::lock;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use super::host::{Ended, HostError, send_update};
+use super::host::{Ended, HostError, recorded, save, send_update};
 use super::store::{Record, Role, Store};
 use super::updates::{Updates, replayed};
 use super::wire::Backlog;
@@ -121,18 +121,7 @@ impl FleetHost {
         cwd: &Path,
         cx: &ConnectionTo<Client>,
     ) -> Result<(), HostError> {
-        let store = self.store.clone();
-        let owned = id.to_owned();
-        let mut record = tokio::task::spawn_blocking(move || store.load(&owned))
-            .await
-            .map_err(|e| HostError::Spawn(e.to_string()))??;
-        if record.agent != self.agent {
-            return Err(HostError::OtherAgent {
-                id: id.to_owned(),
-                recorded: record.agent,
-                serving: self.agent.clone(),
-            });
-        }
+        let mut record = recorded(&self.store, id, &self.agent).await?;
         let (mut agent, id_tx) = self.agent(cwd, cx)?;
         agent
             .resume(id)
@@ -220,12 +209,7 @@ impl FleetHost {
             r.push(Role::Agent, answer);
             r.clone()
         };
-        let store = self.store.clone();
-        match tokio::task::spawn_blocking(move || store.save(&record)).await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => tracing::error!("session/load will not find this turn: {e}"),
-            Err(e) => tracing::error!("saving the session record: {e}"),
-        }
+        save(&self.store, record).await;
     }
 
     /// `session/cancel`: every inner session's turn is cancelled; the prompt ends

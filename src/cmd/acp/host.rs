@@ -172,18 +172,7 @@ impl Host {
         cwd: &Path,
         cx: &ConnectionTo<Client>,
     ) -> Result<(), HostError> {
-        let store = self.store.clone();
-        let owned = id.to_owned();
-        let mut record = tokio::task::spawn_blocking(move || store.load(&owned))
-            .await
-            .map_err(|e| HostError::Spawn(e.to_string()))??;
-        if record.agent != self.launch.agent {
-            return Err(HostError::OtherAgent {
-                id: id.to_owned(),
-                recorded: record.agent,
-                serving: self.launch.agent.clone(),
-            });
-        }
+        let mut record = recorded(&self.store, id, &self.launch.agent).await?;
         record.cwd = cwd.to_path_buf();
         for m in &record.history {
             self.notify(cx, id, replayed(m.role, &m.text)).await;
@@ -301,12 +290,7 @@ impl Host {
             }
             r.clone()
         };
-        let store = self.store.clone();
-        match tokio::task::spawn_blocking(move || store.save(&record)).await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => tracing::error!("session/load will not find this turn: {e}"),
-            Err(e) => tracing::error!("saving the session record: {e}"),
-        }
+        save(&self.store, record).await;
     }
 
     /// `session/cancel`: the current turn ends `cancelled`.
@@ -324,6 +308,33 @@ impl Host {
 
     async fn notify(&self, cx: &ConnectionTo<Client>, id: &str, update: Value) {
         send_update(cx, &self.backlog, id, update).await;
+    }
+}
+
+/// The record of session `id`, refused when it was another agent's than `serving`'s.
+pub(super) async fn recorded(store: &Store, id: &str, serving: &str) -> Result<Record, HostError> {
+    let store = store.clone();
+    let owned = id.to_owned();
+    let record = tokio::task::spawn_blocking(move || store.load(&owned))
+        .await
+        .map_err(|e| HostError::Spawn(e.to_string()))??;
+    if record.agent != serving {
+        return Err(HostError::OtherAgent {
+            id: id.to_owned(),
+            recorded: record.agent,
+            serving: serving.to_owned(),
+        });
+    }
+    Ok(record)
+}
+
+/// Save `record` off the runtime; a failed save is said, and the session goes on.
+pub(super) async fn save(store: &Store, record: Record) {
+    let store = store.clone();
+    match tokio::task::spawn_blocking(move || store.save(&record)).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::error!("session/load will not find this turn: {e}"),
+        Err(e) => tracing::error!("saving the session record: {e}"),
     }
 }
 

@@ -39,22 +39,10 @@ impl Answerer {
     /// Start a turn with `prompt`.
     pub(super) async fn ask(&mut self, prompt: String) -> Pending {
         match self {
-            Answerer::Session(session) => {
-                let (tx, reply) = oneshot::channel();
-                let target = session.clone();
-                tokio::spawn(async move {
-                    let asked = target.call(|reply| SessionMsg::Ask { prompt, reply }, None);
-                    let result = match asked.await {
-                        Ok(ractor::rpc::CallResult::Success(r)) => r,
-                        Ok(_) | Err(_) => Err(SessionError::Closed),
-                    };
-                    let _gone = tx.send(result);
-                });
-                Pending::Session {
-                    session: session.clone(),
-                    reply,
-                }
-            }
+            Answerer::Session(session) => Pending::Session {
+                session: session.clone(),
+                reply: crate::cmd::one_session::ask(session, prompt),
+            },
             Answerer::Fleet { agent, events } => match agent.start(&prompt, events.clone()).await {
                 Ok(turn) => Pending::Fleet(Box::new(turn)),
                 Err(e) => Pending::Refused(Some(Box::new(FleetEnd::failed(e.to_string())))),

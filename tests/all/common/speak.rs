@@ -45,3 +45,21 @@ pub(crate) fn drive(dir: &Path, cli: &Path) -> Value {
     assert!(out.status.success(), "{stderr}");
     serde_json::from_slice(&out.stdout).expect(&stderr)
 }
+
+/// [`drive`], with what every such run shows checked: one Bash permission (`ls`)
+/// through `canUseTool`, `system/init` first. What it delivered, and the
+/// conversation's id.
+pub(crate) fn drive_asking_bash(dir: &Path, cli: &Path) -> (Value, String) {
+    let got = drive(dir, cli);
+    assert_eq!(
+        got["asked"],
+        serde_json::json!([{"tool": "Bash", "input": {"command": "ls"}}])
+    );
+    let first = &got["turns"][0][0];
+    assert_eq!(first["system"], "init", "{got:#}");
+    let id = first["session_id"]
+        .as_str()
+        .expect("a session id")
+        .to_owned();
+    (got, id)
+}
