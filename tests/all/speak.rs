@@ -5,7 +5,6 @@
 //! `canUseTool` callback, an interrupt, the cost), and stopped by SIGTERM with an
 //! error result and no inner agent left.
 
-use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -159,63 +158,15 @@ fn sigterm_writes_an_error_result_and_leaves_no_inner_agent() {
     let script = script(dir.path(), SCRIPT);
     let marker = EnvMarker::new("speak-term");
     let argv = speak_argv(&script);
-    let mut child = Command::new(common::BIN)
-        .args(&argv[1..])
+    let mut cmd = Command::new(common::BIN);
+    cmd.args(&argv[1..])
         .args(["--allowedTools", "Bash"])
-        .env(marker.key.as_str(), marker.value.as_str())
         .env("CAPFLEET_SIM_STATE", dir.path())
-        .current_dir(dir.path())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    for prompt in ["first", "second"] {
-        writeln!(
-            stdin,
-            r#"{{"type":"user","message":{{"role":"user","content":"{prompt}"}}}}"#
-        )
-        .unwrap();
-    }
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut frames: Vec<Value> = Vec::new();
-    // Read up to the second turn's first text: the inner sim is now mid-turn.
-    for line in lines.by_ref() {
-        let frame: Value = serde_json::from_str(&line.unwrap()).expect("every line is a frame");
-        let started = frame["message"]["content"][0]["text"] == "started";
-        frames.push(frame);
-        if started {
-            break;
-        }
-    }
-    // SAFETY: kill(2) on our own child's pid.
-    unsafe {
-        libc::kill(child.id() as i32, libc::SIGTERM);
-    }
-    for line in lines {
-        frames.push(serde_json::from_str(&line.unwrap()).expect("every line is a frame"));
-    }
-    let status = child.wait().unwrap();
-    drop(stdin);
-    assert_eq!(status.code(), Some(130));
+        .current_dir(dir.path());
+    let frames = common::speak::sigterm_when_started(cmd, &["first", "second"], &marker);
     let results: Vec<&Value> = frames.iter().filter(|f| f["type"] == "result").collect();
     assert_eq!(results.len(), 2, "{frames:?}");
     assert_eq!(results[0]["subtype"], "success");
-    assert_eq!(results[1]["is_error"], true);
-    assert!(
-        results[1]["errors"][0]
-            .as_str()
-            .unwrap()
-            .contains("SIGTERM"),
-        "{:?}",
-        results[1]
-    );
-    assert!(common::wait_until(
-        Duration::from_secs(1),
-        Duration::from_millis(20),
-        || marker.processes().is_empty()
-    ));
 }
 
 #[test]

@@ -6,9 +6,8 @@
 //! stderr; a budget stop is `error_max_budget_usd`, a failed fleet one error result;
 //! SIGTERM leaves no inner agent.
 
-use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -55,6 +54,9 @@ fn fleet(dir: &Path, lead: &str, helper: &str, extra: &str) -> PathBuf {
     .unwrap();
     path
 }
+
+/// The fleet answers its own permissions (Bash allowed).
+const AUTO: &str = "auto_answer = true\nallow_tools = [\"Bash\"]";
 
 /// The cost the journals of the conversation `id` (its runs `<id>`, `<id>.2`, …) record.
 fn journals_cost(dir: &Path, id: &str) -> (usize, f64) {
@@ -226,7 +228,7 @@ fn a_budget_stop_is_error_max_budget_usd_and_a_failed_fleet_is_one_error_result(
         dir.path(),
         LEAD,
         HELPER,
-        "budget_usd = 0.10\nauto_answer = true\nallow_tools = [\"Bash\"]",
+        &format!("budget_usd = 0.10\n{AUTO}"),
     );
     let (frames, stderr, _) = speak(dir.path(), &over, &["first"], &marker);
     let result = frames
@@ -244,12 +246,7 @@ fn a_budget_stop_is_error_max_budget_usd_and_a_failed_fleet_is_one_error_result(
     // An agent that dies at every start: the fleet fails, one error result, no hang.
     let dead = tempfile::tempdir().unwrap();
     let lead = "[[turn]]\nsteps = [{ crash = \"exit\" }]\n";
-    let failing = fleet(
-        dead.path(),
-        lead,
-        HELPER,
-        "auto_answer = true\nallow_tools = [\"Bash\"]",
-    );
+    let failing = fleet(dead.path(), lead, HELPER, AUTO);
     let (frames, stderr, code) = speak(dead.path(), &failing, &["first"], &marker);
     let results: Vec<&Value> = frames.iter().filter(|f| f["type"] == "result").collect();
     assert_eq!(results.len(), 1, "{stderr}\n{frames:#?}");
@@ -263,14 +260,9 @@ fn a_budget_stop_is_error_max_budget_usd_and_a_failed_fleet_is_one_error_result(
 fn sigterm_of_speak_with_a_fleet_leaves_no_inner_agent() {
     let dir = tempfile::tempdir().unwrap();
     let marker = EnvMarker::new("speak-fleet-term");
-    let fleet = fleet(
-        dir.path(),
-        LEAD,
-        HELPER,
-        "auto_answer = true\nallow_tools = [\"Bash\"]",
-    );
-    let mut child = Command::new(common::BIN)
-        .args(["speak", "--fleet"])
+    let fleet = fleet(dir.path(), LEAD, HELPER, AUTO);
+    let mut cmd = Command::new(common::BIN);
+    cmd.args(["speak", "--fleet"])
         .arg(&fleet)
         .args([
             "--input-format",
@@ -278,57 +270,9 @@ fn sigterm_of_speak_with_a_fleet_leaves_no_inner_agent() {
             "--output-format",
             "stream-json",
         ])
-        .env(marker.key.as_str(), marker.value.as_str())
-        .current_dir(dir.path())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    writeln!(
-        stdin,
-        r#"{{"type":"user","message":{{"role":"user","content":"second"}}}}"#
-    )
-    .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut frames: Vec<Value> = Vec::new();
-    for line in lines.by_ref() {
-        let frame: Value = serde_json::from_str(&line.unwrap()).expect("every line is a frame");
-        let started = frame["message"]["content"][0]["text"] == "started";
-        frames.push(frame);
-        if started {
-            break;
-        }
-    }
-    assert!(!marker.processes().is_empty(), "the inner agents run");
-    // SAFETY: kill(2) on our own child's pid.
-    unsafe {
-        libc::kill(child.id() as i32, libc::SIGTERM);
-    }
-    for line in lines {
-        frames.push(serde_json::from_str(&line.unwrap()).expect("every line is a frame"));
-    }
-    let status = child.wait().unwrap();
-    drop(stdin);
-    assert_eq!(status.code(), Some(130));
-    let result = frames
-        .iter()
-        .rfind(|f| f["type"] == "result")
-        .expect("a result");
-    assert_eq!(result["is_error"], true);
-    assert!(
-        result["errors"][0].as_str().unwrap().contains("SIGTERM"),
-        "{result}"
-    );
-    // Nothing of the fleet outlived speak (as its killed groups are reaped).
-    assert!(
-        common::wait_until(Duration::from_secs(1), Duration::from_millis(20), || marker
-            .processes()
-            .is_empty()),
-        "{:?}",
-        marker.processes()
-    );
+        .current_dir(dir.path());
+    // Killed mid-run, both inner sessions at work: nothing of the fleet outlives speak.
+    common::speak::sigterm_when_started(cmd, &["second"], &marker);
 }
 
 #[test]

@@ -77,7 +77,13 @@ pub fn diff(
     p.finish(&ws.path)
 }
 
-fn diff_worktree(path: &Path, base: &str, p: &mut Printer<'_, '_>) -> Result<(), WorkspaceError> {
+/// `f` with the worktree at `path`'s repository and its diff against `base` (a sha):
+/// everything changed, untracked files included.
+fn with_worktree_diff<T>(
+    path: &Path,
+    base: &str,
+    f: impl FnOnce(&Repository, &git2::Diff<'_>) -> Result<T, WorkspaceError>,
+) -> Result<T, WorkspaceError> {
     let repo = Repository::open(path).ctx("cannot open the worktree", path)?;
     let oid = Oid::from_str(base).ctx("the recorded base is not a sha", path)?;
     let tree = repo
@@ -88,6 +94,18 @@ fn diff_worktree(path: &Path, base: &str, p: &mut Printer<'_, '_>) -> Result<(),
     let diff = repo
         .diff_tree_to_workdir_with_index(Some(&tree), Some(&mut opts))
         .ctx("cannot diff the worktree", path)?;
+    f(&repo, &diff)
+}
+
+fn diff_worktree(path: &Path, base: &str, p: &mut Printer<'_, '_>) -> Result<(), WorkspaceError> {
+    with_worktree_diff(path, base, |_, diff| print_worktree(path, diff, p))
+}
+
+fn print_worktree(
+    path: &Path,
+    diff: &git2::Diff<'_>,
+    p: &mut Printer<'_, '_>,
+) -> Result<(), WorkspaceError> {
     let printed = diff.print(DiffFormat::Patch, |delta, _hunk, line| {
         p.line(&delta, &line)
     });
@@ -140,16 +158,10 @@ pub struct FileVersions {
 
 /// Every changed text file of the worktree at `path` against `base` (a sha).
 pub fn file_versions(path: &Path, base: &str) -> Result<Vec<FileVersions>, WorkspaceError> {
-    let repo = Repository::open(path).ctx("cannot open the worktree", path)?;
-    let oid = Oid::from_str(base).ctx("the recorded base is not a sha", path)?;
-    let tree = repo
-        .find_commit(oid)
-        .and_then(|c| c.tree())
-        .ctx(format!("cannot read the base {base}"), path)?;
-    let mut opts = options();
-    let diff = repo
-        .diff_tree_to_workdir_with_index(Some(&tree), Some(&mut opts))
-        .ctx("cannot diff the worktree", path)?;
+    with_worktree_diff(path, base, |repo, diff| Ok(versions(path, repo, diff)))
+}
+
+fn versions(path: &Path, repo: &Repository, diff: &git2::Diff<'_>) -> Vec<FileVersions> {
     let text = |bytes: &[u8]| {
         let small = bytes.len() as u64 <= MAX_TEXT && !bytes[..bytes.len().min(SNIFF)].contains(&0);
         small
@@ -188,7 +200,7 @@ pub fn file_versions(path: &Path, base: &str) -> Result<Vec<FileVersions>, Works
             new,
         });
     }
-    Ok(out)
+    out
 }
 
 fn options() -> DiffOptions {

@@ -2,8 +2,10 @@
 //! stands for Claude Code, and the SDK's driver (`tests/support/agent_sdk_speak.mjs`:
 //! two turns, a permission through `canUseTool`, an interrupt).
 
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use serde_json::Value;
 
@@ -62,4 +64,65 @@ pub(crate) fn drive_asking_bash(dir: &Path, cli: &Path) -> (Value, String) {
         .expect("a session id")
         .to_owned();
     (got, id)
+}
+
+/// Run `speak` (`cmd`, marked with `marker`) on stream-json `prompts`, SIGTERM it
+/// once a turn's first text is `started`: it exits 130, its last `result` is an error
+/// naming the signal, nothing it started is left within 1 s. Every frame it wrote.
+pub(crate) fn sigterm_when_started(
+    mut cmd: Command,
+    prompts: &[&str],
+    marker: &EnvMarker,
+) -> Vec<Value> {
+    let mut child = cmd
+        .env(marker.key.as_str(), marker.value.as_str())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    for prompt in prompts {
+        writeln!(
+            stdin,
+            r#"{{"type":"user","message":{{"role":"user","content":"{prompt}"}}}}"#
+        )
+        .unwrap();
+    }
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut frames: Vec<Value> = Vec::new();
+    // Read up to the first text `started`: the inner agents are now mid-turn.
+    for line in lines.by_ref() {
+        let frame: Value = serde_json::from_str(&line.unwrap()).expect("every line is a frame");
+        let started = frame["message"]["content"][0]["text"] == "started";
+        frames.push(frame);
+        if started {
+            break;
+        }
+    }
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM);
+    }
+    for line in lines {
+        frames.push(serde_json::from_str(&line.unwrap()).expect("every line is a frame"));
+    }
+    let status = child.wait().unwrap();
+    drop(stdin);
+    assert_eq!(status.code(), Some(130));
+    let result = frames
+        .iter()
+        .rfind(|f| f["type"] == "result")
+        .expect("a result");
+    assert_eq!(result["is_error"], true);
+    let error = result["errors"][0].as_str().unwrap_or_default();
+    assert!(error.contains("SIGTERM"), "{result}");
+    assert!(
+        super::wait_until(Duration::from_secs(1), Duration::from_millis(20), || marker
+            .processes()
+            .is_empty()),
+        "{:?}",
+        marker.processes()
+    );
+    frames
 }
