@@ -313,17 +313,17 @@ fn resume_goes_on_with_the_conversation_and_its_inner_agents() {
 
     // A later process: `--resume <id>` goes on with run `<id>.2`.
     let input = dir.path().join("two.jsonl");
-    std::fs::write(
-        &input,
-        "{\"type\":\"user\",\"message\":{\"role\":\"user\",\"content\":\"two\"}}\n",
-    )
-    .unwrap();
+    let line =
+        |p: &str| format!(r#"{{"type":"user","message":{{"role":"user","content":"{p}"}}}}"#);
+    std::fs::write(&input, format!("{}\n{}\n", line("two"), line("three"))).unwrap();
     let mut cmd = Command::new(common::BIN);
     cmd.args(["speak", "--fleet"])
         .arg(&fleet)
         .args([
             "--resume",
             &id,
+            "--max-turns",
+            "1",
             "--input-format",
             "stream-json",
             "--output-format",
@@ -333,8 +333,10 @@ fn resume_goes_on_with_the_conversation_and_its_inner_agents() {
         .current_dir(dir.path())
         .stdin(std::fs::File::open(&input).unwrap());
     let out = common::output_within(cmd, Duration::from_secs(30));
-    assert!(
-        out.status.success(),
+    // The last turn was refused: exit 1, as for any last turn that failed.
+    assert_eq!(
+        out.status.code(),
+        Some(1),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
@@ -344,9 +346,13 @@ fn resume_goes_on_with_the_conversation_and_its_inner_agents() {
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     assert_eq!(frames[0]["session_id"], id.as_str());
-    let result = frames.iter().rfind(|f| f["type"] == "result").unwrap();
-    assert_eq!(result["result"], "second answer");
-    assert_eq!(result["session_id"], id.as_str());
+    let results: Vec<&Value> = frames.iter().filter(|f| f["type"] == "result").collect();
+    assert_eq!(results[0]["result"], "second answer");
+    assert_eq!(results[0]["session_id"], id.as_str());
+    // `--max-turns 1`: the next message is refused as Claude refuses it, no run made.
+    assert_eq!(results[1]["subtype"], "error_max_turns", "{frames:#?}");
+    let third = dir.path().join(format!(".capfleet/runs/{id}.3"));
+    assert!(!third.exists());
     let second = common::journal_records(
         &dir.path()
             .join(format!(".capfleet/runs/{id}.2/journal.jsonl")),

@@ -25,8 +25,8 @@ pub(super) enum Pending {
         reply: oneshot::Receiver<Result<TurnResult, SessionError>>,
     },
     Fleet(Box<FleetTurn>),
-    /// A run that could not start: its end is known at once.
-    Refused(Option<Box<FleetEnd>>),
+    /// A turn that could not start: its end is known at once.
+    Refused(Option<Reply>),
 }
 
 /// How a turn ended.
@@ -36,8 +36,19 @@ pub(super) enum Reply {
 }
 
 impl Answerer {
-    /// Start a turn with `prompt`.
-    pub(super) async fn ask(&mut self, prompt: String) -> Pending {
+    /// Start a turn with `prompt`, unless `max_turns` were taken (a session counts
+    /// its own; a fleet's runs are counted here: `done` of them so far).
+    pub(super) async fn ask(
+        &mut self,
+        prompt: String,
+        max_turns: Option<u32>,
+        done: u32,
+    ) -> Pending {
+        if let (Answerer::Fleet { .. }, Some(max)) = (&*self, max_turns)
+            && done >= max
+        {
+            return Pending::Refused(Some(Reply::Session(Err(SessionError::MaxTurns { max }))));
+        }
         match self {
             Answerer::Session(session) => Pending::Session {
                 session: session.clone(),
@@ -45,7 +56,9 @@ impl Answerer {
             },
             Answerer::Fleet { agent, events } => match agent.start(&prompt, events.clone()).await {
                 Ok(turn) => Pending::Fleet(Box::new(turn)),
-                Err(e) => Pending::Refused(Some(Box::new(FleetEnd::failed(e.to_string())))),
+                Err(e) => Pending::Refused(Some(Reply::Fleet(Box::new(FleetEnd::failed(
+                    e.to_string(),
+                ))))),
             },
         }
     }
@@ -104,7 +117,7 @@ impl Pending {
                 })))
             }
             Pending::Refused(end) => match end.take() {
-                Some(end) => Reply::Fleet(end),
+                Some(end) => end,
                 None => std::future::pending().await,
             },
         }

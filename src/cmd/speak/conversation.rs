@@ -201,7 +201,10 @@ impl<'a> Conversation<'a> {
     /// Start a turn; the first one says `system/init` first.
     async fn start(&mut self, prompt: String) -> Running {
         let started = Instant::now();
-        let pending = self.answerer.ask(prompt).await;
+        let pending = self
+            .answerer
+            .ask(prompt, self.args.max_turns, self.turns)
+            .await;
         if self.speaker.is_none() {
             let session_id = self
                 .answerer
