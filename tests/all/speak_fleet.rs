@@ -212,6 +212,14 @@ steps = [{ say = "again" }]
         .map(|j| j["_meta"]["capfleet.run"]["id"].as_str().unwrap())
         .collect();
     assert_eq!(runs, [id.clone(), format!("{id}.2")]);
+    // The runs' transcripts came up as artifacts too, their ids the runs'.
+    let transcripts: Vec<&str> = frames
+        .iter()
+        .filter(|f| f["type"] == "artifact")
+        .filter_map(|f| f["name"].as_str())
+        .filter(|n| n.ends_with(".transcript.json"))
+        .collect();
+    assert_eq!(transcripts.len(), 4, "two sessions, two runs: {frames:#?}");
     for j in &journals {
         let path = j["_meta"]["capfleet.run"]["journal"].as_str().unwrap();
         assert!(Path::new(path).is_file(), "{path}");
@@ -359,5 +367,66 @@ fn resume_goes_on_with_the_conversation_and_its_inner_agents() {
     );
     // The inner lead was resumed natively: the same conversation id.
     assert_eq!(lead_ready(&second), [inner_id], "{second:#?}");
+    assert_no_survivor(&marker);
+}
+
+#[test]
+fn a_run_cut_by_a_kill_is_finished_by_run_resume() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = EnvMarker::new("speak-fleet-kill");
+    let lead =
+        "[[turn]]\nsteps = [{ say = \"started\" }, { sleep_ms = 1500 }, { say = \"finished\" }]\n";
+    let fleet = fleet(
+        dir.path(),
+        lead,
+        "[[turn]]\nsteps = [{ say = \"h\" }]\n",
+        "",
+    );
+    let mut child = Command::new(common::BIN)
+        .args(["speak", "--fleet"])
+        .arg(&fleet)
+        .args(["-p", "go", "--output-format", "stream-json"])
+        .env(marker.key.as_str(), marker.value.as_str())
+        .current_dir(dir.path())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(child.stdout.take().unwrap()));
+    let init: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    let id = init["session_id"].as_str().unwrap().to_owned();
+    for line in lines.by_ref() {
+        if line.unwrap().contains("started") {
+            break;
+        }
+    }
+    // SIGKILL: speak gets no word in; its agents go with it (the keeper).
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    child.wait().unwrap();
+    assert_no_survivor(&marker);
+    let journal = dir
+        .path()
+        .join(format!(".capfleet/runs/{id}/journal.jsonl"));
+    assert_eq!(common::run_ended(&common::journal_records(&journal)), None);
+    // The cut run is an ordinary run to `capfleet run --resume`: it goes on and ends.
+    let out = common::capfleet(dir.path())
+        .args(["run", "--resume", &id])
+        .env(marker.key.as_str(), marker.value.as_str())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let records = common::journal_records(&journal);
+    assert_eq!(common::run_ended(&records).as_deref(), Some("completed"));
+    let said: String = common::repo::cap_events(&records, "cap.text_chunk")
+        .iter()
+        .filter_map(|e| e["text"].as_str())
+        .collect();
+    assert!(said.contains("finished"), "{said}");
     assert_no_survivor(&marker);
 }

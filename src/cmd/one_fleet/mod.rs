@@ -183,7 +183,15 @@ impl FleetAgent {
             n += 1;
             last = RunDir { id: next, path };
         }
-        self.resume_ids = watch::resume_ids_in(&last.journal());
+        let journal = last.journal();
+        if !watch::ended(&journal) {
+            tracing::warn!(
+                "run {} of this conversation was cut short; `capfleet run --resume {}` finishes it",
+                last.id,
+                last.id
+            );
+        }
+        self.resume_ids = watch::resume_ids_in(&journal);
         self.conversation = Some(id.to_owned());
         self.runs = n;
         Ok(())
@@ -211,6 +219,9 @@ impl FleetAgent {
         }
         let lock = run
             .lock(&self.path)
+            .map_err(|e| FleetError::RunDir(e.to_string()))?;
+        // A run cut short (this process killed) is finished by `capfleet run --resume`.
+        crate::cmd::run::resume::remember_fleet(&run, &self.path, Some(task.clone()), false)
             .map_err(|e| FleetError::RunDir(e.to_string()))?;
         let workspace = match workspaces::prepare(&mut fleet, &run, false).await {
             Ok(w) => w,

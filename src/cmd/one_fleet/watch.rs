@@ -218,3 +218,12 @@ pub(super) fn resume_ids_in(journal: &Path) -> HashMap<String, String> {
     }
     ids
 }
+
+/// The run of `journal` had ended (its `run_ended` record is there).
+pub(super) fn ended(journal: &Path) -> bool {
+    std::fs::read_to_string(journal).is_ok_and(|t| {
+        t.lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .any(|r| r["type"] == "run_ended")
+    })
+}

@@ -70,12 +70,23 @@ pub(super) fn remember(run: &RunDir, args: &RunArgs) -> Result<(), ResumeError> 
     let Some(fleet) = args.fleets.first() else {
         return Ok(());
     };
+    remember_fleet(run, fleet, args.task.clone(), args.commit)
+}
+
+/// Keep, beside the journal of `run` (of `fleet` with `task`), what `run --resume`
+/// needs to go on with it (a fleet answering as one agent keeps it for each run).
+pub(crate) fn remember_fleet(
+    run: &RunDir,
+    fleet: &Path,
+    task: Option<String>,
+    commit: bool,
+) -> Result<(), ResumeError> {
     let copy = run.path.join(FLEET_COPY);
     std::fs::copy(fleet, &copy).map_err(io_at(&copy))?;
     let saved = Saved {
         fleet: std::path::absolute(fleet).map_err(io_at(fleet))?,
-        task: args.task.clone(),
-        commit: args.commit,
+        task,
+        commit,
     };
     let path = run.path.join(ARGS_FILE);
     let text = serde_json::to_string(&saved).map_err(|e| io_at(&path)(e.into()))?;
