@@ -92,22 +92,22 @@ pub(crate) struct AcpArgs {
     #[arg(long, env = "CAPFLEET_ACP_FLEET", value_name = "FLEET_TOML")]
     pub fleet: Option<PathBuf>,
     /// Simulator script (sets CAPFLEET_SIM_SCRIPT for the agent).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "fleet")]
     pub script: Option<PathBuf>,
     /// Append every event of every session to this JSONL journal.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "fleet")]
     pub journal: Option<PathBuf>,
     /// The model to ask the agent for.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "fleet")]
     pub model: Option<String>,
     /// The agent's CAP permission mode (`none` runs it unattended).
-    #[arg(long, value_parser = parse_mode)]
+    #[arg(long, value_parser = parse_mode, conflicts_with = "fleet")]
     pub permission_mode: Option<PermissionMode>,
     /// Grant this tool's permission requests without asking (repeatable).
-    #[arg(long = "allow-tool", value_name = "TOOL")]
+    #[arg(long = "allow-tool", value_name = "TOOL", conflicts_with = "fleet")]
     pub allow_tools: Vec<String>,
     /// Deny this tool's permission requests without asking (repeatable).
-    #[arg(long = "deny-tool", value_name = "TOOL")]
+    #[arg(long = "deny-tool", value_name = "TOOL", conflicts_with = "fleet")]
     pub deny_tools: Vec<String>,
     /// Where session records for `session/load` are kept
     /// [default: $XDG_STATE_HOME/capfleet/acp, else ~/.local/state/capfleet/acp].
@@ -242,7 +242,7 @@ async fn acp_fleet(
         }
     };
     if let Err(e) = crate::cmd::one_fleet::FleetAgent::check(&path).await {
-        eprintln!("{} {}: {e}", err.err("error:"), path.display());
+        eprintln!("{} {e}", err.err("error:"));
         return ExitCode::from(EXIT_USAGE);
     }
     // Before any agent exists: from here on the signals stop the runs first.

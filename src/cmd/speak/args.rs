@@ -94,10 +94,11 @@ pub(crate) struct SpeakArgs {
     #[arg(long, env = "CAPFLEET_SPEAK_FLEET", value_name = "FLEET_TOML")]
     pub fleet: Option<PathBuf>,
     /// Simulator script (sets CAPFLEET_SIM_SCRIPT for the agent).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "fleet")]
     pub script: Option<PathBuf>,
-    /// Append every event of the inner session to this JSONL journal.
-    #[arg(long)]
+    /// Append every event of the inner session to this JSONL journal (a fleet's runs
+    /// keep their own).
+    #[arg(long, conflicts_with = "fleet")]
     pub journal: Option<PathBuf>,
     /// The prompt (with --input-format text; else stdin is read).
     pub prompt: Option<String>,

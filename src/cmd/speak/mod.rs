@@ -121,7 +121,17 @@ async fn speak_fleet(
         ExitCode::from(EXIT_USAGE)
     };
     if let Err(e) = FleetAgent::check(&path).await {
-        return usage(format!("{}: {e}", path.display()));
+        return usage(e.to_string());
+    }
+    // The fleet file decides these for its sessions.
+    let unused = [
+        (args.model.is_some(), "--model"),
+        (!args.allowed_tools.is_empty(), "--allowedTools"),
+        (!args.disallowed_tools.is_empty(), "--disallowedTools"),
+        (args.permission_mode.is_some(), "--permission-mode"),
+    ];
+    for (_, flag) in unused.iter().filter(|(given, _)| *given) {
+        tracing::warn!("{flag} has no effect with --fleet: the fleet file sets its sessions'");
     }
     let base = match std::env::current_dir() {
         Ok(d) => d,
