@@ -371,11 +371,11 @@ fn resume_goes_on_with_the_conversation_and_its_inner_agents() {
 }
 
 #[test]
-fn a_run_cut_by_a_kill_is_finished_by_run_resume() {
+fn a_run_cut_by_a_kill_is_finished_by_the_next_resume() {
     let dir = tempfile::tempdir().unwrap();
     let marker = EnvMarker::new("speak-fleet-kill");
-    let lead =
-        "[[turn]]\nsteps = [{ say = \"started\" }, { sleep_ms = 1500 }, { say = \"finished\" }]\n";
+    let lead = "[[turn]]\nmatch = \"go\"\nsteps = [{ say = \"started\" }, { sleep_ms = 1500 }, { say = \"finished\" }]\n\
+                [[turn]]\nmatch = \"next\"\nsteps = [{ say = \"next answer\" }]\n";
     let fleet = fleet(
         dir.path(),
         lead,
@@ -410,9 +410,12 @@ fn a_run_cut_by_a_kill_is_finished_by_run_resume() {
         .path()
         .join(format!(".capfleet/runs/{id}/journal.jsonl"));
     assert_eq!(common::run_ended(&common::journal_records(&journal)), None);
-    // The cut run is an ordinary run to `capfleet run --resume`: it goes on and ends.
+    // `--resume <id>`: the cut run is finished first (as `capfleet run --resume`
+    // does: its cut turn re-issued), then the new message is the next run.
     let out = common::capfleet(dir.path())
-        .args(["run", "--resume", &id])
+        .args(["speak", "--fleet"])
+        .arg(&fleet)
+        .args(["--resume", &id, "-p", "next"])
         .env(marker.key.as_str(), marker.value.as_str())
         .output()
         .unwrap();
@@ -420,6 +423,14 @@ fn a_run_cut_by_a_kill_is_finished_by_run_resume() {
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "next answer");
+    let next = dir
+        .path()
+        .join(format!(".capfleet/runs/{id}.2/journal.jsonl"));
+    assert_eq!(
+        common::run_ended(&common::journal_records(&next)).as_deref(),
+        Some("completed")
     );
     let records = common::journal_records(&journal);
     assert_eq!(common::run_ended(&records).as_deref(), Some("completed"));

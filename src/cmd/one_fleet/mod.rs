@@ -49,6 +49,8 @@ pub(crate) struct FleetAgent {
     resume_ids: HashMap<String, String>,
     /// The first run's directory, made before its run (the conversation's id known).
     reserved: Option<RunDir>,
+    /// The conversation's last run, cut short by a kill: finished before the next.
+    cut: Option<RunDir>,
 }
 
 /// How a [`FleetAgent`] is set up.
@@ -139,6 +141,7 @@ impl FleetAgent {
             runs: 0,
             resume_ids: HashMap::new(),
             reserved: None,
+            cut: None,
         }
     }
 
@@ -184,14 +187,14 @@ impl FleetAgent {
             last = RunDir { id: next, path };
         }
         let journal = last.journal();
+        self.resume_ids = watch::resume_ids_in(&journal);
         if !watch::ended(&journal) {
             tracing::warn!(
-                "run {} of this conversation was cut short; `capfleet run --resume {}` finishes it",
-                last.id,
+                "run {} of this conversation was cut short: it is finished before the next",
                 last.id
             );
+            self.cut = Some(last);
         }
-        self.resume_ids = watch::resume_ids_in(&journal);
         self.conversation = Some(id.to_owned());
         self.runs = n;
         Ok(())
@@ -204,6 +207,14 @@ impl FleetAgent {
         task: &str,
         events: mpsc::Sender<Published>,
     ) -> Result<FleetTurn, FleetError> {
+        if let Some(cut) = self.cut.take()
+            && let Err(e) = self.finish_cut(&cut).await
+        {
+            tracing::error!(
+                "run {} was cut short and could not be finished: {e}",
+                cut.id
+            );
+        }
         let task = match self.preface.take() {
             Some(preface) => format!("{preface}\n\n{task}"),
             None => task.to_owned(),
@@ -266,6 +277,52 @@ impl FleetAgent {
             let _caller_gone = ended_tx.send(end);
         });
         Ok(turn)
+    }
+
+    /// Finish a run of the conversation cut short (its process killed) as `capfleet
+    /// run --resume` does (completed deliveries replayed, the cut turn re-issued),
+    /// keeping what its sessions learned. Its events answered a message of the
+    /// process that was killed: they are not passed on.
+    async fn finish_cut(&mut self, cut: &RunDir) -> Result<(), FleetError> {
+        use crate::cmd::run::resume;
+        let failed = |e: resume::ResumeError| FleetError::RunDir(e.to_string());
+        let opened = resume::open_in(&self.base, &cut.id).map_err(failed)?;
+        let mut fleet = load(&opened.fleet, opened.task.as_deref(), &self.base).await?;
+        let (lock, recovered) = match resume::check(&opened, &fleet.name, false).map_err(failed)? {
+            resume::Verdict::Go { lock, resume } => (lock, resume),
+            resume::Verdict::Ended(_) => return Ok(()),
+        };
+        let run = opened.run;
+        fleet.bind_run_dir(&run);
+        let workspace = workspaces::reuse(&mut fleet, &run, false)
+            .map_err(|e| FleetError::Workspaces(e.to_string()))?;
+        let human = (!fleet.auto_answer).then(|| self.human.clone()).flatten();
+        let spec = launch::run_spec(
+            &fleet,
+            &run,
+            Launch {
+                human,
+                telemetry: RunTelemetry {
+                    metrics: None,
+                    traceparent: self.traceparent.clone(),
+                },
+                workspace,
+                resume: Some(*recovered),
+            },
+        );
+        let (_no_stop, stops) = mpsc::channel(1);
+        let (tx, rx) = mpsc::channel(SUBSCRIBER_CAPACITY);
+        let (nobody, _) = mpsc::channel(1);
+        let answerer = capfleet_actors::events::urn(&fleet.name, &fleet.answer_from);
+        let (report, seen) = tokio::join!(
+            run_fleet_stoppable(spec, vec![tx], stops),
+            watch::forward(rx, answerer, nobody)
+        );
+        let end = seen.end(&run, report);
+        drop(lock);
+        tracing::info!(run = %run.id, outcome = ?end.outcome, "the run cut short was finished");
+        self.learn(&end);
+        Ok(())
     }
 
     /// What the run learned for the next one.

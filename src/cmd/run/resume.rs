@@ -94,7 +94,7 @@ pub(crate) fn remember_fleet(
 }
 
 /// The run to resume, found: its directory and what it was started with.
-pub(super) struct Opened {
+pub(crate) struct Opened {
     pub run: RunDir,
     pub fleet: PathBuf,
     pub task: Option<String>,
@@ -104,7 +104,12 @@ pub(super) struct Opened {
 /// Find run `id` (or `latest`) under the current directory; refused while it runs.
 pub(super) fn open(id: &str) -> Result<Opened, ResumeError> {
     let cwd = std::env::current_dir().map_err(io_at(Path::new(".")))?;
-    let run = RunDir::find(&cwd, id)?;
+    open_in(&cwd, id)
+}
+
+/// [`open`] under `base`.
+pub(crate) fn open_in(base: &Path, id: &str) -> Result<Opened, ResumeError> {
+    let run = RunDir::find(base, id)?;
     if run.orchestrator() == Orchestrator::Running {
         let lock = run.path.join(crate::fleet::run_dir::LOCK_FILE);
         let pid = std::fs::read_to_string(&lock)
@@ -131,7 +136,7 @@ pub(super) fn open(id: &str) -> Result<Opened, ResumeError> {
 }
 
 /// What the checks decided.
-pub(super) enum Verdict {
+pub(crate) enum Verdict {
     /// Go on: the run's lock (held for the resumed run's life) and its journal read.
     Go { lock: RunLock, resume: Box<Resume> },
     /// The run had ended, with this outcome: nothing to do.
@@ -140,7 +145,7 @@ pub(super) enum Verdict {
 
 /// Read the journal of `o` (fleet `name`); refuse a changed fleet unless `force`; take
 /// the lock; cut a torn last line (reported).
-pub(super) fn check(o: &Opened, name: &str, force: bool) -> Result<Verdict, ResumeError> {
+pub(crate) fn check(o: &Opened, name: &str, force: bool) -> Result<Verdict, ResumeError> {
     let journal = o.run.journal();
     let recovered = recover(&journal, name).map_err(io_at(&journal))?;
     if recovered.has_ended() {

@@ -52,7 +52,8 @@ A fleet (--fleet): each user message is one run of the fleet with the message as
 task, in a run directory under the working directory (`capfleet log` reads it); the \
 answer is the `[fleet].answer_from` session's final text. `system/init`'s \
 `session_id` is the conversation's first run id (later runs are `<id>.2`, `<id>.3`, \
-each resuming the inner agents' own conversations); `--resume <id>` goes on with it. \
+each resuming the inner agents' own conversations); `--resume <id>` goes on with it \
+(a run of it cut by a kill is finished first, as `capfleet run --resume` does). \
 A `result` carries the whole fleet's usage; a budget stop is `error_max_budget_usd`. \
 Permissions the fleet's policy leaves open go upstream; `interrupt` cancels every \
 inner session's turn; after each run an `artifact` frame names its journal \
