@@ -20,7 +20,9 @@ use std::path::{Path, PathBuf};
 
 use capfleet_actors::answerer::HumanQuestion;
 use capfleet_actors::events::{Published, RunOutcome, SUBSCRIBER_CAPACITY, Signal, UsageTotals};
-use capfleet_actors::run::{RunTelemetry, Stop, run_fleet_stoppable};
+use capfleet_actors::run::{
+    Resume, RunSpec, RunTelemetry, Stop, WorkspacePhase, run_fleet_stoppable,
+};
 use tokio::sync::{mpsc, oneshot};
 
 pub(crate) use watch::Worktree;
@@ -243,21 +245,7 @@ impl FleetAgent {
                 return Err(FleetError::Workspaces(e.to_string()));
             }
         };
-        // The fleet's own `auto_answer` answers what its policy leaves open itself.
-        let human = (!fleet.auto_answer).then(|| self.human.clone()).flatten();
-        let spec = launch::run_spec(
-            &fleet,
-            &run,
-            Launch {
-                human,
-                telemetry: RunTelemetry {
-                    metrics: None,
-                    traceparent: self.traceparent.clone(),
-                },
-                workspace,
-                resume: None,
-            },
-        );
+        let spec = self.spec(&fleet, &run, workspace, None);
         let (stops, stops_rx) = mpsc::channel(4);
         let (ended_tx, ended) = oneshot::channel();
         let answerer = capfleet_actors::events::urn(&fleet.name, &fleet.answer_from);
@@ -296,20 +284,7 @@ impl FleetAgent {
         fleet.bind_run_dir(&run);
         let workspace = workspaces::reuse(&mut fleet, &run, false)
             .map_err(|e| FleetError::Workspaces(e.to_string()))?;
-        let human = (!fleet.auto_answer).then(|| self.human.clone()).flatten();
-        let spec = launch::run_spec(
-            &fleet,
-            &run,
-            Launch {
-                human,
-                telemetry: RunTelemetry {
-                    metrics: None,
-                    traceparent: self.traceparent.clone(),
-                },
-                workspace,
-                resume: Some(*recovered),
-            },
-        );
+        let spec = self.spec(&fleet, &run, workspace, Some(*recovered));
         let (_no_stop, stops) = mpsc::channel(1);
         let (tx, rx) = mpsc::channel(SUBSCRIBER_CAPACITY);
         let (nobody, _) = mpsc::channel(1);
@@ -323,6 +298,31 @@ impl FleetAgent {
         tracing::info!(run = %run.id, outcome = ?end.outcome, "the run cut short was finished");
         self.learn(&end);
         Ok(())
+    }
+
+    /// The engine's spec of `fleet` run in `run`: what the fleet's policy leaves open
+    /// goes to the human upstream, unless the fleet's own `auto_answer` answers it.
+    fn spec(
+        &self,
+        fleet: &fleet::Fleet,
+        run: &RunDir,
+        workspace: WorkspacePhase,
+        resume: Option<Resume>,
+    ) -> RunSpec {
+        let human = (!fleet.auto_answer).then(|| self.human.clone()).flatten();
+        launch::run_spec(
+            fleet,
+            run,
+            Launch {
+                human,
+                telemetry: RunTelemetry {
+                    metrics: None,
+                    traceparent: self.traceparent.clone(),
+                },
+                workspace,
+                resume,
+            },
+        )
     }
 
     /// What the run learned for the next one.
