@@ -370,24 +370,17 @@ fn resume_goes_on_with_the_conversation_and_its_inner_agents() {
     assert_no_survivor(&marker);
 }
 
-#[test]
-fn a_run_cut_by_a_kill_is_finished_by_the_next_resume() {
-    let dir = tempfile::tempdir().unwrap();
-    let marker = EnvMarker::new("speak-fleet-kill");
-    let lead = "[[turn]]\nmatch = \"go\"\nsteps = [{ say = \"started\" }, { sleep_ms = 1500 }, { say = \"finished\" }]\n\
-                [[turn]]\nmatch = \"next\"\nsteps = [{ say = \"next answer\" }]\n";
-    let fleet = fleet(
-        dir.path(),
-        lead,
-        "[[turn]]\nsteps = [{ say = \"h\" }]\n",
-        "",
-    );
+/// `speak --fleet` (lead script `lead`) on `-p go` in `dir`, SIGKILLed once its
+/// lead said "started": the fleet file and the conversation's id; nothing left, the
+/// run's journal without an end.
+fn killed_mid_run(dir: &Path, lead: &str, marker: &EnvMarker) -> (PathBuf, String) {
+    let fleet = fleet(dir, lead, "[[turn]]\nsteps = [{ say = \"h\" }]\n", "");
     let mut child = Command::new(common::BIN)
         .args(["speak", "--fleet"])
         .arg(&fleet)
         .args(["-p", "go", "--output-format", "stream-json"])
         .env(marker.key.as_str(), marker.value.as_str())
-        .current_dir(dir.path())
+        .current_dir(dir)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
@@ -405,11 +398,22 @@ fn a_run_cut_by_a_kill_is_finished_by_the_next_resume() {
     // SAFETY: kill(2) on our own child's pid.
     unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
     child.wait().unwrap();
-    assert_no_survivor(&marker);
+    assert_no_survivor(marker);
+    let journal = dir.join(format!(".capfleet/runs/{id}/journal.jsonl"));
+    assert_eq!(common::run_ended(&common::journal_records(&journal)), None);
+    (fleet, id)
+}
+
+#[test]
+fn a_run_cut_by_a_kill_is_finished_by_the_next_resume() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = EnvMarker::new("speak-fleet-kill");
+    let lead = "[[turn]]\nmatch = \"go\"\nsteps = [{ say = \"started\" }, { sleep_ms = 1500 }, { say = \"finished\" }]\n\
+                [[turn]]\nmatch = \"next\"\nsteps = [{ say = \"next answer\" }]\n";
+    let (fleet, id) = killed_mid_run(dir.path(), lead, &marker);
     let journal = dir
         .path()
         .join(format!(".capfleet/runs/{id}/journal.jsonl"));
-    assert_eq!(common::run_ended(&common::journal_records(&journal)), None);
     // `--resume <id>`: the cut run is finished first (as `capfleet run --resume`
     // does: its cut turn re-issued), then the new message is the next run.
     let out = common::capfleet(dir.path())
@@ -440,4 +444,46 @@ fn a_run_cut_by_a_kill_is_finished_by_the_next_resume() {
         .collect();
     assert!(said.contains("finished"), "{said}");
     assert_no_survivor(&marker);
+}
+
+#[test]
+fn sigterm_while_a_cut_run_is_finished_stops_it_and_leaves_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = EnvMarker::new("speak-fleet-kill-term");
+    let lead = "[[turn]]\nmatch = \"go\"\nsteps = [{ say = \"started\" }, { sleep_ms = 20000 }, { say = \"finished\" }]\n";
+    let (fleet, id) = killed_mid_run(dir.path(), lead, &marker);
+    let journal = dir
+        .path()
+        .join(format!(".capfleet/runs/{id}/journal.jsonl"));
+    let mut child = common::capfleet(dir.path())
+        .args(["speak", "--fleet"])
+        .arg(&fleet)
+        .args(["--resume", &id, "-p", "next", "--output-format", "json"])
+        .env(marker.key.as_str(), marker.value.as_str())
+        .spawn()
+        .unwrap();
+    // The cut turn, re-issued, is at work again ("started" after the `resumed` record;
+    // the killed run's own text may never have reached its journal).
+    let again = || {
+        let text = std::fs::read_to_string(&journal).unwrap_or_default();
+        text.split("\"type\":\"resumed\"")
+            .nth(1)
+            .is_some_and(|after| after.contains("\"text\":\"started\""))
+    };
+    let at_work = common::wait_until(Duration::from_secs(20), Duration::from_millis(50), again);
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let status = common::wait_within(&mut child, Duration::from_secs(10));
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(at_work, "{stderr}");
+    assert_eq!(status.code(), Some(130), "{stderr}");
+    let result: Value = serde_json::from_slice(&out.stdout).expect("the json result");
+    assert_eq!(result["is_error"], true, "{result}");
+    assert_no_survivor(&marker);
+    // No run for the new message was left looking cut.
+    let next = dir
+        .path()
+        .join(format!(".capfleet/runs/{id}.2/journal.jsonl"));
+    assert!(common::run_ended(&common::journal_records(&next)).is_some() || !next.exists());
 }

@@ -11,8 +11,10 @@
 //! (the resume ids the run before learned; read back from its journal after a restart).
 //!
 //! [`watch`]: what a run's events say (the answer, failures, resume ids, worktrees),
-//! and which of them the consumer sees.
+//! and which of them the consumer sees; [`cut`]: a run of the conversation cut short
+//! by a kill, finished before the next.
 
+mod cut;
 mod watch;
 
 use std::collections::HashMap;
@@ -209,14 +211,18 @@ impl FleetAgent {
         task: &str,
         events: mpsc::Sender<Published>,
     ) -> Result<FleetTurn, FleetError> {
-        if let Some(cut) = self.cut.take()
-            && let Err(e) = self.finish_cut(&cut).await
-        {
-            tracing::error!(
-                "run {} was cut short and could not be finished: {e}",
-                cut.id
-            );
-        }
+        // A run of the conversation cut short goes first (on the run's task, so a
+        // stop reaches it too).
+        let cut = match self.cut.take() {
+            Some(run) => match cut::prepare(self, run).await {
+                Ok(c) => Some(c),
+                Err(e) => {
+                    tracing::error!("a run cut short could not be finished: {e}");
+                    None
+                }
+            },
+            None => None,
+        };
         let task = match self.preface.take() {
             Some(preface) => format!("{preface}\n\n{task}"),
             None => task.to_owned(),
@@ -255,6 +261,13 @@ impl FleetAgent {
             ended,
         };
         tokio::spawn(async move {
+            let mut stops_rx = stops_rx;
+            if let Some(cut) = cut
+                && let Some(stop) = cut.finish(&mut stops_rx).await
+            {
+                let _caller_gone = ended_tx.send(cut::stopped_before(&run, &stop));
+                return;
+            }
             let (tx, rx) = mpsc::channel(SUBSCRIBER_CAPACITY);
             let watching = watch::forward(rx, answerer, events);
             let (report, seen) =
@@ -267,42 +280,9 @@ impl FleetAgent {
         Ok(turn)
     }
 
-    /// Finish a run of the conversation cut short (its process killed) as `capfleet
-    /// run --resume` does (completed deliveries replayed, the cut turn re-issued),
-    /// keeping what its sessions learned. Its events answered a message of the
-    /// process that was killed: they are not passed on.
-    async fn finish_cut(&mut self, cut: &RunDir) -> Result<(), FleetError> {
-        use crate::cmd::run::resume;
-        let failed = |e: resume::ResumeError| FleetError::RunDir(e.to_string());
-        let opened = resume::open_in(&self.base, &cut.id).map_err(failed)?;
-        let mut fleet = load(&opened.fleet, opened.task.as_deref(), &self.base).await?;
-        let (lock, recovered) = match resume::check(&opened, &fleet.name, false).map_err(failed)? {
-            resume::Verdict::Go { lock, resume } => (lock, resume),
-            resume::Verdict::Ended(_) => return Ok(()),
-        };
-        let run = opened.run;
-        fleet.bind_run_dir(&run);
-        let workspace = workspaces::reuse(&mut fleet, &run, false)
-            .map_err(|e| FleetError::Workspaces(e.to_string()))?;
-        let spec = self.spec(&fleet, &run, workspace, Some(*recovered));
-        let (_no_stop, stops) = mpsc::channel(1);
-        let (tx, rx) = mpsc::channel(SUBSCRIBER_CAPACITY);
-        let (nobody, _) = mpsc::channel(1);
-        let answerer = capfleet_actors::events::urn(&fleet.name, &fleet.answer_from);
-        let (report, seen) = tokio::join!(
-            run_fleet_stoppable(spec, vec![tx], stops),
-            watch::forward(rx, answerer, nobody)
-        );
-        let end = seen.end(&run, report);
-        drop(lock);
-        tracing::info!(run = %run.id, outcome = ?end.outcome, "the run cut short was finished");
-        self.learn(&end);
-        Ok(())
-    }
-
     /// The engine's spec of `fleet` run in `run`: what the fleet's policy leaves open
     /// goes to the human upstream, unless the fleet's own `auto_answer` answers it.
-    fn spec(
+    pub(super) fn spec(
         &self,
         fleet: &fleet::Fleet,
         run: &RunDir,

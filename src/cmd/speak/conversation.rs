@@ -179,7 +179,8 @@ impl<'a> Conversation<'a> {
                         }
                     }
                     self.interrupted(running.take(), &signal.to_string());
-                    self.out.flush().await;
+                    // The error result, in whatever output format was asked.
+                    self.out.finish(self.last.as_ref()).await;
                     return ExitCode::from(EXIT_INTERRUPTED);
                 }
             }
