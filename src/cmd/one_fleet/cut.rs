@@ -25,13 +25,13 @@ pub(super) struct CutRun {
 
 /// Read `run`'s journal and fleet back, as `run --resume` does.
 pub(super) async fn prepare(agent: &FleetAgent, run: RunDir) -> Result<CutRun, FleetError> {
-    let failed = |e: resume::ResumeError| FleetError::RunDir(e.to_string());
+    let failed = |e: resume::ResumeError| FleetError::Cut(e.to_string());
     let opened = resume::open_in(&agent.base, &run.id).map_err(failed)?;
     let mut fleet = load(&opened.fleet, opened.task.as_deref(), &agent.base).await?;
     let (lock, recovered) = match resume::check(&opened, &fleet.name, false).map_err(failed)? {
         resume::Verdict::Go { lock, resume } => (lock, resume),
         resume::Verdict::Ended(outcome) => {
-            return Err(FleetError::RunDir(format!("it had ended ({outcome})")));
+            return Err(FleetError::Cut(format!("it had ended ({outcome})")));
         }
     };
     let run = opened.run;

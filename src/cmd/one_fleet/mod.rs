@@ -131,6 +131,12 @@ pub(crate) enum FleetError {
     RunDir(String),
     #[error("cannot provision the workspaces: {0}")]
     Workspaces(String),
+    #[error("no conversation to go on with: {0}")]
+    Unknown(String),
+    #[error("the run cut short cannot go on: {0}")]
+    Cut(String),
+    #[error("the working directory: {0}")]
+    Cwd(std::io::Error),
 }
 
 impl FleetAgent {
@@ -163,7 +169,7 @@ impl FleetAgent {
     /// The fleet file loads and validates (every finding said), before anything runs
     /// (its `task` may be left out: the messages are the tasks).
     pub(crate) async fn check(path: &Path) -> Result<(), FleetError> {
-        let here = std::env::current_dir().map_err(|e| FleetError::RunDir(e.to_string()))?;
+        let here = std::env::current_dir().map_err(FleetError::Cwd)?;
         load(path, Some("(each message is the task)"), &here)
             .await
             .map(|_| ())
@@ -179,7 +185,7 @@ impl FleetAgent {
     pub(crate) fn resume(&mut self, id: &str) -> Result<(), FleetError> {
         let runs = self.base.join(fleet::run_dir::RUNS_DIR);
         let mut last =
-            RunDir::find(&self.base, id).map_err(|e| FleetError::RunDir(e.to_string()))?;
+            RunDir::find(&self.base, id).map_err(|e| FleetError::Unknown(e.to_string()))?;
         let mut n = 1;
         loop {
             let next = format!("{id}.{}", n + 1);
