@@ -308,11 +308,12 @@ match = "second"
 steps = [{ say = "two" }]
 "#;
 
-/// Beside it: a permission for Bash (the client answers it) and $0.25.
+/// Beside it: a plan (the fleet's: shown as the client's `plan`), a permission for
+/// Bash (the client answers it) and $0.25.
 const FLEET_HELPER: &str = r#"
 [[turn]]
 match = "first"
-steps = [{ permission = "Bash", input = { command = "ls" } }, { usage = { input_tokens = 10, output_tokens = 5, cost_usd = 0.25 } }, { say = "helped" }]
+steps = [{ plan = [{ id = "p1", content = "write the notes", status = "in_progress" }] }, { permission = "Bash", input = { command = "ls" } }, { usage = { input_tokens = 10, output_tokens = 5, cost_usd = 0.25 } }, { say = "helped" }]
 [[turn]]
 match = "slow"
 steps = [{ sleep_ms = 20000 }]
@@ -366,6 +367,16 @@ fn the_python_acp_sdk_drives_a_fleet_updates_a_permission_the_diff_a_cancel_and_
     );
     let id = run["session_id"].as_str().expect("session id");
     assert_eq!(first["meta"]["capfleet.run"]["id"], id, "{first:#}");
+    // The helper's plan, the fleet's plan, is the client's; its tool call is not.
+    let plans = updates(first, "plan");
+    assert_eq!(plans.len(), 1, "{first:#}");
+    assert_eq!(plans[0]["entries"][0]["content"], "write the notes");
+    assert!(
+        updates(first, "tool_call")
+            .iter()
+            .all(|c| c["title"] != "TodoWrite"),
+        "{first:#}"
+    );
     // The lead's worktree kept its work; its final diff offered as ACP diff content.
     let diffs: Vec<&Value> = updates(first, "tool_call")
         .into_iter()

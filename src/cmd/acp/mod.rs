@@ -64,8 +64,9 @@ can (stream-json `--resume`, ACP `session/load`).
 A fleet (--fleet): each ACP session is a conversation with the fleet, its id the \
 first run's; each `session/prompt` is one run of the fleet in the client's cwd with \
 the prompt as its task (run directories under it, read by `capfleet log`). The \
-updates are the `[fleet].answer_from` session's; the coding sessions keep their \
-worktrees, and the final diff is offered as ACP `diff` content (a completed `edit` \
+updates are the `[fleet].answer_from` session's, and the fleet's plans; the coding \
+sessions keep their worktrees, and the final diff is offered as ACP `diff` content \
+(a completed `edit` \
 tool call per worktree). The fleet's policy decides permissions first; what it \
 leaves open is asked of the client. `session/cancel` cancels every inner session's \
 turn; the prompt response's `_meta` holds the fleet's usage and the run \

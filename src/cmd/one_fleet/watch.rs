@@ -1,7 +1,8 @@
 //! What a fleet run's events say when the fleet answers as one agent: the answering
 //! session's final text, why the run failed, each inner session's own conversation
 //! id, the worktrees; and which events the consumer sees (the answering session's,
-//! every artifact, every restart: a restart inside is a note, never a failure).
+//! every artifact, every session's plan — a fleet's master plan is one —, every
+//! restart: a restart inside is a note, never a failure).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -79,7 +80,7 @@ impl Seen {
             || matches!(
                 e.body,
                 EventBody::Cap {
-                    event: CapEvent::Artifact(_)
+                    event: CapEvent::Artifact(_) | CapEvent::Plan(_)
                 }
             )
     }
