@@ -4,6 +4,7 @@ pub(crate) mod acp;
 pub(crate) mod chat;
 pub(crate) mod log;
 pub(crate) mod manifest;
+pub(crate) mod one_fleet;
 pub(crate) mod one_session;
 pub(crate) mod resolve;
 pub(crate) mod run;

@@ -9,7 +9,7 @@ use capfleet_actors::answerer::{HumanQuestion, Policy};
 use capfleet_actors::events::{Published, SUBSCRIBER_CAPACITY};
 use capfleet_actors::fault::DiskFault;
 use capfleet_actors::root::{Orchestrator, RootArgs};
-use capfleet_actors::session::{SessionMsg, SessionSpec};
+use capfleet_actors::session::{SessionError, SessionMsg, SessionSpec, TurnResult};
 use capfleet_actors::telemetry::TreeTelemetry;
 use ractor::ActorRef;
 use tokio::sync::mpsc;
@@ -151,6 +151,25 @@ pub(crate) async fn finish(orchestrator: Orchestrator, code: ExitCode, err: Styl
         return ExitCode::FAILURE;
     }
     code
+}
+
+/// Ask `session` for a turn with `prompt` on a task of its own; its result comes on
+/// the receiver (a session gone: `Closed`), so the caller listens to more meanwhile.
+pub(crate) fn ask(
+    session: &ActorRef<SessionMsg>,
+    prompt: String,
+) -> tokio::sync::oneshot::Receiver<Result<TurnResult, SessionError>> {
+    let (tx, reply) = tokio::sync::oneshot::channel();
+    let target = session.clone();
+    tokio::spawn(async move {
+        let asked = target.call(|reply| SessionMsg::Ask { prompt, reply }, None);
+        let result = match asked.await {
+            Ok(ractor::rpc::CallResult::Success(r)) => r,
+            Ok(_) | Err(_) => Err(SessionError::Closed),
+        };
+        let _asker_gone = tx.send(result);
+    });
+    reply
 }
 
 /// Answer `q` fail-safe (deny / no answer), saying why.

@@ -161,6 +161,7 @@ pub(super) async fn build(
         restart_window_s: None,
         budget_usd: None,
         script: a.script.clone(),
+        fleet: None,
         env: a.env.clone(),
         paths: Vec::new(),
         test_command: None,

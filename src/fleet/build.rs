@@ -19,7 +19,7 @@ use capfleet_actors::workspace::repo;
 
 use super::config::{ActionEntry, At, AutoAnswer, FleetFile, HUMAN, SessionEntry};
 use super::error::FleetError;
-use super::{Budgets, Fleet, FleetSession};
+use super::{Budgets, Fleet, FleetSession, SPEAK_FLEET_ENV};
 use crate::agents::{SessionRequest, registry, session_spec};
 
 /// Where relative paths start and what the task override is.
@@ -30,6 +30,8 @@ pub(super) struct Context<'a> {
     pub stem: &'a str,
     /// `--task`, replacing `[fleet].task`.
     pub task: Option<&'a str>,
+    /// Where sessions without a `cwd` work (default: the current directory).
+    pub cwd: Option<&'a Path>,
 }
 
 /// Build the fleet; every problem found is returned (agents are all resolved even
@@ -80,12 +82,19 @@ pub(super) async fn build(file: &FleetFile, cx: &Context<'_>) -> Result<Fleet, V
     if !errors.is_empty() {
         return Err(errors);
     }
+    let start = f
+        .start
+        .as_ref()
+        .map(|s| s.value.clone())
+        .unwrap_or_default();
+    let answer_from = f
+        .answer_from
+        .as_ref()
+        .map(|a| a.value.clone())
+        .or_else(|| start.first().cloned())
+        .unwrap_or_default();
     let routing = RoutingSpec {
-        start: f
-            .start
-            .as_ref()
-            .map(|s| s.value.clone())
-            .unwrap_or_default(),
+        start,
         task: task.unwrap_or_default(),
         routes: file
             .routes
@@ -100,6 +109,7 @@ pub(super) async fn build(file: &FleetFile, cx: &Context<'_>) -> Result<Fleet, V
         file: PathBuf::new(),
         routing,
         sessions,
+        answer_from,
         policy: Policy {
             deny_tools: f.deny_tools.clone(),
             allow_tools: f.allow_tools.clone(),
@@ -233,7 +243,10 @@ pub(super) async fn session(
     }
     let cwd = match &s.cwd {
         Some(c) => existing(c, cx).map_err(|e| errors.push(e)).ok(),
-        None => std::env::current_dir()
+        None => cx
+            .cwd
+            .map(|c| Ok(c.to_path_buf()))
+            .unwrap_or_else(std::env::current_dir)
             .map_err(|source| {
                 errors.push(FleetError::File {
                     at: s.at.clone(),
@@ -247,6 +260,14 @@ pub(super) async fn session(
         .script
         .as_ref()
         .and_then(|p| existing(p, cx).map_err(|e| errors.push(e)).ok());
+    let mut env = s.env.clone();
+    if let Some(inner) = s
+        .fleet
+        .as_ref()
+        .and_then(|p| existing(p, cx).map_err(|e| errors.push(e)).ok())
+    {
+        env.push((SPEAK_FLEET_ENV.to_owned(), inner.display().to_string()));
+    }
     let (Some((manifest, source)), Some(cwd), true) =
         (manifests.get(&key).cloned(), cwd, errors.is_empty())
     else {
@@ -263,7 +284,7 @@ pub(super) async fn session(
         system_prompt: s.system_prompt.clone(),
         permission_mode: s.permission_mode,
         argv: s.argv.clone(),
-        env: s.env.clone(),
+        env,
         script: script.as_deref(),
     });
     let defaults = RestartPolicy::default();

@@ -83,6 +83,10 @@ pub(crate) struct FleetSection {
     pub max_pause: Option<Duration>,
     /// The first backoff step when the agent gives no reset time (default 1 min).
     pub rate_limit_backoff: Option<Duration>,
+    /// The session whose final text is the fleet's answer when it answers as one
+    /// agent (`capfleet speak --fleet`, `capfleet acp --fleet`); default: the first
+    /// start session.
+    pub answer_from: Option<At<String>>,
 }
 
 /// One `[[sessions]]` entry.
@@ -106,6 +110,9 @@ pub(crate) struct SessionEntry {
     pub budget_usd: Option<At<f64>>,
     /// A simulator script, relative to the fleet file.
     pub script: Option<At<String>>,
+    /// The fleet a capfleet agent answers as (`capfleet speak --fleet`), relative to
+    /// the fleet file: sets `CAPFLEET_SPEAK_FLEET` for the agent.
+    pub fleet: Option<At<String>>,
     pub env: Vec<(String, String)>,
     /// Declared paths (globs relative to the workspace root): changes elsewhere are
     /// flagged.

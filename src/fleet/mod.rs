@@ -36,6 +36,9 @@ pub(crate) use run_dir::RunDir;
 /// The variable naming a simulator's state directory (`once` crash markers).
 pub(crate) const SIM_STATE_ENV: &str = "CAPFLEET_SIM_STATE";
 
+/// The variable naming the fleet `capfleet speak` answers as (a session's `fleet` key).
+pub(crate) const SPEAK_FLEET_ENV: &str = "CAPFLEET_SPEAK_FLEET";
+
 /// A validated fleet, ready to run.
 #[derive(Debug, Clone)]
 pub(crate) struct Fleet {
@@ -46,6 +49,9 @@ pub(crate) struct Fleet {
     pub routing: RoutingSpec,
     /// In file order; each URN is `cap://<fleet>/<session>`.
     pub sessions: Vec<FleetSession>,
+    /// The session whose final text answers for the fleet as one agent
+    /// (`[fleet].answer_from`, else the first start session).
+    pub answer_from: String,
     /// The answerer's policy (`deny_tools`, `allow_tools`, `max_risk`).
     pub policy: Policy,
     /// Ask no human what the policy leaves open (`auto_answer = true` or
@@ -130,6 +136,16 @@ fn check(origin: &str, src: &str) -> Result<Checked, FleetErrors> {
 
 /// Read, validate and build a fleet file; `task` replaces `[fleet].task`.
 pub(crate) async fn load(path: &Path, task: Option<&str>) -> Result<Loaded, FleetErrors> {
+    load_in(path, task, None).await
+}
+
+/// [`load`], sessions without a `cwd` working in `cwd` (default: the current
+/// directory): a fleet answering an editor works in the editor's directory.
+pub(crate) async fn load_in(
+    path: &Path,
+    task: Option<&str>,
+    cwd: Option<&Path>,
+) -> Result<Loaded, FleetErrors> {
     let src = std::fs::read_to_string(path).map_err(|source| FleetErrors {
         errors: vec![FleetError::Io {
             path: path.to_owned(),
@@ -147,7 +163,12 @@ pub(crate) async fn load(path: &Path, task: Option<&str>) -> Result<Loaded, Flee
         _ => Path::new("."),
     };
     let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("fleet");
-    let cx = build::Context { dir, stem, task };
+    let cx = build::Context {
+        dir,
+        stem,
+        task,
+        cwd,
+    };
     let built = build::build(&file, &cx).await;
     match built {
         Err(mut e) => errors.append(&mut e),

@@ -38,6 +38,7 @@ const FLEET_KEYS: &[&str] = &[
     "on_rate_limit",
     "max_pause",
     "rate_limit_backoff",
+    "answer_from",
 ];
 const SESSION_KEYS: &[&str] = &[
     "name",
@@ -53,6 +54,7 @@ const SESSION_KEYS: &[&str] = &[
     "restart_window_s",
     "budget_usd",
     "script",
+    "fleet",
     "env",
     "paths",
     "test_command",
@@ -207,6 +209,10 @@ fn read_fleet(r: &mut Reader, t: &DeTable<'_>, span: Range<usize>) -> FleetSecti
         on_rate_limit: choice(r, t, path, "on_rate_limit", OnRateLimit::NAMES).unwrap_or_default(),
         max_pause: duration(r, t, path, "max_pause"),
         rate_limit_backoff: duration(r, t, path, "rate_limit_backoff"),
+        answer_from: string_at(r, t, path, "answer_from").map(|a| At {
+            value: session_ref(&a.value),
+            at: a.at,
+        }),
     }
 }
 
@@ -269,6 +275,7 @@ fn read_session(
         restart_window_s: number_at(r, t, path, "restart_window_s"),
         budget_usd: number_at(r, t, path, "budget_usd"),
         script: string_at(r, t, path, "script"),
+        fleet: string_at(r, t, path, "fleet"),
         env: read_env(r, t, path),
         paths: read_paths(r, t, path),
         test_command: read_test_command(r, t, path),

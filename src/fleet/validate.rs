@@ -74,6 +74,9 @@ pub(super) fn validate(file: &FleetFile) -> Vec<FleetError> {
             },
         }),
     }
+    if let Some(a) = &file.fleet.answer_from {
+        known.check(&a.value, &a.at, &mut errors);
+    }
     for route in &file.routes {
         for name in &route.when.value {
             known.check(name, &route.when.at, &mut errors);

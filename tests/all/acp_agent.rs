@@ -4,7 +4,10 @@
 //! cancel, usage in `_meta`; then, in a new process, `session/load` replaying the
 //! conversation and resuming the inner agent natively. capfleet's own ACP driver
 //! driving it through the shipped manifest's `acp_stdio` (a permission answered two
-//! levels up). And SIGTERM mid-turn: exit 130, no inner agent left.
+//! levels up). And SIGTERM mid-turn: exit 130, no inner agent left. `acp --fleet`
+//! likewise: a fleet's run per prompt (the answering session's updates, another
+//! session's permission asked of the client, the final diff as ACP `diff` content, a
+//! cancel of every inner turn, `session/load` going on with the runs, SIGTERM).
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
@@ -172,6 +175,20 @@ fn sigterm_mid_turn_exits_130_and_leaves_no_inner_agent() {
     let script = script(dir.path(), SCRIPT);
     let marker = EnvMarker::new("acp-term");
     let argv = acp_argv(&script, &dir.path().join("state"));
+    sigterm_mid_turn(&argv, dir.path(), &marker);
+}
+
+#[test]
+fn sigterm_mid_run_of_a_fleet_exits_130_and_leaves_no_inner_agent() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let marker = EnvMarker::new("acp-fleet-term");
+    let argv = fleet_argv(dir.path());
+    sigterm_mid_turn(&argv, dir.path(), &marker);
+}
+
+/// `argv` (an ACP agent) prompted "slow" in `cwd`, sent SIGTERM once its first text
+/// arrived: it exits 130, nothing of it left.
+fn sigterm_mid_turn(argv: &[String], cwd: &Path, marker: &EnvMarker) {
     let mut child = Command::new(&argv[0])
         .args(&argv[1..])
         .env(marker.key.as_str(), marker.value.as_str())
@@ -182,7 +199,7 @@ fn sigterm_mid_turn_exits_130_and_leaves_no_inner_agent() {
         .expect("capfleet acp");
     let mut stdin = child.stdin.take().expect("stdin");
     let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-    let cwd = dir.path().display().to_string();
+    let cwd = cwd.display().to_string();
     send(
         &mut stdin,
         json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}}),
@@ -217,7 +234,7 @@ fn sigterm_mid_turn_exits_130_and_leaves_no_inner_agent() {
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let status = common::wait_within(&mut child, Duration::from_secs(20));
     assert_eq!(status.code(), Some(130), "{status}");
-    assert_no_survivor(&marker);
+    assert_no_survivor(marker);
 }
 
 /// The shipped manifest with its ACP fast path the only one: `capfleet chat` then
@@ -274,5 +291,125 @@ fn capfleet_drives_capfleet_acp_through_the_shipped_manifest() {
     assert_eq!(answered[0]["decision"], "allow_once", "{answered:?}");
     let ends = run.kinds("cap.tool_call.end");
     assert!(ends.iter().any(|e| e["output"] == "a\nb"), "{ends:?}");
+    assert_no_survivor(&marker);
+}
+
+/// The answering session of the ACP fleet: text and a file written in its worktree,
+/// then (slow) 20 s of work, then (second) a word.
+const FLEET_LEAD: &str = r#"
+[[turn]]
+match = "first"
+steps = [{ say = "checking " }, { write = "notes.txt", content = "hello\n" }, { usage = { input_tokens = 4, output_tokens = 2, cost_usd = 0.05 } }, { say = "done" }]
+[[turn]]
+match = "slow"
+steps = [{ say = "started" }, { sleep_ms = 20000 }, { say = "never" }]
+[[turn]]
+match = "second"
+steps = [{ say = "two" }]
+"#;
+
+/// Beside it: a plan (the fleet's: shown as the client's `plan`), a permission for
+/// Bash (the client answers it) and $0.25.
+const FLEET_HELPER: &str = r#"
+[[turn]]
+match = "first"
+steps = [{ plan = [{ id = "p1", content = "write the notes", status = "in_progress" }] }, { permission = "Bash", input = { command = "ls" } }, { usage = { input_tokens = 10, output_tokens = 5, cost_usd = 0.25 } }, { say = "helped" }]
+[[turn]]
+match = "slow"
+steps = [{ sleep_ms = 20000 }]
+[[turn]]
+match = "second"
+steps = [{ say = "h2" }]
+"#;
+
+/// `capfleet acp --fleet` over a fleet of the two scripts above (written in `dir`,
+/// its state dir there too).
+fn fleet_argv(dir: &Path) -> Vec<String> {
+    std::fs::write(dir.join("lead.toml"), FLEET_LEAD).expect("lead");
+    std::fs::write(dir.join("helper.toml"), FLEET_HELPER).expect("helper");
+    let fleet = dir.join("pair.toml");
+    std::fs::write(
+        &fleet,
+        "[fleet]\nname = \"pair\"\nstart = [\"lead\", \"helper\"]\n\n\
+         [[sessions]]\nname = \"lead\"\nagent = \"sim\"\nscript = \"lead.toml\"\n\n\
+         [[sessions]]\nname = \"helper\"\nagent = \"sim\"\nscript = \"helper.toml\"\n",
+    )
+    .expect("fleet");
+    vec![
+        common::BIN.to_owned(),
+        "acp".into(),
+        "--fleet".into(),
+        fleet.display().to_string(),
+        "--state-dir".into(),
+        dir.join("state").display().to_string(),
+    ]
+}
+
+#[test]
+fn the_python_acp_sdk_drives_a_fleet_updates_a_permission_the_diff_a_cancel_and_a_load() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ws = common::repo::Fixture::git_repo(&[("README.md", "hi\n")]);
+    let marker = EnvMarker::new("acp-fleet");
+    let agent = fleet_argv(dir.path());
+
+    let run = client("turns", ws.path(), &[], &agent, &marker);
+    assert_eq!(run["load_session"], true, "{run:#}");
+    let perms = run["permissions"].as_array().expect("permissions");
+    assert_eq!(perms.len(), 1, "{run:#}");
+    assert_eq!(perms[0]["title"], "Bash");
+    let first = &run["first"];
+    assert_eq!(first["stop"], "end_turn", "{run:#}");
+    // The answering session's words only; the whole fleet's cost; the run named.
+    assert_eq!(first["text"], "checking done");
+    assert_eq!(
+        first["meta"]["capfleet.usage"]["cost_usd"], 0.30,
+        "{first:#}"
+    );
+    let id = run["session_id"].as_str().expect("session id");
+    assert_eq!(first["meta"]["capfleet.run"]["id"], id, "{first:#}");
+    // The helper's plan, the fleet's plan, is the client's; its tool call is not.
+    let plans = updates(first, "plan");
+    assert_eq!(plans.len(), 1, "{first:#}");
+    assert_eq!(plans[0]["entries"][0]["content"], "write the notes");
+    assert!(
+        updates(first, "tool_call")
+            .iter()
+            .all(|c| c["title"] != "TodoWrite"),
+        "{first:#}"
+    );
+    // The lead's worktree kept its work; its final diff offered as ACP diff content.
+    let diffs: Vec<&Value> = updates(first, "tool_call")
+        .into_iter()
+        .filter(|c| c["kind"] == "edit" && c["content"][0]["type"] == "diff")
+        .collect();
+    assert_eq!(diffs.len(), 1, "{first:#}");
+    let diff = &diffs[0]["content"][0];
+    let path = diff["path"].as_str().expect("path");
+    assert!(path.ends_with("/lead/notes.txt"), "{diff:#}");
+    assert_eq!(diff["newText"], "hello\n");
+    assert!(diff["oldText"].is_null(), "{diff:#}");
+    assert_eq!(std::fs::read_to_string(path).expect("kept"), "hello\n");
+    let slow = &run["slow"];
+    assert_eq!(slow["stop"], "cancelled", "{run:#}");
+    assert!(!slow["text"].as_str().unwrap_or("").contains("never"));
+    assert_no_survivor(&marker);
+
+    // A new process goes on with the conversation: replayed, then its third run.
+    let loaded = client("load", ws.path(), &[id], &agent, &marker);
+    let replayed: Vec<String> = loaded["replayed"]
+        .as_array()
+        .expect("replayed")
+        .iter()
+        .map(|u| u["content"]["text"].as_str().unwrap_or("").to_owned())
+        .collect();
+    assert_eq!(
+        replayed,
+        ["first", "checking done", "slow", "started"],
+        "{loaded:#}"
+    );
+    assert_eq!(loaded["second"]["stop"], "end_turn", "{loaded:#}");
+    assert_eq!(loaded["second"]["text"], "two");
+    let third = ws.path().join(".capfleet/runs").join(format!("{id}.3"));
+    assert!(third.join("journal.jsonl").is_file(), "{}", third.display());
     assert_no_survivor(&marker);
 }

@@ -55,6 +55,13 @@ fn every_validation_error_names_line_and_key() {
             "no start session",
         ),
         (
+            "unknown answer_from",
+            fleet(&format!("{start}\n{task}answer_from = \"zz\""), ""),
+            "answer_from = \"zz\"",
+            "fleet.answer_from",
+            "unknown session `zz`",
+        ),
+        (
             "missing start",
             fleet(task, ""),
             "[fleet]",

@@ -5,8 +5,7 @@
 //! `canUseTool` callback, an interrupt, the cost), and stopped by SIGTERM with an
 //! error result and no inner agent left.
 
-use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -119,51 +118,16 @@ fn ctrl_c_at_the_top_cancels_the_innermost_turn_and_leaves_nothing() {
     assert!((cost - 0.30).abs() < 1e-9, "{cost}");
 }
 
-/// An executable the SDK takes for Claude Code: `capfleet speak --agent sim` with
-/// whatever the SDK appends.
-fn sdk_cli(dir: &Path, script: &Path, marker: &EnvMarker) -> PathBuf {
-    let path = dir.join("claude-cap");
-    let body = format!(
-        "#!/bin/sh\nexport {}={}\nexec {} speak --agent sim --script {} \"$@\"\n",
-        marker.key,
-        marker.value,
-        common::BIN,
-        script.display()
-    );
-    std::fs::write(&path, body).unwrap();
-    let mut perms = std::fs::metadata(&path).unwrap().permissions();
-    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
-    std::fs::set_permissions(&path, perms).unwrap();
-    path
-}
-
 #[test]
 fn the_claude_agent_sdk_drives_speak_two_turns_a_permission_and_an_interrupt() {
-    let package = common::peer("claude-agent-sdk");
-    let sdk_dir = package.ancestors().nth(4).expect("the peer's directory");
     let dir = tempfile::tempdir().unwrap();
     let marker = EnvMarker::new("speak-sdk");
-    let cli = sdk_cli(dir.path(), &script(dir.path(), SCRIPT), &marker);
-    let out = Command::new("node")
-        .arg(common::support("agent_sdk_speak.mjs"))
-        .arg(sdk_dir)
-        .arg(&cli)
-        .current_dir(dir.path())
-        .env("CAPFLEET_SIM_STATE", dir.path())
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    let got: Value = serde_json::from_slice(&out.stdout).expect(&stderr);
+    let script = script(dir.path(), SCRIPT);
+    let args = ["--agent", "sim", "--script", script.to_str().expect("utf8")];
+    let cli = common::speak::cli(dir.path(), &args, &marker);
     // The permission reached the SDK's can_use_tool callback with the tool's input.
-    assert_eq!(
-        got["asked"],
-        serde_json::json!([{"tool": "Bash", "input": {"command": "ls"}}])
-    );
+    let (got, session_id) = common::speak::drive_asking_bash(dir.path(), &cli);
     let first = got["turns"][0].as_array().unwrap();
-    assert_eq!(first[0]["system"], "init");
-    let session_id = first[0]["session_id"].as_str().unwrap();
     let texts: Vec<&Value> = first.iter().filter_map(|m| m["assistant"].get(0)).collect();
     assert!(texts.iter().any(|b| b["text"] == "checking"), "{first:?}");
     assert!(texts.iter().any(|b| b["tool_use"] == "Bash"), "{first:?}");
@@ -176,7 +140,7 @@ fn the_claude_agent_sdk_drives_speak_two_turns_a_permission_and_an_interrupt() {
     assert_eq!(result["is_error"], false);
     assert_eq!(result["total_cost_usd"], 0.25);
     assert_eq!(result["usage"]["input_tokens"], 10);
-    assert_eq!(result["session_id"], session_id);
+    assert_eq!(result["session_id"], session_id.as_str());
     // The interrupt ended the second turn; the cost is cumulative, as Claude's.
     let second = got["turns"][1].as_array().unwrap();
     assert_eq!(second[0]["assistant"][0]["text"], "started");
@@ -194,63 +158,15 @@ fn sigterm_writes_an_error_result_and_leaves_no_inner_agent() {
     let script = script(dir.path(), SCRIPT);
     let marker = EnvMarker::new("speak-term");
     let argv = speak_argv(&script);
-    let mut child = Command::new(common::BIN)
-        .args(&argv[1..])
+    let mut cmd = Command::new(common::BIN);
+    cmd.args(&argv[1..])
         .args(["--allowedTools", "Bash"])
-        .env(marker.key.as_str(), marker.value.as_str())
         .env("CAPFLEET_SIM_STATE", dir.path())
-        .current_dir(dir.path())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    for prompt in ["first", "second"] {
-        writeln!(
-            stdin,
-            r#"{{"type":"user","message":{{"role":"user","content":"{prompt}"}}}}"#
-        )
-        .unwrap();
-    }
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut frames: Vec<Value> = Vec::new();
-    // Read up to the second turn's first text: the inner sim is now mid-turn.
-    for line in lines.by_ref() {
-        let frame: Value = serde_json::from_str(&line.unwrap()).expect("every line is a frame");
-        let started = frame["message"]["content"][0]["text"] == "started";
-        frames.push(frame);
-        if started {
-            break;
-        }
-    }
-    // SAFETY: kill(2) on our own child's pid.
-    unsafe {
-        libc::kill(child.id() as i32, libc::SIGTERM);
-    }
-    for line in lines {
-        frames.push(serde_json::from_str(&line.unwrap()).expect("every line is a frame"));
-    }
-    let status = child.wait().unwrap();
-    drop(stdin);
-    assert_eq!(status.code(), Some(130));
+        .current_dir(dir.path());
+    let frames = common::speak::sigterm_when_started(cmd, &["first", "second"], &marker);
     let results: Vec<&Value> = frames.iter().filter(|f| f["type"] == "result").collect();
     assert_eq!(results.len(), 2, "{frames:?}");
     assert_eq!(results[0]["subtype"], "success");
-    assert_eq!(results[1]["is_error"], true);
-    assert!(
-        results[1]["errors"][0]
-            .as_str()
-            .unwrap()
-            .contains("SIGTERM"),
-        "{:?}",
-        results[1]
-    );
-    assert!(common::wait_until(
-        Duration::from_secs(1),
-        Duration::from_millis(20),
-        || marker.processes().is_empty()
-    ));
 }
 
 #[test]
@@ -293,4 +209,56 @@ fn a_flood_is_written_as_bounded_frames_and_its_turn_ends() {
         kept + result["result_truncated_bytes"].as_u64().unwrap(),
         1 << 20
     );
+}
+
+#[test]
+fn cap_session_config_fills_what_the_flags_leave_unset() {
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path().join("work");
+    std::fs::create_dir(&work).unwrap();
+    let config = serde_json::json!({"cwd": work, "model": "sim-from-config"}).to_string();
+    // `speak --agent sim -p hi <extra>` with `config`: its `system/init`, or its output.
+    let speak = |config: &str, extra: &[&str]| {
+        Command::new(common::BIN)
+            .args([
+                "speak",
+                "--agent",
+                "sim",
+                "-p",
+                "hi",
+                "--output-format",
+                "stream-json",
+            ])
+            .args(extra)
+            .env("CAP_SESSION_CONFIG", config)
+            .env("CAPFLEET_SIM_STATE", dir.path())
+            .current_dir(dir.path())
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let init = |out: &std::process::Output| -> Value {
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let first = out.stdout.split(|b| *b == b'\n').next().unwrap_or_default();
+        serde_json::from_slice(first).expect("the first line is a frame")
+    };
+    let from_config = init(&speak(&config, &[]));
+    assert_eq!(from_config["subtype"], "init");
+    assert_eq!(
+        from_config["cwd"],
+        work.canonicalize().unwrap().display().to_string()
+    );
+    assert_eq!(from_config["model"], "sim-from-config");
+    // A flag wins over the config.
+    assert_eq!(init(&speak(&config, &["--model", "flag"]))["model"], "flag");
+    // A config that is not one is an error naming the variable.
+    let out = speak("{\"model\": 1}", &[]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("CAP_SESSION_CONFIG"), "{stderr}");
+    assert!(out.stdout.is_empty());
 }

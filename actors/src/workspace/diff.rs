@@ -77,7 +77,13 @@ pub fn diff(
     p.finish(&ws.path)
 }
 
-fn diff_worktree(path: &Path, base: &str, p: &mut Printer<'_, '_>) -> Result<(), WorkspaceError> {
+/// `f` with the worktree at `path`'s repository and its diff against `base` (a sha):
+/// everything changed, untracked files included.
+fn with_worktree_diff<T>(
+    path: &Path,
+    base: &str,
+    f: impl FnOnce(&Repository, &git2::Diff<'_>) -> Result<T, WorkspaceError>,
+) -> Result<T, WorkspaceError> {
     let repo = Repository::open(path).ctx("cannot open the worktree", path)?;
     let oid = Oid::from_str(base).ctx("the recorded base is not a sha", path)?;
     let tree = repo
@@ -88,6 +94,18 @@ fn diff_worktree(path: &Path, base: &str, p: &mut Printer<'_, '_>) -> Result<(),
     let diff = repo
         .diff_tree_to_workdir_with_index(Some(&tree), Some(&mut opts))
         .ctx("cannot diff the worktree", path)?;
+    f(&repo, &diff)
+}
+
+fn diff_worktree(path: &Path, base: &str, p: &mut Printer<'_, '_>) -> Result<(), WorkspaceError> {
+    with_worktree_diff(path, base, |_, diff| print_worktree(path, diff, p))
+}
+
+fn print_worktree(
+    path: &Path,
+    diff: &git2::Diff<'_>,
+    p: &mut Printer<'_, '_>,
+) -> Result<(), WorkspaceError> {
     let printed = diff.print(DiffFormat::Patch, |delta, _hunk, line| {
         p.line(&delta, &line)
     });
@@ -123,6 +141,66 @@ fn diff_worktree(path: &Path, base: &str, p: &mut Printer<'_, '_>) -> Result<(),
         });
     }
     Ok(())
+}
+
+/// One changed text file of a worktree, whole: as at its base and as it is now (an
+/// editor's diff view; ACP's `diff` content). Binary files and files larger than
+/// [`MAX_TEXT`] are left out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileVersions {
+    /// Relative to the worktree root.
+    pub path: String,
+    /// `None`: the file is new.
+    pub old: Option<String>,
+    /// `None`: the file was deleted.
+    pub new: Option<String>,
+}
+
+/// Every changed text file of the worktree at `path` against `base` (a sha).
+pub fn file_versions(path: &Path, base: &str) -> Result<Vec<FileVersions>, WorkspaceError> {
+    with_worktree_diff(path, base, |repo, diff| Ok(versions(path, repo, diff)))
+}
+
+fn versions(path: &Path, repo: &Repository, diff: &git2::Diff<'_>) -> Vec<FileVersions> {
+    let text = |bytes: &[u8]| {
+        let small = bytes.len() as u64 <= MAX_TEXT && !bytes[..bytes.len().min(SNIFF)].contains(&0);
+        small
+            .then(|| String::from_utf8(bytes.to_vec()).ok())
+            .flatten()
+    };
+    let mut out = Vec::new();
+    for delta in diff.deltas() {
+        if delta.flags().is_binary() {
+            continue;
+        }
+        let old_file = delta.old_file();
+        let old = match delta.status() {
+            Delta::Added | Delta::Untracked => None,
+            _ => match repo.find_blob(old_file.id()) {
+                Ok(blob) => match text(blob.content()) {
+                    Some(t) => Some(t),
+                    None => continue,
+                },
+                Err(_) => None,
+            },
+        };
+        let Some(rel) = delta.new_file().path().or(old_file.path()) else {
+            continue;
+        };
+        let new = match delta.status() {
+            Delta::Deleted => None,
+            _ => match std::fs::read(path.join(rel)).ok().as_deref().map(text) {
+                Some(Some(t)) => Some(t),
+                _ => continue,
+            },
+        };
+        out.push(FileVersions {
+            path: rel.to_string_lossy().into_owned(),
+            old,
+            new,
+        });
+    }
+    out
 }
 
 fn options() -> DiffOptions {

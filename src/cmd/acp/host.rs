@@ -85,15 +85,22 @@ struct Hosted {
 }
 
 /// A turn's end, as `session/prompt` answers it.
-pub(super) struct Ended {
-    pub result: Result<TurnResult, SessionError>,
-    /// The turn's last `cap.error`, for a failed turn's message.
-    pub last_error: Option<String>,
+pub(super) enum Ended {
+    Session {
+        result: Result<TurnResult, SessionError>,
+        /// The turn's last `cap.error`, for a failed turn's message.
+        last_error: Option<String>,
+    },
+    /// A fleet's run ([`super::fleet`]).
+    Fleet(Box<crate::cmd::one_fleet::FleetEnd>),
 }
 
 impl Ended {
     pub(super) fn usage(&self) -> Option<&UsageTotals> {
-        self.result.as_ref().ok().map(|r| &r.usage)
+        match self {
+            Ended::Session { result, .. } => result.as_ref().ok().map(|r| &r.usage),
+            Ended::Fleet(end) => Some(&end.usage),
+        }
     }
 }
 
@@ -165,18 +172,7 @@ impl Host {
         cwd: &Path,
         cx: &ConnectionTo<Client>,
     ) -> Result<(), HostError> {
-        let store = self.store.clone();
-        let owned = id.to_owned();
-        let mut record = tokio::task::spawn_blocking(move || store.load(&owned))
-            .await
-            .map_err(|e| HostError::Spawn(e.to_string()))??;
-        if record.agent != self.launch.agent {
-            return Err(HostError::OtherAgent {
-                id: id.to_owned(),
-                recorded: record.agent,
-                serving: self.launch.agent.clone(),
-            });
-        }
+        let mut record = recorded(&self.store, id, &self.launch.agent).await?;
         record.cwd = cwd.to_path_buf();
         for m in &record.history {
             self.notify(cx, id, replayed(m.role, &m.text)).await;
@@ -276,7 +272,7 @@ impl Host {
         });
         let answer = result.as_ref().map(|r| r.text.clone()).unwrap_or_default();
         self.remember(&h, prompt, answer).await;
-        Ok(Ended { result, last_error })
+        Ok(Ended::Session { result, last_error })
     }
 
     /// The turn in the record (and the inner agent's conversation id, once known),
@@ -294,12 +290,7 @@ impl Host {
             }
             r.clone()
         };
-        let store = self.store.clone();
-        match tokio::task::spawn_blocking(move || store.save(&record)).await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => tracing::error!("session/load will not find this turn: {e}"),
-            Err(e) => tracing::error!("saving the session record: {e}"),
-        }
+        save(&self.store, record).await;
     }
 
     /// `session/cancel`: the current turn ends `cancelled`.
@@ -320,8 +311,40 @@ impl Host {
     }
 }
 
+/// The record of session `id`, refused when it was another agent's than `serving`'s.
+pub(super) async fn recorded(store: &Store, id: &str, serving: &str) -> Result<Record, HostError> {
+    let store = store.clone();
+    let owned = id.to_owned();
+    let record = tokio::task::spawn_blocking(move || store.load(&owned))
+        .await
+        .map_err(|e| HostError::Spawn(e.to_string()))??;
+    if record.agent != serving {
+        return Err(HostError::OtherAgent {
+            id: id.to_owned(),
+            recorded: record.agent,
+            serving: serving.to_owned(),
+        });
+    }
+    Ok(record)
+}
+
+/// Save `record` off the runtime; a failed save is said, and the session goes on.
+pub(super) async fn save(store: &Store, record: Record) {
+    let store = store.clone();
+    match tokio::task::spawn_blocking(move || store.save(&record)).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::error!("session/load will not find this turn: {e}"),
+        Err(e) => tracing::error!("saving the session record: {e}"),
+    }
+}
+
 /// One `session/update` to the client, once the backlog has room.
-async fn send_update(cx: &ConnectionTo<Client>, backlog: &Backlog, id: &str, update: Value) {
+pub(super) async fn send_update(
+    cx: &ConnectionTo<Client>,
+    backlog: &Backlog,
+    id: &str,
+    update: Value,
+) {
     backlog.reserve().await;
     let params = json!({"sessionId": id, "update": update});
     let sent = UntypedMessage::new("session/update", params).and_then(|n| cx.send_notification(n));

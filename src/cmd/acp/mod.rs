@@ -3,14 +3,18 @@
 //! agent capfleet can drive, over any binding, under the full supervision tree.
 //!
 //! - [`server`]: the ACP agent side on the official `agent-client-protocol` crate;
+//! - [`hosting`]: what is hosted, one agent's sessions or a fleet's conversations;
 //! - [`host`]: the hosted sessions (one capfleet session per ACP session);
+//! - [`fleet`]: the hosted fleet conversations (`--fleet`: a run per prompt);
 //! - [`updates`]: the sessions' events as `session/update`s;
 //! - [`store`]: what `session/load` needs once this process is gone;
 //! - [`wire`]: stdio, bounded both ways.
 //!
 //! stdout carries protocol messages only; diagnostics go to stderr.
 
+mod fleet;
 mod host;
+mod hosting;
 mod server;
 mod store;
 mod updates;
@@ -42,6 +46,8 @@ can drive — a stream-json, ACP, A2A or PTY-only one — under capfleet's super
 (a crash inside is a restart, invisible to the editor but for a note on stderr).
 
 Examples:
+  capfleet acp --fleet review.toml
+      a whole fleet as one ACP agent
   capfleet acp --agent claude-code
       Claude Code behind ACP
   capfleet acp --agent aider --allow-tool Read
@@ -54,6 +60,18 @@ After each turn the session's record (the agent's own conversation id, the \
 conversation's text) is saved under --state-dir, so `session/load` in a later \
 process replays the conversation and resumes the agent natively where its binding \
 can (stream-json `--resume`, ACP `session/load`).
+
+A fleet (--fleet): each ACP session is a conversation with the fleet, its id the \
+first run's; each `session/prompt` is one run of the fleet in the client's cwd with \
+the prompt as its task (run directories under it, read by `capfleet log`). The \
+updates are the `[fleet].answer_from` session's, and the fleet's plans; the coding \
+sessions keep their worktrees, and the final diff is offered as ACP `diff` content \
+(a completed `edit` \
+tool call per worktree). The fleet's policy decides permissions first; what it \
+leaves open is asked of the client. `session/cancel` cancels every inner session's \
+turn; the prompt response's `_meta` holds the fleet's usage and the run \
+(`capfleet.run`: id, journal, outcome); a failed or over-budget run is an error \
+response saying why. `session/load` goes on with the conversation's runs.
 
 Permissions: --deny-tool, then --allow-tool decide first; what they leave open is \
 asked of the client (`session/request_permission`). Questions an agent asks are \
@@ -68,25 +86,29 @@ be written), 2 bad usage, 130 SIGINT or SIGTERM (every inner agent's process gro
 is killed first).")]
 pub(crate) struct AcpArgs {
     /// The agent that answers: a registry name (see `capfleet resolve`) or a manifest path.
-    #[arg(long, env = "CAPFLEET_ACP_AGENT")]
-    pub agent: String,
+    #[arg(long, env = "CAPFLEET_ACP_AGENT", required_unless_present = "fleet")]
+    pub agent: Option<String>,
+    /// A whole fleet answers instead of one agent: each prompt is one run of this
+    /// fleet file with the prompt as its task.
+    #[arg(long, env = "CAPFLEET_ACP_FLEET", value_name = "FLEET_TOML")]
+    pub fleet: Option<PathBuf>,
     /// Simulator script (sets CAPFLEET_SIM_SCRIPT for the agent).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "fleet")]
     pub script: Option<PathBuf>,
     /// Append every event of every session to this JSONL journal.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "fleet")]
     pub journal: Option<PathBuf>,
     /// The model to ask the agent for.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "fleet")]
     pub model: Option<String>,
     /// The agent's CAP permission mode (`none` runs it unattended).
-    #[arg(long, value_parser = parse_mode)]
+    #[arg(long, value_parser = parse_mode, conflicts_with = "fleet")]
     pub permission_mode: Option<PermissionMode>,
     /// Grant this tool's permission requests without asking (repeatable).
-    #[arg(long = "allow-tool", value_name = "TOOL")]
+    #[arg(long = "allow-tool", value_name = "TOOL", conflicts_with = "fleet")]
     pub allow_tools: Vec<String>,
     /// Deny this tool's permission requests without asking (repeatable).
-    #[arg(long = "deny-tool", value_name = "TOOL")]
+    #[arg(long = "deny-tool", value_name = "TOOL", conflicts_with = "fleet")]
     pub deny_tools: Vec<String>,
     /// Where session records for `session/load` are kept
     /// [default: $XDG_STATE_HOME/capfleet/acp, else ~/.local/state/capfleet/acp].
@@ -132,7 +154,11 @@ async fn acp(args: AcpArgs, color: ColorChoice, telemetry: &Telemetry) -> ExitCo
         Ok(d) => d,
         Err(e) => return usage(e),
     };
-    let manifest = match registry().resolve(&args.agent).await {
+    if let Some(fleet) = &args.fleet {
+        return acp_fleet(fleet, state_dir, err, telemetry).await;
+    }
+    let agent = args.agent.clone().unwrap_or_default();
+    let manifest = match registry().resolve(&agent).await {
         Ok(r) => Arc::new(r.manifest),
         Err(e) => return usage(e.to_string()),
     };
@@ -148,7 +174,7 @@ async fn acp(args: AcpArgs, color: ColorChoice, telemetry: &Telemetry) -> ExitCo
     let (human_tx, questions) = mpsc::channel(16);
     let setup = crate::cmd::one_session::Setup {
         verb: "acp",
-        agent_type: &args.agent,
+        agent_type: &agent,
         journal: args.journal.clone(),
         policy: Policy {
             deny_tools: args.deny_tools.clone(),
@@ -164,26 +190,20 @@ async fn acp(args: AcpArgs, color: ColorChoice, telemetry: &Telemetry) -> ExitCo
     };
     let backlog = Arc::new(wire::Backlog::default());
     let launch = host::Launch {
-        agent: args.agent.clone(),
+        agent,
         manifest,
         model: args.model.clone(),
         permission_mode: args.permission_mode,
         script,
     };
-    let host = Arc::new(host::Host::new(
+    let host = Arc::new(hosting::Hosting::Agent(host::Host::new(
         orchestrator.spawner(),
         launch,
         store::Store::new(state_dir),
         backlog.clone(),
-    ));
+    )));
     let code = tokio::select! {
-        served = server::serve(host, backlog, questions) => match served {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("{} the ACP connection failed: {e}", err.err("error:"));
-                ExitCode::from(EXIT_FAILED)
-            }
-        },
+        served = server::serve(host, backlog, questions) => served_code(served, err),
         Some(fault) = faults.recv() => {
             eprintln!("{} {fault}; the sessions are stopped (kept: {})", err.err("error:"), fault.kept);
             ExitCode::from(EXIT_FAILED)
@@ -194,4 +214,59 @@ async fn acp(args: AcpArgs, color: ColorChoice, telemetry: &Telemetry) -> ExitCo
         }
     };
     crate::cmd::one_session::finish(orchestrator, code, err).await
+}
+
+/// How the connection ended, as the exit code.
+fn served_code(served: Result<(), agent_client_protocol::Error>, err: Style) -> ExitCode {
+    match served {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{} the ACP connection failed: {e}", err.err("error:"));
+            ExitCode::from(EXIT_FAILED)
+        }
+    }
+}
+
+/// A fleet answers: each prompt one run of it (its own supervision tree), each
+/// conversation's permissions put to the client by the conversation itself.
+async fn acp_fleet(
+    fleet: &std::path::Path,
+    state_dir: PathBuf,
+    err: Style,
+    telemetry: &Telemetry,
+) -> ExitCode {
+    let path = match std::path::absolute(fleet) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("{} --fleet {}: {e}", err.err("error:"), fleet.display());
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    if let Err(e) = crate::cmd::one_fleet::FleetAgent::check(&path).await {
+        eprintln!("{} {e}", err.err("error:"));
+        return ExitCode::from(EXIT_USAGE);
+    }
+    // Before any agent exists: from here on the signals stop the runs first.
+    let mut signals = StopSignals::all();
+    let backlog = Arc::new(wire::Backlog::default());
+    let host = fleet::FleetHost::new(
+        path,
+        telemetry.traceparent(),
+        store::Store::new(state_dir),
+        backlog.clone(),
+    );
+    // No tree of the process asks anything: each conversation asks the client itself.
+    let (_none, questions) = mpsc::channel(1);
+    let host = Arc::new(hosting::Hosting::Fleet(host));
+    let stopping = host.clone();
+    tokio::select! {
+        served = server::serve(host, backlog, questions) => served_code(served, err),
+        signal = signals.recv() => {
+            StopSignals::escalate(signal);
+            if let hosting::Hosting::Fleet(h) = &*stopping {
+                h.stop_all(signal).await;
+            }
+            ExitCode::from(EXIT_INTERRUPTED)
+        }
+    }
 }

@@ -17,14 +17,15 @@ use agent_client_protocol::v1::schema::{
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, Client, Lines};
 use capfleet_actors::answerer::HumanQuestion;
-use capfleet_actors::events::TurnOutcome;
 use capfleet_actors::events::requests::{Answer, OpenRequest};
+use capfleet_actors::events::{RunOutcome, TurnOutcome};
 use capfleet_actors::protocol::Decision;
 use capfleet_actors::session::SessionError;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use super::host::{Ended, Host, HostError};
+use super::host::{Ended, HostError};
+use super::hosting::Hosting;
 use super::wire::{self, Backlog};
 use crate::cmd::one_session::refuse;
 
@@ -44,7 +45,7 @@ fn error_of(e: &HostError) -> agent_client_protocol::Error {
 
 /// Serve the connection on stdio until the client closes it.
 pub(super) async fn serve(
-    host: Arc<Host>,
+    host: Arc<Hosting>,
     backlog: Arc<Backlog>,
     questions: mpsc::Receiver<HumanQuestion>,
 ) -> AcpResult {
@@ -108,9 +109,10 @@ pub(super) async fn serve(
                         responder: Responder<PromptResponse>,
                         cx: ConnectionTo<Client>| {
                 let host = h_prompt.clone();
+                let cx2 = cx.clone();
                 cx.spawn(async move {
                     let id = req.session_id.to_string();
-                    match host.prompt(&id, prompt_text(&req.prompt)).await {
+                    match host.prompt(&id, prompt_text(&req.prompt), &cx2).await {
                         Ok(ended) => answer(ended, responder),
                         Err(e) => responder.respond_with_error(error_of(&e)),
                     }
@@ -152,7 +154,8 @@ fn prompt_text(blocks: &[ContentBlock]) -> String {
 /// The turn's end as the `session/prompt` response: its stop reason, usage in
 /// `_meta`; a failed turn is an error response saying why.
 fn answer(ended: Ended, responder: Responder<PromptResponse>) -> AcpResult {
-    let meta = ended.usage().map(|u| {
+    let mut meta = serde_json::Map::new();
+    if let Some(u) = ended.usage() {
         let usage = json!({
             "input_tokens": u.input_tokens,
             "output_tokens": u.output_tokens,
@@ -160,39 +163,54 @@ fn answer(ended: Ended, responder: Responder<PromptResponse>) -> AcpResult {
             "cache_creation_input_tokens": u.cache_creation_tokens,
             "cost_usd": u.cost_usd,
         });
-        let mut m = serde_json::Map::new();
-        m.insert("capfleet.usage".into(), usage);
-        m
-    });
-    let stop = match &ended.result {
-        Ok(r) => match r.outcome {
-            TurnOutcome::Completed => StopReason::EndTurn,
-            TurnOutcome::Cancelled => StopReason::Cancelled,
-            TurnOutcome::Failed => {
-                let why = ended
-                    .last_error
-                    .clone()
-                    .unwrap_or_else(|| "the turn failed".into());
-                return responder.respond_with_error(
-                    agent_client_protocol::Error::internal_error().data(json!(why)),
-                );
-            }
+        meta.insert("capfleet.usage".into(), usage);
+    }
+    let failed = |why: String| responder_error(json!(why));
+    let stop = match &ended {
+        Ended::Session { result, last_error } => match result {
+            Ok(r) => match r.outcome {
+                TurnOutcome::Completed => StopReason::EndTurn,
+                TurnOutcome::Cancelled => StopReason::Cancelled,
+                TurnOutcome::Failed => {
+                    let why = last_error
+                        .clone()
+                        .unwrap_or_else(|| "the turn failed".into());
+                    return responder.respond_with_error(failed(why));
+                }
+            },
+            Err(SessionError::MaxTurns { .. }) => StopReason::MaxTurnRequests,
+            Err(e) => return responder.respond_with_error(failed(e.to_string())),
         },
-        Err(SessionError::MaxTurns { .. }) => StopReason::MaxTurnRequests,
-        Err(e) => {
-            return responder.respond_with_error(
-                agent_client_protocol::Error::internal_error().data(json!(e.to_string())),
-            );
+        Ended::Fleet(end) => {
+            if !end.run_id.is_empty() {
+                meta.insert("capfleet.run".into(), end.meta());
+            }
+            match (end.outcome, &end.error) {
+                (Some(RunOutcome::Completed), _) => StopReason::EndTurn,
+                (Some(RunOutcome::Interrupted), _) => StopReason::Cancelled,
+                (_, why) => {
+                    let why = why
+                        .clone()
+                        .unwrap_or_else(|| "the fleet's run failed".into());
+                    return responder.respond_with_error(failed(why));
+                }
+            }
         }
     };
+    let meta = (!meta.is_empty()).then_some(meta);
     responder.respond(PromptResponse::new(stop).meta(meta))
+}
+
+/// An internal error carrying `data` (why the turn failed).
+fn responder_error(data: Value) -> agent_client_protocol::Error {
+    agent_client_protocol::Error::internal_error().data(data)
 }
 
 /// What the tree leaves open goes to the client: permissions as
 /// `session/request_permission` (each waited for off this loop); asks, which ACP v1
 /// cannot put to a client, are declined fail-safe.
 async fn permissions(
-    host: Arc<Host>,
+    host: Arc<Hosting>,
     mut questions: mpsc::Receiver<HumanQuestion>,
     cx: ConnectionTo<Client>,
 ) {
@@ -201,18 +219,24 @@ async fn permissions(
             refuse(q, "no ACP session of the client holds it");
             continue;
         };
-        if matches!(q.request, OpenRequest::Ask { .. }) {
-            refuse(q, "ACP v1 has no way to ask the client a question");
-            continue;
-        }
-        let cx2 = cx.clone();
-        let spawned = cx.spawn(async move {
-            ask_client(&cx2, &id, q).await;
-            Ok(())
-        });
-        if let Err(e) = spawned {
-            tracing::warn!("the connection is closing: {e}");
-        }
+        put_to_client(&cx, &id, q);
+    }
+}
+
+/// Put `q` to the client as asked in session `id`, waited for off the caller's loop;
+/// an ask is declined fail-safe (ACP v1 cannot put a question to a client).
+pub(super) fn put_to_client(cx: &ConnectionTo<Client>, id: &str, q: HumanQuestion) {
+    if matches!(q.request, OpenRequest::Ask { .. }) {
+        refuse(q, "ACP v1 has no way to ask the client a question");
+        return;
+    }
+    let (cx2, id) = (cx.clone(), id.to_owned());
+    let spawned = cx.spawn(async move {
+        ask_client(&cx2, &id, q).await;
+        Ok(())
+    });
+    if let Err(e) = spawned {
+        tracing::warn!("the connection is closing: {e}");
     }
 }
 

@@ -26,7 +26,7 @@ use capfleet_actors::events::{TurnOutcome, UsageTotals};
 use capfleet_actors::protocol::CancelScope;
 use capfleet_actors::session::{SessionError, SessionMsg, TurnResult};
 use ractor::ActorRef;
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{mpsc, watch};
 
 pub(crate) use args::ChatArgs;
 
@@ -205,16 +205,7 @@ async fn run_turn(
     prompt: String,
     input: &mut crate::human::Input,
 ) -> TurnEnd {
-    let (tx, mut rx) = oneshot::channel();
-    let target = session.clone();
-    tokio::spawn(async move {
-        let asked = target.call(|reply| SessionMsg::Ask { prompt, reply }, None);
-        let result = match asked.await {
-            Ok(ractor::rpc::CallResult::Success(r)) => r,
-            Ok(_) | Err(_) => Err(SessionError::Closed),
-        };
-        let _chat_gone = tx.send(result);
-    });
+    let mut rx = crate::cmd::one_session::ask(session, prompt);
     let mut interrupts = 0;
     loop {
         tokio::select! {

@@ -8,7 +8,7 @@ mod execute;
 pub(crate) mod launch;
 mod lines;
 mod orphans;
-mod resume;
+pub(crate) mod resume;
 mod screen;
 mod totals;
 pub(crate) mod view;

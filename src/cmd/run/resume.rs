@@ -70,12 +70,23 @@ pub(super) fn remember(run: &RunDir, args: &RunArgs) -> Result<(), ResumeError> 
     let Some(fleet) = args.fleets.first() else {
         return Ok(());
     };
+    remember_fleet(run, fleet, args.task.clone(), args.commit)
+}
+
+/// Keep, beside the journal of `run` (of `fleet` with `task`), what `run --resume`
+/// needs to go on with it (a fleet answering as one agent keeps it for each run).
+pub(crate) fn remember_fleet(
+    run: &RunDir,
+    fleet: &Path,
+    task: Option<String>,
+    commit: bool,
+) -> Result<(), ResumeError> {
     let copy = run.path.join(FLEET_COPY);
     std::fs::copy(fleet, &copy).map_err(io_at(&copy))?;
     let saved = Saved {
         fleet: std::path::absolute(fleet).map_err(io_at(fleet))?,
-        task: args.task.clone(),
-        commit: args.commit,
+        task,
+        commit,
     };
     let path = run.path.join(ARGS_FILE);
     let text = serde_json::to_string(&saved).map_err(|e| io_at(&path)(e.into()))?;
@@ -83,7 +94,7 @@ pub(super) fn remember(run: &RunDir, args: &RunArgs) -> Result<(), ResumeError> 
 }
 
 /// The run to resume, found: its directory and what it was started with.
-pub(super) struct Opened {
+pub(crate) struct Opened {
     pub run: RunDir,
     pub fleet: PathBuf,
     pub task: Option<String>,
@@ -93,7 +104,12 @@ pub(super) struct Opened {
 /// Find run `id` (or `latest`) under the current directory; refused while it runs.
 pub(super) fn open(id: &str) -> Result<Opened, ResumeError> {
     let cwd = std::env::current_dir().map_err(io_at(Path::new(".")))?;
-    let run = RunDir::find(&cwd, id)?;
+    open_in(&cwd, id)
+}
+
+/// [`open`] under `base`.
+pub(crate) fn open_in(base: &Path, id: &str) -> Result<Opened, ResumeError> {
+    let run = RunDir::find(base, id)?;
     if run.orchestrator() == Orchestrator::Running {
         let lock = run.path.join(crate::fleet::run_dir::LOCK_FILE);
         let pid = std::fs::read_to_string(&lock)
@@ -120,7 +136,7 @@ pub(super) fn open(id: &str) -> Result<Opened, ResumeError> {
 }
 
 /// What the checks decided.
-pub(super) enum Verdict {
+pub(crate) enum Verdict {
     /// Go on: the run's lock (held for the resumed run's life) and its journal read.
     Go { lock: RunLock, resume: Box<Resume> },
     /// The run had ended, with this outcome: nothing to do.
@@ -129,7 +145,7 @@ pub(super) enum Verdict {
 
 /// Read the journal of `o` (fleet `name`); refuse a changed fleet unless `force`; take
 /// the lock; cut a torn last line (reported).
-pub(super) fn check(o: &Opened, name: &str, force: bool) -> Result<Verdict, ResumeError> {
+pub(crate) fn check(o: &Opened, name: &str, force: bool) -> Result<Verdict, ResumeError> {
     let journal = o.run.journal();
     let recovered = recover(&journal, name).map_err(io_at(&journal))?;
     if recovered.has_ended() {

@@ -45,7 +45,7 @@ pub(crate) async fn prepare(
 
 /// A resumed run's workspaces: those it provisioned (`workspaces.json`), reused as
 /// they are — never reset, never provisioned again over work.
-pub(super) fn reuse(
+pub(crate) fn reuse(
     fleet: &mut Fleet,
     run: &RunDir,
     commit: bool,

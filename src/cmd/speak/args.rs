@@ -45,6 +45,24 @@ Examples:
       aider (a TUI) behind Claude Code's stream-json
   printf '#!/bin/sh\\nexec capfleet speak --agent sim \"$@\"\\n' > claude-cap; chmod +x claude-cap
       an executable for the Agent SDK's cli_path / pathToClaudeCodeExecutable
+  capfleet speak --fleet review.toml --input-format stream-json --output-format stream-json
+      a whole fleet as one Claude-compatible agent
+
+A fleet (--fleet): each user message is one run of the fleet with the message as its \
+task, in a run directory under the working directory (`capfleet log` reads it); the \
+answer is the `[fleet].answer_from` session's final text. `system/init`'s \
+`session_id` is the conversation's first run id (later runs are `<id>.2`, `<id>.3`, \
+each resuming the inner agents' own conversations); `--resume <id>` goes on with it \
+(a run of it cut by a kill is finished first, as `capfleet run --resume` does). \
+A `result` carries the whole fleet's usage; a budget stop is `error_max_budget_usd`. \
+Permissions the fleet's policy leaves open go upstream; `interrupt` cancels every \
+inner session's turn; after each run an `artifact` frame names its journal \
+(`_meta.\"capfleet.run\"`), and the worktrees' diffs and transcripts follow as \
+`artifact` frames.
+
+Session config: CAP_SESSION_CONFIG (JSON `cap.session.config`, as a CAP \
+orchestrator hands it, tai's --cap-speak too) fills what the flags leave unset: \
+cwd, model, system_prompt, max_turns, permission_mode, session_resume_id.
 
 Out: stdout carries protocol frames only (every diagnostic goes to stderr). The \
 `result` frame of a turn has the turn's usage and `total_cost_usd`, cumulative over \
@@ -68,14 +86,20 @@ pub(crate) struct SpeakArgs {
     #[arg(
         long,
         env = "CAPFLEET_SPEAK_AGENT",
-        required_unless_present = "version"
+        required_unless_present_any = ["version", "fleet"]
     )]
     pub agent: Option<String>,
+    /// A whole fleet answers instead of one agent: each user message is one run of
+    /// this fleet file with the message as its task; the answer is its `answer_from`
+    /// session's final text (default: the first start session's).
+    #[arg(long, env = "CAPFLEET_SPEAK_FLEET", value_name = "FLEET_TOML")]
+    pub fleet: Option<PathBuf>,
     /// Simulator script (sets CAPFLEET_SIM_SCRIPT for the agent).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "fleet")]
     pub script: Option<PathBuf>,
-    /// Append every event of the inner session to this JSONL journal.
-    #[arg(long)]
+    /// Append every event of the inner session to this JSONL journal (a fleet's runs
+    /// keep their own).
+    #[arg(long, conflicts_with = "fleet")]
     pub journal: Option<PathBuf>,
     /// The prompt (with --input-format text; else stdin is read).
     pub prompt: Option<String>,
@@ -198,7 +222,42 @@ fn parse_claude_mode(s: &str) -> Result<PermissionMode, String> {
     }
 }
 
+/// The variable a CAP orchestrator hands the session config in (JSON
+/// `cap.session.config`), as tai's `--cap-speak` reads it.
+pub(crate) const SESSION_CONFIG_ENV: &str = "CAP_SESSION_CONFIG";
+
 impl SpeakArgs {
+    /// Fill what the flags leave unset from `CAP_SESSION_CONFIG` (flags win): the
+    /// working directory, model, system prompt, max turns, permission mode and the
+    /// conversation to resume. `Err` names the variable and what is wrong.
+    pub(crate) fn apply_session_config(&mut self) -> Result<(), String> {
+        let Some(text) = std::env::var_os(SESSION_CONFIG_ENV).filter(|v| !v.is_empty()) else {
+            return Ok(());
+        };
+        let text = text
+            .into_string()
+            .map_err(|_| format!("{SESSION_CONFIG_ENV} is not UTF-8"))?;
+        let c: capfleet_actors::protocol::SessionConfig = serde_json::from_str(&text)
+            .map_err(|e| format!("{SESSION_CONFIG_ENV} is not a cap.session.config: {e}"))?;
+        if !c.cwd.is_empty() {
+            std::env::set_current_dir(&c.cwd)
+                .map_err(|e| format!("{SESSION_CONFIG_ENV} cwd {:?}: {e}", c.cwd))?;
+        }
+        fill(&mut self.model, c.model.get());
+        fill(&mut self.system_prompt, c.system_prompt.get());
+        fill(&mut self.resume, c.session_resume_id.get());
+        if self.max_turns.is_none() {
+            self.max_turns = c
+                .max_turns
+                .get()
+                .map(|&n| u32::try_from(n).unwrap_or(u32::MAX));
+        }
+        if self.permission_mode.is_none() {
+            self.permission_mode = c.permission_mode;
+        }
+        Ok(())
+    }
+
     /// Permissions left open go upstream.
     pub(crate) fn prompts_upstream(&self) -> bool {
         self.permission_prompt_tool.as_deref() == Some("stdio")
@@ -213,7 +272,7 @@ impl SpeakArgs {
     }
 
     /// The inner agent's system prompt: `--system-prompt`, then `--append-system-prompt`.
-    fn system_prompt(&self) -> Option<String> {
+    pub(crate) fn system_prompt(&self) -> Option<String> {
         let parts: Vec<&str> = [&self.system_prompt, &self.append_system_prompt]
             .into_iter()
             .filter_map(|p| p.as_deref())
@@ -252,5 +311,12 @@ impl SpeakArgs {
         }
         spec.max_turns = self.max_turns;
         Ok(spec)
+    }
+}
+
+/// `slot` from `value` when the flag left it unset.
+fn fill(slot: &mut Option<String>, value: Option<&String>) {
+    if slot.is_none() {
+        *slot = value.cloned();
     }
 }

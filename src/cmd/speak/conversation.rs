@@ -11,25 +11,29 @@ use std::time::{Duration, Instant};
 use capfleet_actors::answerer::HumanQuestion;
 use capfleet_actors::bindings::stream_json::outbound;
 use capfleet_actors::events::requests::{Answer, OpenRequest};
-use capfleet_actors::events::{EventBody, Published, TurnOutcome};
+use capfleet_actors::events::{EventBody, Published, RunOutcome, TurnOutcome, UsageTotals};
 use capfleet_actors::fault::DiskFault;
-use capfleet_actors::protocol::{CancelScope, Decision};
-use capfleet_actors::session::{SessionError, SessionMsg, TurnResult};
-use ractor::ActorRef;
+use capfleet_actors::protocol::Decision;
+use capfleet_actors::session::{SessionError, TurnResult};
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter, Stdout};
-use tokio::sync::{mpsc, oneshot};
+use tokio::io::AsyncReadExt;
+use tokio::sync::mpsc;
 
-use super::args::{InputFormat, OutputFormat, SpeakArgs};
-use super::frames::{Speaker, TurnEnd, can_use_tool};
+use super::answerer::{Answerer, Pending, Reply};
+use super::args::{InputFormat, SpeakArgs};
+use super::frames::{Speaker, TurnEnd, can_use_tool, journal_artifact};
 use super::inbound::{Inbound, spawn_reader};
+use super::out::Out;
 use super::transcript::Transcript;
 use super::{EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE};
+use crate::cmd::one_fleet::FleetEnd;
 use crate::cmd::one_session::refuse;
 use crate::signals::StopSignals;
 
 /// How long a turn's reply waits for its `turn_ended` event to be read.
 const CATCH_UP: Duration = Duration::from_secs(2);
+/// How long a fleet's run stopped by a signal may take to end its agents.
+const RUN_STOP: Duration = Duration::from_secs(10);
 
 /// Who decided an answer that came from upstream.
 const RULE_UPSTREAM: &str = "upstream";
@@ -44,7 +48,7 @@ pub(super) struct Ends {
 
 /// The running turn.
 struct Running {
-    reply: oneshot::Receiver<Result<TurnResult, SessionError>>,
+    pending: Pending,
     transcript: Transcript,
     started: Instant,
     /// Its `turn_ended` event was read.
@@ -53,7 +57,7 @@ struct Running {
 
 pub(super) struct Conversation<'a> {
     args: &'a SpeakArgs,
-    session: ActorRef<SessionMsg>,
+    answerer: Answerer,
     speaker: Option<Speaker>,
     out: Out,
     queue: VecDeque<String>,
@@ -66,10 +70,10 @@ pub(super) struct Conversation<'a> {
 }
 
 impl<'a> Conversation<'a> {
-    pub(super) fn new(args: &'a SpeakArgs, session: ActorRef<SessionMsg>) -> Self {
+    pub(super) fn new(args: &'a SpeakArgs, answerer: Answerer) -> Self {
         Conversation {
             args,
-            session,
+            answerer,
             speaker: None,
             out: Out::new(args.output_format),
             queue: VecDeque::new(),
@@ -113,7 +117,7 @@ impl<'a> Conversation<'a> {
                         inbound = None;
                         self.upstream_gone();
                     }
-                    Some(m) => self.on_inbound(m, running.is_some()),
+                    Some(m) => self.on_inbound(m, running.as_ref()),
                 },
                 Some(event) = ends.events.recv() => {
                     if let Some(r) = running.as_mut() {
@@ -156,8 +160,27 @@ impl<'a> Conversation<'a> {
                 }
                 signal = ends.signals.recv() => {
                     StopSignals::escalate(signal);
+                    if let Some(r) = running.as_mut() {
+                        r.pending.signal(signal);
+                        // A fleet's run ends its agents before speak ends (its
+                        // events meanwhile read and dropped, so it never waits on us).
+                        if r.pending.run_id().is_some() {
+                            let waited = async {
+                                loop {
+                                    tokio::select! {
+                                        _ = r.pending.wait() => break,
+                                        Some(_) = ends.events.recv() => {}
+                                    }
+                                }
+                            };
+                            if tokio::time::timeout(RUN_STOP, waited).await.is_err() {
+                                eprintln!("capfleet: the fleet's run did not end in {RUN_STOP:?}");
+                            }
+                        }
+                    }
                     self.interrupted(running.take(), &signal.to_string());
-                    self.out.flush().await;
+                    // The error result, in whatever output format was asked.
+                    self.out.finish(self.last.as_ref()).await;
                     return ExitCode::from(EXIT_INTERRUPTED);
                 }
             }
@@ -178,10 +201,16 @@ impl<'a> Conversation<'a> {
 
     /// Start a turn; the first one says `system/init` first.
     async fn start(&mut self, prompt: String) -> Running {
+        let started = Instant::now();
+        let pending = self
+            .answerer
+            .ask(prompt, self.args.max_turns, self.turns)
+            .await;
         if self.speaker.is_none() {
-            let snapshot = ractor::call!(self.session, SessionMsg::Snapshot).ok();
-            let session_id = snapshot
-                .and_then(|s| s.resume_id)
+            let session_id = self
+                .answerer
+                .session_id()
+                .await
                 .or_else(|| self.args.resume.clone())
                 .unwrap_or_else(fresh_session_id);
             let model = self.args.model.clone().unwrap_or_else(|| "default".into());
@@ -199,20 +228,14 @@ impl<'a> Conversation<'a> {
             self.out.frame(&speaker.init(&cwd, mode));
             self.speaker = Some(speaker);
         }
-        let (tx, reply) = oneshot::channel();
-        let target = self.session.clone();
-        tokio::spawn(async move {
-            let asked = target.call(|reply| SessionMsg::Ask { prompt, reply }, None);
-            let result = match asked.await {
-                Ok(ractor::rpc::CallResult::Success(r)) => r,
-                Ok(_) | Err(_) => Err(SessionError::Closed),
-            };
-            let _gone = tx.send(result);
-        });
+        let transcript = Transcript::new(
+            self.args.include_partial_messages,
+            pending.run_id().map(str::to_owned),
+        );
         Running {
-            reply,
-            transcript: Transcript::new(self.args.include_partial_messages),
-            started: Instant::now(),
+            pending,
+            transcript,
+            started,
             ended: false,
         }
     }
@@ -227,80 +250,54 @@ impl<'a> Conversation<'a> {
         self.out.frames(&frames);
     }
 
-    /// The turn's reply: read its events up to `turn_ended`, then its `result`.
+    /// The turn's reply: read its events up to its end, then its `result`.
     /// `false` when the session is gone.
     async fn finish(
         &mut self,
         mut r: Running,
-        reply: Result<TurnResult, SessionError>,
+        reply: Reply,
         events: &mut mpsc::Receiver<Published>,
     ) -> bool {
-        if reply.is_ok() {
-            let deadline = tokio::time::Instant::now() + CATCH_UP;
-            while !r.ended {
-                match tokio::time::timeout_at(deadline, events.recv()).await {
-                    Ok(Some(event)) => self.translate(&mut r, &event),
-                    Ok(None) | Err(_) => break,
+        let ended = match reply {
+            Reply::Session(reply) => {
+                if reply.is_ok() {
+                    let deadline = tokio::time::Instant::now() + CATCH_UP;
+                    while !r.ended {
+                        match tokio::time::timeout_at(deadline, events.recv()).await {
+                            Ok(Some(event)) => self.translate(&mut r, &event),
+                            Ok(None) | Err(_) => break,
+                        }
+                    }
                 }
+                session_ended(&mut r, reply)
             }
-        }
-        self.turns += 1;
-        let (subtype, error, interrupted, usage, text, alive) = match reply {
-            Ok(result) => match result.outcome {
-                TurnOutcome::Completed => ("success", None, false, result.usage, result.text, true),
-                TurnOutcome::Cancelled => (
-                    "error_during_execution",
-                    Some("interrupted by user".to_owned()),
-                    true,
-                    result.usage,
-                    result.text,
-                    true,
-                ),
-                TurnOutcome::Failed => {
-                    let why = r
-                        .transcript
-                        .last_error
-                        .take()
-                        .unwrap_or_else(|| "the turn failed".into());
-                    (
-                        "error_during_execution",
-                        Some(why),
-                        false,
-                        result.usage,
-                        result.text,
-                        true,
-                    )
+            Reply::Fleet(end) => {
+                // Every event of the run was passed on before its end.
+                while let Ok(event) = events.try_recv() {
+                    self.translate(&mut r, &event);
                 }
-            },
-            Err(e @ SessionError::MaxTurns { .. }) => (
-                "error_max_turns",
-                Some(e.to_string()),
-                false,
-                r.transcript.usage,
-                String::new(),
-                true,
-            ),
-            Err(e) => {
-                let alive = matches!(e, SessionError::Busy);
-                (
-                    "error_during_execution",
-                    Some(e.to_string()),
-                    false,
-                    r.transcript.usage,
-                    String::new(),
-                    alive,
-                )
+                self.answerer.learn(&end);
+                if let Some(speaker) = self.speaker.as_mut()
+                    && !end.run_id.is_empty()
+                {
+                    let mut frames = Vec::new();
+                    r.transcript.close(speaker, &mut frames);
+                    self.out.frames(&frames);
+                    self.out.frame(&journal_artifact(&end));
+                }
+                fleet_ended(*end)
             }
         };
-        self.total_cost_usd += usage.cost_usd;
+        self.turns += 1;
+        self.total_cost_usd += ended.usage.cost_usd;
         let end = TurnEnd {
-            subtype,
-            error,
-            interrupted,
-            text,
+            subtype: ended.subtype,
+            error: ended.error,
+            interrupted: ended.interrupted,
+            text: ended.text,
             duration_ms: r.started.elapsed().as_millis() as u64,
             num_turns: self.turns,
-            usage,
+            usage: ended.usage,
             total_cost_usd: self.total_cost_usd,
             denials: Vec::new(),
         };
@@ -309,7 +306,7 @@ impl<'a> Conversation<'a> {
             self.out.result(frame);
         }
         self.last = Some(end);
-        alive
+        ended.alive
     }
 
     /// A signal: the running turn ends with an error result.
@@ -335,7 +332,7 @@ impl<'a> Conversation<'a> {
         self.last = Some(end);
     }
 
-    fn on_inbound(&mut self, message: Inbound, turn_running: bool) {
+    fn on_inbound(&mut self, message: Inbound, running: Option<&Running>) {
         match message {
             Inbound::Prompt(p) => self.queue.push_back(p),
             Inbound::Control {
@@ -345,11 +342,8 @@ impl<'a> Conversation<'a> {
             } => {
                 let line = match subtype.as_str() {
                     "interrupt" => {
-                        if turn_running {
-                            let _gone = self.session.cast(SessionMsg::Cancel {
-                                scope: CancelScope::CurrentTurn,
-                                reason: "interrupt from upstream".into(),
-                            });
+                        if let Some(r) = running {
+                            r.pending.cancel("interrupt from upstream");
                         }
                         outbound::control_success(&request_id, json!({}))
                     }
@@ -488,76 +482,100 @@ async fn recv(inbound: &mut Option<mpsc::Receiver<Inbound>>) -> Option<Inbound> 
     }
 }
 
-async fn wait_reply(running: &mut Option<Running>) -> Result<TurnResult, SessionError> {
+async fn wait_reply(running: &mut Option<Running>) -> Reply {
     match running {
-        Some(r) => (&mut r.reply).await.unwrap_or(Err(SessionError::Closed)),
+        Some(r) => r.pending.wait().await,
         None => std::future::pending().await,
     }
 }
 
-/// stdout, by the output format: every frame (stream-json), the last result (json),
-/// the last answer's text (text).
-struct Out {
-    format: OutputFormat,
-    w: BufWriter<Stdout>,
-    buf: Vec<u8>,
-    last_result: Option<Value>,
-    broken: bool,
+/// A turn's end, before it is a `result`.
+struct Ended {
+    subtype: &'static str,
+    error: Option<String>,
+    interrupted: bool,
+    usage: UsageTotals,
+    text: String,
+    /// The answerer can take another turn.
+    alive: bool,
 }
 
-impl Out {
-    fn new(format: OutputFormat) -> Self {
-        Out {
-            format,
-            w: BufWriter::new(tokio::io::stdout()),
-            buf: Vec::new(),
-            last_result: None,
-            broken: false,
+/// A session's turn's end.
+fn session_ended(r: &mut Running, reply: Result<TurnResult, SessionError>) -> Ended {
+    let (subtype, error, interrupted, usage, text, alive) = match reply {
+        Ok(result) => match result.outcome {
+            TurnOutcome::Completed => ("success", None, false, result.usage, result.text, true),
+            TurnOutcome::Cancelled => (
+                "error_during_execution",
+                Some("interrupted by user".to_owned()),
+                true,
+                result.usage,
+                result.text,
+                true,
+            ),
+            TurnOutcome::Failed => {
+                let why = r
+                    .transcript
+                    .last_error
+                    .take()
+                    .unwrap_or_else(|| "the turn failed".into());
+                (
+                    "error_during_execution",
+                    Some(why),
+                    false,
+                    result.usage,
+                    result.text,
+                    true,
+                )
+            }
+        },
+        Err(e @ SessionError::MaxTurns { .. }) => (
+            "error_max_turns",
+            Some(e.to_string()),
+            false,
+            r.transcript.usage,
+            String::new(),
+            true,
+        ),
+        Err(e) => {
+            let alive = matches!(e, SessionError::Busy);
+            (
+                "error_during_execution",
+                Some(e.to_string()),
+                false,
+                r.transcript.usage,
+                String::new(),
+                alive,
+            )
         }
+    };
+    Ended {
+        subtype,
+        error,
+        interrupted,
+        usage,
+        text,
+        alive,
     }
+}
 
-    /// A frame of the stream (written only with stream-json output).
-    fn frame(&mut self, frame: &Value) {
-        if self.format == OutputFormat::StreamJson {
-            let mut line = frame.to_string();
-            line.push('\n');
-            self.line(&line);
+/// A fleet's run's end: a budget stop is Claude's `error_max_budget_usd`, a stopped
+/// run an interrupted one; the fleet takes the next message whatever this run did.
+fn fleet_ended(end: FleetEnd) -> Ended {
+    let (subtype, interrupted) = match end.outcome {
+        Some(RunOutcome::Completed) => ("success", false),
+        Some(RunOutcome::BudgetExceeded) => ("error_max_budget_usd", false),
+        Some(RunOutcome::Interrupted) => ("error_during_execution", true),
+        Some(RunOutcome::SessionFailed | RunOutcome::DiskFailed) | None => {
+            ("error_during_execution", false)
         }
-    }
-
-    fn frames(&mut self, frames: &[Value]) {
-        for f in frames {
-            self.frame(f);
-        }
-    }
-
-    /// A protocol line, newline included.
-    fn line(&mut self, line: &str) {
-        self.buf.extend_from_slice(line.as_bytes());
-    }
-
-    /// A turn's `result` frame.
-    fn result(&mut self, frame: Value) {
-        self.frame(&frame);
-        self.last_result = Some(frame);
-    }
-
-    async fn flush(&mut self) {
-        if self.buf.is_empty() || self.broken {
-            return;
-        }
-        let ok = self.w.write_all(&self.buf).await.is_ok() && self.w.flush().await.is_ok();
-        self.buf.clear();
-        self.broken = !ok;
-    }
-
-    /// The end: json and text outputs say the last turn here.
-    async fn finish(&mut self, last: Option<&TurnEnd>) {
-        match (self.format, last, self.last_result.take()) {
-            (OutputFormat::Json, _, Some(result)) => self.line(&format!("{result}\n")),
-            (OutputFormat::Text, Some(end), _) => self.line(&format!("{}\n", end.text)),
-            _ => {}
-        }
-        self.flush().await;
+    };
+    Ended {
+        subtype,
+        error: end.error,
+        interrupted,
+        usage: end.usage,
+        text: end.text,
+        alive: true,
     }
 }

@@ -174,6 +174,19 @@ fn usage_json(u: &UsageTotals) -> Value {
     })
 }
 
+/// The `artifact` frame naming a fleet run's journal, so the driver's own journal
+/// refers to it (`_meta."capfleet.run"`: id, journal, outcome).
+pub(super) fn journal_artifact(end: &crate::cmd::one_fleet::FleetEnd) -> Value {
+    json!({
+        "type": "artifact",
+        "artifact_id": format!("{}/journal", end.run_id),
+        "mime_type": "application/x-ndjson",
+        "name": "journal.jsonl",
+        "uri": format!("file://{}", end.journal.display()),
+        "_meta": {"capfleet.run": end.meta()},
+    })
+}
+
 /// A `control_request` `can_use_tool` asking upstream for a permission.
 pub(super) fn can_use_tool(
     request_id: &str,

@@ -5,27 +5,35 @@
 //! and `user` tool-result frames, `stream_event` deltas when asked, one `result` per
 //! turn with the turn's usage and the process's cumulative cost.
 //!
+//! With `--fleet` a whole fleet answers: each user message is one run of it
+//! ([`crate::cmd::one_fleet`], shared with `acp --fleet`).
+//!
 //! - [`args`]: the flags (capfleet's, Claude's that mean something, Claude's that do not);
+//! - [`answerer`]: who answers, a session or a fleet;
 //! - [`inbound`]: stdin frames;
 //! - [`transcript`]: the session's events as frames;
 //! - [`conversation`]: the loop tying turns, control requests, upstream permissions
 //!   and signals together;
-//! - [`frames`]: the frame shapes.
+//! - [`frames`]: the frame shapes; [`out`]: stdout.
 //!
 //! stdout carries protocol frames only; diagnostics go to stderr.
 
+mod answerer;
 mod args;
 mod conversation;
 mod frames;
 mod inbound;
+mod out;
 mod transcript;
 
 use std::process::ExitCode;
 
+use capfleet_actors::events::SUBSCRIBER_CAPACITY;
 use tokio::sync::mpsc;
 
 pub(crate) use args::SpeakArgs;
 
+use crate::cmd::one_fleet::{FleetAgent, FleetSetup};
 use crate::signals::StopSignals;
 use crate::style::{ColorChoice, Style};
 use crate::telemetry::Telemetry;
@@ -35,11 +43,16 @@ const EXIT_FAILED: u8 = 1;
 const EXIT_USAGE: u8 = 2;
 const EXIT_INTERRUPTED: u8 = 130;
 
-pub(crate) fn run(args: SpeakArgs, color: ColorChoice) -> ExitCode {
+pub(crate) fn run(mut args: SpeakArgs, color: ColorChoice) -> ExitCode {
     if args.version {
         // As Claude prints its own (`2.1.3 (Claude Code)`): drivers read the leading version.
         println!("{} (capfleet speak)", env!("CARGO_PKG_VERSION"));
         return ExitCode::SUCCESS;
+    }
+    // Before anything reads the working directory or the flags.
+    if let Err(e) = args.apply_session_config() {
+        eprintln!("{} {e}", Style::for_stderr(color).err("error:"));
+        return ExitCode::from(EXIT_USAGE);
     }
     let telemetry = args.telemetry.clone();
     crate::cmd::one_session::run_verb(color, &telemetry, async |t| speak(args, color, t).await)
@@ -53,6 +66,9 @@ async fn speak(args: SpeakArgs, color: ColorChoice, telemetry: &Telemetry) -> Ex
             "Claude Code flags without effect here: {}",
             ignored.join(" ")
         );
+    }
+    if let Some(fleet) = args.fleet.clone() {
+        return speak_fleet(&args, fleet, err, telemetry).await;
     }
     let spec = match args.session_spec().await {
         Ok(spec) => spec,
@@ -86,8 +102,70 @@ async fn speak(args: SpeakArgs, color: ColorChoice, telemetry: &Telemetry) -> Ex
         faults: one.faults,
         signals,
     };
-    let code = conversation::Conversation::new(&args, one.session)
+    let answerer = answerer::Answerer::Session(one.session);
+    let code = conversation::Conversation::new(&args, answerer)
         .run(ends)
         .await;
     crate::cmd::one_session::finish(one.orchestrator, code, err).await
+}
+
+/// A fleet answers: one run per user message, each its own supervision tree.
+async fn speak_fleet(
+    args: &SpeakArgs,
+    path: std::path::PathBuf,
+    err: Style,
+    telemetry: &Telemetry,
+) -> ExitCode {
+    let usage = |e: String| {
+        eprintln!("{} {e}", err.err("error:"));
+        ExitCode::from(EXIT_USAGE)
+    };
+    if let Err(e) = FleetAgent::check(&path).await {
+        return usage(e.to_string());
+    }
+    // The fleet file decides these for its sessions.
+    let unused = [
+        (args.model.is_some(), "--model"),
+        (!args.allowed_tools.is_empty(), "--allowedTools"),
+        (!args.disallowed_tools.is_empty(), "--disallowedTools"),
+        (args.permission_mode.is_some(), "--permission-mode"),
+    ];
+    for (_, flag) in unused.iter().filter(|(given, _)| *given) {
+        tracing::warn!("{flag} has no effect with --fleet: the fleet file sets its sessions'");
+    }
+    let base = match std::env::current_dir() {
+        Ok(d) => d,
+        Err(e) => return usage(format!("current directory: {e}")),
+    };
+    // Before any agent exists: from here on the signals stop the run first.
+    let signals = StopSignals::all();
+    let (human_tx, human_rx) = mpsc::channel(16);
+    let mut agent = FleetAgent::new(FleetSetup {
+        path,
+        base,
+        human: args.prompts_upstream().then_some(human_tx),
+        traceparent: telemetry.traceparent(),
+        preface: args.system_prompt(),
+    });
+    if let Some(id) = &args.resume
+        && let Err(e) = agent.resume(id)
+    {
+        return usage(format!("--resume {id}: {e}"));
+    }
+    let (events_tx, events) = mpsc::channel(SUBSCRIBER_CAPACITY);
+    // Each run reports its own journal faults in its end; none come here.
+    let (_no_faults, faults) = mpsc::channel(1);
+    let ends = conversation::Ends {
+        events,
+        questions: human_rx,
+        faults,
+        signals,
+    };
+    let answerer = answerer::Answerer::Fleet {
+        agent: Box::new(agent),
+        events: events_tx,
+    };
+    conversation::Conversation::new(args, answerer)
+        .run(ends)
+        .await
 }

@@ -30,6 +30,17 @@ impl BlockKind {
     }
 }
 
+/// An `artifact` frame (the fields of its `cap.artifact`), its id prefixed with the
+/// fleet run it came from, if any (ids stay unique over the runs of a conversation).
+fn artifact(a: &capfleet_actors::protocol::Artifact, run: Option<&str>) -> Value {
+    let mut frame = serde_json::to_value(a).unwrap_or_else(|_| json!({}));
+    if let Some(run) = run {
+        frame["artifact_id"] = json!(format!("{run}/{}", a.artifact_id));
+    }
+    frame["type"] = json!("artifact");
+    frame
+}
+
 /// A text or thinking block being gathered.
 #[derive(Debug)]
 struct Open {
@@ -42,6 +53,8 @@ struct Open {
 #[derive(Debug, Default)]
 pub(super) struct Transcript {
     partial: bool,
+    /// The fleet run this turn is (its artifacts' ids are prefixed with it).
+    run: Option<String>,
     open: Option<Open>,
     /// The turn's usage reports.
     pub usage: UsageTotals,
@@ -52,9 +65,10 @@ pub(super) struct Transcript {
 }
 
 impl Transcript {
-    pub(super) fn new(partial: bool) -> Self {
+    pub(super) fn new(partial: bool, run: Option<String>) -> Self {
         Transcript {
             partial,
+            run,
             ..Transcript::default()
         }
     }
@@ -108,6 +122,10 @@ impl Transcript {
                 out.push(sp.tool_result(&t.call_id, content, is_error));
             }
             CapEvent::Usage(u) => self.usage.add(u),
+            CapEvent::Artifact(a) => {
+                self.close(sp, out);
+                out.push(artifact(a, self.run.as_deref()));
+            }
             CapEvent::Error(e) => self.last_error = Some(e.message.clone()),
             _ => {}
         }

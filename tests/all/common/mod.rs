@@ -8,6 +8,8 @@
 //!   read by curl.
 //! - [`serve`]: `capfleet serve` on a free port, requests to it, its event stream
 //!   read by curl.
+//! - [`speak`]: `capfleet speak` as the Claude Agent SDK's Claude Code, and the SDK's
+//!   two-turn driver.
 //! - [`sim`]: the simulator as the test agent (library session specs, fleet entries).
 //! - [`chat`]: `capfleet chat <agent> --json` runs built for a test, their events,
 //!   the no-survivor check (on top of [`chat_json`]).
@@ -50,6 +52,7 @@ pub(crate) mod procs;
 pub(crate) mod repo;
 pub(crate) mod serve;
 pub(crate) mod sim;
+pub(crate) mod speak;
 pub(crate) mod stop_fleet;
 pub(crate) mod terminal;
 pub(crate) mod tmux;
