@@ -164,6 +164,7 @@ pub(super) async fn build(
         env: a.env.clone(),
         paths: Vec::new(),
         test_command: None,
+        raw_bytes: false,
     };
     // The research's own timeout ends it; the turn timeout is only a backstop.
     let mut researcher = session(&entry, fleet, a.timeout * 2, cx, manifests).await?;

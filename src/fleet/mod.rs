@@ -12,6 +12,7 @@ mod answerer;
 mod build;
 pub(crate) mod config;
 pub(crate) mod error;
+mod notify;
 mod read;
 pub(crate) mod run_dir;
 mod validate;
@@ -66,6 +67,11 @@ pub(crate) struct Fleet {
     /// run's transcripts, all together (past it a transcript marks the cut and counts
     /// it in `text_cut_bytes`).
     pub journal_max_bytes: u64,
+    /// How long a question waits for a remote answer (`[fleet] ask_timeout`; unset:
+    /// the server's `--ask-timeout`).
+    pub ask_timeout: Option<Duration>,
+    /// `[notify]`: the run's webhook.
+    pub notify: Option<crate::notify::NotifySpec>,
 }
 
 /// One session of a fleet.
@@ -101,6 +107,15 @@ pub(crate) struct Loaded {
 
 /// Read, validate and build a fleet file; `task` replaces `[fleet].task`.
 pub(crate) async fn load(path: &Path, task: Option<&str>) -> Result<Loaded, FleetErrors> {
+    load_in(path, task, None).await
+}
+
+/// [`load`], the sessions that name no `cwd` working in `cwd` (else in capfleet's).
+pub(crate) async fn load_in(
+    path: &Path,
+    task: Option<&str>,
+    cwd: Option<&Path>,
+) -> Result<Loaded, FleetErrors> {
     let src = std::fs::read_to_string(path).map_err(|source| FleetErrors {
         errors: vec![FleetError::Io {
             path: path.to_owned(),
@@ -120,7 +135,12 @@ pub(crate) async fn load(path: &Path, task: Option<&str>) -> Result<Loaded, Flee
         _ => Path::new("."),
     };
     let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("fleet");
-    let cx = build::Context { dir, stem, task };
+    let cx = build::Context {
+        dir,
+        stem,
+        task,
+        cwd,
+    };
     let built = build::build(&file, &cx).await;
     let (mut errors, warnings) = r.finish();
     errors.append(&mut found);

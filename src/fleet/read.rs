@@ -19,7 +19,7 @@ use super::error::FleetError;
 
 pub(super) type Reader = tomldoc::Reader<FleetError>;
 
-const TOP_KEYS: &[&str] = &["fleet", "sessions", "routes", "answerer"];
+const TOP_KEYS: &[&str] = &["fleet", "sessions", "routes", "answerer", "notify"];
 const FLEET_KEYS: &[&str] = &[
     "name",
     "start",
@@ -38,6 +38,7 @@ const FLEET_KEYS: &[&str] = &[
     "on_rate_limit",
     "max_pause",
     "rate_limit_backoff",
+    "ask_timeout",
 ];
 const SESSION_KEYS: &[&str] = &[
     "name",
@@ -56,6 +57,7 @@ const SESSION_KEYS: &[&str] = &[
     "env",
     "paths",
     "test_command",
+    "raw_bytes",
 ];
 const ROUTE_KEYS: &[&str] = &["when", "route_to", "fan_out", "collect", "mode"];
 
@@ -93,11 +95,13 @@ pub(super) fn read(r: &mut Reader, root: &DeTable<'_>) -> FleetFile {
         .filter_map(|(i, t, span)| read_route(r, t, &format!("routes[{i}]"), span))
         .collect();
     let answerer = super::answerer::read_answerer(r, root);
+    let notify = super::notify::read(r, root);
     FleetFile {
         fleet,
         sessions,
         routes,
         answerer,
+        notify,
     }
 }
 
@@ -207,6 +211,7 @@ fn read_fleet(r: &mut Reader, t: &DeTable<'_>, span: Range<usize>) -> FleetSecti
         on_rate_limit: choice(r, t, path, "on_rate_limit", OnRateLimit::NAMES).unwrap_or_default(),
         max_pause: duration(r, t, path, "max_pause"),
         rate_limit_backoff: duration(r, t, path, "rate_limit_backoff"),
+        ask_timeout: duration(r, t, path, "ask_timeout"),
     }
 }
 
@@ -272,6 +277,7 @@ fn read_session(
         env: read_env(r, t, path),
         paths: read_paths(r, t, path),
         test_command: read_test_command(r, t, path),
+        raw_bytes: r.boolean(t, path, "raw_bytes").unwrap_or(false),
     };
     Some(entry)
 }

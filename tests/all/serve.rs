@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::common::serve::{Server, SseEvent, add_token, chatty, sim_fleet, sse, submission};
+use crate::common::serve::{
+    Server, SseEvent, add_token, chatty, fill, operations, sim_fleet, sse, submission,
+};
 use crate::common::{EnvMarker, capfleet, journal_records, wait_until};
 
 const QUICK: &str = "[[turn]]\nsteps = [{ say = \"hello\" }, { usage = { input_tokens = 10, output_tokens = 5, cost_usd = 0.001 } }]\n";
@@ -202,49 +204,64 @@ fn tokens_guard_every_route_and_never_show() {
     );
     let id = created["id"].as_str().unwrap().to_owned();
     server.wait_run(&id, Some(&reader), RUN_TIMEOUT);
-    let routes = [
-        ("GET", "/v1/runs".to_owned()),
-        ("POST", "/v1/runs".to_owned()),
-        ("GET", format!("/v1/runs/{id}")),
-        ("GET", "/v1/runs/20000101T000000Z-0000".to_owned()),
-        ("POST", format!("/v1/runs/{id}/cancel")),
-        ("GET", format!("/v1/runs/{id}/events")),
-        ("GET", format!("/v1/runs/{id}/asks")),
-        ("POST", format!("/v1/runs/{id}/asks/s0.perm-1")),
-        ("GET", format!("/v1/runs/{id}/artifacts")),
-        ("GET", format!("/v1/runs/{id}/artifacts/s0/transcript.json")),
-        ("GET", format!("/v1/runs/{id}/diff")),
-        ("GET", format!("/v1/runs/{id}/diff/s0")),
-        ("GET", "/metrics".to_owned()),
-        ("GET", "/no/such/route".to_owned()),
+    // Every operation the API's own document lists, filled with this run's names.
+    let (status, doc) = server.json("GET", "/openapi.json", None, None);
+    assert_eq!(status, 200, "the document is open");
+    let ops = operations(&doc);
+    assert!(ops.len() >= 14, "{ops:?}");
+    let params = [
+        ("id", id.as_str()),
+        ("session", "s0"),
+        ("name", "transcript.json"),
+        ("ask_id", "s0.perm-1"),
     ];
     let unauthorized =
         json!({"code": "unauthorized", "message": "a valid bearer token is required"});
-    // Every route without a token; a wrong and a truncated token on two of them (each
-    // failure from one address past the first few is answered slower).
+    // Every guarded operation without a token; a wrong and a truncated token on the
+    // first two (each failure from one address past the first few is answered slower).
     let wrong = [Some("cft_not-a-token"), Some(&reader[..reader.len() - 1])];
-    for (i, (method, path)) in routes.iter().enumerate() {
+    let guarded: Vec<_> = ops.iter().filter(|o| o.role.is_some()).collect();
+    assert!(guarded.len() >= 11, "{ops:?}");
+    for (i, op) in guarded.iter().enumerate() {
+        let path = fill(&op.path, &params);
         let tokens = if i < 2 { &wrong[..] } else { &[][..] };
         for token in std::iter::once(None).chain(tokens.iter().copied()) {
-            let (status, body) = server.json(method, path, token, Some(&json!({})));
+            let (status, body) = server.json(&op.method, &path, token, Some(&json!({})));
             assert_eq!(
                 (status, &body),
                 (401, &unauthorized),
-                "{method} {path} {token:?}"
+                "{} {path} {token:?}",
+                op.method
+            );
+        }
+        // A read token is refused (403) wherever the document says a higher role is
+        // needed, and let through where `read` is enough.
+        let (status, body) = server.json(&op.method, &path, Some(&reader), Some(&json!({})));
+        if op.role.as_deref() == Some("read") {
+            assert!(
+                ![401, 403].contains(&status),
+                "{} {path}: {status} {body}",
+                op.method
+            );
+        } else {
+            assert_eq!(
+                (status, body["code"].as_str()),
+                (403, Some("forbidden")),
+                "{} {path}",
+                op.method
             );
         }
     }
-    // A read token reads, and changes nothing.
-    let (status, _) = server.json("GET", &format!("/v1/runs/{id}"), Some(&reader), None);
-    assert_eq!(status, 200);
-    let (status, body) = server.json("POST", "/v1/runs", Some(&reader), Some(&json!({})));
-    assert_eq!((status, body["code"].as_str()), (403, Some("forbidden")));
-    for path in [
-        format!("/v1/runs/{id}/cancel"),
-        format!("/v1/runs/{id}/asks/s0.perm-1"),
-    ] {
-        let (status, _) = server.json("POST", &path, Some(&reader), Some(&json!({})));
-        assert_eq!(status, 403, "{path}");
+    // A path no route has is refused as well (nothing said about what exists).
+    let (status, body) = server.json("GET", "/no/such/route", None, None);
+    assert_eq!((status, &body), (401, &unauthorized));
+    // The open operations (the probes, the document) need no token.
+    for op in ops.iter().filter(|o| o.role.is_none()) {
+        assert_eq!(
+            server.json(&op.method, &op.path, None, None).0,
+            200,
+            "{op:?}"
+        );
     }
     let answer = format!("/v1/runs/{id}/asks/s0.perm-1");
     let (status, _) = server.json("POST", &answer, Some(&runner), Some(&json!({})));
@@ -257,9 +274,6 @@ fn tokens_guard_every_route_and_never_show() {
         r.body
     );
     assert!(r.body.contains("capfleet_turns_total"), "{}", r.body);
-    // The probes are open.
-    assert_eq!(server.json("GET", "/healthz", None, None).0, 200);
-    assert_eq!(server.json("GET", "/readyz", None, None).0, 200);
     let (_, run) = server.json("GET", &format!("/v1/runs/{id}"), Some(&reader), None);
     assert_eq!(run["submitted_by"], "ci");
     // No secret in the server's output or the run's records.

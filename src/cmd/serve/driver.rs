@@ -7,6 +7,7 @@
 
 use std::sync::Arc;
 
+use capfleet_actors::events::trace::adopt_parent;
 use capfleet_actors::events::{Published, RunOutcome, SUBSCRIBER_CAPACITY};
 use capfleet_actors::run::{RunTelemetry, run_fleet_stoppable};
 use tokio::sync::mpsc;
@@ -16,10 +17,17 @@ use super::asks;
 use super::state::{Pending, RunState, Server, now_ms};
 use crate::cmd::run::launch::{self, Launch};
 use crate::cmd::run::{EXIT_SESSION_FAILED, view, workspaces};
+use crate::notify::{Notifier, notices};
+
+/// How long a run's own webhook may go on delivering after the run's end.
+const NOTIFY_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Start `pending` on its own task.
 pub(crate) fn spawn(server: Arc<Server>, pending: Pending) {
     let span = tracing::info_span!("serve.run", cap.run.id = %pending.entry.id, cap.fleet = %pending.entry.fleet);
+    if let Some(tp) = &pending.traceparent {
+        adopt_parent(&span, tp);
+    }
     tokio::spawn(drive(server, pending).instrument(span));
 }
 
@@ -30,8 +38,16 @@ async fn drive(server: Arc<Server>, pending: Pending) {
         run,
         lock,
         stops,
+        traceparent: _,
     } = pending;
     fleet.bind_run_dir(&run);
+    // The server's webhook and the fleet's own; the fleet's is delivered by tasks of
+    // this run, given a grace at its end.
+    let (own, workers) = Notifier::start(
+        fleet.notify.iter().cloned().collect(),
+        &server.metrics.notify,
+    );
+    let notifier = server.notifier.and(&own);
     let ended = match workspaces::prepare(&mut fleet, &run, false).await {
         Err(e) => {
             let reason = format!("cannot provision the workspaces: {e}");
@@ -45,7 +61,13 @@ async fn drive(server: Arc<Server>, pending: Pending) {
         Ok(workspace) => {
             let human = (!fleet.auto_answer).then(|| {
                 let (tx, rx) = mpsc::channel(16);
-                tokio::spawn(asks::take(entry.asks.clone(), rx, server.ask_timeout));
+                let timeout = fleet.ask_timeout.unwrap_or(server.ask_timeout);
+                let to = asks::Notify {
+                    notifier: notifier.clone(),
+                    run: entry.id.clone(),
+                    fleet: entry.fleet.clone(),
+                };
+                tokio::spawn(asks::take(entry.asks.clone(), rx, timeout, to));
                 tx
             });
             let spec = launch::run_spec(
@@ -62,7 +84,7 @@ async fn drive(server: Arc<Server>, pending: Pending) {
                 },
             );
             let (tx, rx) = mpsc::channel(SUBSCRIBER_CAPACITY);
-            let tally = tokio::spawn(tally(entry.clone(), rx));
+            let tally = tokio::spawn(tally(entry.clone(), rx, notifier.clone()));
             let report = run_fleet_stoppable(spec, vec![tx], stops).await;
             let _tallied = tally.await;
             match report {
@@ -98,6 +120,14 @@ async fn drive(server: Arc<Server>, pending: Pending) {
         p.spent_usd = spent;
     });
     tracing::info!(run = %entry.id, exit_code = code, "run ended");
+    let outcome = entry.progress().outcome;
+    notifier.send(&notices::run_ended(
+        &entry.id,
+        &entry.fleet,
+        outcome.as_deref(),
+        code,
+    ));
+    tokio::spawn(workers.finish(NOTIFY_GRACE));
     for next in server.finished(&entry) {
         spawn(server.clone(), next);
     }
@@ -111,9 +141,16 @@ fn state_of(outcome: Option<RunOutcome>) -> RunState {
     }
 }
 
-/// Count every event of the run into its progress.
-async fn tally(entry: Arc<super::state::RunEntry>, mut rx: mpsc::Receiver<Published>) {
+/// Count every event of the run into its progress; a budget crossed is notified.
+async fn tally(
+    entry: Arc<super::state::RunEntry>,
+    mut rx: mpsc::Receiver<Published>,
+    notifier: Notifier,
+) {
     while let Some(e) = rx.recv().await {
         entry.update(|p| view::update(&mut p.seen, &e));
+        if let Some(n) = notices::of_event(&e, &entry.id, &entry.fleet) {
+            notifier.send(&n);
+        }
     }
 }

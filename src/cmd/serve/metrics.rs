@@ -29,6 +29,8 @@ pub(crate) struct ServerMetrics {
     pub submissions: Family<SubmissionLabels, Counter>,
     pub running: Gauge,
     pub queued: Gauge,
+    /// The webhooks' notices (`capfleet_server_notify_*`).
+    pub notify: crate::notify::NotifyStats,
 }
 
 impl ServerMetrics {
@@ -53,7 +55,10 @@ impl ServerMetrics {
             "Runs waiting for admission now",
             queued.clone(),
         );
+        let notify = crate::notify::NotifyStats::default();
+        notify.register(&mut registry);
         ServerMetrics {
+            notify,
             registry,
             requests,
             submissions,

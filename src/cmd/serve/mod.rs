@@ -11,6 +11,7 @@
 //!                        -> state (admit | queue | 429) -> driver (run_fleet_stoppable)
 //! ```
 
+mod api;
 mod args;
 mod artifacts;
 mod asks;
@@ -18,10 +19,12 @@ pub(crate) mod auth;
 mod driver;
 mod error;
 mod events;
+mod extract;
 mod metrics;
 mod routes;
 mod state;
 mod submission;
+mod sweep;
 mod view;
 
 use std::net::SocketAddr;
@@ -36,6 +39,7 @@ use capfleet_actors::process::halt::{self, Urgency};
 use capfleet_actors::telemetry::metrics::FleetMetrics;
 
 use crate::cmd::run::EXIT_INVALID;
+use crate::notify::{Notifier, Workers};
 use crate::signals::StopSignals;
 use crate::style::{ColorChoice, Style};
 use crate::telemetry::Telemetry;
@@ -88,7 +92,11 @@ async fn serve(args: ServeArgs, color: ColorChoice) -> ExitCode {
         }
     };
     let code = match bind(&args, &telemetry).await {
-        Ok((server, listener)) => listen(server, listener, signals, args.drain_timeout).await,
+        Ok((server, listener, workers)) => {
+            let code = listen(server, listener, signals, args.drain_timeout).await;
+            workers.finish(CLOSE_GRACE).await;
+            code
+        }
         Err(e) => {
             eprintln!("{} {e}", err.err("error:"));
             ExitCode::from(EXIT_INVALID)
@@ -111,6 +119,13 @@ enum StartError {
     Limits,
     #[error("the data dir: {0}")]
     DataDir(std::io::Error),
+    #[error("--allow-root {}: {source}", path.display())]
+    AllowRoot {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Notify(String),
     #[error("--addr {addr}: cannot listen: {source}")]
     Listen {
         addr: SocketAddr,
@@ -121,7 +136,7 @@ enum StartError {
 async fn bind(
     args: &ServeArgs,
     telemetry: &Telemetry,
-) -> Result<(Arc<Server>, tokio::net::TcpListener), StartError> {
+) -> Result<(Arc<Server>, tokio::net::TcpListener, Workers), StartError> {
     let tokens = args
         .token_file
         .as_deref()
@@ -143,6 +158,24 @@ async fn bind(
     let runs_dir: PathBuf = data_dir.join("runs");
     std::fs::create_dir_all(&runs_dir).map_err(StartError::DataDir)?;
     let runs_dir = std::fs::canonicalize(&runs_dir).map_err(StartError::DataDir)?;
+    let allow_roots = args
+        .allow_roots
+        .iter()
+        .map(|p| {
+            std::fs::canonicalize(p)
+                .and_then(|c| {
+                    c.is_dir().then_some(c).ok_or_else(|| {
+                        std::io::Error::new(std::io::ErrorKind::NotADirectory, "not a directory")
+                    })
+                })
+                .map_err(|source| StartError::AllowRoot {
+                    path: p.clone(),
+                    source,
+                })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let hook = args.notify.spec().map_err(StartError::Notify)?;
+    sweep::report(&runs_dir);
     let listener = tokio::net::TcpListener::bind(args.addr)
         .await
         .map_err(|source| StartError::Listen {
@@ -172,8 +205,11 @@ async fn bind(
     ));
     let mut server = Server::new(runs_dir, tokens, limits, metrics);
     server.ask_timeout = args.ask_timeout;
+    server.allow_roots = allow_roots;
+    let (notifier, workers) = Notifier::start(hook.into_iter().collect(), &server.metrics.notify);
+    server.notifier = notifier;
     let server = Arc::new(server);
-    Ok((server, listener))
+    Ok((server, listener, workers))
 }
 
 /// Serve until a signal has drained the runs, then close.

@@ -24,9 +24,15 @@ pub(crate) struct Server {
 impl Server {
     /// `capfleet serve --addr 127.0.0.1:0 EXTRA…` in `dir`, once it listens.
     pub(crate) fn start(dir: &Path, extra: &[&str]) -> Server {
+        Server::start_env(dir, extra, &[])
+    }
+
+    /// [`Server::start`] with the variables `env` set.
+    pub(crate) fn start_env(dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Server {
         let mut child = capfleet(dir)
             .args(["serve", "--addr", "127.0.0.1:0"])
             .args(extra)
+            .envs(env.iter().copied())
             .stderr(Stdio::piped())
             .spawn()
             .expect("capfleet serve");
@@ -285,4 +291,63 @@ pub(crate) fn sse(
     let _ = child.kill();
     let _ = child.wait();
     events
+}
+
+/// One operation of the server's OpenAPI document.
+#[derive(Debug, Clone)]
+pub(crate) struct Operation {
+    pub method: String,
+    /// The path template (`/v1/runs/{id}`).
+    pub path: String,
+    /// The role the document says it needs (`x-capfleet-role`); `None`: open.
+    pub role: Option<String>,
+}
+
+/// Every operation of `doc`, each with its documented role (none when its security
+/// is empty: an open route).
+pub(crate) fn operations(doc: &Value) -> Vec<Operation> {
+    let mut ops = Vec::new();
+    for (path, item) in doc["paths"].as_object().expect("paths") {
+        for (method, op) in item.as_object().expect("a path item") {
+            if ![
+                "get", "post", "put", "delete", "patch", "head", "options", "trace",
+            ]
+            .contains(&method.as_str())
+            {
+                continue;
+            }
+            let open = op["security"].as_array().is_some_and(|s| {
+                s.iter()
+                    .all(|r| r.as_object().is_some_and(|o| o.is_empty()))
+            });
+            let role = (!open).then(|| {
+                op["x-capfleet-role"]
+                    .as_str()
+                    .unwrap_or_else(|| panic!("{method} {path}: a guarded route names its role"))
+                    .to_owned()
+            });
+            ops.push(Operation {
+                method: method.to_uppercase(),
+                path: path.clone(),
+                role,
+            });
+        }
+    }
+    ops
+}
+
+/// `template` with its `{name}` parameters replaced by `values`' (each must be there).
+pub(crate) fn fill(template: &str, values: &[(&str, &str)]) -> String {
+    let mut out = template.to_owned();
+    while let Some(start) = out.find('{') {
+        let end = start + out[start..].find('}').expect("a closed parameter");
+        let name = &out[start + 1..end];
+        let value = values
+            .iter()
+            .find(|(k, _)| *k == name)
+            .unwrap_or_else(|| panic!("no value for `{name}` in {template}"))
+            .1;
+        out.replace_range(start..=end, value);
+    }
+    out
 }
