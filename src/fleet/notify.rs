@@ -10,13 +10,12 @@
 //! events = ["waiting", "run_ended", "budget_exceeded"]   # default: all
 //! ```
 
-use capfleet_actors::tomldoc::{self, join};
 use toml::de::DeTable;
 
 use super::build::Context;
 use super::config::At;
 use super::error::FleetError;
-use super::read::{Reader, string_at};
+use super::read::{Reader, strict_keys, string_at};
 use crate::notify::{Kind, NotifySpec, Secret};
 
 const KEYS: &[&str] = &["url", "secret_env", "secret_file", "events"];
@@ -40,14 +39,7 @@ pub(crate) enum SecretFrom {
 pub(super) fn read(r: &mut Reader, root: &DeTable<'_>) -> Option<NotifySection> {
     let path = "notify";
     let (t, span) = r.table(root, "", path)?;
-    for (name, key_span, suggestion) in tomldoc::unknown(t, KEYS) {
-        let at = r.at(&join(path, name), Some(key_span));
-        r.push(FleetError::UnknownKey {
-            at,
-            known: KEYS.join(", "),
-            suggestion,
-        });
-    }
+    strict_keys(r, t, path, KEYS);
     let url = string_at(r, t, path, "url");
     if url.is_none() && t.get("url").is_none() {
         r.missing("notify.url", Some(span.clone()));

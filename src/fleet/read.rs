@@ -135,6 +135,18 @@ fn at<T>(r: &Reader, t: &DeTable<'_>, path: &str, key: &str, value: T) -> At<T> 
     }
 }
 
+/// Every key of `t` (at `path`) not in `keys` is an error naming the keys it may have.
+pub(super) fn strict_keys(r: &mut Reader, t: &DeTable<'_>, path: &str, keys: &[&'static str]) {
+    for (name, key_span, suggestion) in tomldoc::unknown(t, keys) {
+        let at = r.at(&join(path, name), Some(key_span));
+        r.push(FleetError::UnknownKey {
+            at,
+            known: keys.join(", "),
+            suggestion,
+        });
+    }
+}
+
 pub(super) fn string_at(
     r: &mut Reader,
     t: &DeTable<'_>,

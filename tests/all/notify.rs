@@ -9,12 +9,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::common::serve::{Server, sim_fleet, submission};
+use crate::common::serve::{PERMISSION, Server, sim_fleet, submission};
 use crate::common::sim::fleet_session;
 use crate::common::webhook::{Mode, Receiver, SECRET};
 use crate::common::{EnvMarker, capfleet};
 
-const PERMISSION: &str = "[[turn]]\nsteps = [{ permission = \"Bash\", input = { command = \"echo hi\" }, risk = \"high\" }, { say = \"after the tool\" }]\n";
 const QUICK: &str = "[[turn]]\nsteps = [{ say = \"hello\" }]\n";
 const SECRET_ENV: (&str, &str) = ("CAPFLEET_NOTIFY_SECRET", SECRET);
 
@@ -144,18 +143,23 @@ fn a_receiver_that_never_answers_does_not_hold_the_run() {
     assert!(m.processes().is_empty(), "no agent left");
 }
 
+/// `run --dry-run` of the fleet in `dir`, refused (exit 2); what it said.
+fn refused(dir: &tempfile::TempDir) -> String {
+    let out = capfleet(dir.path())
+        .args(["run", "fleet.toml", "--dry-run"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    err
+}
+
 #[test]
 fn notify_is_read_strictly_and_needs_its_secret() {
     let m = EnvMarker::new("notify-strict");
     let bad =
         "[notify]\nurl = \"ftp://x\"\nsekret_env = \"X\"\nevents = [\"waiting\", \"sometimes\"]\n";
-    let dir = fleet_dir(&m, "", QUICK, bad);
-    let out = capfleet(dir.path())
-        .args(["run", "fleet.toml", "--dry-run"])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
+    let err = refused(&fleet_dir(&m, "", QUICK, bad));
     for want in [
         "notify.sekret_env",
         "notify.url",

@@ -163,13 +163,7 @@ fn a_cancelled_run_stops_and_says_who_cancelled_it() {
     let fleet = sim_fleet("hang", 2, m.pair());
     let created = server.submit(None, &submission(&fleet, &[("script.toml", HANG)]));
     let id = created["id"].as_str().unwrap().to_owned();
-    assert!(
-        wait_until(Duration::from_secs(30), Duration::from_millis(20), || m
-            .processes()
-            .len()
-            >= 2),
-        "the agents start"
-    );
+    m.wait_for(2, "the agents start");
     let (status, body) = server.json("POST", &format!("/v1/runs/{id}/cancel"), None, None);
     assert_eq!(status, 202, "{body}");
     let run = server.wait_run(&id, None, RUN_TIMEOUT);
@@ -398,13 +392,7 @@ fn sigterm_lets_two_runs_in_flight_finish() {
             c["id"].as_str().unwrap().to_owned()
         })
         .collect();
-    assert!(
-        wait_until(Duration::from_secs(30), Duration::from_millis(20), || m
-            .processes()
-            .len()
-            >= 2),
-        "both runs' agents start"
-    );
+    m.wait_for(2, "both runs' agents start");
     server.signal(libc::SIGTERM);
     assert!(
         wait_until(
@@ -447,13 +435,7 @@ fn the_drain_timeout_cancels_what_still_runs() {
             c["id"].as_str().unwrap().to_owned()
         })
         .collect();
-    assert!(
-        wait_until(Duration::from_secs(30), Duration::from_millis(20), || m
-            .processes()
-            .len()
-            >= 4),
-        "every agent starts"
-    );
+    m.wait_for(4, "every agent starts");
     let t0 = std::time::Instant::now();
     server.signal(libc::SIGTERM);
     let status = server.wait(Duration::from_secs(60));
@@ -512,40 +494,48 @@ fn a_second_signal_cancels_at_once() {
     );
 }
 
-/// The burst is 500 submissions with `--max-runs 8`; on the suite's 2 shared
-/// cores, 60 with `--max-runs 3` and a queue of 6 make the same point (most are
-/// refused, the admitted ones queue) in seconds.
+/// The burst: 500 submissions with `--max-runs 8` (and a queue of 16), sent by
+/// 100 clients at once (500 simultaneous connects trip the kernel's SYN-flood guard on
+/// loopback, which then resets some: a test artefact, not the server's answer): each
+/// is admitted (running or queued) or refused with 429 and `Retry-After`; every
+/// admitted run completes, once.
 #[test]
 fn a_burst_is_admitted_queued_or_refused_never_lost_or_doubled() {
-    const BURST: usize = 60;
+    const BURST: usize = 500;
+    const CLIENTS: usize = 100;
     let dir = tempfile::tempdir().unwrap();
     let m = EnvMarker::new("serve-burst");
-    let server = Server::start(dir.path(), &["--max-runs", "3", "--queue", "6"]);
+    let server = Server::start(dir.path(), &["--max-runs", "8", "--queue", "16"]);
     let fleet = sim_fleet("burst", 1, m.pair());
     let body = submission(&fleet, &[("script.toml", &slow(200))]);
+    let payload = body.to_string();
+    let submit = || {
+        let r = server.request(
+            "POST",
+            "/v1/runs",
+            None,
+            "application/json",
+            payload.as_bytes(),
+        );
+        let retry = r.header("retry-after");
+        (
+            r.status,
+            serde_json::from_str(&r.body).unwrap_or(Value::Null),
+            retry,
+        )
+    };
+    let t0 = std::time::Instant::now();
     let answers: Vec<(u16, Value, Option<String>)> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..BURST)
-            .map(|_| {
-                s.spawn(|| {
-                    let payload = body.to_string();
-                    let r = server.request(
-                        "POST",
-                        "/v1/runs",
-                        None,
-                        "application/json",
-                        payload.as_bytes(),
-                    );
-                    let retry = r.header("retry-after");
-                    (
-                        r.status,
-                        serde_json::from_str(&r.body).unwrap_or(Value::Null),
-                        retry,
-                    )
-                })
-            })
+        let handles: Vec<_> = (0..CLIENTS)
+            .map(|_| s.spawn(|| (0..BURST / CLIENTS).map(|_| submit()).collect::<Vec<_>>()))
             .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap())
+            .collect()
     });
+    eprintln!("{BURST} answered in {:?}", t0.elapsed());
+    assert_eq!(answers.len(), BURST);
     let mut admitted = Vec::new();
     let mut refused = 0;
     for (status, body, retry) in &answers {
@@ -565,7 +555,7 @@ fn a_burst_is_admitted_queued_or_refused_never_lost_or_doubled() {
         }
     }
     eprintln!("{} admitted, {refused} refused", admitted.len());
-    assert!(admitted.len() >= 9, "3 running and 6 queued at least");
+    assert!(admitted.len() >= 24, "8 running and 16 queued at least");
     assert!(refused > 0, "the burst overflows the queue");
     for id in &admitted {
         let run = server.wait_run(id, None, RUN_TIMEOUT);

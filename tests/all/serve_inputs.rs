@@ -11,8 +11,8 @@ use serde_json::{Value, json};
 
 use crate::common::fake_llm::http_with;
 use crate::common::otel::{Collector, attr};
-use crate::common::procs::keeper_of;
-use crate::common::serve::{Server, SseEvent, sim_fleet, sse, submission};
+use crate::common::procs::{keeper_of, sigkill};
+use crate::common::serve::{PERMISSION, Server, SseEvent, sim_fleet, sse, submission};
 use crate::common::wires::{Wire, session};
 use crate::common::{EnvMarker, journal_records, wait_until};
 
@@ -85,13 +85,12 @@ fn the_fleets_ask_timeout_wins_over_the_servers() {
     let dir = tempfile::tempdir().unwrap();
     let m = EnvMarker::new("serve-fleet-ask-timeout");
     let server = Server::start(dir.path(), &["--ask-timeout", "10m"]);
-    let permission = "[[turn]]\nsteps = [{ permission = \"Bash\", input = { command = \"echo hi\" }, risk = \"high\" }, { say = \"after\" }]\n";
     let fleet = sim_fleet("patient", 1, m.pair()).replacen(
         "task = \"go\"\n",
         "task = \"go\"\nask_timeout = \"1s\"\n",
         1,
     );
-    let created = server.submit(None, &submission(&fleet, &[("script.toml", permission)]));
+    let created = server.submit(None, &submission(&fleet, &[("script.toml", PERMISSION)]));
     let id = created["id"].as_str().unwrap().to_owned();
     // Far sooner than the server's 10 minutes: denied fail-safe by the fleet's 1 s.
     let run = server.wait_run(&id, None, Duration::from_secs(30));
@@ -156,13 +155,6 @@ fn raw_terminal_output_streams_only_when_asked_for() {
     assert_eq!((status, body["code"].as_str()), (400, Some("bad_request")));
 }
 
-fn sigkill(pid: i32) {
-    // SAFETY: kill(2) on a process of this test.
-    unsafe {
-        libc::kill(pid, libc::SIGKILL);
-    }
-}
-
 #[test]
 fn a_dead_servers_runs_are_ended_and_their_agents_killed_at_the_next_start() {
     let dir = tempfile::tempdir().unwrap();
@@ -174,13 +166,7 @@ fn a_dead_servers_runs_are_ended_and_their_agents_killed_at_the_next_start() {
     );
     let created = first.submit(None, &submission(&fleet, &[("script.toml", HANG)]));
     let id = created["id"].as_str().unwrap().to_owned();
-    assert!(
-        wait_until(Duration::from_secs(30), Duration::from_millis(20), || m
-            .processes()
-            .len()
-            >= 2),
-        "the agent and its grandchild run"
-    );
+    m.wait_for(2, "the agent and its grandchild run");
     // Without its keeper, the server's death leaves its agents running.
     let pid = first.pid();
     sigkill(keeper_of(pid as u32).expect("a keeper"));

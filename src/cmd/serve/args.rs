@@ -41,7 +41,7 @@ API (JSON; every error is {\"code\", \"message\"}, a fleet's findings with line 
                                 or {\"answer\": ...} / {\"decline\": true}; 409 once closed
   GET  /healthz  /readyz  /metrics  /openapi.json (the whole API, OpenAPI 3.1)
 
-Auth: with --token-file every route but /healthz and /readyz needs `Authorization: \
+Auth: with --token-file every route but /healthz, /readyz and /openapi.json needs `Authorization: \
 Bearer <token>`; a line of the file is `NAME ROLE SHA256-HEX`. Roles: read (GET), run \
 (+ submit, cancel), approve (+ answer asks), admin (everything). A missing or wrong token \
 is 401, a role too low 403. Without --token-file the server takes every request, and \

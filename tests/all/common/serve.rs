@@ -192,6 +192,10 @@ pub(crate) fn add_token(dir: &std::path::Path, name: &str, role: &str) -> String
     secret
 }
 
+/// A session's script asking leave for a high-risk `Bash` command, then saying a line
+/// once it was answered.
+pub(crate) const PERMISSION: &str = "[[turn]]\nsteps = [{ permission = \"Bash\", input = { command = \"echo hi\" }, risk = \"high\" }, { say = \"after the tool\" }]\n";
+
 /// A session's script saying `n` lines `ms` apart: a run that lasts while it is read.
 pub(crate) fn chatty(n: usize, ms: u64) -> String {
     let steps: Vec<String> = (0..n)
