@@ -14,7 +14,7 @@ use crate::common::otel::{Collector, attr};
 use crate::common::procs::{keeper_of, sigkill};
 use crate::common::serve::{PERMISSION, Server, SseEvent, sim_fleet, sse, submission};
 use crate::common::wires::{Wire, session};
-use crate::common::{EnvMarker, journal_records, wait_until};
+use crate::common::{EnvMarker, capfleet, journal_records, wait_until};
 
 const QUICK: &str = "[[turn]]\nsteps = [{ say = \"hello\" }]\n";
 const HANG: &str = "[[turn]]\nsteps = [{ say = \"started\" }, { hang = true }]\n";
@@ -59,6 +59,18 @@ fn a_cwd_must_be_inside_an_allowed_root() {
             "{body}"
         );
     }
+    // `capfleet submit --cwd` says the same, as a usage error.
+    let local = tempfile::tempdir().unwrap();
+    std::fs::write(local.path().join("fleet.toml"), &fleet).unwrap();
+    std::fs::write(local.path().join("script.toml"), QUICK).unwrap();
+    let url = format!("http://127.0.0.1:{}", server.port);
+    let out = capfleet(local.path())
+        .args(["submit", "fleet.toml", "--server", &url, "--cwd", "/"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("`cwd` `/`"), "{err}");
     let kept = std::fs::read_dir(dir.path().join(".capfleet/runs"))
         .unwrap()
         .count();
