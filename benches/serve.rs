@@ -155,6 +155,36 @@ async fn submit(http: &reqwest::Client, base: &str, fleet: &str) -> (u16, Value)
     (status, serde_json::from_slice(&body).unwrap_or(Value::Null))
 }
 
+/// Submit `fleet` `n` times, `clients` at a time; each answer's status and body.
+async fn submit_all(
+    http: &reqwest::Client,
+    base: &str,
+    fleet: &str,
+    n: usize,
+    clients: usize,
+) -> Vec<(u16, Value)> {
+    let clients = Arc::new(Semaphore::new(clients));
+    let tasks: Vec<_> = (0..n)
+        .map(|_| {
+            let (http, base, fleet, clients) = (
+                http.clone(),
+                base.to_owned(),
+                fleet.to_owned(),
+                clients.clone(),
+            );
+            tokio::spawn(async move {
+                let _client = clients.acquire_owned().await.expect("semaphore");
+                submit(&http, &base, &fleet).await
+            })
+        })
+        .collect();
+    let mut answers = Vec::new();
+    for t in tasks {
+        answers.push(t.await.expect("submit"));
+    }
+    answers
+}
+
 /// Wait until run `id` has ended; its state.
 async fn ended(http: &reqwest::Client, base: &str, id: &str) -> String {
     loop {
@@ -381,28 +411,15 @@ async fn sustained(http: &reqwest::Client) {
         "--max-sessions",
         "64",
     ]);
-    let clients = Arc::new(Semaphore::new(8));
     let t0 = Instant::now();
-    let tasks: Vec<_> = (0..runs)
-        .map(|_| {
-            let (http, base, text, clients) = (
-                http.clone(),
-                serve.base.clone(),
-                text.clone(),
-                clients.clone(),
-            );
-            tokio::spawn(async move {
-                let _client = clients.acquire_owned().await.expect("semaphore");
-                let (status, body) = submit(&http, &base, &text).await;
-                assert_eq!(status, 201, "{body}");
-                body["id"].as_str().expect("id").to_owned()
-            })
+    let ids: Vec<String> = submit_all(http, &serve.base, &text, runs, 8)
+        .await
+        .into_iter()
+        .map(|(status, body)| {
+            assert_eq!(status, 201, "{body}");
+            body["id"].as_str().expect("id").to_owned()
         })
         .collect();
-    let mut ids = Vec::new();
-    for t in tasks {
-        ids.push(t.await.expect("submit"));
-    }
     let accepted = t0.elapsed();
     for id in &ids {
         assert_eq!(ended(http, &serve.base, id).await, "completed");
@@ -459,25 +476,10 @@ async fn burst(http: &reqwest::Client) {
     let serve = Serve::start(&["--max-runs", "8", "--queue", "16"]);
     // 100 connections at a time: 500 simultaneous connects trip the kernel's SYN-flood
     // guard on loopback, which resets some.
-    let clients = Arc::new(Semaphore::new(100));
     let t0 = Instant::now();
-    let tasks: Vec<_> = (0..BURST)
-        .map(|_| {
-            let (http, base, text, clients) = (
-                http.clone(),
-                serve.base.clone(),
-                text.clone(),
-                clients.clone(),
-            );
-            tokio::spawn(async move {
-                let _client = clients.acquire_owned().await.expect("semaphore");
-                submit(&http, &base, &text).await
-            })
-        })
-        .collect();
     let (mut admitted, mut refused) = (Vec::new(), 0);
-    for t in tasks {
-        match t.await.expect("submit") {
+    for answer in submit_all(http, &serve.base, &text, BURST, 100).await {
+        match answer {
             (201, body) => admitted.push(body["id"].as_str().expect("id").to_owned()),
             (429, _) => refused += 1,
             (status, body) => panic!("{status}: {body}"),

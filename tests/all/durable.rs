@@ -200,13 +200,7 @@ fn what_a_dead_run_left_is_swept_and_named_on_the_next_start() {
         )),
         "{stderr}"
     );
-    assert!(
-        wait_until(Duration::from_secs(2), Duration::from_millis(20), || m
-            .processes()
-            .is_empty()),
-        "swept: {:?}",
-        m.processes()
-    );
+    m.wait_gone(Duration::from_secs(2), "swept");
     // `capfleet runs`: the dead one interrupted, the next one completed.
     let listed = runs(d);
     let states: Vec<(&str, &str)> = listed

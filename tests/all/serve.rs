@@ -172,13 +172,7 @@ fn a_cancelled_run_stops_and_says_who_cancelled_it() {
     assert_eq!(run["exit_code"], 130);
     let journal = std::fs::read_to_string(server.journal(&id)).unwrap();
     assert!(journal.contains("cancelled by anonymous"), "{journal}");
-    assert!(
-        wait_until(Duration::from_secs(10), Duration::from_millis(20), || m
-            .processes()
-            .is_empty()),
-        "no agent left: {:?}",
-        m.processes()
-    );
+    m.wait_gone(Duration::from_secs(10), "no agent left");
 }
 
 #[test]
@@ -451,13 +445,7 @@ fn the_drain_timeout_cancels_what_still_runs() {
                 .any(|r| r["type"] == "run_ended" && r["outcome"] == "interrupted")
         );
     }
-    assert!(
-        wait_until(Duration::from_secs(10), Duration::from_millis(20), || m
-            .processes()
-            .is_empty()),
-        "no agent left: {:?}",
-        m.processes()
-    );
+    m.wait_gone(Duration::from_secs(10), "no agent left");
 }
 
 #[test]

@@ -14,7 +14,7 @@ use crate::common::otel::{Collector, attr};
 use crate::common::procs::{keeper_of, sigkill};
 use crate::common::serve::{PERMISSION, Server, SseEvent, sim_fleet, sse, submission};
 use crate::common::wires::{Wire, session};
-use crate::common::{EnvMarker, capfleet, journal_records, wait_until};
+use crate::common::{EnvMarker, capfleet, journal_records};
 
 const QUICK: &str = "[[turn]]\nsteps = [{ say = \"hello\" }]\n";
 const HANG: &str = "[[turn]]\nsteps = [{ say = \"started\" }, { hang = true }]\n";
@@ -203,13 +203,7 @@ fn a_dead_servers_runs_are_ended_and_their_agents_killed_at_the_next_start() {
         )),
         "{said}"
     );
-    assert!(
-        wait_until(Duration::from_secs(2), Duration::from_millis(20), || m
-            .processes()
-            .is_empty()),
-        "swept: {:?}",
-        m.processes()
-    );
+    m.wait_gone(Duration::from_secs(2), "swept");
     let (_, run) = second.json("GET", &format!("/v1/runs/{id}"), None, None);
     assert_eq!(run["state"], "interrupted", "{run}");
     let records = journal_records(&second.journal(&id));

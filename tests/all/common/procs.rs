@@ -252,6 +252,17 @@ impl EnvMarker {
             self.processes().len()
         );
     }
+
+    /// Wait (`within` at most) until no process carries this marker.
+    pub(crate) fn wait_gone(&self, within: Duration, what: &str) {
+        assert!(
+            wait_until(within, Duration::from_millis(20), || self
+                .processes()
+                .is_empty()),
+            "{what}: {:?}",
+            self.processes()
+        );
+    }
 }
 
 /// `SIGKILL` to `pid` (a process the test started, or its keeper).
