@@ -14,13 +14,13 @@ use capfleet_actors::manifest::Manifest;
 use capfleet_actors::protocol::{PermissionMode, RiskLevel};
 use capfleet_actors::supervision::Restart;
 use capfleet_actors::supervision::rate_limit::{OnRateLimit, RateLimitPolicy};
-use capfleet_actors::tomldoc::{self, Location, join};
+use capfleet_actors::tomldoc::Location;
 use toml::de::{DeTable, DeValue};
 
 use super::build::{Context, session};
 use super::config::{At, SessionEntry};
 use super::error::FleetError;
-use super::read::{Reader, duration, read_env, string_at};
+use super::read::{Reader, duration, read_env, strict_keys, string_at};
 
 /// The researcher's session name (its sessions are `research.<pid>.<n>`, a name no
 /// fleet session can have).
@@ -80,14 +80,7 @@ pub(super) fn read_auto_answer(r: &mut Reader, t: &DeTable<'_>) -> AutoAnswer {
 pub(super) fn read_answerer(r: &mut Reader, root: &DeTable<'_>) -> Option<AnswererSection> {
     let path = "answerer";
     let (t, span) = r.table(root, "", path)?;
-    for (name, key_span, suggestion) in tomldoc::unknown(t, KEYS) {
-        let at = r.at(&join(path, name), Some(key_span));
-        r.push(FleetError::UnknownKey {
-            at,
-            known: KEYS.join(", "),
-            suggestion,
-        });
-    }
+    strict_keys(r, t, path, KEYS);
     let agent = string_at(r, t, path, "agent");
     if agent.is_none() && t.get("agent").is_none() {
         r.missing("answerer.agent", Some(span.clone()));
@@ -165,6 +158,7 @@ pub(super) async fn build(
         env: a.env.clone(),
         paths: Vec::new(),
         test_command: None,
+        raw_bytes: false,
     };
     // The research's own timeout ends it; the turn timeout is only a backstop.
     let mut researcher = session(&entry, fleet, a.timeout * 2, cx, manifests).await?;

@@ -79,6 +79,10 @@ pub(super) async fn build(file: &FleetFile, cx: &Context<'_>) -> Result<Fleet, V
             .ok(),
         None => None,
     };
+    let notify = file
+        .notify
+        .as_ref()
+        .and_then(|n| super::notify::build(n, cx).map_err(|e| errors.push(e)).ok());
     if !errors.is_empty() {
         return Err(errors);
     }
@@ -133,6 +137,8 @@ pub(super) async fn build(file: &FleetFile, cx: &Context<'_>) -> Result<Fleet, V
             .journal_max_mb
             .as_ref()
             .map_or(DEFAULT_MAX_BYTES, |mb| mb.value << 20),
+        ask_timeout: f.ask_timeout,
+        notify,
     })
 }
 
@@ -241,12 +247,10 @@ pub(super) async fn session(
             }),
         }
     }
-    let cwd = match &s.cwd {
-        Some(c) => existing(c, cx).map_err(|e| errors.push(e)).ok(),
-        None => cx
-            .cwd
-            .map(|c| Ok(c.to_path_buf()))
-            .unwrap_or_else(std::env::current_dir)
+    let cwd = match (&s.cwd, cx.cwd) {
+        (Some(c), _) => existing(c, cx).map_err(|e| errors.push(e)).ok(),
+        (None, Some(dir)) => Some(dir.to_owned()),
+        (None, None) => std::env::current_dir()
             .map_err(|source| {
                 errors.push(FleetError::File {
                     at: s.at.clone(),
@@ -300,6 +304,7 @@ pub(super) async fn session(
     };
     spec.turn_timeout = turn_timeout;
     spec.max_turns = s.max_turns;
+    spec.launch.raw_bytes = s.raw_bytes;
     Ok(FleetSession {
         coding: spec.launch.manifest.claims_coding(),
         spec,

@@ -50,6 +50,8 @@ pub(crate) struct FleetFile {
     pub routes: Vec<RouteEntry>,
     /// `[answerer]`: the research answerer, if any.
     pub answerer: Option<AnswererSection>,
+    /// `[notify]`: the run's webhook, if any.
+    pub notify: Option<super::notify::NotifySection>,
 }
 
 /// `[fleet]`.
@@ -87,6 +89,9 @@ pub(crate) struct FleetSection {
     /// agent (`capfleet speak --fleet`, `capfleet acp --fleet`); default: the first
     /// start session.
     pub answer_from: Option<At<String>>,
+    /// How long a question waits for a remote answer (`capfleet serve`) before its
+    /// fail-safe answer (default: the server's `--ask-timeout`).
+    pub ask_timeout: Option<Duration>,
 }
 
 /// One `[[sessions]]` entry.
@@ -119,6 +124,8 @@ pub(crate) struct SessionEntry {
     pub paths: Vec<String>,
     /// Run in the session's workspace after the run (`test_result`).
     pub test_command: Option<TestCommand>,
+    /// A PTY session's raw terminal output journaled too (`cap.pty.raw_bytes`).
+    pub raw_bytes: bool,
 }
 
 /// One `[[routes]]` entry.

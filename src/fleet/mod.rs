@@ -14,6 +14,7 @@ pub(crate) mod config;
 pub(crate) mod error;
 #[cfg(test)]
 mod fuzz;
+mod notify;
 mod read;
 pub(crate) mod run_dir;
 mod validate;
@@ -74,6 +75,11 @@ pub(crate) struct Fleet {
     /// run's transcripts, all together (past it a transcript marks the cut and counts
     /// it in `text_cut_bytes`).
     pub journal_max_bytes: u64,
+    /// How long a question waits for a remote answer (`[fleet] ask_timeout`; unset:
+    /// the server's `--ask-timeout`).
+    pub ask_timeout: Option<Duration>,
+    /// `[notify]`: the run's webhook.
+    pub notify: Option<crate::notify::NotifySpec>,
 }
 
 /// One session of a fleet.

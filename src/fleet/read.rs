@@ -19,7 +19,7 @@ use super::error::FleetError;
 
 pub(super) type Reader = tomldoc::Reader<FleetError>;
 
-const TOP_KEYS: &[&str] = &["fleet", "sessions", "routes", "answerer"];
+const TOP_KEYS: &[&str] = &["fleet", "sessions", "routes", "answerer", "notify"];
 const FLEET_KEYS: &[&str] = &[
     "name",
     "start",
@@ -39,6 +39,7 @@ const FLEET_KEYS: &[&str] = &[
     "max_pause",
     "rate_limit_backoff",
     "answer_from",
+    "ask_timeout",
 ];
 const SESSION_KEYS: &[&str] = &[
     "name",
@@ -58,6 +59,7 @@ const SESSION_KEYS: &[&str] = &[
     "env",
     "paths",
     "test_command",
+    "raw_bytes",
 ];
 const ROUTE_KEYS: &[&str] = &["when", "route_to", "fan_out", "collect", "mode"];
 
@@ -95,11 +97,13 @@ pub(super) fn read(r: &mut Reader, root: &DeTable<'_>) -> FleetFile {
         .filter_map(|(i, t, span)| read_route(r, t, &format!("routes[{i}]"), span))
         .collect();
     let answerer = super::answerer::read_answerer(r, root);
+    let notify = super::notify::read(r, root);
     FleetFile {
         fleet,
         sessions,
         routes,
         answerer,
+        notify,
     }
 }
 
@@ -130,6 +134,18 @@ fn at<T>(r: &Reader, t: &DeTable<'_>, path: &str, key: &str, value: T) -> At<T> 
     At {
         value,
         at: r.at(&join(path, key), Reader::span_of(t, key)),
+    }
+}
+
+/// Every key of `t` (at `path`) not in `keys` is an error naming the keys it may have.
+pub(super) fn strict_keys(r: &mut Reader, t: &DeTable<'_>, path: &str, keys: &[&'static str]) {
+    for (name, key_span, suggestion) in tomldoc::unknown(t, keys) {
+        let at = r.at(&join(path, name), Some(key_span));
+        r.push(FleetError::UnknownKey {
+            at,
+            known: keys.join(", "),
+            suggestion,
+        });
     }
 }
 
@@ -213,6 +229,7 @@ fn read_fleet(r: &mut Reader, t: &DeTable<'_>, span: Range<usize>) -> FleetSecti
             value: session_ref(&a.value),
             at: a.at,
         }),
+        ask_timeout: duration(r, t, path, "ask_timeout"),
     }
 }
 
@@ -279,6 +296,7 @@ fn read_session(
         env: read_env(r, t, path),
         paths: read_paths(r, t, path),
         test_command: read_test_command(r, t, path),
+        raw_bytes: r.boolean(t, path, "raw_bytes").unwrap_or(false),
     };
     Some(entry)
 }

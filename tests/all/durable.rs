@@ -10,7 +10,7 @@ use std::path::Path;
 use std::process::Child;
 use std::time::{Duration, Instant};
 
-use crate::common::procs::{keeper_of, processes_marked_by};
+use crate::common::procs::{keeper_of, processes_marked_by, sigkill};
 use crate::common::repo::Fixture;
 use crate::common::stop_fleet::write_fleet;
 use crate::common::wires::{Wire, session};
@@ -19,13 +19,6 @@ use crate::common::{EnvMarker, capfleet, latest_run, processes_in_group, wait_un
 /// An ACP turn that runs `sleep 300` in a client terminal (`cap.terminal.create`).
 const TERMINAL: &str =
     "[[turn]]\nsteps = [{ say = \"t\" }, { run = \"sleep\", args = [\"300\"] }]\n";
-
-fn sigkill(pid: i32) {
-    // SAFETY: kill(2) on a pid this test started (or its keeper).
-    unsafe {
-        libc::kill(pid, libc::SIGKILL);
-    }
-}
 
 /// Start `capfleet run fleet.toml` in `d` and wait until `ready` holds.
 fn start(d: &Path, what: &str, ready: impl FnMut() -> bool) -> Child {
@@ -207,13 +200,7 @@ fn what_a_dead_run_left_is_swept_and_named_on_the_next_start() {
         )),
         "{stderr}"
     );
-    assert!(
-        wait_until(Duration::from_secs(2), Duration::from_millis(20), || m
-            .processes()
-            .is_empty()),
-        "swept: {:?}",
-        m.processes()
-    );
+    m.wait_gone(Duration::from_secs(2), "swept");
     // `capfleet runs`: the dead one interrupted, the next one completed.
     let listed = runs(d);
     let states: Vec<(&str, &str)> = listed

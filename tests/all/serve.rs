@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::common::serve::{Server, SseEvent, add_token, chatty, sim_fleet, sse, submission};
+use crate::common::serve::{
+    Server, SseEvent, add_token, chatty, fill, operations, sim_fleet, sse, submission,
+};
 use crate::common::{EnvMarker, capfleet, journal_records, wait_until};
 
 const QUICK: &str = "[[turn]]\nsteps = [{ say = \"hello\" }, { usage = { input_tokens = 10, output_tokens = 5, cost_usd = 0.001 } }]\n";
@@ -161,13 +163,7 @@ fn a_cancelled_run_stops_and_says_who_cancelled_it() {
     let fleet = sim_fleet("hang", 2, m.pair());
     let created = server.submit(None, &submission(&fleet, &[("script.toml", HANG)]));
     let id = created["id"].as_str().unwrap().to_owned();
-    assert!(
-        wait_until(Duration::from_secs(30), Duration::from_millis(20), || m
-            .processes()
-            .len()
-            >= 2),
-        "the agents start"
-    );
+    m.wait_for(2, "the agents start");
     let (status, body) = server.json("POST", &format!("/v1/runs/{id}/cancel"), None, None);
     assert_eq!(status, 202, "{body}");
     let run = server.wait_run(&id, None, RUN_TIMEOUT);
@@ -176,13 +172,7 @@ fn a_cancelled_run_stops_and_says_who_cancelled_it() {
     assert_eq!(run["exit_code"], 130);
     let journal = std::fs::read_to_string(server.journal(&id)).unwrap();
     assert!(journal.contains("cancelled by anonymous"), "{journal}");
-    assert!(
-        wait_until(Duration::from_secs(10), Duration::from_millis(20), || m
-            .processes()
-            .is_empty()),
-        "no agent left: {:?}",
-        m.processes()
-    );
+    m.wait_gone(Duration::from_secs(10), "no agent left");
 }
 
 #[test]
@@ -202,49 +192,64 @@ fn tokens_guard_every_route_and_never_show() {
     );
     let id = created["id"].as_str().unwrap().to_owned();
     server.wait_run(&id, Some(&reader), RUN_TIMEOUT);
-    let routes = [
-        ("GET", "/v1/runs".to_owned()),
-        ("POST", "/v1/runs".to_owned()),
-        ("GET", format!("/v1/runs/{id}")),
-        ("GET", "/v1/runs/20000101T000000Z-0000".to_owned()),
-        ("POST", format!("/v1/runs/{id}/cancel")),
-        ("GET", format!("/v1/runs/{id}/events")),
-        ("GET", format!("/v1/runs/{id}/asks")),
-        ("POST", format!("/v1/runs/{id}/asks/s0.perm-1")),
-        ("GET", format!("/v1/runs/{id}/artifacts")),
-        ("GET", format!("/v1/runs/{id}/artifacts/s0/transcript.json")),
-        ("GET", format!("/v1/runs/{id}/diff")),
-        ("GET", format!("/v1/runs/{id}/diff/s0")),
-        ("GET", "/metrics".to_owned()),
-        ("GET", "/no/such/route".to_owned()),
+    // Every operation the API's own document lists, filled with this run's names.
+    let (status, doc) = server.json("GET", "/openapi.json", None, None);
+    assert_eq!(status, 200, "the document is open");
+    let ops = operations(&doc);
+    assert!(ops.len() >= 14, "{ops:?}");
+    let params = [
+        ("id", id.as_str()),
+        ("session", "s0"),
+        ("name", "transcript.json"),
+        ("ask_id", "s0.perm-1"),
     ];
     let unauthorized =
         json!({"code": "unauthorized", "message": "a valid bearer token is required"});
-    // Every route without a token; a wrong and a truncated token on two of them (each
-    // failure from one address past the first few is answered slower).
+    // Every guarded operation without a token; a wrong and a truncated token on the
+    // first two (each failure from one address past the first few is answered slower).
     let wrong = [Some("cft_not-a-token"), Some(&reader[..reader.len() - 1])];
-    for (i, (method, path)) in routes.iter().enumerate() {
+    let guarded: Vec<_> = ops.iter().filter(|o| o.role.is_some()).collect();
+    assert!(guarded.len() >= 11, "{ops:?}");
+    for (i, op) in guarded.iter().enumerate() {
+        let path = fill(&op.path, &params);
         let tokens = if i < 2 { &wrong[..] } else { &[][..] };
         for token in std::iter::once(None).chain(tokens.iter().copied()) {
-            let (status, body) = server.json(method, path, token, Some(&json!({})));
+            let (status, body) = server.json(&op.method, &path, token, Some(&json!({})));
             assert_eq!(
                 (status, &body),
                 (401, &unauthorized),
-                "{method} {path} {token:?}"
+                "{} {path} {token:?}",
+                op.method
+            );
+        }
+        // A read token is refused (403) wherever the document says a higher role is
+        // needed, and let through where `read` is enough.
+        let (status, body) = server.json(&op.method, &path, Some(&reader), Some(&json!({})));
+        if op.role.as_deref() == Some("read") {
+            assert!(
+                ![401, 403].contains(&status),
+                "{} {path}: {status} {body}",
+                op.method
+            );
+        } else {
+            assert_eq!(
+                (status, body["code"].as_str()),
+                (403, Some("forbidden")),
+                "{} {path}",
+                op.method
             );
         }
     }
-    // A read token reads, and changes nothing.
-    let (status, _) = server.json("GET", &format!("/v1/runs/{id}"), Some(&reader), None);
-    assert_eq!(status, 200);
-    let (status, body) = server.json("POST", "/v1/runs", Some(&reader), Some(&json!({})));
-    assert_eq!((status, body["code"].as_str()), (403, Some("forbidden")));
-    for path in [
-        format!("/v1/runs/{id}/cancel"),
-        format!("/v1/runs/{id}/asks/s0.perm-1"),
-    ] {
-        let (status, _) = server.json("POST", &path, Some(&reader), Some(&json!({})));
-        assert_eq!(status, 403, "{path}");
+    // A path no route has is refused as well (nothing said about what exists).
+    let (status, body) = server.json("GET", "/no/such/route", None, None);
+    assert_eq!((status, &body), (401, &unauthorized));
+    // The open operations (the probes, the document) need no token.
+    for op in ops.iter().filter(|o| o.role.is_none()) {
+        assert_eq!(
+            server.json(&op.method, &op.path, None, None).0,
+            200,
+            "{op:?}"
+        );
     }
     let answer = format!("/v1/runs/{id}/asks/s0.perm-1");
     let (status, _) = server.json("POST", &answer, Some(&runner), Some(&json!({})));
@@ -257,9 +262,6 @@ fn tokens_guard_every_route_and_never_show() {
         r.body
     );
     assert!(r.body.contains("capfleet_turns_total"), "{}", r.body);
-    // The probes are open.
-    assert_eq!(server.json("GET", "/healthz", None, None).0, 200);
-    assert_eq!(server.json("GET", "/readyz", None, None).0, 200);
     let (_, run) = server.json("GET", &format!("/v1/runs/{id}"), Some(&reader), None);
     assert_eq!(run["submitted_by"], "ci");
     // No secret in the server's output or the run's records.
@@ -384,13 +386,7 @@ fn sigterm_lets_two_runs_in_flight_finish() {
             c["id"].as_str().unwrap().to_owned()
         })
         .collect();
-    assert!(
-        wait_until(Duration::from_secs(30), Duration::from_millis(20), || m
-            .processes()
-            .len()
-            >= 2),
-        "both runs' agents start"
-    );
+    m.wait_for(2, "both runs' agents start");
     server.signal(libc::SIGTERM);
     assert!(
         wait_until(
@@ -433,13 +429,7 @@ fn the_drain_timeout_cancels_what_still_runs() {
             c["id"].as_str().unwrap().to_owned()
         })
         .collect();
-    assert!(
-        wait_until(Duration::from_secs(30), Duration::from_millis(20), || m
-            .processes()
-            .len()
-            >= 4),
-        "every agent starts"
-    );
+    m.wait_for(4, "every agent starts");
     let t0 = std::time::Instant::now();
     server.signal(libc::SIGTERM);
     let status = server.wait(Duration::from_secs(60));
@@ -455,13 +445,7 @@ fn the_drain_timeout_cancels_what_still_runs() {
                 .any(|r| r["type"] == "run_ended" && r["outcome"] == "interrupted")
         );
     }
-    assert!(
-        wait_until(Duration::from_secs(10), Duration::from_millis(20), || m
-            .processes()
-            .is_empty()),
-        "no agent left: {:?}",
-        m.processes()
-    );
+    m.wait_gone(Duration::from_secs(10), "no agent left");
 }
 
 #[test]
@@ -498,40 +482,48 @@ fn a_second_signal_cancels_at_once() {
     );
 }
 
-/// The burst is 500 submissions with `--max-runs 8`; on the suite's 2 shared
-/// cores, 60 with `--max-runs 3` and a queue of 6 make the same point (most are
-/// refused, the admitted ones queue) in seconds.
+/// The burst: 500 submissions with `--max-runs 8` (and a queue of 16), sent by
+/// 100 clients at once (500 simultaneous connects trip the kernel's SYN-flood guard on
+/// loopback, which then resets some: a test artefact, not the server's answer): each
+/// is admitted (running or queued) or refused with 429 and `Retry-After`; every
+/// admitted run completes, once.
 #[test]
 fn a_burst_is_admitted_queued_or_refused_never_lost_or_doubled() {
-    const BURST: usize = 60;
+    const BURST: usize = 500;
+    const CLIENTS: usize = 100;
     let dir = tempfile::tempdir().unwrap();
     let m = EnvMarker::new("serve-burst");
-    let server = Server::start(dir.path(), &["--max-runs", "3", "--queue", "6"]);
+    let server = Server::start(dir.path(), &["--max-runs", "8", "--queue", "16"]);
     let fleet = sim_fleet("burst", 1, m.pair());
     let body = submission(&fleet, &[("script.toml", &slow(200))]);
+    let payload = body.to_string();
+    let submit = || {
+        let r = server.request(
+            "POST",
+            "/v1/runs",
+            None,
+            "application/json",
+            payload.as_bytes(),
+        );
+        let retry = r.header("retry-after");
+        (
+            r.status,
+            serde_json::from_str(&r.body).unwrap_or(Value::Null),
+            retry,
+        )
+    };
+    let t0 = std::time::Instant::now();
     let answers: Vec<(u16, Value, Option<String>)> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..BURST)
-            .map(|_| {
-                s.spawn(|| {
-                    let payload = body.to_string();
-                    let r = server.request(
-                        "POST",
-                        "/v1/runs",
-                        None,
-                        "application/json",
-                        payload.as_bytes(),
-                    );
-                    let retry = r.header("retry-after");
-                    (
-                        r.status,
-                        serde_json::from_str(&r.body).unwrap_or(Value::Null),
-                        retry,
-                    )
-                })
-            })
+        let handles: Vec<_> = (0..CLIENTS)
+            .map(|_| s.spawn(|| (0..BURST / CLIENTS).map(|_| submit()).collect::<Vec<_>>()))
             .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap())
+            .collect()
     });
+    eprintln!("{BURST} answered in {:?}", t0.elapsed());
+    assert_eq!(answers.len(), BURST);
     let mut admitted = Vec::new();
     let mut refused = 0;
     for (status, body, retry) in &answers {
@@ -551,7 +543,7 @@ fn a_burst_is_admitted_queued_or_refused_never_lost_or_doubled() {
         }
     }
     eprintln!("{} admitted, {refused} refused", admitted.len());
-    assert!(admitted.len() >= 9, "3 running and 6 queued at least");
+    assert!(admitted.len() >= 24, "8 running and 16 queued at least");
     assert!(refused > 0, "the burst overflows the queue");
     for id in &admitted {
         let run = server.wait_run(id, None, RUN_TIMEOUT);

@@ -28,7 +28,7 @@ async fn an_exposed_fleets_run_continues_the_callers_trace() {
     let otlp = collector.endpoint().to_owned();
     let mut server = tokio::task::spawn_blocking(move || {
         let env = [("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")];
-        let server = Server::start_with(&d, &["--expose-fleet", "fleet.toml", "--otlp", &otlp], &env);
+        let server = Server::start_env(&d, &["--expose-fleet", "fleet.toml", "--otlp", &otlp], &env);
         let rpc = |body: Value| {
             let traceparent = format!("00-{TRACE}-{SPAN}-01");
             let headers = [("Content-Type", "application/json"), ("traceparent", traceparent.as_str())];
@@ -102,7 +102,7 @@ async fn a_fleet_of_agents_another_server_exposes_is_one_trace() {
         ];
         let mut b_env = otel.to_vec();
         b_env.push(("CAPFLEET_SIM_SCRIPT", b_script.to_str().unwrap()));
-        let b = Server::start_with(
+        let b = Server::start_env(
             &b_dir2,
             &[
                 "--token-file",
@@ -121,7 +121,7 @@ async fn a_fleet_of_agents_another_server_exposes_is_one_trace() {
         );
         let mut a_env = otel.to_vec();
         a_env.push(("B_TOKEN", b_token2.as_str()));
-        let a = Server::start_with(&a_dir2, &["--otlp", &otlp], &a_env);
+        let a = Server::start_env(&a_dir2, &["--otlp", &otlp], &a_env);
         let fleet = format!(
             "[fleet]\nname = \"across\"\nstart = [\"first\"]\ntask = \"hello over there\"\n\n\
              [[sessions]]\nname = \"first\"\nagent = \"{0}\"\n\n\

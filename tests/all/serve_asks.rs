@@ -8,10 +8,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::common::serve::{Server, add_token, sim_fleet, submission};
+use crate::common::serve::{PERMISSION, Server, add_token, sim_fleet, submission};
 use crate::common::{EnvMarker, journal_records, wait_until};
-
-const PERMISSION: &str = "[[turn]]\nsteps = [{ permission = \"Bash\", input = { command = \"echo hi\" }, risk = \"high\" }, { say = \"after the tool\" }]\n";
 
 /// The open asks of run `id`, once there is one.
 fn open_ask(server: &Server, id: &str, token: &str) -> Value {

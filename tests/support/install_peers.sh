@@ -38,6 +38,8 @@ aider|venv|0.86.2|aider-chat==0.86.2|venv/bin/aider
 pytest|venv|9.2.0|pytest==9.2.0|venv/bin/python
 claude-agent-sdk|npm|0.3.328|--omit=optional @anthropic-ai/claude-agent-sdk@0.3.328|node_modules/@anthropic-ai/claude-agent-sdk/package.json
 phoenix|venv|20.26.1|arize-phoenix==20.26.1|venv/bin/phoenix
+openapi-spec-validator|venv|0.9.0|openapi-spec-validator==0.9.0|venv/bin/openapi-spec-validator
+schemathesis|venv|4.32.5|schemathesis==4.32.5|venv/bin/schemathesis
 '
 
 die() { echo "install_peers: $*" >&2; exit 1; }
@@ -90,6 +92,10 @@ check_version() { # peer dir
         "$dir/node_modules/@anthropic-ai/claude-agent-sdk/package.json" ;;
     phoenix)
       "$dir/venv/bin/python" -c 'import phoenix, importlib.metadata as m; print(m.version("arize-phoenix"))' ;;
+    openapi-spec-validator)
+      "$dir/venv/bin/python" -c 'import openapi_spec_validator, importlib.metadata as m; print(m.version("openapi-spec-validator"))' ;;
+    schemathesis)
+      "$dir/venv/bin/python" -c 'import schemathesis, importlib.metadata as m; print(m.version("schemathesis"))' ;;
   esac
 }
 

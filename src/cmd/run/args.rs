@@ -75,6 +75,8 @@ pub(crate) struct RunArgs {
     pub metrics_addr: Option<SocketAddr>,
     #[command(flatten)]
     pub telemetry: TelemetryArgs,
+    #[command(flatten)]
+    pub notify: crate::notify::NotifyArgs,
     /// At the end, commit each coding session's work on its branch
     /// (capfleet/<run-id>/<session>); a likely secret keeps it uncommitted.
     #[arg(long)]

@@ -24,6 +24,11 @@ use crate::cmd::unattended;
 use crate::fleet::run_dir::RunLock;
 use crate::fleet::{Fleet, RunDir};
 use crate::human::Input;
+use crate::notify::{Notifier, NotifyStats, notices};
+
+/// How long the webhooks may go on delivering after the run's end (the run's exit
+/// waits at most this long for them).
+const NOTIFY_GRACE: std::time::Duration = std::time::Duration::from_secs(3);
 use crate::signals::StopSignals;
 use crate::style::{ColorChoice, Style};
 use crate::telemetry::Telemetry;
@@ -49,6 +54,13 @@ pub(super) async fn execute(
     target: Target,
 ) -> ExitCode {
     let err = Style::for_stderr(color);
+    let hook = match args.notify.spec() {
+        Ok(h) => h,
+        Err(e) => {
+            eprintln!("{} {e}", err.err("error:"));
+            return ExitCode::from(super::EXIT_INVALID);
+        }
+    };
     let run_telemetry = RunTelemetry {
         metrics: args.metrics_addr.map(|_| {
             Arc::new(FleetMetrics::new(
@@ -130,13 +142,30 @@ pub(super) async fn execute(
     }
 
     let mode = Mode::pick(args.json);
+    let stats = NotifyStats::default();
+    let (notifier, workers) = Notifier::start(
+        hook.into_iter().chain(fleet.notify.clone()).collect(),
+        &stats,
+    );
     // A human at the terminal answers what the policy leaves open, unless the fleet
     // says `auto_answer` (then, as with no terminal at all, the answer is fail-safe).
     let human = (std::io::stdin().is_terminal() && !fleet.auto_answer).then(|| {
         let (tx, rx) = mpsc::channel(16);
-        tokio::spawn(answer_questions(rx, err));
+        let told = (notifier.clone(), run.id.clone(), fleet.name.clone());
+        tokio::spawn(answer_questions(rx, err, told));
         tx
     });
+    let mut taps = Vec::new();
+    if !notifier.is_empty() {
+        let (tx, rx) = mpsc::channel(SUBSCRIBER_CAPACITY);
+        tokio::spawn(notify_budget(
+            rx,
+            notifier.clone(),
+            run.id.clone(),
+            fleet.name.clone(),
+        ));
+        taps.push(tx);
+    }
     let (tx, rx) = mpsc::channel(SUBSCRIBER_CAPACITY);
     let order: Vec<Arc<str>> = fleet
         .sessions
@@ -158,7 +187,8 @@ pub(super) async fn execute(
     );
     let (signals_tx, signals_rx) = mpsc::channel(4);
     signals.forward(signals_tx);
-    let report = run_fleet(spec, vec![tx], signals_rx).await;
+    taps.push(tx);
+    let report = run_fleet(spec, taps, signals_rx).await;
     if let Some(s) = metrics_server {
         s.stop().await;
     }
@@ -181,7 +211,40 @@ pub(super) async fn execute(
             totals.print_json();
         }
     }
+    let outcome = report
+        .as_ref()
+        .ok()
+        .and_then(|r| serde_json::to_value(r.outcome).ok())
+        .and_then(|v| v.as_str().map(str::to_owned));
+    notifier.send(&notices::run_ended(
+        &run.id,
+        &fleet.name,
+        outcome.as_deref(),
+        code,
+    ));
+    workers.finish(NOTIFY_GRACE).await;
+    let (failed, dropped) = (stats.failed.get(), stats.dropped.get());
+    if failed + dropped > 0 {
+        eprintln!(
+            "{} webhook: {failed} notice(s) not delivered, {dropped} dropped (queue full)",
+            err.warn("warning:")
+        );
+    }
     ExitCode::from(code)
+}
+
+/// Notify each budget crossed on the bus.
+async fn notify_budget(
+    mut events: mpsc::Receiver<capfleet_actors::events::Published>,
+    notifier: Notifier,
+    run: String,
+    fleet: String,
+) {
+    while let Some(e) = events.recv().await {
+        if let Some(n) = notices::of_event(&e, &run, &fleet) {
+            notifier.send(&n);
+        }
+    }
 }
 
 /// Sweep what dead runs left, make the run directory, take its lock, keep what a
@@ -228,11 +291,17 @@ fn sweep(dir: &std::path::Path, err: Style) {
     }
 }
 
-/// Put each open question to the human at the terminal, one at a time.
-async fn answer_questions(mut questions: mpsc::Receiver<HumanQuestion>, style: Style) {
+/// Put each open question to the human at the terminal, one at a time (each one
+/// notified first).
+async fn answer_questions(
+    mut questions: mpsc::Receiver<HumanQuestion>,
+    style: Style,
+    (notifier, run, fleet): (Notifier, String, String),
+) {
     let (_none_tx, none_rx) = mpsc::channel(1);
     let mut input = Input::spawn(true, none_rx, style);
     while let Some(q) = questions.recv().await {
+        notifier.send(&notices::waiting(&q, &run, &fleet, None));
         let _held = board::hold();
         eprintln!("\n{} asks:", q.urn);
         input.ask_human(q).await;

@@ -7,7 +7,7 @@ mod dry_run;
 mod execute;
 pub(crate) mod launch;
 mod lines;
-mod orphans;
+pub(crate) mod orphans;
 pub(crate) mod resume;
 mod screen;
 mod totals;

@@ -9,11 +9,11 @@ use std::path::Path;
 
 use capfleet_actors::process::sweep;
 
-use crate::fleet::run_dir::{Orchestrator, RunDir};
+use crate::fleet::run_dir::{Orchestrator, RUNS_DIR, RunDir};
 
 /// One dead run's leftovers that were killed.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Killed {
+pub(crate) struct Killed {
     pub run: String,
     pub pid: u32,
     pub processes: usize,
@@ -21,7 +21,12 @@ pub(super) struct Killed {
 
 /// Kill what the dead runs under `base` left running; what was killed, per run.
 pub(super) fn sweep(base: &Path) -> Vec<Killed> {
-    let dead: HashMap<u32, String> = RunDir::all(base)
+    sweep_in(&base.join(RUNS_DIR))
+}
+
+/// [`sweep`] of the runs directory `runs` itself.
+pub(crate) fn sweep_in(runs: &Path) -> Vec<Killed> {
+    let dead: HashMap<u32, String> = RunDir::all_in(runs)
         .unwrap_or_default()
         .into_iter()
         .filter_map(|run| match run.orchestrator() {
@@ -45,7 +50,7 @@ pub(super) fn sweep(base: &Path) -> Vec<Killed> {
 }
 
 /// Whether a process `pid` exists (a reused pid counts: its owner is left alone).
-fn alive(pid: u32) -> bool {
+pub(crate) fn alive(pid: u32) -> bool {
     let Ok(pid) = i32::try_from(pid) else {
         return false;
     };

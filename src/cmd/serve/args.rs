@@ -30,17 +30,18 @@ Examples:
 
 API (JSON; every error is {\"code\", \"message\"}, a fleet's findings with line and key):
   POST /v1/runs                 a fleet.toml (application/toml), or JSON
-                                {\"fleet\": \"<toml>\", \"task\": \"...\", \"files\": {\"path\": \"text\"}}
+                                {\"fleet\": \"<toml>\", \"task\": \"...\", \"files\": {\"path\": \"text\"},
+                                 \"cwd\": \"<a dir inside an --allow-root>\"}
   GET  /v1/runs                 ?state=running&limit=50&after=RUN
   GET  /v1/runs/{id}            POST /v1/runs/{id}/cancel
-  GET  /v1/runs/{id}/events     ?after=SEQ&session=NAME (or the Last-Event-ID header)
+  GET  /v1/runs/{id}/events     ?after=SEQ&session=NAME&include_raw=1 (or Last-Event-ID)
   GET  /v1/runs/{id}/artifacts[/{session}/{name}]   GET /v1/runs/{id}/diff[/{session}]
   GET  /v1/runs/{id}/asks       open permission requests and asks (the turn waits)
   POST /v1/runs/{id}/asks/{ask_id}  {\"decision\": \"allow_once\"|\"allow_always\"|\"deny\"}
                                 or {\"answer\": ...} / {\"decline\": true}; 409 once closed
-  GET  /healthz  /readyz  /metrics
+  GET  /healthz  /readyz  /metrics  /openapi.json (the whole API, OpenAPI 3.1)
 
-Auth: with --token-file every route but /healthz and /readyz needs `Authorization: \
+Auth: with --token-file every route but /healthz, /readyz and /openapi.json needs `Authorization: \
 Bearer <token>`; a line of the file is `NAME ROLE SHA256-HEX`. Roles: read (GET), run \
 (+ submit, cancel), approve (+ answer asks), admin (everything). A missing or wrong token \
 is 401, a role too low 403. Without --token-file the server takes every request, and \
@@ -67,7 +68,15 @@ input-required. An inbound `traceparent` parents the session's (or run's) span.
 
 Stopping: SIGTERM or SIGINT stops accepting (submit 503, /readyz 503), lets the runs \
 finish for --drain-timeout, then cancels them (journaled as cancelled by shutdown) and \
-exits 0 with no agent left; a second signal cancels them at once.")]
+exits 0 with no agent left; a second signal cancels them at once.
+
+Notifications: --notify URL (or a fleet's [notify]) POSTs JSON when a session waits for \
+an answer, when a run ends, when a budget is crossed, signed `X-Capfleet-Signature: \
+sha256=<HMAC-SHA256 of the body>` with the secret in $CAPFLEET_NOTIFY_SECRET (or \
+--notify-secret-file); retried with backoff, never holding a run up.
+
+At start, runs of the data dir a dead server (or capfleet run) left marked running are \
+ended as interrupted, and the agents they left are killed.")]
 pub(crate) struct ServeArgs {
     #[command(subcommand)]
     pub command: Option<ServeCommand>,
@@ -104,6 +113,12 @@ pub(crate) struct ServeArgs {
     /// message is a run with the message as its task.
     #[arg(long = "expose-fleet", value_name = "FLEET.toml")]
     pub expose_fleet: Vec<PathBuf>,
+    /// A directory a submission's `cwd` may be in (repeatable); without one, a
+    /// submission names no `cwd` and its sessions work in the server's directory.
+    #[arg(long = "allow-root", value_name = "DIR")]
+    pub allow_roots: Vec<PathBuf>,
+    #[command(flatten)]
+    pub notify: crate::notify::NotifyArgs,
     #[command(flatten)]
     pub telemetry: TelemetryArgs,
 }

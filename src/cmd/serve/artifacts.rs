@@ -7,12 +7,14 @@
 use std::path::{Path as FsPath, PathBuf};
 use std::sync::Arc;
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use serde_json::{Value, json};
+use serde::Serialize;
+use utoipa::ToSchema;
 
-use super::error::{ApiError, json_response};
+use super::error::{ApiError, ErrorBody, json_response};
+use super::extract::ApiPath;
 use super::routes::valid_id;
 use super::state::Server;
 use super::submission::plain_relative;
@@ -58,30 +60,58 @@ fn files(root: &FsPath) -> Vec<(String, u64)> {
     out
 }
 
+/// One stored artifact.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct ArtifactView {
+    /// `<session>/<file>`.
+    pub name: String,
+    pub session: Option<String>,
+    pub bytes: u64,
+    /// Where to get it.
+    pub href: String,
+}
+
+/// A run's stored artifacts.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct ArtifactList {
+    pub artifacts: Vec<ArtifactView>,
+}
+
+/// The content types an artifact may be served with (by its name's extension).
+const TYPES: [&str; 5] = [
+    "application/json",
+    "application/x-ndjson",
+    "text/x-diff; charset=utf-8",
+    "text/plain; charset=utf-8",
+    "application/octet-stream",
+];
+
+/// A run's stored artifacts: each session's transcript, its workspace's diff, what its
+/// agent emitted, the final master plan.
+#[utoipa::path(get, path = "/v1/runs/{id}/artifacts", operation_id = "list_artifacts", tag = "artifacts",
+    params(("id" = String, Path, description = "The run's id")),
+    responses(
+        (status = 200, description = "The artifacts, by name", body = ArtifactList),
+        (status = 404, description = "No such run", body = ErrorBody),
+    ))]
 pub(crate) async fn list(
     State(server): State<Arc<Server>>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> Result<Response, ApiError> {
     let root = artifacts_dir(&server, &id)?;
     let listed = tokio::task::spawn_blocking(move || files(&root))
         .await
         .map_err(|e| ApiError::Internal(e.to_string()))?;
-    let artifacts: Vec<Value> = listed
+    let artifacts = listed
         .into_iter()
-        .map(|(name, bytes)| {
-            let session = name.split_once('/').map(|(s, _)| s.to_owned());
-            json!({
-                "name": name,
-                "session": session,
-                "bytes": bytes,
-                "href": format!("/v1/runs/{id}/artifacts/{name}"),
-            })
+        .map(|(name, bytes)| ArtifactView {
+            session: name.split_once('/').map(|(s, _)| s.to_owned()),
+            href: format!("/v1/runs/{id}/artifacts/{name}"),
+            name,
+            bytes,
         })
         .collect();
-    Ok(json_response(
-        StatusCode::OK,
-        &json!({ "artifacts": artifacts }),
-    ))
+    Ok(json_response(StatusCode::OK, &ArtifactList { artifacts }))
 }
 
 /// The file `rel` under `root`, refused unless it stays inside it (no `..`, no link
@@ -104,18 +134,32 @@ async fn read_inside(root: &FsPath, rel: &str) -> Result<Vec<u8>, ApiError> {
 }
 
 fn content_type(name: &str) -> &'static str {
+    let [json, ndjson, diff, text, bytes] = TYPES;
     match name.rsplit('.').next() {
-        Some("json") => "application/json",
-        Some("jsonl") => "application/x-ndjson",
-        Some("patch" | "diff") => "text/x-diff; charset=utf-8",
-        Some("md" | "txt" | "log" | "rs" | "py" | "toml") => "text/plain; charset=utf-8",
-        _ => "application/octet-stream",
+        Some("json") => json,
+        Some("jsonl") => ndjson,
+        Some("patch" | "diff") => diff,
+        Some("md" | "txt" | "log" | "rs" | "py" | "toml") => text,
+        _ => bytes,
     }
 }
 
+/// One artifact, as stored.
+#[utoipa::path(get, path = "/v1/runs/{id}/artifacts/{session}/{name}", operation_id = "get_artifact", tag = "artifacts",
+    params(
+        ("id" = String, Path, description = "The run's id"),
+        ("session" = String, Path, description = "The session's name"),
+        ("name" = String, Path, description = "The file's name"),
+    ),
+    responses(
+        (status = 200, description = "The artifact (its type from its name)", content(
+            (serde_json::Value = "application/json"), (String = "application/x-ndjson"),
+            (String = "text/x-diff"), (String = "text/plain"), (String = "application/octet-stream"))),
+        (status = 404, description = "No such run or artifact", body = ErrorBody),
+    ))]
 pub(crate) async fn one(
     State(server): State<Arc<Server>>,
-    Path((id, session, name)): Path<(String, String, String)>,
+    ApiPath((id, session, name)): ApiPath<(String, String, String)>,
 ) -> Result<Response, ApiError> {
     let root = artifacts_dir(&server, &id)?;
     let rel = format!("{session}/{name}");
@@ -123,9 +167,16 @@ pub(crate) async fn one(
     Ok(([(header::CONTENT_TYPE, content_type(&name))], body).into_response())
 }
 
+/// Every workspace's diff against its base, one after the other.
+#[utoipa::path(get, path = "/v1/runs/{id}/diff", operation_id = "get_diff", tag = "artifacts",
+    params(("id" = String, Path, description = "The run's id")),
+    responses(
+        (status = 200, description = "A unified diff (empty when nothing changed)", content_type = "text/x-diff", body = String),
+        (status = 404, description = "No such run", body = ErrorBody),
+    ))]
 pub(crate) async fn diff_all(
     State(server): State<Arc<Server>>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> Result<Response, ApiError> {
     let root = artifacts_dir(&server, &id)?;
     let listed = {
@@ -144,9 +195,19 @@ pub(crate) async fn diff_all(
     Ok(([(header::CONTENT_TYPE, content_type(DIFF))], out).into_response())
 }
 
+/// One session's workspace diff against its base.
+#[utoipa::path(get, path = "/v1/runs/{id}/diff/{session}", operation_id = "get_session_diff", tag = "artifacts",
+    params(
+        ("id" = String, Path, description = "The run's id"),
+        ("session" = String, Path, description = "The session's name"),
+    ),
+    responses(
+        (status = 200, description = "A unified diff", content_type = "text/x-diff", body = String),
+        (status = 404, description = "No such run, or the session has no diff", body = ErrorBody),
+    ))]
 pub(crate) async fn diff_one(
     State(server): State<Arc<Server>>,
-    Path((id, session)): Path<(String, String)>,
+    ApiPath((id, session)): ApiPath<(String, String)>,
 ) -> Result<Response, ApiError> {
     let root = artifacts_dir(&server, &id)?;
     let body = read_inside(&root, &format!("{session}/{DIFF}")).await?;

@@ -13,11 +13,14 @@ use std::time::Duration;
 use capfleet_actors::answerer::HumanQuestion;
 use capfleet_actors::events::requests::{Answer, AnswerTo, OpenRequest, fail_safe_by};
 use capfleet_actors::protocol::Decision;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use tokio::sync::mpsc;
+use utoipa::ToSchema;
 
 use super::error::ApiError;
 use super::state::now_ms;
+use crate::notify::{Notifier, notices};
 
 /// The rule of an answer the timeout gave.
 pub(crate) const RULE_TIMEOUT: &str = "ask_timeout";
@@ -28,6 +31,83 @@ struct Open {
     to: AnswerTo,
     created_ms: u64,
     deadline_ms: u64,
+}
+
+/// What an open question is.
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum AskKind {
+    /// A tool waits for leave: answer with `decision`.
+    Permission,
+    /// The agent asks: answer with `answer`, or `decline: true`.
+    Ask,
+}
+
+/// An open question of a run (`GET /v1/runs/{id}/asks`).
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct AskView {
+    /// `<session>.<request id>`: what `POST /v1/runs/{id}/asks/{ask_id}` names.
+    pub ask_id: String,
+    pub kind: AskKind,
+    /// The asking session's URN.
+    pub urn: String,
+    pub created_ms: u64,
+    /// When it is answered fail-safe (deny, or decline) unless answered before.
+    pub deadline_ms: u64,
+    /// A permission's tool.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+    /// What the tool would do.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub intent: Option<Value>,
+    /// A permission's risk (`low`, `medium`, `high`, `critical`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub risk: Option<String>,
+    /// An ask's question.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<String>,
+    /// An ask's form (its `options`, if any, are the answers taken).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub form: Option<Value>,
+}
+
+/// The open questions of a run.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct AskList {
+    pub asks: Vec<AskView>,
+}
+
+/// A permission's answer.
+#[derive(Debug, Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum DecisionParam {
+    AllowOnce,
+    AllowAlways,
+    Deny,
+}
+
+/// An answer to an open question: `decision` for a permission, `answer` or `decline`
+/// for an ask.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct AnswerRequest {
+    #[serde(default)]
+    pub decision: Option<DecisionParam>,
+    /// Any JSON value (one of the form's options, if it has any).
+    #[serde(default)]
+    pub answer: Option<Value>,
+    #[serde(default)]
+    pub decline: bool,
+}
+
+/// What became of an answer.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct Answered {
+    pub ask_id: String,
+    /// `answered`.
+    pub state: String,
+    /// The answering token's name (journaled as the rule `remote:<name>`).
+    pub by: String,
 }
 
 /// A run's questions: the open ones, and how the others were closed.
@@ -49,32 +129,51 @@ fn key(urn: &str, id: &str) -> String {
 
 impl Asks {
     /// The open questions, oldest first.
-    pub(crate) fn list(&self) -> Vec<Value> {
+    pub(crate) fn list(&self) -> Vec<AskView> {
         let open = lock(&self.open);
-        let mut all: Vec<Value> = open
+        let mut all: Vec<AskView> = open
             .iter()
             .map(|(id, o)| {
-                let mut v = match &o.request {
+                let mut v = AskView {
+                    ask_id: id.clone(),
+                    kind: AskKind::Ask,
+                    urn: o.urn.to_string(),
+                    created_ms: o.created_ms,
+                    deadline_ms: o.deadline_ms,
+                    tool: None,
+                    intent: None,
+                    risk: None,
+                    prompt: None,
+                    form: None,
+                };
+                match &o.request {
                     OpenRequest::Permission {
                         tool, intent, risk, ..
-                    } => json!({"kind": "permission", "tool": tool, "intent": intent, "risk": risk.as_str(),
-                        "answer_with": {"decision": ["allow_once", "allow_always", "deny"]}}),
-                    OpenRequest::Ask { prompt, form, .. } => json!({"kind": "ask", "prompt": prompt, "form": form,
-                        "answer_with": {"answer": "a value (one of the form's options, if it has any)", "decline": true}}),
-                };
-                v["ask_id"] = json!(id);
-                v["urn"] = json!(o.urn);
-                v["created_ms"] = json!(o.created_ms);
-                v["deadline_ms"] = json!(o.deadline_ms);
+                    } => {
+                        v.kind = AskKind::Permission;
+                        v.tool = Some(tool.clone());
+                        v.intent.clone_from(intent);
+                        v.risk = Some(risk.as_str().to_owned());
+                    }
+                    OpenRequest::Ask { prompt, form, .. } => {
+                        v.prompt = Some(prompt.clone());
+                        v.form.clone_from(form);
+                    }
+                }
                 v
             })
             .collect();
-        all.sort_by_key(|v| v["created_ms"].as_u64());
+        all.sort_by_key(|v| v.created_ms);
         all
     }
 
     /// Answer question `id` with `body`, on behalf of `by`.
-    pub(crate) fn answer(&self, id: &str, body: &Value, by: &str) -> Result<Value, ApiError> {
+    pub(crate) fn answer(
+        &self,
+        id: &str,
+        body: &AnswerRequest,
+        by: &str,
+    ) -> Result<Answered, ApiError> {
         let mut open = lock(&self.open);
         let Some(o) = open.get(id) else {
             return Err(match lock(&self.closed).get(id) {
@@ -85,12 +184,16 @@ impl Asks {
         let rule = format!("remote:{by}");
         let answer = match &o.request {
             OpenRequest::Permission { req_id, .. } => {
-                let d = body["decision"].as_str().unwrap_or_default();
-                let decision = Decision::parse(d).ok_or_else(|| {
-                    ApiError::BadRequest(format!(
-                        "`decision` `{d}`: one of allow_once, allow_always, deny"
-                    ))
-                })?;
+                let decision = match body.decision {
+                    Some(DecisionParam::AllowOnce) => Decision::AllowOnce,
+                    Some(DecisionParam::AllowAlways) => Decision::AllowAlways,
+                    Some(DecisionParam::Deny) => Decision::Deny,
+                    None => {
+                        return Err(ApiError::BadRequest(
+                            "`decision` is required: one of allow_once, allow_always, deny".into(),
+                        ));
+                    }
+                };
                 Answer::Permission {
                     req_id: req_id.clone(),
                     decision,
@@ -98,12 +201,16 @@ impl Asks {
                 }
             }
             OpenRequest::Ask { ask_id, form, .. } => {
-                let value = if body["decline"] == json!(true) {
+                let value = if body.decline {
                     None
                 } else {
-                    let v = body.get("answer").filter(|v| !v.is_null()).ok_or_else(|| {
-                        ApiError::BadRequest("`answer` (or `decline: true`) is required".into())
-                    })?;
+                    let v = body
+                        .answer
+                        .as_ref()
+                        .filter(|v| !v.is_null())
+                        .ok_or_else(|| {
+                            ApiError::BadRequest("`answer` (or `decline: true`) is required".into())
+                        })?;
                     let options = form.as_ref().and_then(|f| f["options"].as_array());
                     if let Some(opts) = options {
                         let fits = opts
@@ -132,7 +239,11 @@ impl Asks {
         lock(&self.closed).insert(id.to_owned(), "answered");
         let _session_gone = o.to.cast(answer);
         tracing::info!(ask = %id, by, "answered");
-        Ok(json!({"ask_id": id, "state": "answered", "by": by}))
+        Ok(Answered {
+            ask_id: id.to_owned(),
+            state: "answered".into(),
+            by: by.to_owned(),
+        })
     }
 
     fn add(&self, q: HumanQuestion, timeout: Duration) -> String {
@@ -173,14 +284,26 @@ impl Asks {
     }
 }
 
-/// Take the run's questions until the run ends, each one answered fail-safe after
-/// `timeout` unless a client answers first.
+/// Where a question put to the clients is notified.
+pub(crate) struct Notify {
+    pub notifier: Notifier,
+    pub run: String,
+    pub fleet: String,
+}
+
+/// Take the run's questions until the run ends, each one notified, and answered
+/// fail-safe after `timeout` unless a client answers first.
 pub(crate) async fn take(
     asks: Arc<Asks>,
     mut questions: mpsc::Receiver<HumanQuestion>,
     timeout: Duration,
+    to: Notify,
 ) {
     while let Some(q) = questions.recv().await {
+        let ask = key(&q.urn, q.request.id());
+        let answer = format!("/v1/runs/{}/asks/{ask}", to.run);
+        to.notifier
+            .send(&notices::waiting(&q, &to.run, &to.fleet, Some(&answer)));
         let id = asks.add(q, timeout);
         let asks = asks.clone();
         tokio::spawn(async move {

@@ -8,6 +8,7 @@
 use std::sync::Arc;
 
 use capfleet_actors::answerer::HumanQuestion;
+use capfleet_actors::events::trace::adopt_parent;
 use capfleet_actors::events::{Published, RunOutcome, SUBSCRIBER_CAPACITY};
 use capfleet_actors::run::{RunTelemetry, run_fleet_stoppable};
 use tokio::sync::mpsc;
@@ -17,6 +18,10 @@ use super::asks;
 use super::state::{Pending, RunState, Server, now_ms};
 use crate::cmd::run::launch::{self, Launch};
 use crate::cmd::run::{EXIT_SESSION_FAILED, view, workspaces};
+use crate::notify::{Notifier, notices};
+
+/// How long a run's own webhook may go on delivering after the run's end.
+const NOTIFY_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// What a run started for someone other than the HTTP API gets beside it (an
 /// exposed fleet's A2A task: `super::a2a`).
@@ -26,13 +31,14 @@ pub(crate) struct RunHooks {
     pub subscribers: Vec<mpsc::Sender<Published>>,
     /// Who answers what the policy leaves open, instead of the API's asks.
     pub human: Option<mpsc::Sender<HumanQuestion>>,
-    /// The W3C trace context the run's span continues.
-    pub traceparent: Option<String>,
 }
 
 /// Start `pending` on its own task.
 pub(crate) fn spawn(server: Arc<Server>, pending: Pending) {
     let span = tracing::info_span!("serve.run", cap.run.id = %pending.entry.id, cap.fleet = %pending.entry.fleet);
+    if let Some(tp) = &pending.traceparent {
+        adopt_parent(&span, tp);
+    }
     tokio::spawn(drive(server, pending).instrument(span));
 }
 
@@ -44,8 +50,16 @@ async fn drive(server: Arc<Server>, pending: Pending) {
         lock,
         stops,
         hooks,
+        traceparent: _,
     } = pending;
     fleet.bind_run_dir(&run);
+    // The server's webhook and the fleet's own; the fleet's is delivered by tasks of
+    // this run, given a grace at its end.
+    let (own, workers) = Notifier::start(
+        fleet.notify.iter().cloned().collect(),
+        &server.metrics.notify,
+    );
+    let notifier = server.notifier.and(&own);
     let ended = match workspaces::prepare(&mut fleet, &run, false).await {
         Err(e) => {
             let reason = format!("cannot provision the workspaces: {e}");
@@ -57,15 +71,17 @@ async fn drive(server: Arc<Server>, pending: Pending) {
             (None, EXIT_SESSION_FAILED, None)
         }
         Ok(workspace) => {
-            let RunHooks {
-                subscribers,
-                human,
-                traceparent,
-            } = hooks;
+            let RunHooks { subscribers, human } = hooks;
             let human = (!fleet.auto_answer).then(|| {
                 human.unwrap_or_else(|| {
                     let (tx, rx) = mpsc::channel(16);
-                    tokio::spawn(asks::take(entry.asks.clone(), rx, server.ask_timeout));
+                    let timeout = fleet.ask_timeout.unwrap_or(server.ask_timeout);
+                    let to = asks::Notify {
+                        notifier: notifier.clone(),
+                        run: entry.id.clone(),
+                        fleet: entry.fleet.clone(),
+                    };
+                    tokio::spawn(asks::take(entry.asks.clone(), rx, timeout, to));
                     tx
                 })
             });
@@ -76,14 +92,16 @@ async fn drive(server: Arc<Server>, pending: Pending) {
                     human,
                     telemetry: RunTelemetry {
                         metrics: Some(server.fleet_metrics.clone()),
-                        traceparent,
+                        // The run's span is under `serve.run`, which continues the
+                        // submitter's trace (`spawn`).
+                        traceparent: None,
                     },
                     workspace,
                     resume: None,
                 },
             );
             let (tx, rx) = mpsc::channel(SUBSCRIBER_CAPACITY);
-            let tally = tokio::spawn(tally(entry.clone(), rx));
+            let tally = tokio::spawn(tally(entry.clone(), rx, notifier.clone()));
             let mut taps = vec![tx];
             taps.extend(subscribers);
             let report = run_fleet_stoppable(spec, taps, stops).await;
@@ -121,6 +139,14 @@ async fn drive(server: Arc<Server>, pending: Pending) {
         p.spent_usd = spent;
     });
     tracing::info!(run = %entry.id, exit_code = code, "run ended");
+    let outcome = entry.progress().outcome;
+    notifier.send(&notices::run_ended(
+        &entry.id,
+        &entry.fleet,
+        outcome.as_deref(),
+        code,
+    ));
+    tokio::spawn(workers.finish(NOTIFY_GRACE));
     for next in server.finished(&entry) {
         spawn(server.clone(), next);
     }
@@ -134,9 +160,16 @@ fn state_of(outcome: Option<RunOutcome>) -> RunState {
     }
 }
 
-/// Count every event of the run into its progress.
-async fn tally(entry: Arc<super::state::RunEntry>, mut rx: mpsc::Receiver<Published>) {
+/// Count every event of the run into its progress; a budget crossed is notified.
+async fn tally(
+    entry: Arc<super::state::RunEntry>,
+    mut rx: mpsc::Receiver<Published>,
+    notifier: Notifier,
+) {
     while let Some(e) = rx.recv().await {
         entry.update(|p| view::update(&mut p.seen, &e));
+        if let Some(n) = notices::of_event(&e, &entry.id, &entry.fleet) {
+            notifier.send(&n);
+        }
     }
 }

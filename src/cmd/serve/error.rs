@@ -5,10 +5,10 @@
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
-use serde_json::json;
+use utoipa::ToSchema;
 
 /// One reason a fleet was rejected, as `run --dry-run` prints it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, ToSchema)]
 pub(crate) struct Finding {
     /// The file the finding is in (`fleet.toml`, or a file of `files`).
     pub origin: String,
@@ -17,6 +17,49 @@ pub(crate) struct Finding {
     pub key: String,
     /// The whole finding, as printed.
     pub message: String,
+}
+
+/// The stable codes of the API's errors: what clients match on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum ErrorCode {
+    /// No token, or a token the server does not know (401).
+    Unauthorized,
+    /// The token's role is below the route's (403).
+    Forbidden,
+    /// No such route (404).
+    NoRoute,
+    /// The route does not take that method (405).
+    MethodNotAllowed,
+    RunNotFound,
+    AskNotFound,
+    ArtifactNotFound,
+    /// The ask was answered, timed out or withdrawn (409).
+    AskClosed,
+    /// A parameter or body the server cannot take; the message says which (400).
+    BadRequest,
+    /// The fleet has findings (400, with `findings`).
+    InvalidFleet,
+    TooManySessions,
+    UnsupportedMediaType,
+    /// The run has ended: nothing to cancel (409).
+    RunEnded,
+    /// Admission and queue are full (429, with `Retry-After`).
+    ServerFull,
+    /// The server drains: no new runs (503).
+    Draining,
+    Internal,
+}
+
+/// Every error's body.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct ErrorBody {
+    pub code: ErrorCode,
+    /// For people; clients match on `code`.
+    pub message: String,
+    /// A rejected fleet's findings (`invalid_fleet` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub findings: Option<Vec<Finding>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -49,6 +92,8 @@ pub(crate) enum ApiError {
     Full { running: usize, queued: usize },
     #[error("the server is shutting down: it takes no new runs")]
     Draining,
+    #[error("this route does not take that method")]
+    MethodNotAllowed,
     #[error("{0}")]
     Internal(String),
 }
@@ -70,28 +115,30 @@ impl ApiError {
             ApiError::Ended(_) => StatusCode::CONFLICT,
             ApiError::Full { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Draining => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
 
     /// The stable code clients match on.
-    pub(crate) fn code(&self) -> &'static str {
+    pub(crate) fn code(&self) -> ErrorCode {
         match self {
-            ApiError::Unauthorized => "unauthorized",
-            ApiError::Forbidden { .. } => "forbidden",
-            ApiError::NoRoute => "no_route",
-            ApiError::NoRun(_) => "run_not_found",
-            ApiError::NoAsk(_) => "ask_not_found",
-            ApiError::NoArtifact(_) => "artifact_not_found",
-            ApiError::AskClosed(_) => "ask_closed",
-            ApiError::BadRequest(_) => "bad_request",
-            ApiError::InvalidFleet(_) => "invalid_fleet",
-            ApiError::TooManySessions { .. } => "too_many_sessions",
-            ApiError::UnsupportedMedia(_) => "unsupported_media_type",
-            ApiError::Ended(_) => "run_ended",
-            ApiError::Full { .. } => "server_full",
-            ApiError::Draining => "draining",
-            ApiError::Internal(_) => "internal",
+            ApiError::Unauthorized => ErrorCode::Unauthorized,
+            ApiError::Forbidden { .. } => ErrorCode::Forbidden,
+            ApiError::NoRoute => ErrorCode::NoRoute,
+            ApiError::MethodNotAllowed => ErrorCode::MethodNotAllowed,
+            ApiError::NoRun(_) => ErrorCode::RunNotFound,
+            ApiError::NoAsk(_) => ErrorCode::AskNotFound,
+            ApiError::NoArtifact(_) => ErrorCode::ArtifactNotFound,
+            ApiError::AskClosed(_) => ErrorCode::AskClosed,
+            ApiError::BadRequest(_) => ErrorCode::BadRequest,
+            ApiError::InvalidFleet(_) => ErrorCode::InvalidFleet,
+            ApiError::TooManySessions { .. } => ErrorCode::TooManySessions,
+            ApiError::UnsupportedMedia(_) => ErrorCode::UnsupportedMediaType,
+            ApiError::Ended(_) => ErrorCode::RunEnded,
+            ApiError::Full { .. } => ErrorCode::ServerFull,
+            ApiError::Draining => ErrorCode::Draining,
+            ApiError::Internal(_) => ErrorCode::Internal,
         }
     }
 }
@@ -101,10 +148,14 @@ pub(crate) const RETRY_AFTER_S: u64 = 5;
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let mut body = json!({ "code": self.code(), "message": self.to_string() });
-        if let ApiError::InvalidFleet(findings) = &self {
-            body["findings"] = json!(findings);
-        }
+        let body = ErrorBody {
+            code: self.code(),
+            message: self.to_string(),
+            findings: match &self {
+                ApiError::InvalidFleet(findings) => Some(findings.clone()),
+                _ => None,
+            },
+        };
         let mut response = json_response(self.status(), &body);
         match self {
             ApiError::Full { .. } => {

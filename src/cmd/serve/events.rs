@@ -11,7 +11,9 @@
 //! (it falls behind on disk, not in memory). When the run has ended and every record
 //! is sent, an `end` event (no id) says how it ended and the stream closes.
 //! `?session=NAME` (or its URN) keeps that session's records only; ids stay the
-//! journal's positions.
+//! journal's positions. A PTY session's raw terminal output (`cap.pty.raw_bytes`,
+//! journaled only for a session with `raw_bytes = true`) is left out unless
+//! `?include_raw=1` asks for it.
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -19,16 +21,19 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures::Stream;
+use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt as _, AsyncSeekExt as _};
 use tokio::sync::watch;
+use utoipa::{IntoParams, ToSchema};
 
-use super::error::ApiError;
-use super::routes::{query, valid_id};
+use super::error::{ApiError, ErrorBody};
+use super::extract::{ApiPath, ApiQuery};
+use super::routes::valid_id;
 use super::state::{RunEntry, RunState, Server};
 use crate::fleet::run_dir::JOURNAL_FILE;
 
@@ -37,23 +42,99 @@ const CHUNK: usize = 256 << 10;
 /// How often a live stream looks for new records (the journal syncs every 100 ms).
 const POLL: Duration = Duration::from_millis(50);
 
+/// The kind of a raw PTY output record, as it appears in a journal line.
+const RAW_KIND: &[u8] = b"\"cap.pty.raw_bytes\"";
+
+/// A yes/no query flag.
+#[derive(Debug, Clone, Copy, Deserialize, ToSchema)]
+pub(crate) enum Flag {
+    #[serde(rename = "0", alias = "false")]
+    No,
+    #[serde(rename = "1", alias = "true")]
+    Yes,
+}
+
+/// An event's name on the stream.
+#[derive(Debug, Clone, Copy, ToSchema)]
+#[schema(rename_all = "snake_case")]
+pub(crate) enum EventName {
+    /// A journal record.
+    Message,
+    /// The run has ended and every record was sent: `data` is `{records, state,
+    /// exit_code}`; the stream closes.
+    End,
+}
+
+/// One Server-Sent Event of a run's stream (OpenAPI 3.1: the schema of each event).
+#[derive(Debug, ToSchema)]
+pub(crate) struct StreamEvent {
+    pub event: EventName,
+    /// The record's sequence: its line in `journal.jsonl` (none on `end`).
+    pub id: Option<String>,
+    /// The record's JSON line, byte for byte.
+    #[schema(content_media_type = "application/json")]
+    pub data: String,
+}
+
+impl From<StreamEvent> for Event {
+    fn from(e: StreamEvent) -> Event {
+        let mut event = Event::default().data(e.data);
+        if let Some(id) = e.id {
+            event = event.id(id);
+        }
+        match e.event {
+            EventName::Message => event,
+            EventName::End => event.event("end"),
+        }
+    }
+}
+
+/// `GET /v1/runs/{id}/events`'s query.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(crate) struct EventsQuery {
+    /// Replay from the record after this one (`Last-Event-ID` wins over it).
+    #[param(minimum = 0)]
+    after: Option<u64>,
+    /// Only this session's records (its name or URN).
+    session: Option<String>,
+    /// `1`: also the PTY sessions' raw output (`cap.pty.raw_bytes`).
+    #[param(inline)]
+    include_raw: Option<Flag>,
+}
+
+/// The run's journal as Server-Sent Events: one event per record, `id:` its
+/// sequence, `data:` its JSON line; then an `end` event once the run has ended.
+#[utoipa::path(get, path = "/v1/runs/{id}/events", operation_id = "stream_events", tag = "runs",
+    params(
+        ("id" = String, Path, description = "The run's id"),
+        EventsQuery,
+        ("last-event-id" = Option<String>, Header, description = "Resume after this record (a reconnecting client's last id)"),
+    ),
+    responses(
+        (status = 200, description = "The event stream: each event one journal record, then `end`",
+            content_type = "text/event-stream", body = StreamEvent),
+        (status = 400, description = "A bad parameter", body = ErrorBody),
+        (status = 404, description = "No such run", body = ErrorBody),
+    ))]
 pub(crate) async fn stream(
     State(server): State<Arc<Server>>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     headers: HeaderMap,
-    RawQuery(raw): RawQuery,
+    ApiQuery(q): ApiQuery<EventsQuery>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
-    let q = query(raw);
-    let from_header = headers
-        .get("last-event-id")
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned);
-    let after = match from_header.or_else(|| q.get("after").cloned()) {
-        Some(a) => a.trim().parse::<u64>().map_err(|_| {
-            ApiError::BadRequest(format!("event id `{a}`: a record's sequence number"))
-        })?,
-        None => 0,
+    let from_header = match headers.get("last-event-id") {
+        Some(v) => {
+            let text = v.to_str().unwrap_or("(not text)").trim();
+            Some(text.parse::<u64>().map_err(|_| {
+                ApiError::BadRequest(format!(
+                    "Last-Event-ID `{text}`: a record's sequence number"
+                ))
+            })?)
+        }
+        None => None,
     };
+    let after = from_header.or(q.after).unwrap_or(0);
     let entry = server.get(&id);
     let path = match &entry {
         Some(e) => e.journal(),
@@ -71,7 +152,8 @@ pub(crate) async fn stream(
         seq: 0,
         pending: Vec::new(),
         after,
-        session: q.get("session").cloned(),
+        session: q.session,
+        raw: matches!(q.include_raw, Some(Flag::Yes)),
         watch: entry.as_ref().map(|e| e.watch()),
         entry,
         out: VecDeque::new(),
@@ -102,6 +184,8 @@ struct Tail {
     pending: Vec<u8>,
     after: u64,
     session: Option<String>,
+    /// Whether raw PTY output records are sent.
+    raw: bool,
     /// The run's state (none: a run of the data dir this server did not start, sent
     /// as it is on disk).
     watch: Option<watch::Receiver<RunState>>,
@@ -158,9 +242,14 @@ impl Tail {
             let line = std::mem::take(&mut self.pending);
             self.seq += 1;
             if self.seq > self.after && self.wanted(&line) {
-                let data = String::from_utf8_lossy(&line);
-                self.out
-                    .push_back(Event::default().id(self.seq.to_string()).data(data));
+                self.out.push_back(
+                    StreamEvent {
+                        event: EventName::Message,
+                        id: Some(self.seq.to_string()),
+                        data: String::from_utf8_lossy(&line).into_owned(),
+                    }
+                    .into(),
+                );
             }
         }
         self.pending.extend_from_slice(rest);
@@ -168,6 +257,9 @@ impl Tail {
     }
 
     fn wanted(&self, line: &[u8]) -> bool {
+        if !self.raw && line.windows(RAW_KIND.len()).any(|w| w == RAW_KIND) {
+            return false;
+        }
         let Some(want) = &self.session else {
             return true;
         };
@@ -188,6 +280,11 @@ impl Tail {
             None => (None, None),
         };
         let data = json!({ "records": self.seq, "state": state, "exit_code": exit_code });
-        Event::default().event("end").data(data.to_string())
+        StreamEvent {
+            event: EventName::End,
+            id: None,
+            data: data.to_string(),
+        }
+        .into()
     }
 }

@@ -38,6 +38,8 @@ pub(crate) struct ServerMetrics {
     pub a2a_tasks: Family<A2aTaskLabels, Counter>,
     pub running: Gauge,
     pub queued: Gauge,
+    /// The webhooks' notices (`capfleet_server_notify_*`).
+    pub notify: crate::notify::NotifyStats,
 }
 
 impl ServerMetrics {
@@ -68,7 +70,10 @@ impl ServerMetrics {
             "Runs waiting for admission now",
             queued.clone(),
         );
+        let notify = crate::notify::NotifyStats::default();
+        notify.register(&mut registry);
         ServerMetrics {
+            notify,
             registry,
             requests,
             submissions,

@@ -12,6 +12,7 @@
 //! ```
 
 mod a2a;
+mod api;
 mod args;
 mod artifacts;
 mod asks;
@@ -19,10 +20,12 @@ pub(crate) mod auth;
 mod driver;
 mod error;
 mod events;
+mod extract;
 mod metrics;
 mod routes;
 mod state;
 mod submission;
+mod sweep;
 mod view;
 
 use std::net::SocketAddr;
@@ -37,6 +40,7 @@ use capfleet_actors::process::halt::{self, Urgency};
 use capfleet_actors::telemetry::metrics::FleetMetrics;
 
 use crate::cmd::run::EXIT_INVALID;
+use crate::notify::{Notifier, Workers};
 use crate::signals::StopSignals;
 use crate::style::{ColorChoice, Style};
 use crate::telemetry::Telemetry;
@@ -89,7 +93,7 @@ async fn serve(args: ServeArgs, color: ColorChoice) -> ExitCode {
         }
     };
     let code = match bind(&args, &telemetry).await {
-        Ok((server, listener, serving)) => {
+        Ok((server, listener, serving, workers)) => {
             let data_dir = server
                 .runs_dir
                 .parent()
@@ -103,7 +107,7 @@ async fn serve(args: ServeArgs, color: ColorChoice) -> ExitCode {
                 &telemetry,
             )
             .await;
-            match exposed {
+            let code = match exposed {
                 Ok(exposed) => {
                     // Said once everything is up (tests and scripts wait for this line).
                     eprintln!("{serving}");
@@ -113,7 +117,9 @@ async fn serve(args: ServeArgs, color: ColorChoice) -> ExitCode {
                     eprintln!("{} {e}", err.err("error:"));
                     ExitCode::from(EXIT_INVALID)
                 }
-            }
+            };
+            workers.finish(CLOSE_GRACE).await;
+            code
         }
         Err(e) => {
             eprintln!("{} {e}", err.err("error:"));
@@ -137,6 +143,13 @@ enum StartError {
     Limits,
     #[error("the data dir: {0}")]
     DataDir(std::io::Error),
+    #[error("--allow-root {}: {source}", path.display())]
+    AllowRoot {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Notify(String),
     #[error("--addr {addr}: cannot listen: {source}")]
     Listen {
         addr: SocketAddr,
@@ -147,7 +160,7 @@ enum StartError {
 async fn bind(
     args: &ServeArgs,
     telemetry: &Telemetry,
-) -> Result<(Arc<Server>, tokio::net::TcpListener, String), StartError> {
+) -> Result<(Arc<Server>, tokio::net::TcpListener, String, Workers), StartError> {
     let tokens = args
         .token_file
         .as_deref()
@@ -169,6 +182,24 @@ async fn bind(
     let runs_dir: PathBuf = data_dir.join("runs");
     std::fs::create_dir_all(&runs_dir).map_err(StartError::DataDir)?;
     let runs_dir = std::fs::canonicalize(&runs_dir).map_err(StartError::DataDir)?;
+    let allow_roots = args
+        .allow_roots
+        .iter()
+        .map(|p| {
+            std::fs::canonicalize(p)
+                .and_then(|c| {
+                    c.is_dir().then_some(c).ok_or_else(|| {
+                        std::io::Error::new(std::io::ErrorKind::NotADirectory, "not a directory")
+                    })
+                })
+                .map_err(|source| StartError::AllowRoot {
+                    path: p.clone(),
+                    source,
+                })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let hook = args.notify.spec().map_err(StartError::Notify)?;
+    sweep::report(&runs_dir);
     let listener = tokio::net::TcpListener::bind(args.addr)
         .await
         .map_err(|source| StartError::Listen {
@@ -198,8 +229,11 @@ async fn bind(
     ));
     let mut server = Server::new(runs_dir, tokens, limits, metrics);
     server.ask_timeout = args.ask_timeout;
+    server.allow_roots = allow_roots;
+    let (notifier, workers) = Notifier::start(hook.into_iter().collect(), &server.metrics.notify);
+    server.notifier = notifier;
     let server = Arc::new(server);
-    Ok((server, listener, serving))
+    Ok((server, listener, serving, workers))
 }
 
 /// Serve until a signal has drained the runs, then close.

@@ -2,94 +2,103 @@
 //! ([`authenticate`]), the request metrics, and the handlers of runs — submit, list,
 //! show, cancel, the asks; artifacts are [`super::artifacts`]. Events are [`super::events`].
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::body::Bytes;
-use axum::extract::{ConnectInfo, Path, RawQuery, Request, State};
+use axum::extract::{ConnectInfo, MatchedPath, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
 use axum::{Extension, Router};
 use capfleet_actors::telemetry::metrics::CONTENT_TYPE as METRICS_TYPE;
-use serde_json::json;
+use serde::Deserialize;
+use tracing::Instrument as _;
+use utoipa::IntoParams;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
+use super::asks::{AnswerRequest, Answered, AskList};
 use super::auth::{Caller, Role, bearer};
-use super::driver;
-use super::error::{ApiError, json_response};
+use super::error::{ApiError, ErrorBody, json_response};
+use super::extract::{ApiPath, ApiQuery, json_body};
 use super::metrics::RequestLabels;
 use super::state::{Admission, Cancelled, Pending, RunState, Server};
 use super::submission::{FLEET_FILE, INPUT_DIR, Submission};
-use super::view::{Links, RunView};
+use super::view::{Created, Links, RunPage, RunView, Status};
+use super::{api, artifacts, driver, events};
 use crate::fleet::RunDir;
 
 /// Runs listed per page by default, and at most.
 const PAGE: usize = 50;
 const PAGE_MAX: usize = 500;
 
-/// Every route of the server; `a2a`, the exposed agents' routes (their own auth).
+/// Every route of the server, and the OpenAPI document they make (see [`super::api`]);
+/// `a2a`, the exposed agents' routes (their own auth, `super::a2a`).
 pub(crate) fn router(server: Arc<Server>, a2a: Router) -> Router {
-    let api = Router::new()
-        .route("/v1/runs", post(submit).get(list))
-        .route("/v1/runs/{id}", get(show))
-        .route("/v1/runs/{id}/cancel", post(cancel))
-        .route("/v1/runs/{id}/events", get(super::events::stream))
-        .route("/v1/runs/{id}/artifacts", get(super::artifacts::list))
-        .route("/v1/runs/{id}/artifacts/{session}/{*name}", get(super::artifacts::one))
-        .route("/v1/runs/{id}/diff", get(super::artifacts::diff_all))
-        .route("/v1/runs/{id}/diff/{session}", get(super::artifacts::diff_one))
-        .route("/v1/runs/{id}/asks", get(list_asks))
-        .route("/v1/runs/{id}/asks/{ask_id}", post(answer_ask))
-        .route("/metrics", get(metrics))
+    let (guarded, mut doc) = OpenApiRouter::with_openapi(api::root())
+        .routes(routes!(submit, list))
+        .routes(routes!(show))
+        .routes(routes!(cancel))
+        .routes(routes!(events::stream))
+        .routes(routes!(artifacts::list))
+        .routes(routes!(artifacts::one))
+        .routes(routes!(artifacts::diff_all))
+        .routes(routes!(artifacts::diff_one))
+        .routes(routes!(list_asks))
+        .routes(routes!(answer_ask))
+        .routes(routes!(metrics))
+        .split_for_parts();
+    api::guard(&mut doc);
+    // The probes are open: a load balancer or systemd asks them without a token; so
+    // is the API's description.
+    let (probes, mut open) = OpenApiRouter::new()
+        .routes(routes!(health))
+        .routes(routes!(ready))
+        .routes(routes!(api::openapi))
+        .split_for_parts();
+    api::open(&mut open);
+    doc.merge(open);
+    let guarded = guarded
         .fallback(|| async { ApiError::NoRoute })
-        .method_not_allowed_fallback(|| async {
-            json_response(
-                StatusCode::METHOD_NOT_ALLOWED,
-                &json!({"code": "method_not_allowed", "message": "this route does not take that method"}),
-            )
-        })
+        .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         .layer(middleware::from_fn_with_state(server.clone(), authenticate));
-    // The probes are open: a load balancer or systemd asks them without a token.
-    let probes = Router::new()
-        .route(
-            "/healthz",
-            get(|| async { json_response(StatusCode::OK, &json!({"status": "ok"})) }),
-        )
-        .route("/readyz", get(ready));
-    let app: Router = probes.merge(api).with_state(server.clone());
+    let app: Router = probes
+        .layer(Extension(api::json(&doc)))
+        .merge(guarded)
+        .with_state(server.clone());
     app.merge(a2a)
         .layer(middleware::from_fn_with_state(server, count))
 }
 
-/// The route a path matches, for the metrics' labels (never a run id).
-fn route_label(path: &str) -> String {
-    let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
-    match parts.as_slice() {
-        ["v1", "runs", _] => "/v1/runs/{id}".into(),
-        ["v1", "runs", _, "asks", _] => "/v1/runs/{id}/asks/{ask_id}".into(),
-        ["v1", "runs", _, "artifacts", _, ..] => "/v1/runs/{id}/artifacts/{name}".into(),
-        ["v1", "runs", _, "diff", _] => "/v1/runs/{id}/diff/{session}".into(),
-        ["v1", "runs", _, rest] => format!("/v1/runs/{{id}}/{rest}"),
-        ["v1", "runs"] | ["healthz"] | ["readyz"] | ["metrics"] => path.into(),
-        ["a2a", _, ".well-known", _] => "/a2a/{name}/.well-known/{card}".into(),
-        ["a2a", _] | ["a2a", _, ""] => "/a2a/{name}/".into(),
-        _ => "other".into(),
-    }
-}
-
+/// Each request in an `http.request` span (method, route, status) and counted by
+/// method, route and status. The route is the pattern it matched (`/v1/runs/{id}`),
+/// never a path with a run id in it; `other` for a path no route matches.
 async fn count(State(server): State<Arc<Server>>, request: Request, next: Next) -> Response {
     let method = request.method().to_string();
-    let route = route_label(request.uri().path());
-    let response = next.run(request).await;
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or("other", MatchedPath::as_str)
+        .to_owned();
+    let span = tracing::info_span!(
+        "http.request",
+        otel.name = %format_args!("{method} {route}"),
+        otel.kind = "server",
+        http.request.method = %method,
+        http.route = %route,
+        http.response.status_code = tracing::field::Empty,
+    );
+    let response = next.run(request).instrument(span.clone()).await;
+    let status = response.status().as_u16();
+    span.record("http.response.status_code", status);
     server
         .metrics
         .requests
         .get_or_create(&RequestLabels {
             method,
             route,
-            status: response.status().as_u16(),
+            status,
         })
         .inc();
     response
@@ -146,13 +155,40 @@ pub(crate) async fn identify(
     Err(ApiError::Unauthorized)
 }
 
+/// Liveness: the server answers.
+#[utoipa::path(get, path = "/healthz", operation_id = "healthz", tag = "server",
+    responses((status = 200, description = "Alive", body = Status)))]
+async fn health() -> Response {
+    json_response(
+        StatusCode::OK,
+        &Status {
+            status: "ok".into(),
+        },
+    )
+}
+
+/// Readiness: not ready while the server drains.
+#[utoipa::path(get, path = "/readyz", operation_id = "readyz", tag = "server",
+    responses(
+        (status = 200, description = "Takes runs", body = Status),
+        (status = 503, description = "Draining", body = ErrorBody),
+    ))]
 async fn ready(State(server): State<Arc<Server>>) -> Response {
     if server.draining() {
         return ApiError::Draining.into_response();
     }
-    json_response(StatusCode::OK, &json!({"status": "ready"}))
+    json_response(
+        StatusCode::OK,
+        &Status {
+            status: "ready".into(),
+        },
+    )
 }
 
+/// The runs' metrics (one registry across runs) and the server's own, in the
+/// Prometheus text exposition.
+#[utoipa::path(get, path = "/metrics", operation_id = "metrics", tag = "server",
+    responses((status = 200, description = "The OpenMetrics text exposition", content_type = "application/openmetrics-text", body = String)))]
 async fn metrics(State(server): State<Arc<Server>>) -> Response {
     let text = server
         .fleet_metrics
@@ -160,12 +196,20 @@ async fn metrics(State(server): State<Arc<Server>>) -> Response {
     ([(header::CONTENT_TYPE, METRICS_TYPE)], text).into_response()
 }
 
-/// The query's parameters (the last value of each wins).
-pub(crate) fn query(raw: Option<String>) -> HashMap<String, String> {
-    raw.map(|q| form_urlencoded::parse(q.as_bytes()).into_owned().collect())
-        .unwrap_or_default()
-}
-
+/// Submit a fleet: validated as `run --dry-run` does, then run now, queued, or refused.
+#[utoipa::path(post, path = "/v1/runs", operation_id = "submit_run", tag = "runs",
+    request_body(description = "A fleet.toml, or JSON with the fleet's text, a task and files beside it",
+        content((Submission = "application/json"), (String = "application/toml"))),
+    params(("traceparent" = Option<String>, Header, description = "A W3C trace context the run's span continues")),
+    responses(
+        (status = 201, description = "Running or queued", body = Created,
+            headers(("location" = String, description = "The run's URL"))),
+        (status = 400, description = "Invalid: the fleet's findings (line, key), or a bad field", body = ErrorBody),
+        (status = 415, description = "Neither TOML nor JSON", body = ErrorBody),
+        (status = 429, description = "Admission and queue full", body = ErrorBody,
+            headers(("retry-after" = u64, description = "Seconds to wait"))),
+        (status = 503, description = "Draining", body = ErrorBody),
+    ))]
 async fn submit(
     State(server): State<Arc<Server>>,
     Extension(caller): Extension<Caller>,
@@ -180,6 +224,9 @@ async fn submit(
         return Err(refused("draining", ApiError::Draining));
     }
     let submission = Submission::parse(&headers, &body).map_err(|e| refused("invalid", e))?;
+    let cwd = submission
+        .cwd(&server.allow_roots)
+        .map_err(|e| refused("invalid", e))?;
     let run = RunDir::create_in(&server.runs_dir)
         .map_err(|e| ApiError::Internal(format!("cannot make the run directory: {e}")))?;
     let discard = |e: ApiError, result: &str| {
@@ -192,7 +239,7 @@ async fn submit(
     if let Err(e) = submission.write(&input) {
         return Err(discard(e, "invalid"));
     }
-    let loaded = match submission.load(&input).await {
+    let loaded = match submission.load(&input, cwd.as_deref()).await {
         Ok(l) => l,
         Err(e) => return Err(discard(e, "invalid")),
     };
@@ -215,6 +262,10 @@ async fn submit(
         lock,
         stops,
         hooks: driver::RunHooks::default(),
+        traceparent: headers
+            .get("traceparent")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned),
     };
     let (state, position) = match server.admit(pending) {
         Admission::Now(p) => {
@@ -232,62 +283,69 @@ async fn submit(
         Admission::Draining => return Err(discard(ApiError::Draining, "draining")),
     };
     tracing::info!(run = %entry.id, fleet = %entry.fleet, by = %caller.name, state = state.as_str(), "run submitted");
-    let warnings: Vec<String> = loaded.warnings.iter().map(ToString::to_string).collect();
-    let mut body = json!({
-        "id": entry.id,
-        "fleet": entry.fleet,
-        "state": state.as_str(),
-        "links": Links::of(&entry.id),
-        "warnings": warnings,
-    });
-    if let Some(p) = position {
-        body["queue_position"] = json!(p);
-    }
-    let mut response = json_response(StatusCode::CREATED, &body);
+    let created = Created {
+        links: Links::of(&entry.id),
+        id: entry.id.clone(),
+        fleet: entry.fleet.clone(),
+        state,
+        queue_position: position,
+        warnings: loaded.warnings.iter().map(ToString::to_string).collect(),
+    };
+    let mut response = json_response(StatusCode::CREATED, &created);
     if let Ok(location) = format!("/v1/runs/{}", entry.id).parse() {
         response.headers_mut().insert(header::LOCATION, location);
     }
     Ok(response)
 }
 
+/// `GET /v1/runs`'s query.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(crate) struct ListQuery {
+    /// Only the runs in this state.
+    #[param(inline)]
+    state: Option<RunState>,
+    /// Runs per page (default 50).
+    #[param(minimum = 1, maximum = 500)]
+    limit: Option<usize>,
+    /// The `next_after` of the page before.
+    after: Option<String>,
+}
+
+/// The runs of the data dir (this server's and the others'), oldest first, a page
+/// at a time.
+#[utoipa::path(get, path = "/v1/runs", operation_id = "list_runs", tag = "runs", params(ListQuery),
+    responses(
+        (status = 200, description = "A page of runs", body = RunPage),
+        (status = 400, description = "A bad parameter", body = ErrorBody),
+    ))]
 async fn list(
     State(server): State<Arc<Server>>,
-    RawQuery(raw): RawQuery,
+    ApiQuery(q): ApiQuery<ListQuery>,
 ) -> Result<Response, ApiError> {
-    let q = query(raw);
-    let state = match q.get("state") {
-        Some(s) => Some(RunState::parse(s).ok_or_else(|| {
-            ApiError::BadRequest(format!(
-                "state `{s}`: one of queued, running, completed, failed, interrupted"
-            ))
-        })?),
-        None => None,
-    };
-    let limit = match q.get("limit") {
-        Some(l) => l
-            .parse::<usize>()
-            .ok()
-            .filter(|n| (1..=PAGE_MAX).contains(n))
-            .ok_or_else(|| ApiError::BadRequest(format!("limit `{l}`: 1 to {PAGE_MAX}")))?,
+    let limit = match q.limit {
+        Some(n) if (1..=PAGE_MAX).contains(&n) => n,
+        Some(n) => {
+            return Err(ApiError::BadRequest(format!(
+                "limit `{n}`: 1 to {PAGE_MAX}"
+            )));
+        }
         None => PAGE,
     };
-    let after = q.get("after").cloned();
+    let (state, after) = (q.state, q.after);
     let views = tokio::task::spawn_blocking(move || all_views(&server))
         .await
         .map_err(|e| ApiError::Internal(e.to_string()))?;
-    let mut page: Vec<RunView> = views
+    let mut runs: Vec<RunView> = views
         .into_iter()
         .filter(|v| after.as_ref().is_none_or(|a| v.id.as_str() > a.as_str()))
-        .filter(|v| state.is_none_or(|s| v.state == s.as_str()))
+        .filter(|v| state.is_none_or(|s| v.state == s))
         .take(limit + 1)
         .collect();
-    let more = page.len() > limit;
-    page.truncate(limit);
-    let next = more.then(|| page.last().map(|v| v.id.clone())).flatten();
-    Ok(json_response(
-        StatusCode::OK,
-        &json!({ "runs": page, "next_after": next }),
-    ))
+    let more = runs.len() > limit;
+    runs.truncate(limit);
+    let next_after = more.then(|| runs.last().map(|v| v.id.clone())).flatten();
+    Ok(json_response(StatusCode::OK, &RunPage { runs, next_after }))
 }
 
 /// This server's runs and the data dir's others, by id (their start time).
@@ -307,9 +365,17 @@ fn all_views(server: &Arc<Server>) -> Vec<RunView> {
     views
 }
 
+/// A run: state (with its queue position), sessions (state, turns, tokens, cost,
+/// restarts), budget, outcome.
+#[utoipa::path(get, path = "/v1/runs/{id}", operation_id = "get_run", tag = "runs",
+    params(("id" = String, Path, description = "The run's id")),
+    responses(
+        (status = 200, description = "The run", body = RunView),
+        (status = 404, description = "No such run", body = ErrorBody),
+    ))]
 async fn show(
     State(server): State<Arc<Server>>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> Result<Response, ApiError> {
     if let Some(e) = server.get(&id) {
         return Ok(json_response(StatusCode::OK, &RunView::of(&e, &server)));
@@ -336,10 +402,19 @@ pub(crate) fn valid_id(id: &str) -> bool {
     !id.is_empty() && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
 }
 
+/// Cancel a run: a queued one never starts; a running one stops (journaled with who
+/// cancelled it).
+#[utoipa::path(post, path = "/v1/runs/{id}/cancel", operation_id = "cancel_run", tag = "runs",
+    params(("id" = String, Path, description = "The run's id")),
+    responses(
+        (status = 202, description = "Stopping, or dequeued", body = RunView),
+        (status = 404, description = "No such run", body = ErrorBody),
+        (status = 409, description = "The run has ended", body = ErrorBody),
+    ))]
 async fn cancel(
     State(server): State<Arc<Server>>,
     Extension(caller): Extension<Caller>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> Result<Response, ApiError> {
     match server.cancel(&id, &caller.name) {
         Cancelled::NotFound => Err(ApiError::NoRun(id)),
@@ -355,48 +430,47 @@ async fn cancel(
     }
 }
 
+/// The permission requests and asks a run's sessions wait on (their turns suspended).
+#[utoipa::path(get, path = "/v1/runs/{id}/asks", operation_id = "list_asks", tag = "asks",
+    params(("id" = String, Path, description = "The run's id")),
+    responses(
+        (status = 200, description = "The open questions, oldest first", body = AskList),
+        (status = 404, description = "No such run on this server", body = ErrorBody),
+    ))]
 async fn list_asks(
     State(server): State<Arc<Server>>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> Result<Response, ApiError> {
     let entry = server.get(&id).ok_or(ApiError::NoRun(id))?;
     Ok(json_response(
         StatusCode::OK,
-        &json!({ "asks": entry.asks.list() }),
+        &AskList {
+            asks: entry.asks.list(),
+        },
     ))
 }
 
+/// Answer an open question; who answered (the token's name) is journaled.
+#[utoipa::path(post, path = "/v1/runs/{id}/asks/{ask_id}", operation_id = "answer_ask", tag = "asks",
+    params(
+        ("id" = String, Path, description = "The run's id"),
+        ("ask_id" = String, Path, description = "The question's `ask_id`"),
+    ),
+    request_body = AnswerRequest,
+    responses(
+        (status = 200, description = "Answered", body = Answered),
+        (status = 400, description = "An answer the question does not take", body = ErrorBody),
+        (status = 404, description = "No such run or question", body = ErrorBody),
+        (status = 409, description = "Already answered, timed out or withdrawn", body = ErrorBody),
+    ))]
 async fn answer_ask(
     State(server): State<Arc<Server>>,
     Extension(caller): Extension<Caller>,
-    Path((id, ask_id)): Path<(String, String)>,
+    ApiPath((id, ask_id)): ApiPath<(String, String)>,
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let entry = server.get(&id).ok_or(ApiError::NoRun(id))?;
-    let body: serde_json::Value = serde_json::from_slice(&body)
-        .map_err(|e| ApiError::BadRequest(format!("the JSON body: {e}")))?;
+    let body: AnswerRequest = json_body(&body)?;
     let answered = entry.asks.answer(&ask_id, &body, &caller.name)?;
     Ok(json_response(StatusCode::OK, &answered))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn metric_routes_never_carry_ids() {
-        assert_eq!(route_label("/v1/runs"), "/v1/runs");
-        assert_eq!(
-            route_label("/v1/runs/20261130T121500Z-3fa9"),
-            "/v1/runs/{id}"
-        );
-        assert_eq!(route_label("/v1/runs/x/events"), "/v1/runs/{id}/events");
-        assert_eq!(
-            route_label("/v1/runs/x/asks/y"),
-            "/v1/runs/{id}/asks/{ask_id}"
-        );
-        assert_eq!(route_label("/etc/passwd"), "other");
-        assert!(valid_id("20261130T121500Z-3fa9"));
-        assert!(!valid_id("../x") && !valid_id(""));
-    }
 }

@@ -10,8 +10,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use capfleet_actors::run::Stop;
 use capfleet_actors::telemetry::metrics::Metrics;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, watch};
+use utoipa::ToSchema;
 
 use super::auth::{Failures, Tokens};
 use super::metrics::ServerMetrics;
@@ -28,7 +29,7 @@ pub(crate) struct Limits {
 }
 
 /// Where a run stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub(crate) enum RunState {
     Queued,
@@ -41,18 +42,6 @@ pub(crate) enum RunState {
 }
 
 impl RunState {
-    pub(crate) fn parse(s: &str) -> Option<RunState> {
-        [
-            RunState::Queued,
-            RunState::Running,
-            RunState::Completed,
-            RunState::Failed,
-            RunState::Interrupted,
-        ]
-        .into_iter()
-        .find(|r| r.as_str() == s)
-    }
-
     pub(crate) fn as_str(self) -> &'static str {
         match self {
             RunState::Queued => "queued",
@@ -154,6 +143,8 @@ pub(crate) struct Pending {
     pub lock: RunLock,
     pub stops: mpsc::Receiver<Stop>,
     pub hooks: super::driver::RunHooks,
+    /// The submitter's W3C trace context, which the run's span continues.
+    pub traceparent: Option<String>,
 }
 
 /// What became of a submission.
@@ -193,8 +184,13 @@ pub(crate) struct Server {
     pub tokens: Option<Tokens>,
     pub failures: Failures,
     pub limits: Limits,
-    /// How long a question waits for a client before its fail-safe answer.
+    /// How long a question waits for a client before its fail-safe answer (unless
+    /// the fleet says its own `ask_timeout`).
     pub ask_timeout: std::time::Duration,
+    /// Where a submission's `cwd` may be (canonical).
+    pub allow_roots: Vec<PathBuf>,
+    /// The server's webhook (`--notify`), for every run.
+    pub notifier: crate::notify::Notifier,
     pub fleet_metrics: Metrics,
     pub metrics: ServerMetrics,
     table: Mutex<Table>,
@@ -215,6 +211,8 @@ impl Server {
             failures: Failures::default(),
             limits,
             ask_timeout: std::time::Duration::from_secs(600),
+            allow_roots: Vec::new(),
+            notifier: crate::notify::Notifier::default(),
             fleet_metrics,
             metrics: ServerMetrics::new(),
             table: Mutex::new(Table::default()),

@@ -5,11 +5,12 @@
 //! run` does: the same findings `run --dry-run` prints, each with its line and key.
 
 use std::collections::BTreeMap;
-use std::path::{Component, Path};
+use std::path::{Component, Path, PathBuf};
 
 use axum::http::HeaderMap;
 use axum::http::header::CONTENT_TYPE;
 use serde::Deserialize;
+use utoipa::ToSchema;
 
 use super::error::{ApiError, Finding};
 use crate::fleet::{self, FleetErrors, Loaded};
@@ -20,7 +21,7 @@ pub(crate) const INPUT_DIR: &str = "input";
 pub(crate) const FLEET_FILE: &str = "fleet.toml";
 
 /// What a client submitted.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct Submission {
     /// The fleet.toml's text.
@@ -31,6 +32,10 @@ pub(crate) struct Submission {
     /// Files beside the fleet (relative path -> text), e.g. the sim's scripts.
     #[serde(default)]
     pub files: BTreeMap<String, String>,
+    /// The directory the sessions that name no `cwd` work in: inside a root the
+    /// server allows (`--allow-root`). Default: the server's working directory.
+    #[serde(default)]
+    pub cwd: Option<String>,
 }
 
 impl Submission {
@@ -73,26 +78,52 @@ impl Submission {
         Ok(s)
     }
 
-    /// Write the fleet and its files into `input` (made).
+    /// `cwd`, canonical, if it is a directory inside one of `roots`.
+    pub(crate) fn cwd(&self, roots: &[PathBuf]) -> Result<Option<PathBuf>, ApiError> {
+        let Some(cwd) = &self.cwd else {
+            return Ok(None);
+        };
+        let refuse = |why: String| ApiError::BadRequest(format!("`cwd` `{cwd}`: {why}"));
+        if roots.is_empty() {
+            return Err(refuse(
+                "this server takes no cwd (start it with --allow-root DIR)".into(),
+            ));
+        }
+        let path = std::fs::canonicalize(cwd).map_err(|e| refuse(e.to_string()))?;
+        if !path.is_dir() {
+            return Err(refuse("not a directory".into()));
+        }
+        if !roots.iter().any(|r| path.starts_with(r)) {
+            return Err(refuse(
+                "not inside a root this server allows (--allow-root)".into(),
+            ));
+        }
+        Ok(Some(path))
+    }
+
+    /// Write the fleet and its files into `input` (made). A file that cannot be
+    /// written where its name says (a name too long, a directory in the way) is the
+    /// client's error, naming it.
     pub(crate) fn write(&self, input: &Path) -> Result<(), ApiError> {
         let io = |e: std::io::Error| ApiError::Internal(format!("writing the submission: {e}"));
         std::fs::create_dir_all(input).map_err(io)?;
         std::fs::write(input.join(FLEET_FILE), &self.fleet).map_err(io)?;
         for (name, text) in &self.files {
             let path = input.join(name);
+            let bad = |e: std::io::Error| ApiError::BadRequest(format!("`files`: `{name}`: {e}"));
             if let Some(dir) = path.parent() {
-                std::fs::create_dir_all(dir).map_err(io)?;
+                std::fs::create_dir_all(dir).map_err(bad)?;
             }
-            std::fs::write(&path, text).map_err(io)?;
+            std::fs::write(&path, text).map_err(bad)?;
         }
         Ok(())
     }
 
     /// Load and validate the fleet written into `input`; a missing agent is a
     /// finding too (nothing would spawn).
-    pub(crate) async fn load(&self, input: &Path) -> Result<Loaded, ApiError> {
+    pub(crate) async fn load(&self, input: &Path, cwd: Option<&Path>) -> Result<Loaded, ApiError> {
         let path = input.join(FLEET_FILE);
-        let loaded = fleet::load(&path, self.task.as_deref())
+        let loaded = fleet::load_in(&path, self.task.as_deref(), cwd)
             .await
             .map_err(|errors| ApiError::InvalidFleet(findings(&errors, input)))?;
         let missing: Vec<Finding> = loaded

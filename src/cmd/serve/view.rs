@@ -5,11 +5,12 @@
 //! its journal, as `capfleet runs` lists it.
 
 use serde::Serialize;
+use utoipa::ToSchema;
 
-use super::state::{RunEntry, Server};
-use crate::cmd::runs::RunRow;
+use super::state::{RunEntry, RunState, Server};
+use crate::cmd::runs::{self, RunRow};
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct SessionView {
     pub name: String,
     pub urn: String,
@@ -21,13 +22,14 @@ pub(crate) struct SessionView {
     pub restarts: u32,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct Budget {
     pub limit_usd: Option<f64>,
     pub spent_usd: f64,
 }
 
-#[derive(Debug, Serialize)]
+/// The run's other routes.
+#[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct Links {
     #[serde(rename = "self")]
     pub this: String,
@@ -48,11 +50,12 @@ impl Links {
     }
 }
 
-#[derive(Debug, Serialize)]
+/// A run: where it stands, its sessions, its budget, its links.
+#[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct RunView {
     pub id: String,
     pub fleet: Option<String>,
-    pub state: String,
+    pub state: RunState,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub queue_position: Option<usize>,
     pub submitted_by: Option<String>,
@@ -96,7 +99,7 @@ impl RunView {
         RunView {
             id: entry.id.clone(),
             fleet: Some(entry.fleet.clone()),
-            state: p.state.as_str().to_owned(),
+            state: p.state,
             queue_position: server.position(&entry.id),
             submitted_by: Some(entry.submitted_by.clone()),
             created_ms: Some(entry.created_ms),
@@ -117,10 +120,12 @@ impl RunView {
 
     /// A run of the data dir known only by its journal.
     pub(crate) fn of_row(row: RunRow) -> RunView {
-        let state = serde_json::to_value(row.state)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_owned))
-            .unwrap_or_default();
+        let state = match row.state {
+            runs::RunState::Completed => RunState::Completed,
+            runs::RunState::Failed => RunState::Failed,
+            runs::RunState::Interrupted => RunState::Interrupted,
+            runs::RunState::Running => RunState::Running,
+        };
         RunView {
             links: Links::of(&row.run),
             id: row.run,
@@ -142,4 +147,33 @@ impl RunView {
             },
         }
     }
+}
+
+/// What `POST /v1/runs` answers (201).
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct Created {
+    pub id: String,
+    pub fleet: String,
+    /// `running`, or `queued` (then `queue_position` says where).
+    pub state: RunState,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub queue_position: Option<usize>,
+    pub links: Links,
+    /// The fleet's warnings, as `run --dry-run` prints them.
+    pub warnings: Vec<String>,
+}
+
+/// A page of runs (`GET /v1/runs`), oldest first.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct RunPage {
+    pub runs: Vec<RunView>,
+    /// The `after` of the next page, when there is one.
+    pub next_after: Option<String>,
+}
+
+/// A probe's answer.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct Status {
+    /// `ok` (`/healthz`) or `ready` (`/readyz`).
+    pub status: String,
 }

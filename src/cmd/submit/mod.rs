@@ -54,6 +54,10 @@ pub(crate) struct SubmitArgs {
     /// Another file to send beside the fleet (relative to it).
     #[arg(long = "file", value_name = "PATH")]
     pub files: Vec<PathBuf>,
+    /// Where on the server the sessions that name no `cwd` work: a directory inside a
+    /// root the server allows (`serve --allow-root`).
+    #[arg(long, value_name = "DIR")]
+    pub cwd: Option<String>,
     /// Follow the run to its end and exit with its exit code.
     #[arg(long)]
     pub wait: bool,
@@ -283,6 +287,9 @@ fn submission(args: &SubmitArgs) -> Result<Value, SubmissionError> {
         body.insert("task".into(), json!(t));
     }
     body.insert("files".into(), Value::Object(files.into_iter().collect()));
+    if let Some(cwd) = &args.cwd {
+        body.insert("cwd".into(), json!(cwd));
+    }
     Ok(Value::Object(body))
 }
 

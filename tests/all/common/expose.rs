@@ -49,7 +49,7 @@ pub(crate) fn exposing_sim_with(d: &Path, marker: &EnvMarker, extra: &[&str]) ->
     let script = script.to_str().unwrap();
     let mut args = vec!["--token-file", "tokens.txt", "--expose", "sim"];
     args.extend_from_slice(extra);
-    let server = Server::start_with(d, &args, &[("CAPFLEET_SIM_SCRIPT", script), marker.pair()]);
+    let server = Server::start_env(d, &args, &[("CAPFLEET_SIM_SCRIPT", script), marker.pair()]);
     (server, token)
 }
 

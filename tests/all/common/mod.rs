@@ -5,9 +5,7 @@
 //! - [`capfleet`](mod@capfleet): the binary under test ([`BIN`]), the `capfleet(dir)`
 //!   command and its registry sandbox, a run's journal read back.
 //! - [`serve`]: `capfleet serve` on a free port, requests to it, its event stream
-//!   read by curl.
-//! - [`serve`]: `capfleet serve` on a free port, requests to it, its event stream
-//!   read by curl.
+//!   read by curl, its OpenAPI document's operations.
 //! - [`speak`]: `capfleet speak` as the Claude Agent SDK's Claude Code, and the SDK's
 //!   two-turn driver.
 //! - [`sim`]: the simulator as the test agent (library session specs, fleet entries).
@@ -31,6 +29,8 @@
 //!   questions.
 //! - [`tmux`]: a command in a real terminal (a tmux session of a given width) and
 //!   its screen (`capture-pane`).
+//! - [`webhook`]: a real HTTP receiver of capfleet's webhook notices (Python's
+//!   http.server), checking their signatures.
 //! - [`wires`]: a fleet session on each simulator wire whose agent leaves a
 //!   grandchild behind.
 //! - [`tree`]: a supervision tree with a journal, for library-level tests; [`ask`]
@@ -56,6 +56,7 @@ pub(crate) mod speak;
 pub(crate) mod stop_fleet;
 pub(crate) mod terminal;
 pub(crate) mod tmux;
+pub(crate) mod webhook;
 pub(crate) mod wires;
 
 pub(crate) use capfleet::{

@@ -239,6 +239,38 @@ impl EnvMarker {
     pub(crate) fn processes(&self) -> Vec<i32> {
         processes_with_env_marker(&self.key, &self.value)
     }
+
+    /// Wait (30 s at most) until `n` processes or more carry this marker: `what`
+    /// started.
+    pub(crate) fn wait_for(&self, n: usize, what: &str) {
+        assert!(
+            wait_until(Duration::from_secs(30), Duration::from_millis(20), || self
+                .processes()
+                .len()
+                >= n),
+            "{what}: {} of {n} processes",
+            self.processes().len()
+        );
+    }
+
+    /// Wait (`within` at most) until no process carries this marker.
+    pub(crate) fn wait_gone(&self, within: Duration, what: &str) {
+        assert!(
+            wait_until(within, Duration::from_millis(20), || self
+                .processes()
+                .is_empty()),
+            "{what}: {:?}",
+            self.processes()
+        );
+    }
+}
+
+/// `SIGKILL` to `pid` (a process the test started, or its keeper).
+pub(crate) fn sigkill(pid: i32) {
+    // SAFETY: kill(2) with a pid the caller owns.
+    unsafe {
+        libc::kill(pid, libc::SIGKILL);
+    }
 }
 
 /// Live processes whose `CAPFLEET_AGENT` marker names capfleet `pid`

@@ -24,12 +24,11 @@ pub(crate) struct Server {
 impl Server {
     /// `capfleet serve --addr 127.0.0.1:0 EXTRA…` in `dir`, once it listens.
     pub(crate) fn start(dir: &Path, extra: &[&str]) -> Server {
-        Server::start_with(dir, extra, &[])
+        Server::start_env(dir, extra, &[])
     }
 
-    /// [`Server::start`] with `env` added to the server's (and so its agents')
-    /// environment.
-    pub(crate) fn start_with(dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Server {
+    /// [`Server::start`] with the variables `env` set.
+    pub(crate) fn start_env(dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Server {
         let mut child = capfleet(dir)
             .args(["serve", "--addr", "127.0.0.1:0"])
             .args(extra)
@@ -193,6 +192,10 @@ pub(crate) fn add_token(dir: &std::path::Path, name: &str, role: &str) -> String
     secret
 }
 
+/// A session's script asking leave for a high-risk `Bash` command, then saying a line
+/// once it was answered.
+pub(crate) const PERMISSION: &str = "[[turn]]\nsteps = [{ permission = \"Bash\", input = { command = \"echo hi\" }, risk = \"high\" }, { say = \"after the tool\" }]\n";
+
 /// A session's script saying `n` lines `ms` apart: a run that lasts while it is read.
 pub(crate) fn chatty(n: usize, ms: u64) -> String {
     let steps: Vec<String> = (0..n)
@@ -292,4 +295,63 @@ pub(crate) fn sse(
     let _ = child.kill();
     let _ = child.wait();
     events
+}
+
+/// One operation of the server's OpenAPI document.
+#[derive(Debug, Clone)]
+pub(crate) struct Operation {
+    pub method: String,
+    /// The path template (`/v1/runs/{id}`).
+    pub path: String,
+    /// The role the document says it needs (`x-capfleet-role`); `None`: open.
+    pub role: Option<String>,
+}
+
+/// Every operation of `doc`, each with its documented role (none when its security
+/// is empty: an open route).
+pub(crate) fn operations(doc: &Value) -> Vec<Operation> {
+    let mut ops = Vec::new();
+    for (path, item) in doc["paths"].as_object().expect("paths") {
+        for (method, op) in item.as_object().expect("a path item") {
+            if ![
+                "get", "post", "put", "delete", "patch", "head", "options", "trace",
+            ]
+            .contains(&method.as_str())
+            {
+                continue;
+            }
+            let open = op["security"].as_array().is_some_and(|s| {
+                s.iter()
+                    .all(|r| r.as_object().is_some_and(|o| o.is_empty()))
+            });
+            let role = (!open).then(|| {
+                op["x-capfleet-role"]
+                    .as_str()
+                    .unwrap_or_else(|| panic!("{method} {path}: a guarded route names its role"))
+                    .to_owned()
+            });
+            ops.push(Operation {
+                method: method.to_uppercase(),
+                path: path.clone(),
+                role,
+            });
+        }
+    }
+    ops
+}
+
+/// `template` with its `{name}` parameters replaced by `values`' (each must be there).
+pub(crate) fn fill(template: &str, values: &[(&str, &str)]) -> String {
+    let mut out = template.to_owned();
+    while let Some(start) = out.find('{') {
+        let end = start + out[start..].find('}').expect("a closed parameter");
+        let name = &out[start + 1..end];
+        let value = values
+            .iter()
+            .find(|(k, _)| *k == name)
+            .unwrap_or_else(|| panic!("no value for `{name}` in {template}"))
+            .1;
+        out.replace_range(start..=end, value);
+    }
+    out
 }

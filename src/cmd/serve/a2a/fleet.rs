@@ -121,8 +121,8 @@ impl FleetHost {
             hooks: RunHooks {
                 subscribers: vec![events_tx],
                 human: Some(human),
-                traceparent: traceparent.map(str::to_owned),
             },
+            traceparent: traceparent.map(str::to_owned),
         };
         let started = match self.server.admit(pending) {
             Admission::Now(p) => {
