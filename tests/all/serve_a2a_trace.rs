@@ -51,10 +51,19 @@ async fn an_exposed_fleets_run_continues_the_callers_trace() {
     server.signal(libc::SIGTERM);
     assert_eq!(server.wait(Duration::from_secs(30)).code(), Some(0));
     let tree = collector.spans().await;
+    // The caller's span -> the server's `serve.run` (as for a submitted run) -> the
+    // engine's run.
+    let served = tree.one("serve.run");
+    assert_eq!(
+        (served.trace_id.as_str(), served.parent_span_id.as_str()),
+        (TRACE, SPAN),
+        "{:?}",
+        tree.names()
+    );
     let run = tree.one("fleet.run");
     assert_eq!(
         (run.trace_id.as_str(), run.parent_span_id.as_str()),
-        (TRACE, SPAN),
+        (TRACE, served.span_id.as_str()),
         "{:?}",
         tree.names()
     );
@@ -172,10 +181,11 @@ async fn a_fleet_of_agents_another_server_exposes_is_one_trace() {
         .filter(|s| s.trace_id == trace && s.parent_span_id.is_empty())
         .map(|s| s.name.as_str())
         .collect();
+    // The submit request's span is the root: A's run (`serve.run`) starts under it.
     assert_eq!(
         roots,
-        ["serve.run"],
-        "A's run is the root: {:?}",
+        ["POST /v1/runs"],
+        "A's submission is the root: {:?}",
         tree.names()
     );
     assert_eq!(
