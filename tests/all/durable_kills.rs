@@ -9,19 +9,28 @@
 //! agent killed with capfleet before capfleet could journal it); and the run ends as
 //! an uninterrupted one of the same fleet does (the same deliveries completed, the
 //! same diffs of every worktree).
+//!
+//! The same with `SIGTERM` and with `SIGINT`, 8 stops each (the same code, the signal
+//! a parameter; each stop journals `stopping`, cancels the turns and ends the run
+//! cleanly, so one costs more than a kill): the resume takes up what the stop cut —
+//! the turns it cancelled are no turns done (`max_turns` does not count them) and run
+//! again, a turn that completed during the stop is replayed where that resume took it
+//! — with the same assertions.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use serde_json::Value;
 
-use crate::common::durable::{completed, demo, exactly_once};
+use crate::common::EnvMarker;
+use crate::common::durable::{Moments, completed, demo, exactly_once, stop};
 use crate::common::repo::{Fixture, stderr};
-use crate::common::{EnvMarker, wait_until};
 
 const KILLS: usize = 30;
+/// Clean stops (SIGTERM, SIGINT), each signal.
+const STOPS: usize = 8;
 
 /// The demo fleet's four sessions, two more (`scout` from the start, routed to
 /// `docs`; `docs` again after the reviewer), the marker and the usage file in each
@@ -161,21 +170,19 @@ fn diffs(f: &Fixture) -> BTreeMap<String, String> {
         .collect()
 }
 
-/// A seeded generator of kill moments (xorshift), in `lo..hi` milliseconds.
-struct Moments(u64);
-
-impl Moments {
-    fn next(&mut self, lo: u64, hi: u64) -> Duration {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        Duration::from_millis(lo + self.0 % (hi - lo))
-    }
-}
-
 #[test]
 fn thirty_sigkills_and_resumes_end_as_an_uninterrupted_run() {
     stopped_and_resumed(libc::SIGKILL, KILLS, 0x5eed_0017, "durable-kills");
+}
+
+#[test]
+fn eight_sigterms_and_resumes_end_as_an_uninterrupted_run() {
+    stopped_and_resumed(libc::SIGTERM, STOPS, 0x5eed_0015, "durable-terms");
+}
+
+#[test]
+fn eight_sigints_and_resumes_end_as_an_uninterrupted_run() {
+    stopped_and_resumed(libc::SIGINT, STOPS, 0x5eed_0002, "durable-ints");
 }
 
 /// The fleet run once whole, then stopped by `signal` at `wanted` seeded moments
@@ -226,17 +233,11 @@ fn stopped_and_resumed(signal: libc::c_int, wanted: usize, seed: u64, marker: &s
             // It ended before the kill: completed.
             break;
         }
-        // SAFETY: kill(2) on the child this test started (not yet reaped).
-        unsafe {
-            libc::kill(child.id() as i32, signal);
-        }
-        let _ = child.wait();
         kills += 1;
+        stop(&mut child, signal, &format!("stop {kills}"));
         assert!(
-            wait_until(Duration::from_secs(1), Duration::from_millis(10), || m
-                .processes()
-                .is_empty()),
-            "kill {kills}: agents outlive capfleet by 1 s: {:?}",
+            m.processes().is_empty(),
+            "stop {kills}: {:?}",
             m.processes()
         );
         if !repo.path().join(".capfleet/runs").is_dir() {
