@@ -61,6 +61,19 @@ pub(crate) fn run_journal(dir: &Path) -> Vec<Value> {
     journal_records(&latest_run(dir).join("journal.jsonl"))
 }
 
+/// The records of the newest run's journal under `dir` while the run writes it: none
+/// before it exists, and a last line still being written left out.
+pub(crate) fn journal_so_far(dir: &Path) -> Vec<Value> {
+    let runs = dir.join(".capfleet/runs");
+    if !runs.is_dir() {
+        return Vec::new();
+    }
+    let text = std::fs::read_to_string(latest_run(dir).join("journal.jsonl")).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
 /// The outcome of a journal's `run_ended` record, if it has one.
 pub(crate) fn run_ended(records: &[Value]) -> Option<String> {
     records

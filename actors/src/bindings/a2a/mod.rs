@@ -2,7 +2,8 @@
 //! I/O: the agent card and the choice of interface and spelling ([`card`]), the two
 //! spellings of the JSON-RPC methods, states and parts ([`spelling`]), CAP events as
 //! marked data parts ([`datapart`]), Gemini CLI's tool-call data parts
-//! ([`coder_agent`]), and SSE frames to CAP events ([`frames`]).
+//! ([`coder_agent`]), SSE frames to CAP events ([`frames`]), and where a conversation
+//! goes on from after a loss ([`resume`]).
 //! The driver that speaks it over HTTP is `driver::a2a`.
 
 pub mod card;
@@ -11,8 +12,10 @@ pub mod datapart;
 pub mod frames;
 #[cfg(test)]
 mod frames_tests;
+pub mod resume;
 pub mod spelling;
 
 pub use card::{CAP_EXTENSION, Card, CardError, Choice, Scheme, SchemeKind};
 pub use frames::{FrameMapper, Mapped};
+pub use resume::ResumePoint;
 pub use spelling::{Method, Spelling, TaskState};
