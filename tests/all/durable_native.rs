@@ -3,7 +3,9 @@
 //! and an A2A one with `GetTask` on the same task, instead of re-issuing the prompt
 //! with the partial text. On the simulator: its ACP mode keeps each conversation in
 //! its state directory and replays it on load (the replay is not the turn's output);
-//! its A2A mode answers `GetTask` with what a task said, kept after it ends.
+//! its A2A mode answers `GetTask` with what a task said, kept after it ends. And with
+//! a real peer: the official Python ACP SDK's agent (peer `py-acp`) loads the session
+//! it is given and says so.
 
 use std::path::Path;
 use std::time::Duration;
@@ -13,7 +15,7 @@ use serde_json::Value;
 use crate::common::a2a::{A2aPeer, manifest, sim};
 use crate::common::durable::stop;
 use crate::common::repo::{Fixture, stderr};
-use crate::common::{support, wait_until};
+use crate::common::{peer, support, wait_until};
 
 /// The text a session's turn `turn` said, joined.
 fn said(j: &[Value], urn: &str, turn: u64) -> String {
@@ -183,5 +185,37 @@ fn an_a2a_turn_cut_mid_task_is_taken_up_with_get_task_on_the_same_task() {
     assert!(
         log.lines().any(|l| l.starts_with("SubscribeToTask ")),
         "the running task followed on: {log}"
+    );
+}
+
+#[test]
+fn the_python_acp_sdk_agent_is_given_its_session_again_on_resume() {
+    let f = Fixture::git_repo(&[("README.md", "a service\n")]);
+    f.write(
+        "fleet.toml",
+        &format!(
+            "[fleet]\nname = \"native\"\nstart = \"a\"\ntask = \"dots 40\"\n\n\
+             [[sessions]]\nname = \"a\"\nagent = \"{}\"\nargv = [\"{}\", \"{}\"]\n",
+            support("acp-echo.toml").display(),
+            peer("py-acp").display(),
+            support("acp_echo_agent.py").display()
+        ),
+    );
+    let urn = "cap://native/a";
+    let mut child = f.command(&["run", "fleet.toml"]).spawn().unwrap();
+    let dotted = wait_until(Duration::from_secs(30), Duration::from_millis(20), || {
+        said(&f.journal_so_far(), urn, 1).len() >= 3
+    });
+    stop(&mut child, libc::SIGKILL, "the kill");
+    assert!(dotted, "the agent streamed");
+    let j = resume(&f);
+    let ids = readies(&j, urn);
+    assert_eq!(ids.len(), 2, "{ids:?}");
+    assert_eq!(ids[0], ids[1], "the same ACP session, loaded");
+    assert_eq!(prompts(&j, urn), ["dots 40", "dots 40"]);
+    assert_eq!(
+        said(&j, urn, 2),
+        format!("[loaded {}] {}", ids[0], ".".repeat(40)),
+        "the agent was given its session"
     );
 }

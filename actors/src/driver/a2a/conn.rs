@@ -255,19 +255,7 @@ impl Conn {
         tp: Option<&str>,
         stream: &mut Option<Events>,
     ) -> Step {
-        let id = self.next_id();
-        let body = self
-            .spelling
-            .request(id, Method::Get, Spelling::task_params(&task));
-        let answer = match self
-            .http
-            .rpc(&self.endpoint, self.spelling, &body, tp)
-            .await
-        {
-            Ok(res) => http::read_json(res, self.endpoint.as_str()).await,
-            Err(e) => Err(e),
-        };
-        let snapshot = match answer {
+        let snapshot = match self.on_task(Method::Get, &task, tp).await {
             Ok(frame) if frame.get("error").is_none() => frame,
             other => {
                 let why = match other {
@@ -288,6 +276,24 @@ impl Conn {
             Step::Go if self.open && !self.paused => self.resubscribe(tp, stream).await,
             step => step,
         }
+    }
+
+    /// `method` on `task` (read, cancel), its JSON answer.
+    async fn on_task(
+        &mut self,
+        method: Method,
+        task: &str,
+        tp: Option<&str>,
+    ) -> Result<Value, super::A2aError> {
+        let id = self.next_id();
+        let body = self
+            .spelling
+            .request(id, method, Spelling::task_params(task));
+        let res = self
+            .http
+            .rpc(&self.endpoint, self.spelling, &body, tp)
+            .await?;
+        http::read_json(res, self.endpoint.as_str()).await
     }
 
     /// Re-attaches to the task's stream, with bounded retries and backoff.
@@ -322,19 +328,7 @@ impl Conn {
             self.end(StopReason::Cancelled, false, &mut outs);
             return self.emit(outs).await;
         };
-        let id = self.next_id();
-        let body = self
-            .spelling
-            .request(id, Method::Cancel, Spelling::task_params(&task));
-        let answer = match self
-            .http
-            .rpc(&self.endpoint, self.spelling, &body, tp)
-            .await
-        {
-            Ok(res) => http::read_json(res, self.endpoint.as_str()).await,
-            Err(e) => Err(e),
-        };
-        match answer {
+        match self.on_task(Method::Cancel, &task, tp).await {
             Ok(frame) if frame.get("error").is_none() => {
                 *stream = None;
                 self.on_frame(&frame, stream).await
