@@ -72,8 +72,9 @@ fn main() {
         );
     }
     if on("3") {
-        // Warm the path once, then the baseline: no keeper, no marker.
-        rt.block_on(spawns(SPAWNS / 4, false));
+        // Warm the path (as many spawns as measured), then the baseline: no keeper, no
+        // marker.
+        rt.block_on(spawns(SPAWNS, false));
         let plain = rt.block_on(spawns(SPAWNS, false));
         keeper::start(Path::new(exe)).expect("the keeper starts");
         let kept = rt.block_on(spawns(SPAWNS, true));
