@@ -19,8 +19,8 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::Stdio;
-use std::time::Instant;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -185,6 +185,31 @@ fn eight_sigints_and_resumes_end_as_an_uninterrupted_run() {
     stopped_and_resumed(libc::SIGINT, STOPS, 0x5eed_0002, "durable-ints");
 }
 
+/// Turns started so far in `f`'s last run (none before it has a journal).
+fn turns_started(f: &Fixture) -> usize {
+    f.journal_so_far()
+        .iter()
+        .filter(|r| r["type"] == "turn_started")
+        .count()
+}
+
+/// Wait until capfleet `child`, running in `f`, has started a turn past the `before`
+/// of its journal: false if it ended first.
+fn working(f: &Fixture, child: &mut Child, before: usize) -> bool {
+    let t = Instant::now();
+    while turns_started(f) <= before {
+        if child.try_wait().unwrap().is_some() {
+            return false;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "no turn started in 60 s"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    true
+}
+
 /// The fleet run once whole, then stopped by `signal` at `wanted` seeded moments
 /// (each during the resume before it) and resumed to its end.
 fn stopped_and_resumed(signal: libc::c_int, wanted: usize, seed: u64, marker: &str) {
@@ -192,7 +217,14 @@ fn stopped_and_resumed(signal: libc::c_int, wanted: usize, seed: u64, marker: &s
     let m = EnvMarker::new(marker);
     let usage = tempfile::tempdir().unwrap();
     let whole = six(&m, &usage.path().join("whole.jsonl"));
-    let out = whole.capfleet(&["run", "fleets/six.toml"]);
+    let mut child = whole
+        .command(&["run", "fleets/six.toml"])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(working(&whole, &mut child, 0), "the run starts a turn");
+    let starting = t.elapsed();
+    let out = child.wait_with_output().unwrap();
     let span = t.elapsed();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let wj = whole.journal();
@@ -214,20 +246,29 @@ fn stopped_and_resumed(signal: libc::c_int, wanted: usize, seed: u64, marker: &s
     let file = usage.path().join("killed.jsonl");
     let repo = six(&m, &file);
     let mut at = Moments(seed);
-    // Kill moments: within the time a run takes to start its agents and go on.
-    let ms = span.as_millis() as u64;
-    let (lo, hi) = (ms / 12, ms / 5);
-    eprintln!("uninterrupted: {span:?}; kills {lo}..{hi} ms into each start");
+    // Kill moments: counted from the first turn each start begins (what a start costs
+    // before that follows the machine's load, the agents' work does not), within the
+    // time the agents' work took uninterrupted.
+    let work = (span - starting).as_millis() as u64;
+    let (lo, hi) = (work / 20, work / 6);
+    eprintln!(
+        "uninterrupted: {span:?}, agents at work after {starting:?}; kills {lo}..{hi} ms into each one's work"
+    );
     let mut kills = 0;
     let mut args = vec!["run".to_owned(), "fleets/six.toml".to_owned()];
     while kills < wanted {
         let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+        let before = turns_started(&repo);
         let mut child = repo
             .command(&argv)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
+        if !working(&repo, &mut child, before) {
+            // It ended before starting a turn: completed.
+            break;
+        }
         std::thread::sleep(at.next(lo, hi));
         if child.try_wait().unwrap().is_some() {
             // It ended before the kill: completed.
@@ -240,10 +281,6 @@ fn stopped_and_resumed(signal: libc::c_int, wanted: usize, seed: u64, marker: &s
             "stop {kills}: {:?}",
             m.processes()
         );
-        if !repo.path().join(".capfleet/runs").is_dir() {
-            // Killed before it made its run directory: start again.
-            continue;
-        }
         args = vec!["run".into(), "--resume".into(), repo.run_id()];
     }
     let before = completed(&repo.journal()).len();

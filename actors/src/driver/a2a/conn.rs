@@ -255,7 +255,7 @@ impl Conn {
         tp: Option<&str>,
         stream: &mut Option<Events>,
     ) -> Step {
-        let snapshot = match self.on_task(Method::Get, &task, tp).await {
+        let snapshot = match self.task_request(Method::Get, &task, tp).await {
             Ok(frame) if frame.get("error").is_none() => frame,
             other => {
                 let why = match other {
@@ -279,7 +279,7 @@ impl Conn {
     }
 
     /// `method` on `task` (read, cancel), its JSON answer.
-    async fn on_task(
+    async fn task_request(
         &mut self,
         method: Method,
         task: &str,
@@ -328,7 +328,7 @@ impl Conn {
             self.end(StopReason::Cancelled, false, &mut outs);
             return self.emit(outs).await;
         };
-        match self.on_task(Method::Cancel, &task, tp).await {
+        match self.task_request(Method::Cancel, &task, tp).await {
             Ok(frame) if frame.get("error").is_none() => {
                 *stream = None;
                 self.on_frame(&frame, stream).await
