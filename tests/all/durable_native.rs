@@ -4,8 +4,9 @@
 //! with the partial text. On the simulator: its ACP mode keeps each conversation in
 //! its state directory and replays it on load (the replay is not the turn's output);
 //! its A2A mode answers `GetTask` with what a task said, kept after it ends. And with
-//! a real peer: the official Python ACP SDK's agent (peer `py-acp`) loads the session
-//! it is given and says so.
+//! real peers: the official Python ACP SDK's agent (peer `py-acp`) loads the session
+//! it is given and says so; a task of the official Python A2A SDK's agent (peer
+//! `a2a-py`) that ended while capfleet was dead is read back with `GetTask`.
 
 use std::path::Path;
 use std::time::Duration;
@@ -218,4 +219,60 @@ fn the_python_acp_sdk_agent_is_given_its_session_again_on_resume() {
         format!("[loaded {}] {}", ids[0], ".".repeat(40)),
         "the agent was given its session"
     );
+}
+
+#[test]
+fn a_python_a2a_sdk_task_that_ended_meanwhile_is_read_back() {
+    let f = Fixture::git_repo(&[("README.md", "a service\n")]);
+    let mut cmd = std::process::Command::new(peer("a2a-py"));
+    cmd.arg(support("a2a_py_agent.py"))
+        .args(["--spelling", "1.0"]);
+    let agent = A2aPeer::spawn(cmd, None);
+    let peers = tempfile::tempdir().unwrap();
+    let m = manifest(peers.path(), &agent.url, "");
+    f.write(
+        "fleet.toml",
+        &format!(
+            "[fleet]\nname = \"native\"\nstart = \"a\"\ntask = \"later\"\n\n\
+             [[sessions]]\nname = \"a\"\nagent = \"{}\"\n",
+            m.display()
+        ),
+    );
+    let urn = "cap://native/a";
+    let mut child = f.command(&["run", "fleet.toml"]).spawn().unwrap();
+    let half = wait_until(Duration::from_secs(30), Duration::from_millis(20), || {
+        said(&f.journal_so_far(), urn, 1).contains("half")
+    });
+    stop(&mut child, libc::SIGKILL, "the kill");
+    assert!(half, "the task said its first half");
+    // The SDK's task ends meanwhile (1.5 s).
+    std::thread::sleep(Duration::from_millis(2500));
+    let j = resume(&f);
+    assert_eq!(
+        said(&j, urn, 2),
+        "half done",
+        "the task's result, read back"
+    );
+    let p = prompts(&j, urn);
+    assert_eq!(p, ["later", "later"], "{p:?}");
+    // The same task, not a new one: every task the session's resume ids name is one.
+    let tasks: std::collections::BTreeSet<String> = j
+        .iter()
+        .filter(|r| r["urn"] == urn && r["type"] == "resume_id")
+        .filter_map(|r| serde_json::from_str::<Value>(r["id"].as_str()?).ok())
+        .filter_map(|p| p["task"].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(tasks.len(), 1, "one task: {tasks:?}");
+    // Read back, not run again (that takes the agent 1.5 s).
+    let took = j
+        .iter()
+        .find(|r| r["urn"] == urn && r["type"] == "turn_ended" && r["turn"] == 2)
+        .and_then(|r| r["duration_ms"].as_u64())
+        .unwrap();
+    assert!(took < 1500, "the resumed turn took {took} ms");
+    let usage = j
+        .iter()
+        .filter(|r| r["urn"] == urn && r["event"]["kind"] == "cap.usage")
+        .count();
+    assert_eq!(usage, 1, "the task's usage, once");
 }
