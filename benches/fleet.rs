@@ -372,33 +372,17 @@ async fn run_counting(dir: &Path, n: usize, marker: &str) -> (RunReport, usize) 
 /// time until all are on disk.
 async fn journal_alone(dir: &Path, n: u64) -> (u64, Duration) {
     use capfleet_actors::events::SessionEvent;
-    use capfleet_actors::journal::{Journal, JournalMsg};
-    let path = dir.join("alone.jsonl");
-    let (journal, _) = ractor::Actor::spawn(None, Journal, path.into())
-        .await
-        .expect("journal");
-    let tx = ractor::call!(journal, JournalMsg::Subscribe).expect("subscribe");
     let urn: Arc<str> = Arc::from("cap://bench/s0");
-    let started = Instant::now();
-    for seq in 1..=n {
-        let event = Arc::new(SessionEvent {
-            seq,
-            urn: urn.clone(),
-            turn: Some(1),
-            ts_ms: 0,
-            body: EventBody::Cap {
-                event: CapEvent::text("msg_1", "a chunk of the answer, forty-odd bytes long"),
-            },
-        });
-        tx.send(event).await.expect("journal alive");
-    }
-    drop(tx);
-    let written = ractor::call!(journal, JournalMsg::Finish)
-        .expect("finish")
-        .records;
-    let took = started.elapsed();
-    journal.stop(None);
-    (written, took)
+    support::journal_through(dir.join("alone.jsonl"), n, |seq| SessionEvent {
+        seq,
+        urn: urn.clone(),
+        turn: Some(1),
+        ts_ms: 0,
+        body: EventBody::Cap {
+            event: CapEvent::text("msg_1", "a chunk of the answer, forty-odd bytes long"),
+        },
+    })
+    .await
 }
 
 fn rss_kib(field: &str) -> u64 {

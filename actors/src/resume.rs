@@ -18,10 +18,15 @@
 //!   workspaces were collected after the end (a run cut before is resumed to).
 //!
 //! A stop (`stopping`, a signal or a fault) cuts the router's stream: what it
-//! recorded from there to the next `resumed` is the stop's, not the run's logic, and
-//! only the turns that completed in it are replayed (after the others).
+//! recorded from there to the next `resumed` is the stop's, not the run's logic. Only
+//! the turns that completed in it are replayed, where the resume that followed took
+//! them: after everything before the stop, before what that resume did live (the
+//! journal's order, ends cut by the stop left out). Their `delivered` record is on
+//! disk already, among the stop's: the replay does not write it again
+//! ([`Replayed::on_disk`]). A turn the stop cut (cancelled, failed, or its session
+//! closed) is no turn done: it is re-issued like one a kill cut.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -41,11 +46,12 @@ pub struct SessionRecovery {
     pub seq: u64,
     /// Its highest turn number.
     pub last_turn: u32,
-    /// Its turns that ended (a cut one did not).
+    /// Its turns that ended and are replayed (a cut one is not: it runs again).
     pub ended: u32,
     /// The agent's session to resume.
     pub resume_id: Option<String>,
-    /// A turn that never ended: the assistant text it had produced.
+    /// Its last turn was cut (never ended, or ended by a stop): the assistant text
+    /// it had produced.
     pub interrupted: Option<String>,
 }
 
@@ -55,6 +61,9 @@ pub struct Replayed {
     pub key: String,
     pub session: String,
     pub result: Result<TurnResult, SessionError>,
+    /// Its `delivered` record is in the journal already, past the records the replay
+    /// derives again (it ended while the run was stopping): not written twice.
+    pub on_disk: bool,
 }
 
 /// Everything a resumed run continues from.
@@ -212,7 +221,7 @@ pub fn recover(path: &Path, fleet: &str) -> std::io::Result<Recovered> {
     })?;
     r.tail = tail;
     // The router's records: what the replay derives again are those before each stop.
-    finish(&mut r, &mut turns, ends, routed);
+    finish(&mut r, turns, ends, routed);
     Ok(r)
 }
 
@@ -304,9 +313,6 @@ fn on_session(
         ("turn_ended", Some(t)) => {
             let outcome = line.outcome.as_deref().and_then(outcome_of);
             if let (Some(rebuilt), Some(o)) = (turns.get_mut(&(urn.to_owned(), t)), outcome) {
-                if rebuilt.ended.is_none() {
-                    s.ended += 1;
-                }
                 rebuilt.ended = Some((o, line.stop_reason.unwrap_or(StopReason::EndTurn)));
             }
         }
@@ -340,47 +346,55 @@ fn on_session(
     }
 }
 
-/// The replay's order and each session's interrupted turn.
+/// The replay's order (the journal's: each end where the router took it, those of a
+/// stop only if their turn completed, each key once), then per session the turns
+/// done (those replayed) and the text of its last turn if that one was cut.
 fn finish(
     r: &mut Recovered,
-    turns: &mut HashMap<(String, u32), Rebuilt>,
+    mut turns: HashMap<(String, u32), Rebuilt>,
     ends: Vec<End>,
     routed: Vec<(String, String)>,
 ) {
-    let ended: std::collections::HashSet<&str> = ends.iter().map(|e| e.key.as_str()).collect();
+    let ended: HashSet<&str> = ends.iter().map(|e| e.key.as_str()).collect();
     r.interrupted = routed
         .iter()
         .filter(|(k, _)| !ended.contains(k.as_str()))
         .map(|(k, _)| k.clone())
         .collect();
-    // Turns that started and never ended: their text so far.
-    for ((urn, _), rebuilt) in turns.iter() {
-        if rebuilt.ended.is_none()
-            && let Some(s) = r.sessions.get_mut(urn)
-        {
-            s.interrupted = Some(rebuilt.turn.partial_text().to_owned());
+    let mut taken = HashSet::new();
+    let mut done: HashMap<String, u32> = HashMap::new();
+    for e in ends {
+        if e.stopping && e.outcome != Some(TurnOutcome::Completed) || taken.contains(&e.key) {
+            continue;
         }
-    }
-    let (logical, stopped): (Vec<End>, Vec<End>) = ends.into_iter().partition(|e| !e.stopping);
-    let completed_in_stop = stopped
-        .into_iter()
-        .filter(|e| e.outcome == Some(TurnOutcome::Completed));
-    for e in logical.into_iter().chain(completed_in_stop) {
         let result = match (e.turn, e.outcome) {
             (Some(t), Some(outcome)) => match turns.remove(&(e.urn.clone(), t)) {
                 Some(Rebuilt {
                     turn,
                     ended: Some((_, stop)),
-                }) => Ok(turn.finish(outcome, stop)),
+                    ..
+                }) => {
+                    *done.entry(e.urn).or_default() += 1;
+                    Ok(turn.finish(outcome, stop))
+                }
                 // Its events are not on disk: it runs again.
                 _ => continue,
             },
             _ => Err(error_of(e.error.as_deref().unwrap_or(""))),
         };
+        taken.insert(e.key.clone());
         r.replay.push(Replayed {
             key: e.key,
             session: e.session,
             result,
+            on_disk: e.stopping,
         });
+    }
+    for (urn, s) in &mut r.sessions {
+        s.ended = done.get(urn).copied().unwrap_or(0);
+        // Left in `turns`: not replayed. The last one, if so, was cut.
+        s.interrupted = turns
+            .get(&(urn.clone(), s.last_turn))
+            .map(|t| t.turn.partial_text().to_owned());
     }
 }

@@ -1,6 +1,6 @@
 //! What the fleet-scale benches share: simulator sessions (stream-json, each following
 //! a script), a run of them through `run_fleet` with every event collected, and the
-//! no-survivor check.
+//! no-survivor check; a journal actor fed events straight.
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
@@ -128,4 +128,29 @@ pub(crate) fn ms(d: Duration) -> f64 {
 /// Bench agents still alive.
 pub(crate) fn survivors(marker: &str) -> usize {
     capfleet_actors::process::sweep::processes_with_marker(MARKER, marker).len()
+}
+
+/// Push `n` events made by `event(seq)` straight into a journal actor writing `path`:
+/// the records written and the time until all are on disk.
+pub(crate) async fn journal_through(
+    path: PathBuf,
+    n: u64,
+    event: impl Fn(u64) -> capfleet_actors::events::SessionEvent,
+) -> (u64, std::time::Duration) {
+    use capfleet_actors::journal::{Journal, JournalMsg};
+    let (journal, _) = ractor::Actor::spawn(None, Journal, path.into())
+        .await
+        .expect("journal");
+    let tx = ractor::call!(journal, JournalMsg::Subscribe).expect("subscribe");
+    let started = std::time::Instant::now();
+    for seq in 1..=n {
+        tx.send(Arc::new(event(seq))).await.expect("journal alive");
+    }
+    drop(tx);
+    let written = ractor::call!(journal, JournalMsg::Finish)
+        .expect("finish")
+        .records;
+    let took = started.elapsed();
+    journal.stop(None);
+    (written, took)
 }

@@ -1,7 +1,11 @@
 //! `capfleet sim --mode acp`: the sim as an ACP agent (protocol version 1) on stdio.
 //!
 //! JSON-RPC 2.0, one message per line. It answers `initialize` (advertising
-//! `loadSession`), `session/new`, `session/load` and `session/prompt`; each prompt
+//! `loadSession`), `session/new`, `session/load` and `session/prompt`. With a state
+//! directory it keeps each session's conversation there (`acp-<id>.jsonl`, a line per
+//! prompt and per text said), so a later sim process loads it: `session/load` replays
+//! it as `user_message_chunk` / `agent_message_chunk` updates before its answer, as
+//! agents do, and refuses a session it has no record of (-32002). Each prompt
 //! plays one script turn through [`super::acp_turn`] and is answered with its
 //! `stopReason` (`cancelled` after a `session/cancel`). Agent -> client calls
 //! (permissions, `fs/*`, `terminal/*`, `_cap/*`) wait for their response while
@@ -49,6 +53,8 @@ pub(super) struct Wire {
     /// A `session/cancel` arrived during the current turn.
     pub cancelled: bool,
     pub session_id: String,
+    /// Where the session's conversation is kept, with a state directory.
+    kept: Option<std::path::PathBuf>,
 }
 
 impl Wire {
@@ -84,6 +90,46 @@ impl Wire {
         let mut out = self.out.lock();
         super::frames::write_oversize(&mut out, &msg, bytes, newline)?;
         out.flush()
+    }
+
+    /// Keep a line of the conversation (`user` or `agent`) for a later `session/load`.
+    pub(super) fn keep(&self, role: &str, text: &str) -> io::Result<()> {
+        let Some(path) = &self.kept else {
+            return Ok(());
+        };
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)?;
+        writeln!(f, "{}", json!({ "role": role, "text": text }))
+    }
+
+    /// `session/load` of `sid`: its conversation replayed; false if none is kept.
+    fn load(&mut self, sid: &str, state: &StateDir) -> io::Result<bool> {
+        let Some(path) = state.file(&format!("acp-{sid}.jsonl"))? else {
+            self.session_id = sid.to_owned();
+            return Ok(true);
+        };
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+            Err(e) => return Err(e),
+        };
+        self.session_id = sid.to_owned();
+        self.kept = Some(path);
+        for line in text.lines() {
+            let Ok(v) = serde_json::from_str::<Value>(line) else {
+                continue;
+            };
+            let kind = if v["role"] == "user" {
+                "user_message_chunk"
+            } else {
+                "agent_message_chunk"
+            };
+            let content = json!({ "type": "text", "text": v["text"] });
+            self.update(json!({ "sessionUpdate": kind, "content": content }))?;
+        }
+        Ok(true)
     }
 
     /// A `session/update` of this session.
@@ -159,6 +205,7 @@ pub(super) fn run(script: &Script, state: &StateDir, session_id: String) -> io::
         out: io::stdout(),
         next_id: 0,
         cancelled: false,
+        kept: state.file(&format!("acp-{session_id}.jsonl"))?,
         session_id,
     };
     let mut picker = TurnPicker::new(&script.turns);
@@ -183,13 +230,15 @@ pub(super) fn run(script: &Script, state: &StateDir, session_id: String) -> io::
                 wire.respond(id, json!({ "sessionId": sid }))?;
             }
             "session/load" => {
-                if let Some(sid) = params.get("sessionId").and_then(Value::as_str) {
-                    wire.session_id = sid.to_owned();
+                let sid = params.get("sessionId").and_then(Value::as_str);
+                match sid {
+                    Some(sid) if wire.load(sid, state)? => wire.respond(id, json!({}))?,
+                    _ => wire.respond_error(id, -32002, "Resource not found: no such session")?,
                 }
-                wire.respond(id, json!({}))?;
             }
             "session/prompt" => {
                 let prompt = prompt_text(&params);
+                wire.keep("user", &prompt)?;
                 let turn = picker.pick(&script.turns, &prompt);
                 wire.cancelled = false;
                 let mut fe = AcpTurn::new(&mut wire, id);

@@ -61,6 +61,7 @@ impl<'w> AcpTurn<'w> {
     }
 
     fn message(&mut self, text: &str) -> io::Result<()> {
+        self.wire.keep("agent", text)?;
         let u = json!({ "sessionUpdate": "agent_message_chunk", "content": text_block(text) });
         self.wire.update(u)
     }

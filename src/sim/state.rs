@@ -17,6 +17,15 @@ impl StateDir {
         StateDir { dir }
     }
 
+    /// The file `name` in the state directory, if there is one (created).
+    pub(super) fn file(&self, name: &str) -> io::Result<Option<PathBuf>> {
+        let Some(dir) = &self.dir else {
+            return Ok(None);
+        };
+        std::fs::create_dir_all(dir)?;
+        Ok(Some(dir.join(name)))
+    }
+
     /// True the first time a (turn, step) asks; records the marker file
     /// `crash-t<turn>-s<step>` (0-based indices) so later runs get false.
     pub(super) fn first_time(&self, turn: usize, step: usize) -> io::Result<bool> {

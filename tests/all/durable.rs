@@ -4,7 +4,8 @@
 //! keeper's work; and what a dead run left running anyway (its keeper killed too) is
 //! swept, and named with its run, on the next start in the same data dir. `capfleet
 //! runs` lists each run's state (running with its pid, interrupted, completed), and
-//! `capfleet clean --all` / `--older-than` clean the finished ones.
+//! `capfleet clean --all` / `--older-than` clean the finished ones. The same holds for
+//! `capfleet serve`: `SIGKILL`ed with runs going, none of their agents outlives it.
 
 use std::path::Path;
 use std::process::Child;
@@ -240,4 +241,35 @@ fn runs(d: &Path) -> Vec<serde_json::Value> {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect()
+}
+
+#[test]
+fn sigkill_of_serve_leaves_no_agent_of_its_runs_within_a_second() {
+    use crate::common::serve::{Server, sim_fleet, submission};
+    let dir = tempfile::tempdir().unwrap();
+    let m = EnvMarker::new("durable-serve");
+    let mut server = Server::start(dir.path(), &[]);
+    let hang = "[[turn]]\nsteps = [{ say = \"started\" }, { hang = true }]\n";
+    for name in ["one", "two"] {
+        let fleet = sim_fleet(name, 2, m.pair());
+        server.submit(None, &submission(&fleet, &[("script.toml", hang)]));
+    }
+    assert!(
+        wait_until(Duration::from_secs(30), Duration::from_millis(20), || m
+            .processes()
+            .len()
+            >= 4),
+        "both runs' agents run: {:?}\n{}",
+        m.processes(),
+        server.stderr()
+    );
+    sigkill(server.pid());
+    let _status = server.wait(Duration::from_secs(5));
+    assert!(
+        wait_until(Duration::from_secs(1), Duration::from_millis(10), || m
+            .processes()
+            .is_empty()),
+        "agents outlive capfleet serve by 1 s: {:?}",
+        m.processes()
+    );
 }

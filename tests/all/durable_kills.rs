@@ -9,19 +9,28 @@
 //! agent killed with capfleet before capfleet could journal it); and the run ends as
 //! an uninterrupted one of the same fleet does (the same deliveries completed, the
 //! same diffs of every worktree).
+//!
+//! The same with `SIGTERM` and with `SIGINT`, 8 stops each (the same code, the signal
+//! a parameter; each stop journals `stopping`, cancels the turns and ends the run
+//! cleanly, so one costs more than a kill): the resume takes up what the stop cut —
+//! the turns it cancelled are no turns done (`max_turns` does not count them) and run
+//! again, a turn that completed during the stop is replayed where that resume took it
+//! — with the same assertions.
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::Stdio;
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::common::durable::{completed, demo, exactly_once};
+use crate::common::EnvMarker;
+use crate::common::durable::{Moments, completed, demo, exactly_once, stop};
 use crate::common::repo::{Fixture, stderr};
-use crate::common::{EnvMarker, wait_until};
 
 const KILLS: usize = 30;
+/// Clean stops (SIGTERM, SIGINT), each signal.
+const STOPS: usize = 8;
 
 /// The demo fleet's four sessions, two more (`scout` from the start, routed to
 /// `docs`; `docs` again after the reviewer), the marker and the usage file in each
@@ -161,21 +170,44 @@ fn diffs(f: &Fixture) -> BTreeMap<String, String> {
         .collect()
 }
 
-/// A seeded generator of kill moments (xorshift), in `lo..hi` milliseconds.
-struct Moments(u64);
-
-impl Moments {
-    fn next(&mut self, lo: u64, hi: u64) -> Duration {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        Duration::from_millis(lo + self.0 % (hi - lo))
-    }
-}
-
 #[test]
 fn thirty_sigkills_and_resumes_end_as_an_uninterrupted_run() {
     stopped_and_resumed(libc::SIGKILL, KILLS, 0x5eed_0017, "durable-kills");
+}
+
+#[test]
+fn eight_sigterms_and_resumes_end_as_an_uninterrupted_run() {
+    stopped_and_resumed(libc::SIGTERM, STOPS, 0x5eed_0015, "durable-terms");
+}
+
+#[test]
+fn eight_sigints_and_resumes_end_as_an_uninterrupted_run() {
+    stopped_and_resumed(libc::SIGINT, STOPS, 0x5eed_0002, "durable-ints");
+}
+
+/// Turns started so far in `f`'s last run (none before it has a journal).
+fn turns_started(f: &Fixture) -> usize {
+    f.journal_so_far()
+        .iter()
+        .filter(|r| r["type"] == "turn_started")
+        .count()
+}
+
+/// Wait until capfleet `child`, running in `f`, has started a turn past the `before`
+/// of its journal: false if it ended first.
+fn working(f: &Fixture, child: &mut Child, before: usize) -> bool {
+    let t = Instant::now();
+    while turns_started(f) <= before {
+        if child.try_wait().unwrap().is_some() {
+            return false;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "no turn started in 60 s"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    true
 }
 
 /// The fleet run once whole, then stopped by `signal` at `wanted` seeded moments
@@ -185,7 +217,14 @@ fn stopped_and_resumed(signal: libc::c_int, wanted: usize, seed: u64, marker: &s
     let m = EnvMarker::new(marker);
     let usage = tempfile::tempdir().unwrap();
     let whole = six(&m, &usage.path().join("whole.jsonl"));
-    let out = whole.capfleet(&["run", "fleets/six.toml"]);
+    let mut child = whole
+        .command(&["run", "fleets/six.toml"])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(working(&whole, &mut child, 0), "the run starts a turn");
+    let starting = t.elapsed();
+    let out = child.wait_with_output().unwrap();
     let span = t.elapsed();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let wj = whole.journal();
@@ -207,42 +246,41 @@ fn stopped_and_resumed(signal: libc::c_int, wanted: usize, seed: u64, marker: &s
     let file = usage.path().join("killed.jsonl");
     let repo = six(&m, &file);
     let mut at = Moments(seed);
-    // Kill moments: within the time a run takes to start its agents and go on.
-    let ms = span.as_millis() as u64;
-    let (lo, hi) = (ms / 12, ms / 5);
-    eprintln!("uninterrupted: {span:?}; kills {lo}..{hi} ms into each start");
+    // Kill moments: counted from the first turn each start begins (what a start costs
+    // before that follows the machine's load, the agents' work does not), within the
+    // time the agents' work took uninterrupted.
+    let work = (span - starting).as_millis() as u64;
+    let (lo, hi) = (work / 20, work / 6);
+    eprintln!(
+        "uninterrupted: {span:?}, agents at work after {starting:?}; kills {lo}..{hi} ms into each one's work"
+    );
     let mut kills = 0;
     let mut args = vec!["run".to_owned(), "fleets/six.toml".to_owned()];
     while kills < wanted {
         let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+        let before = turns_started(&repo);
         let mut child = repo
             .command(&argv)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
+        if !working(&repo, &mut child, before) {
+            // It ended before starting a turn: completed.
+            break;
+        }
         std::thread::sleep(at.next(lo, hi));
         if child.try_wait().unwrap().is_some() {
             // It ended before the kill: completed.
             break;
         }
-        // SAFETY: kill(2) on the child this test started (not yet reaped).
-        unsafe {
-            libc::kill(child.id() as i32, signal);
-        }
-        let _ = child.wait();
         kills += 1;
+        stop(&mut child, signal, &format!("stop {kills}"));
         assert!(
-            wait_until(Duration::from_secs(1), Duration::from_millis(10), || m
-                .processes()
-                .is_empty()),
-            "kill {kills}: agents outlive capfleet by 1 s: {:?}",
+            m.processes().is_empty(),
+            "stop {kills}: {:?}",
             m.processes()
         );
-        if !repo.path().join(".capfleet/runs").is_dir() {
-            // Killed before it made its run directory: start again.
-            continue;
-        }
         args = vec!["run".into(), "--resume".into(), repo.run_id()];
     }
     let before = completed(&repo.journal()).len();

@@ -10,15 +10,15 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::common::durable::{completed, demo, exactly_once, moments};
+use crate::common::durable::{completed, demo, exactly_once, moments, stop};
 use crate::common::repo::stderr;
 use crate::common::wait_until;
 
+/// Start `c`, `SIGKILL` it after `after`, wait until none of its agents lives.
 fn sigkill_after(mut c: std::process::Command, after: Duration) -> std::process::ExitStatus {
     let mut child = c.spawn().unwrap();
     std::thread::sleep(after);
-    let _ = child.kill();
-    child.wait().unwrap()
+    stop(&mut child, libc::SIGKILL, "a kill")
 }
 
 #[test]

@@ -28,6 +28,7 @@ mod durable;
 mod durable_commit;
 mod durable_journal;
 mod durable_kills;
+mod durable_native;
 mod durable_resume;
 mod fleet_config;
 mod fleet_examples;

@@ -19,6 +19,8 @@ What a prompt does (its first word):
               the task completes
   slow        says "working", then waits a minute: cancel it (its cancel()
               publishes the canceled state)
+  later       says "half", waits 1.5 s, says " done" and completes (with a usage
+              part): a task that ends while its client may be gone
   anything    says "echo: <prompt>" in two status messages, streams a
               text/x-diff artifact in two chunks, completes with a usage part
 """
@@ -85,6 +87,13 @@ class Agent(AgentExecutor):
                 parts.append(cap_part("cap.permission.request", req_id="py-perm-1", tool="Bash",
                                       intent={"command": "ls"}, risk_level="low"))
             await up.requires_input(up.new_agent_message(parts))
+            return
+        if word == "later":
+            await say("half")
+            await asyncio.sleep(1.5)
+            await say(" done")
+            done = [cap_part("cap.usage", input_tokens=5, output_tokens=2)] if cap else []
+            await up.complete(up.new_agent_message(done) if done else None)
             return
         if word == "slow":
             await say("working")

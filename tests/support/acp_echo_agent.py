@@ -1,6 +1,6 @@
 """A tiny ACP agent on the official Python SDK (agent-client-protocol==0.12.1).
 
-Prompts: "echo: X" answers X; "slow" streams until cancelled; "perm" asks a
+Prompts: "echo: X" answers X; "slow" streams until cancelled; "dots N" streams N dots, 50 ms apart; "perm" asks a
 permission and says the outcome; "perm-many N" asks N at once and counts the allowed; "read PATH" reads through the client's fs;
 "elicit" asks a form elicitation (a name) and says the action and content it got back;
 "crash" dies mid-prompt ("crash-once": only the first time in this cwd). Advertises loadSession; a load is announced as text.
@@ -56,6 +56,10 @@ class Echo:
             for _ in range(600):
                 if sid in self.cancelled:
                     return PromptResponse(stop_reason="cancelled")
+                await self.say(sid, ".")
+                await asyncio.sleep(0.05)
+        elif text.startswith("dots "):
+            for _ in range(int(text.split()[1])):
                 await self.say(sid, ".")
                 await asyncio.sleep(0.05)
         elif text == "perm":

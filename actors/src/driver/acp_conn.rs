@@ -14,6 +14,7 @@
 //! at most [`MAX_IN_FLIGHT`] at once (the loop waits for a slot past that).
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -89,6 +90,10 @@ pub(super) async fn run(
     let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
     let (drained, lines) =
         super::acp_lines::incoming(stdout, conn.max_line, conn.perms.sink().clone());
+    // A `session/load` replays the conversation as updates: they are the past, not
+    // this turn's output (its text is in the journal already).
+    let loading = Arc::new(AtomicBool::new(false));
+    let replaying = loading.clone();
     Client
         .v1()
         .name("capfleet")
@@ -99,6 +104,10 @@ pub(super) async fn run(
                 }
                 if n.method != "session/update" {
                     tracing::debug!(method = %n.method, "ignored ACP notification");
+                    return Ok(());
+                }
+                if replaying.load(Ordering::Acquire) {
+                    tracing::trace!("an update replayed by session/load, left out");
                     return Ok(());
                 }
                 let events = m2
@@ -137,7 +146,7 @@ pub(super) async fn run(
         )
         .connect_with(
             Lines::new(super::acp_lines::outgoing(stdin), lines),
-            async move |cx: ConnectionTo<Agent>| main_loop(cx, conn, mapper, cmds).await,
+            async move |cx: ConnectionTo<Agent>| main_loop(cx, conn, mapper, cmds, &loading).await,
         )
         .await
 }
@@ -148,6 +157,7 @@ async fn main_loop(
     conn: Conn,
     mapper: Arc<Mutex<AcpMapper>>,
     mut cmds: mpsc::Receiver<Cmd>,
+    loading: &AtomicBool,
 ) -> Result<(), agent_client_protocol::Error> {
     let caps = conn.rpc.as_ref().map(|r| r.caps().clone());
     let fs = FileSystemCapabilities::new()
@@ -164,14 +174,13 @@ async fn main_loop(
     let can_load = init.agent_capabilities.load_session;
     let can_close = init.agent_capabilities.session_capabilities.close.is_some();
     let sink = conn.perms.sink().clone();
-    let (sid, resumed) = match conn.resume_id.clone() {
-        Some(id) if can_load => {
-            cx.send_request(LoadSessionRequest::new(id.clone(), conn.cwd.clone()))
-                .block_task()
-                .await?;
-            (id, true)
-        }
-        _ => {
+    let loaded = match conn.resume_id.clone() {
+        Some(id) if can_load => load(&cx, &conn, id, loading).await,
+        _ => None,
+    };
+    let (sid, resumed) = match loaded {
+        Some(id) => (id, true),
+        None => {
             let r = cx
                 .send_request(NewSessionRequest::new(conn.cwd.clone()))
                 .block_task()
@@ -204,6 +213,30 @@ async fn main_loop(
     }
     close(&cx, &conn, &sid, can_close).await;
     Ok(())
+}
+
+/// `session/load` of `id` (the updates replayed meanwhile left out): `None` when the
+/// agent refuses it (a session it no longer has), and a new session is opened instead
+/// (the cut turn is then re-issued with its partial text).
+async fn load(
+    cx: &ConnectionTo<Agent>,
+    conn: &Conn,
+    id: String,
+    loading: &AtomicBool,
+) -> Option<String> {
+    loading.store(true, Ordering::Release);
+    let loaded = cx
+        .send_request(LoadSessionRequest::new(id.clone(), conn.cwd.clone()))
+        .block_task()
+        .await;
+    loading.store(false, Ordering::Release);
+    match loaded {
+        Ok(_) => Some(id),
+        Err(e) => {
+            tracing::warn!(session = %id, "session/load refused ({e}); a new session instead");
+            None
+        }
+    }
 }
 
 /// The session is ending deliberately. An agent that offers `session/close` is told

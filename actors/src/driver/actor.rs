@@ -46,6 +46,8 @@ pub struct DriverState<W> {
     sink: OutputSink,
     /// The id the next agent resumes with (per-turn agents learn it from each other).
     resume_id: Option<String>,
+    /// The cut turn may be taken up where the agent has it.
+    retake: bool,
     /// Per turn: the last turn's wire, retired after its clean end, for the next.
     previous: Option<W>,
     live: Option<Live<W>>,
@@ -68,11 +70,13 @@ impl<W: Wire> Actor for Driver<W> {
             launch,
             sink,
             resume_id,
+            retake,
         } = args;
         let mut st = DriverState {
             launch,
             sink,
             resume_id,
+            retake,
             previous: None,
             live: None,
             runs: 0,
@@ -207,6 +211,7 @@ impl<W: Wire> DriverState<W> {
             launch: &self.launch,
             sink: &self.sink,
             resume_id: self.resume_id.as_deref(),
+            retake: self.retake,
             previous: self.previous.take(),
         })
         .await;

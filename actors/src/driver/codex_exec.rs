@@ -55,6 +55,7 @@ impl Wire for CodexExecWire {
             sink,
             resume_id,
             previous,
+            ..
         } = start;
         let argv = build_argv(
             &launch.manifest,

@@ -54,6 +54,9 @@ pub struct DriverArgs {
     pub sink: OutputSink,
     /// The conversation to resume natively (`--resume <id>`), if any.
     pub resume_id: Option<String>,
+    /// The cut turn may be taken up where the agent has it (A2A: its task); false
+    /// after a hang, when the turn is tried afresh.
+    pub retake: bool,
 }
 
 /// Why no driver could be started.

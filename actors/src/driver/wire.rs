@@ -23,6 +23,8 @@ pub struct Start<'a, W> {
     pub sink: &'a OutputSink,
     /// The conversation to resume natively, if any.
     pub resume_id: Option<&'a str>,
+    /// The cut turn may be taken up where the agent has it (not after a hang).
+    pub retake: bool,
     /// Per turn: the wire of the turn before, retired after its clean end (what a
     /// conversation carries from one process to the next, e.g. running counts).
     pub previous: Option<W>,

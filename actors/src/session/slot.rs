@@ -29,6 +29,9 @@ pub(super) struct DriverSlot {
     pub resume_id: Option<String>,
     /// The current agent resumed its session natively (its ready said so).
     pub resumed_natively: bool,
+    /// The next agent may take up the cut turn where it has it (not after a hang:
+    /// that turn is tried afresh).
+    pub retake: bool,
     pub tracker: RestartTracker,
     generation: u64,
     ready_generation: u64,
@@ -44,6 +47,7 @@ impl DriverSlot {
             launch: Arc::new(spec.launch.clone()),
             resume_id: None,
             resumed_natively: false,
+            retake: true,
             tracker: RestartTracker::new(spec.policy),
             generation: 0,
             ready_generation: 0,
@@ -145,6 +149,7 @@ impl Core {
             launch: self.slot.launch.clone(),
             sink,
             resume_id: self.slot.resume_id.clone(),
+            retake: self.slot.retake,
         };
         match crate::driver::spawn(self.spec.binding, args, myself.get_cell()).await {
             Ok(driver) => {
@@ -183,6 +188,7 @@ impl Core {
         if self.state == SessionState::Paused || self.pause_instead(myself).await {
             return;
         }
+        self.slot.retake = !matches!(cause, ExitCause::Hung { .. });
         match self.slot.tracker.on_exit(Instant::now(), &cause) {
             Restart::Restart { attempt, delay } => {
                 let backoff_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);

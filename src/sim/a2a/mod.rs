@@ -5,10 +5,13 @@
 //! binding at `/` in one spelling (`--spelling 1.0|0.3`): a streaming send starts a
 //! task that plays the next script turn ([`turn`]) and answers with its SSE stream; a
 //! send naming a task waiting for input answers it; resubscribe re-attaches to a
-//! task's stream; cancel cancels it. A `crash` step ends the whole server (the
+//! task's stream; `GetTask` / `tasks/get` answers what a task said so far (its agent
+//! messages as history, its artifacts, its status; kept after it ends); cancel
+//! cancels it. A `crash` step ends the whole server (the
 //! peer's loss); `hang` keeps the stream open and silent. `--request-log FILE`
 //! appends one line per request: its method, `A2A-Version` and `traceparent`.
 
+mod snapshot;
 mod turn;
 
 use std::collections::HashMap;
@@ -22,7 +25,7 @@ use std::sync::{Arc, Mutex};
 use axum::Router;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
-use axum::response::sse::{Event, Sse};
+use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use capfleet_actors::bindings::a2a::outbound::{self, Offer, TaskFrames};
@@ -33,6 +36,7 @@ use tokio::sync::mpsc;
 
 use super::script::Script;
 use super::state::{StateDir, TurnPicker};
+use snapshot::Snapshot;
 use turn::{A2aTurn, Out};
 
 /// The A2A mode's options.
@@ -61,6 +65,8 @@ struct Server {
     base: String,
     picker: Mutex<TurnPicker>,
     tasks: Mutex<HashMap<String, Entry>>,
+    /// Every task's snapshot, running or ended.
+    snapshots: Mutex<HashMap<String, Arc<Mutex<Snapshot>>>>,
     next: AtomicU64,
 }
 
@@ -90,6 +96,7 @@ pub(crate) fn serve(
             base: format!("http://{local}/"),
             picker,
             tasks: Mutex::default(),
+            snapshots: Mutex::default(),
             next: AtomicU64::new(1),
         });
         let app = Router::new()
@@ -179,6 +186,16 @@ async fn rpc(State(s): State<Arc<Server>>, headers: HeaderMap, body: String) -> 
             None => rpc_error(&id, -32001, "task not found"),
         };
     }
+    if method == sp.method(Method::Get) {
+        let snapshot = task_of(&params).and_then(|t| lock(&s.snapshots).get(&t).cloned());
+        return match snapshot {
+            Some(snap) => {
+                let task = lock(&snap).task();
+                json_response(json!({"jsonrpc": "2.0", "id": id, "result": task}))
+            }
+            None => rpc_error(&id, -32001, "task not found"),
+        };
+    }
     if method == sp.method(Method::Cancel) {
         let Some(task) = task_of(&params) else {
             return rpc_error(&id, -32602, "no task id");
@@ -243,11 +260,14 @@ fn send(s: &Arc<Server>, id: Value, params: &Value) -> Response {
         cancelled: cancelled.clone(),
     };
     lock(&s.tasks).insert(task.id.clone(), entry);
+    let snapshot = Arc::new(Mutex::new(Snapshot::new(&task)));
+    lock(&s.snapshots).insert(task.id.clone(), snapshot.clone());
     let server = s.clone();
     std::thread::spawn(move || {
         let task_id = task.id.clone();
         let mut fe = A2aTurn {
             task,
+            snapshot,
             out,
             answers,
             cancelled,
@@ -284,5 +304,8 @@ fn sse(id: Value, outbox: Arc<tokio::sync::Mutex<mpsc::Receiver<Out>>>) -> Respo
             (outbox, id),
         ))
     });
-    Sse::new(stream).into_response()
+    // A comment now and then: a reader gone (its client killed) is noticed by the
+    // failed write, and its stream dropped before it takes a frame another reads.
+    let alive = KeepAlive::new().interval(std::time::Duration::from_millis(100));
+    Sse::new(stream).keep_alive(alive).into_response()
 }

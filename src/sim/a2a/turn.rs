@@ -15,6 +15,7 @@ use capfleet_actors::protocol::{CapEvent, Decision, PlanEntry as CapPlanEntry, R
 use serde_json::{Value, json};
 use tokio::sync::mpsc::Sender;
 
+use super::snapshot::Snapshot;
 use crate::sim::frames::PAD_MARK;
 use crate::sim::steps::{Ask, FloodGen, Flow, Frontend, PlanEntry, Stop, ToolStep, Usage, chunks};
 use capfleet_actors::bindings::a2a::outbound::TaskFrames;
@@ -33,6 +34,8 @@ pub(super) enum Out {
 
 pub(super) struct A2aTurn {
     pub task: TaskFrames,
+    /// What the task said so far, for `GetTask`.
+    pub snapshot: Arc<std::sync::Mutex<Snapshot>>,
     pub out: Sender<Out>,
     pub answers: Receiver<Value>,
     pub cancelled: Arc<AtomicBool>,
@@ -50,6 +53,7 @@ impl A2aTurn {
     }
 
     fn frame(&self, v: Value) -> io::Result<()> {
+        capfleet_actors::sync::lock(&self.snapshot).record(&v);
         self.send(Out::Frame(v))
     }
 

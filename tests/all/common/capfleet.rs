@@ -40,11 +40,17 @@ pub(crate) fn sandboxed(dir: &Path) -> Command {
 /// The newest run directory under `dir/.capfleet/runs` (two runs may start within
 /// one second, so by modification time, not by name).
 pub(crate) fn latest_run(dir: &Path) -> PathBuf {
+    newest_run(dir).expect("a run directory")
+}
+
+/// [`latest_run`], if there is one yet.
+fn newest_run(dir: &Path) -> Option<PathBuf> {
     std::fs::read_dir(dir.join(".capfleet/runs"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
+        .into_iter()
+        .flatten()
+        .filter_map(Result::ok)
+        .map(|e| e.path())
         .max_by_key(|p| std::fs::metadata(p).and_then(|m| m.modified()).ok())
-        .expect("a run directory")
 }
 
 /// Every record of the journal at `path`, parsed.
@@ -59,6 +65,18 @@ pub(crate) fn journal_records(path: &Path) -> Vec<Value> {
 /// The records of the newest run's journal under `dir`.
 pub(crate) fn run_journal(dir: &Path) -> Vec<Value> {
     journal_records(&latest_run(dir).join("journal.jsonl"))
+}
+
+/// The records of the newest run's journal under `dir` while the run writes it: none
+/// before it exists, and a last line still being written left out.
+pub(crate) fn journal_so_far(dir: &Path) -> Vec<Value> {
+    let Some(run) = newest_run(dir) else {
+        return Vec::new();
+    };
+    let text = std::fs::read_to_string(run.join("journal.jsonl")).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
 }
 
 /// The outcome of a journal's `run_ended` record, if it has one.

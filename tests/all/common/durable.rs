@@ -1,14 +1,18 @@
 //! What the durable-run tests check on a journal: the deliveries completed, that no
-//! delivery is routed or completed twice and no turn completed twice; and the seeded
-//! kill moments they use; the demo fleet in a git checkout.
+//! delivery is routed or completed twice and no turn completed twice; the seeded
+//! kill moments they use; a stop of capfleet by a signal, waited out until none of
+//! its agents lives; the demo fleet in a git checkout.
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
+use std::process::{Child, ExitStatus};
 use std::time::Duration;
 
 use serde_json::Value;
 
+use super::procs::processes_marked_by;
 use super::repo::Fixture;
+use super::wait_until;
 
 /// The deliveries that completed, by key.
 pub(crate) fn completed(j: &[Value]) -> BTreeSet<String> {
@@ -52,18 +56,47 @@ pub(crate) fn exactly_once(j: &[Value]) {
     );
 }
 
-/// A tiny seeded generator (xorshift): kill moments within `span` (from 5% to 65% of
-/// it), reproducible.
+/// A seeded generator of moments (xorshift), reproducible.
+pub(crate) struct Moments(pub u64);
+
+impl Moments {
+    fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    /// A moment in `lo..hi` milliseconds.
+    pub(crate) fn next(&mut self, lo: u64, hi: u64) -> Duration {
+        Duration::from_millis(lo + self.next_u64() % (hi - lo))
+    }
+}
+
+/// `n` kill moments within `span` (from 5% to 65% of it).
 pub(crate) fn moments(seed: u64, n: usize, span: Duration) -> Vec<Duration> {
-    let mut x = seed;
+    let mut m = Moments(seed);
     (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            span.mul_f64(0.05 + (x % 600) as f64 / 1000.0)
-        })
+        .map(|_| span.mul_f64(0.05 + (m.next_u64() % 600) as f64 / 1000.0))
         .collect()
+}
+
+/// Send `signal` to capfleet `child` and wait for it; then no agent it started may
+/// outlive it by 1 s (asserted, `what` naming the stop).
+pub(crate) fn stop(child: &mut Child, signal: libc::c_int, what: &str) -> ExitStatus {
+    // SAFETY: kill(2) on the child this test started (not yet reaped).
+    unsafe {
+        libc::kill(child.id() as i32, signal);
+    }
+    let status = child.wait().unwrap();
+    assert!(
+        wait_until(Duration::from_secs(1), Duration::from_millis(10), || {
+            processes_marked_by(child.id()).is_empty()
+        }),
+        "{what}: agents outlive capfleet by 1 s: {:?}",
+        processes_marked_by(child.id())
+    );
+    status
 }
 
 /// A git checkout with the demo fleet and its scripts in it (`fleets/demo.toml`).

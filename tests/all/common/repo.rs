@@ -99,6 +99,11 @@ impl Fixture {
         super::run_journal(self.path())
     }
 
+    /// The last run's journal records so far (none yet, a torn last line left out).
+    pub(crate) fn journal_so_far(&self) -> Vec<Value> {
+        super::capfleet::journal_so_far(self.path())
+    }
+
     /// The last run's artifact `file` of `session`.
     pub(crate) fn artifact(&self, session: &str, file: &str) -> String {
         let p = self.run_dir().join("artifacts").join(session).join(file);

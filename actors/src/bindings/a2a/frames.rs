@@ -17,6 +17,10 @@
 //! - terminal states end the turn: `completed`, `canceled`, `failed` / `rejected`
 //!   (with a `cap.error`); a JSON-RPC error is a `cap.error` and the turn's end.
 //!
+//! A task read whole (`GetTask`, a turn taken up again after a loss) maps as its
+//! stream would have: its history's agent messages, its artifacts, its status; while
+//! such a turn lasts, a message already mapped (by id) is not mapped twice.
+//!
 //! A plain A2A agent (the manifest's opt-in) gets text, states and artifacts only,
 //! plus the tool calls of Gemini CLI's dialect ([`super::coder_agent`]).
 
@@ -60,6 +64,8 @@ pub struct FrameMapper {
     /// An ask or permission request of this turn is unanswered.
     asking: bool,
     coder: CoderAgent,
+    /// A turn taken up again: the message ids mapped so far in it.
+    seen: Option<std::collections::HashSet<String>>,
 }
 
 fn text_of(v: &Value, key: &str) -> Option<String> {
@@ -77,6 +83,51 @@ impl FrameMapper {
             texts: 0,
             asking: false,
             coder: CoderAgent::default(),
+            seen: None,
+        }
+    }
+
+    /// The turn's end: a turn taken up again is over.
+    pub fn turn_over(&mut self) {
+        self.asking = false;
+        self.seen = None;
+    }
+
+    /// A task read whole: what it said so far (its history's agent messages, its
+    /// artifacts, its status); from here to the turn's end no message is mapped twice.
+    pub fn on_task(&mut self, task: &Value, out: &mut Vec<Mapped>) {
+        self.seen.get_or_insert_with(Default::default);
+        learn(task, "id", out);
+        for m in task
+            .get("history")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter(|m| {
+                matches!(
+                    m.get("role").and_then(Value::as_str),
+                    Some("agent" | "ROLE_AGENT")
+                )
+            })
+        {
+            self.message(m, out);
+        }
+        for a in task
+            .get("artifacts")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let id = format!("artifact:{}", a["artifactId"].as_str().unwrap_or_default());
+            if self.seen.as_mut().is_some_and(|seen| seen.insert(id)) {
+                self.artifact(
+                    &serde_json::json!({ "artifact": a, "lastChunk": true }),
+                    out,
+                );
+            }
+        }
+        if let Some(status) = task.get("status") {
+            self.status(status, true, out);
         }
     }
 
@@ -128,9 +179,15 @@ impl FrameMapper {
             .filter(|_| kind.is_none())
             .or((kind == Some("task") || is_bare_task(r)).then_some(r))
         {
-            learn(t, "id", out);
-            if let Some(status) = t.get("status") {
-                self.status(status, true, out);
+            if self.seen.is_some() {
+                // A turn taken up again: the task (a resubscription's first event)
+                // says what it said meanwhile.
+                self.on_task(t, out);
+            } else {
+                learn(t, "id", out);
+                if let Some(status) = t.get("status") {
+                    self.status(status, true, out);
+                }
             }
         } else if let Some(s) = r
             .get("statusUpdate")
@@ -153,6 +210,11 @@ impl FrameMapper {
     }
 
     fn message(&mut self, m: &Value, out: &mut Vec<Mapped>) {
+        if let (Some(seen), Some(id)) = (self.seen.as_mut(), text_of(m, "messageId"))
+            && !seen.insert(id)
+        {
+            return;
+        }
         self.texts += 1;
         let message_id =
             text_of(m, "messageId").unwrap_or_else(|| format!("a2a-msg-{}", self.texts));

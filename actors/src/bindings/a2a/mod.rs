@@ -2,8 +2,9 @@
 //! I/O: the agent card and the choice of interface and spelling ([`card`]), the two
 //! spellings of the JSON-RPC methods, states and parts ([`spelling`]), CAP events as
 //! marked data parts ([`datapart`]), Gemini CLI's tool-call data parts
-//! ([`coder_agent`]), SSE frames to CAP events ([`frames`]), and the frames and card a
-//! server sends ([`outbound`]: the simulator's A2A mode, `capfleet serve --expose`).
+//! ([`coder_agent`]), SSE frames to CAP events ([`frames`]), the frames and card a
+//! server sends ([`outbound`]: the simulator's A2A mode, `capfleet serve --expose`),
+//! and where a conversation goes on from after a loss ([`resume`]).
 //! The driver that speaks it over HTTP is `driver::a2a`.
 
 pub mod card;
@@ -13,8 +14,10 @@ pub mod frames;
 #[cfg(test)]
 mod frames_tests;
 pub mod outbound;
+pub mod resume;
 pub mod spelling;
 
 pub use card::{CAP_EXTENSION, Card, CardError, Choice, Scheme, SchemeKind};
 pub use frames::{FrameMapper, Mapped};
+pub use resume::ResumePoint;
 pub use spelling::{Method, Spelling, TaskState};

@@ -9,6 +9,13 @@
 //! with `SubscribeToTask` / `tasks/resubscribe`, [`RESUBSCRIBE_TRIES`] times with
 //! doubling backoff; when that fails, or the peer cannot be reached at all, the task
 //! ends: the connection's death, which the session's restart policy handles.
+//!
+//! The conversation and the task in flight are the session's resume id
+//! ([`ResumePoint`], sent as they change): a connection started with one (a restart,
+//! or `run --resume` after capfleet died) talks in that context, and takes the next
+//! prompt — the cut turn's — by reading that task (`GetTask` / `tasks/get`): ended, its
+//! result is the turn's; still running, it is followed on (resubscribed); gone, the
+//! prompt is sent again.
 
 use std::time::Duration;
 
@@ -19,7 +26,7 @@ use tokio::sync::mpsc;
 use super::http::{self, Http};
 use super::sse::{Events, Next};
 use crate::bindings::a2a::frames::{PLAIN_ASK, parse_failed};
-use crate::bindings::a2a::{FrameMapper, Mapped, Method, Spelling, datapart};
+use crate::bindings::a2a::{FrameMapper, Mapped, Method, ResumePoint, Spelling, datapart};
 use crate::driver::wire::OutputEnd;
 use crate::driver::{DriverOutput, OutputSink, TurnEnd};
 use crate::protocol::{CapEvent, Decision, StopReason};
@@ -61,6 +68,8 @@ pub(super) struct Conn {
     pub mapper: FrameMapper,
     pub task: Option<String>,
     pub context: Option<String>,
+    /// The task of a turn cut before this connection: the next prompt takes it up.
+    pub rejoin: Option<String>,
     /// A turn is in flight.
     pub open: bool,
     /// The task waits for our answer: its stream's end is no drop.
@@ -89,8 +98,13 @@ impl Conn {
                     Some(Cmd::Prompt(text, tp)) => {
                         traceparent = tp;
                         self.open = true;
-                        let parts = vec![self.spelling.text_part(&text)];
-                        self.send(parts, traceparent.as_deref(), &mut stream).await
+                        match self.rejoin.take() {
+                            Some(task) => self.take_up(task, text, traceparent.as_deref(), &mut stream).await,
+                            None => {
+                                let parts = vec![self.spelling.text_part(&text)];
+                                self.send(parts, traceparent.as_deref(), &mut stream).await
+                            }
+                        }
                     }
                     Some(Cmd::Answer(reply, tp)) => {
                         traceparent = tp.or(traceparent);
@@ -182,10 +196,8 @@ impl Conn {
                 return Step::Dead;
             }
             Err(e) => {
-                let outs = vec![
-                    DriverOutput::Event(e.event()),
-                    self.end(StopReason::Error, true),
-                ];
+                let mut outs = vec![DriverOutput::Event(e.event())];
+                self.end(StopReason::Error, true, &mut outs);
                 return self.emit(outs).await;
             }
         };
@@ -197,10 +209,8 @@ impl Conn {
             Ok(frame) if resuming && frame.get("error").is_some() => Step::Dead,
             Ok(frame) => self.on_frame(&frame, stream).await,
             Err(e) => {
-                let outs = vec![
-                    DriverOutput::Event(e.event()),
-                    self.end(StopReason::Error, true),
-                ];
+                let mut outs = vec![DriverOutput::Event(e.event())];
+                self.end(StopReason::Error, true, &mut outs);
                 self.emit(outs).await
             }
         }
@@ -236,6 +246,56 @@ impl Conn {
         }
     }
 
+    /// The cut turn's task read again: its result so far mapped, then followed on if
+    /// it still runs; a task the peer no longer has gets the prompt again.
+    async fn take_up(
+        &mut self,
+        task: String,
+        text: String,
+        tp: Option<&str>,
+        stream: &mut Option<Events>,
+    ) -> Step {
+        let snapshot = match self.task_request(Method::Get, &task, tp).await {
+            Ok(frame) if frame.get("error").is_none() => frame,
+            other => {
+                let why = match other {
+                    Ok(frame) => frame["error"].to_string(),
+                    Err(e) => e.to_string(),
+                };
+                tracing::info!(%task, "the cut turn's task is not there ({why}); its prompt goes again");
+                let parts = vec![self.spelling.text_part(&text)];
+                return self.send(parts, tp, stream).await;
+            }
+        };
+        tracing::info!(%task, "the cut turn's task taken up again");
+        self.task = Some(task);
+        let mut mapped = Vec::new();
+        self.mapper.on_task(&snapshot["result"], &mut mapped);
+        match self.on_mapped(mapped, stream).await {
+            // Still running: followed on.
+            Step::Go if self.open && !self.paused => self.resubscribe(tp, stream).await,
+            step => step,
+        }
+    }
+
+    /// `method` on `task` (read, cancel), its JSON answer.
+    async fn task_request(
+        &mut self,
+        method: Method,
+        task: &str,
+        tp: Option<&str>,
+    ) -> Result<Value, super::A2aError> {
+        let id = self.next_id();
+        let body = self
+            .spelling
+            .request(id, method, Spelling::task_params(task));
+        let res = self
+            .http
+            .rpc(&self.endpoint, self.spelling, &body, tp)
+            .await?;
+        http::read_json(res, self.endpoint.as_str()).await
+    }
+
     /// Re-attaches to the task's stream, with bounded retries and backoff.
     async fn resubscribe(&mut self, tp: Option<&str>, stream: &mut Option<Events>) -> Step {
         let Some(task) = self.task.clone() else {
@@ -264,22 +324,11 @@ impl Conn {
         }
         let Some(task) = self.task.clone() else {
             *stream = None;
-            let end = self.end(StopReason::Cancelled, false);
-            return self.emit(vec![end]).await;
+            let mut outs = Vec::new();
+            self.end(StopReason::Cancelled, false, &mut outs);
+            return self.emit(outs).await;
         };
-        let id = self.next_id();
-        let body = self
-            .spelling
-            .request(id, Method::Cancel, Spelling::task_params(&task));
-        let answer = match self
-            .http
-            .rpc(&self.endpoint, self.spelling, &body, tp)
-            .await
-        {
-            Ok(res) => http::read_json(res, self.endpoint.as_str()).await,
-            Err(e) => Err(e),
-        };
-        match answer {
+        match self.task_request(Method::Cancel, &task, tp).await {
             Ok(frame) if frame.get("error").is_none() => {
                 *stream = None;
                 self.on_frame(&frame, stream).await
@@ -302,6 +351,10 @@ impl Conn {
     async fn on_frame(&mut self, frame: &Value, stream: &mut Option<Events>) -> Step {
         let mut mapped = Vec::new();
         self.mapper.on_frame(frame, &mut mapped);
+        self.on_mapped(mapped, stream).await
+    }
+
+    async fn on_mapped(&mut self, mapped: Vec<Mapped>, stream: &mut Option<Events>) -> Step {
         let mut outs = Vec::with_capacity(mapped.len());
         for m in mapped {
             match m {
@@ -310,9 +363,14 @@ impl Conn {
                     task_id,
                     context_id,
                 } => {
+                    let changed = self.task.as_deref() != Some(task_id.as_str())
+                        || context_id.is_some() && context_id != self.context;
                     self.task = Some(task_id);
                     if context_id.is_some() {
                         self.context = context_id;
+                    }
+                    if changed && self.open {
+                        outs.push(self.resume_point());
                     }
                 }
                 Mapped::Paused => self.paused = true,
@@ -320,7 +378,7 @@ impl Conn {
                     // The next prompt continues this task.
                     *stream = None;
                     let task = self.task.take();
-                    outs.push(self.end(StopReason::EndTurn, false));
+                    self.end(StopReason::EndTurn, false, &mut outs);
                     self.task = task;
                 }
                 Mapped::Awaiting => {}
@@ -329,7 +387,7 @@ impl Conn {
                     is_error,
                 } if self.open => {
                     *stream = None;
-                    outs.push(self.end(stop_reason, is_error));
+                    self.end(stop_reason, is_error, &mut outs);
                 }
                 Mapped::End { .. } => {}
             }
@@ -337,13 +395,26 @@ impl Conn {
         self.emit(outs).await
     }
 
-    /// The turn's end: the task is done (the conversation, its context, goes on).
-    fn end(&mut self, stop_reason: StopReason, is_error: bool) -> DriverOutput {
+    /// The conversation and the task in flight, as the session keeps them.
+    fn resume_point(&self) -> DriverOutput {
+        let point = ResumePoint {
+            context: self.context.clone(),
+            task: self.task.clone().filter(|_| self.open),
+        };
+        DriverOutput::ResumeId(point.id())
+    }
+
+    /// The turn's end (into `outs`): the task is done (the conversation, its context,
+    /// goes on: the resume id says so before the end).
+    fn end(&mut self, stop_reason: StopReason, is_error: bool, outs: &mut Vec<DriverOutput>) {
         self.open = false;
         self.paused = false;
         self.task = None;
-        self.mapper.answered();
-        DriverOutput::TurnEnd(TurnEnd::new(stop_reason, is_error))
+        self.mapper.turn_over();
+        if self.context.is_some() {
+            outs.push(self.resume_point());
+        }
+        outs.push(DriverOutput::TurnEnd(TurnEnd::new(stop_reason, is_error)));
     }
 
     async fn emit(&self, outs: Vec<DriverOutput>) -> Step {

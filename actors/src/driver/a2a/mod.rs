@@ -7,7 +7,9 @@
 //! the JSON-RPC interface and the spelling (1.0 over 0.3), sticky per peer for the
 //! process ([`negotiated`]), and takes the auth the card's schemes ask for
 //! ([`auth`]). The output task ([`conn`]) makes the requests and maps each turn's SSE
-//! stream (bounded per event, [`sse`]) through the binding's frame mapper.
+//! stream (bounded per event, [`sse`]) through the binding's frame mapper. Started
+//! with a resume id (a [`ResumePoint`]), it goes on in that conversation and takes up
+//! the cut turn's task.
 
 mod auth;
 mod conn;
@@ -21,7 +23,7 @@ use tokio::sync::mpsc;
 
 use super::wire::{Interrupt, OutputTask, Peer, Start, Started, Wire};
 use super::{LaunchError, LaunchSpec, Shape};
-use crate::bindings::a2a::{Card, Choice, FrameMapper};
+use crate::bindings::a2a::{Card, Choice, FrameMapper, ResumePoint};
 use crate::events::trace::traceparent;
 use crate::manifest::AddressFastPath;
 use crate::process::stderr_ring::StderrRing;
@@ -115,6 +117,11 @@ impl Wire for A2aWire {
         matches!(shape, Shape::Connect(_))
     }
 
+    /// A conversation to go on with (and maybe the cut turn's task to take up).
+    fn resumes(_launch: &LaunchSpec, resume_id: Option<&str>) -> bool {
+        resume_id.is_some()
+    }
+
     fn ready_meta(launch: &LaunchSpec) -> Option<Meta> {
         let base = base_url(launch).ok()?;
         let spelling = negotiated::sticky(base)?;
@@ -127,7 +134,14 @@ impl Wire for A2aWire {
     }
 
     async fn start(start: Start<'_, Self>) -> Result<Started<Self>, LaunchError> {
-        let Start { launch, sink, .. } = start;
+        let Start {
+            launch,
+            sink,
+            resume_id,
+            retake,
+            ..
+        } = start;
+        let point = resume_id.map(ResumePoint::parse).unwrap_or_default();
         let Shape::Connect(addr) = launch.shape else {
             return Err(config_error(
                 launch,
@@ -166,7 +180,8 @@ impl Wire for A2aWire {
             max_event: launch.max_line,
             mapper: FrameMapper::new(!card.has_cap_extension(), launch.max_line),
             task: None,
-            context: None,
+            context: point.context,
+            rejoin: point.task.filter(|_| retake),
             open: false,
             paused: false,
             ids: 0,

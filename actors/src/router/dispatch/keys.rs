@@ -28,6 +28,11 @@ impl Core {
         session: &str,
         result: &Result<TurnResult, SessionError>,
     ) {
+        if let Some(r) = self.replay.as_mut()
+            && r.delivered_on_disk(&key)
+        {
+            return;
+        }
         let (turn, outcome, error) = match result {
             Ok(r) => (Some(r.turn), Some(r.outcome), None),
             Err(e) => (None, None, Some(e.to_string())),

@@ -7,9 +7,11 @@
 //! again (the journal's count of them before any stop). A delivery that comes up with
 //! no recorded end (cut mid-turn, or new) runs live; its end waits until every
 //! recorded one is taken. One that never comes up again (the fleet changed, `--force`)
-//! is dropped from the replay with a warning, and the run goes on live.
+//! is dropped from the replay with a warning, and the run goes on live. A recorded end
+//! of a stop's (its turn completed while the run was stopping) has its `delivered`
+//! record on disk among the stop's records: it is taken without writing it again.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 
 use ractor::ActorRef;
 
@@ -43,6 +45,8 @@ pub(crate) struct Replay {
     held: Vec<Ended>,
     skip: u64,
     resumed: Option<EventBody>,
+    /// Recorded ends whose `delivered` record is on disk past the skipped ones.
+    on_disk: HashSet<String>,
 }
 
 impl Replay {
@@ -57,6 +61,11 @@ impl Replay {
     pub(super) fn stop(&mut self) {
         self.skip = 0;
     }
+
+    /// Whether the `delivered` record of `key` is on disk already (taken once).
+    pub(super) fn delivered_on_disk(&mut self, key: &str) -> bool {
+        self.on_disk.remove(key)
+    }
 }
 
 impl Core {
@@ -69,6 +78,12 @@ impl Core {
         let router = urn(&self.fleet, super::super::ROUTER_URN_SEGMENT);
         self.bus = Publisher::continuing(router, sinks, r.seq);
         let order = r.replay.iter().map(|p| p.key.clone()).collect();
+        let on_disk = r
+            .replay
+            .iter()
+            .filter(|p| p.on_disk)
+            .map(|p| p.key.clone())
+            .collect();
         let results = r.replay.into_iter().map(|p| (p.key, p.result)).collect();
         self.replay = Some(Replay {
             order,
@@ -77,6 +92,7 @@ impl Core {
             held: Vec::new(),
             skip: r.skip,
             resumed: Some(r.resumed),
+            on_disk,
         });
     }
 
