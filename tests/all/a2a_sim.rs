@@ -80,10 +80,11 @@ steps = [{ permission = "Bash", input = { command = "ls" }, risk = "low", output
             of_kind(&events, "cap.permission.request")[0]["event"]["tool"],
             "Bash"
         );
+        let end = of_kind(&events, "cap.tool_call.end");
         assert_eq!(
-            of_kind(&events, "cap.tool_call.end")[0]["event"]["output"],
-            "listed",
-            "{events:#?}"
+            end.first().map(|e| e["event"]["output"].clone()),
+            Some(Value::from("listed")),
+            "{spelling}: {events:#?}"
         );
         assert!(texts(&events).ends_with("after"), "{events:#?}");
     }
