@@ -58,14 +58,20 @@ fn a_hanging_peer_is_a_turn_timeout_then_a_meltdown() {
 }
 
 /// A peer that exits mid-turn and never comes back: the connection's death, restarts
-/// that cannot connect, and the session fails at its meltdown; the run ends (exit 1)
-/// well within the chat's bound instead of waiting for the peer.
+/// that cannot connect within the init timeout, and the session fails at its
+/// meltdown; the run ends (exit 1) well within the chat's bound instead of waiting
+/// for the peer.
 #[test]
 fn a_peer_that_never_comes_back_fails_the_session_at_its_meltdown() {
     let dir = tempfile::tempdir().expect("tempdir");
     let script = "[[turn]]\nsteps = [{ say = \"partial \" }, { crash = 3 }]\n";
     let peer = sim(dir.path(), script, &[]);
     let m = manifest(dir.path(), &peer.url, "");
+    // Each restart waits for the peer to come back up to the init timeout: 2 s here.
+    let text = std::fs::read_to_string(&m).expect("manifest");
+    let short = text.replace("init_timeout_seconds = 10", "init_timeout_seconds = 2");
+    assert_ne!(short, text, "the template's init timeout changed");
+    std::fs::write(&m, short).expect("manifest");
     let started = Instant::now();
     let (ev, code) = chat(
         dir.path(),

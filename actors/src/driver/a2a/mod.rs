@@ -18,8 +18,11 @@ mod http;
 mod negotiated;
 mod sse;
 
+use std::time::Duration;
+
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 
 use super::wire::{Interrupt, OutputTask, Peer, Start, Started, Wire};
 use super::{LaunchError, LaunchSpec, Shape};
@@ -88,6 +91,34 @@ pub async fn discover(
     Ok(Discovery { card, choice })
 }
 
+/// The first pause before trying again a peer that is coming back (then doubling).
+const COMEBACK_FIRST: Duration = Duration::from_millis(50);
+/// The longest pause between two tries of a peer that is coming back.
+const COMEBACK_MAX: Duration = Duration::from_secs(1);
+
+/// [`discover`] for a start. A peer this process has reached before (a restart after
+/// its loss) whose connection fails is on its way back — restarted by its own
+/// supervisor, not listening yet: it is tried again, with doubling pauses, until the
+/// agent's init timeout (`startup.init_timeout_seconds`), so that one loss of the
+/// peer is one restart, not one per try. A peer never reached fails at once.
+async fn rediscover(launch: &LaunchSpec, base: &str) -> Result<Discovery, A2aError> {
+    let opts = &launch.manifest.a2a;
+    let coming_back = negotiated::sticky(base).is_some();
+    let init = Duration::from_secs(launch.manifest.startup.init_timeout_seconds);
+    let deadline = Instant::now() + init;
+    let mut pause = COMEBACK_FIRST;
+    loop {
+        match discover(base, opts).await {
+            Err(e @ A2aError::Transport(_)) if coming_back && Instant::now() + pause < deadline => {
+                tracing::info!(urn = %launch.urn, %base, ?pause, "the A2A peer is not back yet: {e}");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(COMEBACK_MAX);
+            }
+            found => return found,
+        }
+    }
+}
+
 fn config_error(launch: &LaunchSpec, e: impl std::fmt::Display) -> LaunchError {
     LaunchError::Config {
         urn: launch.urn.clone(),
@@ -150,7 +181,7 @@ impl Wire for A2aWire {
         };
         let base = base_url(launch)?;
         let opts = &launch.manifest.a2a;
-        let Discovery { card, choice } = discover(base, opts)
+        let Discovery { card, choice } = rediscover(launch, base)
             .await
             .map_err(|e| start_error(launch, addr, e))?;
         let secret = |var: &str| {
