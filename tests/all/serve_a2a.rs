@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::common::EnvMarker;
 use crate::common::chat::assert_no_survivor;
@@ -47,6 +47,29 @@ fn the_card_is_public_and_every_rpc_is_authenticated() {
     );
     let send = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
         "params": {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "hello"}]}}});
+    // Plain A2A (the CAP extension not activated) is refused by default (spec §13.5),
+    // and the card says the extension is required.
+    assert_eq!(card["capabilities"]["extensions"][0]["required"], true);
+    let bearer = format!("Bearer {approver}");
+    let plain = crate::common::fake_llm::http_with(
+        server.port,
+        "POST",
+        "/a2a/sim/",
+        &[
+            ("Content-Type", "application/json"),
+            ("Authorization", &bearer),
+        ],
+        send.to_string().as_bytes(),
+    )
+    .expect("the request");
+    let refused: Value = serde_json::from_str(&plain.body).expect("JSON");
+    assert_eq!(refused["error"]["code"], -32008, "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("--a2a-plain")),
+        "{refused}"
+    );
     let (status, body) = server.json("POST", "/a2a/sim/", None, Some(&send));
     assert_eq!(status, 401, "{body}");
     let (status, _) = server.json("POST", "/a2a/sim/", Some("cft_wrong"), Some(&send));

@@ -11,7 +11,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::common::a2a::{ClientRun, Sdk, sdk_client};
-use crate::common::expose::{decisions, drain, exposing_sim, fleet, url};
+use crate::common::expose::{decisions, drain, exposing_sim_with, fleet, url};
 use crate::common::serve::{Server, add_token};
 use crate::common::{EnvMarker, journal_records};
 
@@ -146,7 +146,8 @@ fn the_python_sdk_streams_turns_and_answers_a_permission_in_both_spellings() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let m = EnvMarker::new("a2a-py-client");
-    let (server, token) = exposing_sim(d, &m);
+    // Its runs without the extension are plain A2A, which only --a2a-plain serves.
+    let (server, token) = exposing_sim_with(d, &m, &["--a2a-plain"]);
     let run = |spelling, extension, prompts: &[&str]| {
         sim_client(
             Sdk::Python,
@@ -202,7 +203,8 @@ fn the_js_sdk_streams_turns_and_answers_a_permission_in_both_spellings() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let m = EnvMarker::new("a2a-js-client");
-    let (server, token) = exposing_sim(d, &m);
+    // Its runs without the extension are plain A2A, which only --a2a-plain serves.
+    let (server, token) = exposing_sim_with(d, &m, &["--a2a-plain"]);
     let two = sim_client(
         Sdk::Js,
         &server,

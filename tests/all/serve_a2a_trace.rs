@@ -31,7 +31,11 @@ async fn an_exposed_fleets_run_continues_the_callers_trace() {
         let server = Server::start_env(&d, &["--expose-fleet", "fleet.toml", "--otlp", &otlp], &env);
         let rpc = |body: Value| {
             let traceparent = format!("00-{TRACE}-{SPAN}-01");
-            let headers = [("Content-Type", "application/json"), ("traceparent", traceparent.as_str())];
+            let headers = [
+                ("Content-Type", "application/json"),
+                ("A2A-Extensions", "cap-protocol/v1"),
+                ("traceparent", traceparent.as_str()),
+            ];
             let r = crate::common::fake_llm::http_with(server.port, "POST", "/a2a/pair/", &headers, body.to_string().as_bytes())
                 .expect("the request");
             serde_json::from_str::<Value>(&r.body).expect("JSON")

@@ -62,7 +62,10 @@ context starts a session of the agent, each message is its next turn; permission
 and asks the client answers through `input-required`. --expose-fleet runs the fleet \
 once per message (the message is its task; the answer is the start session's final \
 text). Roles: read to get or resubscribe, run to send or cancel, approve to answer an \
-input-required. An inbound `traceparent` parents the session's (or run's) span.
+input-required. An inbound `traceparent` parents the session's (or run's) span. A \
+client must activate the `cap-protocol/v1` extension (its A2A-Extensions header; \
+capfleet's own A2A binding does): without it a request is refused with -32008, unless \
+--a2a-plain serves it as plain A2A.
   capfleet serve --expose claude-code --expose-fleet review.toml --token-file tokens.txt
       two A2A peers: /a2a/claude-code/ and /a2a/<review's fleet name>/
 
@@ -113,6 +116,12 @@ pub(crate) struct ServeArgs {
     /// message is a run with the message as its task.
     #[arg(long = "expose-fleet", value_name = "FLEET.toml")]
     pub expose_fleet: Vec<PathBuf>,
+    /// Serve exposed agents to A2A clients that do not activate the `cap-protocol/v1`
+    /// extension too (as plain A2A: text, task states, artifacts; still authenticated).
+    /// Without it they are refused with A2A's ExtensionSupportRequired (-32008), as the
+    /// CAP spec asks (§13.5), and the card marks the extension required.
+    #[arg(long = "a2a-plain")]
+    pub a2a_plain: bool,
     /// A directory a submission's `cwd` may be in (repeatable); without one, a
     /// submission names no `cwd` and its sessions work in the server's directory.
     #[arg(long = "allow-root", value_name = "DIR")]

@@ -21,6 +21,8 @@ mod driver;
 mod error;
 mod events;
 mod extract;
+#[cfg(test)]
+mod fuzz;
 mod metrics;
 mod routes;
 mod state;
@@ -103,6 +105,7 @@ async fn serve(args: ServeArgs, color: ColorChoice) -> ExitCode {
                 server.clone(),
                 &args.expose,
                 &args.expose_fleet,
+                args.a2a_plain,
                 &data_dir,
                 &telemetry,
             )

@@ -115,6 +115,7 @@ async fn card(State(s): State<Arc<Server>>) -> Response {
         url: &s.base,
         spellings: &[s.opts.spelling],
         cap_extension: !s.opts.plain,
+        cap_required: !s.opts.plain,
         bearer: s.opts.bearer.is_some(),
         skills: vec![(
             "script".into(),

@@ -96,6 +96,8 @@ pub(crate) fn rpc_stream(port: u16, token: &str, body: &Value, cut_at: Option<&s
         .args([
             "-H",
             "Content-Type: application/json",
+            "-H",
+            "A2A-Extensions: cap-protocol/v1",
             "-d",
             &body.to_string(),
         ])

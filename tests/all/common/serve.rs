@@ -81,7 +81,12 @@ impl Server {
         body: &[u8],
     ) -> Response {
         let auth = token.map(|t| format!("Bearer {t}"));
-        let mut headers = vec![("Content-Type", content_type)];
+        // Every request activates the CAP extension: the HTTP API ignores it, and the
+        // exposed agents' A2A routes refuse plain A2A unless --a2a-plain.
+        let mut headers = vec![
+            ("Content-Type", content_type),
+            ("A2A-Extensions", "cap-protocol/v1"),
+        ];
         if let Some(a) = &auth {
             headers.push(("Authorization", a.as_str()));
         }

@@ -146,6 +146,8 @@ pub struct Offer<'a> {
     pub spellings: &'a [Spelling],
     /// Advertise the `cap-protocol/v1` extension.
     pub cap_extension: bool,
+    /// Clients must activate it (a server that refuses plain A2A traffic, spec §13.5).
+    pub cap_required: bool,
     /// A bearer token is required.
     pub bearer: bool,
     /// Skills: (id, name, description).
@@ -158,8 +160,10 @@ pub struct Offer<'a> {
 /// the spelling of the first interface (0.3's OpenAPI form when that is all there is).
 pub fn card(offer: &Offer<'_>) -> Value {
     let extensions: Vec<Value> = if offer.cap_extension {
-        vec![json!({ "uri": CAP_EXTENSION, "required": false,
-            "description": "CAP events as data parts marked _meta.\"cap.kind\" (spec §11.3)" })]
+        vec![
+            json!({ "uri": CAP_EXTENSION, "required": offer.cap_required,
+            "description": "CAP events as data parts marked _meta.\"cap.kind\" (spec §11.3)" }),
+        ]
     } else {
         Vec::new()
     };
@@ -220,6 +224,7 @@ mod tests {
             url: "http://h/a2a/sim/",
             spellings: &[Spelling::V1, Spelling::V03],
             cap_extension: true,
+            cap_required: true,
             bearer: true,
             skills: vec![("s".into(), "S".into(), "d".into())],
         };

@@ -83,6 +83,7 @@ pub(super) async fn serve(
         url: &url,
         spellings: &[Spelling::V1, Spelling::V03],
         cap_extension: true,
+        cap_required: !exposed.plain,
         bearer: exposed.server.tokens.is_some(),
         skills,
     });

@@ -48,6 +48,9 @@ const TASKS: usize = 256;
 pub(crate) struct Exposed {
     server: Arc<Server>,
     hosts: HashMap<String, Host>,
+    /// Serve clients that do not activate the `cap-protocol/v1` extension, as plain
+    /// A2A (`--a2a-plain`); by default they are refused (spec §13.5).
+    plain: bool,
 }
 
 /// An exposed agent or fleet.
@@ -210,6 +213,7 @@ pub(crate) async fn expose(
     server: Arc<Server>,
     agents: &[String],
     fleets: &[PathBuf],
+    plain: bool,
     data_dir: &Path,
     telemetry: &Telemetry,
 ) -> Result<Arc<Exposed>, ExposeError> {
@@ -256,7 +260,11 @@ pub(crate) async fn expose(
             "capfleet: A2A agent `{name}` at /a2a/{name}/ (card: /a2a/{name}/.well-known/agent-card.json)"
         );
     }
-    Ok(Arc::new(Exposed { server, hosts }))
+    Ok(Arc::new(Exposed {
+        server,
+        hosts,
+        plain,
+    }))
 }
 
 impl Exposed {

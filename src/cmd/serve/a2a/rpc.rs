@@ -166,6 +166,15 @@ pub(super) async fn handle(
         cap: activated("a2a-extensions") || activated("x-a2a-extensions"),
         caller,
     };
+    if !call.cap && !exposed.plain {
+        return RpcError::new(
+            -32008,
+            format!(
+                "this agent requires the A2A extension {CAP_EXTENSION}: activate it (the A2A-Extensions header), or start the server with --a2a-plain to serve plain A2A"
+            ),
+        )
+        .response(&call.id);
+    }
     let traceparent = headers
         .get("traceparent")
         .and_then(|v| v.to_str().ok())
