@@ -167,6 +167,7 @@ async fn session(url: &str) -> (Orchestrator, ractor::ActorRef<SessionMsg>) {
 async fn ask(session: &ractor::ActorRef<SessionMsg>, prompt: &str) {
     let turn = ractor::call!(session, |reply| SessionMsg::Ask {
         prompt: prompt.into(),
+        traceparent: None,
         reply
     })
     .expect("ask call")

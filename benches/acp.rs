@@ -148,6 +148,7 @@ async fn session_round_trips(turns: usize) -> Duration {
     let ask = || async {
         ractor::call!(session, |reply| SessionMsg::Ask {
             prompt: "hi".into(),
+            traceparent: None,
             reply
         })
         .expect("ask call")

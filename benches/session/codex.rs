@@ -94,6 +94,7 @@ async fn turns(spec: SessionSpec, turns: usize) -> (Duration, u64, Vec<Duration>
         let ask = tokio::spawn(async move {
             ractor::call!(s, |reply| SessionMsg::Ask {
                 prompt: "x".into(),
+                traceparent: None,
                 reply
             })
         });

@@ -93,6 +93,7 @@ pub(crate) async fn restart_run(script: &Path, state: &Path) -> RestartRun {
     let asked = Instant::now();
     let result = ractor::call!(session, |reply| SessionMsg::Ask {
         prompt: "go".into(),
+        traceparent: None,
         reply
     })
     .expect("ask call")
@@ -102,6 +103,7 @@ pub(crate) async fn restart_run(script: &Path, state: &Path) -> RestartRun {
     let asked_again = Instant::now();
     ractor::call!(session, |reply| SessionMsg::Ask {
         prompt: "again".into(),
+        traceparent: None,
         reply
     })
     .expect("ask call")

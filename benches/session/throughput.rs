@@ -113,6 +113,7 @@ pub(crate) async fn pipeline_run(script: &Path) -> PipelineRun {
         tokio::spawn(async move {
             ractor::call!(session, |reply| SessionMsg::Ask {
                 prompt: "flood".into(),
+                traceparent: None,
                 reply
             })
         })

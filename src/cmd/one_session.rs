@@ -155,14 +155,23 @@ pub(crate) async fn finish(orchestrator: Orchestrator, code: ExitCode, err: Styl
 
 /// Ask `session` for a turn with `prompt` on a task of its own; its result comes on
 /// the receiver (a session gone: `Closed`), so the caller listens to more meanwhile.
+/// The turn's span is a child of `traceparent` when given (else of the session's).
 pub(crate) fn ask(
     session: &ActorRef<SessionMsg>,
     prompt: String,
+    traceparent: Option<String>,
 ) -> tokio::sync::oneshot::Receiver<Result<TurnResult, SessionError>> {
     let (tx, reply) = tokio::sync::oneshot::channel();
     let target = session.clone();
     tokio::spawn(async move {
-        let asked = target.call(|reply| SessionMsg::Ask { prompt, reply }, None);
+        let asked = target.call(
+            |reply| SessionMsg::Ask {
+                prompt,
+                traceparent,
+                reply,
+            },
+            None,
+        );
         let result = match asked.await {
             Ok(ractor::rpc::CallResult::Success(r)) => r,
             Ok(_) | Err(_) => Err(SessionError::Closed),

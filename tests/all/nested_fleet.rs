@@ -1,7 +1,8 @@
 //! capfleet driving capfleet three levels deep: an outer fleet whose session is
 //! `capfleet speak --fleet` (the shipped `config/fleets/nested.toml`, or fleets
 //! written here) whose sessions are simulator agents. The inner answer and cost come
-//! up, the outer journal names the inner run's journal, the whole is one trace;
+//! up, the outer journal names the inner run's journal, the whole is one trace (the
+//! inner run under the outer turn that sent it its message);
 //! the outer budget and a Ctrl-C at the top stop the inner fleet, nothing left.
 
 use std::path::{Path, PathBuf};
@@ -131,7 +132,9 @@ async fn the_nested_example_answers_up_names_the_inner_journal_and_is_one_trace(
     assert!(marker.processes().is_empty(), "{:?}", marker.processes());
     assert!(cap_events(outer, "cap.error").is_empty(), "{outer:#?}");
 
-    // One trace: the inner run's workflow span is a child of the outer team session.
+    // One trace: the inner run's workflow span is a child of the outer turn that
+    // sent the message (its user frame carried the turn's traceparent), inside the
+    // outer team session.
     let t = collector.spans().await;
     let runs = t.named("fleet.run");
     assert_eq!(runs.len(), 2, "{:#?}", t.names());
@@ -144,10 +147,20 @@ async fn the_nested_example_answers_up_names_the_inner_journal_and_is_one_trace(
         .find(|s| s.name == "invoke_workflow team")
         .expect("inner");
     assert_eq!(inner_run.trace_id, outer_run.trace_id);
-    let parent = t
+    let turn = t
         .parent(inner_run)
         .expect("the inner run's parent was exported");
-    assert_eq!(attr(parent, "cap.session.urn"), "cap://nested/team");
+    assert_eq!(common::otel::kind(turn), "turn", "{:#?}", t.names());
+    assert_eq!(attr(turn, "gen_ai.agent.id"), "cap://nested/team");
+    let outer_turns: Vec<_> = t
+        .named("turn")
+        .into_iter()
+        .filter(|s| attr(s, "gen_ai.agent.id") == "cap://nested/team")
+        .collect();
+    assert_eq!(outer_turns.len(), 1, "{:#?}", t.names());
+    assert_eq!(outer_turns[0].span_id, turn.span_id);
+    let session = t.parent(turn).expect("the outer turn's session");
+    assert_eq!(attr(session, "cap.session.urn"), "cap://nested/team");
     assert!(t.spans.iter().all(|s| s.trace_id == outer_run.trace_id));
     // The inner sessions' turns hang under the inner run.
     let inner_sessions: Vec<_> = t

@@ -262,3 +262,59 @@ fn cap_session_config_fills_what_the_flags_leave_unset() {
     assert!(stderr.contains("CAP_SESSION_CONFIG"), "{stderr}");
     assert!(out.stdout.is_empty());
 }
+
+/// Each turn of `capfleet chat capfleet` sends its `traceparent` on the user frame
+/// (the shipped manifest's `fast_path.x-stream_json_traceparent`): the inner speak
+/// session's turn is a child of the outer turn that asked it, all one trace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_inner_turn_is_a_child_of_the_outer_turn_that_sent_it() {
+    let collector = common::otel::Collector::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let script = script(
+        dir.path(),
+        "[[turn]]\nsteps = [{ say = \"one\" }]\n[[turn]]\nsteps = [{ say = \"two\" }]\n",
+    );
+    let marker = EnvMarker::new("speak-trace");
+    let mut cmd = common::sandboxed(dir.path());
+    cmd.env("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", collector.endpoint())
+        .env(marker.key.as_str(), marker.value.as_str())
+        .args([
+            "chat",
+            "capfleet",
+            "--json",
+            "--env",
+            "CAPFLEET_SPEAK_AGENT=sim",
+        ])
+        .arg("--script")
+        .arg(&script)
+        .args(["--task", "first", "--task", "second"]);
+    let out =
+        tokio::task::spawn_blocking(move || common::output_within(cmd, Duration::from_secs(30)))
+            .await
+            .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_no_survivor(&marker);
+    let t = collector.spans().await;
+    let turns = t.named("turn");
+    assert_eq!(turns.len(), 4, "{:#?}", t.names());
+    let (inner, outer): (Vec<_>, Vec<_>) = turns
+        .into_iter()
+        .partition(|s| t.parent(s).is_some_and(|p| common::otel::kind(p) == "turn"));
+    assert_eq!(inner.len(), 2, "{:#?}", t.names());
+    // The outer turns are their session's; each asked exactly one inner turn.
+    for o in &outer {
+        let session = t.parent(o).expect("the outer turn's session");
+        assert_eq!(common::otel::kind(session), "session", "{:#?}", t.names());
+        let asked: Vec<_> = inner
+            .iter()
+            .filter(|i| i.parent_span_id == o.span_id)
+            .collect();
+        assert_eq!(asked.len(), 1, "{:#?}", t.names());
+    }
+    assert!(t.spans.iter().all(|s| s.trace_id == outer[0].trace_id));
+}

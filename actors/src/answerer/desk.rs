@@ -275,7 +275,11 @@ impl Run {
         // Closed however the run ends, also when the timeout drops it mid-turn.
         let mut closing = Closing(Some(session.clone()));
         let prompt = self.prompt.clone();
-        let asked = ractor::call!(session, |reply| SessionMsg::Ask { prompt, reply });
+        let asked = ractor::call!(session, |reply| SessionMsg::Ask {
+            prompt,
+            traceparent: None,
+            reply
+        });
         closing.close().await;
         drop(dir);
         asked

@@ -10,6 +10,9 @@
 //! once started; its `system/init` later only teaches us the id to `--resume` with.
 //! The wire admits every [`Shape`]: a long-lived process, one `-p` process per turn
 //! resuming the previous one's conversation, or stream-json over a TCP connection.
+//! An agent whose manifest sets `fast_path.x-stream_json_traceparent` (capfleet's
+//! own `speak`) gets the turn's W3C `traceparent` on each user frame, as the A2A
+//! wire sends it per request; others (Claude Code) get no field they do not know.
 //! Each prompt opens a turn in the mapper: a `result` frame before the process's
 //! `init` or while no turn is open is stray (`cap.error` `stray_frame`), not an answer.
 
@@ -25,6 +28,7 @@ use crate::bindings::stream_json::{
     Output, ResponseError, StreamJsonMapper, TurnEnd as WireTurnEnd,
 };
 use crate::bindings::stream_json::{build_argv, outbound};
+use crate::events::trace::traceparent;
 use crate::manifest::ArgvFastPath;
 use crate::process::stderr_ring::StderrRing;
 use crate::protocol::{CapEvent, Decision};
@@ -43,6 +47,9 @@ pub struct StreamJsonWire {
     sink: OutputSink,
     urn: String,
     interrupts: u64,
+    /// The agent reads the turn's `traceparent` on its user frames (its manifest's
+    /// `fast_path.x-stream_json_traceparent`).
+    traced: bool,
 }
 
 /// The argv for this generation: the fleet's override or the manifest's fast path,
@@ -138,6 +145,7 @@ impl Wire for StreamJsonWire {
             sink: sink.clone(),
             urn: launch.urn.clone(),
             interrupts: 0,
+            traced: launch.manifest.fast_path.stream_json_traceparent,
         };
         Ok(Started {
             wire,
@@ -150,7 +158,16 @@ impl Wire for StreamJsonWire {
     async fn prompt(&mut self, text: String) {
         // Open before the write: the answer may be read before the write returns.
         lock(&self.mapper).begin_turn();
-        self.write(&outbound::user_frame(&text)).await;
+        // The prompt is handled inside the turn's span (the session sends it there).
+        let tp = self
+            .traced
+            .then(|| traceparent(&tracing::Span::current()))
+            .flatten();
+        let frame = match tp {
+            Some(tp) => outbound::user_frame_traced(&text, &tp),
+            None => outbound::user_frame(&text),
+        };
+        self.write(&frame).await;
     }
 
     async fn permission(&mut self, req_id: String, decision: Decision, message: Option<String>) {

@@ -328,7 +328,14 @@ impl Core {
             async move {
                 // Sent inside `route`: the session handles the ask in it (ractor carries it).
                 let result = match actor
-                    .call(|reply| SessionMsg::Ask { prompt, reply }, None)
+                    .call(
+                        |reply| SessionMsg::Ask {
+                            prompt,
+                            traceparent: None,
+                            reply,
+                        },
+                        None,
+                    )
                     .await
                 {
                     Ok(ractor::rpc::CallResult::Success(r)) => r,

@@ -32,7 +32,11 @@ impl Actor for Session {
         core: &mut Core,
     ) -> Result<(), ActorProcessingErr> {
         match msg {
-            SessionMsg::Ask { prompt, reply } => core.ask(&myself, prompt, reply).await,
+            SessionMsg::Ask {
+                prompt,
+                traceparent,
+                reply,
+            } => core.ask(&myself, prompt, traceparent, reply).await,
             SessionMsg::Answer(answer) => core.on_answer(answer).await,
             SessionMsg::Cancel { scope, reason } => match scope {
                 CancelScope::CurrentTurn => core.cancel_turn(&myself, &reason).await,

@@ -160,6 +160,7 @@ impl Core {
         &mut self,
         myself: &ActorRef<SessionMsg>,
         prompt: String,
+        traceparent: Option<String>,
         reply: Reply,
     ) {
         let refuse = match self.state {
@@ -180,8 +181,12 @@ impl Core {
         }
         self.book.numbered += 1;
         let id = self.book.numbered;
-        self.spans
-            .start_turn(id, prompt.len(), self.slot.resume_id.as_deref());
+        self.spans.start_turn(
+            id,
+            prompt.len(),
+            self.slot.resume_id.as_deref(),
+            traceparent.as_deref(),
+        );
         let mut turn = Turn::new(id, prompt);
         // The turn a resumed run re-issues: its partial text goes with it (§10.6)
         // unless the agent resumed its session natively.

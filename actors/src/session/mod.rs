@@ -151,6 +151,9 @@ pub enum SessionMsg {
     /// Run one turn; the reply comes when it ends.
     Ask {
         prompt: String,
+        /// A W3C `traceparent` the turn's span is a child of (the asker's, from
+        /// another process); `None`: the session's span.
+        traceparent: Option<String>,
         reply: RpcReplyPort<Result<TurnResult, SessionError>>,
     },
     /// Answer an open permission request or ask (from the answerer, a human, the

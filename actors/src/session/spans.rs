@@ -115,8 +115,16 @@ impl Spans {
 
     /// Open turn `id`, in the conversation `resume_id` names when the agent gave one
     /// (else the session's URN). The span current while the ask is handled is the
-    /// sender's (the router's `route`): the turn links to it.
-    pub(super) fn start_turn(&mut self, id: u32, prompt_bytes: usize, resume_id: Option<&str>) {
+    /// sender's (the router's `route`): the turn links to it. Its parent is the
+    /// session's span, or the remote span `traceparent` names (`capfleet speak`
+    /// asked by a turn of another capfleet).
+    pub(super) fn start_turn(
+        &mut self,
+        id: u32,
+        prompt_bytes: usize,
+        resume_id: Option<&str>,
+        traceparent: Option<&str>,
+    ) {
         if self.session.is_disabled() {
             return;
         }
@@ -143,6 +151,9 @@ impl Spans {
             cap.turn.duration_ms = Empty,
             cap.turn.restarts = Empty,
         );
+        if let Some(tp) = traceparent {
+            trace::adopt_parent(&turn, tp);
+        }
         let cause = Span::current();
         if !cause.is_disabled() {
             turn.follows_from(&cause);

@@ -10,6 +10,10 @@ use super::error::ManifestError;
 use super::reader::{Reader, join};
 use super::types::{AcpFastPath, AddressFastPath, ArgvFastPath, FastPath};
 
+/// `x-stream_json_traceparent` (a capfleet extension): the agent reads a W3C
+/// `traceparent` on each stream-json `user` frame (capfleet's own `speak` does).
+const TRACEPARENT_KEY: &str = "x-stream_json_traceparent";
+
 pub(crate) fn read_fast_path(r: &mut Reader, root: &DeTable<'_>, empty: &DeTable<'_>) -> FastPath {
     let (ft, _) = section(r, root, "", "fast_path", empty);
     r.unknown_keys(
@@ -21,6 +25,7 @@ pub(crate) fn read_fast_path(r: &mut Reader, root: &DeTable<'_>, empty: &DeTable
             "acp_stdio",
             "a2a_serve_at",
             "x-codex_exec",
+            TRACEPARENT_KEY,
         ],
     );
     let mut fp = FastPath::default();
@@ -58,6 +63,16 @@ pub(crate) fn read_fast_path(r: &mut Reader, root: &DeTable<'_>, empty: &DeTable
             ),
             _ => type_error(r, &dotted, v, "false or an address string"),
         }
+    }
+    fp.stream_json_traceparent = r.boolean(ft, "fast_path", TRACEPARENT_KEY).unwrap_or(false);
+    if fp.stream_json_traceparent && !fp.stream_json.is_supported() {
+        let span = ft.get(TRACEPARENT_KEY).map(|v| v.span());
+        r.invalid(
+            &join("fast_path", TRACEPARENT_KEY),
+            span,
+            "true needs a stream_json argv (the agent reads it on stream-json user frames); \
+             remove it or give fast_path.stream_json",
+        );
     }
     if let Some(v) = ft.get("acp_stdio") {
         match v.get_ref() {

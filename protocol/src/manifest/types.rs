@@ -186,6 +186,12 @@ pub struct FastPath {
     /// process per turn (the prompt on its stdin, `resume <thread id>` for the next).
     #[serde(rename = "x-codex_exec")]
     pub codex_exec: ArgvFastPath,
+    /// `x-stream_json_traceparent` (a capfleet extension, default `false`): the agent
+    /// reads a top-level `traceparent` (W3C) on each stream-json `user` frame and
+    /// parents that message's work with it. Only then does the stream-json driver
+    /// write one (Claude Code is sent no field it does not know).
+    #[serde(rename = "x-stream_json_traceparent")]
+    pub stream_json_traceparent: bool,
 }
 
 /// How a turn is cancelled: `graceful | hard | none`.

@@ -160,7 +160,7 @@ impl FleetHost {
             return Err(HostError::Turn(SessionError::Busy));
         };
         let (tx, mut events) = mpsc::channel(SUBSCRIBER_CAPACITY);
-        let end = match agent.start(&prompt, tx).await {
+        let end = match agent.start(&prompt, None, tx).await {
             Err(e) => FleetEnd::failed(e.to_string()),
             Ok(mut turn) => {
                 *lock(&h.running) = Some(turn.stopper.clone());

@@ -242,6 +242,7 @@ impl Host {
             .call(
                 |reply| SessionMsg::Ask {
                     prompt: prompt.clone(),
+                    traceparent: None,
                     reply,
                 },
                 None,

@@ -205,7 +205,7 @@ async fn run_turn(
     prompt: String,
     input: &mut crate::human::Input,
 ) -> TurnEnd {
-    let mut rx = crate::cmd::one_session::ask(session, prompt);
+    let mut rx = crate::cmd::one_session::ask(session, prompt, None);
     let mut interrupts = 0;
     loop {
         tokio::select! {

@@ -38,7 +38,7 @@ pub(super) async fn prepare(agent: &FleetAgent, run: RunDir) -> Result<CutRun, F
     fleet.bind_run_dir(&run);
     let workspace = workspaces::reuse(&mut fleet, &run, false)
         .map_err(|e| FleetError::Workspaces(e.to_string()))?;
-    let spec = agent.spec(&fleet, &run, workspace, Some(*recovered));
+    let spec = agent.spec(&fleet, &run, workspace, Some(*recovered), None);
     Ok(CutRun {
         answerer: capfleet_actors::events::urn(&fleet.name, &fleet.answer_from),
         run,

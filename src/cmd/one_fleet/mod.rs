@@ -211,10 +211,12 @@ impl FleetAgent {
     }
 
     /// Start a run with `task`; its events (the answering session's, artifacts,
-    /// restarts) go to `events` as they come.
+    /// restarts) go to `events` as they come. The run's span is a child of `parent`
+    /// (the W3C `traceparent` the message came with), else of the process's trace.
     pub(crate) async fn start(
         &mut self,
         task: &str,
+        parent: Option<&str>,
         events: mpsc::Sender<Published>,
     ) -> Result<FleetTurn, FleetError> {
         // A run of the conversation cut short goes first (on the run's task, so a
@@ -257,7 +259,7 @@ impl FleetAgent {
                 return Err(FleetError::Workspaces(e.to_string()));
             }
         };
-        let spec = self.spec(&fleet, &run, workspace, None);
+        let spec = self.spec(&fleet, &run, workspace, None, parent);
         let (stops, stops_rx) = mpsc::channel(4);
         let (ended_tx, ended) = oneshot::channel();
         let answerer = capfleet_actors::events::urn(&fleet.name, &fleet.answer_from);
@@ -288,12 +290,14 @@ impl FleetAgent {
 
     /// The engine's spec of `fleet` run in `run`: what the fleet's policy leaves open
     /// goes to the human upstream, unless the fleet's own `auto_answer` answers it.
+    /// Its trace continues `parent`, else the process's.
     pub(super) fn spec(
         &self,
         fleet: &fleet::Fleet,
         run: &RunDir,
         workspace: WorkspacePhase,
         resume: Option<Resume>,
+        parent: Option<&str>,
     ) -> RunSpec {
         let human = (!fleet.auto_answer).then(|| self.human.clone()).flatten();
         launch::run_spec(
@@ -303,7 +307,9 @@ impl FleetAgent {
                 human,
                 telemetry: RunTelemetry {
                     metrics: None,
-                    traceparent: self.traceparent.clone(),
+                    traceparent: parent
+                        .map(str::to_owned)
+                        .or_else(|| self.traceparent.clone()),
                 },
                 workspace,
                 resume,

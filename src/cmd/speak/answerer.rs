@@ -7,6 +7,7 @@ use capfleet_actors::session::{SessionError, SessionMsg, TurnResult};
 use ractor::ActorRef;
 use tokio::sync::{mpsc, oneshot};
 
+use super::inbound::Message;
 use crate::cmd::one_fleet::{FleetAgent, FleetEnd, FleetTurn};
 
 pub(super) enum Answerer {
@@ -36,11 +37,12 @@ pub(super) enum Reply {
 }
 
 impl Answerer {
-    /// Start a turn with `prompt`, unless `max_turns` were taken (a session counts
-    /// its own; a fleet's runs are counted here: `done` of them so far).
+    /// Start a turn with `message`, unless `max_turns` were taken (a session counts
+    /// its own; a fleet's runs are counted here: `done` of them so far). The turn's span
+    /// (a fleet's: its run's) is a child of the message's `traceparent`, if any.
     pub(super) async fn ask(
         &mut self,
-        prompt: String,
+        message: Message,
         max_turns: Option<u32>,
         done: u32,
     ) -> Pending {
@@ -52,9 +54,16 @@ impl Answerer {
         match self {
             Answerer::Session(session) => Pending::Session {
                 session: session.clone(),
-                reply: crate::cmd::one_session::ask(session, prompt),
+                reply: crate::cmd::one_session::ask(session, message.text, message.traceparent),
             },
-            Answerer::Fleet { agent, events } => match agent.start(&prompt, events.clone()).await {
+            Answerer::Fleet { agent, events } => match agent
+                .start(
+                    &message.text,
+                    message.traceparent.as_deref(),
+                    events.clone(),
+                )
+                .await
+            {
                 Ok(turn) => Pending::Fleet(Box::new(turn)),
                 Err(e) => Pending::Refused(Some(Reply::Fleet(Box::new(FleetEnd::failed(
                     e.to_string(),

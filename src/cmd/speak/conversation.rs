@@ -22,7 +22,7 @@ use tokio::sync::mpsc;
 use super::answerer::{Answerer, Pending, Reply};
 use super::args::{InputFormat, SpeakArgs};
 use super::frames::{Speaker, TurnEnd, can_use_tool, journal_artifact};
-use super::inbound::{Inbound, spawn_reader};
+use super::inbound::{Inbound, Message, spawn_reader};
 use super::out::Out;
 use super::transcript::Transcript;
 use super::{EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE};
@@ -60,7 +60,7 @@ pub(super) struct Conversation<'a> {
     answerer: Answerer,
     speaker: Option<Speaker>,
     out: Out,
-    queue: VecDeque<String>,
+    queue: VecDeque<Message>,
     turns: u32,
     total_cost_usd: f64,
     /// Permissions and asks waiting for upstream's answer, by our request id.
@@ -86,7 +86,8 @@ impl<'a> Conversation<'a> {
     }
 
     pub(super) async fn run(mut self, mut ends: Ends) -> ExitCode {
-        self.queue.extend(self.args.prompt.clone());
+        self.queue
+            .extend(self.args.prompt.clone().map(Message::plain));
         let mut inbound = match self.args.input_format {
             InputFormat::StreamJson => Some(spawn_reader()),
             InputFormat::Text if self.queue.is_empty() => {
@@ -97,7 +98,7 @@ impl<'a> Conversation<'a> {
                     eprintln!("error: no prompt: give it as an argument or on stdin");
                     return ExitCode::from(EXIT_USAGE);
                 }
-                self.queue.push_back(all);
+                self.queue.push_back(Message::plain(all));
                 None
             }
             InputFormat::Text => None,
@@ -106,7 +107,7 @@ impl<'a> Conversation<'a> {
         loop {
             if running.is_none() {
                 match self.queue.pop_front() {
-                    Some(prompt) => running = Some(self.start(prompt).await),
+                    Some(message) => running = Some(self.start(message).await),
                     None if inbound.is_none() => break,
                     None => {}
                 }
@@ -200,11 +201,11 @@ impl<'a> Conversation<'a> {
     }
 
     /// Start a turn; the first one says `system/init` first.
-    async fn start(&mut self, prompt: String) -> Running {
+    async fn start(&mut self, message: Message) -> Running {
         let started = Instant::now();
         let pending = self
             .answerer
-            .ask(prompt, self.args.max_turns, self.turns)
+            .ask(message, self.args.max_turns, self.turns)
             .await;
         if self.speaker.is_none() {
             let session_id = self

@@ -11,11 +11,30 @@ use tokio::sync::mpsc;
 /// Lines read ahead of the session.
 const INBOUND_CAPACITY: usize = 64;
 
+/// A user message: its text, and the W3C `traceparent` of whoever sent it when the
+/// frame carries one (a capfleet driver sends its turn's: see
+/// `fast_path.x-stream_json_traceparent` in `config/agents/capfleet.toml`).
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Message {
+    pub text: String,
+    pub traceparent: Option<String>,
+}
+
+impl Message {
+    /// A message with no trace of its own (the argument, text on stdin).
+    pub(super) fn plain(text: String) -> Self {
+        Message {
+            text,
+            traceparent: None,
+        }
+    }
+}
+
 /// One message from upstream.
 #[derive(Debug, Clone, PartialEq)]
 pub(super) enum Inbound {
     /// A `user` frame: the prompt.
-    Prompt(String),
+    Prompt(Message),
     /// A `control_request` (`interrupt`, `initialize`, ...).
     Control {
         request_id: String,
@@ -76,7 +95,10 @@ pub(super) fn parse(line: &[u8]) -> Option<Inbound> {
     let frame: Value = serde_json::from_slice(line).ok()?;
     let text = |v: &Value, key: &str| v.get(key).and_then(Value::as_str).map(str::to_owned);
     match frame.get("type")?.as_str()? {
-        "user" => user_text(frame.get("message")?.get("content")?).map(Inbound::Prompt),
+        "user" => Some(Inbound::Prompt(Message {
+            text: user_text(frame.get("message")?.get("content")?)?,
+            traceparent: text(&frame, "traceparent"),
+        })),
         "control_request" => {
             let request = frame.get("request")?.clone();
             Some(Inbound::Control {
@@ -108,7 +130,18 @@ mod tests {
     #[test]
     fn frames_of_the_agent_sdk_parse() {
         let user = br#"{"type":"user","session_id":"","message":{"role":"user","content":"hi"},"parent_tool_use_id":null}"#;
-        assert_eq!(parse(user), Some(Inbound::Prompt("hi".into())));
+        assert_eq!(
+            parse(user),
+            Some(Inbound::Prompt(Message::plain("hi".into())))
+        );
+        let traced = br#"{"type":"user","message":{"role":"user","content":"hi"},"traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}"#;
+        assert_eq!(
+            parse(traced),
+            Some(Inbound::Prompt(Message {
+                text: "hi".into(),
+                traceparent: Some("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01".into()),
+            }))
+        );
         let init = br#"{"type":"control_request","request_id":"req_1_ab","request":{"subtype":"initialize","hooks":null}}"#;
         assert_eq!(
             parse(init),

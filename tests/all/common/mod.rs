@@ -117,7 +117,11 @@ pub(crate) async fn turn(
     let prompt = prompt.to_owned();
     match s
         .call(
-            |reply| SessionMsg::Ask { prompt, reply },
+            |reply| SessionMsg::Ask {
+                prompt,
+                traceparent: None,
+                reply,
+            },
             Some(Duration::from_secs(20)),
         )
         .await

@@ -20,6 +20,17 @@ pub fn user_frame(text: &str) -> String {
     user_content(Value::from(text))
 }
 
+/// A user prompt carrying the W3C `traceparent` of the turn that sends it, for an
+/// agent whose manifest says it reads one (`fast_path.x-stream_json_traceparent`):
+/// `{"type":"user","message":{...},"traceparent":"00-…"}`.
+pub fn user_frame_traced(text: &str, traceparent: &str) -> String {
+    line(json!({
+        "type": "user",
+        "message": {"role": "user", "content": text},
+        "traceparent": traceparent,
+    }))
+}
+
 /// A user message with arbitrary content (a string or content blocks).
 pub fn user_content(content: Value) -> String {
     line(json!({"type": "user", "message": {"role": "user", "content": content}}))

@@ -411,6 +411,38 @@ fn fast_path_forms() {
 }
 
 #[test]
+fn stream_json_traceparent_is_a_boolean_that_needs_stream_json() {
+    let reads = |extra: &str| {
+        parse_ok(&minimal_without(&[], &format!("[fast_path]\n{extra}")))
+            .manifest
+            .fast_path
+            .stream_json_traceparent
+    };
+    assert!(!reads("stream_json = [\"a\"]\n"));
+    assert!(reads(
+        "stream_json = [\"a\"]\nx-stream_json_traceparent = true\n"
+    ));
+    let errs = parse_err(&minimal_without(
+        &[],
+        "[fast_path]\nstream_json = [\"a\"]\nx-stream_json_traceparent = \"yes\"\n",
+    ));
+    assert_eq!(
+        errs.iter().filter_map(|e| e.key()).collect::<Vec<_>>(),
+        ["fast_path.x-stream_json_traceparent"],
+        "{errs}"
+    );
+    let errs = parse_err(&minimal_without(
+        &[],
+        "[fast_path]\nx-stream_json_traceparent = true\n",
+    ));
+    let text = errs.to_string();
+    assert!(
+        text.contains("fast_path.x-stream_json_traceparent") && text.contains("stream_json argv"),
+        "{text}"
+    );
+}
+
+#[test]
 fn revision_is_kept_from_either_place() {
     let top = parse_ok(&format!(
         "revision = \"2026-05-18\"\n{}",
