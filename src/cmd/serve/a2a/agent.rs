@@ -216,7 +216,13 @@ impl AgentHost {
         *lock(&context.last_used) = Instant::now();
         self.tasks.insert(task.clone());
         let sub = task.subscribe();
-        tokio::spawn(turn(context.session.clone(), prompt, task.clone()));
+        let traceparent = traceparent.map(str::to_owned);
+        tokio::spawn(turn(
+            context.session.clone(),
+            prompt,
+            traceparent,
+            task.clone(),
+        ));
         Ok((task, sub))
     }
 
@@ -373,11 +379,24 @@ impl AgentHost {
     }
 }
 
-/// One turn of `session` for `task`; a turn that could not run fails the task (one
-/// that ran ends it through its `turn_ended` event).
-async fn turn(session: ActorRef<SessionMsg>, prompt: String, task: Arc<Task>) {
+/// One turn of `session` for `task`, a child of the message's `traceparent` when it
+/// has one (else of the context's session); a turn that could not run fails the task
+/// (one that ran ends it through its `turn_ended` event).
+async fn turn(
+    session: ActorRef<SessionMsg>,
+    prompt: String,
+    traceparent: Option<String>,
+    task: Arc<Task>,
+) {
     let asked = session
-        .call(|reply| SessionMsg::Ask { prompt, reply }, None)
+        .call(
+            |reply| SessionMsg::Ask {
+                prompt,
+                traceparent,
+                reply,
+            },
+            None,
+        )
         .await;
     let why = match asked {
         Ok(ractor::rpc::CallResult::Success(Ok(_))) => return,
