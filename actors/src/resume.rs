@@ -26,6 +26,7 @@
 //! ([`Replayed::on_disk`]). A turn the stop cut (cancelled, failed, or its session
 //! closed) is no turn done: it is re-issued like one a kill cut.
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
@@ -103,41 +104,47 @@ impl Recovered {
     }
 }
 
-/// One journal line, the fields a resume reads.
+/// One journal line, the fields a resume reads, its strings borrowed from the line
+/// (copied only where they have escapes, and where recovery keeps them).
 #[derive(Deserialize)]
-struct Line {
+struct Line<'a> {
     #[serde(default)]
     seq: Option<u64>,
     #[serde(default)]
     last_seq: Option<u64>,
-    #[serde(default)]
-    urn: Option<String>,
+    #[serde(default, borrow)]
+    urn: Option<Cow<'a, str>>,
     #[serde(default)]
     turn: Option<u32>,
-    #[serde(rename = "type")]
-    kind: String,
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
     #[serde(default)]
     event: Option<CapEvent>,
-    #[serde(default)]
-    key: Option<String>,
-    #[serde(default)]
-    to: Option<String>,
-    #[serde(default)]
-    outcome: Option<String>,
-    #[serde(default)]
-    error: Option<String>,
+    #[serde(default, borrow)]
+    key: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    to: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    outcome: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    error: Option<Cow<'a, str>>,
     #[serde(default)]
     stop_reason: Option<StopReason>,
-    #[serde(default)]
-    id: Option<String>,
+    #[serde(default, borrow)]
+    id: Option<Cow<'a, str>>,
     #[serde(default)]
     exit_code: Option<u8>,
-    #[serde(default)]
-    session: Option<String>,
-    #[serde(default)]
-    parent: Option<String>,
-    #[serde(default)]
-    sha: Option<String>,
+    #[serde(default, borrow)]
+    session: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    parent: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    sha: Option<Cow<'a, str>>,
+}
+
+/// An owned copy of a borrowed field.
+fn owned(s: Option<Cow<'_, str>>) -> Option<String> {
+    s.map(Cow::into_owned)
 }
 
 /// A turn as its events come back.
@@ -192,7 +199,7 @@ pub fn recover(path: &Path, fleet: &str) -> std::io::Result<Recovered> {
     let router = crate::events::urn(fleet, crate::router::ROUTER_URN_SEGMENT);
     let workspace = crate::events::urn(fleet, crate::workspace::WORKSPACE_URN_SEGMENT);
     let mut r = Recovered::default();
-    let mut turns: HashMap<(String, u32), Rebuilt> = HashMap::new();
+    let mut turns: Turns = HashMap::new();
     let mut ends: Vec<End> = Vec::new();
     let mut routed: Vec<(String, String)> = Vec::new();
     let mut stopping = false;
@@ -208,14 +215,22 @@ pub fn recover(path: &Path, fleet: &str) -> std::io::Result<Recovered> {
             return true;
         };
         let seq = line.seq.max(line.last_seq).unwrap_or(0);
-        let last = r.seqs.entry(urn.clone()).or_default();
-        *last = (*last).max(seq);
+        let seq = match r.seqs.get_mut(&*urn) {
+            Some(last) => {
+                *last = (*last).max(seq);
+                *last
+            }
+            None => {
+                r.seqs.insert(urn.clone().into_owned(), seq);
+                seq
+            }
+        };
         if urn == router {
             on_router(&mut r, line, &mut stopping, &mut ends, &mut routed);
         } else if urn == workspace {
             on_workspace(&mut r, line);
         } else {
-            on_session(&mut r, &urn, line, &mut turns);
+            on_session(&mut r, &urn, seq, line, &mut turns);
         }
         true
     })?;
@@ -227,12 +242,12 @@ pub fn recover(path: &Path, fleet: &str) -> std::io::Result<Recovered> {
 
 fn on_router(
     r: &mut Recovered,
-    line: Line,
+    line: Line<'_>,
     stopping: &mut bool,
     ends: &mut Vec<End>,
     routed: &mut Vec<(String, String)>,
 ) {
-    match line.kind.as_str() {
+    match &*line.kind {
         "resumed" => {
             *stopping = false;
             r.ended = None;
@@ -240,25 +255,25 @@ fn on_router(
         }
         "stopping" => *stopping = true,
         "run_ended" => {
-            r.ended = line.outcome.clone();
+            r.ended = owned(line.outcome.clone());
             r.collected = false;
         }
         "worktree" => r.worktrees = true,
         "routed" => {
             if let (Some(key), Some(to)) = (line.key.clone(), line.to.clone()) {
-                routed.push((key, to));
+                routed.push((key.into_owned(), to.into_owned()));
             }
         }
         "delivered" => {
             if let (Some(key), Some(session)) = (line.key.clone(), line.to.clone()) {
                 let urn = format!("{}/{session}", line_fleet(&line));
                 ends.push(End {
-                    key,
-                    session,
+                    key: key.into_owned(),
+                    session: session.into_owned(),
                     urn,
                     turn: line.turn,
                     outcome: line.outcome.as_deref().and_then(outcome_of),
-                    error: line.error.clone(),
+                    error: owned(line.error.clone()),
                     stopping: *stopping,
                 });
             }
@@ -271,16 +286,26 @@ fn on_router(
 }
 
 /// The workspace stream's keyed commits and the end of its collection.
-fn on_workspace(r: &mut Recovered, line: Line) {
-    match (line.kind.as_str(), line.session) {
+fn on_workspace(r: &mut Recovered, line: Line<'_>) {
+    match (&*line.kind, line.session) {
         ("commit_started", Some(session)) => {
             if let Some(parent) = line.parent {
-                r.commits.insert(session, CommitMark::Started { parent });
+                r.commits.insert(
+                    session.into_owned(),
+                    CommitMark::Started {
+                        parent: parent.into_owned(),
+                    },
+                );
             }
         }
         ("committed", Some(session)) => {
             if let Some(sha) = line.sha {
-                r.commits.insert(session, CommitMark::Done { sha });
+                r.commits.insert(
+                    session.into_owned(),
+                    CommitMark::Done {
+                        sha: sha.into_owned(),
+                    },
+                );
             }
         }
         ("collected", _) => r.collected = true,
@@ -289,34 +314,39 @@ fn on_workspace(r: &mut Recovered, line: Line) {
 }
 
 /// `cap://<fleet>` of a router record.
-fn line_fleet(line: &Line) -> &str {
+fn line_fleet<'a>(line: &'a Line<'_>) -> &'a str {
     let urn = line.urn.as_deref().unwrap_or("");
     urn.rsplit_once('/').map_or(urn, |(fleet, _)| fleet)
 }
 
-fn on_session(
-    r: &mut Recovered,
-    urn: &str,
-    line: Line,
-    turns: &mut HashMap<(String, u32), Rebuilt>,
-) {
-    let s = r.sessions.entry(urn.to_owned()).or_default();
-    s.seq = r.seqs.get(urn).copied().unwrap_or(0);
-    match (line.kind.as_str(), line.turn) {
+/// The turns being rebuilt, by session URN and turn number.
+type Turns = HashMap<String, HashMap<u32, Rebuilt>>;
+
+fn on_session(r: &mut Recovered, urn: &str, seq: u64, line: Line<'_>, turns: &mut Turns) {
+    let s = match r.sessions.get_mut(urn) {
+        Some(s) => s,
+        None => r.sessions.entry(urn.to_owned()).or_default(),
+    };
+    s.seq = seq;
+    match (&*line.kind, line.turn) {
         ("turn_started", Some(t)) => {
             s.last_turn = s.last_turn.max(t);
-            turns.entry((urn.to_owned(), t)).or_insert_with(|| Rebuilt {
+            let of = match turns.get_mut(urn) {
+                Some(of) => of,
+                None => turns.entry(urn.to_owned()).or_default(),
+            };
+            of.entry(t).or_insert_with(|| Rebuilt {
                 turn: Turn::new(t, String::new()),
                 ended: None,
             });
         }
         ("turn_ended", Some(t)) => {
             let outcome = line.outcome.as_deref().and_then(outcome_of);
-            if let (Some(rebuilt), Some(o)) = (turns.get_mut(&(urn.to_owned(), t)), outcome) {
+            if let (Some(rebuilt), Some(o)) = (rebuilding(turns, urn, t), outcome) {
                 rebuilt.ended = Some((o, line.stop_reason.unwrap_or(StopReason::EndTurn)));
             }
         }
-        ("resume_id", _) => s.resume_id = line.id,
+        ("resume_id", _) => s.resume_id = owned(line.id),
         ("cap", turn) => {
             let Some(event) = line.event else { return };
             if let CapEvent::SessionReady(ready) = &event
@@ -336,25 +366,25 @@ fn on_session(
                 });
             }
             if let Some(t) = turn
-                && let Some(rebuilt) = turns.get_mut(&(urn.to_owned(), t))
+                && let Some(rebuilt) = rebuilding(turns, urn, t)
                 && rebuilt.ended.is_none()
             {
-                rebuilt.turn.record(&event);
+                rebuilt.turn.record_owned(event);
             }
         }
         _ => {}
     }
 }
 
+/// Turn `t` of session `urn`, if it started.
+fn rebuilding<'a>(turns: &'a mut Turns, urn: &str, t: u32) -> Option<&'a mut Rebuilt> {
+    turns.get_mut(urn).and_then(|of| of.get_mut(&t))
+}
+
 /// The replay's order (the journal's: each end where the router took it, those of a
 /// stop only if their turn completed, each key once), then per session the turns
 /// done (those replayed) and the text of its last turn if that one was cut.
-fn finish(
-    r: &mut Recovered,
-    mut turns: HashMap<(String, u32), Rebuilt>,
-    ends: Vec<End>,
-    routed: Vec<(String, String)>,
-) {
+fn finish(r: &mut Recovered, mut turns: Turns, ends: Vec<End>, routed: Vec<(String, String)>) {
     let ended: HashSet<&str> = ends.iter().map(|e| e.key.as_str()).collect();
     r.interrupted = routed
         .iter()
@@ -368,7 +398,7 @@ fn finish(
             continue;
         }
         let result = match (e.turn, e.outcome) {
-            (Some(t), Some(outcome)) => match turns.remove(&(e.urn.clone(), t)) {
+            (Some(t), Some(outcome)) => match turns.get_mut(&e.urn).and_then(|of| of.remove(&t)) {
                 Some(Rebuilt {
                     turn,
                     ended: Some((_, stop)),
@@ -394,7 +424,8 @@ fn finish(
         s.ended = done.get(urn).copied().unwrap_or(0);
         // Left in `turns`: not replayed. The last one, if so, was cut.
         s.interrupted = turns
-            .get(&(urn.clone(), s.last_turn))
+            .get(urn)
+            .and_then(|of| of.get(&s.last_turn))
             .map(|t| t.turn.partial_text().to_owned());
     }
 }

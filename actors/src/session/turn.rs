@@ -81,6 +81,22 @@ impl Turn {
     }
 
     pub(crate) fn record(&mut self, event: &CapEvent) {
+        if self.count(event) {
+            self.events.push(event.clone());
+        }
+    }
+
+    /// [`Turn::record`] of an event the caller hands over (a resumed run's, read
+    /// back from its journal): kept without a copy.
+    pub(crate) fn record_owned(&mut self, event: CapEvent) {
+        if self.count(&event) {
+            self.events.push(event);
+        }
+    }
+
+    /// Take `event`'s text and usage; whether the event itself is kept (else it is
+    /// counted as dropped).
+    fn count(&mut self, event: &CapEvent) -> bool {
         match event {
             CapEvent::TextChunk(t) if t.channel.is_none_or(|c| c == Channel::Assistant) => {
                 self.push_text(&t.text)
@@ -95,9 +111,10 @@ impl Turn {
         };
         if self.events.len() < MAX_TURN_EVENTS && self.events_text + text <= MAX_TURN_EVENT_TEXT {
             self.events_text += text;
-            self.events.push(event.clone());
+            true
         } else {
             self.events_dropped += 1;
+            false
         }
     }
 
