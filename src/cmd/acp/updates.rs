@@ -1,13 +1,14 @@
 //! The inner session's events as ACP `session/update`s (the `update` objects of
 //! ACP v1's `SessionUpdate`): text as `agent_message_chunk`, thoughts as
 //! `agent_thought_chunk`, inner tool calls as `tool_call` / `tool_call_update`, a plan
-//! as `plan`. Consecutive chunks of one channel read in one burst are joined into one
+//! as `plan` (sent again whole, as ACP replaces a plan, each time the fleet's router
+//! moves one of its entries: a master plan's states stay current). Consecutive chunks of one channel read in one burst are joined into one
 //! update until it holds [`CHUNK_MAX`] bytes, so a flood of small chunks is a few
 //! notifications; anything else is not shown upstream (usage goes in the prompt
 //! response's `_meta`).
 
 use capfleet_actors::events::{EventBody, SessionEvent};
-use capfleet_actors::protocol::{CapEvent, Channel, PlanStatus, Priority};
+use capfleet_actors::protocol::{CapEvent, Channel, PlanEntry, PlanStatus, Priority};
 use serde_json::{Value, json};
 
 /// Text bytes past which a joined chunk update is closed.
@@ -33,6 +34,8 @@ impl Kind {
 pub(super) struct Updates {
     out: Vec<Value>,
     open: Option<(Kind, String)>,
+    /// The plan shown last, kept to show its entries' later states.
+    plan: Vec<PlanEntry>,
     /// A `turn_ended` was in the burst.
     pub turn_ended: bool,
 }
@@ -42,6 +45,16 @@ impl Updates {
         match &event.body {
             EventBody::Cap { event } => self.on_cap(event),
             EventBody::TurnEnded { .. } => self.turn_ended = true,
+            EventBody::PlanEntry { id, status, .. } => {
+                let moved = self
+                    .plan
+                    .iter_mut()
+                    .find(|e| e.id == *id && e.status != *status);
+                if let Some(entry) = moved {
+                    entry.status = *status;
+                    self.push_plan();
+                }
+            }
             EventBody::Restart { cause, attempt, .. } => {
                 // Upstream sees one agent: a restart inside is a note on stderr.
                 tracing::warn!(%cause, attempt, "the inner agent restarted; its turn goes on");
@@ -82,21 +95,27 @@ impl Updates {
                 self.push(update);
             }
             CapEvent::Plan(p) => {
-                let entries: Vec<Value> = p
-                    .entries
-                    .iter()
-                    .map(|e| {
-                        json!({
-                            "content": e.content,
-                            "priority": priority(e.priority),
-                            "status": status(e.status),
-                        })
-                    })
-                    .collect();
-                self.push(json!({"sessionUpdate": "plan", "entries": entries}));
+                self.plan = p.entries.clone();
+                self.push_plan();
             }
             _ => {}
         }
+    }
+
+    /// The plan as it stands, whole.
+    fn push_plan(&mut self) {
+        let entries: Vec<Value> = self
+            .plan
+            .iter()
+            .map(|e| {
+                json!({
+                    "content": e.content,
+                    "priority": priority(e.priority),
+                    "status": status(e.status),
+                })
+            })
+            .collect();
+        self.push(json!({"sessionUpdate": "plan", "entries": entries}));
     }
 
     fn chunk(&mut self, kind: Kind, text: &str) {
@@ -185,5 +204,51 @@ mod tests {
         );
         assert_eq!(out[1]["content"]["text"], "tail");
         assert!(u.take().is_empty());
+    }
+
+    #[test]
+    fn a_plan_is_sent_again_whole_when_the_router_moves_an_entry() {
+        let mut u = Updates::default();
+        u.on_cap(&CapEvent::plan(vec![
+            PlanEntry::new("p1", "write the parser", PlanStatus::Pending),
+            PlanEntry::new("p2", "test it", PlanStatus::Pending),
+        ]));
+        let router = |id: &str, status| SessionEvent {
+            seq: 1,
+            urn: "cap://fleet/router".into(),
+            turn: None,
+            ts_ms: 0,
+            body: EventBody::PlanEntry {
+                id: id.into(),
+                assigned_to: "worker".into(),
+                status,
+            },
+        };
+        u.on_event(&router("p1", PlanStatus::InProgress));
+        u.on_event(&router("p1", PlanStatus::InProgress));
+        u.on_event(&router("nope", PlanStatus::Completed));
+        u.on_event(&router("p1", PlanStatus::Completed));
+        let plans: Vec<Vec<Value>> = u
+            .take()
+            .iter()
+            .map(|p| {
+                assert_eq!(p["sessionUpdate"], "plan");
+                p["entries"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|e| e["status"].clone())
+                    .collect()
+            })
+            .collect();
+        assert_eq!(
+            plans,
+            [
+                vec![json!("pending"), json!("pending")],
+                vec![json!("in_progress"), json!("pending")],
+                vec![json!("completed"), json!("pending")],
+            ],
+            "one update per move, none for a repeat or an unknown entry"
+        );
     }
 }

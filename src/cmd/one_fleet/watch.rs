@@ -76,7 +76,10 @@ pub(super) async fn forward(
 impl Seen {
     fn shows(&self, e: &SessionEvent) -> bool {
         *e.urn == *self.answerer
-            || matches!(e.body, EventBody::Restart { .. })
+            || matches!(
+                e.body,
+                EventBody::Restart { .. } | EventBody::PlanEntry { .. }
+            )
             || matches!(
                 e.body,
                 EventBody::Cap {
