@@ -101,3 +101,51 @@ impl Reader {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{Value, json};
+
+    fn frame(out: Option<Out>) -> Option<Value> {
+        match out {
+            Some(Out::Frame(v)) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// The permission test's flake: the answer's response attached while the asking
+    /// one had not yet taken its drop marker.
+    #[tokio::test]
+    async fn an_answer_skips_the_asking_response_s_drop_and_takes_what_follows() {
+        let (outbox, tx, drops) = Outbox::new();
+        let mut asking = outbox.attach();
+        let drop = drops.next();
+        tx.send(Out::Frame(json!("question"))).await.expect("send");
+        tx.send(Out::Drop(drop)).await.expect("send");
+        assert_eq!(frame(asking.next().await), Some(json!("question")));
+        let mut answer = outbox.attach();
+        tx.send(Out::Frame(json!("working"))).await.expect("send");
+        assert!(asking.next().await.is_none());
+        assert_eq!(frame(answer.next().await), Some(json!("working")));
+    }
+
+    /// A resubscribe ends a reader still waiting (its client gone) before it takes a
+    /// frame; a drop queued after the newer reader attached still ends that one.
+    #[tokio::test]
+    async fn a_newer_reader_ends_a_waiting_one_and_a_later_drop_ends_it() {
+        let (outbox, tx, drops) = Outbox::new();
+        let old = outbox.attach();
+        let waiting = tokio::spawn(async move {
+            let mut old = old;
+            old.next().await.is_none()
+        });
+        tokio::task::yield_now().await;
+        let mut newer = outbox.attach();
+        tx.send(Out::Frame(json!("after"))).await.expect("send");
+        tx.send(Out::Drop(drops.next())).await.expect("send");
+        assert!(waiting.await.expect("join"));
+        assert_eq!(frame(newer.next().await), Some(json!("after")));
+        assert!(newer.next().await.is_none());
+    }
+}
