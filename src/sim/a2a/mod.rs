@@ -11,6 +11,7 @@
 //! peer's loss); `hang` keeps the stream open and silent. `--request-log FILE`
 //! appends one line per request: its method, `A2A-Version` and `traceparent`.
 
+mod outbox;
 mod snapshot;
 mod turn;
 
@@ -32,10 +33,10 @@ use capfleet_actors::bindings::a2a::outbound::{self, Offer, TaskFrames};
 use capfleet_actors::bindings::a2a::{Method, Spelling};
 use capfleet_actors::sync::lock;
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
 
 use super::script::Script;
 use super::state::{StateDir, TurnPicker};
+use outbox::Outbox;
 use snapshot::Snapshot;
 use turn::{A2aTurn, Out};
 
@@ -48,12 +49,9 @@ pub(crate) struct Options {
     pub request_log: Option<PathBuf>,
 }
 
-/// Stream responses buffered per task before its turn waits for a reader.
-const OUTBOX: usize = 256;
-
 /// A task in flight.
 struct Entry {
-    outbox: Arc<tokio::sync::Mutex<mpsc::Receiver<Out>>>,
+    outbox: Arc<Outbox>,
     answers: std::sync::mpsc::Sender<Value>,
     cancelled: Arc<AtomicBool>,
 }
@@ -180,10 +178,10 @@ async fn rpc(State(s): State<Arc<Server>>, headers: HeaderMap, body: String) -> 
         return send(&s, id, &params);
     }
     if method == sp.method(Method::Resubscribe) {
-        let outbox =
-            task_of(&params).and_then(|t| lock(&s.tasks).get(&t).map(|e| e.outbox.clone()));
-        return match outbox {
-            Some(outbox) => sse(id, outbox),
+        let reader =
+            task_of(&params).and_then(|t| lock(&s.tasks).get(&t).map(|e| e.outbox.attach()));
+        return match reader {
+            Some(reader) => sse(id, reader),
             None => rpc_error(&id, -32001, "task not found"),
         };
     }
@@ -228,12 +226,14 @@ fn send(s: &Arc<Server>, id: Value, params: &Value) -> Response {
         let Some(entry) = tasks.get(task) else {
             return rpc_error(&id, -32001, "task not found");
         };
+        // Attached before the answer is passed on: what the task says next is this
+        // response's, never the asking one's.
+        let reader = entry.outbox.attach();
         if entry.answers.send(message.clone()).is_err() {
             return rpc_error(&id, -32002, "task is not waiting for input");
         }
-        let outbox = entry.outbox.clone();
         drop(tasks);
-        return sse(id, outbox);
+        return sse(id, reader);
     }
     let n = s.next.fetch_add(1, Ordering::Relaxed);
     let task = TaskFrames {
@@ -251,12 +251,12 @@ fn send(s: &Arc<Server>, id: Value, params: &Value) -> Response {
         .flatten()
         .filter_map(|p| p.get("text").and_then(Value::as_str))
         .collect();
-    let (out, outbox) = mpsc::channel(OUTBOX);
+    let (outbox, out, drops) = Outbox::new();
+    let reader = outbox.attach();
     let (answer_tx, answers) = std::sync::mpsc::channel();
     let cancelled = Arc::new(AtomicBool::new(false));
-    let outbox = Arc::new(tokio::sync::Mutex::new(outbox));
     let entry = Entry {
-        outbox: outbox.clone(),
+        outbox,
         answers: answer_tx,
         cancelled: cancelled.clone(),
     };
@@ -270,6 +270,7 @@ fn send(s: &Arc<Server>, id: Value, params: &Value) -> Response {
             task,
             snapshot,
             out,
+            drops,
             answers,
             cancelled,
             usage: Default::default(),
@@ -288,21 +289,21 @@ fn send(s: &Arc<Server>, id: Value, params: &Value) -> Response {
         }
         lock(&server.tasks).remove(&task_id);
     });
-    sse(id, outbox)
+    sse(id, reader)
 }
 
-/// An SSE response reading the task's outbox until its end or a drop.
-fn sse(id: Value, outbox: Arc<tokio::sync::Mutex<mpsc::Receiver<Out>>>) -> Response {
-    let stream = futures::stream::unfold((outbox, id), |(outbox, id)| async move {
-        let next = outbox.lock().await.recv().await;
-        let event = match next? {
+/// An SSE response reading the task's outbox until its end, its drop or a newer
+/// reader ([`outbox`]).
+fn sse(id: Value, reader: outbox::Reader) -> Response {
+    let stream = futures::stream::unfold((reader, id), |(mut reader, id)| async move {
+        let event = match reader.next().await? {
             Out::Frame(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string(),
             Out::Raw(line) => line,
-            Out::Drop | Out::End => return None,
+            Out::Drop(_) | Out::End => return None,
         };
         Some((
             Ok::<_, Infallible>(Event::default().data(event)),
-            (outbox, id),
+            (reader, id),
         ))
     });
     // A comment now and then: a reader gone (its client killed) is noticed by the

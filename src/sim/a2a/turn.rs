@@ -15,6 +15,7 @@ use capfleet_actors::protocol::{CapEvent, Decision, PlanEntry as CapPlanEntry, R
 use serde_json::{Value, json};
 use tokio::sync::mpsc::Sender;
 
+use super::outbox::Drops;
 use super::snapshot::Snapshot;
 use crate::sim::frames::PAD_MARK;
 use crate::sim::steps::{Ask, FloodGen, Flow, Frontend, PlanEntry, Stop, ToolStep, Usage, chunks};
@@ -27,7 +28,8 @@ pub(super) enum Out {
     /// Verbatim SSE data (a `raw` step).
     Raw(String),
     /// End the current SSE response; the task goes on (resubscribe to read on).
-    Drop,
+    /// Its number is counted before what it closes is queued ([`Drops::next`]).
+    Drop(u64),
     /// The task is over: end the response.
     End,
 }
@@ -37,6 +39,7 @@ pub(super) struct A2aTurn {
     /// What the task said so far, for `GetTask`.
     pub snapshot: Arc<std::sync::Mutex<Snapshot>>,
     pub out: Sender<Out>,
+    pub drops: Drops,
     pub answers: Receiver<Value>,
     pub cancelled: Arc<AtomicBool>,
     pub usage: Usage,
@@ -89,12 +92,15 @@ impl A2aTurn {
 
     /// `input-required` carrying `question`, then the client's answering message.
     fn ask_client(&mut self, text: &str, question: &CapEvent) -> io::Result<Result<Value, Stop>> {
+        // Counted before the question is out: the answer's response, attached after
+        // the client read it, skips this marker (it closes the asking response).
+        let drop = self.drops.next();
         self.said += 1;
         let id = format!("{}-m{}", self.task.id, self.said);
         let parts = vec![self.sp().text_part(text), self.event_part(question)];
         let message = self.task.message_obj(&id, parts);
         self.frame(self.task.status(TaskState::InputRequired, Some(message)))?;
-        self.send(Out::Drop)?;
+        self.send(Out::Drop(drop))?;
         loop {
             if self.cancelled.load(Ordering::Relaxed) {
                 return Ok(Err(Stop::Interrupted));
@@ -261,7 +267,7 @@ impl Frontend for A2aTurn {
     }
 
     fn drop_stream(&mut self) -> io::Result<Flow> {
-        self.send(Out::Drop)?;
+        self.send(Out::Drop(self.drops.next()))?;
         Ok(Flow::Next)
     }
 
