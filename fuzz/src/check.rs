@@ -71,6 +71,23 @@ pub fn cases(default: u32) -> u32 {
         .unwrap_or(default)
 }
 
+/// Random inputs per target in the suite when `CAPFLEET_FUZZ_CASES` is not set: a
+/// few seconds each on 2 cores.
+pub const SUITE_CASES: u32 = 600;
+
+/// A target's two tests in the suite: its random search (a new seed each run, printed
+/// so that a failure can be replayed), and the replay of its seeds and kept inputs.
+pub fn search_in_suite(t: &Target) {
+    let seed = seed();
+    eprintln!("CAPFLEET_FUZZ_SEED={seed}");
+    search(t, cases(SUITE_CASES), seed, &regressions());
+}
+
+/// See [`search_in_suite`]; at least one input (the seeds) is replayed.
+pub fn replay_in_suite(t: &Target) {
+    assert!(replay(t, &regressions()) > 0, "`{}` has no seed", t.name);
+}
+
 /// The search's seed: `CAPFLEET_FUZZ_SEED`, else the clock (a new search each run,
 /// and the seed printed so that a failure can be replayed).
 pub fn seed() -> u64 {

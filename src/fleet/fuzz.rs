@@ -2,7 +2,7 @@
 //! the reader and the validator, every finding rendered as `run --dry-run` and the
 //! server print them. No panic, heap and time bounded (the fuzz crate's harness).
 
-use capfleet_fuzz::check::{cases, regressions, replay, search, seed};
+use capfleet_fuzz::check::{replay_in_suite, search_in_suite};
 use capfleet_fuzz::targets::{Framing, Memory, Target};
 
 use super::{FleetErrors, check};
@@ -81,12 +81,10 @@ fn fleet_toml(input: &[u8]) {
 
 #[test]
 fn random_fleet_files_break_no_promise() {
-    let seed = seed();
-    eprintln!("CAPFLEET_FUZZ_SEED={seed}");
-    search(&FLEET, cases(600), seed, &regressions());
+    search_in_suite(&FLEET);
 }
 
 #[test]
 fn fleet_seeds_and_kept_regressions_pass() {
-    assert!(replay(&FLEET, &regressions()) > 0);
+    replay_in_suite(&FLEET);
 }

@@ -1,11 +1,8 @@
 //! Per target: random inputs (`CAPFLEET_FUZZ_CASES`, default 600, from a new seed each
 //! run, `CAPFLEET_FUZZ_SEED` to replay one), then its seeds and kept regressions.
 
-use capfleet_fuzz::check::{cases, regressions, replay, search, seed};
+use capfleet_fuzz::check::{replay_in_suite, search_in_suite};
 use capfleet_fuzz::targets::{ALL, by_name};
-
-/// Random inputs per target in the suite: a few seconds each on 2 cores.
-const CASES: u32 = 600;
 
 macro_rules! targets {
     ($($name:ident),* $(,)?) => {
@@ -15,14 +12,12 @@ macro_rules! targets {
 
                 #[test]
                 fn random_inputs_break_no_promise() {
-                    let seed = seed();
-                    eprintln!("CAPFLEET_FUZZ_SEED={seed}");
-                    search(by_name(stringify!($name)), cases(CASES), seed, &regressions());
+                    search_in_suite(by_name(stringify!($name)));
                 }
 
                 #[test]
                 fn seeds_and_kept_regressions_pass() {
-                    assert!(replay(by_name(stringify!($name)), &regressions()) > 0);
+                    replay_in_suite(by_name(stringify!($name)));
                 }
             }
         )*

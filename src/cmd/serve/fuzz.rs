@@ -8,7 +8,7 @@ use std::path::{Component, Path};
 
 use axum::http::HeaderMap;
 use axum::http::header::CONTENT_TYPE;
-use capfleet_fuzz::check::{cases, regressions, replay, search, seed};
+use capfleet_fuzz::check::{replay_in_suite, search_in_suite};
 use capfleet_fuzz::targets::{Framing, Memory, Target};
 
 use super::submission::Submission;
@@ -69,12 +69,10 @@ fn body(input: &[u8]) {
 
 #[test]
 fn random_bodies_break_no_promise() {
-    let seed = seed();
-    eprintln!("CAPFLEET_FUZZ_SEED={seed}");
-    search(&BODY, cases(600), seed, &regressions());
+    search_in_suite(&BODY);
 }
 
 #[test]
 fn body_seeds_and_kept_regressions_pass() {
-    assert!(replay(&BODY, &regressions()) > 0);
+    replay_in_suite(&BODY);
 }
