@@ -29,11 +29,14 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use futures::StreamExt;
 use serde_json::Value;
 use tokio::sync::Semaphore;
 
-const EXE: &str = env!("CARGO_BIN_EXE_capfleet");
+mod support;
+
+use support::ms;
+use support::serve::{Api, EXE, Serve, fleet, pct, ts_ms};
+
 const SUBSCRIBERS: usize = 100;
 const EVENTS: usize = 100_000;
 const RUNS: usize = 300;
@@ -53,112 +56,10 @@ fn now_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
-}
-
-fn pct(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
-}
-
-/// A one-session fleet following the script at `script` (an absolute path).
-fn fleet(name: &str, script: &Path) -> String {
-    format!(
-        "[fleet]\nname = \"{name}\"\nstart = \"s0\"\ntask = \"go\"\n\n[[sessions]]\nname = \"s0\"\n\
-         agent = \"sim\"\nscript = \"{}\"\n",
-        script.display()
-    )
-}
-
-/// `capfleet serve` on a free loopback port in a directory of its own.
-struct Serve {
-    child: Child,
-    base: String,
-    _dir: tempfile::TempDir,
-}
-
-impl Serve {
-    fn start(extra: &[&str]) -> Serve {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let mut child = Command::new(EXE)
-            .current_dir(dir.path())
-            .args(["serve", "--addr", "127.0.0.1:0"])
-            .args(extra)
-            .stdin(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("capfleet serve");
-        let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
-        let port = loop {
-            let line = lines.next().expect("the server starts").expect("stderr");
-            if let Some(rest) = line.split("serving on http://127.0.0.1:").nth(1) {
-                let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
-                break digits.parse::<u16>().expect("port");
-            }
-        };
-        // Keep draining its stderr so that it never blocks on a full pipe.
-        std::thread::spawn(move || lines.for_each(drop));
-        Serve {
-            child,
-            base: format!("http://127.0.0.1:{port}"),
-            _dir: dir,
-        }
-    }
-
-    /// (VmRSS, VmHWM) in KiB.
-    fn rss(&self) -> (u64, u64) {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
-            .unwrap_or_default();
-        let field = |name: &str| {
-            status
-                .lines()
-                .find(|l| l.starts_with(name))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(0)
-        };
-        (field("VmRSS:"), field("VmHWM:"))
-    }
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        // SAFETY: kill(2) on our own child.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        let until = Instant::now() + Duration::from_secs(20);
-        while Instant::now() < until {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Submit `fleet`; the status and the body.
-async fn submit(http: &reqwest::Client, base: &str, fleet: &str) -> (u16, Value) {
-    let r = http
-        .post(format!("{base}/v1/runs"))
-        .header("Content-Type", "application/toml")
-        .body(fleet.to_owned())
-        .send()
-        .await
-        .expect("submit");
-    let status = r.status().as_u16();
-    let body = r.bytes().await.unwrap_or_default();
-    (status, serde_json::from_slice(&body).unwrap_or(Value::Null))
-}
-
 /// Submit `fleet` `n` times, `clients` at a time; each answer's status and body.
 async fn submit_all(
     http: &reqwest::Client,
-    base: &str,
+    api: &Api,
     fleet: &str,
     n: usize,
     clients: usize,
@@ -166,15 +67,11 @@ async fn submit_all(
     let clients = Arc::new(Semaphore::new(clients));
     let tasks: Vec<_> = (0..n)
         .map(|_| {
-            let (http, base, fleet, clients) = (
-                http.clone(),
-                base.to_owned(),
-                fleet.to_owned(),
-                clients.clone(),
-            );
+            let (http, api, fleet, clients) =
+                (http.clone(), api.clone(), fleet.to_owned(), clients.clone());
             tokio::spawn(async move {
                 let _client = clients.acquire_owned().await.expect("semaphore");
-                submit(&http, &base, &fleet).await
+                api.submit(&http, &fleet).await
             })
         })
         .collect();
@@ -185,76 +82,24 @@ async fn submit_all(
     answers
 }
 
-/// Wait until run `id` has ended; its state.
-async fn ended(http: &reqwest::Client, base: &str, id: &str) -> String {
-    loop {
-        let body = http
-            .get(format!("{base}/v1/runs/{id}"))
-            .send()
-            .await
-            .expect("show")
-            .bytes()
-            .await
-            .expect("body");
-        let run: Value = serde_json::from_slice(&body).expect("json");
-        let state = run["state"].as_str().unwrap_or("").to_owned();
-        if state != "queued" && state != "running" {
-            return state;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-/// `ts_ms` of a journal line, found without parsing the whole record.
-fn ts_ms(line: &[u8]) -> Option<u64> {
-    const KEY: &[u8] = b"\"ts_ms\":";
-    let at = line.windows(KEY.len()).position(|w| w == KEY)? + KEY.len();
-    let digits: Vec<u8> = line[at..]
-        .iter()
-        .copied()
-        .take_while(u8::is_ascii_digit)
-        .collect();
-    std::str::from_utf8(&digits).ok()?.parse().ok()
-}
-
 /// Read run `id`'s event stream to its end: (records, delays in ms, first and last
 /// arrival), or only to its first record (`first_only`).
 async fn follow(
     http: &reqwest::Client,
-    base: &str,
+    api: &Api,
     id: &str,
     first_only: bool,
 ) -> (usize, Vec<f64>, Option<Instant>, Option<Instant>) {
-    let r = http
-        .get(format!("{base}/v1/runs/{id}/events"))
-        .send()
-        .await
-        .expect("events");
-    let mut body = r.bytes_stream();
     let (mut records, mut delays, mut first, mut last) = (0, Vec::new(), None, None);
-    let mut buf: Vec<u8> = Vec::new();
-    while let Some(chunk) = body.next().await {
-        let Ok(chunk) = chunk else { break };
-        buf.extend_from_slice(&chunk);
-        let mut start = 0;
-        while let Some(i) = buf[start..].iter().position(|b| *b == b'\n') {
-            let line = &buf[start..start + i];
-            start += i + 1;
-            if let Some(data) = line.strip_prefix(b"data:")
-                && let Some(ts) = ts_ms(data)
-            {
-                let at = Instant::now();
-                records += 1;
-                delays.push(now_ms().saturating_sub(ts) as f64);
-                first.get_or_insert(at);
-                last = Some(at);
-                if first_only {
-                    return (records, delays, first, last);
-                }
-            }
-        }
-        buf.drain(..start);
-    }
+    api.records(http, id, |data, at| {
+        let ts = ts_ms(data).unwrap_or(0);
+        records += 1;
+        delays.push(now_ms().saturating_sub(ts) as f64);
+        first.get_or_insert(at);
+        last = Some(at);
+        !first_only
+    })
+    .await;
     (records, delays, first, last)
 }
 
@@ -304,13 +149,13 @@ async fn first_event_latency(http: &reqwest::Client) {
     let mut served = Vec::new();
     for _ in 0..LATENCY_SAMPLES {
         let t0 = Instant::now();
-        let (status, body) = submit(http, &serve.base, &text).await;
+        let (status, body) = serve.api.submit(http, &text).await;
         assert_eq!(status, 201, "{body}");
         let id = body["id"].as_str().expect("id").to_owned();
-        let (n, _, _, _) = follow(http, &serve.base, &id, true).await;
+        let (n, _, _, _) = follow(http, &serve.api, &id, true).await;
         assert_eq!(n, 1);
         served.push(ms(t0.elapsed()));
-        ended(http, &serve.base, &id).await;
+        serve.api.ended(http, &id).await;
     }
     let mut direct: Vec<f64> = (0..LATENCY_SAMPLES)
         .map(|_| ms(run_direct(dir.path()).0))
@@ -342,14 +187,14 @@ async fn fan_out(http: &reqwest::Client) {
     let (dir, text) = fleet_dir(&script);
     let serve = Serve::start(&[]);
     let before = serve.rss();
-    let (status, body) = submit(http, &serve.base, &text).await;
+    let (status, body) = serve.api.submit(http, &text).await;
     assert_eq!(status, 201, "{body}");
     let id = body["id"].as_str().expect("id").to_owned();
     let t0 = Instant::now();
     let readers: Vec<_> = (0..subscribers)
         .map(|_| {
-            let (http, base, id) = (http.clone(), serve.base.clone(), id.clone());
-            tokio::spawn(async move { follow(&http, &base, &id, false).await })
+            let (http, api, id) = (http.clone(), serve.api.clone(), id.clone());
+            tokio::spawn(async move { follow(&http, &api, &id, false).await })
         })
         .collect();
     let mut peak = before.1;
@@ -412,7 +257,7 @@ async fn sustained(http: &reqwest::Client) {
         "64",
     ]);
     let t0 = Instant::now();
-    let ids: Vec<String> = submit_all(http, &serve.base, &text, runs, 8)
+    let ids: Vec<String> = submit_all(http, &serve.api, &text, runs, 8)
         .await
         .into_iter()
         .map(|(status, body)| {
@@ -422,7 +267,7 @@ async fn sustained(http: &reqwest::Client) {
         .collect();
     let accepted = t0.elapsed();
     for id in &ids {
-        assert_eq!(ended(http, &serve.base, id).await, "completed");
+        assert_eq!(serve.api.ended(http, id).await, "completed");
     }
     let all = t0.elapsed();
     drop(serve);
@@ -478,7 +323,7 @@ async fn burst(http: &reqwest::Client) {
     // guard on loopback, which resets some.
     let t0 = Instant::now();
     let (mut admitted, mut refused) = (Vec::new(), 0);
-    for answer in submit_all(http, &serve.base, &text, BURST, 100).await {
+    for answer in submit_all(http, &serve.api, &text, BURST, 100).await {
         match answer {
             (201, body) => admitted.push(body["id"].as_str().expect("id").to_owned()),
             (429, _) => refused += 1,
@@ -487,7 +332,7 @@ async fn burst(http: &reqwest::Client) {
     }
     let answered = t0.elapsed();
     for id in &admitted {
-        assert_eq!(ended(http, &serve.base, id).await, "completed");
+        assert_eq!(serve.api.ended(http, id).await, "completed");
     }
     println!(
         "   {} admitted, {refused} refused (429), none lost: every answer in {:.2} s, every admitted run completed in {:.2} s",

@@ -42,6 +42,17 @@ if ! command -v prometheus >/dev/null || ! command -v promtool >/dev/null; then
   fi
 fi
 
+# The web console's tests (tests/all/console_browser.rs) and bench drive Debian's
+# chromium through chromedriver (chromium-driver), installed here when missing (as root).
+if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "== apt-get install chromium chromium-driver"
+    apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium chromium-driver
+  else
+    die "chromium/chromedriver not found: install them (Debian: apt-get install chromium chromium-driver)"
+  fi
+fi
+
 # Third-party peers are installed here, keyed by their pinned versions, and reused when present.
 export CAPFLEET_PEERS_DIR="${CAPFLEET_PEERS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/capfleet/peers}"
 mkdir -p "$CAPFLEET_PEERS_DIR"

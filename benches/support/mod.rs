@@ -1,7 +1,10 @@
 //! What the fleet-scale benches share: simulator sessions (stream-json, each following
 //! a script), a run of them through `run_fleet` with every event collected, and the
-//! no-survivor check; a journal actor fed events straight.
+//! no-survivor check; a journal actor fed events straight. [`serve`]: `capfleet serve`
+//! driven over HTTP.
 #![allow(dead_code)]
+
+pub(crate) mod serve;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

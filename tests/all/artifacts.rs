@@ -101,10 +101,10 @@ fn agent_artifacts_are_stored_and_large_ones_travel_by_uri() {
     let acp = common::support("sim-acp.toml");
     let (k, v) = m.pair();
     let body = fleet_session("s", "s.toml", &m, "")
-        + &format!(
+        + format!(
             "[[sessions]]\nname = \"e\"\nagent = \"{}\"\nscript = \"acp.toml\"\nenv = {{ {k} = \"{v}\" }}\n",
             acp.display()
-        );
+        ).as_str();
     f.write(
         "fleet.toml",
         &format!("[fleet]\nname = \"own\"\nstart = [\"s\", \"e\"]\ntask = \"go\"\n\n{body}"),
@@ -165,7 +165,7 @@ fn transcripts_for_every_session_and_the_master_plan_as_plan_doc() {
         "[[turn]]\nsteps = [{ write = \"a.txt\", content = \"A\\n\" }, { say = \"wrote a\" }]\n",
     );
     let body = fleet_session("planner", "planner.toml", &m, "max_turns = 1")
-        + &fleet_session("worker", "worker.toml", &m, "");
+        + fleet_session("worker", "worker.toml", &m, "").as_str();
     f.write("fleet.toml", &fleet("plan", "planner", &body));
     run_ok(&f, &["run", "fleet.toml"]);
     for s in ["planner", "worker"] {
@@ -251,8 +251,8 @@ fn the_race_picker_sees_the_candidates_diffs() {
         "[[turn]]\nsteps = [{ sleep_ms = 5000 }, { write = \"index.txt\", content = \"b-tree\\n\" }, { say = \"slow answer\" }]\n",
     );
     let body = fleet_session("fast", "fast.toml", &m, "")
-        + &fleet_session("slow", "slow.toml", &m, "")
-        + &fleet_session("judge", "judge.toml", &m, "")
+        + fleet_session("slow", "slow.toml", &m, "").as_str()
+        + fleet_session("judge", "judge.toml", &m, "").as_str()
         + "[[routes]]\nwhen = [\"fast\", \"slow\"]\ncollect = \"judge\"\nmode = \"first\"\n";
     f.write("judge.toml", "[[turn]]\nsteps = [{ echo = true }]\n");
     f.write(

@@ -195,7 +195,7 @@ fn the_readme_chat_example_runs_what_it_reports() {
         .args(["--task", task])
         .output()
         .unwrap();
-    let text = stdout(&out) + &stderr(&out);
+    let text = stdout(&out) + stderr(&out).as_str();
     assert_eq!(out.status.code(), Some(0), "{text}");
     assert!(text.contains("Bash(cargo test)"), "{text}");
     assert!(

@@ -27,7 +27,8 @@ fn two(f: &Fixture, m: &EnvMarker, a_extra: &str) {
             ),
         );
     }
-    let sessions = fleet_session("a", "a.toml", m, a_extra) + &fleet_session("b", "b.toml", m, "");
+    let sessions =
+        fleet_session("a", "a.toml", m, a_extra) + fleet_session("b", "b.toml", m, "").as_str();
     f.write(
         "fleet.toml",
         &format!("[fleet]\nname = \"c\"\nstart = [\"a\", \"b\"]\ntask = \"write\"\n\n{sessions}"),

@@ -49,7 +49,7 @@ fn six(m: &EnvMarker, emitted: &Path) -> Fixture {
     repo.write("sim/scout.toml", &slow("health", "scouted", "0.002"));
     repo.write(
         "sim/docs.toml",
-        &(slow("scouted", "documented", "0.001") + &slow("approved", "reviewed", "0.001")),
+        &(slow("scouted", "documented", "0.001") + slow("approved", "reviewed", "0.001").as_str()),
     );
     let (k, v) = m.pair();
     let env = format!(

@@ -32,7 +32,8 @@ fn two_sessions_edit_the_same_file_apart_and_the_second_merge_conflicts() {
     let m = EnvMarker::new("ws-two");
     f.write("a.toml", &writes("shared.txt", "from a\\n", "a done"));
     f.write("b.toml", &writes("shared.txt", "from b\\n", "b done"));
-    let sessions = fleet_session("a", "a.toml", &m, "") + &fleet_session("b", "b.toml", &m, "");
+    let sessions =
+        fleet_session("a", "a.toml", &m, "") + fleet_session("b", "b.toml", &m, "").as_str();
     f.write("fleet.toml", &fleet("two", &["a", "b"], &sessions));
     let out = f.capfleet(&["run", "fleet.toml", "--commit"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
@@ -135,7 +136,8 @@ fn clean_refuses_to_lose_work_force_removes_and_merged_branches_go_quietly() {
         "b.toml",
         "[[turn]]\nsteps = [{ say = \"nothing to change\" }]\n",
     );
-    let sessions = fleet_session("a", "a.toml", &m, "") + &fleet_session("b", "b.toml", &m, "");
+    let sessions =
+        fleet_session("a", "a.toml", &m, "") + fleet_session("b", "b.toml", &m, "").as_str();
     f.write("fleet.toml", &fleet("keep", &["a", "b"], &sessions));
     let out = f.capfleet(&["run", "fleet.toml"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
@@ -260,7 +262,8 @@ fn outside_a_repository_sessions_work_in_plain_directories() {
     let m = EnvMarker::new("ws-plain");
     f.write("a.toml", &writes("out/hello.txt", "hi\\n", "done"));
     f.write("b.toml", &writes("hello.txt", "other\\n", "done"));
-    let sessions = fleet_session("a", "a.toml", &m, "") + &fleet_session("b", "b.toml", &m, "");
+    let sessions =
+        fleet_session("a", "a.toml", &m, "") + fleet_session("b", "b.toml", &m, "").as_str();
     f.write("fleet.toml", &fleet("plain", &["a", "b"], &sessions));
     let out = f.capfleet(&["run", "fleet.toml", "--commit"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));

@@ -1,0 +1,322 @@
+//! The web console's figures in a real browser (Debian's chromium, headless, over
+//! WebDriver), against `capfleet serve` (the release binary) on loopback:
+//!
+//! 1. event -> page: one run whose sim session says [`EVENTS`] numbered lines
+//!    (`ev N`) at [`RATE`] lines a second, the console open on that session's event
+//!    list. Each event row the page adds is stamped when it enters the DOM (a
+//!    MutationObserver: the console renders in an animation frame, so that is the
+//!    frame that paints it); the delay is from the line's
+//!    record in the journal (its `ts_ms`, when the engine published it; the page's
+//!    clock is the machine's) to that frame: p50, p99, max, and how many lines got a
+//!    row. The baseline, measured in the same run: a bare SSE client (reqwest, in
+//!    this process) on the same run's event stream, the same delay for the same
+//!    lines; the ratios page / client.
+//! 2. memory: the page's JS heap (CDP `Performance.getMetrics` `JSHeapUsedSize`, after
+//!    a forced GC) and its DOM nodes once the first [`PAUSE_AT`] lines are shown (the
+//!    run pauses there) and after all [`EVENTS`]: bounded if the ratio stays near 1.
+//!    Long tasks (>50 ms, `PerformanceObserver`) while the events streamed: how
+//!    responsive the page stayed.
+//!
+//! Run: `cargo bench --bench console`. `CAPFLEET_BENCH_EVENTS`, `CAPFLEET_BENCH_RATE`
+//! change the sizes. Prints figures; asserts only that the run completed and that
+//! the client saw every line.
+// A bench's figures are its output.
+#![allow(clippy::print_stdout)]
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde_json::json;
+
+mod support;
+
+#[allow(dead_code)]
+#[path = "../tests/all/common/procs.rs"]
+mod procs;
+
+#[allow(dead_code)]
+#[path = "../tests/all/common/browser.rs"]
+mod browser;
+
+#[allow(dead_code)]
+#[path = "../tests/all/common/console.rs"]
+mod console;
+
+use browser::{Browser, DESKTOP};
+use console::{logged_in, route, sel};
+use support::serve::{Serve, fleet, pct, ts_ms};
+
+const EVENTS: usize = 100_000;
+const RATE: usize = 10_000;
+/// The run pauses after this many lines (the first memory figure).
+const PAUSE_AT: usize = 1_000;
+/// The run's first line comes this long after its start: the page is open by then.
+const LEAD_MS: u64 = 6_000;
+/// The pause after [`PAUSE_AT`] lines.
+const PAUSE_MS: u64 = 5_000;
+
+fn env_or<T: std::str::FromStr>(key: &str, default: T) -> T {
+    std::env::var(key)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Now, in ms since the epoch (the clock the journal's `ts_ms` and the page use).
+fn epoch_ms() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64() * 1e3)
+}
+
+/// The number `N` of the first JSON string `"ev N` in `text`.
+fn line_number(text: &[u8]) -> Option<usize> {
+    let at = text.windows(4).position(|w| w == b"\"ev ")? + 4;
+    let digits: Vec<u8> = text[at..]
+        .iter()
+        .copied()
+        .take_while(u8::is_ascii_digit)
+        .collect();
+    std::str::from_utf8(&digits).ok()?.parse().ok()
+}
+
+/// The sim's script: a lead, `events` lines `ev 0`… at `rate` a second (a batch of
+/// lines, then a sleep of 1 ms or more), a pause after [`PAUSE_AT`].
+fn script(events: usize, rate: usize) -> String {
+    let batch = (rate / 500).max(1);
+    let sleep = (batch * 1000 / rate).max(1);
+    let mut s = format!("[[turn]]\nsteps = [\n{{ sleep_ms = {LEAD_MS} }},\n");
+    for i in 0..events {
+        if i > 0 && i % batch == 0 {
+            s.push_str(&format!("{{ sleep_ms = {sleep} }},\n"));
+        }
+        s.push_str(&format!("{{ say = \"ev {i}\" }},\n"));
+        if i + 1 == PAUSE_AT {
+            s.push_str(&format!("{{ sleep_ms = {PAUSE_MS} }},\n"));
+        }
+    }
+    s.push_str("]\n");
+    s
+}
+
+/// Stamps each event row the page adds (or rewrites) with when it entered the DOM,
+/// by its line number; counts long tasks.
+const STAMP: &str = r#"
+window.__shown = new Map();
+window.__long = {n: 0, ms: 0, max: 0};
+const ROW = '[data-testid="event-row"]';
+const note = (row, at) => {
+  const m = /ev (\d+)$/.exec(row.textContent.trim());
+  if (m && !window.__shown.has(+m[1])) window.__shown.set(+m[1], at);
+};
+new MutationObserver(records => {
+  const at = performance.timeOrigin + performance.now();
+  for (const r of records) {
+    const host = r.target.nodeType === 1 ? r.target : r.target.parentElement;
+    const row = host && host.closest(ROW);
+    if (row) note(row, at);
+    for (const n of r.addedNodes) {
+      if (n.nodeType !== 1) continue;
+      if (n.matches(ROW)) note(n, at);
+      n.querySelectorAll(ROW).forEach(e => note(e, at));
+    }
+  }
+}).observe(document.body, {subtree: true, childList: true, characterData: true});
+new PerformanceObserver(l => l.getEntries().forEach(e => {
+  window.__long.n++; window.__long.ms += e.duration; window.__long.max = Math.max(window.__long.max, e.duration);
+})).observe({type: 'longtask'});
+return true;
+"#;
+
+/// The page's JS heap in MiB (after a forced GC) and its DOM nodes.
+async fn memory(b: &Browser) -> (f64, f64) {
+    b.cdp("HeapProfiler.collectGarbage", json!({})).await;
+    let m = b.cdp("Performance.getMetrics", json!({})).await;
+    let metric = |name: &str| {
+        m["metrics"]
+            .as_array()
+            .and_then(|all| all.iter().find(|x| x["name"] == name))
+            .and_then(|x| x["value"].as_f64())
+            .unwrap_or(f64::NAN)
+    };
+    (metric("JSHeapUsedSize") / (1 << 20) as f64, metric("Nodes"))
+}
+
+/// The page's stamps so far: line -> ms since the epoch.
+async fn shown(b: &Browser) -> HashMap<usize, f64> {
+    let v = b.js("return [...window.__shown.entries()]", vec![]).await;
+    serde_json::from_value::<Vec<(usize, f64)>>(v)
+        .unwrap_or_default()
+        .into_iter()
+        .collect()
+}
+
+/// Each line's `ts_ms` in the journal (its first record that says it).
+fn published(journal: &std::path::Path) -> HashMap<usize, f64> {
+    let text = std::fs::read(journal).expect("the journal");
+    let mut at = HashMap::new();
+    for line in text.split(|b| *b == b'\n') {
+        if let (Some(n), Some(ts)) = (line_number(line), ts_ms(line)) {
+            at.entry(n).or_insert(ts as f64);
+        }
+    }
+    at
+}
+
+/// Delays (ms) from publication to `seen`, sorted.
+fn delays(seen: &HashMap<usize, f64>, published: &HashMap<usize, f64>) -> Vec<f64> {
+    let mut d: Vec<f64> = seen
+        .iter()
+        .filter_map(|(n, t)| published.get(n).map(|p| t - p))
+        .collect();
+    d.sort_by(f64::total_cmp);
+    d
+}
+
+fn summary(d: &[f64]) -> String {
+    format!(
+        "p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+        pct(d, 0.5),
+        pct(d, 0.99),
+        d.last().copied().unwrap_or(f64::NAN)
+    )
+}
+
+async fn bench(http: &reqwest::Client) {
+    let (events, rate) = (
+        env_or("CAPFLEET_BENCH_EVENTS", EVENTS),
+        env_or("CAPFLEET_BENCH_RATE", RATE),
+    );
+    println!(
+        "event -> page: one sim session saying {events} lines at {rate}/s (a pause after {PAUSE_AT})"
+    );
+    let serve = Serve::start_with_token(&[]);
+    let token = serve.api.token.clone().expect("a token");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("script.toml");
+    std::fs::write(&path, script(events, rate)).expect("script");
+    let b = Browser::start("bench", DESKTOP).await;
+    logged_in(&b, &serve.api.base, &token).await;
+    let (status, body) = serve.api.submit(http, &fleet("bench", &path)).await;
+    assert_eq!(status, 201, "{body}");
+    let id = body["id"].as_str().expect("id").to_owned();
+    let t0 = Instant::now();
+    route(&b, &format!("#/runs/{id}/sessions/s0")).await;
+    b.element(&sel("event-list")).await;
+    b.js(STAMP, vec![]).await;
+    b.cdp("Performance.enable", json!({})).await;
+
+    // The baseline client, on the same stream from the start.
+    let client = {
+        let (http, api, id) = (http.clone(), serve.api.clone(), id.clone());
+        tokio::spawn(async move {
+            let mut seen: HashMap<usize, f64> = HashMap::new();
+            api.records(&http, &id, |data, _| {
+                if let Some(n) = line_number(data) {
+                    seen.entry(n).or_insert_with(epoch_ms);
+                }
+                true
+            })
+            .await;
+            seen
+        })
+    };
+    assert!(
+        t0.elapsed() < Duration::from_millis(LEAD_MS),
+        "the page took {:?} to open: the first lines came before it",
+        t0.elapsed()
+    );
+
+    // Memory once the first lines are in (the run pauses), then after them all.
+    let first = PAUSE_AT.min(events);
+    tokio::time::sleep(
+        Duration::from_millis(LEAD_MS) - t0.elapsed().min(Duration::from_millis(LEAD_MS)),
+    )
+    .await;
+    let until = Instant::now() + Duration::from_millis(PAUSE_MS);
+    while shown(&b).await.len() < first && Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let early = (shown(&b).await.len(), memory(&b).await);
+    let seen = client.await.expect("the client");
+    let state = serve.api.ended(http, &id).await;
+    assert_eq!(state, "completed");
+    assert!(
+        (0..events).all(|n| seen.contains_key(&n)),
+        "the SSE client missed lines: {} of {events}",
+        seen.len()
+    );
+    // The page has a few seconds more to catch up.
+    let until = Instant::now() + Duration::from_secs(10);
+    let mut last = 0;
+    loop {
+        let now = shown(&b).await.len();
+        if now >= events || (now == last && now > 0) || Instant::now() > until {
+            break;
+        }
+        last = now;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    let page = shown(&b).await;
+    let late = memory(&b).await;
+    let long = b.js("return window.__long", vec![]).await;
+    b.shot("bench-events").await;
+    b.quit().await;
+
+    let published = published(&serve.journal(&id));
+    let times: Vec<f64> = (PAUSE_AT..events)
+        .filter_map(|n| published.get(&n).copied())
+        .collect();
+    if let (Some(a), Some(z)) = (times.first(), times.last())
+        && z > a
+    {
+        println!(
+            "   the sim's rate after the pause: {:.0} lines/s (journal ts_ms)",
+            (times.len() - 1) as f64 / (z - a) * 1e3
+        );
+    }
+    let (p, c) = (delays(&page, &published), delays(&seen, &published));
+    println!(
+        "   page:       {} of {events} lines got a row; delay publication -> frame {}",
+        page.len(),
+        summary(&p)
+    );
+    println!(
+        "   SSE client: {} of {events} lines; delay publication -> arrival {}",
+        seen.len(),
+        summary(&c)
+    );
+    println!(
+        "   ratio page / client: p50 {:.2}x, p99 {:.2}x",
+        pct(&p, 0.5) / pct(&c, 0.5),
+        pct(&p, 0.99) / pct(&c, 0.99)
+    );
+    println!(
+        "   long tasks while streaming: {} ({:.0} ms in all, longest {:.0} ms)",
+        long["n"],
+        long["ms"].as_f64().unwrap_or(0.0),
+        long["max"].as_f64().unwrap_or(0.0)
+    );
+    println!(
+        "memory: JS heap {:.1} MiB, {:.0} DOM nodes after {} lines shown; {:.1} MiB, {:.0} nodes after {events}: ratio {:.2}x heap, {:.2}x nodes",
+        early.1.0,
+        early.1.1,
+        early.0,
+        late.0,
+        late.1,
+        late.0 / early.1.0,
+        late.1 / early.1.1
+    );
+}
+
+fn main() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    capfleet_actors::driver::a2a::crypto_provider();
+    let http = reqwest::Client::new();
+    println!("capfleet web console bench (release binary; headless chromium; loopback)");
+    runtime.block_on(bench(&http));
+}
