@@ -24,7 +24,9 @@
 #![allow(clippy::print_stdout)]
 
 use std::collections::HashMap;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 use serde_json::json;
 
@@ -44,7 +46,8 @@ mod console;
 
 use browser::{Browser, DESKTOP};
 use console::{logged_in, route, sel};
-use support::serve::{Serve, fleet, pct, ts_ms};
+use support::env_or;
+use support::serve::{Serve, epoch_ms, fleet, number_after, pct, runtime_and_client, ts_ms};
 
 const EVENTS: usize = 100_000;
 const RATE: usize = 10_000;
@@ -55,43 +58,28 @@ const LEAD_MS: u64 = 6_000;
 /// The pause after [`PAUSE_AT`] lines.
 const PAUSE_MS: u64 = 5_000;
 
-fn env_or<T: std::str::FromStr>(key: &str, default: T) -> T {
-    std::env::var(key)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-/// Now, in ms since the epoch (the clock the journal's `ts_ms` and the page use).
-fn epoch_ms() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64() * 1e3)
-}
-
 /// The number `N` of the first JSON string `"ev N` in `text`.
 fn line_number(text: &[u8]) -> Option<usize> {
-    let at = text.windows(4).position(|w| w == b"\"ev ")? + 4;
-    let digits: Vec<u8> = text[at..]
-        .iter()
-        .copied()
-        .take_while(u8::is_ascii_digit)
-        .collect();
-    std::str::from_utf8(&digits).ok()?.parse().ok()
+    number_after(text, b"\"ev ").map(|n| n as usize)
 }
 
-/// The sim's script: a lead, `events` lines `ev 0`… at `rate` a second (a batch of
-/// lines, then a sleep of 1 ms or more), a pause after [`PAUSE_AT`].
+/// The sim's script: a lead, then `events` events at `rate` a second: tool calls
+/// `Read` of path `ev 0`, `ev 1`… (two records each, its call and its result; text
+/// would be batched into few records by the journal), a batch of them then a sleep of
+/// 1 ms or more; a pause after [`PAUSE_AT`] events.
 fn script(events: usize, rate: usize) -> String {
-    let batch = (rate / 500).max(1);
-    let sleep = (batch * 1000 / rate).max(1);
+    let (calls, per_s) = (events / 2, (rate / 2).max(1));
+    let batch = (per_s / 500).max(1);
+    let sleep = (batch * 1000 / per_s).max(1);
     let mut s = format!("[[turn]]\nsteps = [\n{{ sleep_ms = {LEAD_MS} }},\n");
-    for i in 0..events {
+    for i in 0..calls {
         if i > 0 && i % batch == 0 {
             s.push_str(&format!("{{ sleep_ms = {sleep} }},\n"));
         }
-        s.push_str(&format!("{{ say = \"ev {i}\" }},\n"));
-        if i + 1 == PAUSE_AT {
+        s.push_str(&format!(
+            "{{ tool = \"Read\", input = {{ path = \"ev {i}\" }} }},\n"
+        ));
+        if 2 * (i + 1) == PAUSE_AT {
             s.push_str(&format!("{{ sleep_ms = {PAUSE_MS} }},\n"));
         }
     }
@@ -106,7 +94,7 @@ window.__shown = new Map();
 window.__long = {n: 0, ms: 0, max: 0};
 const ROW = '[data-testid="event-row"]';
 const note = (row, at) => {
-  const m = /ev (\d+)$/.exec(row.textContent.trim());
+  const m = /ev (\d+)/.exec(row.textContent);
   if (m && !window.__shown.has(+m[1])) window.__shown.set(+m[1], at);
 };
 new MutationObserver(records => {
@@ -188,7 +176,7 @@ async fn bench(http: &reqwest::Client) {
         env_or("CAPFLEET_BENCH_RATE", RATE),
     );
     println!(
-        "event -> page: one sim session saying {events} lines at {rate}/s (a pause after {PAUSE_AT})"
+        "event -> page: one sim session with {events} events at {rate}/s (a pause after {PAUSE_AT})"
     );
     let serve = Serve::start_with_token(&[]);
     let token = serve.api.token.clone().expect("a token");
@@ -207,13 +195,16 @@ async fn bench(http: &reqwest::Client) {
     b.cdp("Performance.enable", json!({})).await;
 
     // The baseline client, on the same stream from the start.
+    let calls_seen = Arc::new(AtomicUsize::new(0));
     let client = {
         let (http, api, id) = (http.clone(), serve.api.clone(), id.clone());
+        let calls = calls_seen.clone();
         tokio::spawn(async move {
             let mut seen: HashMap<usize, f64> = HashMap::new();
             api.records(&http, &id, |data, _| {
                 if let Some(n) = line_number(data) {
                     seen.entry(n).or_insert_with(epoch_ms);
+                    calls.store(seen.len(), Ordering::Relaxed);
                 }
                 true
             })
@@ -227,25 +218,18 @@ async fn bench(http: &reqwest::Client) {
         t0.elapsed()
     );
 
-    // Memory once the first lines are in (the run pauses), then after them all.
-    let first = PAUSE_AT.min(events);
-    tokio::time::sleep(
-        Duration::from_millis(LEAD_MS) - t0.elapsed().min(Duration::from_millis(LEAD_MS)),
-    )
-    .await;
-    let until = Instant::now() + Duration::from_millis(PAUSE_MS);
-    while shown(&b).await.len() < first && Instant::now() < until {
-        tokio::time::sleep(Duration::from_millis(100)).await;
+    // Memory once the first lines are in (the run pauses for PAUSE_MS after them),
+    // then after them all.
+    let until = Instant::now() + Duration::from_millis(LEAD_MS + PAUSE_MS);
+    while calls_seen.load(Ordering::Relaxed) < PAUSE_AT / 2 && Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    // The page's turn (the stream is polled every 50 ms, a frame is 16 ms).
+    tokio::time::sleep(Duration::from_millis(500)).await;
     let early = (shown(&b).await.len(), memory(&b).await);
     let seen = client.await.expect("the client");
     let state = serve.api.ended(http, &id).await;
     assert_eq!(state, "completed");
-    assert!(
-        (0..events).all(|n| seen.contains_key(&n)),
-        "the SSE client missed lines: {} of {events}",
-        seen.len()
-    );
     // The page has a few seconds more to catch up.
     let until = Instant::now() + Duration::from_secs(10);
     let mut last = 0;
@@ -264,25 +248,36 @@ async fn bench(http: &reqwest::Client) {
     b.quit().await;
 
     let published = published(&serve.journal(&id));
-    let times: Vec<f64> = (PAUSE_AT..events)
-        .filter_map(|n| published.get(&n).copied())
+    let mut missed: Vec<&usize> = published.keys().filter(|n| !seen.contains_key(n)).collect();
+    missed.sort();
+    assert!(
+        missed.is_empty(),
+        "the SSE client missed records: {missed:?}"
+    );
+    let records = published.len();
+    let mut times: Vec<f64> = published
+        .iter()
+        .filter(|(n, _)| **n >= PAUSE_AT)
+        .map(|(_, t)| *t)
         .collect();
+    times.sort_by(f64::total_cmp);
     if let (Some(a), Some(z)) = (times.first(), times.last())
         && z > a
     {
         println!(
-            "   the sim's rate after the pause: {:.0} lines/s (journal ts_ms)",
-            (times.len() - 1) as f64 / (z - a) * 1e3
+            "   the sim's rate after the pause: {:.0} events/s ({} tool calls, each a call and a result record; journal ts_ms)",
+            2.0 * (times.len() - 1) as f64 / (z - a) * 1e3,
+            records
         );
     }
     let (p, c) = (delays(&page, &published), delays(&seen, &published));
     println!(
-        "   page:       {} of {events} lines got a row; delay publication -> frame {}",
+        "   page:       {} of {records} tool calls got a row; delay publication -> row {}",
         page.len(),
         summary(&p)
     );
     println!(
-        "   SSE client: {} of {events} lines; delay publication -> arrival {}",
+        "   SSE client: {} of {records} tool calls; delay publication -> arrival {}",
         seen.len(),
         summary(&c)
     );
@@ -298,7 +293,7 @@ async fn bench(http: &reqwest::Client) {
         long["max"].as_f64().unwrap_or(0.0)
     );
     println!(
-        "memory: JS heap {:.1} MiB, {:.0} DOM nodes after {} lines shown; {:.1} MiB, {:.0} nodes after {events}: ratio {:.2}x heap, {:.2}x nodes",
+        "memory: JS heap {:.1} MiB, {:.0} DOM nodes with {} rows shown after {PAUSE_AT} events; {:.1} MiB, {:.0} nodes after {events}: ratio {:.2}x heap, {:.2}x nodes",
         early.1.0,
         early.1.1,
         early.0,
@@ -310,13 +305,12 @@ async fn bench(http: &reqwest::Client) {
 }
 
 fn main() {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
-    capfleet_actors::driver::a2a::crypto_provider();
-    let http = reqwest::Client::new();
-    println!("capfleet web console bench (release binary; headless chromium; loopback)");
+    let (runtime, http) = runtime_and_client(reqwest::Client::builder());
+    let build = if cfg!(debug_assertions) {
+        "dev build"
+    } else {
+        "release build"
+    };
+    println!("capfleet web console bench ({build}; headless chromium; loopback)");
     runtime.block_on(bench(&http));
 }

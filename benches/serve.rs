@@ -27,34 +27,21 @@ use std::io::{BufRead, BufReader, Write as _};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use tokio::sync::Semaphore;
 
 mod support;
 
-use support::ms;
-use support::serve::{Api, EXE, Serve, fleet, pct, ts_ms};
+use support::serve::{Api, EXE, Serve, epoch_ms, fleet, pct, runtime_and_client, ts_ms};
+use support::{env_or, ms};
 
 const SUBSCRIBERS: usize = 100;
 const EVENTS: usize = 100_000;
 const RUNS: usize = 300;
 const LATENCY_SAMPLES: usize = 20;
 const QUICK: &str = "[[turn]]\nsteps = [{ say = \"hello\" }]\n";
-
-fn env_or<T: std::str::FromStr>(key: &str, default: T) -> T {
-    std::env::var(key)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
 
 /// Submit `fleet` `n` times, `clients` at a time; each answer's status and body.
 async fn submit_all(
@@ -94,7 +81,7 @@ async fn follow(
     api.records(http, id, |data, at| {
         let ts = ts_ms(data).unwrap_or(0);
         records += 1;
-        delays.push(now_ms().saturating_sub(ts) as f64);
+        delays.push((epoch_ms() - ts as f64).max(0.0));
         first.get_or_insert(at);
         last = Some(at);
         !first_only
@@ -344,16 +331,7 @@ async fn burst(http: &reqwest::Client) {
 
 fn main() {
     let parts = std::env::var("CAPFLEET_BENCH_PARTS").unwrap_or_else(|_| "1,2,3,4".into());
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
-    capfleet_actors::driver::a2a::crypto_provider();
-    let http = reqwest::Client::builder()
-        .pool_max_idle_per_host(64)
-        .build()
-        .expect("client");
+    let (runtime, http) = runtime_and_client(reqwest::Client::builder().pool_max_idle_per_host(64));
     println!("capfleet serve bench (release binary; loopback; simulator sessions)");
     let _ = std::io::stdout().flush();
     runtime.block_on(async {

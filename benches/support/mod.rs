@@ -124,6 +124,14 @@ pub(crate) async fn run_with(
         .expect("run")
 }
 
+/// The value of the environment variable `key`, else `default`.
+pub(crate) fn env_or<T: std::str::FromStr>(key: &str, default: T) -> T {
+    std::env::var(key)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 pub(crate) fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }

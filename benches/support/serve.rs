@@ -13,6 +13,20 @@ use serde_json::Value;
 
 pub(crate) const EXE: &str = env!("CARGO_BIN_EXE_capfleet");
 
+/// The benches' runtime (two workers, as the machine's cores) and an HTTP client
+/// (rustls' provider installed first, as reqwest needs).
+pub(crate) fn runtime_and_client(
+    client: reqwest::ClientBuilder,
+) -> (tokio::runtime::Runtime, reqwest::Client) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    capfleet_actors::driver::a2a::crypto_provider();
+    (runtime, client.build().expect("client"))
+}
+
 /// `capfleet serve` on a free loopback port in a directory of its own.
 pub(crate) struct Serve {
     child: Child,
@@ -205,14 +219,25 @@ impl Drop for Serve {
 
 /// `ts_ms` of a journal line, found without parsing the whole record.
 pub(crate) fn ts_ms(line: &[u8]) -> Option<u64> {
-    const KEY: &[u8] = b"\"ts_ms\":";
-    let at = line.windows(KEY.len()).position(|w| w == KEY)? + KEY.len();
+    number_after(line, b"\"ts_ms\":")
+}
+
+/// The digits right after the first `key` in `line`, as a number.
+pub(crate) fn number_after(line: &[u8], key: &[u8]) -> Option<u64> {
+    let at = line.windows(key.len()).position(|w| w == key)? + key.len();
     let digits: Vec<u8> = line[at..]
         .iter()
         .copied()
         .take_while(u8::is_ascii_digit)
         .collect();
     std::str::from_utf8(&digits).ok()?.parse().ok()
+}
+
+/// Now, in ms since the epoch (the clock of the journal's `ts_ms`).
+pub(crate) fn epoch_ms() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64() * 1e3)
 }
 
 /// A one-session fleet following the script at `script` (an absolute path).
