@@ -21,6 +21,7 @@ mod chat_repl;
 mod cli;
 mod closed_stdout;
 mod codex_exec;
+mod console;
 mod demo_story;
 mod disk;
 mod driver_shapes;

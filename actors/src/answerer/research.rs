@@ -283,6 +283,7 @@ mod tests {
             intent: Some(json!({"command": "make"})),
             scope: None,
             risk,
+            why: Vec::new(),
         }
     }
 

@@ -176,6 +176,21 @@ pub fn rate(event: &mut CapEvent, workspace: &Path) {
     );
 }
 
+/// The reasons [`rate`] recorded for a permission request's risk (none when the
+/// content raised nothing, or the event was not rated).
+pub fn reasons(event: &CapEvent) -> Vec<String> {
+    event
+        .meta()
+        .and_then(|m| m.get(META_RISK))
+        .and_then(|r| r["why"].as_array())
+        .map(|why| {
+            why.iter()
+                .filter_map(|w| w.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 fn is_delete(word: &str) -> bool {
     let w = word.to_ascii_lowercase();
     ["delete", "remove", "unlink", "rmdir"]

@@ -27,6 +27,9 @@ pub enum OpenRequest {
         intent: Option<Value>,
         scope: Option<PermissionScope>,
         risk: RiskLevel,
+        /// Why the risk is what it is (`_meta."capfleet.risk".why`): the content's
+        /// findings; empty when it raised nothing.
+        why: Vec<String>,
     },
     Ask {
         ask_id: String,

@@ -91,6 +91,7 @@ impl Core {
                 intent: p.intent.get().cloned(),
                 scope: p.scope,
                 risk: p.risk_level,
+                why: crate::bindings::risk::reasons(&event),
             }),
             CapEvent::AskUser(a) => Some(OpenRequest::Ask {
                 ask_id: a.ask_id.clone(),

@@ -39,7 +39,12 @@ API (JSON; every error is {\"code\", \"message\"}, a fleet's findings with line 
   GET  /v1/runs/{id}/asks       open permission requests and asks (the turn waits)
   POST /v1/runs/{id}/asks/{ask_id}  {\"decision\": \"allow_once\"|\"allow_always\"|\"deny\"}
                                 or {\"answer\": ...} / {\"decline\": true}; 409 once closed
+  GET  /v1/runs/{id}/fleet      the fleet's sessions and routes (a graph)
+  GET  /v1/runs/{id}/changes    each coding session's diff and its vetting findings
+  GET  /v1/asks                 the open questions of every run    GET /v1/me  the token's name, role
+  POST /v1/fleets/validate      a fleet checked as a submission would be; nothing runs
   GET  /healthz  /readyz  /metrics  /openapi.json (the whole API, OpenAPI 3.1)
+  GET  /                        the web console (log in with a token; see the README)
 
 Auth: with --token-file every route but /healthz, /readyz and /openapi.json needs `Authorization: \
 Bearer <token>`; a line of the file is `NAME ROLE SHA256-HEX`. Roles: read (GET), run \
@@ -126,6 +131,11 @@ pub(crate) struct ServeArgs {
     /// submission names no `cwd` and its sessions work in the server's directory.
     #[arg(long = "allow-root", value_name = "DIR")]
     pub allow_roots: Vec<PathBuf>,
+    /// The Jaeger UI the runs' traces are in (e.g. http://localhost:16686): a run's
+    /// view (and the web console) links to its trace there, `<URL>/trace/<trace id>`.
+    /// Needs traces exported (`--otlp`).
+    #[arg(long = "trace-ui", value_name = "URL")]
+    pub trace_ui: Option<String>,
     #[command(flatten)]
     pub notify: crate::notify::NotifyArgs,
     #[command(flatten)]

@@ -22,10 +22,10 @@ use super::submission::plain_relative;
 /// The artifacts directory inside a run's directory.
 const ARTIFACTS: &str = "artifacts";
 /// A workspace's diff, in its session's artifacts.
-const DIFF: &str = "diff.patch";
+pub(super) const DIFF: &str = "diff.patch";
 
 /// The artifacts directory of run `id`, if the run is there.
-fn artifacts_dir(server: &Server, id: &str) -> Result<PathBuf, ApiError> {
+pub(super) fn artifacts_dir(server: &Server, id: &str) -> Result<PathBuf, ApiError> {
     let dir = match server.get(id) {
         Some(e) => e.dir.clone(),
         None if valid_id(id) => server.runs_dir.join(id),
@@ -38,7 +38,7 @@ fn artifacts_dir(server: &Server, id: &str) -> Result<PathBuf, ApiError> {
 }
 
 /// Every file under `root`, as paths relative to it (sorted).
-fn files(root: &FsPath) -> Vec<(String, u64)> {
+pub(super) fn files(root: &FsPath) -> Vec<(String, u64)> {
     let mut out = Vec::new();
     let mut dirs = vec![root.to_owned()];
     while let Some(dir) = dirs.pop() {

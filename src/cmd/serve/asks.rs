@@ -63,6 +63,10 @@ pub(crate) struct AskView {
     /// A permission's risk (`low`, `medium`, `high`, `critical`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub risk: Option<String>,
+    /// Why that risk: what the request's content raised it for (empty when the
+    /// agent's own label stood).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub why: Vec<String>,
     /// An ask's question.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub prompt: Option<String>,
@@ -75,6 +79,42 @@ pub(crate) struct AskView {
 #[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct AskList {
     pub asks: Vec<AskView>,
+}
+
+/// An open question of one of the server's runs (`GET /v1/asks`).
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct RunAsk {
+    /// The run's id.
+    pub run: String,
+    /// The run's fleet.
+    pub fleet: String,
+    #[serde(flatten)]
+    pub ask: AskView,
+}
+
+/// The open questions of every run of the server, oldest first.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct AllAsks {
+    pub asks: Vec<RunAsk>,
+}
+
+/// How a question was closed.
+#[derive(Debug, Clone)]
+enum Closed {
+    /// A client answered: its token's name.
+    Answered(String),
+    TimedOut,
+    Withdrawn,
+}
+
+impl Closed {
+    fn describe(&self) -> String {
+        match self {
+            Closed::Answered(by) => format!("answered by {by}"),
+            Closed::TimedOut => "answered fail-safe at its timeout".into(),
+            Closed::Withdrawn => "withdrawn (the run ended)".into(),
+        }
+    }
 }
 
 /// A permission's answer.
@@ -114,7 +154,7 @@ pub(crate) struct Answered {
 #[derive(Default)]
 pub(crate) struct Asks {
     open: Mutex<BTreeMap<String, Open>>,
-    closed: Mutex<BTreeMap<String, &'static str>>,
+    closed: Mutex<BTreeMap<String, Closed>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -143,17 +183,23 @@ impl Asks {
                     tool: None,
                     intent: None,
                     risk: None,
+                    why: Vec::new(),
                     prompt: None,
                     form: None,
                 };
                 match &o.request {
                     OpenRequest::Permission {
-                        tool, intent, risk, ..
+                        tool,
+                        intent,
+                        risk,
+                        why,
+                        ..
                     } => {
                         v.kind = AskKind::Permission;
                         v.tool = Some(tool.clone());
                         v.intent.clone_from(intent);
                         v.risk = Some(risk.as_str().to_owned());
+                        v.why.clone_from(why);
                     }
                     OpenRequest::Ask { prompt, form, .. } => {
                         v.prompt = Some(prompt.clone());
@@ -177,7 +223,13 @@ impl Asks {
         let mut open = lock(&self.open);
         let Some(o) = open.get(id) else {
             return Err(match lock(&self.closed).get(id) {
-                Some(how) => ApiError::AskClosed(format!("{id} was {how}")),
+                Some(how) => ApiError::AskClosed {
+                    what: format!("{id} was {}", how.describe()),
+                    answered_by: match how {
+                        Closed::Answered(by) => Some(by.clone()),
+                        Closed::TimedOut | Closed::Withdrawn => None,
+                    },
+                },
                 None => ApiError::NoAsk(id.to_owned()),
             });
         };
@@ -236,7 +288,7 @@ impl Asks {
             .remove(id)
             .ok_or_else(|| ApiError::NoAsk(id.to_owned()))?;
         drop(open);
-        lock(&self.closed).insert(id.to_owned(), "answered");
+        lock(&self.closed).insert(id.to_owned(), Closed::Answered(by.to_owned()));
         let _session_gone = o.to.cast(answer);
         tracing::info!(ask = %id, by, "answered");
         Ok(Answered {
@@ -268,7 +320,7 @@ impl Asks {
         let open = std::mem::take(&mut *lock(&self.open));
         let mut closed = lock(&self.closed);
         for id in open.into_keys() {
-            closed.insert(id, "withdrawn (the run ended)");
+            closed.insert(id, Closed::Withdrawn);
         }
     }
 
@@ -277,7 +329,7 @@ impl Asks {
         let Some(o) = lock(&self.open).remove(id) else {
             return;
         };
-        lock(&self.closed).insert(id.to_owned(), "answered fail-safe at its timeout");
+        lock(&self.closed).insert(id.to_owned(), Closed::TimedOut);
         let answer = fail_safe_by(&o.request, RULE_TIMEOUT);
         tracing::warn!(ask = %id, "no answer in time: answered fail-safe");
         let _session_gone = o.to.cast(answer);

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use capfleet_actors::answerer::HumanQuestion;
-use capfleet_actors::events::trace::adopt_parent;
+use capfleet_actors::events::trace::{adopt_parent, traceparent};
 use capfleet_actors::events::{Published, RunOutcome, SUBSCRIBER_CAPACITY};
 use capfleet_actors::run::{RunTelemetry, run_fleet_stoppable};
 use tokio::sync::mpsc;
@@ -38,6 +38,12 @@ pub(crate) fn spawn(server: Arc<Server>, pending: Pending) {
     let span = tracing::info_span!("serve.run", cap.run.id = %pending.entry.id, cap.fleet = %pending.entry.fleet);
     if let Some(tp) = &pending.traceparent {
         adopt_parent(&span, tp);
+    }
+    if let Some(trace) = traceparent(&span)
+        .as_deref()
+        .and_then(|tp| tp.split('-').nth(1))
+    {
+        let _set_once = pending.entry.trace_id.set(trace.to_owned());
     }
     tokio::spawn(drive(server, pending).instrument(span));
 }

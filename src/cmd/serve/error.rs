@@ -60,6 +60,10 @@ pub(crate) struct ErrorBody {
     /// A rejected fleet's findings (`invalid_fleet` only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub findings: Option<Vec<Finding>>,
+    /// Who answered an ask already (`ask_closed`, when a client answered it): the
+    /// token's name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub answered_by: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -84,8 +88,11 @@ pub(crate) enum ApiError {
     NoArtifact(String),
     #[error("no open ask `{0}`")]
     NoAsk(String),
-    #[error("the ask is closed: {0}")]
-    AskClosed(String),
+    #[error("the ask is closed: {what}")]
+    AskClosed {
+        what: String,
+        answered_by: Option<String>,
+    },
     #[error("the run has ended ({0}): nothing to cancel")]
     Ended(String),
     #[error("the server is full: {running} runs running and {queued} queued")]
@@ -107,7 +114,7 @@ impl ApiError {
             | ApiError::NoRun(_)
             | ApiError::NoAsk(_)
             | ApiError::NoArtifact(_) => StatusCode::NOT_FOUND,
-            ApiError::AskClosed(_) => StatusCode::CONFLICT,
+            ApiError::AskClosed { .. } => StatusCode::CONFLICT,
             ApiError::BadRequest(_)
             | ApiError::InvalidFleet(_)
             | ApiError::TooManySessions { .. } => StatusCode::BAD_REQUEST,
@@ -130,7 +137,7 @@ impl ApiError {
             ApiError::NoRun(_) => ErrorCode::RunNotFound,
             ApiError::NoAsk(_) => ErrorCode::AskNotFound,
             ApiError::NoArtifact(_) => ErrorCode::ArtifactNotFound,
-            ApiError::AskClosed(_) => ErrorCode::AskClosed,
+            ApiError::AskClosed { .. } => ErrorCode::AskClosed,
             ApiError::BadRequest(_) => ErrorCode::BadRequest,
             ApiError::InvalidFleet(_) => ErrorCode::InvalidFleet,
             ApiError::TooManySessions { .. } => ErrorCode::TooManySessions,
@@ -153,6 +160,10 @@ impl IntoResponse for ApiError {
             message: self.to_string(),
             findings: match &self {
                 ApiError::InvalidFleet(findings) => Some(findings.clone()),
+                _ => None,
+            },
+            answered_by: match &self {
+                ApiError::AskClosed { answered_by, .. } => answered_by.clone(),
                 _ => None,
             },
         };

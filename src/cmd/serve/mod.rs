@@ -17,17 +17,22 @@ mod args;
 mod artifacts;
 mod asks;
 pub(crate) mod auth;
+mod changes;
+mod console;
 mod driver;
 mod error;
 mod events;
 mod extract;
 #[cfg(test)]
 mod fuzz;
+mod graph;
 mod metrics;
+mod overview;
 mod routes;
 mod state;
 mod submission;
 mod sweep;
+mod validate;
 mod view;
 
 use std::net::SocketAddr;
@@ -233,6 +238,10 @@ async fn bind(
     let mut server = Server::new(runs_dir, tokens, limits, metrics);
     server.ask_timeout = args.ask_timeout;
     server.allow_roots = allow_roots;
+    server.trace_ui = args
+        .trace_ui
+        .as_deref()
+        .map(|u| u.trim_end_matches('/').to_owned());
     let (notifier, workers) = Notifier::start(hook.into_iter().collect(), &server.metrics.notify);
     server.notifier = notifier;
     let server = Arc::new(server);

@@ -26,7 +26,7 @@ use super::metrics::RequestLabels;
 use super::state::{Admission, Cancelled, Pending, RunState, Server};
 use super::submission::{FLEET_FILE, INPUT_DIR, Submission};
 use super::view::{Created, Links, RunPage, RunView, Status};
-use super::{api, artifacts, driver, events};
+use super::{api, artifacts, changes, console, driver, events, graph, overview, validate};
 use crate::fleet::RunDir;
 
 /// Runs listed per page by default, and at most.
@@ -47,6 +47,11 @@ pub(crate) fn router(server: Arc<Server>, a2a: Router) -> Router {
         .routes(routes!(artifacts::diff_one))
         .routes(routes!(list_asks))
         .routes(routes!(answer_ask))
+        .routes(routes!(graph::show))
+        .routes(routes!(changes::show))
+        .routes(routes!(validate::validate))
+        .routes(routes!(overview::asks))
+        .routes(routes!(overview::me))
         .routes(routes!(metrics))
         .split_for_parts();
     api::guard(&mut doc);
@@ -67,7 +72,10 @@ pub(crate) fn router(server: Arc<Server>, a2a: Router) -> Router {
         .layer(Extension(api::json(&doc)))
         .merge(guarded)
         .with_state(server.clone());
+    // The console's page and assets are open: they hold nothing of any run (it
+    // reads those from the API above, with the user's token).
     app.merge(a2a)
+        .merge(console::router())
         .layer(middleware::from_fn_with_state(server, count))
 }
 

@@ -89,6 +89,10 @@ pub(crate) struct RunEntry {
     pub dir: PathBuf,
     /// What its sessions wait for an answer to.
     pub asks: Arc<super::asks::Asks>,
+    /// Its fleet's sessions and routes.
+    pub graph: super::graph::FleetGraph,
+    /// The trace its spans are in, once it started (when traces are exported).
+    pub trace_id: std::sync::OnceLock<String>,
     progress: Mutex<Progress>,
     /// Stops the run (a queued run's stop waits in the channel until it starts).
     stop: mpsc::Sender<Stop>,
@@ -191,6 +195,8 @@ pub(crate) struct Server {
     pub allow_roots: Vec<PathBuf>,
     /// The server's webhook (`--notify`), for every run.
     pub notifier: crate::notify::Notifier,
+    /// The Jaeger UI runs link their traces to (`--trace-ui`, no trailing `/`).
+    pub trace_ui: Option<String>,
     pub fleet_metrics: Metrics,
     pub metrics: ServerMetrics,
     table: Mutex<Table>,
@@ -213,6 +219,7 @@ impl Server {
             ask_timeout: std::time::Duration::from_secs(600),
             allow_roots: Vec::new(),
             notifier: crate::notify::Notifier::default(),
+            trace_ui: None,
             fleet_metrics,
             metrics: ServerMetrics::new(),
             table: Mutex::new(Table::default()),
@@ -241,6 +248,8 @@ impl Server {
             submitted_by: submitted_by.to_owned(),
             dir: run.path.clone(),
             asks: Arc::default(),
+            graph: super::graph::FleetGraph::of(fleet),
+            trace_id: std::sync::OnceLock::new(),
             progress: Mutex::new(Progress {
                 state: RunState::Queued,
                 started_ms: None,

@@ -20,6 +20,11 @@ pub(crate) struct SessionView {
     pub output_tokens: u64,
     pub cost_usd: f64,
     pub restarts: u32,
+    /// Rate-limit pauses so far.
+    pub pauses: u32,
+    /// While paused: when the turn is re-issued (Unix ms).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub paused_until_ms: Option<u64>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -71,6 +76,9 @@ pub(crate) struct RunView {
     pub sessions: Vec<SessionView>,
     pub budget: Budget,
     pub links: Links,
+    /// The run's trace in the Jaeger UI (`--trace-ui`, traces exported).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trace_url: Option<String>,
 }
 
 impl RunView {
@@ -90,6 +98,10 @@ impl RunView {
                     output_tokens: row.output_tokens,
                     cost_usd: row.cost_usd,
                     restarts: row.restarts,
+                    pauses: row.pauses,
+                    paused_until_ms: row
+                        .paused_until_ms
+                        .filter(|_| row.state == capfleet_actors::events::SessionState::Paused),
                 }
             })
             .collect();
@@ -115,6 +127,11 @@ impl RunView {
                 spent_usd: spent,
             },
             links: Links::of(&entry.id),
+            trace_url: server
+                .trace_ui
+                .as_ref()
+                .zip(entry.trace_id.get())
+                .map(|(ui, trace)| format!("{ui}/trace/{trace}")),
         }
     }
 
@@ -145,6 +162,7 @@ impl RunView {
                 limit_usd: None,
                 spent_usd: row.cost_usd,
             },
+            trace_url: None,
         }
     }
 }

@@ -140,6 +140,7 @@ mod tests {
             intent: Some(json!({"command": "ls"})),
             scope: None,
             risk: RiskLevel::High,
+            why: Vec::new(),
         }
     }
 
