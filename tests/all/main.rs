@@ -22,6 +22,7 @@ mod cli;
 mod closed_stdout;
 mod codex_exec;
 mod console;
+mod console_browser;
 mod demo_story;
 mod disk;
 mod driver_shapes;

@@ -2,12 +2,16 @@
 //!
 //! - [`a2a`]: A2A peers (the sim's `--mode a2a`, the SDK test agents), their
 //!   manifest, `capfleet chat` driving them.
+//! - [`browser`]: a headless chromium under WebDriver (chromedriver), its
+//!   screenshots, and no process of it left behind.
 //! - [`capfleet`](mod@capfleet): the binary under test ([`BIN`]), the `capfleet(dir)`
 //!   command and its registry sandbox, a run's journal read back.
 //! - [`serve`]: `capfleet serve` on a free port, requests to it, its event stream
 //!   read by curl, its OpenAPI document's operations.
 //! - [`speak`]: `capfleet speak` as the Claude Agent SDK's Claude Code, and the SDK's
 //!   two-turn driver.
+//! - [`console`]: the web console in a [`browser`]: its elements by `data-testid`,
+//!   logging in, its routes.
 //! - [`sim`]: the simulator as the test agent (library session specs, fleet entries).
 //! - [`chat`]: `capfleet chat <agent> --json` runs built for a test, their events,
 //!   the no-survivor check (on top of [`chat_json`]).
@@ -37,10 +41,12 @@
 //!   a turn of one of its sessions.
 
 pub(crate) mod a2a;
+pub(crate) mod browser;
 pub(crate) mod capfleet;
 pub(crate) mod chaos;
 pub(crate) mod chat;
 pub(crate) mod chat_json;
+pub(crate) mod console;
 pub(crate) mod disk;
 pub(crate) mod durable;
 pub(crate) mod expose;

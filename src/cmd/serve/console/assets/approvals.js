@@ -18,6 +18,21 @@ function optionLabel(o) {
   return String(o);
 }
 
+/**
+ * An ask's choices as [label, answer]: its form's `options`, or the one question of a
+ * JSON-schema form (Claude Code's AskUserQuestion: `properties.<question>.oneOf`),
+ * answered as `{<question>: <label>}`, the shape its binding sends back.
+ */
+function choices(form) {
+  if (!form) return [];
+  if (Array.isArray(form.options)) return form.options.map((o) => [optionLabel(o), optionValue(o)]);
+  const questions = form.properties ? Object.entries(form.properties) : [];
+  if (questions.length !== 1) return [];
+  const [question, p] = questions[0];
+  const one = Array.isArray(p.oneOf) ? p.oneOf.map((c) => [String(c.title || c.const), c.const]) : [];
+  return one.map(([label, value]) => [label, { [question]: value }]);
+}
+
 export function approvalsPage(main, ctx) {
   const list = h("ul", { class: "approvals", testid: "approvals-list" });
   const status = h("p", { class: "muted", role: "status" }, "Loading…");
@@ -94,9 +109,9 @@ export function approvalsPage(main, ctx) {
         button("Deny", "deny", "danger", { decision: "deny" }),
       );
     } else {
-      const options = (a.form && Array.isArray(a.form.options) && a.form.options) || [];
+      const options = choices(a.form);
       if (options.length) {
-        for (const o of options) buttons.append(button(optionLabel(o), "ask-option", "", { answer: optionValue(o) }));
+        for (const [label, value] of options) buttons.append(button(label, "ask-option", "", { answer: value }));
       } else {
         const id = "answer-" + k.replace(/[^A-Za-z0-9-]/g, "_");
         const input = h("input", { id, type: "text", testid: "ask-text", disabled: !mayAnswer });
