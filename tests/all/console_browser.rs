@@ -284,35 +284,31 @@ async fn the_demo_fleet_submitted_in_the_page_runs_live_to_closed() {
     );
     assert_eq!(seen[2], true, "no route edge was ever shown active");
 
-    // The tallies the API has, on each row.
-    for s in run["sessions"].as_array().unwrap() {
-        let row = format!(
-            "{}[data-session=\"{}\"]",
-            sel("session-row"),
-            s["name"].as_str().unwrap()
-        );
-        let turn = texts(&b, &format!("{row} {}", sel("session-turn"))).await;
-        assert!(
-            turn[0].contains(&s["turns"].to_string()),
-            "{turn:?} for {s}"
-        );
-        let restarts = texts(&b, &format!("{row} {}", sel("session-restarts"))).await;
-        assert!(
-            restarts[0].contains(&s["restarts"].to_string()),
-            "{restarts:?} for {s}"
-        );
-        let cost = texts(&b, &format!("{row} {}", sel("session-cost"))).await;
-        let shown: f64 = cost[0]
-            .trim_start_matches('$')
-            .split_whitespace()
-            .next()
-            .and_then(|v| v.trim_start_matches('$').parse().ok())
-            .unwrap_or_else(|| panic!("a cost: {cost:?}"));
-        assert!(
-            (shown - s["cost_usd"].as_f64().unwrap()).abs() < 0.01,
-            "{cost:?} for {s}"
-        );
-    }
+    // The tallies the API has, on each row, once the page has the run's last view
+    // (the rows' states come live from the stream, the tallies from that view).
+    let expected: Vec<Value> = run["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| json!([s["name"], s["turns"], s["restarts"], s["cost_usd"]]))
+        .collect();
+    b.wait(
+        "the API's tallies on the rows",
+        SHOWN,
+        &format!(
+            r#"const cell = (row, id) => row.querySelector(`[data-testid="${{id}}"]`).textContent.trim();
+               return {}.every(([name, turns, restarts, cost]) => {{
+                 const row = document.querySelector(`[data-testid="session-row"][data-session="${{name}}"]`);
+                 if (!row) return false;
+                 const usd = parseFloat(cell(row, 'session-cost').replace('$', ''));
+                 return cell(row, 'session-turn') === String(turns)
+                   && cell(row, 'session-restarts') === String(restarts)
+                   && Math.abs(usd - cost) < 0.01;
+               }})"#,
+            Value::from(expected)
+        ),
+    )
+    .await;
     assert_eq!(b.count(&sel("cost-bar")).await, 1);
     // The master plan, every entry completed; the route graph: a node per session,
     // edges for the routes.
