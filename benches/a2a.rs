@@ -30,6 +30,10 @@ use capfleet_actors::session::{SessionMsg, SessionSpec};
 use futures::StreamExt;
 use serde_json::json;
 
+mod support;
+
+use support::env_or;
+
 const EXE: &str = env!("CARGO_BIN_EXE_capfleet");
 const MANIFEST: &str = include_str!("../tests/support/sim-acp.toml");
 const TURNS: usize = 1000;
@@ -38,21 +42,9 @@ const PARTS: u64 = 100_000;
 /// Bytes per text part.
 const PART_BYTES: u64 = 16;
 
-fn env_or<T: std::str::FromStr>(key: &str, default: T) -> T {
-    std::env::var(key)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 fn main() {
     let parts = std::env::var("CAPFLEET_BENCH_PARTS").unwrap_or_else(|_| "1,2".into());
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
-    capfleet_actors::driver::a2a::crypto_provider();
+    let runtime = support::runtime();
     println!("capfleet A2A bench (2 tokio workers, as `capfleet chat`; loopback, spelling 1.0)");
     if parts.contains('1') {
         let turns = env_or("CAPFLEET_BENCH_TURNS", TURNS);

@@ -1,25 +1,27 @@
 //! The web console's figures in a real browser (Debian's chromium, headless, over
-//! WebDriver), against `capfleet serve` (the release binary) on loopback:
+//! WebDriver), against `capfleet serve` (the bench's build of the binary) on loopback:
 //!
-//! 1. event -> page: one run whose sim session says [`EVENTS`] numbered lines
-//!    (`ev N`) at [`RATE`] lines a second, the console open on that session's event
-//!    list. Each event row the page adds is stamped when it enters the DOM (a
-//!    MutationObserver: the console renders in an animation frame, so that is the
-//!    frame that paints it); the delay is from the line's
-//!    record in the journal (its `ts_ms`, when the engine published it; the page's
-//!    clock is the machine's) to that frame: p50, p99, max, and how many lines got a
-//!    row. The baseline, measured in the same run: a bare SSE client (reqwest, in
-//!    this process) on the same run's event stream, the same delay for the same
-//!    lines; the ratios page / client.
+//! 1. event -> page: one run whose sim session makes [`EVENTS`] events at [`RATE`] a
+//!    second (numbered tool calls `Read ev N`, each two records, its call and its
+//!    result: text would be batched by the journal into few records), the console
+//!    open on that session's event list. Each event row the page adds is stamped
+//!    when it enters the DOM (a MutationObserver: the console renders in an
+//!    animation frame, so that is the frame that paints it); the delay is from the
+//!    call's record in the journal (its `ts_ms`, when the engine published it; the
+//!    page's clock is the machine's) to that row: p50, p99, max, and how many calls
+//!    got a row (a windowed list following the tail skips most at this rate). The
+//!    baseline, measured in the same run: a bare SSE client (reqwest, in this
+//!    process) on the same run's event stream, the same delay for the same records;
+//!    the ratios page / client.
 //! 2. memory: the page's JS heap (CDP `Performance.getMetrics` `JSHeapUsedSize`, after
-//!    a forced GC) and its DOM nodes once the first [`PAUSE_AT`] lines are shown (the
-//!    run pauses there) and after all [`EVENTS`]: bounded if the ratio stays near 1.
-//!    Long tasks (>50 ms, `PerformanceObserver`) while the events streamed: how
-//!    responsive the page stayed.
+//!    a forced GC) and its DOM nodes once the client has seen the first [`PAUSE_AT`]
+//!    events (the run pauses there) and after all [`EVENTS`]: bounded if the ratio
+//!    stays near 1. Long tasks (>50 ms, `PerformanceObserver`) while the events
+//!    streamed: how responsive the page stayed.
 //!
 //! Run: `cargo bench --bench console`. `CAPFLEET_BENCH_EVENTS`, `CAPFLEET_BENCH_RATE`
-//! change the sizes. Prints figures; asserts only that the run completed and that
-//! the client saw every line.
+//! change the sizes. Prints figures (and the rate the sim reached); asserts only that
+//! the run completed and that the client saw every record.
 // A bench's figures are its output.
 #![allow(clippy::print_stdout)]
 
@@ -47,7 +49,7 @@ mod console;
 use browser::{Browser, DESKTOP};
 use console::{logged_in, route, sel};
 use support::env_or;
-use support::serve::{Serve, epoch_ms, fleet, number_after, pct, runtime_and_client, ts_ms};
+use support::serve::{Serve, epoch_ms, fleet, number_after, pct, ts_ms};
 
 const EVENTS: usize = 100_000;
 const RATE: usize = 10_000;
@@ -305,7 +307,8 @@ async fn bench(http: &reqwest::Client) {
 }
 
 fn main() {
-    let (runtime, http) = runtime_and_client(reqwest::Client::builder());
+    let runtime = support::runtime();
+    let http = reqwest::Client::new();
     let build = if cfg!(debug_assertions) {
         "dev build"
     } else {

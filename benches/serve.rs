@@ -34,7 +34,7 @@ use tokio::sync::Semaphore;
 
 mod support;
 
-use support::serve::{Api, EXE, Serve, epoch_ms, fleet, pct, runtime_and_client, ts_ms};
+use support::serve::{Api, EXE, Serve, epoch_ms, fleet, pct, ts_ms};
 use support::{env_or, ms};
 
 const SUBSCRIBERS: usize = 100;
@@ -331,7 +331,11 @@ async fn burst(http: &reqwest::Client) {
 
 fn main() {
     let parts = std::env::var("CAPFLEET_BENCH_PARTS").unwrap_or_else(|_| "1,2,3,4".into());
-    let (runtime, http) = runtime_and_client(reqwest::Client::builder().pool_max_idle_per_host(64));
+    let runtime = support::runtime();
+    let http = reqwest::Client::builder()
+        .pool_max_idle_per_host(64)
+        .build()
+        .expect("client");
     println!("capfleet serve bench (release binary; loopback; simulator sessions)");
     let _ = std::io::stdout().flush();
     runtime.block_on(async {

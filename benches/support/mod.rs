@@ -124,6 +124,17 @@ pub(crate) async fn run_with(
         .expect("run")
 }
 
+/// The benches' runtime: two workers (the machine's cores, as `capfleet` runs), with
+/// rustls' provider installed (reqwest and the A2A driver need one).
+pub(crate) fn runtime() -> tokio::runtime::Runtime {
+    capfleet_actors::driver::a2a::crypto_provider();
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
 /// The value of the environment variable `key`, else `default`.
 pub(crate) fn env_or<T: std::str::FromStr>(key: &str, default: T) -> T {
     std::env::var(key)

@@ -13,20 +13,6 @@ use serde_json::Value;
 
 pub(crate) const EXE: &str = env!("CARGO_BIN_EXE_capfleet");
 
-/// The benches' runtime (two workers, as the machine's cores) and an HTTP client
-/// (rustls' provider installed first, as reqwest needs).
-pub(crate) fn runtime_and_client(
-    client: reqwest::ClientBuilder,
-) -> (tokio::runtime::Runtime, reqwest::Client) {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
-    capfleet_actors::driver::a2a::crypto_provider();
-    (runtime, client.build().expect("client"))
-}
-
 /// `capfleet serve` on a free loopback port in a directory of its own.
 pub(crate) struct Serve {
     child: Child,
