@@ -405,9 +405,9 @@ fn a_runs_graph_and_its_sessions_changes_with_their_vetting_findings() {
         .as_array()
         .unwrap()
         .iter()
-        .find(|s| s["session"] == "a")
-        .unwrap_or_else(|| panic!("a changed: {c}"));
-    let diff = a["diff"].as_str().expect("a's diff");
+        .find(|s| s["diff"].is_string())
+        .unwrap_or_else(|| panic!("a session changed something: {c}"));
+    let diff = a["diff"].as_str().unwrap();
     let r = get(&server, diff);
     assert_eq!(r.status, 200);
     assert!(r.body.contains("id_rsa"), "{}", r.body);
