@@ -15,6 +15,9 @@ use serde_json::{Value, json};
 use crate::common::serve::{Server, add_token, sim_fleet, submission};
 use crate::common::{EnvMarker, wait_until};
 
+/// A script saying one line.
+const HI: &str = "[[turn]]\nsteps = [{ say = \"hi\" }]\n";
+
 /// A GET without a token.
 fn get(server: &Server, path: &str) -> crate::common::fake_llm::Response {
     server.request("GET", path, None, "text/plain", b"")
@@ -146,7 +149,7 @@ fn without_a_token_the_page_shows_nothing_of_any_run() {
         Some(&runner),
         &submission(
             &sim_fleet("secretfleet", 1, m.pair()),
-            &[("script.toml", "[[turn]]\nsteps = [{ say = \"hi\" }]\n")],
+            &[("script.toml", HI)],
         ),
     );
     let id = created["id"].as_str().unwrap().to_owned();
@@ -290,10 +293,7 @@ fn a_fleet_is_checked_without_running_and_its_findings_name_their_lines() {
     let reader = add_token(d, "viewer", "read");
     let m = EnvMarker::new("console-validate");
     let server = Server::start(d, &["--token-file", "tokens.txt", "--max-sessions", "2"]);
-    let good = submission(
-        &sim_fleet("good", 2, m.pair()),
-        &[("script.toml", "[[turn]]\nsteps = [{ say = \"hi\" }]\n")],
-    );
+    let good = submission(&sim_fleet("good", 2, m.pair()), &[("script.toml", HI)]);
     let (status, v) = server.json("POST", "/v1/fleets/validate", Some(&runner), Some(&good));
     assert_eq!(status, 200, "{v}");
     assert_eq!(
@@ -325,10 +325,7 @@ fn a_fleet_is_checked_without_running_and_its_findings_name_their_lines() {
         .collect();
     assert!(lines.contains(&8), "the agent's line: {v}");
     // Too many sessions for this server is a finding too; nothing ran.
-    let big = submission(
-        &sim_fleet("big", 3, m.pair()),
-        &[("script.toml", "[[turn]]\nsteps = [{ say = \"hi\" }]\n")],
-    );
+    let big = submission(&sim_fleet("big", 3, m.pair()), &[("script.toml", HI)]);
     let (_, v) = server.json("POST", "/v1/fleets/validate", Some(&runner), Some(&big));
     assert_eq!(v["valid"], false, "{v}");
     assert!(
@@ -405,9 +402,9 @@ fn a_runs_graph_and_its_sessions_changes_with_their_vetting_findings() {
         .as_array()
         .unwrap()
         .iter()
-        .find(|s| s["session"] == "a")
-        .unwrap_or_else(|| panic!("a changed: {c}"));
-    let diff = a["diff"].as_str().expect("a's diff");
+        .find(|s| s["diff"].is_string())
+        .unwrap_or_else(|| panic!("a session changed something: {c}"));
+    let diff = a["diff"].as_str().unwrap();
     let r = get(&server, diff);
     assert_eq!(r.status, 200);
     assert!(r.body.contains("id_rsa"), "{}", r.body);
@@ -443,10 +440,7 @@ fn with_a_trace_ui_a_run_links_to_its_trace() {
     );
     let created = server.submit(
         None,
-        &submission(
-            &sim_fleet("traced", 1, m.pair()),
-            &[("script.toml", "[[turn]]\nsteps = [{ say = \"hi\" }]\n")],
-        ),
+        &submission(&sim_fleet("traced", 1, m.pair()), &[("script.toml", HI)]),
     );
     let id = created["id"].as_str().unwrap().to_owned();
     let run = server.wait_run(&id, None, Duration::from_secs(60));
@@ -467,10 +461,7 @@ fn with_a_trace_ui_a_run_links_to_its_trace() {
     let plain = Server::start(other.path(), &["--trace-ui", "http://jaeger.example:16686"]);
     let created = plain.submit(
         None,
-        &submission(
-            &sim_fleet("untraced", 1, m.pair()),
-            &[("script.toml", "[[turn]]\nsteps = [{ say = \"hi\" }]\n")],
-        ),
+        &submission(&sim_fleet("untraced", 1, m.pair()), &[("script.toml", HI)]),
     );
     let run = plain.wait_run(
         created["id"].as_str().unwrap(),

@@ -4,7 +4,7 @@
 // question someone else answered first says who.
 
 import { ApiError, getJson, postJson } from "./api.js";
-import { age, fill, h, runHref } from "./dom.js";
+import { age, fill, h, poll, runHref } from "./dom.js";
 
 const REFRESH_MS = 2000;
 
@@ -47,8 +47,7 @@ export function approvalsPage(main, ctx) {
   // Questions answered here (or found answered) stay shown with what became of them.
   const closed = new Map();
   const cards = new Map();
-  let timer = null;
-  let stopped = false;
+  let poller = null;
 
   const keyOf = (a) => a.run + "/" + a.ask_id;
 
@@ -67,7 +66,7 @@ export function approvalsPage(main, ctx) {
       const who = e.answeredBy ? "Already answered by " + e.answeredBy + "." : "Already closed: " + e.message;
       closed.set(k, { a, note: h("p", { class: "warn", testid: "answered-by" }, who) });
     }
-    refresh();
+    poller.now();
   }
 
   function card(a) {
@@ -127,11 +126,10 @@ export function approvalsPage(main, ctx) {
     return el;
   }
 
-  async function refresh() {
-    clearTimeout(timer);
+  poller = poll(REFRESH_MS, async (stopped) => {
     try {
       const { asks } = await getJson("/v1/asks");
-      if (stopped) return;
+      if (stopped()) return;
       const open = new Set(asks.map(keyOf));
       const all = asks.concat([...closed.values()].filter((c) => !open.has(keyOf(c.a))).map((c) => c.a));
       // A card being answered is kept as it is (its focus, its typed answer).
@@ -149,13 +147,6 @@ export function approvalsPage(main, ctx) {
     } catch (e) {
       status.textContent = "Cannot list the questions: " + e.message;
     }
-    if (!stopped) timer = setTimeout(refresh, REFRESH_MS);
-  }
-  refresh();
-  return {
-    close() {
-      stopped = true;
-      clearTimeout(timer);
-    },
-  };
+  });
+  return poller;
 }

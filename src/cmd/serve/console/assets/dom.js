@@ -89,3 +89,28 @@ export function toast(text) {
   clearTimeout(toast.timer);
   toast.timer = setTimeout(() => t.classList.remove("shown"), 4000);
 }
+
+/**
+ * Run `fn` now, and again `ms` after each run has ended, until closed. `fn` gets
+ * `stopped()` to check before it touches the page. Returns `{close(), now()}`.
+ */
+export function poll(ms, fn) {
+  let timer = null;
+  let stopped = false;
+  let latest = 0;
+  const tick = async () => {
+    const mine = ++latest;
+    clearTimeout(timer);
+    await fn(() => stopped);
+    // Only the latest run schedules the next (`now()` may start one mid-run).
+    if (!stopped && mine === latest) timer = setTimeout(tick, ms);
+  };
+  tick();
+  return {
+    close() {
+      stopped = true;
+      clearTimeout(timer);
+    },
+    now: tick,
+  };
+}

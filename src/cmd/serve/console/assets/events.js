@@ -185,7 +185,7 @@ export function eventList(store) {
     }
     fill(layer, rows);
     count.textContent =
-      shown.length + " event(s)" + (store.dropped ? " · the oldest " + store.dropped + " let go (kept: " + store.items.length + ")" : "");
+      shown.length + (select.value ? " of " + store.items.length : "") + " event(s)" + (store.dropped ? " · the oldest " + store.dropped + " let go (kept: " + store.items.length + ")" : "");
   }
 
   function row(it, y) {

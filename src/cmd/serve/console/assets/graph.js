@@ -1,6 +1,7 @@
 // The fleet's route graph as inline SVG: the sessions as nodes (in columns by how
 // far the task has to travel to reach them), the routes as edges (a join's edges
-// marked), the task's entry, the mentions seen so far; the deliveries under way
+// marked), the task's entry, the master plan's assignments, the mentions seen so
+// far; the deliveries under way
 // highlighted (class `active`) on their edge and their target.
 
 import { s } from "./dom.js";
@@ -37,11 +38,12 @@ function levels(graph) {
 
 /**
  * The graph's SVG. `state.active`: the deliveries under way ({from, to}); `state.states`:
- * session name -> lifecycle state; `state.mentions`: "from\0to" pairs seen.
+ * session name -> lifecycle state; `state.mentions`: "from\0to" pairs seen; `state.planTo`:
+ * the sessions the master plan's entries are assigned to.
  */
 export function drawGraph(graph, state) {
   const level = levels(graph);
-  const usesPlan = [...state.active.values()].some((d) => d.from.includes(PLAN)) || state.hasPlan;
+  const usesPlan = [...state.active.values()].some((d) => d.from.includes(PLAN)) || state.planTo.size > 0;
   if (usesPlan) level.set(PLAN, 0);
   const columns = new Map();
   for (const [name, l] of level) {
@@ -68,6 +70,7 @@ export function drawGraph(graph, state) {
   };
   for (const st of graph.start) edge(TASK, st, "task");
   for (const r of graph.routes) for (const w of r.when) for (const t of r.to) edge(w, t, r.kind, r.index);
+  for (const to of state.planTo) edge(PLAN, to, "plan");
   for (const m of state.mentions) {
     const [from, to] = m.split("\u0000");
     edge(from, to, "mention");

@@ -200,7 +200,7 @@ export function runPage(main, run, ctx) {
     if (graph) {
       const states = new Map();
       if (view) for (const v of view.sessions) states.set(v.name, (model.sessions.get(v.name) || {}).state || v.state);
-      fill(graphBox, drawGraph(graph, { active: model.active, states, mentions: model.mentions, hasPlan: model.plan.size > 0 }));
+      fill(graphBox, drawGraph(graph, { active: model.active, states, mentions: model.mentions, planTo: new Set([...model.plan.values()].map((e) => e.assigned_to)) }));
     }
   }
 

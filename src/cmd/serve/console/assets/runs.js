@@ -2,7 +2,7 @@
 // refreshed every two seconds; the submit form below them.
 
 import { getJson } from "./api.js";
-import { age, fill, h, runHref, usd } from "./dom.js";
+import { age, fill, h, poll, runHref, usd } from "./dom.js";
 import { submitForm } from "./submit.js";
 
 const REFRESH_MS = 2000;
@@ -65,12 +65,10 @@ export function runsPage(main, ctx) {
     canSubmit ? submitForm((created) => (location.hash = runHref(created.id))) : null,
   );
 
-  let timer = null;
-  let stopped = false;
-  async function refresh() {
+  return poll(REFRESH_MS, async (stopped) => {
     try {
       const runs = await allRuns();
-      if (stopped) return;
+      if (stopped()) return;
       const now = Date.now();
       fill(
         body,
@@ -92,13 +90,5 @@ export function runsPage(main, ctx) {
     } catch (e) {
       status.textContent = "Cannot list the runs: " + e.message;
     }
-    if (!stopped) timer = setTimeout(refresh, REFRESH_MS);
-  }
-  refresh();
-  return {
-    close() {
-      stopped = true;
-      clearTimeout(timer);
-    },
-  };
+  });
 }
