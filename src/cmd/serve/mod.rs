@@ -18,7 +18,7 @@ mod artifacts;
 mod asks;
 pub(crate) mod auth;
 mod driver;
-mod error;
+pub(crate) mod error;
 mod events;
 mod extract;
 #[cfg(test)]
@@ -26,7 +26,7 @@ mod fuzz;
 mod metrics;
 mod routes;
 mod state;
-mod submission;
+pub(crate) mod submission;
 mod sweep;
 mod view;
 
@@ -153,6 +153,8 @@ enum StartError {
     },
     #[error("{0}")]
     Notify(String),
+    #[error("{0}")]
+    Nats(#[from] crate::nats::NatsError),
     #[error("--addr {addr}: cannot listen: {source}")]
     Listen {
         addr: SocketAddr,
@@ -233,6 +235,11 @@ async fn bind(
     let mut server = Server::new(runs_dir, tokens, limits, metrics);
     server.ask_timeout = args.ask_timeout;
     server.allow_roots = allow_roots;
+    if let Some(urls) = &args.nats.urls {
+        let nats = args.nats.connect(urls, "capfleet-serve").await?;
+        nats.runs_stream(args.nats.replicas).await?;
+        server.queue = Some((nats, args.nats.replicas));
+    }
     let (notifier, workers) = Notifier::start(hook.into_iter().collect(), &server.metrics.notify);
     server.notifier = notifier;
     let server = Arc::new(server);

@@ -193,6 +193,8 @@ pub(crate) struct Server {
     pub notifier: crate::notify::Notifier,
     pub fleet_metrics: Metrics,
     pub metrics: ServerMetrics,
+    /// With `--nats`: where submissions are queued (and the streams' replicas).
+    pub queue: Option<(crate::nats::Nats, usize)>,
     table: Mutex<Table>,
     /// The number of runs running or queued, for the drain to wait on.
     busy: watch::Sender<usize>,
@@ -215,6 +217,7 @@ impl Server {
             notifier: crate::notify::Notifier::default(),
             fleet_metrics,
             metrics: ServerMetrics::new(),
+            queue: None,
             table: Mutex::new(Table::default()),
             busy: watch::Sender::new(0),
         }
