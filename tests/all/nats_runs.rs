@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::common::nats::{NatsCluster, NatsServer, Worker, submit};
-use crate::common::serve::{chatty, sim_fleet};
+use crate::common::serve::{Server, chatty, sim_fleet, submission};
 use crate::common::{EnvMarker, capfleet, wait_until, wait_within};
 
 #[test]
@@ -83,6 +83,28 @@ fn fifty_runs_on_three_workers_each_end_exactly_once() {
             .count();
         assert!(n > 0, "worker {w} took none of the 45 runs");
     }
+    // `capfleet workers` lists the three, with their labels and heartbeats.
+    let out = capfleet(&work)
+        .args(["workers", "--nats", &url, "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let listed: Vec<serde_json::Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(listed.len(), 3, "{listed:?}");
+    let gpu_workers: Vec<_> = listed
+        .iter()
+        .filter(|w| w["labels"] == serde_json::json!(["gpu"]))
+        .collect();
+    assert_eq!(gpu_workers.len(), 1, "{listed:?}");
+    assert!(listed.iter().all(|w| w["beat_ms"].as_u64().unwrap() > 0));
     // SIGTERM drains each worker: it exits 0, and no agent is left.
     for w in &mut workers {
         // SAFETY: a signal to our own child.
@@ -249,5 +271,150 @@ fn a_cluster_that_loses_one_of_three_nodes_loses_no_run() {
         );
     }
     drop(workers);
+    m.wait_gone(Duration::from_secs(10), "the sim agents");
+}
+
+#[test]
+fn a_partitioned_worker_writes_nothing_more_to_a_run_taken_over() {
+    const TTL: u64 = 3;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let nats = NatsServer::start();
+    let url = nats.url();
+    let m = EnvMarker::new("nats-partition");
+    let work = d.join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let (fleet, turn) = chain(m.pair(), 1500);
+    std::fs::write(work.join("fleet.toml"), fleet).unwrap();
+    std::fs::write(work.join("turn.toml"), turn).unwrap();
+    let ttl = TTL.to_string();
+    let args = ["--max-runs", "1", "--lease-ttl", ttl.as_str()];
+    let a = Worker::start(&d.join("a"), &url, &args);
+    let id = submit(&work, &url, &[]);
+    let routed = |w: &Worker| {
+        w.runs()
+            .iter()
+            .any(|(run, j)| *run == id && j.iter().any(|r| r["type"] == "routed"))
+    };
+    assert!(
+        wait_until(Duration::from_secs(60), Duration::from_millis(50), || {
+            routed(&a)
+        }),
+        "the run did not get under way on a: {}",
+        a.stderr()
+    );
+    let b = Worker::start(&d.join("b"), &url, &args);
+    // `a` cut off: stopped past its lease's TTL, while `b` takes the run over.
+    let pid = a.child.id() as i32;
+    // SAFETY: signals to our own child.
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    let taken = |w: &Worker| {
+        w.runs()
+            .iter()
+            .any(|(run, j)| *run == id && j.iter().any(|r| r["type"] == "lease_taken"))
+    };
+    let took = wait_until(Duration::from_secs(30), Duration::from_millis(50), || {
+        taken(&b)
+    });
+    // Let `a` go on (before any assertion, so that it is never left stopped).
+    unsafe { libc::kill(pid, libc::SIGCONT) };
+    assert!(took, "b did not take the run over: {}", b.stderr());
+    let ended = |w: &Worker| {
+        w.runs()
+            .iter()
+            .any(|(run, j)| *run == id && j.iter().any(|r| r["type"] == "run_ended"))
+    };
+    assert!(
+        wait_until(Duration::from_secs(60), Duration::from_millis(100), || {
+            ended(&b)
+        }),
+        "b did not complete the run: {}",
+        b.stderr()
+    );
+    // `a` noticed, stopped the run's agents, and published nothing more: the journal
+    // JetStream keeps is `b`'s, record for record (`a`'s first, as `b` replayed them).
+    assert!(
+        wait_until(Duration::from_secs(10), Duration::from_millis(100), || a
+            .stderr()
+            .contains("fenced")),
+        "{}",
+        a.stderr()
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    let out = capfleet(&work)
+        .args(["log", "--nats", &url, "--json", &id])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let published: Vec<String> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    let local =
+        std::fs::read_to_string(b.dir.join(".capfleet/runs").join(&id).join("journal.jsonl"))
+            .unwrap();
+    let local: Vec<&str> = local.lines().collect();
+    assert_eq!(published, local, "the published journal is b's");
+    let ends = published
+        .iter()
+        .filter(|l| l.contains("\"type\":\"run_ended\""))
+        .count();
+    assert_eq!(ends, 1);
+    crate::common::durable::exactly_once(
+        &published
+            .iter()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect::<Vec<_>>(),
+    );
+    drop(a);
+    drop(b);
+    m.wait_gone(Duration::from_secs(10), "the sim agents");
+}
+
+#[test]
+fn serve_with_nats_queues_a_submission_for_the_workers() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let nats = NatsServer::start();
+    let url = nats.url();
+    let m = EnvMarker::new("nats-serve");
+    let worker = Worker::start(&d.join("w"), &url, &[]);
+    std::fs::create_dir_all(d.join("srv")).unwrap();
+    let server = Server::start(&d.join("srv"), &["--nats", &url]);
+    let fleet = sim_fleet("tiny", 1, m.pair());
+    let body = submission(&fleet, &[("script.toml", &chatty(2, 5))]);
+    let (status, created) = server.json("POST", "/v1/runs", None, Some(&body));
+    assert_eq!(status, 201, "{created}");
+    assert_eq!(created["state"], "queued");
+    let id = created["id"].as_str().unwrap().to_owned();
+    // An invalid fleet is refused with its findings, never queued.
+    let (status, refused) = server.json(
+        "POST",
+        "/v1/runs",
+        None,
+        Some(&submission("[fleet]\nname = \"x\"\n", &[])),
+    );
+    assert_eq!(status, 400, "{refused}");
+    assert_eq!(refused["code"], "invalid_fleet");
+    // The worker runs it, not the server.
+    let done = wait_until(Duration::from_secs(60), Duration::from_millis(100), || {
+        worker
+            .runs()
+            .iter()
+            .any(|(run, j)| *run == id && j.iter().any(|r| r["type"] == "run_ended"))
+    });
+    assert!(done, "{}", worker.stderr());
+    assert_eq!(
+        worker.runs().len(),
+        1,
+        "only the valid submission was queued"
+    );
+    assert!(!d.join("srv/.capfleet/runs").join(&id).exists());
+    drop(worker);
     m.wait_gone(Duration::from_secs(10), "the sim agents");
 }
