@@ -60,27 +60,7 @@ impl Nats {
     /// The leases' bucket, made when missing with `ttl` (an existing bucket keeps
     /// the TTL it was made with: that one is returned).
     pub(crate) async fn leases(&self, ttl: Duration, replicas: usize) -> Result<Leases, NatsError> {
-        if let Ok(store) = self.js.get_key_value(BUCKET).await {
-            let status = store
-                .status()
-                .await
-                .map_err(|e| NatsError::js(format!("the bucket {BUCKET}"), e))?;
-            return Ok(Leases {
-                store,
-                ttl: status.max_age(),
-            });
-        }
-        let store = self
-            .js
-            .create_key_value(kv::Config {
-                bucket: BUCKET.to_owned(),
-                history: 1,
-                max_age: ttl,
-                num_replicas: replicas,
-                ..kv::Config::default()
-            })
-            .await
-            .map_err(|e| NatsError::js(format!("the bucket {BUCKET}"), e))?;
+        let (store, ttl) = self.bucket(BUCKET, ttl, replicas).await?;
         Ok(Leases { store, ttl })
     }
 }

@@ -65,6 +65,36 @@ pub(crate) struct Nats {
     pub js: async_nats::jetstream::Context,
 }
 
+impl Nats {
+    /// The key-value bucket `name` (one value per key, each lapsing `ttl` after its
+    /// last write), made when missing; an existing bucket keeps the TTL it was made
+    /// with (returned beside it).
+    pub(crate) async fn bucket(
+        &self,
+        name: &str,
+        ttl: std::time::Duration,
+        replicas: usize,
+    ) -> Result<(async_nats::jetstream::kv::Store, std::time::Duration), NatsError> {
+        let what = || format!("the bucket {name}");
+        if let Ok(store) = self.js.get_key_value(name).await {
+            let status = store.status().await.map_err(|e| NatsError::js(what(), e))?;
+            return Ok((store, status.max_age()));
+        }
+        let store = self
+            .js
+            .create_key_value(async_nats::jetstream::kv::Config {
+                bucket: name.to_owned(),
+                history: 1,
+                max_age: ttl,
+                num_replicas: replicas,
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| NatsError::js(what(), e))?;
+        Ok((store, ttl))
+    }
+}
+
 impl NatsArgs {
     /// The URLs as they may be logged: each without a `user:password@` part.
     pub(crate) fn shown(urls: &str) -> String {
@@ -131,6 +161,32 @@ impl NatsArgs {
         })
     }
 }
+
+/// Retry `attempt` while JetStream does not answer (a cluster electing a new leader
+/// after losing a node takes seconds), pausing 250 ms doubling to 2 s, for at most
+/// [`RETRY_FOR`]; the last error if it never succeeds.
+pub(crate) async fn retrying<T, F, Fut>(mut attempt: F) -> Result<T, NatsError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, NatsError>>,
+{
+    let start = std::time::Instant::now();
+    let mut pause = std::time::Duration::from_millis(250);
+    loop {
+        match attempt().await {
+            Ok(t) => return Ok(t),
+            Err(e) if start.elapsed() + pause > RETRY_FOR => return Err(e),
+            Err(e) => {
+                tracing::warn!("{e} (retried)");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(std::time::Duration::from_secs(2));
+            }
+        }
+    }
+}
+
+/// How long [`retrying`] goes on.
+const RETRY_FOR: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// How long a verb waits for NATS to answer its connection.
 const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);

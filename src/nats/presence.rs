@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use async_nats::jetstream::kv::{self, Store};
+use async_nats::jetstream::kv::Store;
 use serde::{Deserialize, Serialize};
 
 use super::{Nats, NatsError};
@@ -33,19 +33,9 @@ impl Nats {
         ttl: Duration,
         replicas: usize,
     ) -> Result<Store, NatsError> {
-        if let Ok(store) = self.js.get_key_value(BUCKET).await {
-            return Ok(store);
-        }
-        self.js
-            .create_key_value(kv::Config {
-                bucket: BUCKET.to_owned(),
-                history: 1,
-                max_age: ttl,
-                num_replicas: replicas,
-                ..kv::Config::default()
-            })
+        self.bucket(BUCKET, ttl, replicas)
             .await
-            .map_err(|e| NatsError::js(format!("the bucket {BUCKET}"), e))
+            .map(|(store, _ttl)| store)
     }
 }
 

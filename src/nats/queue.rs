@@ -125,20 +125,24 @@ impl Nats {
             .map_err(|e| NatsError::js(format!("the stream {STREAM}"), e))
     }
 
-    /// Queue `run`; returns once JetStream has stored it.
+    /// Queue `run`; returns once JetStream has stored it (retried while JetStream
+    /// does not answer: the run id deduplicates a retry of a publish that was stored).
     pub(crate) async fn enqueue(&self, run: &RunMessage, replicas: usize) -> Result<(), NatsError> {
-        self.runs_stream(replicas).await?;
         let payload = serde_json::to_vec(run).map_err(|e| NatsError::js("the run message", e))?;
-        let mut headers = async_nats::HeaderMap::new();
-        headers.insert("Nats-Msg-Id", run.id.as_str());
         let what = format!("queueing run {}", run.id);
-        self.js
-            .publish_with_headers(subject(&run.labels), headers, payload.into())
-            .await
-            .map_err(|e| NatsError::js(&what, e))?
-            .await
-            .map_err(|e| NatsError::js(&what, e))?;
-        Ok(())
+        super::retrying(|| async {
+            self.runs_stream(replicas).await?;
+            let mut headers = async_nats::HeaderMap::new();
+            headers.insert("Nats-Msg-Id", run.id.as_str());
+            self.js
+                .publish_with_headers(subject(&run.labels), headers, payload.clone().into())
+                .await
+                .map_err(|e| NatsError::js(&what, e))?
+                .await
+                .map_err(|e| NatsError::js(&what, e))?;
+            Ok(())
+        })
+        .await
     }
 
     /// The consumers a worker with `labels` pulls runs from, made when missing. A run

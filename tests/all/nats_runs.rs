@@ -116,6 +116,15 @@ fn fifty_runs_on_three_workers_each_end_exactly_once() {
     m.wait_gone(Duration::from_secs(10), "the sim agents");
 }
 
+/// Run `id`'s journal as JetStream keeps it (`capfleet log --nats --json`).
+fn published(dir: &std::path::Path, url: &str, id: &str) -> String {
+    let out = capfleet(dir)
+        .args(["log", "--nats", url, "--json", id])
+        .output()
+        .unwrap();
+    String::from_utf8(out.stdout).unwrap()
+}
+
 /// A chain `a -> b -> c` of sim sessions, each turn `ms` long, carrying `marker`.
 fn chain(marker: (&str, &str), ms: u64) -> (String, String) {
     let (k, v) = marker;
@@ -148,16 +157,13 @@ fn a_killed_workers_runs_are_taken_over_within_the_lease_ttl_and_complete_once()
     let args = ["--max-runs", "2", "--lease-ttl", ttl.as_str()];
     let mut a = Worker::start(&d.join("a"), &url, &args);
     let ids: Vec<String> = (0..2).map(|_| submit(&work, &url, &[])).collect();
-    // Both runs under way on `a`: a delivery routed in each.
-    let routed = |w: &Worker, id: &str| {
-        w.runs()
-            .iter()
-            .any(|(run, j)| run == id && j.iter().any(|r| r["type"] == "routed"))
-    };
+    // Both runs under way on `a`, as JetStream has them: a delivery routed in each.
     assert!(
-        wait_until(Duration::from_secs(60), Duration::from_millis(50), || ids
+        wait_until(Duration::from_secs(60), Duration::from_millis(100), || ids
             .iter()
-            .all(|id| routed(&a, id))),
+            .all(
+                |id| published(&work, &url, id).contains("\"type\":\"routed\"")
+            )),
         "the runs did not get under way on a: {}",
         a.stderr()
     );
@@ -241,11 +247,17 @@ fn a_cluster_that_loses_one_of_three_nodes_loses_no_run() {
     // submissions and the heartbeats go on through the other two.
     cluster.kill(0);
     ids.extend((0..6).map(|_| submit(&work, &urls, &replicated)));
-    let ends = || {
+    // Each run completed once (a worker that could not renew its lease while the
+    // cluster elected new leaders stopped its run there, interrupted, and another
+    // worker took it over), and the journal JetStream keeps ended once.
+    let completed = || {
         let mut ends: BTreeMap<String, usize> = BTreeMap::new();
         for w in &workers {
             for (id, records) in w.runs() {
-                let n = records.iter().filter(|r| r["type"] == "run_ended").count();
+                let n = records
+                    .iter()
+                    .filter(|r| r["type"] == "run_ended" && r["outcome"] == "completed")
+                    .count();
                 *ends.entry(id).or_default() += n;
             }
         }
@@ -253,22 +265,28 @@ fn a_cluster_that_loses_one_of_three_nodes_loses_no_run() {
     };
     let done = wait_until(Duration::from_secs(120), Duration::from_millis(200), || {
         ids.iter()
-            .all(|id| ends().get(id).copied().unwrap_or(0) >= 1)
+            .all(|id| completed().get(id).copied().unwrap_or(0) >= 1)
     });
     assert!(
         done,
-        "not every run ended: {:?}; {}",
-        ends(),
+        "not every run completed: {:?}; {}",
+        completed(),
         workers[0].stderr()
     );
-    let ends = ends();
+    let completed = completed();
     for id in &ids {
         assert_eq!(
-            ends[id.as_str()],
+            completed[id.as_str()],
             1,
-            "run {id} ended {} times",
-            ends[id.as_str()]
+            "run {id} completed {} times",
+            completed[id.as_str()]
         );
+        let text = published(&work, &urls, id);
+        let ends = text
+            .lines()
+            .filter(|l| l.contains("\"type\":\"run_ended\""))
+            .count();
+        assert_eq!(ends, 1, "run {id}'s published journal ends {ends} times");
     }
     drop(workers);
     m.wait_gone(Duration::from_secs(10), "the sim agents");
@@ -291,14 +309,10 @@ fn a_partitioned_worker_writes_nothing_more_to_a_run_taken_over() {
     let args = ["--max-runs", "1", "--lease-ttl", ttl.as_str()];
     let a = Worker::start(&d.join("a"), &url, &args);
     let id = submit(&work, &url, &[]);
-    let routed = |w: &Worker| {
-        w.runs()
-            .iter()
-            .any(|(run, j)| *run == id && j.iter().any(|r| r["type"] == "routed"))
-    };
+    // Under way on `a`, as JetStream has it: the first delivery routed and published.
     assert!(
-        wait_until(Duration::from_secs(60), Duration::from_millis(50), || {
-            routed(&a)
+        wait_until(Duration::from_secs(60), Duration::from_millis(100), || {
+            published(&work, &url, &id).contains("\"type\":\"routed\"")
         }),
         "the run did not get under way on a: {}",
         a.stderr()
@@ -341,17 +355,7 @@ fn a_partitioned_worker_writes_nothing_more_to_a_run_taken_over() {
         a.stderr()
     );
     std::thread::sleep(Duration::from_millis(500));
-    let out = capfleet(&work)
-        .args(["log", "--nats", &url, "--json", &id])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let published: Vec<String> = String::from_utf8(out.stdout)
-        .unwrap()
+    let published: Vec<String> = published(&work, &url, &id)
         .lines()
         .map(str::to_owned)
         .collect();

@@ -70,6 +70,9 @@ pub(crate) struct WorkerArgs {
 
 /// After a round over every consumer finds nothing, this long until the next.
 const IDLE_PAUSE: Duration = Duration::from_millis(200);
+/// A pull (no wait: JetStream answers at once, with a run or with none) is given up
+/// after this.
+const PULL_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// What every run of this worker shares.
 pub(super) struct Worker {
@@ -259,18 +262,22 @@ async fn pull(consumers: &[PullConsumer], next: &mut usize) -> Option<jetstream:
     for _ in 0..consumers.len() {
         let consumer = &consumers[*next % consumers.len()];
         *next = next.wrapping_add(1);
-        let batch = consumer.fetch().max_messages(1).messages().await;
-        let mut batch = match batch {
-            Ok(b) => b,
-            Err(e) => {
-                tracing::warn!("pulling a run: {e}");
-                continue;
-            }
-        };
-        match batch.next().await {
-            Some(Ok(message)) => return Some(message),
-            Some(Err(e)) => tracing::warn!("pulling a run: {e}"),
-            None => {}
+        // A pull whose answer is lost never ends by itself: bounded.
+        let pulled = tokio::time::timeout(PULL_TIMEOUT, async {
+            let mut batch = consumer
+                .fetch()
+                .max_messages(1)
+                .messages()
+                .await
+                .map_err(|e| e.to_string())?;
+            batch.next().await.transpose().map_err(|e| e.to_string())
+        })
+        .await;
+        match pulled {
+            Ok(Ok(Some(message))) => return Some(message),
+            Ok(Ok(None)) => {}
+            Ok(Err(e)) => tracing::warn!("pulling a run: {e}"),
+            Err(_) => tracing::warn!("pulling a run: no answer within {PULL_TIMEOUT:?}"),
         }
     }
     None

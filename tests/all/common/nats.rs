@@ -52,30 +52,38 @@ pub(crate) struct NatsServer {
 impl NatsServer {
     /// `nats-server -js` on a free loopback port, once it is ready for clients.
     pub(crate) fn start() -> NatsServer {
+        let (mut node, line, _kept) =
+            NatsServer::spawn(&["-p", "-1"], "Listening for client connections on");
+        let port = line
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no port in `{line}`"));
+        node.port = port;
+        node
+    }
+
+    /// `nats-server -js` on loopback with `args` and a store of its own, once a
+    /// line of its says `ready`: the node (port 0), that line, its kept stderr.
+    fn spawn(args: &[&str], ready: &'static str) -> (NatsServer, String, Arc<Mutex<String>>) {
         let store = tempfile::tempdir().expect("a store dir");
         let mut child = Command::new(peer("nats-server"))
-            .args(["-js", "-a", "127.0.0.1", "-p", "-1", "-sd"])
+            .args(["-js", "-a", "127.0.0.1"])
+            .args(args)
+            .arg("-sd")
             .arg(store.path())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
             .expect("nats-server");
-        let (line, _kept) = started(
-            &mut child,
-            "Listening for client connections on",
-            "nats-server",
-        );
-        let port = line
-            .rsplit(':')
-            .next()
-            .and_then(|p| p.trim().parse().ok())
-            .unwrap_or_else(|| panic!("no port in `{line}`"));
-        NatsServer {
+        let (line, kept) = started(&mut child, ready, "nats-server");
+        let node = NatsServer {
             child,
-            port,
+            port: 0,
             _store: store,
-        }
+        };
+        (node, line, kept)
     }
 
     pub(crate) fn url(&self) -> String {
@@ -113,29 +121,30 @@ impl NatsCluster {
         let mut nodes = Vec::new();
         let mut logs = Vec::new();
         for i in 0..3 {
-            let store = tempfile::tempdir().expect("a store dir");
             let others: Vec<String> = (0..3)
                 .filter(|j| *j != i)
                 .map(|j| format!("nats://127.0.0.1:{}", routes[j]))
                 .collect();
-            let mut child = Command::new(peer("nats-server"))
-                .args(["-js", "-a", "127.0.0.1", "--cluster_name", "capfleet"])
-                .args(["-n", &format!("n{i}"), "-p", &ports[i].to_string()])
-                .args(["--cluster", &format!("nats://127.0.0.1:{}", routes[i])])
-                .args(["--routes", &others.join(","), "-sd"])
-                .arg(store.path())
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::piped())
-                .spawn()
-                .expect("nats-server");
-            let (_line, kept) = started(&mut child, "Server is ready", "a cluster node");
+            let (name, port) = (format!("n{i}"), ports[i].to_string());
+            let cluster = format!("nats://127.0.0.1:{}", routes[i]);
+            let (mut node, _line, kept) = NatsServer::spawn(
+                &[
+                    "--cluster_name",
+                    "capfleet",
+                    "-n",
+                    &name,
+                    "-p",
+                    &port,
+                    "--cluster",
+                    &cluster,
+                    "--routes",
+                    &others.join(","),
+                ],
+                "Server is ready",
+            );
             logs.push(kept);
-            nodes.push(Some(NatsServer {
-                child,
-                port: ports[i],
-                _store: store,
-            }));
+            node.port = ports[i];
+            nodes.push(Some(node));
         }
         let elected =
             super::wait_until(Duration::from_secs(60), Duration::from_millis(100), || {
@@ -185,6 +194,8 @@ impl Worker {
         let mut child = capfleet(dir)
             .args(["worker", "--nats", url])
             .args(extra)
+            // What it did with each run, for a failing test's message.
+            .env("CAPFLEET_LOG", "capfleet=info")
             .spawn()
             .expect("capfleet worker");
         let (_line, stderr) = started(&mut child, "pulling runs from", "capfleet worker");
