@@ -6,8 +6,8 @@
 //!    scaling ratio against one worker.
 //! 2. takeover: a worker `SIGKILL`ed mid-run (`--lease-ttl 3`): the time from the
 //!    kill to the other worker's `lease_taken` record (goal: at most the TTL + 1 s).
-//! 3. journal publish overhead: one run of a chatty session ([`LINES`] lines) on a
-//!    worker (its journal published to JetStream as it is written) against the same
+//! 3. journal publish overhead: one run of a session making [`LINES`] tool calls
+//!    (two records each) on a worker (its journal published to JetStream as it is written) against the same
 //!    fleet by `capfleet run` (local journal only): each run's span from its first
 //!    record to `run_ended` (the journals' own timestamps), and their ratio.
 //!
@@ -222,10 +222,13 @@ fn takeover(root: &Path) {
     let args = ["--lease-ttl", ttl.as_str()];
     let mut a = worker(&dir.join("a"), &url, &args);
     let id = submit(&work, &url);
+    // Under way as JetStream has it: the route to `b` published.
     wait(Duration::from_secs(60), || {
-        journals(&dir.join("a"))
-            .iter()
-            .any(|(r, j)| *r == id && has(j, "routed"))
+        let out = capfleet(&work)
+            .args(["log", "--nats", &url, "--json", &id])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).contains("\"to\":\"b\"")
     });
     let b = worker(&dir.join("b"), &url, &args);
     let _ = a.0.kill();
@@ -271,11 +274,12 @@ fn span(j: &[Value]) -> f64 {
 }
 
 fn overhead(root: &Path, lines: usize) {
-    println!("3. journal publish overhead: one session of {lines} lines");
+    println!("3. journal publish overhead: one session of {lines} tool calls (two records each)");
     let dir = root.join("overhead");
     let (_nats, url) = nats(&dir);
+    // A tool step is two records (its call and its result): text would be joined.
     let steps: Vec<String> = (0..lines)
-        .map(|i| format!("{{ say = \"line {i}\\n\" }}"))
+        .map(|i| format!("{{ tool = \"Read\", input = {{ path = \"f{i}\" }} }}"))
         .collect();
     let script = format!("[[turn]]\nsteps = [{}]\n", steps.join(", "));
     let local = dir.join("local");
@@ -296,6 +300,22 @@ fn overhead(root: &Path, lines: usize) {
             .any(|(r, j)| *r == id && has(j, "run_ended"))
     });
     let (_, wj) = journals(&dir.join("w")).pop().expect("the worker's run");
+    // The replica's lag: from the local `run_ended` until JetStream has every record.
+    let mut on_stream = 0;
+    wait(Duration::from_secs(60), || {
+        let out = capfleet(&work)
+            .args(["log", "--nats", &url, "--json", &id])
+            .output()
+            .unwrap();
+        on_stream = String::from_utf8_lossy(&out.stdout).lines().count();
+        on_stream >= wj.len()
+    });
+    let ended = wj
+        .iter()
+        .find(|r| r["type"] == "run_ended")
+        .and_then(|r| r["ts_ms"].as_u64())
+        .unwrap_or(0);
+    let lag = now_ms().saturating_sub(ended);
     drop(w);
     let (l, p) = (span(&lj), span(&wj));
     println!(
@@ -303,6 +323,9 @@ fn overhead(root: &Path, lines: usize) {
         lj.len(),
         wj.len(),
         p / l
+    );
+    println!(
+        "   all {on_stream} records on the stream at most {lag} ms after the run's end (polled)"
     );
 }
 
