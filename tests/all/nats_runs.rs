@@ -140,34 +140,87 @@ fn chain(marker: (&str, &str), ms: u64) -> (String, String) {
     (fleet, turn)
 }
 
+/// A run of [`chain`] (1.5 s turns) on NATS, for workers with `--lease-ttl` [`TTL`].
+struct Chain {
+    _dir: tempfile::TempDir,
+    d: std::path::PathBuf,
+    _nats: NatsServer,
+    url: String,
+    m: EnvMarker,
+    work: std::path::PathBuf,
+    max_runs: String,
+}
+
+/// The lease TTL of the takeover tests' workers (seconds).
+const TTL: u64 = 3;
+
+impl Chain {
+    fn new(label: &str, max_runs: usize) -> Chain {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().to_owned();
+        let nats = NatsServer::start();
+        let url = nats.url();
+        let m = EnvMarker::new(label);
+        let work = d.join("work");
+        std::fs::create_dir_all(&work).unwrap();
+        let (fleet, turn) = chain(m.pair(), 1500);
+        std::fs::write(work.join("fleet.toml"), fleet).unwrap();
+        std::fs::write(work.join("turn.toml"), turn).unwrap();
+        Chain {
+            _dir: dir,
+            d,
+            _nats: nats,
+            url,
+            m,
+            work,
+            max_runs: max_runs.to_string(),
+        }
+    }
+
+    fn worker(&self, name: &str) -> Worker {
+        let ttl = TTL.to_string();
+        let args = [
+            "--max-runs",
+            self.max_runs.as_str(),
+            "--lease-ttl",
+            ttl.as_str(),
+        ];
+        Worker::start(&self.d.join(name), &self.url, &args)
+    }
+
+    fn submit(&self) -> String {
+        submit(&self.work, &self.url, &[])
+    }
+
+    /// Wait until every run of `ids` is under way on `on`, as JetStream has it: a
+    /// delivery routed and published.
+    fn under_way(&self, ids: &[String], on: &Worker) {
+        assert!(
+            wait_until(Duration::from_secs(60), Duration::from_millis(100), || ids
+                .iter()
+                .all(
+                    |id| published(&self.work, &self.url, id).contains("\"type\":\"routed\"")
+                )),
+            "the runs did not get under way: {}",
+            on.stderr()
+        );
+    }
+}
+
+/// Whether `w`'s journal of run `id` has a record of type `kind` yet.
+fn has(w: &Worker, id: &str, kind: &str) -> bool {
+    w.runs()
+        .iter()
+        .any(|(run, j)| run == id && j.iter().any(|r| r["type"] == kind))
+}
+
 #[test]
 fn a_killed_workers_runs_are_taken_over_within_the_lease_ttl_and_complete_once() {
-    const TTL: u64 = 3;
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
-    let nats = NatsServer::start();
-    let url = nats.url();
-    let m = EnvMarker::new("nats-takeover");
-    let work = d.join("work");
-    std::fs::create_dir_all(&work).unwrap();
-    let (fleet, turn) = chain(m.pair(), 1500);
-    std::fs::write(work.join("fleet.toml"), fleet).unwrap();
-    std::fs::write(work.join("turn.toml"), turn).unwrap();
-    let ttl = TTL.to_string();
-    let args = ["--max-runs", "2", "--lease-ttl", ttl.as_str()];
-    let mut a = Worker::start(&d.join("a"), &url, &args);
-    let ids: Vec<String> = (0..2).map(|_| submit(&work, &url, &[])).collect();
-    // Both runs under way on `a`, as JetStream has them: a delivery routed in each.
-    assert!(
-        wait_until(Duration::from_secs(60), Duration::from_millis(100), || ids
-            .iter()
-            .all(
-                |id| published(&work, &url, id).contains("\"type\":\"routed\"")
-            )),
-        "the runs did not get under way on a: {}",
-        a.stderr()
-    );
-    let b = Worker::start(&d.join("b"), &url, &args);
+    let c = Chain::new("nats-takeover", 2);
+    let mut a = c.worker("a");
+    let ids: Vec<String> = (0..2).map(|_| c.submit()).collect();
+    c.under_way(&ids, &a);
+    let b = c.worker("b");
     // SAFETY: a signal to our own child.
     unsafe { libc::kill(a.child.id() as i32, libc::SIGKILL) };
     let killed = std::time::SystemTime::now()
@@ -175,15 +228,10 @@ fn a_killed_workers_runs_are_taken_over_within_the_lease_ttl_and_complete_once()
         .unwrap()
         .as_millis() as u64;
     wait_within(&mut a.child, Duration::from_secs(5));
-    let ended = |w: &Worker, id: &str| {
-        w.runs()
-            .iter()
-            .any(|(run, j)| run == id && j.iter().any(|r| r["type"] == "run_ended"))
-    };
     assert!(
         wait_until(Duration::from_secs(90), Duration::from_millis(100), || ids
             .iter()
-            .all(|id| ended(&b, id))),
+            .all(|id| has(&b, id, "run_ended"))),
         "the runs were not taken over and completed: {}",
         b.stderr()
     );
@@ -215,7 +263,7 @@ fn a_killed_workers_runs_are_taken_over_within_the_lease_ttl_and_complete_once()
         );
     }
     drop(b);
-    m.wait_gone(Duration::from_secs(10), "the sim agents");
+    c.m.wait_gone(Duration::from_secs(10), "the sim agents");
 }
 
 #[test]
@@ -294,53 +342,24 @@ fn a_cluster_that_loses_one_of_three_nodes_loses_no_run() {
 
 #[test]
 fn a_partitioned_worker_writes_nothing_more_to_a_run_taken_over() {
-    const TTL: u64 = 3;
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
-    let nats = NatsServer::start();
-    let url = nats.url();
-    let m = EnvMarker::new("nats-partition");
-    let work = d.join("work");
-    std::fs::create_dir_all(&work).unwrap();
-    let (fleet, turn) = chain(m.pair(), 1500);
-    std::fs::write(work.join("fleet.toml"), fleet).unwrap();
-    std::fs::write(work.join("turn.toml"), turn).unwrap();
-    let ttl = TTL.to_string();
-    let args = ["--max-runs", "1", "--lease-ttl", ttl.as_str()];
-    let a = Worker::start(&d.join("a"), &url, &args);
-    let id = submit(&work, &url, &[]);
-    // Under way on `a`, as JetStream has it: the first delivery routed and published.
-    assert!(
-        wait_until(Duration::from_secs(60), Duration::from_millis(100), || {
-            published(&work, &url, &id).contains("\"type\":\"routed\"")
-        }),
-        "the run did not get under way on a: {}",
-        a.stderr()
-    );
-    let b = Worker::start(&d.join("b"), &url, &args);
+    let c = Chain::new("nats-partition", 1);
+    let a = c.worker("a");
+    let id = c.submit();
+    c.under_way(std::slice::from_ref(&id), &a);
+    let b = c.worker("b");
     // `a` cut off: stopped past its lease's TTL, while `b` takes the run over.
     let pid = a.child.id() as i32;
     // SAFETY: signals to our own child.
     unsafe { libc::kill(pid, libc::SIGSTOP) };
-    let taken = |w: &Worker| {
-        w.runs()
-            .iter()
-            .any(|(run, j)| *run == id && j.iter().any(|r| r["type"] == "lease_taken"))
-    };
     let took = wait_until(Duration::from_secs(30), Duration::from_millis(50), || {
-        taken(&b)
+        has(&b, &id, "lease_taken")
     });
     // Let `a` go on (before any assertion, so that it is never left stopped).
     unsafe { libc::kill(pid, libc::SIGCONT) };
     assert!(took, "b did not take the run over: {}", b.stderr());
-    let ended = |w: &Worker| {
-        w.runs()
-            .iter()
-            .any(|(run, j)| *run == id && j.iter().any(|r| r["type"] == "run_ended"))
-    };
     assert!(
         wait_until(Duration::from_secs(60), Duration::from_millis(100), || {
-            ended(&b)
+            has(&b, &id, "run_ended")
         }),
         "b did not complete the run: {}",
         b.stderr()
@@ -355,7 +374,7 @@ fn a_partitioned_worker_writes_nothing_more_to_a_run_taken_over() {
         a.stderr()
     );
     std::thread::sleep(Duration::from_millis(500));
-    let published: Vec<String> = published(&work, &url, &id)
+    let published: Vec<String> = published(&c.work, &c.url, &id)
         .lines()
         .map(str::to_owned)
         .collect();
@@ -377,7 +396,7 @@ fn a_partitioned_worker_writes_nothing_more_to_a_run_taken_over() {
     );
     drop(a);
     drop(b);
-    m.wait_gone(Duration::from_secs(10), "the sim agents");
+    c.m.wait_gone(Duration::from_secs(10), "the sim agents");
 }
 
 #[test]
