@@ -86,6 +86,10 @@ enum Command {
     Serve(Box<cmd::serve::ServeArgs>),
     /// Submit a fleet to a `capfleet serve` (`--wait`: follow it, exit with its code).
     Submit(Box<cmd::submit::SubmitArgs>),
+    /// Take runs queued in NATS JetStream (`submit --nats`) and run them here (labels, leases, drain).
+    Worker(Box<cmd::worker::WorkerArgs>),
+    /// List the workers present in NATS: labels, runs held, last heartbeat; the queue's depth.
+    Workers(cmd::workers::WorkersArgs),
     /// Run the scripted simulator agent (stream-json or terminal UI).
     Sim(Box<sim::SimArgs>),
     /// Print a shell completion script: `capfleet completions bash > /etc/bash_completion.d/capfleet`.
@@ -106,7 +110,7 @@ pub(crate) fn main() -> ExitCode {
     if matches!(cli.command, Some(Command::Run(ref a)) if !a.dry_run)
         || matches!(
             cli.command,
-            Some(Command::Chat(_) | Command::Speak(_) | Command::Acp(_))
+            Some(Command::Chat(_) | Command::Speak(_) | Command::Acp(_) | Command::Worker(_))
         )
         || matches!(cli.command, Some(Command::Serve(ref a)) if a.command.is_none())
     {
@@ -137,6 +141,8 @@ pub(crate) fn main() -> ExitCode {
         Some(Command::Runs(args)) => cmd::runs::run(args, cli.color),
         Some(Command::Serve(args)) => cmd::serve::run(*args, cli.color),
         Some(Command::Submit(args)) => cmd::submit::run(*args, cli.color),
+        Some(Command::Worker(args)) => cmd::worker::run(*args, cli.color),
+        Some(Command::Workers(args)) => cmd::workers::run(args, cli.color),
         Some(Command::Diff(args)) => cmd::worktree::diff::run(args, cli.color),
         Some(Command::Merge(args)) => cmd::worktree::merge::run(args, cli.color),
         Some(Command::Clean(args)) => cmd::worktree::clean::run(args, cli.color),
@@ -164,7 +170,13 @@ fn drives_agents(command: Option<&Command>) -> bool {
     match command {
         Some(Command::Run(args)) => !args.dry_run,
         Some(Command::Serve(args)) => args.command.is_none(),
-        Some(Command::Chat(_) | Command::Speak(_) | Command::Acp(_) | Command::Sim(_)) => true,
+        Some(
+            Command::Chat(_)
+            | Command::Speak(_)
+            | Command::Acp(_)
+            | Command::Sim(_)
+            | Command::Worker(_),
+        ) => true,
         _ => false,
     }
 }

@@ -9,6 +9,7 @@ mod fleet;
 #[allow(clippy::print_stdout)]
 mod human;
 mod logging;
+mod nats;
 mod notify;
 mod shipped;
 mod signals;

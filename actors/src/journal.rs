@@ -30,7 +30,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
 use crate::error::JournalOpen;
@@ -48,6 +48,8 @@ pub struct JournalSpec {
     pub path: PathBuf,
     /// Past this many bytes, text bodies are cut (with a `journal_cut` record).
     pub max_bytes: u64,
+    /// A copy of the journal kept elsewhere, told of every flush.
+    pub replica: Option<ReplicaHook>,
 }
 
 impl From<PathBuf> for JournalSpec {
@@ -55,9 +57,39 @@ impl From<PathBuf> for JournalSpec {
         JournalSpec {
             path,
             max_bytes: DEFAULT_MAX_BYTES,
+            replica: None,
         }
     }
 }
+
+/// A replica of the journal kept elsewhere (another host's copy of a distributed
+/// run), told after each flush how many bytes this writer has written and synced; it
+/// reads the new lines from the file at its own pace. A `watch` never blocks the
+/// writer and never grows: a slow replica reads a longer stretch at its next turn,
+/// so the journal neither waits for it nor loses a record because of it. The
+/// engine knows nothing of where the copy goes.
+#[derive(Debug, Clone)]
+pub struct ReplicaHook(watch::Sender<u64>);
+
+impl ReplicaHook {
+    /// A hook, and the receiver its replica watches.
+    pub fn new() -> (ReplicaHook, watch::Receiver<u64>) {
+        let (tx, rx) = watch::channel(0);
+        (ReplicaHook(tx), rx)
+    }
+
+    fn synced(&self, bytes: u64) {
+        self.0.send_replace(bytes);
+    }
+}
+
+impl PartialEq for ReplicaHook {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.same_channel(&other.0)
+    }
+}
+
+impl Eq for ReplicaHook {}
 
 /// The journal's start arguments: its spec and where a failed write is reported.
 #[derive(Debug, Clone)]

@@ -48,10 +48,17 @@ pub(crate) struct LogArgs {
     /// The directory the run was started from (default: the current directory).
     #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,
+    /// Read the run's journal from NATS JetStream (a run queued with `submit --nats`),
+    /// from any host.
+    #[command(flatten)]
+    pub nats: crate::nats::NatsArgs,
 }
 
 pub(crate) fn run(args: LogArgs, color: ColorChoice) -> ExitCode {
     let err = Style::for_stderr(color);
+    if let Some(urls) = args.nats.urls.clone() {
+        return from_nats(&args, &urls, color);
+    }
     let base = args.dir.clone().unwrap_or_else(|| PathBuf::from("."));
     let run = match RunDir::find(&base, &args.run) {
         Ok(run) => run,
@@ -258,6 +265,59 @@ fn print_record(
     }
     writeln!(out, "{}", line(&rec, style))?;
     Ok(ended)
+}
+
+/// `capfleet log --nats URL RUN`: the run's journal as JetStream has it (what its
+/// workers have published so far), printed as a local one is.
+fn from_nats(args: &LogArgs, urls: &str, color: ColorChoice) -> ExitCode {
+    let err = Style::for_stderr(color);
+    if args.follow || args.session.is_some() {
+        eprintln!(
+            "{} --nats reads the journal as published so far: without --follow or --session",
+            err.err("error:")
+        );
+        return ExitCode::from(2);
+    }
+    let runtime = match crate::cmd::one_session::runtime() {
+        Ok(rt) => rt,
+        Err(code) => return code,
+    };
+    let replayed = runtime.block_on(async {
+        let nats = args.nats.connect(urls, "capfleet-log").await?;
+        nats.replay(&args.run, args.nats.replicas).await
+    });
+    let records = match replayed {
+        Ok((records, _)) => records,
+        Err(e) => {
+            eprintln!("{} {e}", err.err("error:"));
+            return ExitCode::from(1);
+        }
+    };
+    if records.is_empty() {
+        eprintln!(
+            "{} no journal of run `{}` in NATS (not started yet, or no such run)",
+            err.err("error:"),
+            args.run
+        );
+        return ExitCode::from(2);
+    }
+    let style = Style::for_stdout(color);
+    let mut out = std::io::stdout().lock();
+    for r in &records {
+        let text = String::from_utf8_lossy(r);
+        let printed = if args.json {
+            writeln!(out, "{text}")
+        } else {
+            match serde_json::from_str::<Value>(&text) {
+                Ok(Value::Object(rec)) => writeln!(out, "{}", line(&rec, style)),
+                _ => writeln!(out, "{text}"),
+            }
+        };
+        if printed.is_err() {
+            break;
+        }
+    }
+    ExitCode::SUCCESS
 }
 
 /// One record as a readable line: time, session, turn, kind, summary.

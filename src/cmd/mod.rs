@@ -13,4 +13,6 @@ pub(crate) mod serve;
 pub(crate) mod speak;
 pub(crate) mod submit;
 pub(crate) mod unattended;
+pub(crate) mod worker;
+pub(crate) mod workers;
 pub(crate) mod worktree;

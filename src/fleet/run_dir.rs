@@ -92,6 +92,28 @@ impl RunDir {
         }
     }
 
+    /// Make the directory of run `id` (an id made elsewhere: a queued run's) under
+    /// `base/.capfleet/runs`; an existing one is an error.
+    pub(crate) fn create_named(base: &Path, id: &str) -> Result<RunDir, RunDirError> {
+        let runs = base.join(RUNS_DIR);
+        let path = runs.join(id);
+        std::fs::create_dir_all(&runs)
+            .and_then(|()| std::fs::create_dir(&path))
+            .map_err(|source| RunDirError::Io {
+                path: path.clone(),
+                source,
+            })?;
+        Ok(RunDir {
+            id: id.to_owned(),
+            path,
+        })
+    }
+
+    /// A new run id, for a run whose directory another process makes.
+    pub(crate) fn new_id() -> String {
+        run_id(SystemTime::now(), random_suffix())
+    }
+
     /// The run `id` (or [`LATEST`]) under `base/.capfleet/runs`.
     pub(crate) fn find(base: &Path, id: &str) -> Result<RunDir, RunDirError> {
         let runs = base.join(RUNS_DIR);

@@ -39,6 +39,7 @@ mod interop_claude_stream;
 mod live_view;
 mod log;
 mod missing_agent;
+mod nats_runs;
 mod nested_fleet;
 mod notify;
 mod observability;

@@ -263,7 +263,12 @@ impl Writer {
             Err(e) => Err(e),
         };
         match synced {
-            Ok(()) => (self.tally.records, self.tally.bytes) = self.written,
+            Ok(()) => {
+                (self.tally.records, self.tally.bytes) = self.written;
+                if let Some(replica) = &self.spec.replica {
+                    replica.synced(self.tally.bytes);
+                }
+            }
             Err(e) => self.fail(e, 0),
         }
     }

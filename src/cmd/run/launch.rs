@@ -1,18 +1,21 @@
-//! What `capfleet run` and `capfleet serve` share to run a validated fleet: the
-//! engine's [`RunSpec`] built from the fleet and its run directory, and the exit code
-//! a run's report maps to.
+//! What `capfleet run`, `capfleet serve` and `capfleet worker` share to run a
+//! validated fleet: the engine's [`RunSpec`] built from the fleet and its run
+//! directory, the exit code a run's report maps to, and ([`in_process`]) a run
+//! driven to its end on the caller's runtime (serve's and a worker's runs).
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use capfleet_actors::answerer::HumanQuestion;
 use capfleet_actors::budget::BudgetLimits;
-use capfleet_actors::events::{RunOutcome, Signal, urn};
-use capfleet_actors::journal::JournalSpec;
-use capfleet_actors::run::{Resume, RunReport, RunSpec, RunTelemetry, WorkspacePhase};
+use capfleet_actors::events::{Published, RunOutcome, Signal, urn};
+use capfleet_actors::journal::{JournalSpec, ReplicaHook};
+use capfleet_actors::run::{
+    Resume, RunReport, RunSpec, RunTelemetry, Stop, WorkspacePhase, run_fleet_stoppable,
+};
 use tokio::sync::mpsc;
 
-use super::{EXIT_BUDGET, EXIT_INTERRUPTED, EXIT_SESSION_FAILED};
+use super::{EXIT_BUDGET, EXIT_INTERRUPTED, EXIT_SESSION_FAILED, workspaces};
 use crate::fleet::{Fleet, OnError, RunDir};
 
 /// What a run gets beside its fleet and directory.
@@ -44,6 +47,7 @@ pub(crate) fn run_spec(fleet: &Fleet, run: &RunDir, launch: Launch) -> RunSpec {
         journal: Some(JournalSpec {
             path: run.journal(),
             max_bytes: fleet.journal_max_bytes,
+            replica: None,
         }),
         human: launch.human,
         research: fleet.research.clone(),
@@ -62,5 +66,84 @@ pub(crate) fn exit_code(r: &RunReport) -> u8 {
         RunOutcome::SessionFailed | RunOutcome::DiskFailed => EXIT_SESSION_FAILED,
         RunOutcome::BudgetExceeded => EXIT_BUDGET,
         RunOutcome::Interrupted => r.signal.map_or(EXIT_INTERRUPTED, Signal::exit_code),
+    }
+}
+
+/// What a run driven in process gets beside its fleet and directory.
+pub(crate) struct InProcess {
+    pub human: Option<mpsc::Sender<HumanQuestion>>,
+    pub telemetry: RunTelemetry,
+    /// A run continued from its journal.
+    pub resume: Option<Resume>,
+    /// The workspaces the run provisioned here before are reused as they are
+    /// (a resume on the same host); otherwise they are provisioned.
+    pub reuse_workspaces: bool,
+    /// Subscribers to every event of the run.
+    pub taps: Vec<mpsc::Sender<Published>>,
+    pub stops: mpsc::Receiver<Stop>,
+    /// A copy of the journal kept elsewhere (a worker's, in NATS), told of each flush.
+    pub replica: Option<ReplicaHook>,
+}
+
+/// How a run driven in process ended.
+#[derive(Debug, Clone)]
+pub(crate) struct Ended {
+    /// The engine's outcome; none when the run failed before its router ran.
+    pub outcome: Option<RunOutcome>,
+    pub code: u8,
+    /// The fleet's spend (the budget actor's sum).
+    pub spent_usd: Option<f64>,
+    /// Why it failed before or outside the engine (a workspace not made).
+    pub error: Option<String>,
+}
+
+/// Provision the workspaces of `fleet` in `run` (or reuse them), then run it
+/// to its end or a stop. A run that fails before its router runs has its journal
+/// ended here (`run_ended`, exit code 1), so that every run's journal ends.
+pub(crate) async fn in_process(fleet: &mut Fleet, run: &RunDir, with: InProcess) -> Ended {
+    let prepared = if with.reuse_workspaces {
+        workspaces::reuse(fleet, run, false)
+    } else {
+        workspaces::prepare(fleet, run, false).await
+    };
+    let workspace = match prepared {
+        Ok(w) => w,
+        Err(e) => return failed(run, format!("cannot provision the workspaces: {e}")),
+    };
+    let mut spec = run_spec(
+        fleet,
+        run,
+        Launch {
+            human: with.human,
+            telemetry: with.telemetry,
+            workspace,
+            resume: with.resume,
+        },
+    );
+    if let Some(journal) = spec.journal.as_mut() {
+        journal.replica = with.replica;
+    }
+    match run_fleet_stoppable(spec, with.taps, with.stops).await {
+        Ok(r) => Ended {
+            outcome: Some(r.outcome),
+            code: exit_code(&r),
+            spent_usd: Some(r.budget.total.cost_usd),
+            error: None,
+        },
+        Err(e) => failed(run, e.to_string()),
+    }
+}
+
+/// A run that failed outside the engine: said, and its journal ended.
+fn failed(run: &RunDir, reason: String) -> Ended {
+    tracing::error!(run = %run.id, "{reason}");
+    if let Err(e) = run.record_end(EXIT_SESSION_FAILED) {
+        tracing::error!(run = %run.id, "{e}");
+    }
+    Ended {
+        outcome: None,
+        code: EXIT_SESSION_FAILED,
+        spent_usd: None,
+        error: Some(reason),
     }
 }

@@ -74,6 +74,10 @@ capfleet's own A2A binding does): without it a request is refused with -32008, u
   capfleet serve --expose claude-code --expose-fleet review.toml --token-file tokens.txt
       two A2A peers: /a2a/claude-code/ and /a2a/<review's fleet name>/
 
+Distributed runs: with --nats URL[,URL...] a submission is validated here and queued in \
+NATS JetStream (201, state `queued`, the run's id at once) for `capfleet worker`s to \
+run; its `cwd` is a directory on the worker.
+
 Stopping: SIGTERM or SIGINT stops accepting (submit 503, /readyz 503), lets the runs \
 finish for --drain-timeout, then cancels them (journaled as cancelled by shutdown) and \
 exits 0 with no agent left; a second signal cancels them at once.
@@ -136,6 +140,10 @@ pub(crate) struct ServeArgs {
     /// Needs traces exported (`--otlp`).
     #[arg(long = "trace-ui", value_name = "URL")]
     pub trace_ui: Option<String>,
+    /// With --nats, `POST /v1/runs` queues the run in NATS JetStream for `capfleet
+    /// worker`s instead of running it here.
+    #[command(flatten)]
+    pub nats: crate::nats::NatsArgs,
     #[command(flatten)]
     pub notify: crate::notify::NotifyArgs,
     #[command(flatten)]

@@ -10,14 +10,14 @@ use std::sync::Arc;
 use capfleet_actors::answerer::HumanQuestion;
 use capfleet_actors::events::trace::{adopt_parent, traceparent};
 use capfleet_actors::events::{Published, RunOutcome, SUBSCRIBER_CAPACITY};
-use capfleet_actors::run::{RunTelemetry, run_fleet_stoppable};
+use capfleet_actors::run::RunTelemetry;
 use tokio::sync::mpsc;
 use tracing::Instrument as _;
 
 use super::asks;
 use super::state::{Pending, RunState, Server, now_ms};
-use crate::cmd::run::launch::{self, Launch};
-use crate::cmd::run::{EXIT_SESSION_FAILED, view, workspaces};
+use crate::cmd::run::launch::{self, InProcess};
+use crate::cmd::run::view;
 use crate::notify::{Notifier, notices};
 
 /// How long a run's own webhook may go on delivering after the run's end.
@@ -66,70 +66,48 @@ async fn drive(server: Arc<Server>, pending: Pending) {
         &server.metrics.notify,
     );
     let notifier = server.notifier.and(&own);
-    let ended = match workspaces::prepare(&mut fleet, &run, false).await {
-        Err(e) => {
-            let reason = format!("cannot provision the workspaces: {e}");
-            tracing::error!(run = %entry.id, "{reason}");
-            if let Err(e) = run.record_end(EXIT_SESSION_FAILED) {
-                tracing::error!(run = %entry.id, "{e}");
-            }
-            entry.update(|p| p.error = Some(reason));
-            (None, EXIT_SESSION_FAILED, None)
-        }
-        Ok(workspace) => {
-            let RunHooks { subscribers, human } = hooks;
-            let human = (!fleet.auto_answer).then(|| {
-                human.unwrap_or_else(|| {
-                    let (tx, rx) = mpsc::channel(16);
-                    let timeout = fleet.ask_timeout.unwrap_or(server.ask_timeout);
-                    let to = asks::Notify {
-                        notifier: notifier.clone(),
-                        run: entry.id.clone(),
-                        fleet: entry.fleet.clone(),
-                    };
-                    tokio::spawn(asks::take(entry.asks.clone(), rx, timeout, to));
-                    tx
-                })
-            });
-            let spec = launch::run_spec(
-                &fleet,
-                &run,
-                Launch {
-                    human,
-                    telemetry: RunTelemetry {
-                        metrics: Some(server.fleet_metrics.clone()),
-                        // The run's span is under `serve.run`, which continues the
-                        // submitter's trace (`spawn`).
-                        traceparent: None,
-                    },
-                    workspace,
-                    resume: None,
-                },
-            );
-            let (tx, rx) = mpsc::channel(SUBSCRIBER_CAPACITY);
-            let tally = tokio::spawn(tally(entry.clone(), rx, notifier.clone()));
-            let mut taps = vec![tx];
-            taps.extend(subscribers);
-            let report = run_fleet_stoppable(spec, taps, stops).await;
-            let _tallied = tally.await;
-            match report {
-                Ok(r) => (
-                    Some(r.outcome),
-                    launch::exit_code(&r),
-                    Some(r.budget.total.cost_usd),
-                ),
-                Err(e) => {
-                    tracing::error!(run = %entry.id, "{e}");
-                    if let Err(e) = run.record_end(EXIT_SESSION_FAILED) {
-                        tracing::error!(run = %entry.id, "{e}");
-                    }
-                    entry.update(|p| p.error = Some(e.to_string()));
-                    (None, EXIT_SESSION_FAILED, None)
-                }
-            }
-        }
-    };
-    let (outcome, code, spent) = ended;
+    let RunHooks { subscribers, human } = hooks;
+    let human = (!fleet.auto_answer).then(|| {
+        human.unwrap_or_else(|| {
+            let (tx, rx) = mpsc::channel(16);
+            let timeout = fleet.ask_timeout.unwrap_or(server.ask_timeout);
+            let to = asks::Notify {
+                notifier: notifier.clone(),
+                run: entry.id.clone(),
+                fleet: entry.fleet.clone(),
+            };
+            tokio::spawn(asks::take(entry.asks.clone(), rx, timeout, to));
+            tx
+        })
+    });
+    let (tx, rx) = mpsc::channel(SUBSCRIBER_CAPACITY);
+    let tally = tokio::spawn(tally(entry.clone(), rx, notifier.clone()));
+    let mut taps = vec![tx];
+    taps.extend(subscribers);
+    let ended = launch::in_process(
+        &mut fleet,
+        &run,
+        InProcess {
+            human,
+            telemetry: RunTelemetry {
+                metrics: Some(server.fleet_metrics.clone()),
+                // The run's span is under `serve.run`, which continues the
+                // submitter's trace (`spawn`).
+                traceparent: None,
+            },
+            resume: None,
+            reuse_workspaces: false,
+            taps,
+            stops,
+            replica: None,
+        },
+    )
+    .await;
+    let _tallied = tally.await;
+    if let Some(reason) = &ended.error {
+        entry.update(|p| p.error = Some(reason.clone()));
+    }
+    let (outcome, code, spent) = (ended.outcome, ended.code, ended.spent_usd);
     entry.asks.withdraw_all();
     // The journal is complete: the run's lock goes before the run counts as ended.
     drop(lock);

@@ -20,7 +20,7 @@ pub(crate) mod auth;
 mod changes;
 mod console;
 mod driver;
-mod error;
+pub(crate) mod error;
 mod events;
 mod extract;
 #[cfg(test)]
@@ -30,7 +30,7 @@ mod metrics;
 mod overview;
 mod routes;
 mod state;
-mod submission;
+pub(crate) mod submission;
 mod sweep;
 mod validate;
 mod view;
@@ -158,6 +158,8 @@ enum StartError {
     },
     #[error("{0}")]
     Notify(String),
+    #[error("{0}")]
+    Nats(#[from] crate::nats::NatsError),
     #[error("--addr {addr}: cannot listen: {source}")]
     Listen {
         addr: SocketAddr,
@@ -242,6 +244,11 @@ async fn bind(
         .trace_ui
         .as_deref()
         .map(|u| u.trim_end_matches('/').to_owned());
+    if let Some(urls) = &args.nats.urls {
+        let nats = args.nats.connect(urls, "capfleet-serve").await?;
+        nats.runs_stream(args.nats.replicas).await?;
+        server.queue = Some((nats, args.nats.replicas));
+    }
     let (notifier, workers) = Notifier::start(hook.into_iter().collect(), &server.metrics.notify);
     server.notifier = notifier;
     let server = Arc::new(server);

@@ -27,6 +27,7 @@ use super::state::{Admission, Cancelled, Pending, RunState, Server};
 use super::submission::{FLEET_FILE, INPUT_DIR, Submission};
 use super::view::{Created, Links, RunPage, RunView, Status};
 use super::{api, artifacts, changes, console, driver, events, graph, overview, validate};
+use crate::cmd::submit::queue::QueueError;
 use crate::fleet::RunDir;
 
 /// Runs listed per page by default, and at most.
@@ -204,6 +205,42 @@ async fn metrics(State(server): State<Arc<Server>>) -> Response {
     ([(header::CONTENT_TYPE, METRICS_TYPE)], text).into_response()
 }
 
+/// With `--nats`: the validated submission queued in JetStream for the workers.
+async fn queue(
+    server: &Server,
+    nats: &crate::nats::Nats,
+    replicas: usize,
+    submission: &Submission,
+    headers: &HeaderMap,
+    caller: &Caller,
+) -> Result<Response, ApiError> {
+    let traceparent = headers
+        .get("traceparent")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let queued = crate::cmd::submit::queue::enqueue(nats, replicas, submission, &[], traceparent)
+        .await
+        .map_err(|e| {
+            server.metrics.submitted("invalid");
+            match e {
+                QueueError::Invalid(e) => e,
+                QueueError::Labels(e) => ApiError::BadRequest(e.to_string()),
+                QueueError::Nats(e) => ApiError::Internal(e.to_string()),
+            }
+        })?;
+    server.metrics.submitted("queued");
+    tracing::info!(run = %queued.id, fleet = %queued.fleet, by = %caller.name, subject = %queued.subject, "run queued in NATS");
+    let created = Created {
+        links: Links::of(&queued.id),
+        id: queued.id,
+        fleet: queued.fleet,
+        state: RunState::Queued,
+        queue_position: None,
+        warnings: queued.warnings,
+    };
+    Ok(json_response(StatusCode::CREATED, &created))
+}
+
 /// Submit a fleet: validated as `run --dry-run` does, then run now, queued, or refused.
 #[utoipa::path(post, path = "/v1/runs", operation_id = "submit_run", tag = "runs",
     request_body(description = "A fleet.toml, or JSON with the fleet's text, a task and files beside it",
@@ -232,6 +269,9 @@ async fn submit(
         return Err(refused("draining", ApiError::Draining));
     }
     let submission = Submission::parse(&headers, &body).map_err(|e| refused("invalid", e))?;
+    if let Some((nats, replicas)) = &server.queue {
+        return queue(&server, nats, *replicas, &submission, &headers, &caller).await;
+    }
     let cwd = submission
         .cwd(&server.allow_roots)
         .map_err(|e| refused("invalid", e))?;

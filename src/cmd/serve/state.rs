@@ -199,6 +199,8 @@ pub(crate) struct Server {
     pub trace_ui: Option<String>,
     pub fleet_metrics: Metrics,
     pub metrics: ServerMetrics,
+    /// With `--nats`: where submissions are queued (and the streams' replicas).
+    pub queue: Option<(crate::nats::Nats, usize)>,
     table: Mutex<Table>,
     /// The number of runs running or queued, for the drain to wait on.
     busy: watch::Sender<usize>,
@@ -222,6 +224,7 @@ impl Server {
             trace_ui: None,
             fleet_metrics,
             metrics: ServerMetrics::new(),
+            queue: None,
             table: Mutex::new(Table::default()),
             busy: watch::Sender::new(0),
         }

@@ -9,7 +9,7 @@ use std::path::{Component, Path, PathBuf};
 
 use axum::http::HeaderMap;
 use axum::http::header::CONTENT_TYPE;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::error::{ApiError, Finding};
@@ -21,7 +21,7 @@ pub(crate) const INPUT_DIR: &str = "input";
 pub(crate) const FLEET_FILE: &str = "fleet.toml";
 
 /// What a client submitted.
-#[derive(Debug, Default, Deserialize, ToSchema)]
+#[derive(Debug, Default, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct Submission {
     /// The fleet.toml's text.
@@ -63,6 +63,20 @@ impl Submission {
                 .map_err(|e| ApiError::BadRequest(format!("the JSON body: {e}")))?,
             other => return Err(ApiError::UnsupportedMedia(other.to_owned())),
         };
+        s.checked()
+    }
+
+    /// A submission carried as JSON by other means (a queued run's message), checked
+    /// as a request's body is.
+    pub(crate) fn from_json(value: serde_json::Value) -> Result<Submission, ApiError> {
+        let s: Submission = serde_json::from_value(value)
+            .map_err(|e| ApiError::BadRequest(format!("the submission: {e}")))?;
+        s.checked()
+    }
+
+    /// Refuse a task read from a file and a file outside the input directory.
+    fn checked(self) -> Result<Submission, ApiError> {
+        let s = self;
         if s.task.as_deref().is_some_and(|t| t.starts_with('@')) {
             return Err(ApiError::BadRequest(
                 "`task` is the task's text (a file reference `@…` is read on the server only from `files`, through the fleet's own `task`)".into(),
@@ -119,13 +133,23 @@ impl Submission {
         Ok(())
     }
 
+    /// Load and validate the fleet written into `input` without looking for its
+    /// agents (a submitter's check of a fleet that runs on another host).
+    pub(crate) async fn load_fleet(
+        &self,
+        input: &Path,
+        cwd: Option<&Path>,
+    ) -> Result<Loaded, ApiError> {
+        let path = input.join(FLEET_FILE);
+        fleet::load_in(&path, self.task.as_deref(), cwd)
+            .await
+            .map_err(|errors| ApiError::InvalidFleet(findings(&errors, input)))
+    }
+
     /// Load and validate the fleet written into `input`; a missing agent is a
     /// finding too (nothing would spawn).
     pub(crate) async fn load(&self, input: &Path, cwd: Option<&Path>) -> Result<Loaded, ApiError> {
-        let path = input.join(FLEET_FILE);
-        let loaded = fleet::load_in(&path, self.task.as_deref(), cwd)
-            .await
-            .map_err(|errors| ApiError::InvalidFleet(findings(&errors, input)))?;
+        let loaded = self.load_fleet(input, cwd).await?;
         let missing: Vec<Finding> = loaded
             .fleet
             .specs()

@@ -6,6 +6,7 @@
 //! --server URL` ([`remote_runs`]) lists a server's runs.
 
 mod client;
+pub(crate) mod queue;
 
 use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
@@ -17,12 +18,16 @@ use reqwest::Method;
 use serde_json::{Map, Value, json};
 
 use crate::cmd::run::{EXIT_INTERRUPTED, EXIT_INVALID, EXIT_SESSION_FAILED};
+use crate::nats::NatsArgs;
 use crate::style::{ColorChoice, Style};
 use client::{Client, ClientError};
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
 Examples:
+  capfleet submit fleet.toml --nats nats://10.0.0.5:4222 --label gpu
+      queue the run in NATS JetStream for a `capfleet worker` with the label gpu; \
+prints the run id at once
   CAPFLEET_TOKEN=... capfleet submit fleet.toml --server http://build:7878 --wait
       submit, follow the run's events, exit with the run's exit code
   capfleet submit fleet.toml --server http://127.0.0.1:7878 --json
@@ -43,8 +48,19 @@ pub(crate) struct SubmitArgs {
     #[arg(value_name = "FLEET.toml")]
     pub fleet: PathBuf,
     /// The server's base URL (e.g. http://127.0.0.1:7878).
-    #[arg(long, value_name = "URL")]
-    pub server: String,
+    #[arg(
+        long,
+        value_name = "URL",
+        required_unless_present = "urls",
+        conflicts_with = "urls"
+    )]
+    pub server: Option<String>,
+    /// Queue the run in NATS JetStream instead, for `capfleet worker`s to take.
+    #[command(flatten)]
+    pub nats: NatsArgs,
+    /// A label the worker that runs it must have (with --nats).
+    #[arg(long = "label", value_name = "LABEL", requires = "urls")]
+    pub labels: Vec<String>,
     /// The environment variable holding the bearer token.
     #[arg(long, value_name = "VAR", default_value = "CAPFLEET_TOKEN")]
     pub token_env: String,
@@ -59,7 +75,7 @@ pub(crate) struct SubmitArgs {
     #[arg(long, value_name = "DIR")]
     pub cwd: Option<String>,
     /// Follow the run to its end and exit with its exit code.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "urls")]
     pub wait: bool,
     /// Machine-readable output: the server's answers and every record as NDJSON.
     #[arg(long)]
@@ -91,7 +107,12 @@ async fn submit(args: SubmitArgs, color: ColorChoice) -> ExitCode {
             return ExitCode::from(EXIT_INVALID);
         }
     };
-    let client = match Client::new(&args.server, token(&args.token_env)) {
+    let server = match (&args.server, &args.nats.urls) {
+        (Some(server), _) => server,
+        (None, Some(urls)) => return queue::submit(&args, urls, body, err).await,
+        (None, None) => return ExitCode::from(EXIT_INVALID),
+    };
+    let client = match Client::new(server, token(&args.token_env)) {
         Ok(c) => c,
         Err(e) => return failed(&e, err),
     };
@@ -104,8 +125,7 @@ async fn submit(args: SubmitArgs, color: ColorChoice) -> ExitCode {
         .as_u64()
         .map_or_else(String::new, |p| format!(", position {p} in the queue"));
     eprintln!(
-        "capfleet: run {id} submitted to {} ({}{position})",
-        args.server,
+        "capfleet: run {id} submitted to {server} ({}{position})",
         created["state"].as_str().unwrap_or("?")
     );
     if args.json {

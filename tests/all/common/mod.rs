@@ -21,6 +21,8 @@
 //!   RAII handle, plus a tiny blocking HTTP client.
 //! - [`chat_json`]: any prepared `capfleet chat --json` command run to the end
 //!   (bounded, optional SIGINT and stdin), its NDJSON read.
+//! - [`nats`]: the real `nats-server` (one JetStream node) and `capfleet worker`s
+//!   pulling runs from it, `capfleet submit --nats`.
 //! - [`otel`]: an in-process OTLP collector and the span tree it received.
 //! - [`peers`]: the pinned third-party peers (`tests/support/install_peers.sh`)
 //!   and their offline environment (`tests/support/peer_env.sh`).
@@ -51,6 +53,7 @@ pub(crate) mod disk;
 pub(crate) mod durable;
 pub(crate) mod expose;
 pub(crate) mod fake_llm;
+pub(crate) mod nats;
 pub(crate) mod otel;
 pub(crate) mod peers;
 pub(crate) mod phoenix;

@@ -1,0 +1,280 @@
+//! One queued run on this worker: its directory `.capfleet/runs/<run-id>/` (the id
+//! the submitter gave it), the submission written into `input/` and validated as
+//! `serve` validates a `POST /v1/runs` body (`crate::cmd::serve::submission`), then
+//! run to its end on the engine `serve` runs submissions on
+//! (`crate::cmd::run::launch::in_process`), with nobody to ask (the policy's open
+//! questions are answered fail-safe), its journal published as it is written
+//! (`crate::nats::replica`).
+//!
+//! A run whose journal JetStream already has (its worker died, or lost its lease) is
+//! taken over: the journal replayed from the stream into this worker's run directory,
+//! then gone on with as `run --resume` does (its checks and recovery: no route twice,
+//! the budget kept), a `lease_taken` record first, which also fences the old worker
+//! out of the replicated journal. One that had ended is left as it is. A submission
+//! no worker could run ends its journal with the reason.
+
+use capfleet_actors::events::RunOutcome;
+use capfleet_actors::events::trace::adopt_parent;
+use capfleet_actors::run::{RunTelemetry, Stop};
+use capfleet_actors::workspace::record::RECORD_FILE;
+use tokio::sync::{mpsc, watch};
+use tracing::Instrument as _;
+
+use super::Worker;
+use crate::cmd::run::launch::{self, InProcess};
+use crate::cmd::run::resume::{self, Verdict};
+use crate::cmd::run::{EXIT_INVALID, EXIT_SESSION_FAILED};
+use crate::cmd::serve::error::ApiError;
+use crate::cmd::serve::submission::{FLEET_FILE, INPUT_DIR, Submission};
+use crate::fleet::RunDir;
+use crate::fleet::run_dir::RUNS_DIR;
+use crate::nats::queue::RunMessage;
+use crate::nats::replica::{Ended, Replica};
+
+/// Whether a run's outcome is journaled (then it may be acked).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Outcome {
+    Journaled,
+    NotJournaled,
+}
+
+/// Run `m` to its end (or until `stops` says, or `fence` is set).
+pub(super) async fn execute(
+    worker: &Worker,
+    m: &RunMessage,
+    stops: mpsc::Receiver<Stop>,
+    fence: watch::Sender<bool>,
+) -> Outcome {
+    let span = tracing::info_span!("worker.run", cap.run.id = %m.id, worker = %worker.name);
+    if let Some(tp) = &m.traceparent {
+        adopt_parent(&span, tp);
+    }
+    run(worker, m, stops, fence).instrument(span).await
+}
+
+/// A run id that names a directory inside the runs directory and nothing else.
+fn plain_id(id: &str) -> bool {
+    (1..=64).contains(&id.len())
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+}
+
+async fn run(
+    worker: &Worker,
+    m: &RunMessage,
+    stops: mpsc::Receiver<Stop>,
+    fence: watch::Sender<bool>,
+) -> Outcome {
+    use Outcome::{Journaled, NotJournaled};
+    if !plain_id(&m.id) {
+        // Nowhere to journal it: dropped, said.
+        tracing::error!(run = %m.id, "a queued run whose id is no plain name: dropped");
+        return Journaled;
+    }
+    // What JetStream has of the run's journal (nothing for a new run).
+    let (records, last_seq) = match worker.nats.replay(&m.id, worker.replicas).await {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::error!(run = %m.id, "{e}");
+            return NotJournaled;
+        }
+    };
+    let path = worker.dir.join(RUNS_DIR).join(&m.id);
+    let here = path.is_dir();
+    let again = here || !records.is_empty();
+    let run = if here {
+        RunDir {
+            id: m.id.clone(),
+            path,
+        }
+    } else {
+        match RunDir::create_named(&worker.dir, &m.id) {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::error!(run = %m.id, "{e}");
+                return NotJournaled;
+            }
+        }
+    };
+    let input = run.path.join(INPUT_DIR);
+    let submission = match Submission::from_json(m.submission.clone()) {
+        Ok(s) => s,
+        Err(e) => return refuse(worker, &run, &e),
+    };
+    if !here && let Err(e) = submission.write(&input) {
+        return refuse(worker, &run, &e);
+    }
+    let fleet_file = input.join(FLEET_FILE);
+    if !here && again {
+        // Taken over: the journal as the stream has it, and what a resume needs.
+        tracing::info!(run = %m.id, records = records.len(), "taking the run over: its journal replayed from JetStream");
+        let written = write_journal(&run, &records).and_then(|()| {
+            resume::remember_fleet(&run, &fleet_file, submission.task.clone(), false)
+                .map_err(|e| e.to_string())
+        });
+        if let Err(e) = written {
+            return end(&run, EXIT_SESSION_FAILED, &e);
+        }
+    }
+    let loaded = match submission.cwd(&worker.allow_roots) {
+        Ok(cwd) => submission.load(&input, cwd.as_deref()).await,
+        Err(e) => Err(e),
+    };
+    let loaded = match loaded {
+        Ok(l) => l,
+        Err(e) => return refuse(worker, &run, &e),
+    };
+    let (lock, resume) = if again {
+        let checked = resume::open_in(&worker.dir, &run.id)
+            .and_then(|opened| resume::check(&opened, &loaded.fleet.name, false));
+        match checked {
+            Ok(Verdict::Go { lock, resume }) => {
+                tracing::info!(
+                    run = %run.id,
+                    records = resume.recovered.tail.records,
+                    "resuming the run from its journal"
+                );
+                (lock, Some(*resume))
+            }
+            Ok(Verdict::Ended(outcome)) => {
+                tracing::info!(run = %run.id, %outcome, "the run had ended");
+                return Journaled;
+            }
+            Err(e) => return end(&run, EXIT_SESSION_FAILED, &e.to_string()),
+        }
+    } else {
+        let lock = match run.lock(&fleet_file) {
+            Ok(l) => l,
+            Err(e) => return end(&run, EXIT_SESSION_FAILED, &e.to_string()),
+        };
+        if let Err(e) = resume::remember_fleet(&run, &fleet_file, submission.task.clone(), false) {
+            return end(&run, EXIT_SESSION_FAILED, &e.to_string());
+        }
+        (lock, None)
+    };
+    // The replica goes on after the lines the stream has (as they are here).
+    let offset = prefix_len(&run.journal(), records.len());
+    if again {
+        let taken = run.append(serde_json::json!({
+            "type": "lease_taken",
+            "run_id": run.id,
+            "worker": worker.name,
+        }));
+        if let Err(e) = taken {
+            return end(&run, EXIT_SESSION_FAILED, &e.to_string());
+        }
+    }
+    let (replica, hook) = Replica::start(
+        &worker.nats,
+        &worker.name,
+        &run.id,
+        (run.journal(), offset, last_seq),
+        fence,
+    );
+    let mut fleet = loaded.fleet;
+    fleet.bind_run_dir(&run);
+    tracing::info!(run = %run.id, fleet = %fleet.name, "run started");
+    let ended = launch::in_process(
+        &mut fleet,
+        &run,
+        InProcess {
+            human: None,
+            // The run's span is under `worker.run`, which continues the submitter's
+            // trace (`execute`).
+            telemetry: RunTelemetry {
+                metrics: None,
+                traceparent: None,
+            },
+            resume,
+            // A run taken over from another host gets workspaces of its own here
+            // (what the dead host had not committed is gone with it).
+            reuse_workspaces: run.path.join(RECORD_FILE).is_file(),
+            taps: Vec::new(),
+            stops,
+            replica: Some(hook),
+        },
+    )
+    .await;
+    drop(lock);
+    tracing::info!(run = %run.id, exit_code = ended.code, outcome = ?ended.outcome, "run ended");
+    let published = replica.finish().await;
+    let complete = match published {
+        Ended::Done { lines } => {
+            tracing::info!(run = %run.id, lines, "the journal is published");
+            true
+        }
+        Ended::Fenced { lines } => {
+            tracing::warn!(run = %run.id, lines, "the journal's replica was fenced");
+            false
+        }
+        Ended::Behind { lines, error } => {
+            tracing::error!(run = %run.id, lines, "the journal's replica is behind: {error}");
+            false
+        }
+    };
+    if complete && ended.outcome != Some(RunOutcome::DiskFailed) {
+        Journaled
+    } else {
+        NotJournaled
+    }
+}
+
+/// Write `records` (the stream's) as the run's journal.
+fn write_journal(run: &RunDir, records: &[Vec<u8>]) -> Result<(), String> {
+    let mut text = Vec::with_capacity(records.iter().map(|r| r.len() + 1).sum());
+    for r in records {
+        text.extend_from_slice(r);
+        text.push(b'\n');
+    }
+    let path = run.journal();
+    std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// The bytes of the first `lines` lines of the journal at `path` (all of it when
+/// it has fewer).
+fn prefix_len(path: &std::path::Path, lines: usize) -> u64 {
+    let text = std::fs::read(path).unwrap_or_default();
+    let end = text
+        .iter()
+        .enumerate()
+        .filter(|(_, b)| **b == b'\n')
+        .nth(lines.wrapping_sub(1))
+        .map_or(text.len(), |(i, _)| i + 1);
+    if lines == 0 { 0 } else { end as u64 }
+}
+
+/// A submission this worker cannot run: its journal says why, and ends.
+fn refuse(worker: &Worker, run: &RunDir, e: &ApiError) -> Outcome {
+    let reason = match e {
+        ApiError::InvalidFleet(findings) => findings
+            .iter()
+            .map(|f| f.message.clone())
+            .collect::<Vec<_>>()
+            .join("; "),
+        other => other.to_string(),
+    };
+    let said = run.append(serde_json::json!({
+        "type": "run_refused",
+        "run_id": run.id,
+        "worker": worker.name,
+        "reason": reason,
+    }));
+    if let Err(e) = said {
+        tracing::error!(run = %run.id, "{e}");
+        return Outcome::NotJournaled;
+    }
+    end(run, EXIT_INVALID, &reason)
+}
+
+/// End the run's journal with `code`, `reason` said.
+fn end(run: &RunDir, code: u8, reason: &str) -> Outcome {
+    tracing::error!(run = %run.id, "the run cannot go on: {reason}");
+    match run.record_end(code) {
+        Ok(()) => Outcome::Journaled,
+        Err(e) => {
+            tracing::error!(run = %run.id, "{e}");
+            Outcome::NotJournaled
+        }
+    }
+}

@@ -1,0 +1,163 @@
+//! One run held by this worker, from its pull to its ack: the lease claimed first
+//! (only its holder runs the run; a run whose lease another worker holds goes back
+//! to the queue, offered again after half a TTL), then a heartbeat every third of
+//! the TTL that renews the lease and tells JetStream the run is in progress, the
+//! run itself ([`super::execute`]), and at its end the ack (waiting for the server's
+//! confirmation) and the lease given up.
+//!
+//! Fencing: a renewal refused because the lease's revision moved (another worker
+//! claimed the run), or no renewal confirmed for a whole TTL (this worker cut off,
+//! or stopped), fences the run here: its replica publishes nothing more, its agents
+//! are stopped (`Stop::Cancel`), and it is neither acked nor handed back (it is the
+//! other worker's now).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_nats::jetstream::{self, AckKind};
+use capfleet_actors::run::Stop;
+use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot, watch};
+
+use super::Worker;
+use super::execute::{self, Outcome};
+use crate::nats::lease::{Lease, Leases};
+use crate::nats::queue::RunMessage;
+
+/// A handed-back run is offered again this long after the other lease's lapse
+/// (JetStream removes an expired key within a moment).
+const LAPSE_SLACK: Duration = Duration::from_millis(200);
+
+/// Hold `message`'s run to its end; the slot is freed at the end.
+pub(super) async fn hold(
+    worker: Arc<Worker>,
+    message: jetstream::Message,
+    _slot: OwnedSemaphorePermit,
+) {
+    let run: RunMessage = match serde_json::from_slice(&message.payload) {
+        Ok(r) => r,
+        Err(e) => {
+            // Not a run any worker could read: taken off the queue, said.
+            tracing::error!("a queued message is not a run ({e}): dropped");
+            if let Err(e) = message.ack_with(AckKind::Term).await {
+                tracing::error!("dropping it: {e}");
+            }
+            return;
+        }
+    };
+    let ttl = worker.leases.ttl;
+    let lease = match worker.leases.claim(&run.id, &worker.name).await {
+        Ok(Some(l)) => l,
+        Ok(None) => {
+            // Offered again once that lease would lapse (it is renewed if its holder
+            // lives: then this repeats, a TTL apart).
+            let lapse = match worker.leases.remaining(&run.id).await {
+                Ok(Some(d)) => d,
+                Ok(None) => Duration::ZERO,
+                Err(e) => {
+                    tracing::warn!(run = %run.id, "{e}");
+                    ttl / 2
+                }
+            };
+            let delay = (lapse + LAPSE_SLACK).min(ttl);
+            tracing::info!(run = %run.id, ?delay, "another worker holds the run's lease: handed back");
+            back(&message, &run.id, delay).await;
+            return;
+        }
+        Err(e) => {
+            tracing::error!(run = %run.id, "{e}");
+            back(&message, &run.id, ttl / 2).await;
+            return;
+        }
+    };
+    worker.hold(&run.id, true);
+    let (fence, fenced) = watch::channel(false);
+    let (stop, stops) = mpsc::channel(2);
+    let (end_beat, beat_ended) = oneshot::channel();
+    let beat = tokio::spawn(heartbeat(
+        worker.leases.clone(),
+        lease,
+        message.clone(),
+        fence.clone(),
+        beat_ended,
+    ));
+    // A fence, from the heartbeat or the replica, stops the run's agents.
+    let stopper = {
+        let mut fenced = fenced.clone();
+        tokio::spawn(async move {
+            if fenced.wait_for(|f| *f).await.is_ok() {
+                let _run_ended = stop.send(Stop::Cancel("lease lost".into())).await;
+            }
+        })
+    };
+    let outcome = execute::execute(&worker, &run, stops, fence).await;
+    stopper.abort();
+    let _beat_gone = end_beat.send(());
+    let lease = beat.await.ok().flatten();
+    worker.hold(&run.id, false);
+    if *fenced.borrow() || lease.is_none() {
+        tracing::warn!(run = %run.id, "fenced: the run is another worker's now; nothing more is written for it here");
+        return;
+    }
+    match outcome {
+        Outcome::Journaled => match message.double_ack().await {
+            Ok(()) => tracing::info!(run = %run.id, "run acked"),
+            Err(e) => tracing::error!(run = %run.id, "acking the run: {e}"),
+        },
+        // Its outcome could not be written: another worker may do better.
+        Outcome::NotJournaled => back(&message, &run.id, ttl).await,
+    }
+    if let Some(lease) = lease
+        && let Err(e) = worker.leases.release(&lease).await
+    {
+        tracing::warn!(run = %run.id, "{e}");
+    }
+}
+
+/// Hand `message` back to the queue, offered again after `delay`.
+async fn back(message: &jetstream::Message, run: &str, delay: Duration) {
+    if let Err(e) = message.ack_with(AckKind::Nak(Some(delay))).await {
+        tracing::error!(run = %run, "handing the run back: {e}");
+    }
+}
+
+/// Renew `lease` and say "in progress" every third of its TTL until `ended`; the
+/// lease at the end, or none once lost (then `fence` is set).
+async fn heartbeat(
+    leases: Leases,
+    mut lease: Lease,
+    message: jetstream::Message,
+    fence: watch::Sender<bool>,
+    mut ended: oneshot::Receiver<()>,
+) -> Option<Lease> {
+    let mut tick = tokio::time::interval(leases.ttl / 3);
+    tick.tick().await;
+    let mut confirmed = Instant::now();
+    loop {
+        tokio::select! {
+            _ = &mut ended => return Some(lease),
+            _ = tick.tick() => {}
+        }
+        // Past a TTL since the last confirmed renewal, another worker may hold the
+        // run already: fenced, whatever NATS says now (this also catches a worker
+        // that was stopped and has just been let go on).
+        if confirmed.elapsed() > leases.ttl {
+            tracing::error!(run = %lease.run, "no renewal of the lease confirmed for {:?}: fenced", leases.ttl);
+            fence.send_replace(true);
+            return None;
+        }
+        match leases.renew(&mut lease).await {
+            Ok(()) => {
+                confirmed = Instant::now();
+                if let Err(e) = message.ack_with(AckKind::Progress).await {
+                    tracing::warn!(run = %lease.run, "telling JetStream the run is in progress: {e}");
+                }
+            }
+            Err(Ok(lost)) => {
+                tracing::error!("{lost}: fenced");
+                fence.send_replace(true);
+                return None;
+            }
+            Err(Err(e)) => tracing::warn!(run = %lease.run, "{e} (retried)"),
+        }
+    }
+}
