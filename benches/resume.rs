@@ -15,7 +15,9 @@
 //!    plain spawn; and the time from capfleet's death to its keeper having killed
 //!    every agent group.
 //!
-//! Run: `cargo bench --bench resume` (`CAPFLEET_BENCH_PARTS=1,3` runs some parts only).
+//! Run: `cargo bench --bench resume` (`CAPFLEET_BENCH_PARTS=1,3` runs some parts only;
+//! `CAPFLEET_BENCH_EXE=<capfleet>` runs part 1's commands with another build, an
+//! earlier one's for a figure before a change: the replay alone is this build's).
 //! Prints figures; asserts nothing about time.
 // A bench's figures are its output.
 #![allow(clippy::print_stdout)]
@@ -42,7 +44,9 @@ const RECORDS: u64 = 400_000;
 const SPAWNS: usize = 400;
 
 fn main() {
-    let exe = env!("CARGO_BIN_EXE_capfleet");
+    let built = env!("CARGO_BIN_EXE_capfleet");
+    let other = std::env::var("CAPFLEET_BENCH_EXE").ok();
+    let exe = other.as_deref().unwrap_or(built);
     let parts = std::env::var("CAPFLEET_BENCH_PARTS").unwrap_or_else(|_| "1,2,3".into());
     let on = |p: &str| parts.split(',').any(|x| x.trim() == p);
     println!("capfleet resume bench");
@@ -76,7 +80,7 @@ fn main() {
         // marker.
         rt.block_on(spawns(SPAWNS, false));
         let plain = rt.block_on(spawns(SPAWNS, false));
-        keeper::start(Path::new(exe)).expect("the keeper starts");
+        keeper::start(Path::new(built)).expect("the keeper starts");
         let kept = rt.block_on(spawns(SPAWNS, true));
         println!(
             "spawn    `true`, plain                   {:>8.1} µs/spawn (baseline)",
@@ -88,7 +92,7 @@ fn main() {
             kept.as_secs_f64() / plain.as_secs_f64(),
             us(kept) - us(plain)
         );
-        let death = keeper_cleanup(exe);
+        let death = keeper_cleanup(built);
         println!(
             "death    capfleet SIGKILLed -> 20 agent groups gone  {:>8.1} ms",
             ms(death)
