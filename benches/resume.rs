@@ -203,6 +203,8 @@ fn resume_figures(exe: &str) {
         replay.as_secs_f64() / read.as_secs_f64()
     );
 
+    decode_figures(&journal);
+
     // The baseline: a fresh run of the same fleet to its first turn (the same 1,000
     // agents started), then the resume to the cut turn started again.
     let id = run
@@ -230,6 +232,39 @@ fn resume_figures(exe: &str) {
             println!("resume   no first turn seen: fresh {fresh:?}, resumed {resumed:?}")
         }
     }
+}
+
+/// The sessions' CAP events of the journal (what `recover` decodes), decoded with
+/// the checks an agent's frame gets (`decode_event`: a `Value`, the kind's rules)
+/// against typed straight from their text (`decode_trusted`, what `recover` does).
+fn decode_figures(journal: &Path) {
+    #[derive(serde::Deserialize)]
+    struct Line<'a> {
+        #[serde(borrow)]
+        event: Option<&'a serde_json::value::RawValue>,
+    }
+    let text = std::fs::read_to_string(journal).expect("journal");
+    let events: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("cap://bench/sess") && l.contains("\"type\":\"cap\""))
+        .filter_map(|l| serde_json::from_str::<Line>(l).ok()?.event.map(|e| e.get()))
+        .collect();
+    let time = |decode: fn(&str) -> bool| {
+        let t = Instant::now();
+        let ok = events.iter().filter(|e| decode(e)).count();
+        assert_eq!(ok, events.len(), "every event decodes");
+        t.elapsed()
+    };
+    use capfleet_actors::protocol::{decode_event, decode_trusted};
+    let checked = time(|e| decode_event(e).is_ok());
+    let typed = time(|e| decode_trusted(e).is_ok());
+    println!(
+        "resume   its {} session events decoded typed (decode_trusted) {:.0} ms vs checked through a Value (decode_event) {:.0} ms: {:.2}x",
+        events.len(),
+        ms(typed),
+        ms(checked),
+        typed.as_secs_f64() / checked.as_secs_f64()
+    );
 }
 
 /// `capfleet <args>` in `d` until its journal holds a `turn_started`: that journal

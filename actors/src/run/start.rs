@@ -5,7 +5,7 @@
 //! Starting agents is what costs (a process each, its start-up); all at once they
 //! would starve the first ones, so at most [`STARTING_MAX`] are starting at a time:
 //! a session counts until its state leaves `starting` (ready, or failed), for at
-//! most [`STARTING_HOLD`] (an agent slow to be ready does not hold the others back).
+//! most [`STARTING_HOLD`] (an agent slow to be ready holds the others back no longer).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,7 +23,7 @@ use crate::session::SessionSpec;
 /// Sessions starting at once, at most.
 pub(super) const STARTING_MAX: usize = 8;
 /// How long a session counts as starting, at most.
-pub(super) const STARTING_HOLD: Duration = Duration::from_millis(100);
+pub(super) const STARTING_HOLD: Duration = Duration::from_secs(1);
 
 /// Each session's subscribers besides the run's watchers (its transcript), made as
 /// it is started.

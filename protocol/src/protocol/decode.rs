@@ -271,6 +271,22 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_journaled_event_is_read_typed_not_through_the_checks() {
+        let events = [
+            CapEvent::ready(Some("s1")),
+            CapEvent::text("m1", "hello"),
+            CapEvent::tool_start("c1", "Read", serde_json::json!({"file_path": "a"})),
+            CapEvent::tool_end("c1", Some(Value::from("ok")), false, Some(3)),
+            CapEvent::thought("m2", "hm"),
+        ];
+        for e in events {
+            let text = serde_json::to_string(&e).unwrap();
+            let typed = CapEvent::from_trusted_json(e.event_kind(), &text);
+            assert_eq!(typed.as_ref(), Some(&e), "{text}");
+        }
+    }
+
+    #[test]
     fn nested_paths_are_named() {
         let line = r#"{"kind":"cap.plan","entries":[{"id":"a","content":"x","status":"pending"},{"id":"b","content":"y","status":"done"}]}"#;
         match decode_event(line) {
