@@ -15,7 +15,9 @@
 //!    plain spawn; and the time from capfleet's death to its keeper having killed
 //!    every agent group.
 //!
-//! Run: `cargo bench --bench resume` (`CAPFLEET_BENCH_PARTS=1,3` runs some parts only).
+//! Run: `cargo bench --bench resume` (`CAPFLEET_BENCH_PARTS=1,3` runs some parts only;
+//! `CAPFLEET_BENCH_EXE=<capfleet>` runs part 1's commands with another build, an
+//! earlier one's for a figure before a change: the replay alone is this build's).
 //! Prints figures; asserts nothing about time.
 // A bench's figures are its output.
 #![allow(clippy::print_stdout)]
@@ -42,7 +44,9 @@ const RECORDS: u64 = 400_000;
 const SPAWNS: usize = 400;
 
 fn main() {
-    let exe = env!("CARGO_BIN_EXE_capfleet");
+    let built = env!("CARGO_BIN_EXE_capfleet");
+    let other = std::env::var("CAPFLEET_BENCH_EXE").ok();
+    let exe = other.as_deref().unwrap_or(built);
     let parts = std::env::var("CAPFLEET_BENCH_PARTS").unwrap_or_else(|_| "1,2,3".into());
     let on = |p: &str| parts.split(',').any(|x| x.trim() == p);
     println!("capfleet resume bench");
@@ -76,7 +80,7 @@ fn main() {
         // marker.
         rt.block_on(spawns(SPAWNS, false));
         let plain = rt.block_on(spawns(SPAWNS, false));
-        keeper::start(Path::new(exe)).expect("the keeper starts");
+        keeper::start(Path::new(built)).expect("the keeper starts");
         let kept = rt.block_on(spawns(SPAWNS, true));
         println!(
             "spawn    `true`, plain                   {:>8.1} µs/spawn (baseline)",
@@ -88,7 +92,7 @@ fn main() {
             kept.as_secs_f64() / plain.as_secs_f64(),
             us(kept) - us(plain)
         );
-        let death = keeper_cleanup(exe);
+        let death = keeper_cleanup(built);
         println!(
             "death    capfleet SIGKILLed -> 20 agent groups gone  {:>8.1} ms",
             ms(death)
@@ -199,6 +203,8 @@ fn resume_figures(exe: &str) {
         replay.as_secs_f64() / read.as_secs_f64()
     );
 
+    decode_figures(&journal);
+
     // The baseline: a fresh run of the same fleet to its first turn (the same 1,000
     // agents started), then the resume to the cut turn started again.
     let id = run
@@ -226,6 +232,39 @@ fn resume_figures(exe: &str) {
             println!("resume   no first turn seen: fresh {fresh:?}, resumed {resumed:?}")
         }
     }
+}
+
+/// The sessions' CAP events of the journal (what `recover` decodes), decoded with
+/// the checks an agent's frame gets (`decode_event`: a `Value`, the kind's rules)
+/// against typed straight from their text (`decode_trusted`, what `recover` does).
+fn decode_figures(journal: &Path) {
+    #[derive(serde::Deserialize)]
+    struct Line<'a> {
+        #[serde(borrow)]
+        event: Option<&'a serde_json::value::RawValue>,
+    }
+    let text = std::fs::read_to_string(journal).expect("journal");
+    let events: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("cap://bench/sess") && l.contains("\"type\":\"cap\""))
+        .filter_map(|l| serde_json::from_str::<Line>(l).ok()?.event.map(|e| e.get()))
+        .collect();
+    let time = |decode: fn(&str) -> bool| {
+        let t = Instant::now();
+        let ok = events.iter().filter(|e| decode(e)).count();
+        assert_eq!(ok, events.len(), "every event decodes");
+        t.elapsed()
+    };
+    use capfleet_actors::protocol::{decode_event, decode_trusted};
+    let checked = time(|e| decode_event(e).is_ok());
+    let typed = time(|e| decode_trusted(e).is_ok());
+    println!(
+        "resume   its {} session events decoded typed (decode_trusted) {:.0} ms vs checked through a Value (decode_event) {:.0} ms: {:.2}x",
+        events.len(),
+        ms(typed),
+        ms(checked),
+        typed.as_secs_f64() / checked.as_secs_f64()
+    );
 }
 
 /// `capfleet <args>` in `d` until its journal holds a `turn_started`: that journal

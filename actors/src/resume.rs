@@ -25,6 +25,11 @@
 //! disk already, among the stop's: the replay does not write it again
 //! ([`Replayed::on_disk`]). A turn the stop cut (cancelled, failed, or its session
 //! closed) is no turn done: it is re-issued like one a kill cut.
+//!
+//! The journal is read in batches of whole lines ([`replay::scan_batches`]), each
+//! batch parsed on the machine's cores ([`parse_all`]) and folded in its order. Only
+//! a session's CAP events are decoded, typed straight from their text
+//! ([`crate::protocol::decode_trusted`]).
 
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
@@ -32,6 +37,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use serde::Deserialize;
+use serde_json::value::RawValue;
 
 use crate::events::{EventBody, SessionEvent, TurnOutcome};
 use crate::journal::replay::{self, Tail};
@@ -118,8 +124,9 @@ struct Line<'a> {
     turn: Option<u32>,
     #[serde(rename = "type", borrow)]
     kind: Cow<'a, str>,
-    #[serde(default)]
-    event: Option<CapEvent>,
+    /// The event's text: decoded (in [`parse`]) only where recovery reads it.
+    #[serde(default, borrow)]
+    event: Option<&'a RawValue>,
     #[serde(default, borrow)]
     key: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
@@ -140,6 +147,53 @@ struct Line<'a> {
     parent: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
     sha: Option<Cow<'a, str>>,
+}
+
+/// A journal line read, its event decoded if it is a session's.
+struct Parsed<'a> {
+    line: Line<'a>,
+    event: Option<CapEvent>,
+}
+
+/// Read one line: `None` if it is no record. A session's event (the only ones
+/// recovery reads) is decoded here, typed straight from its text; the router's and
+/// the workspace's (artifacts with whole transcripts) are left as text.
+fn parse<'a>(bytes: &'a [u8], streams: &[String; 2]) -> Option<Parsed<'a>> {
+    let line = serde_json::from_slice::<Line<'a>>(bytes).ok()?;
+    let event = match (&line.urn, line.event) {
+        (Some(urn), Some(raw)) if !streams.iter().any(|s| s == urn) && line.kind == "cap" => {
+            Some(crate::protocol::decode_trusted(raw.get()).ok()?)
+        }
+        _ => None,
+    };
+    Some(Parsed { line, event })
+}
+
+/// Lines a reader thread takes at least (fewer are read on the caller's thread).
+const PARALLEL_MIN: usize = 4096;
+
+/// [`parse`] every line of a batch, spread over the machine's cores (at most 4).
+fn parse_all<'a>(lines: &[&'a [u8]], streams: &[String; 2]) -> Vec<Option<Parsed<'a>>> {
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    let workers = cores.min(4).min(lines.len() / PARALLEL_MIN).max(1);
+    if workers == 1 {
+        return lines.iter().map(|l| parse(l, streams)).collect();
+    }
+    let per = lines.len().div_ceil(workers);
+    std::thread::scope(|scope| {
+        let mut parts = lines.chunks(per);
+        let first = parts.next().unwrap_or_default();
+        let others: Vec<_> = parts
+            .map(|part| scope.spawn(move || part.iter().map(|l| parse(l, streams)).collect()))
+            .collect();
+        let mut out: Vec<Option<Parsed<'a>>> = first.iter().map(|l| parse(l, streams)).collect();
+        for h in others {
+            // A parse that panicked (it cannot: serde errors are values) reads as no records.
+            let part: Vec<Option<Parsed<'a>>> = h.join().unwrap_or_default();
+            out.extend(part);
+        }
+        out
+    })
 }
 
 /// An owned copy of a borrowed field.
@@ -203,36 +257,43 @@ pub fn recover(path: &Path, fleet: &str) -> std::io::Result<Recovered> {
     let mut ends: Vec<End> = Vec::new();
     let mut routed: Vec<(String, String)> = Vec::new();
     let mut stopping = false;
-    let tail = replay::scan(path, |bytes| {
-        let Ok(line) = serde_json::from_slice::<Line>(bytes) else {
-            return false;
-        };
-        let Some(urn) = line.urn.clone() else {
-            // The CLI's own `run_ended` (the router never ran).
-            if line.kind == "run_ended" {
-                r.ended = line.exit_code.map(|c| format!("exit {c}"));
+    let streams = [router.clone(), workspace.clone()];
+    let tail = replay::scan_batches(path, |lines| {
+        let parsed = parse_all(lines, &streams);
+        let mut records = Vec::with_capacity(parsed.len());
+        for p in parsed {
+            let Some(Parsed { line, event }) = p else {
+                records.push(false);
+                continue;
+            };
+            records.push(true);
+            let Some(urn) = line.urn.clone() else {
+                // The CLI's own `run_ended` (the router never ran).
+                if line.kind == "run_ended" {
+                    r.ended = line.exit_code.map(|c| format!("exit {c}"));
+                }
+                continue;
+            };
+            let seq = line.seq.max(line.last_seq).unwrap_or(0);
+            let seq = match r.seqs.get_mut(&*urn) {
+                Some(last) => {
+                    *last = (*last).max(seq);
+                    *last
+                }
+                None => {
+                    r.seqs.insert(urn.clone().into_owned(), seq);
+                    seq
+                }
+            };
+            if urn == router {
+                on_router(&mut r, line, &mut stopping, &mut ends, &mut routed);
+            } else if urn == workspace {
+                on_workspace(&mut r, line);
+            } else {
+                on_session(&mut r, &urn, seq, line, event, &mut turns);
             }
-            return true;
-        };
-        let seq = line.seq.max(line.last_seq).unwrap_or(0);
-        let seq = match r.seqs.get_mut(&*urn) {
-            Some(last) => {
-                *last = (*last).max(seq);
-                *last
-            }
-            None => {
-                r.seqs.insert(urn.clone().into_owned(), seq);
-                seq
-            }
-        };
-        if urn == router {
-            on_router(&mut r, line, &mut stopping, &mut ends, &mut routed);
-        } else if urn == workspace {
-            on_workspace(&mut r, line);
-        } else {
-            on_session(&mut r, &urn, seq, line, &mut turns);
         }
-        true
+        records
     })?;
     r.tail = tail;
     // The router's records: what the replay derives again are those before each stop.
@@ -322,7 +383,14 @@ fn line_fleet<'a>(line: &'a Line<'_>) -> &'a str {
 /// The turns being rebuilt, by session URN and turn number.
 type Turns = HashMap<String, HashMap<u32, Rebuilt>>;
 
-fn on_session(r: &mut Recovered, urn: &str, seq: u64, line: Line<'_>, turns: &mut Turns) {
+fn on_session(
+    r: &mut Recovered,
+    urn: &str,
+    seq: u64,
+    line: Line<'_>,
+    event: Option<CapEvent>,
+    turns: &mut Turns,
+) {
     let s = match r.sessions.get_mut(urn) {
         Some(s) => s,
         None => r.sessions.entry(urn.to_owned()).or_default(),
@@ -348,7 +416,7 @@ fn on_session(r: &mut Recovered, urn: &str, seq: u64, line: Line<'_>, turns: &mu
         }
         ("resume_id", _) => s.resume_id = owned(line.id),
         ("cap", turn) => {
-            let Some(event) = line.event else { return };
+            let Some(event) = event else { return };
             if let CapEvent::SessionReady(ready) = &event
                 && let Some(id) = ready.session_id.get()
             {

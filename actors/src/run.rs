@@ -6,12 +6,14 @@
 //! each session's end); the report when the run has ended. The application adds the
 //! view and the exit code.
 
+mod start;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use ractor::Actor;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tracing::Instrument;
 
 use crate::answerer::research::ResearchSpec;
@@ -205,38 +207,39 @@ async fn run_until<S: Into<Stop>>(
     if let Some(p) = &phase {
         p.store.report_faults_to(faults_tx.clone());
     }
-    let mut agents = Vec::with_capacity(spec.sessions.len());
-    let mut sessions = Vec::with_capacity(spec.sessions.len());
     let preamble = preamble(&spec.sessions, phase.as_ref());
-    for mut s in spec.sessions {
+    let agents: Vec<(String, String)> = spec
+        .sessions
+        .iter()
+        .map(|s| (s.name.clone(), s.launch.manifest.agent.name.clone()))
+        .collect();
+    let names = agents.iter().map(|(name, _)| name.clone()).collect();
+    let mut sessions = spec.sessions;
+    for s in &mut sessions {
         s.recovered = resume
             .as_mut()
             .and_then(|r| r.recovered.sessions.remove(s.urn()));
-        let name = s.name.clone();
-        agents.push((name.clone(), s.launch.manifest.agent.name.clone()));
-        let mut subscribers = watchers.clone();
-        if let Some(p) = &phase {
+    }
+    let transcripts = phase.as_ref().map(|p| (p.store.clone(), publisher.clone()));
+    let (session_watchers, session_faults) = (watchers.clone(), faults_tx.clone());
+    let subscribers: start::Subscribers = Box::new(move |s: &SessionSpec| {
+        let mut subscribers = session_watchers.clone();
+        if let Some((store, publisher)) = &transcripts {
             let subject = transcript::Subject {
-                session: name.clone(),
+                session: s.name.clone(),
                 urn: s.urn().to_owned(),
                 agent: s.launch.manifest.agent.name.clone(),
                 model: s.launch.config.model.get().cloned(),
             };
             subscribers.extend(transcript::spawn(
                 subject,
-                &p.store,
+                store,
                 publisher.clone(),
-                faults_tx.clone(),
+                session_faults.clone(),
             ));
         }
-        match tree.spawn_session(s, subscribers).await {
-            Ok(actor) => sessions.push((name, actor)),
-            Err(e) => {
-                tree.shutdown().await;
-                return Err(e);
-            }
-        }
-    }
+        subscribers
+    });
     let mut sinks = watchers;
     sinks.extend(tree.journal_tap().await);
     let marks = resume
@@ -246,7 +249,7 @@ async fn run_until<S: Into<Stop>>(
     let args = RouterArgs {
         fleet: spec.fleet.clone(),
         spec: spec.routing,
-        sessions,
+        sessions: names,
         sinks,
         abort_on_error: spec.abort_on_error,
         telemetry,
@@ -267,6 +270,16 @@ async fn run_until<S: Into<Stop>>(
         .await
         .map_err(|e| TreeError::spawn("router", e))?;
     let _started = router.cast(RouterMsg::Start);
+    // The sessions come up while the router goes (a delivery waits for its session).
+    let (stop_starting, stopped) = watch::channel(false);
+    let mut starting = start::start_sessions(
+        tree.spawner(),
+        router.clone(),
+        sessions,
+        subscribers,
+        stopped,
+    );
+    let mut all_started = false;
 
     let ended = router.call(RouterMsg::WaitEnd, None);
     tokio::pin!(ended);
@@ -279,6 +292,15 @@ async fn run_until<S: Into<Stop>>(
                 Ok(ractor::rpc::CallResult::Success(o)) => o,
                 _ => RunOutcome::SessionFailed,
             },
+            r = &mut starting, if !all_started => {
+                all_started = true;
+                if let Some(e) = start_failed(r) {
+                    // As before the run began: no session could be spawned, the run fails.
+                    let _stopped = router.stop_and_wait(None, None).await;
+                    tree.shutdown().await;
+                    return Err(e);
+                }
+            }
             Some(crossing) = alerts.recv() => {
                 let (scope, action) = match &crossing.scope {
                     BudgetScope::Fleet => ("fleet", "stop_run"),
@@ -290,16 +312,29 @@ async fn run_until<S: Into<Stop>>(
             Some(fault) = faults.recv() => {
                 let reason = fault.to_string();
                 disk_faults.push(fault);
+                let _none_listen = stop_starting.send(true);
                 let _gone = router.cast(RouterMsg::Stop { outcome: RunOutcome::DiskFailed, reason, signal: None });
             }
             signal = signals.recv(), if stop.listening => {
                 if let Some((reason, signal)) = stop.on(signal.map(Into::into)) {
+                    let _none_listen = stop_starting.send(true);
                     let _gone = router.cast(RouterMsg::Stop { outcome: RunOutcome::Interrupted, reason, signal });
                 }
             }
         }
     };
     record_outcome(&run_span, outcome);
+    // A run that ended by itself has every session started (as a run always had); one
+    // stopped (a signal, a fault, the budget) starts no more.
+    if !all_started {
+        let by_itself = matches!(outcome, RunOutcome::Completed | RunOutcome::SessionFailed);
+        if !by_itself || !disk_faults.is_empty() {
+            let _none_listen = stop_starting.send(true);
+        }
+        if let Some(e) = start_failed((&mut starting).await) {
+            tracing::error!("a session could not be started after the run ended: {e}");
+        }
+    }
     let mut workspaces = Vec::new();
     let mut plan_doc = None;
     if let Some(p) = &phase {
@@ -406,6 +441,15 @@ async fn run_until<S: Into<Stop>>(
         signal: stop.first,
         races,
     })
+}
+
+/// The error of the sessions' start, if it failed.
+fn start_failed(r: Result<Result<(), TreeError>, tokio::task::JoinError>) -> Option<TreeError> {
+    match r {
+        Ok(Ok(())) => None,
+        Ok(Err(e)) => Some(e),
+        Err(e) => Some(TreeError::unreachable("the sessions' start", e)),
+    }
 }
 
 /// The budget, with what a resumed run spent before counted.

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use capfleet_actors::budget::BudgetLimits;
-use capfleet_actors::events::{EventBody, Published, RunOutcome};
+use capfleet_actors::events::{EventBody, Published, RunOutcome, SessionState, Signal};
 use capfleet_actors::router::{CollectMode, Picker, Route, RouteAction, RoutingSpec, Split};
 use capfleet_actors::run::{RunReport, RunSpec, run_fleet};
 use capfleet_actors::session::SessionSpec;
@@ -65,6 +65,16 @@ impl Ran {
 }
 
 async fn run(sessions: Vec<SessionSpec>, routing: RoutingSpec, budget: BudgetLimits) -> Ran {
+    run_until(sessions, routing, budget, mpsc::channel(1).1).await
+}
+
+/// [`run`], stopped by what comes on `signals`.
+async fn run_until(
+    sessions: Vec<SessionSpec>,
+    routing: RoutingSpec,
+    budget: BudgetLimits,
+    signals: mpsc::Receiver<Signal>,
+) -> Ran {
     let (tx, mut rx) = mpsc::channel(4096);
     let collector = tokio::spawn(async move {
         let mut all = Vec::new();
@@ -87,13 +97,10 @@ async fn run(sessions: Vec<SessionSpec>, routing: RoutingSpec, budget: BudgetLim
         workspace: None,
         resume: None,
     };
-    let report = tokio::time::timeout(
-        Duration::from_secs(60),
-        run_fleet(spec, vec![tx], tokio::sync::mpsc::channel(1).1),
-    )
-    .await
-    .expect("the run ends")
-    .expect("the run starts");
+    let report = tokio::time::timeout(Duration::from_secs(60), run_fleet(spec, vec![tx], signals))
+        .await
+        .expect("the run ends")
+        .expect("the run starts");
     let events = collector.await.unwrap();
     Ran { report, events }
 }
@@ -437,5 +444,109 @@ async fn max_concurrent_admits_at_most_that_many_turns() {
         peak = peak.max(running);
     }
     assert_eq!(peak, 2, "never more than 2 turns at once, and 2 used");
+    no_survivor(&m);
+}
+
+/// Sessions enough that the last ones come up well after the router has started.
+const MANY: usize = 30;
+
+fn many(d: &Path, m: &EnvMarker) -> Vec<SessionSpec> {
+    (0..MANY)
+        .map(|i| session(d, &format!("s{i}"), &say(&format!("s{i} done")), m))
+        .collect()
+}
+
+/// The session's agent is up (ready, or straight to work on a prompt that waited).
+fn started(b: &EventBody) -> bool {
+    matches!(
+        b,
+        EventBody::State {
+            from: SessionState::Starting,
+            ..
+        }
+    )
+}
+
+/// Where in `ran`'s events `urn`'s first record of kind `is` is.
+fn first(ran: &Ran, urn: &str, is: impl Fn(&EventBody) -> bool) -> Option<usize> {
+    ran.events
+        .iter()
+        .position(|e| *e.urn == *urn && is(&e.body))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delivery_to_a_session_not_up_yet_waits_for_it_and_runs_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = EnvMarker::new("router-not-up");
+    let last = format!("s{}", MANY - 1);
+    let r = routing(
+        &[&last],
+        vec![route(&[&last], RouteAction::To("s0".into()))],
+    );
+    let ran = run(many(dir.path(), &m), r, BudgetLimits::default()).await;
+    assert_eq!(ran.report.outcome, RunOutcome::Completed);
+    let routed = ran.routed();
+    let to = |name: &str| routed.iter().filter(|(_, t, _)| t == name).count();
+    assert_eq!((to(&last), to("s0"), routed.len()), (1, 1, 2), "{routed:?}");
+    // The router went before the session was up: its task waited, and ran once.
+    let urn = format!("cap://t/{last}");
+    let task = first(
+        &ran,
+        "cap://t/router",
+        |b| matches!(b, EventBody::Routed { to, .. } if *to == last),
+    );
+    let ready = first(&ran, &urn, started);
+    assert!(
+        task < ready,
+        "routed at {task:?}, the session ready at {ready:?}"
+    );
+    let turns = |name: &str| {
+        ran.events
+            .iter()
+            .filter(|e| *e.urn == format!("cap://t/{name}"))
+            .filter(|e| matches!(e.body, EventBody::TurnStarted { .. }))
+            .count()
+    };
+    assert_eq!((turns(&last), turns("s0")), (1, 1));
+    assert_eq!(ran.prompts_to(&last).join(""), format!("{last} done"));
+    // A run that ends by itself has started every session.
+    for i in 0..MANY {
+        let ready = first(&ran, &format!("cap://t/s{i}"), started);
+        assert!(ready.is_some(), "s{i} never started");
+    }
+    no_survivor(&m);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_while_sessions_come_up_ends_the_waiting_turn_and_starts_no_more() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = EnvMarker::new("router-not-up-stop");
+    let last = format!("s{}", MANY - 1);
+    let (stop, signals) = mpsc::channel(1);
+    stop.send(Signal::Int).await.unwrap();
+    let ran = run_until(
+        many(dir.path(), &m),
+        routing(&[&last], vec![]),
+        BudgetLimits::default(),
+        signals,
+    )
+    .await;
+    assert_eq!(ran.report.outcome, RunOutcome::Interrupted);
+    let turns = ran
+        .events
+        .iter()
+        .filter(|e| matches!(e.body, EventBody::TurnStarted { .. }))
+        .count();
+    assert!(turns <= 1, "{turns} turns for one delivery");
+    let up = (0..MANY)
+        .filter(|i| {
+            let urn = format!("cap://t/s{i}");
+            ran.events.iter().any(|e| *e.urn == urn)
+        })
+        .count();
+    assert!(
+        up < MANY,
+        "the stop came first, yet every session was started"
+    );
     no_survivor(&m);
 }

@@ -5,7 +5,7 @@
 //! left out, and [`cut_torn`] removes it before anything is appended again. A line
 //! that is no record anywhere else is counted ([`Tail::corrupt`]) and skipped.
 
-use std::io::{self, BufRead, Seek};
+use std::io::{self, Read, Seek};
 use std::path::Path;
 
 /// A last line the writer never finished.
@@ -36,42 +36,81 @@ impl std::fmt::Display for Torn {
     }
 }
 
+/// Bytes read at once: a batch is every whole line in them.
+const BATCH_BYTES: usize = 4 << 20;
+
 /// Read `path` line by line; `each` takes every line that ends with a line feed (without
 /// it) and says whether it is a record (parsed). The last line, if it is none, is torn.
 pub fn scan(path: &Path, mut each: impl FnMut(&[u8]) -> bool) -> io::Result<Tail> {
-    let file = std::fs::File::open(path)?;
-    let mut reader = io::BufReader::with_capacity(1 << 20, file);
+    scan_batches(path, |lines| lines.iter().map(|l| each(l)).collect())
+}
+
+/// [`scan`] a batch of lines at a time (for a reader that parses them in parallel):
+/// `batch` takes, in order, the lines of a batch that end with a line feed and are
+/// not empty (without it), and says for each whether it is a record. Every batch
+/// is whole lines of at most a few MiB (or one longer line).
+pub fn scan_batches(path: &Path, mut batch: impl FnMut(&[&[u8]]) -> Vec<bool>) -> io::Result<Tail> {
+    let mut file = std::fs::File::open(path)?;
     let mut tail = Tail::default();
-    let mut line = Vec::with_capacity(4096);
     let mut offset = 0u64;
     // The last line that was no record: torn if nothing follows it.
     let mut bad: Option<Torn> = None;
-    loop {
-        line.clear();
-        let n = reader.read_until(b'\n', &mut line)? as u64;
-        if n == 0 {
-            break;
+    let mut buf: Vec<u8> = Vec::with_capacity(BATCH_BYTES);
+    let mut eof = false;
+    while !eof {
+        // Fill to the batch size (more only while no line has ended yet).
+        let kept = buf.len();
+        buf.resize(kept.max(BATCH_BYTES / 2) + BATCH_BYTES / 2, 0);
+        let mut filled = kept;
+        while filled < buf.len() {
+            match file.read(&mut buf[filled..]) {
+                Ok(0) => {
+                    eof = true;
+                    break;
+                }
+                Ok(n) => filled += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
         }
-        if let Some(b) = bad.take() {
-            tail.corrupt += 1;
-            tracing::warn!(
-                offset = b.offset,
-                bytes = b.bytes,
-                "journal line is no record: skipped"
-            );
-        }
-        let ended = line.last() == Some(&b'\n');
-        let body = if ended {
-            &line[..line.len() - 1]
-        } else {
-            &line[..]
+        buf.truncate(filled);
+        // Whole lines; at the end of the file, the unended rest too.
+        let whole = match buf.iter().rposition(|&b| b == b'\n') {
+            Some(i) => i + 1,
+            None if eof => 0,
+            None => continue,
         };
-        if ended && !body.is_empty() && each(body) {
-            tail.records += 1;
-        } else if !(ended && body.is_empty()) {
-            bad = Some(Torn { offset, bytes: n });
+        let mut lines: Vec<&[u8]> = buf[..whole].split_inclusive(|&b| b == b'\n').collect();
+        if eof && whole < buf.len() {
+            lines.push(&buf[whole..]);
         }
-        offset += n;
+        let bodies: Vec<&[u8]> = lines
+            .iter()
+            .filter_map(|l| l.strip_suffix(b"\n").filter(|b| !b.is_empty()))
+            .collect();
+        let verdicts = batch(&bodies);
+        let mut verdicts = verdicts.into_iter();
+        for line in lines {
+            let n = line.len() as u64;
+            if let Some(b) = bad.take() {
+                tail.corrupt += 1;
+                tracing::warn!(
+                    offset = b.offset,
+                    bytes = b.bytes,
+                    "journal line is no record: skipped"
+                );
+            }
+            match line.strip_suffix(b"\n") {
+                Some([]) => {}
+                Some(_) if verdicts.next() == Some(true) => tail.records += 1,
+                _ => bad = Some(Torn { offset, bytes: n }),
+            }
+            offset += n;
+        }
+        buf.drain(..whole);
+        if eof {
+            buf.clear();
+        }
     }
     tail.torn = bad;
     Ok(tail)

@@ -5,7 +5,6 @@ use std::sync::Arc;
 
 use ractor::ActorRef;
 use tokio::sync::mpsc;
-use tracing::Instrument;
 
 use super::RouterMsg;
 use super::mentions::{mentions, target_of};
@@ -14,6 +13,7 @@ use super::plan::MasterPlan;
 mod budget;
 mod keys;
 mod metrics;
+mod reach;
 mod replaying;
 mod routes;
 use super::spec::{QueueOrder, RoutingSpec};
@@ -60,7 +60,12 @@ struct Queued {
 }
 
 pub(super) struct Slot {
-    pub actor: ActorRef<SessionMsg>,
+    /// The session, once it is up (`reach`).
+    pub actor: Option<ActorRef<SessionMsg>>,
+    /// The ask of a turn launched before the session was up.
+    waiting: Option<reach::Ask>,
+    /// What was sent the session before it was up, sent after that ask.
+    deferred: Vec<SessionMsg>,
     running: Option<Origin>,
     queue: VecDeque<Queued>,
     /// The last completed turn's text.
@@ -116,23 +121,27 @@ pub(super) struct Core {
     pub(super) keys: HashMap<String, u32>,
     /// A resumed run's replay of the journal, until its recorded ends are taken.
     pub(super) replay: Option<replaying::Replay>,
+    /// No session comes up any more: a delivery to one not up ends as closed.
+    sessions_ended: bool,
 }
 
 impl Core {
     pub(super) fn new(
         fleet: String,
         spec: RoutingSpec,
-        sessions: Vec<(String, ActorRef<SessionMsg>)>,
+        sessions: Vec<String>,
         sinks: Vec<mpsc::Sender<Published>>,
         abort_on_error: bool,
         telemetry: TreeTelemetry,
     ) -> Self {
-        let order = sessions.iter().map(|(n, _)| n.clone()).collect();
+        let order = sessions.clone();
         let slots = sessions
             .into_iter()
-            .map(|(name, actor)| {
+            .map(|name| {
                 let slot = Slot {
-                    actor,
+                    actor: None,
+                    waiting: None,
+                    deferred: Vec::new(),
                     running: None,
                     queue: VecDeque::new(),
                     output: None,
@@ -172,6 +181,7 @@ impl Core {
             preamble: Vec::new(),
             keys: HashMap::new(),
             replay: None,
+            sessions_ended: false,
         }
     }
 
@@ -294,8 +304,7 @@ impl Core {
         };
         slot.running = Some(d.origin.clone());
         self.running += 1;
-        let actor = slot.actor.clone();
-        let (name, origin, prompt) = (to.to_owned(), d.origin.clone(), d.text.clone());
+        let (origin, prompt) = (d.origin.clone(), d.text.clone());
         // The route lasts until the turn it started ends; the turn links back to it.
         let route = tracing::info_span!(
             parent: &self.telemetry.span, "route",
@@ -323,33 +332,13 @@ impl Core {
         }
         // On disk before the session has it: a resume never delivers it again.
         self.make_durable().await;
-        let router = me.clone();
-        tokio::spawn(
-            async move {
-                // Sent inside `route`: the session handles the ask in it (ractor carries it).
-                let result = match actor
-                    .call(
-                        |reply| SessionMsg::Ask {
-                            prompt,
-                            traceparent: None,
-                            reply,
-                        },
-                        None,
-                    )
-                    .await
-                {
-                    Ok(ractor::rpc::CallResult::Success(r)) => r,
-                    _ => Err(SessionError::Closed),
-                };
-                let _router_gone = router.cast(RouterMsg::TurnDone {
-                    session: name,
-                    key,
-                    origin,
-                    result,
-                });
-            }
-            .instrument(route),
-        );
+        let ask = reach::Ask {
+            key,
+            prompt,
+            origin,
+            route,
+        };
+        self.ask(me, to, ask);
     }
 
     pub(super) async fn turn_done(
@@ -569,7 +558,7 @@ impl Core {
         self.admission.clear();
         for slot in self.slots.values_mut() {
             slot.queue.clear();
-            let _gone = slot.actor.cast(SessionMsg::Cancel {
+            slot.cast(SessionMsg::Cancel {
                 scope: CancelScope::Session,
                 reason: reason.to_owned(),
             });

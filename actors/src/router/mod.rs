@@ -29,8 +29,9 @@ pub struct Router;
 pub struct RouterArgs {
     pub fleet: String,
     pub spec: RoutingSpec,
-    /// Every session by name.
-    pub sessions: Vec<(String, ActorRef<SessionMsg>)>,
+    /// Every session's name, in the fleet's order. Each is reached once it is up
+    /// ([`RouterMsg::SessionUp`]).
+    pub sessions: Vec<String>,
     /// Where router records go (the journal, the run's view).
     pub sinks: Vec<mpsc::Sender<Published>>,
     /// `on_error = "abort"`: the first failed turn stops the run.
@@ -55,6 +56,13 @@ pub struct RouterArgs {
 pub enum RouterMsg {
     /// Hand the task to the start sessions.
     Start,
+    /// A session is up: what waited for it goes out.
+    SessionUp {
+        name: String,
+        actor: ActorRef<SessionMsg>,
+    },
+    /// No more sessions come up (every one is, or the run stopped starting them).
+    NoMoreSessions,
     /// A turn ended.
     TurnDone {
         session: String,
@@ -150,6 +158,8 @@ impl Actor for Router {
                 st.core.release(&myself).await;
                 st.core.note_pending();
             }
+            RouterMsg::SessionUp { name, actor } => st.core.session_up(&myself, &name, actor),
+            RouterMsg::NoMoreSessions => st.core.no_more_sessions(&myself),
             RouterMsg::TurnDone {
                 session,
                 key,

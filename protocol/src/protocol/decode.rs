@@ -129,6 +129,26 @@ pub fn decode_event(line: &str) -> Result<CapEvent, DecodeError> {
     decode_value(serde_json::from_str(line).map_err(DecodeError::Malformed)?)
 }
 
+/// Decodes an event capfleet encoded itself (a journal's record, read back): its
+/// kind's struct read straight from the text, without a `Value` of the whole event
+/// or the checks [`decode_event`] runs (the event passed them before it was
+/// journaled). Text that does not read that way is decoded by [`decode_event`],
+/// whose result (or error) it then is.
+pub fn decode_trusted(json: &str) -> Result<CapEvent, DecodeError> {
+    #[derive(serde::Deserialize)]
+    struct Kind<'a> {
+        #[serde(borrow)]
+        kind: std::borrow::Cow<'a, str>,
+    }
+    if let Ok(Kind { kind }) = serde_json::from_str::<Kind<'_>>(json)
+        && let Some(spec) = KINDS.iter().find(|s| s.kind == kind)
+        && let Some(event) = CapEvent::from_trusted_json(spec.id, json)
+    {
+        return Ok(event);
+    }
+    decode_event(json)
+}
+
 /// Decodes one line and checks it flows in `expected` direction (e.g. a driver
 /// reading orchestrator frames expects [`Direction::OrchestratorToAgent`]).
 pub fn decode_event_directed(line: &str, expected: Direction) -> Result<CapEvent, DecodeError> {
@@ -249,6 +269,22 @@ fn invalid(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_journaled_event_is_read_typed_not_through_the_checks() {
+        let events = [
+            CapEvent::ready(Some("s1")),
+            CapEvent::text("m1", "hello"),
+            CapEvent::tool_start("c1", "Read", serde_json::json!({"file_path": "a"})),
+            CapEvent::tool_end("c1", Some(Value::from("ok")), false, Some(3)),
+            CapEvent::thought("m2", "hm"),
+        ];
+        for e in events {
+            let text = serde_json::to_string(&e).unwrap();
+            let typed = CapEvent::from_trusted_json(e.event_kind(), &text);
+            assert_eq!(typed.as_ref(), Some(&e), "{text}");
+        }
+    }
 
     #[test]
     fn nested_paths_are_named() {

@@ -25,7 +25,8 @@ pub use agent_events::{
 };
 pub use control_events::{AskUserAnswer, Cancel, PermissionResponse, UserInputInject};
 pub use decode::{
-    DecodeError, decode_event, decode_event_directed, decode_value, decode_value_directed,
+    DecodeError, decode_event, decode_event_directed, decode_trusted, decode_value,
+    decode_value_directed,
 };
 pub use errors::{CapCode, ErrorKind};
 pub use event::{CapEvent, PROTOCOL_VERSION};

@@ -12,7 +12,7 @@ use capfleet_protocol::protocol::coding::{
 use capfleet_protocol::protocol::errors::CODE_TABLE;
 use capfleet_protocol::protocol::{
     CapCode, CapEvent, DecodeError, Direction, EventKind, HasMeta, KINDS, PlanStatus, decode_event,
-    decode_event_directed, decode_value,
+    decode_event_directed, decode_trusted, decode_value,
 };
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -78,6 +78,39 @@ fn every_event_fixture_round_trips() {
             covered.contains_key(spec.kind),
             "no fixture for {}",
             spec.kind
+        );
+    }
+}
+
+#[test]
+fn a_journaled_event_reads_back_typed_as_the_decoder_reads_it() {
+    // Every kind, as capfleet encodes it (the journal's text): the trusted read
+    // equals the checked one, field for field (extra fields and `_meta` included).
+    for (name, text) in &fixtures("events") {
+        let ev = decode_event(text).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let encoded = serde_json::to_string(&ev).unwrap();
+        let trusted = decode_trusted(&encoded).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(trusted, ev, "{name}");
+        let mut extra: Value = serde_json::from_str(&encoded).unwrap();
+        extra["x_added"] = json!({"k": [1, 2.5, "s"]});
+        let with_extra = decode_trusted(&extra.to_string()).unwrap();
+        assert_eq!(
+            with_extra,
+            decode_value(extra).unwrap(),
+            "{name} with an extra field"
+        );
+    }
+    // What is no event is the decoder's error, as it says it.
+    for bad in [
+        "{}",
+        "{\"kind\":\"cap.nope\"}",
+        "{\"kind\":\"cap.text_chunk\"}",
+        "[1]",
+    ] {
+        assert_eq!(
+            decode_trusted(bad).map_err(|e| e.to_string()).unwrap_err(),
+            decode_event(bad).unwrap_err().to_string(),
+            "{bad}"
         );
     }
 }

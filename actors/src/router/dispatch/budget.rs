@@ -59,7 +59,7 @@ impl Core {
                 if let Some(slot) = self.slots.get_mut(name) {
                     slot.over_budget = true;
                     slot.queue.clear();
-                    let _gone = slot.actor.cast(SessionMsg::Cancel {
+                    slot.cast(SessionMsg::Cancel {
                         scope: CancelScope::Session,
                         reason,
                     });

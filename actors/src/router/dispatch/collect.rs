@@ -97,11 +97,11 @@ impl Core {
     async fn cancel_others(&mut self, candidates: &[String], winner: &str) -> Vec<String> {
         let mut cancelled = Vec::new();
         for c in candidates.iter().filter(|c| *c != winner) {
-            if let Some(slot) = self.slots.get(c)
+            if let Some(slot) = self.slots.get_mut(c)
                 && slot.running.is_some()
             {
                 self.race_losers.insert(c.clone());
-                let _gone = slot.actor.cast(SessionMsg::Cancel {
+                slot.cast(SessionMsg::Cancel {
                     scope: CancelScope::CurrentTurn,
                     reason: format!("cancelled because {winner} won the race"),
                 });

@@ -1,0 +1,127 @@
+//! Sessions as the router reaches them. A run starts its router before its sessions
+//! are up: they come up a few at a time while the run goes ([`crate::run`]), each
+//! announced ([`RouterMsg::SessionUp`]). A delivery to a session not up yet is
+//! recorded and on disk as any other; its ask waits in the slot and is sent once,
+//! as the session comes up. What the router sends a session before then (a cancel,
+//! a close) waits too, and follows the ask. Once no more sessions come up
+//! ([`RouterMsg::NoMoreSessions`], the run stopped starting them), a turn waiting
+//! for one that never came ends as closed, and so does any later delivery to it.
+
+use ractor::ActorRef;
+use tracing::Instrument;
+
+use super::super::RouterMsg;
+use super::{Core, Origin, Slot};
+use crate::session::{SessionError, SessionMsg};
+
+/// A turn launched: the ask for its session, sent once the session is up.
+pub(in crate::router) struct Ask {
+    pub key: String,
+    pub prompt: String,
+    pub origin: Origin,
+    /// The route that started it (the ask is sent, and its end awaited, inside it).
+    pub route: tracing::Span,
+}
+
+impl Slot {
+    /// Send `msg` to the session now, or after its ask once it is up.
+    pub(super) fn cast(&mut self, msg: SessionMsg) {
+        match &self.actor {
+            Some(actor) => {
+                let _gone = actor.cast(msg);
+            }
+            None => self.deferred.push(msg),
+        }
+    }
+}
+
+impl Core {
+    /// Ask `session` for the turn `ask`: now if it is up, else when it comes up.
+    pub(super) fn ask(&mut self, me: &ActorRef<RouterMsg>, session: &str, ask: Ask) {
+        let Some(slot) = self.slots.get_mut(session) else {
+            return;
+        };
+        match slot.actor.clone() {
+            Some(actor) => send(me, &actor, session.to_owned(), ask),
+            None if self.sessions_ended => never_up(me, session.to_owned(), ask),
+            None => slot.waiting = Some(ask),
+        }
+    }
+
+    /// Session `name` is up: its waiting ask goes out, then what waited behind it.
+    pub(in crate::router) fn session_up(
+        &mut self,
+        me: &ActorRef<RouterMsg>,
+        name: &str,
+        actor: ActorRef<SessionMsg>,
+    ) {
+        let Some(slot) = self.slots.get_mut(name) else {
+            return;
+        };
+        if let Some(ask) = slot.waiting.take() {
+            send(me, &actor, name.to_owned(), ask);
+        }
+        for msg in slot.deferred.drain(..) {
+            let _gone = actor.cast(msg);
+        }
+        slot.actor = Some(actor);
+    }
+
+    /// No more sessions come up: the turns waiting for one end as closed.
+    pub(in crate::router) fn no_more_sessions(&mut self, me: &ActorRef<RouterMsg>) {
+        self.sessions_ended = true;
+        for (name, slot) in &mut self.slots {
+            if slot.actor.is_none() {
+                slot.deferred.clear();
+                if let Some(ask) = slot.waiting.take() {
+                    never_up(me, name.clone(), ask);
+                }
+            }
+        }
+    }
+}
+
+/// Send the ask (in its route's span: the session handles it in it, ractor carries
+/// the span) and report the turn's end to the router.
+fn send(me: &ActorRef<RouterMsg>, actor: &ActorRef<SessionMsg>, session: String, ask: Ask) {
+    let Ask {
+        key,
+        prompt,
+        origin,
+        route,
+    } = ask;
+    let (reply, result) = ractor::concurrency::oneshot();
+    let sent = route.in_scope(|| {
+        actor.cast(SessionMsg::Ask {
+            prompt,
+            traceparent: None,
+            reply: reply.into(),
+        })
+    });
+    let router = me.clone();
+    tokio::spawn(
+        async move {
+            let result = match (sent, result.await) {
+                (Ok(()), Ok(r)) => r,
+                _ => Err(SessionError::Closed),
+            };
+            let _router_gone = router.cast(RouterMsg::TurnDone {
+                session,
+                key,
+                origin,
+                result,
+            });
+        }
+        .instrument(route),
+    );
+}
+
+/// The session never came up: its turn ends as closed.
+fn never_up(me: &ActorRef<RouterMsg>, session: String, ask: Ask) {
+    let _router_gone = me.cast(RouterMsg::TurnDone {
+        session,
+        key: ask.key,
+        origin: ask.origin,
+        result: Err(SessionError::Closed),
+    });
+}
