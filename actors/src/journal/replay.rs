@@ -60,27 +60,21 @@ pub fn scan_batches(path: &Path, mut batch: impl FnMut(&[&[u8]]) -> Vec<bool>) -
     while !eof {
         // Fill to the batch size (more only while no line has ended yet).
         let kept = buf.len();
-        buf.resize(kept.max(BATCH_BYTES / 2) + BATCH_BYTES / 2, 0);
-        let mut filled = kept;
-        while filled < buf.len() {
-            match file.read(&mut buf[filled..]) {
-                Ok(0) => {
-                    eof = true;
-                    break;
-                }
-                Ok(n) => filled += n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
-        buf.truncate(filled);
+        let want = (kept.max(BATCH_BYTES / 2) + BATCH_BYTES / 2 - kept) as u64;
+        let read = (&mut file).take(want).read_to_end(&mut buf)? as u64;
+        eof = read < want;
         // Whole lines; at the end of the file, the unended rest too.
-        let whole = match buf.iter().rposition(|&b| b == b'\n') {
+        let whole = match memchr::memrchr(b'\n', &buf) {
             Some(i) => i + 1,
             None if eof => 0,
             None => continue,
         };
-        let mut lines: Vec<&[u8]> = buf[..whole].split_inclusive(|&b| b == b'\n').collect();
+        let mut lines: Vec<&[u8]> = Vec::new();
+        let mut from = 0;
+        for end in memchr::memchr_iter(b'\n', &buf[..whole]) {
+            lines.push(&buf[from..=end]);
+            from = end + 1;
+        }
         if eof && whole < buf.len() {
             lines.push(&buf[whole..]);
         }
