@@ -53,6 +53,7 @@ pub enum FaultKind {
     /// A2A: the connection dropped mid-stream.
     Drop,
     /// A2A: the peer answers with an HTTP 5xx.
+    #[serde(rename = "http_5xx")]
     Http5xx,
     /// A2A: connections refused for a while.
     Refuse,
