@@ -17,6 +17,7 @@ mod acp_peers;
 mod artifacts;
 mod audit_risk;
 mod budget;
+mod chaos_io;
 mod chat_repl;
 mod cli;
 mod closed_stdout;
