@@ -219,6 +219,9 @@ async fn run_until<S: Into<Stop>>(
         s.recovered = resume
             .as_mut()
             .and_then(|r| r.recovered.sessions.remove(s.urn()));
+        if let Some(chaos) = &spec.chaos {
+            crate::chaos::apply::install(chaos, &mut s);
+        }
         s.chaos = spec.chaos.clone();
         let name = s.name.clone();
         let binding = s.binding;

@@ -110,3 +110,39 @@ fn a_bad_chaos_spec_is_refused_naming_file_line_and_fix() {
     );
     marker.wait_gone(Duration::from_secs(1), "nothing was started");
 }
+
+/// A byte fault of `--chaos` reaches the agent's frames through the session's
+/// interposer: every attempt's next frame wholly garbled is a `parse_failed`, after
+/// its `chaos` record.
+#[test]
+fn a_garble_fault_of_the_spec_garbles_the_agents_frames() {
+    let marker = EnvMarker::new("chaos-garble");
+    let dir = fleet(&["worker-1"], &marker, 3, 50, 10);
+    let out = dir.capfleet(&[
+        "run",
+        "fleet.toml",
+        "--chaos",
+        "seed=2,garble=1/turn,garble_fraction=1,garble_frames=1",
+    ]);
+    let journal = dir.journal();
+    let chaos = records(&journal);
+    assert_eq!(
+        chaos.len(),
+        1,
+        "one attempt, one garble: {chaos:?}\n{}",
+        stderr(&out)
+    );
+    assert_eq!(chaos[0]["fault"], "garble");
+    let parse_failed = journal.iter().position(|r| {
+        r["type"] == "cap"
+            && r["event"]["kind"] == "cap.error"
+            && r["event"]["code"] == "parse_failed"
+    });
+    let record = journal.iter().position(|r| r["type"] == "chaos");
+    assert!(
+        parse_failed.is_some() && record < parse_failed,
+        "a parse failure after the record:\n{}",
+        stderr(&out)
+    );
+    marker.wait_gone(Duration::from_secs(2), "agents after the run");
+}

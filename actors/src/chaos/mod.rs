@@ -25,6 +25,7 @@
 //! Every fault is an [`EventBody::Chaos`](crate::events::EventBody::Chaos) record,
 //! published (and so journaled) before the fault is applied, and a `chaos` span.
 
+pub mod apply;
 pub mod conn;
 pub mod interpose;
 pub mod schedule;
