@@ -53,6 +53,8 @@ pub struct RunSpec {
     pub workspace: Option<WorkspacePhase>,
     /// A run resumed from its journal (`capfleet run --resume`): what it goes on from.
     pub resume: Option<Resume>,
+    /// A chaos run's faults (`[chaos]`, `--chaos`).
+    pub chaos: Option<Arc<crate::chaos::spec::ChaosSpec>>,
 }
 
 /// What a resumed run goes on from: its journal read back, and the change of its
@@ -219,7 +221,20 @@ async fn run_until<S: Into<Stop>>(
         s.recovered = resume
             .as_mut()
             .and_then(|r| r.recovered.sessions.remove(s.urn()));
+        if let Some(chaos) = &spec.chaos {
+            crate::chaos::apply::install(chaos, s);
+        }
+        s.chaos = spec.chaos.clone();
     }
+    let self_kills = resume
+        .as_ref()
+        .map(|r| r.recovered.self_kills)
+        .unwrap_or_default();
+    // The timed faults' targets: every session's name and binding now, its actor once
+    // it is up (a fault due before then is not sent).
+    let chaos_names: Vec<(String, crate::registry::Binding)> =
+        sessions.iter().map(|s| (s.name.clone(), s.binding)).collect();
+    let chaos_up = spec.chaos.as_ref().map(|_| crate::chaos::timed::Targets::default());
     let transcripts = phase.as_ref().map(|p| (p.store.clone(), publisher.clone()));
     let (session_watchers, session_faults) = (watchers.clone(), faults_tx.clone());
     let subscribers: start::Subscribers = Box::new(move |s: &SessionSpec| {
@@ -277,9 +292,15 @@ async fn run_until<S: Into<Stop>>(
         router.clone(),
         sessions,
         subscribers,
+        chaos_up.clone(),
         stopped,
     );
     let mut all_started = false;
+    // The timed faults go with the run: aborted when it ends.
+    let chaos_task = spec.chaos.zip(chaos_up).map(|(chaos, up)| {
+        let timed = crate::chaos::timed::drive(chaos, chaos_names, up, router.clone(), self_kills);
+        AbortOnDrop(tokio::spawn(timed.instrument(run_span.clone())))
+    });
 
     let ended = router.call(RouterMsg::WaitEnd, None);
     tokio::pin!(ended);
@@ -323,6 +344,7 @@ async fn run_until<S: Into<Stop>>(
             }
         }
     };
+    drop(chaos_task);
     record_outcome(&run_span, outcome);
     // A run that ended by itself has every session started (as a run always had); one
     // stopped (a signal, a fault, the budget) starts no more.
@@ -595,4 +617,13 @@ fn record_outcome(run: &tracing::Span, outcome: RunOutcome) {
         RunOutcome::DiskFailed => "the run's records could not be written",
     };
     trace::fail(run, &name, failed);
+}
+
+/// A task aborted when this is dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }

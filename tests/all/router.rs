@@ -96,6 +96,7 @@ async fn run_until(
         telemetry: Default::default(),
         workspace: None,
         resume: None,
+        chaos: None,
     };
     let report = tokio::time::timeout(Duration::from_secs(60), run_fleet(spec, vec![tx], signals))
         .await

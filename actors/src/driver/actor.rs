@@ -10,6 +10,7 @@
 
 use std::marker::PhantomData;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicI32, Ordering};
 
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::task::JoinHandle;
@@ -18,6 +19,7 @@ use super::death::{self, ended};
 use super::launch::Shape;
 use super::wire::{Interrupt, OutputEnd, Peer, Start, Started, Wire};
 use super::{DriverArgs, DriverMsg, DriverOutput, ExitCause, LaunchSpec, OutputSink, TurnEnd};
+use crate::chaos::signals::SignalFault;
 use crate::process::stderr_ring::StderrRing;
 use crate::protocol::{CapCode, CapEvent, StopReason};
 
@@ -54,6 +56,8 @@ pub struct DriverState<W> {
     runs: u64,
     /// Ending on purpose (shut down, killed, cancelled hard): an end of output is expected.
     stopping: bool,
+    /// The live agent's process group, shown to the session (0: none).
+    group: Arc<AtomicI32>,
 }
 
 impl<W: Wire> Actor for Driver<W> {
@@ -71,6 +75,7 @@ impl<W: Wire> Actor for Driver<W> {
             sink,
             resume_id,
             retake,
+            group,
         } = args;
         let mut st = DriverState {
             launch,
@@ -81,6 +86,7 @@ impl<W: Wire> Actor for Driver<W> {
             live: None,
             runs: 0,
             stopping: false,
+            group,
         };
         match st.launch.shape {
             // Nothing to wait for: the first prompt starts the first agent.
@@ -179,6 +185,16 @@ impl<W: Wire> Actor for Driver<W> {
                 }
                 myself.stop(None);
             }
+            DriverMsg::Chaos(fault) => st.chaos(&myself, fault),
+            DriverMsg::ChaosContinue { run } => {
+                if let Some(Live {
+                    peer: Peer::Process(group),
+                    ..
+                }) = st.live.as_ref().filter(|l| l.run == run)
+                {
+                    let _already_gone = crate::process::signal_group(group.pgid(), libc::SIGCONT);
+                }
+            }
             DriverMsg::OutputClosed { run } => {
                 let Some(live) = st.live.as_mut().filter(|l| l.run == run && !st.stopping) else {
                     return Ok(()); // expected, or a retired agent's
@@ -228,6 +244,9 @@ impl<W: Wire> DriverState<W> {
                 None => Box::new(e),
             }
         })?;
+        if let Peer::Process(g) = &peer {
+            self.group.store(g.pgid(), Ordering::Relaxed);
+        }
         if W::READY_AT_START && self.launch.shape != Shape::PerTurn {
             self.announce_ready().await;
         }
@@ -281,6 +300,37 @@ impl<W: Wire> DriverState<W> {
         }
     }
 
+    /// Apply a chaos fault to the agent's own group — the one this driver spawned
+    /// and holds, never another (a connection has none: nothing to do).
+    fn chaos(&mut self, myself: &ActorRef<DriverMsg>, fault: SignalFault) {
+        let Some(live) = self.live.as_mut() else {
+            tracing::debug!(urn = %self.launch.urn, ?fault, "no agent; chaos fault dropped");
+            return;
+        };
+        let Peer::Process(group) = &live.peer else {
+            return;
+        };
+        let pgid = group.pgid();
+        match fault.signal() {
+            Some(sig) => {
+                if let Err(e) = crate::process::signal_group(pgid, sig) {
+                    tracing::debug!(urn = %self.launch.urn, pgid, error = %e, "chaos signal not sent");
+                }
+            }
+            None => {
+                let how = live.wire.close(&live.peer);
+                tracing::debug!(urn = %self.launch.urn, pgid, how, "chaos: agent input closed");
+            }
+        }
+        if let SignalFault::Hang {
+            resume_after: Some(after),
+        } = fault
+        {
+            let run = live.run;
+            let _timer = myself.send_after(after, move || DriverMsg::ChaosContinue { run });
+        }
+    }
+
     /// Withdraw what waited on the agent (never in `post_stop`: the session may no
     /// longer take output then).
     async fn release(&mut self) {
@@ -319,6 +369,7 @@ impl<W: Wire> DriverState<W> {
         let Some(mut live) = self.live.take() else {
             return Ok(());
         };
+        self.group.store(0, Ordering::Relaxed);
         live.wire.halt();
         live.wire.release().await;
         let cause = death::reap(&mut live.peer, &self.launch.urn).await;

@@ -57,6 +57,9 @@ pub struct DriverArgs {
     /// The cut turn may be taken up where the agent has it (A2A: its task); false
     /// after a hang, when the turn is tried afresh.
     pub retake: bool,
+    /// Where the driver shows its agent's process group (0: none now), for what the
+    /// session says of a chaos fault it sends (`SIGKILL to group 4242`).
+    pub group: Arc<std::sync::atomic::AtomicI32>,
 }
 
 /// Why no driver could be started.
@@ -267,6 +270,12 @@ pub enum DriverMsg {
     Resize { rows: u16, cols: u16 },
     /// Internal: the output of the driver's agent number `run` reached its end.
     OutputClosed { run: u64 },
+    /// A chaos fault for the agent's own process group (`crate::chaos::signals`);
+    /// nothing for a connection.
+    Chaos(crate::chaos::signals::SignalFault),
+    /// Internal: `SIGCONT` to the agent number `run` a chaos `hang` stopped, if it
+    /// is still this driver's.
+    ChaosContinue { run: u64 },
 }
 
 /// What a driver tells its session, in stream order.

@@ -29,7 +29,8 @@ pub(super) const STARTING_HOLD: Duration = Duration::from_secs(1);
 /// it is started.
 pub(super) type Subscribers = Box<dyn FnMut(&SessionSpec) -> Vec<mpsc::Sender<Published>> + Send>;
 
-/// Start `sessions` under the tree of `spawner`, announcing each to `router`, until
+/// Start `sessions` under the tree of `spawner`, announcing each to `router` (and
+/// adding it to `up`, the chaos run's targets), until
 /// all are up or `stop` turns true; then tell the router no more come up. The
 /// error of the first that could not be spawned (the rest are not started).
 pub(super) fn start_sessions(
@@ -37,6 +38,7 @@ pub(super) fn start_sessions(
     router: ActorRef<RouterMsg>,
     sessions: Vec<SessionSpec>,
     mut subscribers: Subscribers,
+    up: Option<crate::chaos::timed::Targets>,
     mut stop: watch::Receiver<bool>,
 ) -> JoinHandle<Result<(), TreeError>> {
     tokio::spawn(async move {
@@ -57,6 +59,9 @@ pub(super) fn start_sessions(
             let name = spec.name.clone();
             match spawner.spawn(spec, subs).await {
                 Ok(actor) => {
+                    if let Some(up) = &up {
+                        crate::chaos::timed::came_up(up, &name, &actor);
+                    }
                     let _router_gone = router.cast(RouterMsg::SessionUp { name, actor });
                     tokio::spawn(release_when_started(started, permit));
                 }

@@ -19,6 +19,7 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Metric, Registry};
 use tokio::sync::mpsc;
 
+use crate::chaos::interpose::metrics::IoMetrics;
 use crate::events::Published;
 use crate::sync::lock;
 
@@ -161,11 +162,15 @@ pub struct FleetMetrics {
     pub budget_limit_usd: Family<ScopeLabels, FloatGauge>,
     pub budget_remaining_usd: Family<ScopeLabels, FloatGauge>,
     pub events: Family<KindLabels, Counter>,
+    /// Chaos faults injected (`[chaos]`, `--chaos`), by kind.
+    pub chaos_faults: Family<KindLabels, Counter>,
     pub malformed_frames: Family<SessionLabels, Counter>,
     pub stray_frames: Family<SessionLabels, Counter>,
     pub mailbox_depth: Family<MailboxLabels, Gauge>,
     pub agent_processes: Gauge,
     pub spans: SpanStats,
+    /// A chaos run's byte and connection faults, handed to the sessions' handles.
+    pub chaos_io: IoMetrics,
     /// Bounded queues whose fill level is read at each scrape.
     queues: Mutex<Vec<(String, mpsc::WeakSender<Published>)>>,
     /// Agent and model per session URN.
@@ -284,6 +289,12 @@ impl FleetMetrics {
             COUNTER,
             Family::default(),
         );
+        let chaos_faults = b.add(
+            "chaos_faults",
+            "Chaos faults injected, by kind (kill, hang, garble, self_kill, ...)",
+            COUNTER,
+            Family::default(),
+        );
         let malformed_frames = b.add(
             "malformed_frames",
             "Agent output that could not be parsed (cap.error parse_failed)",
@@ -320,6 +331,26 @@ impl FleetMetrics {
             COUNTER,
             spans.dropped.clone(),
         );
+        let chaos_io = IoMetrics {
+            faults: b.add(
+                "chaos_io_faults",
+                "Chaos byte and connection faults applied, by session and kind",
+                COUNTER,
+                Family::default(),
+            ),
+            bytes_garbled: b.add(
+                "chaos_bytes_garbled",
+                "Bytes of agent output corrupted by the chaos interposer (garble)",
+                COUNTER,
+                Family::default(),
+            ),
+            frames_truncated: b.add(
+                "chaos_frames_truncated",
+                "Agent frames cut short by the chaos interposer (truncate)",
+                COUNTER,
+                Family::default(),
+            ),
+        };
         FleetMetrics {
             registry: b.registry,
             names: b.names,
@@ -335,11 +366,13 @@ impl FleetMetrics {
             budget_limit_usd,
             budget_remaining_usd,
             events,
+            chaos_faults,
             malformed_frames,
             stray_frames,
             mailbox_depth,
             agent_processes,
             spans,
+            chaos_io,
             queues: Mutex::new(Vec::new()),
             sessions_info: Mutex::new(HashMap::new()),
         }

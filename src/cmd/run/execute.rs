@@ -101,6 +101,13 @@ pub(super) async fn execute(
         }
     };
     fleet.bind_run_dir(&run);
+    // The supervisor of `--resume-on-crash` resumes this run by its id.
+    if let Some(file) = &args.run_id_file
+        && let Err(e) = std::fs::write(file, &run.id)
+    {
+        eprintln!("{} {}: {e}", err.err("error:"), file.display());
+        return ExitCode::FAILURE;
+    }
     match &resume {
         Some(r) => eprintln!(
             "capfleet: resuming run {} (journal {}: {} records, {} completed deliveries replayed, {} re-issued)",

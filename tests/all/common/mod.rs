@@ -16,6 +16,8 @@
 //! - [`chat`]: `capfleet chat <agent> --json` runs built for a test, their events,
 //!   the no-survivor check (on top of [`chat_json`]).
 //! - [`chaos`]: `capfleet chat sim` on the chaos scripts, read live with deadlines.
+//! - [`chaos_run`]: `capfleet run --chaos` fleets of sim sessions, their `chaos`
+//!   records.
 //! - [`disk`]: disks that fail (a full tmpfs, a read-only one, `/dev/full`).
 //! - [`fake_llm`]: the scripted fake LLM (`tests/support/fake_llm.py`) as a
 //!   RAII handle, plus a tiny blocking HTTP client.
@@ -46,6 +48,7 @@ pub(crate) mod a2a;
 pub(crate) mod browser;
 pub(crate) mod capfleet;
 pub(crate) mod chaos;
+pub(crate) mod chaos_run;
 pub(crate) mod chat;
 pub(crate) mod chat_json;
 pub(crate) mod console;
