@@ -20,6 +20,7 @@
 pub mod answerer;
 pub mod bindings;
 pub mod budget;
+pub mod chaos;
 pub mod clock;
 pub mod driver;
 pub mod error;

@@ -17,6 +17,8 @@ mod acp_peers;
 mod artifacts;
 mod audit_risk;
 mod budget;
+mod chaos_report;
+mod chaos_soak;
 mod chat_repl;
 mod cli;
 mod closed_stdout;
