@@ -106,7 +106,8 @@ pub(crate) fn main() -> ExitCode {
     if cli.cap_manifest {
         return print_own_manifest();
     }
-    if matches!(cli.command, Some(Command::Run(ref a)) if !a.dry_run)
+    // A supervising `run --resume-on-crash` drives no agent itself: its child runs do.
+    if matches!(cli.command, Some(Command::Run(ref a)) if !a.dry_run && !a.resume_on_crash)
         || matches!(
             cli.command,
             Some(Command::Chat(_) | Command::Speak(_) | Command::Acp(_))

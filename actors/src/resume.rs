@@ -92,6 +92,17 @@ pub struct Recovered {
     pub worktrees: bool,
     /// They were collected after the run's last end (`collected`).
     pub collected: bool,
+    /// The chaos `self_kill`s journaled (a chaos run's resume goes on after them).
+    pub self_kills: SelfKills,
+}
+
+/// The `self_kill` records of a chaos run's journal.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct SelfKills {
+    /// How many.
+    pub count: u32,
+    /// The last one's place in the seeded sequence.
+    pub last_seed_pos: Option<u64>,
 }
 
 impl Recovered {
@@ -140,6 +151,8 @@ struct Line<'a> {
     parent: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
     sha: Option<Cow<'a, str>>,
+    #[serde(default)]
+    seed_pos: Option<u64>,
 }
 
 /// An owned copy of a borrowed field.
@@ -254,6 +267,12 @@ fn on_router(
             return;
         }
         "stopping" => *stopping = true,
+        // A chaos `self_kill`: no decision of the router's, none to derive again.
+        "chaos" => {
+            r.self_kills.count += 1;
+            r.self_kills.last_seed_pos = line.seed_pos.max(r.self_kills.last_seed_pos);
+            return;
+        }
         "run_ended" => {
             r.ended = owned(line.outcome.clone());
             r.collected = false;

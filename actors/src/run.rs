@@ -51,6 +51,8 @@ pub struct RunSpec {
     pub workspace: Option<WorkspacePhase>,
     /// A run resumed from its journal (`capfleet run --resume`): what it goes on from.
     pub resume: Option<Resume>,
+    /// A chaos run's faults (`[chaos]`, `--chaos`).
+    pub chaos: Option<Arc<crate::chaos::spec::ChaosSpec>>,
 }
 
 /// What a resumed run goes on from: its journal read back, and the change of its
@@ -208,11 +210,18 @@ async fn run_until<S: Into<Stop>>(
     let mut agents = Vec::with_capacity(spec.sessions.len());
     let mut sessions = Vec::with_capacity(spec.sessions.len());
     let preamble = preamble(&spec.sessions, phase.as_ref());
+    let self_kills = resume
+        .as_ref()
+        .map(|r| r.recovered.self_kills)
+        .unwrap_or_default();
+    let mut chaos_targets = Vec::new();
     for mut s in spec.sessions {
         s.recovered = resume
             .as_mut()
             .and_then(|r| r.recovered.sessions.remove(s.urn()));
+        s.chaos = spec.chaos.clone();
         let name = s.name.clone();
+        let binding = s.binding;
         agents.push((name.clone(), s.launch.manifest.agent.name.clone()));
         let mut subscribers = watchers.clone();
         if let Some(p) = &phase {
@@ -230,7 +239,10 @@ async fn run_until<S: Into<Stop>>(
             ));
         }
         match tree.spawn_session(s, subscribers).await {
-            Ok(actor) => sessions.push((name, actor)),
+            Ok(actor) => {
+                chaos_targets.push((name.clone(), binding, actor.clone()));
+                sessions.push((name, actor));
+            }
             Err(e) => {
                 tree.shutdown().await;
                 return Err(e);
@@ -267,6 +279,11 @@ async fn run_until<S: Into<Stop>>(
         .await
         .map_err(|e| TreeError::spawn("router", e))?;
     let _started = router.cast(RouterMsg::Start);
+    // The timed faults go with the run: aborted when it ends.
+    let chaos_task = spec.chaos.map(|chaos| {
+        let timed = crate::chaos::timed::drive(chaos, chaos_targets, router.clone(), self_kills);
+        AbortOnDrop(tokio::spawn(timed.instrument(run_span.clone())))
+    });
 
     let ended = router.call(RouterMsg::WaitEnd, None);
     tokio::pin!(ended);
@@ -299,6 +316,7 @@ async fn run_until<S: Into<Stop>>(
             }
         }
     };
+    drop(chaos_task);
     record_outcome(&run_span, outcome);
     let mut workspaces = Vec::new();
     let mut plan_doc = None;
@@ -551,4 +569,13 @@ fn record_outcome(run: &tracing::Span, outcome: RunOutcome) {
         RunOutcome::DiskFailed => "the run's records could not be written",
     };
     trace::fail(run, &name, failed);
+}
+
+/// A task aborted when this is dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }

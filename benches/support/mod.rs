@@ -115,6 +115,7 @@ pub(crate) async fn run_with(
         telemetry,
         workspace: None,
         resume: None,
+        chaos: None,
     };
     run_fleet(spec, vec![watcher], tokio::sync::mpsc::channel(1).1)
         .await

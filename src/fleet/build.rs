@@ -139,6 +139,7 @@ pub(super) async fn build(file: &FleetFile, cx: &Context<'_>) -> Result<Fleet, V
             .map_or(DEFAULT_MAX_BYTES, |mb| mb.value << 20),
         ask_timeout: f.ask_timeout,
         notify,
+        chaos: file.chaos.clone().map(std::sync::Arc::new),
     })
 }
 

@@ -52,6 +52,8 @@ pub(crate) struct FleetFile {
     pub answerer: Option<AnswererSection>,
     /// `[notify]`: the run's webhook, if any.
     pub notify: Option<super::notify::NotifySection>,
+    /// `[chaos]`: the run's faults, if any.
+    pub chaos: Option<capfleet_actors::chaos::spec::ChaosSpec>,
 }
 
 /// `[fleet]`.

@@ -10,6 +10,7 @@
 
 mod answerer;
 mod build;
+mod chaos;
 pub(crate) mod config;
 pub(crate) mod error;
 #[cfg(test)]
@@ -30,6 +31,7 @@ use capfleet_actors::supervision::rate_limit::RateLimitPolicy;
 use capfleet_actors::tomldoc::Warning;
 use capfleet_actors::workspace::testrun::TestCommand;
 
+pub(crate) use chaos::inline as inline_chaos;
 pub(crate) use config::OnError;
 pub(crate) use error::{FleetError, FleetErrors};
 pub(crate) use run_dir::RunDir;
@@ -85,6 +87,8 @@ pub(crate) struct Fleet {
     pub ask_timeout: Option<Duration>,
     /// `[notify]`: the run's webhook.
     pub notify: Option<crate::notify::NotifySpec>,
+    /// `[chaos]` (or `capfleet run --chaos`, which replaces it): the run's faults.
+    pub chaos: Option<std::sync::Arc<capfleet_actors::chaos::spec::ChaosSpec>>,
 }
 
 /// One session of a fleet.

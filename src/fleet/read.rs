@@ -19,7 +19,7 @@ use super::error::FleetError;
 
 pub(super) type Reader = tomldoc::Reader<FleetError>;
 
-const TOP_KEYS: &[&str] = &["fleet", "sessions", "routes", "answerer", "notify"];
+const TOP_KEYS: &[&str] = &["fleet", "sessions", "routes", "answerer", "notify", "chaos"];
 const FLEET_KEYS: &[&str] = &[
     "name",
     "start",
@@ -88,7 +88,7 @@ pub(super) fn read(r: &mut Reader, root: &DeTable<'_>) -> FleetFile {
         r.missing("fleet", None);
     }
     let fleet = read_fleet(r, ft, span);
-    let sessions = tables(r, root, "sessions")
+    let sessions: Vec<SessionEntry> = tables(r, root, "sessions")
         .into_iter()
         .filter_map(|(i, t, span)| read_session(r, t, &format!("sessions[{i}]"), span))
         .collect();
@@ -98,12 +98,14 @@ pub(super) fn read(r: &mut Reader, root: &DeTable<'_>) -> FleetFile {
         .collect();
     let answerer = super::answerer::read_answerer(r, root);
     let notify = super::notify::read(r, root);
+    let chaos = super::chaos::read(r, root, &sessions);
     FleetFile {
         fleet,
         sessions,
         routes,
         answerer,
         notify,
+        chaos,
     }
 }
 

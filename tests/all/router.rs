@@ -86,6 +86,7 @@ async fn run(sessions: Vec<SessionSpec>, routing: RoutingSpec, budget: BudgetLim
         telemetry: Default::default(),
         workspace: None,
         resume: None,
+        chaos: None,
     };
     let report = tokio::time::timeout(
         Duration::from_secs(60),

@@ -18,6 +18,7 @@ use super::death::{self, ended};
 use super::launch::Shape;
 use super::wire::{Interrupt, OutputEnd, Peer, Start, Started, Wire};
 use super::{DriverArgs, DriverMsg, DriverOutput, ExitCause, LaunchSpec, OutputSink, TurnEnd};
+use crate::chaos::signals::SignalFault;
 use crate::process::stderr_ring::StderrRing;
 use crate::protocol::{CapCode, CapEvent, StopReason};
 
@@ -179,6 +180,16 @@ impl<W: Wire> Actor for Driver<W> {
                 }
                 myself.stop(None);
             }
+            DriverMsg::Chaos(fault) => st.chaos(&myself, fault),
+            DriverMsg::ChaosContinue { run } => {
+                if let Some(Live {
+                    peer: Peer::Process(group),
+                    ..
+                }) = st.live.as_ref().filter(|l| l.run == run)
+                {
+                    let _already_gone = crate::process::signal_group(group.pgid(), libc::SIGCONT);
+                }
+            }
             DriverMsg::OutputClosed { run } => {
                 let Some(live) = st.live.as_mut().filter(|l| l.run == run && !st.stopping) else {
                     return Ok(()); // expected, or a retired agent's
@@ -278,6 +289,37 @@ impl<W: Wire> DriverState<W> {
             }
             live.wire.halt();
             death::kill(&mut live.peer).await;
+        }
+    }
+
+    /// Apply a chaos fault to the agent's own group — the one this driver spawned
+    /// and holds, never another (a connection has none: nothing to do).
+    fn chaos(&mut self, myself: &ActorRef<DriverMsg>, fault: SignalFault) {
+        let Some(live) = self.live.as_mut() else {
+            tracing::debug!(urn = %self.launch.urn, ?fault, "no agent; chaos fault dropped");
+            return;
+        };
+        let Peer::Process(group) = &live.peer else {
+            return;
+        };
+        let pgid = group.pgid();
+        match fault.signal() {
+            Some(sig) => {
+                if let Err(e) = crate::process::signal_group(pgid, sig) {
+                    tracing::debug!(urn = %self.launch.urn, pgid, error = %e, "chaos signal not sent");
+                }
+            }
+            None => {
+                let how = live.wire.close(&live.peer);
+                tracing::debug!(urn = %self.launch.urn, pgid, how, "chaos: agent input closed");
+            }
+        }
+        if let SignalFault::Hang {
+            resume_after: Some(after),
+        } = fault
+        {
+            let run = live.run;
+            let _timer = myself.send_after(after, move || DriverMsg::ChaosContinue { run });
         }
     }
 

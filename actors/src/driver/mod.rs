@@ -267,6 +267,12 @@ pub enum DriverMsg {
     Resize { rows: u16, cols: u16 },
     /// Internal: the output of the driver's agent number `run` reached its end.
     OutputClosed { run: u64 },
+    /// A chaos fault for the agent's own process group (`crate::chaos::signals`);
+    /// nothing for a connection.
+    Chaos(crate::chaos::signals::SignalFault),
+    /// Internal: `SIGCONT` to the agent number `run` a chaos `hang` stopped, if it
+    /// is still this driver's.
+    ChaosContinue { run: u64 },
 }
 
 /// What a driver tells its session, in stream order.

@@ -196,6 +196,17 @@ pub enum EventBody {
     /// The run stops (a signal, a fault, a budget, `on_error = "abort"`): what the
     /// router records from here on is the stop's (a resume replays what came before).
     Stopping { outcome: RunOutcome, reason: String },
+    /// A chaos fault (`[chaos]`, `--chaos`), journaled before it is applied: on the
+    /// target session's stream (its current turn), or for `self_kill` on the router's
+    /// with `target` "capfleet" (synced before the kill). `seed_pos` is the fault's
+    /// place in the seeded sequence (see `chaos::schedule`); `detail` says what was
+    /// done (`SIGKILL to group 4242`).
+    Chaos {
+        fault: crate::chaos::FaultKind,
+        target: String,
+        seed_pos: u64,
+        detail: String,
+    },
     /// The run was resumed (`capfleet run --resume`) from its journal: the records
     /// read, a torn last line left out (its bytes), the deliveries whose recorded
     /// results were replayed, those re-issued (their turn never ended), and the

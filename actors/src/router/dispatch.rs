@@ -184,6 +184,22 @@ impl Core {
         self.bus.publish(None, body).await;
     }
 
+    /// A chaos `self_kill`'s record, synced before the kill. It is no decision of the
+    /// router's: a replay never derives it again, so it is never skipped (and
+    /// `resume::recover` does not count it among the records to skip).
+    pub(super) async fn record_self_kill(&mut self, seed_pos: u64, detail: String) {
+        let body = EventBody::Chaos {
+            fault: crate::chaos::FaultKind::SelfKill,
+            target: crate::chaos::SELF_TARGET.into(),
+            seed_pos,
+            detail,
+        };
+        self.bus.publish(None, body).await;
+        if let Some(d) = &self.durable {
+            d.sync().await;
+        }
+    }
+
     pub(super) async fn start(&mut self, me: &ActorRef<RouterMsg>) {
         self.record_resumed().await;
         for body in std::mem::take(&mut self.preamble) {
@@ -382,6 +398,11 @@ impl Core {
             Ok(r) => {
                 self.failed_turn(&session, origin, format!("turn ended {:?}", r.outcome))
                     .await
+            }
+            // A route's text to a session past its `max_turns` is the exit a route
+            // cycle must have (fleet validation asks for it): the cycle ended, no failure.
+            Err(SessionError::MaxTurns { max }) if matches!(origin, Origin::Route) => {
+                tracing::debug!(%session, max, "route cycle ended at max_turns");
             }
             Err(e) => {
                 if let Some(slot) = self.slots.get_mut(&session) {

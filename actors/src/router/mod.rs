@@ -79,6 +79,13 @@ pub enum RouterMsg {
     MasterPlan(RpcReplyPort<Option<Vec<crate::protocol::PlanEntry>>>),
     /// The races decided so far.
     Races(RpcReplyPort<Vec<RaceWon>>),
+    /// A chaos `self_kill` is due: journal its record on the router's stream and
+    /// reply once the journal has synced it (capfleet is killed right after).
+    SelfKill {
+        seed_pos: u64,
+        detail: String,
+        reply: RpcReplyPort<()>,
+    },
 }
 
 /// A decided race (`collect`, `mode = "first"`): who won, whom it cancelled.
@@ -185,6 +192,14 @@ impl Actor for Router {
             }
             RouterMsg::Races(reply) => {
                 let _caller_gone = reply.send(st.core.races.clone());
+            }
+            RouterMsg::SelfKill {
+                seed_pos,
+                detail,
+                reply,
+            } => {
+                st.core.record_self_kill(seed_pos, detail).await;
+                let _caller_gone = reply.send(());
             }
         }
         st.answer_waiters();

@@ -48,6 +48,7 @@ impl Actor for Session {
             },
             SessionMsg::Close => core.close(&myself).await,
             SessionMsg::Resize { rows, cols } => core.slot.resize(rows, cols),
+            SessionMsg::Chaos { fault, seed_pos } => core.inject(fault, seed_pos).await,
             SessionMsg::Snapshot(reply) => {
                 let _caller_gone = reply.send(core.snapshot());
             }

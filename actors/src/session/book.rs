@@ -239,6 +239,7 @@ impl Core {
         })
         .await;
         self.set_state(SessionState::Working).await;
+        self.chaos_on_attempt(id, attempt).await;
     }
 
     pub(super) async fn end_turn(&mut self, outcome: TurnOutcome, stop_reason: StopReason) {

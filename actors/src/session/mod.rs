@@ -25,11 +25,13 @@
 //! - `outputs`: what the driver's outputs do; `answers`: answers to open requests;
 //! - `hooks`: pricing estimates and artifact keeping on the agent's events;
 //! - `pause`: rate-limit pauses and the resume that re-issues the turn;
-//! - `spans`: the session's spans; `turn`: one turn's bookkeeping.
+//! - `spans`: the session's spans; `turn`: one turn's bookkeeping;
+//! - `chaos`: a chaos run's faults on this session (journaled, then applied).
 
 mod actor;
 mod answers;
 mod book;
+mod chaos;
 mod hooks;
 mod machine;
 mod outputs;
@@ -82,6 +84,8 @@ pub struct SessionSpec {
     pub artifacts: Option<Arc<crate::workspace::ArtifactStore>>,
     /// A resumed run's session: where its stream, turns and agent go on from.
     pub recovered: Option<crate::resume::SessionRecovery>,
+    /// A chaos run's spec: the session decides its per-turn faults from it.
+    pub chaos: Option<Arc<crate::chaos::spec::ChaosSpec>>,
 }
 
 impl SessionSpec {
@@ -102,6 +106,7 @@ impl SessionSpec {
             pricing: None,
             artifacts: None,
             recovered: None,
+            chaos: None,
         }
     }
 
@@ -168,6 +173,12 @@ pub enum SessionMsg {
     Resize { rows: u16, cols: u16 },
     /// A snapshot of the session.
     Snapshot(RpcReplyPort<SessionSnapshot>),
+    /// Inject a chaos fault now (a chaos run's timed fault, number `seed_pos` of its
+    /// seeded sequence): journaled, then applied to this session's own agent.
+    Chaos {
+        fault: crate::chaos::FaultKind,
+        seed_pos: u64,
+    },
     /// What the session sends itself, and its driver's outputs: made only inside the
     /// session (and by the driver's sink, from an [`OutputBatch`]).
     Internal(Internal),

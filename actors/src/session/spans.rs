@@ -225,6 +225,20 @@ impl Spans {
         }
     }
 
+    /// A chaos fault injected now: a span of its own under the turn's (else the
+    /// session's), ended at once, beside the restart it causes.
+    pub(super) fn chaos(&self, fault: crate::chaos::FaultKind, seed_pos: u64, detail: &str) {
+        let span = tracing::info_span!(
+            parent: self.current(), "chaos",
+            otel.name = %format_args!("chaos {fault}"),
+            cap.chaos.fault = fault.as_str(),
+            cap.chaos.target = %self.who.name,
+            cap.chaos.seed_pos = int(seed_pos),
+            cap.chaos.detail = detail,
+        );
+        trace::end(&span);
+    }
+
     /// The span of open request `id` (the answerer decides under it).
     pub(super) fn request(&self, id: &str) -> Span {
         self.requests.get(id).cloned().unwrap_or_else(Span::none)

@@ -84,6 +84,7 @@ pub fn event_kind(body: &EventBody) -> &'static str {
         EventBody::PlanEntry { .. } => "plan_entry",
         EventBody::BudgetExceeded { .. } => "budget_exceeded",
         EventBody::Stopping { .. } => "stopping",
+        EventBody::Chaos { .. } => "chaos",
         EventBody::Resumed { .. } => "resumed",
         EventBody::RunEnded { .. } => "run_ended",
     }

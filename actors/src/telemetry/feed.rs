@@ -174,6 +174,12 @@ impl TapHandler for MetricsFeed {
                     .get_or_create(&AgentLabels { agent })
                     .observe(*duration_ms as f64 / 1e3);
             }
+            EventBody::Chaos { fault, .. } => {
+                let l = KindLabels {
+                    kind: fault.as_str().into(),
+                };
+                m.chaos_faults.get_or_create(&l).inc();
+            }
             EventBody::Restart { cause, .. } => {
                 let l = RestartLabels {
                     session: event.urn.to_string(),

@@ -161,6 +161,8 @@ pub struct FleetMetrics {
     pub budget_limit_usd: Family<ScopeLabels, FloatGauge>,
     pub budget_remaining_usd: Family<ScopeLabels, FloatGauge>,
     pub events: Family<KindLabels, Counter>,
+    /// Chaos faults injected (`[chaos]`, `--chaos`), by kind.
+    pub chaos_faults: Family<KindLabels, Counter>,
     pub malformed_frames: Family<SessionLabels, Counter>,
     pub stray_frames: Family<SessionLabels, Counter>,
     pub mailbox_depth: Family<MailboxLabels, Gauge>,
@@ -284,6 +286,12 @@ impl FleetMetrics {
             COUNTER,
             Family::default(),
         );
+        let chaos_faults = b.add(
+            "chaos_faults",
+            "Chaos faults injected, by kind (kill, hang, garble, self_kill, ...)",
+            COUNTER,
+            Family::default(),
+        );
         let malformed_frames = b.add(
             "malformed_frames",
             "Agent output that could not be parsed (cap.error parse_failed)",
@@ -335,6 +343,7 @@ impl FleetMetrics {
             budget_limit_usd,
             budget_remaining_usd,
             events,
+            chaos_faults,
             malformed_frames,
             stray_frames,
             mailbox_depth,

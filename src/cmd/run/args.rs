@@ -40,6 +40,19 @@ that had ended says so and changes nothing; one whose orchestrator still runs is
 (its pid named); a fleet file changed since the run is refused with the change named \
 (--force: resume anyway, the change journaled).
 
+Chaos runs (--chaos SPEC, or the fleet's [chaos] table, which --chaos replaces): faults \
+injected from a seed, the same seed giving the same faults. SPEC is key=value pairs \
+separated by commas, lists inside a value by semicolons: \
+`seed=7,kill=0.2/turn,hang=1/min,term=@30s;2m,target=worker-*`. A fault kind (kill, term, \
+hang, exit, slow, garble, truncate, stall_stdin; latency, drop, http_5xx, refuse for A2A \
+sessions; self_kill) takes a rate: P/turn (a probability per turn attempt), N/min, or \
+@TIME;TIME (after the run's start). target (names, globs, binding:<name>; per fault: \
+kill.target=...) says whom; hang_for, slow_bytes_per_sec, slow_for, garble_fraction, \
+garble_frames, truncate_frames, stall_for, latency, latency_for, http_status, refuse_for, \
+max_self_kills tune them. Every fault is a `chaos` journal record and a span. \
+--resume-on-crash runs the run in a child capfleet and resumes it (run --resume) each time \
+that child dies by a signal (a self_kill, a crash), at most 10 times.
+
 Exit codes: 0 completed, 1 a session failed, 2 invalid config (or bad usage), \
 3 budget exceeded, 130 interrupted (Ctrl-C), 143 / 129 stopped by SIGTERM / SIGHUP \
 (every agent's process group is killed first; a second signal cuts the kill grace \
@@ -77,6 +90,18 @@ pub(crate) struct RunArgs {
     pub telemetry: TelemetryArgs,
     #[command(flatten)]
     pub notify: crate::notify::NotifyArgs,
+    /// Inject faults from a seed: the `[chaos]` keys inline, e.g.
+    /// `seed=7,kill=0.2/turn,hang=1/min,target=worker-*` (replaces the fleet's [chaos]).
+    #[arg(long, value_name = "SPEC", conflicts_with_all = ["resume", "dry_run"])]
+    pub chaos: Option<String>,
+    /// Supervise the run: run it in a child capfleet and resume it (`run --resume`)
+    /// whenever that child dies by a signal, until the run ends.
+    #[arg(long, conflicts_with = "dry_run")]
+    pub resume_on_crash: bool,
+    /// Write the run's id to this file once its directory is made (the supervisor of
+    /// `--resume-on-crash` reads it).
+    #[arg(long, hide = true, value_name = "PATH")]
+    pub run_id_file: Option<std::path::PathBuf>,
     /// At the end, commit each coding session's work on its branch
     /// (capfleet/<run-id>/<session>); a likely secret keeps it uncommitted.
     #[arg(long)]

@@ -101,6 +101,13 @@ pub(super) async fn execute(
         }
     };
     fleet.bind_run_dir(&run);
+    // The supervisor of `--resume-on-crash` resumes this run by its id.
+    if let Some(file) = &args.run_id_file
+        && let Err(e) = std::fs::write(file, &run.id)
+    {
+        eprintln!("{} {}: {e}", err.err("error:"), file.display());
+        return ExitCode::FAILURE;
+    }
     match &resume {
         Some(r) => eprintln!(
             "capfleet: resuming run {} (journal {}: {} records, {} completed deliveries replayed, {} re-issued)",
@@ -210,6 +217,9 @@ pub(super) async fn execute(
         if mode == Mode::Json {
             totals.print_json();
         }
+    }
+    if fleet.chaos.is_some() {
+        crate::cmd::chaos::report::at_run_end(&run, mode == Mode::Json, color).await;
     }
     let outcome = report
         .as_ref()

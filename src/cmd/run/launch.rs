@@ -51,6 +51,7 @@ pub(crate) fn run_spec(fleet: &Fleet, run: &RunDir, launch: Launch) -> RunSpec {
         telemetry: launch.telemetry,
         workspace: Some(launch.workspace),
         resume: launch.resume,
+        chaos: fleet.chaos.clone(),
     }
 }
 

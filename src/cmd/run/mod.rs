@@ -10,6 +10,7 @@ mod lines;
 pub(crate) mod orphans;
 pub(crate) mod resume;
 mod screen;
+mod supervise;
 mod totals;
 pub(crate) mod view;
 pub(crate) mod workspaces;
@@ -30,6 +31,9 @@ pub(crate) const EXIT_BUDGET: u8 = 3;
 pub(crate) const EXIT_INTERRUPTED: u8 = 130;
 
 pub(crate) fn run(args: RunArgs, color: ColorChoice) -> ExitCode {
+    if args.resume_on_crash {
+        return supervise::supervise(&args);
+    }
     let runtime = match crate::cmd::one_session::runtime() {
         Ok(rt) => rt,
         Err(code) => return code,
@@ -132,9 +136,25 @@ async fn load_and_run(
         let fleets: Vec<_> = loaded.into_iter().map(|l: Loaded| l.fleet).collect();
         return dry_run::print(&fleets, args, Style::for_stdout(color));
     }
-    let Some(l) = loaded.pop() else {
+    let Some(mut l) = loaded.pop() else {
         return ExitCode::from(EXIT_INVALID);
     };
+    // `--chaos` replaces the fleet's `[chaos]`; a resume goes on with the run's own.
+    let inline = match &opened {
+        Some(o) => o.chaos.as_deref(),
+        None => args.chaos.as_deref(),
+    };
+    if let Some(text) = inline {
+        match fleet::inline_chaos(text, &l.fleet) {
+            Ok(spec) => l.fleet.chaos = Some(std::sync::Arc::new(spec)),
+            Err(errors) => {
+                for e in errors {
+                    eprintln!("{} --chaos: {e}", err.err("error:"));
+                }
+                return ExitCode::from(EXIT_INVALID);
+            }
+        }
+    }
     let target = match opened {
         None => execute::Target::New,
         Some(o) => match resume::check(&o, &l.fleet.name, args.force) {

@@ -33,6 +33,9 @@ struct Saved {
     fleet: PathBuf,
     task: Option<String>,
     commit: bool,
+    /// `--chaos`: a resumed run goes on with the same faults.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    chaos: Option<String>,
 }
 
 /// Why a run cannot be resumed.
@@ -70,7 +73,13 @@ pub(super) fn remember(run: &RunDir, args: &RunArgs) -> Result<(), ResumeError> 
     let Some(fleet) = args.fleets.first() else {
         return Ok(());
     };
-    remember_fleet(run, fleet, args.task.clone(), args.commit)
+    save(
+        run,
+        fleet,
+        args.task.clone(),
+        args.commit,
+        args.chaos.clone(),
+    )
 }
 
 /// Keep, beside the journal of `run` (of `fleet` with `task`), what `run --resume`
@@ -81,12 +90,23 @@ pub(crate) fn remember_fleet(
     task: Option<String>,
     commit: bool,
 ) -> Result<(), ResumeError> {
+    save(run, fleet, task, commit, None)
+}
+
+fn save(
+    run: &RunDir,
+    fleet: &Path,
+    task: Option<String>,
+    commit: bool,
+    chaos: Option<String>,
+) -> Result<(), ResumeError> {
     let copy = run.path.join(FLEET_COPY);
     std::fs::copy(fleet, &copy).map_err(io_at(&copy))?;
     let saved = Saved {
         fleet: std::path::absolute(fleet).map_err(io_at(fleet))?,
         task,
         commit,
+        chaos,
     };
     let path = run.path.join(ARGS_FILE);
     let text = serde_json::to_string(&saved).map_err(|e| io_at(&path)(e.into()))?;
@@ -99,6 +119,8 @@ pub(crate) struct Opened {
     pub fleet: PathBuf,
     pub task: Option<String>,
     pub commit: bool,
+    /// The run's `--chaos`, if it had one.
+    pub chaos: Option<String>,
 }
 
 /// Find run `id` (or `latest`) under the current directory; refused while it runs.
@@ -132,6 +154,7 @@ pub(crate) fn open_in(base: &Path, id: &str) -> Result<Opened, ResumeError> {
         fleet: saved.fleet,
         task: saved.task,
         commit: saved.commit,
+        chaos: saved.chaos,
     })
 }
 

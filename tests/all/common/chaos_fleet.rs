@@ -1,6 +1,7 @@
 //! Chaos runs of sim fleets (`chaos_report`, `chaos_soak`): a directory with the soak
 //! agent's script (`config/sim/soak.toml`) and a fleet, `capfleet run` on it within a
-//! deadline, and its report read back with `capfleet chaos report latest --json`.
+//! deadline, and its report read back with `capfleet chaos report latest --json` (its
+//! `chaos` records: [`super::chaos_run::records`]).
 
 use std::path::Path;
 use std::process::Output;
@@ -92,11 +93,10 @@ pub(crate) fn assert_completed_or_meltdown(report: &Value, out: &Output) {
     }
 }
 
-/// The `chaos` records of the newest run under `f`: each fault's kind.
+/// The kind of each `chaos` record of the newest run under `f`.
 pub(crate) fn journaled_faults(f: &Fixture) -> Vec<String> {
-    f.journal()
+    super::chaos_run::records(&f.journal())
         .iter()
-        .filter(|r| r["type"] == "chaos")
         .map(|r| r["fault"].as_str().unwrap_or_default().to_owned())
         .collect()
 }

@@ -14,6 +14,10 @@
 //! - *recovered* (MTTR to the turn) when the turn it hit completed (`turn_ended`
 //!   `completed`); a fault between turns, when the session's next turn completed, or
 //!   when the session was still serving at the end; never once the session `failed`.
+//!
+//! A fault decided by its turn's end is still heard until the stream's next turn
+//! starts: an `exit` (the agent's input closed) lets the turn finish, and the agent's
+//! exit, its restart and the ready after come between the turns.
 
 use std::collections::HashMap;
 
@@ -66,6 +70,8 @@ enum Phase {
 pub(super) struct Tracker {
     pub faults: Vec<Fault>,
     phase: Vec<Phase>,
+    /// Its turn ended (recovered or not): closed when the stream's next turn starts.
+    decided: Vec<bool>,
     /// Open faults by stream.
     open: HashMap<String, Vec<usize>>,
     /// `self_kill`s waiting for the resume, then for the first ready and turn.
@@ -83,21 +89,35 @@ impl Tracker {
         }
         self.faults.push(fault);
         self.phase.push(Phase::Open);
+        self.decided.push(false);
     }
 
-    fn each_open(&mut self, urn: &str, mut f: impl FnMut(&mut Fault, &mut Phase)) {
+    fn each_open(&mut self, urn: &str, mut f: impl FnMut(&mut Fault, &mut Phase, &mut bool)) {
         if let Some(list) = self.open.get_mut(urn) {
             for &i in list.iter() {
-                f(&mut self.faults[i], &mut self.phase[i]);
+                f(
+                    &mut self.faults[i],
+                    &mut self.phase[i],
+                    &mut self.decided[i],
+                );
             }
             list.retain(|&i| self.phase[i] != Phase::Closed);
         }
     }
 
+    /// A turn of `urn` started: the faults its last turn decided are closed.
+    pub(super) fn turn_started(&mut self, urn: &str) {
+        self.each_open(urn, |_, p, decided| {
+            if *decided {
+                *p = Phase::Closed;
+            }
+        });
+    }
+
     /// A record that shows `urn`'s driver or session noticed something (`what`);
     /// `down` when its agent is being restarted.
     pub(super) fn noticed(&mut self, urn: &str, what: &str, down: bool) {
-        self.each_open(urn, |f, p| {
+        self.each_open(urn, |f, p, _| {
             if f.detected_by.is_none() {
                 f.detected_by = Some(what.to_owned());
             }
@@ -109,7 +129,7 @@ impl Tracker {
 
     /// `cap.session.ready` on `urn` at `ts`.
     pub(super) fn ready(&mut self, urn: &str, ts: u64) {
-        self.each_open(urn, |f, p| {
+        self.each_open(urn, |f, p, _| {
             if *p == Phase::Down && f.ready_ms.is_none() {
                 f.ready_ms = Some(ts.saturating_sub(f.ts_ms));
                 *p = Phase::Open;
@@ -125,16 +145,16 @@ impl Tracker {
 
     /// Turn `turn` of `urn` ended at `ts`, `completed` or not.
     pub(super) fn turn_ended(&mut self, urn: &str, turn: Option<u32>, completed: bool, ts: u64) {
-        self.each_open(urn, |f, p| {
+        self.each_open(urn, |f, _, decided| {
             // A fault between turns is decided by the next turn that ends.
-            if f.turn.is_some() && f.turn != turn {
+            if *decided || (f.turn.is_some() && f.turn != turn) {
                 return;
             }
             if completed {
                 f.recovered = true;
                 f.turn_ms = Some(ts.saturating_sub(f.ts_ms));
             }
-            *p = Phase::Closed;
+            *decided = true;
         });
         if completed {
             for &i in &self.crashes {
@@ -148,7 +168,7 @@ impl Tracker {
 
     /// The session of `urn` failed for good: its open faults are not recovered.
     pub(super) fn failed(&mut self, urn: &str, reason: &str) {
-        self.each_open(urn, |f, p| {
+        self.each_open(urn, |f, p, _| {
             if f.detected_by.is_none() {
                 f.detected_by = Some(format!("failed: {reason}"));
             }
@@ -174,7 +194,7 @@ impl Tracker {
         for list in self.open.values() {
             for &i in list {
                 let f = &mut self.faults[i];
-                if f.turn.is_none() && self.phase[i] == Phase::Open {
+                if f.turn.is_none() && !self.decided[i] && self.phase[i] == Phase::Open {
                     f.recovered = true;
                 }
             }

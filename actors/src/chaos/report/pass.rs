@@ -104,6 +104,7 @@ impl Pass {
             }),
             "turn_started" => {
                 let turn = l.turn.unwrap_or(0);
+                self.tracker.turn_started(&urn);
                 self.current.insert(urn.clone(), turn);
                 let book = self.turns.entry((urn, turn)).or_insert_with(|| TurnBook {
                     start: i,

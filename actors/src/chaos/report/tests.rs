@@ -424,3 +424,30 @@ fn a_joined_text_run_covers_the_sequence_numbers_it_joined() {
     assert_eq!(v.holds, Some(true), "{}", v.detail);
     assert!(v.detail.contains("7 events in sequence"), "{}", v.detail);
 }
+
+#[test]
+fn an_exit_is_heard_between_its_turn_and_the_next() {
+    let mut j = J::new(&["w1"]);
+    j.ready("w1")
+        .started("w1", 1, 1)
+        .fault("w1", Some(1), "exit", 0);
+    let fault_ts = j.ts;
+    // The agent's input closed: it finishes the turn, then exits and is restarted.
+    j.ended("w1", 1, "completed");
+    j.rec(
+        "w1",
+        None,
+        json!({"type": "restart", "cause": {"kind": "normal"}, "attempt": 1, "delay_ms": 0}),
+    );
+    j.ready("w1");
+    let ready_ts = j.ts;
+    j.started("w1", 2, 1);
+    // A restart in the next turn is no longer the exit's.
+    j.rec("w1", Some(2), json!({"type": "restart", "cause": {"kind": "signaled", "signal": 9}, "attempt": 1, "delay_ms": 0}));
+    j.ready("w1").ended("w1", 2, "completed");
+    let r = j.report();
+    let f = &r.faults.list[0];
+    assert_eq!(f.detected_by.as_deref(), Some("restart (normal)"));
+    assert_eq!(f.ready_ms, Some(ready_ts - fault_ts));
+    assert!(f.recovered);
+}

@@ -1,0 +1,102 @@
+//! A chaos run's faults come from its seed: two runs of one fleet with one seed
+//! journal the same (fault, target, turn) list, and only the targeted sessions are
+//! hit. `[chaos]` and `--chaos` are validated before anything spawns, every bad key
+//! named with its file, line and fix.
+
+use std::time::Duration;
+
+use crate::common::EnvMarker;
+use crate::common::chaos_run::{fleet, records, sequence};
+use crate::common::repo::stderr;
+use crate::common::run_ended;
+
+const SESSIONS: &[&str] = &["worker-1", "worker-2", "worker-3", "worker-4", "lead"];
+const SPEC: &str = "seed=11,kill=0.35/turn,term=0.25/turn,exit=0.1/turn,target=worker-*";
+
+#[test]
+fn the_same_seed_gives_the_same_fault_sequence() {
+    let marker = EnvMarker::new("chaos-seed");
+    let runs: Vec<_> = (0..2)
+        .map(|_| {
+            let dir = fleet(SESSIONS, &marker, 10, 150, 10);
+            let out = dir.capfleet(&["run", "fleet.toml", "--chaos", SPEC]);
+            let journal = dir.journal();
+            (out, journal)
+        })
+        .collect();
+    marker.wait_gone(Duration::from_secs(2), "agents after the chaos runs");
+    let (first, second) = (&runs[0].1, &runs[1].1);
+    let faults = sequence(first);
+    assert!(
+        faults.len() >= 3,
+        "the seed hits several attempts: {faults:?}\n{}",
+        stderr(&runs[0].0)
+    );
+    assert_eq!(faults, sequence(second), "the same seed, the same faults");
+    for r in records(first) {
+        assert_ne!(r["target"], "lead", "lead is no target: {r}");
+        assert!(r["seed_pos"].is_u64(), "{r}");
+        assert_eq!(
+            r["urn"],
+            format!("cap://chaos/{}", r["target"].as_str().unwrap()),
+            "journaled on the target's stream"
+        );
+        // Journaled before it is applied: the restart it caused comes after it.
+    }
+    assert!(
+        faults.iter().any(|(f, _, _)| f == "kill"),
+        "a kill among {faults:?}"
+    );
+    // Each killed attempt was restarted: a restart record follows each kill or term
+    // on the same stream.
+    let restarts = first.iter().filter(|r| r["type"] == "restart").count();
+    let signals = faults
+        .iter()
+        .filter(|(f, _, _)| f == "kill" || f == "term")
+        .count();
+    assert!(
+        restarts >= signals,
+        "{restarts} restarts for {signals} signals"
+    );
+    assert_eq!(run_ended(first), run_ended(second), "the same outcome");
+}
+
+#[test]
+fn a_bad_chaos_spec_is_refused_naming_file_line_and_fix() {
+    let marker = EnvMarker::new("chaos-invalid");
+    let dir = fleet(&["worker-1"], &marker, 3, 10, 10);
+    let mut text = dir.read("fleet.toml");
+    text.push_str(
+        "\n[chaos]\nseed = 3\nkill = \"2/turn\"\nhang = { at = [\"soon\"] }\ntarget = \"nobody\"\n",
+    );
+    dir.write("fleet.toml", &text);
+    let out = dir.capfleet(&["run", "--dry-run", "fleet.toml"]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("fleet.toml:") && err.contains("chaos.kill"),
+        "{err}"
+    );
+    assert!(err.contains("at most 1"), "the fix: {err}");
+    assert!(err.contains("chaos.hang.at"), "{err}");
+
+    let out = dir.capfleet(&[
+        "run",
+        "fleet.toml",
+        "--chaos",
+        "seed=1,kill=0.1/turn,target=nobody",
+    ]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--chaos") && err.contains("\"nobody\" is no session"),
+        "{err}"
+    );
+    let out = dir.capfleet(&["run", "fleet.toml", "--chaos", "kill=often"]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("kill: \"often\"") && err.contains("seed"),
+        "{err}"
+    );
+}
