@@ -38,8 +38,7 @@ impl Display for Report {
         if self.faults.total > 0 {
             writeln!(
                 f,
-                "  {:<12} {:>8} {:>8} {:>9}   {:<20} {}",
-                "kind", "injected", "detected", "recovered", "to ready p50/p95/max", "to turn end"
+                "  kind         injected detected recovered   to ready p50/p95/max to turn end"
             )?;
             for (kind, k) in &self.faults.by_kind {
                 row(f, kind, k)?;

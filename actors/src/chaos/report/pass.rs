@@ -197,10 +197,10 @@ impl Pass {
             line::USAGE => {
                 *self.usage.entry(urn.to_owned()).or_insert(0) += 1;
                 let turn = l.turn.or_else(|| self.current.get(urn).copied());
-                if let Some(book) = turn.and_then(|t| self.turns.get_mut(&(urn.to_owned(), t))) {
-                    if let Some(c) = book.cost.last_mut() {
-                        *c += ev.cost_usd_estimate.unwrap_or(0.0);
-                    }
+                if let Some(book) = turn.and_then(|t| self.turns.get_mut(&(urn.to_owned(), t)))
+                    && let Some(c) = book.cost.last_mut()
+                {
+                    *c += ev.cost_usd_estimate.unwrap_or(0.0);
                 }
             }
             _ => {}
@@ -210,10 +210,10 @@ impl Pass {
     /// Note `why` as the latest trouble of `urn`'s turn (or its turn in flight).
     fn why(&mut self, urn: &str, turn: Option<u32>, why: &str) {
         let turn = turn.or_else(|| self.current.get(urn).copied());
-        if let Some(book) = turn.and_then(|t| self.turns.get_mut(&(urn.to_owned(), t))) {
-            if book.outcome.is_none() {
-                book.why = Some(why.to_owned());
-            }
+        if let Some(book) = turn.and_then(|t| self.turns.get_mut(&(urn.to_owned(), t)))
+            && book.outcome.is_none()
+        {
+            book.why = Some(why.to_owned());
         }
     }
 
