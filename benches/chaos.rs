@@ -24,19 +24,9 @@ use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use capfleet_actors::chaos::report::{Events, Mttr, Report};
+use capfleet_actors::chaos::{FaultKind, Reach};
 
 const BOOTS: usize = 30;
-/// The agent faults measured one by one.
-const KINDS: [&str; 8] = [
-    "kill",
-    "term",
-    "hang",
-    "exit",
-    "slow",
-    "garble",
-    "truncate",
-    "stall_stdin",
-];
 const TIME_SCALE: &str = "1000";
 
 fn config() -> &'static Path {
@@ -62,7 +52,13 @@ fn main() {
         println!(
             "   kind         faults detected recovered   to ready p50/p95/max       to turn end p50/p95/max"
         );
-        for kind in KINDS {
+        // The agent faults (signals and the byte interposer's), one by one.
+        let agent = |k: &FaultKind| matches!(k.reach(), Reach::Signal | Reach::Bytes);
+        for kind in FaultKind::ALL
+            .into_iter()
+            .filter(agent)
+            .map(FaultKind::as_str)
+        {
             let r = chaos_run(exe, &one_kind_fleet(kind), "mttr");
             let k = r.faults.by_kind.get(kind).cloned().unwrap_or_default();
             println!(
@@ -83,7 +79,7 @@ fn main() {
                     if p95 <= goal { "met" } else { "NOT met" }
                 );
             }
-            add(&mut lost, &r.events);
+            lost += &r.events;
             if !r.holds {
                 println!("   {kind}: invariants broken:\n{r}");
             }
@@ -115,15 +111,6 @@ fn triple(m: &Mttr) -> String {
         (Some(a), Some(b), Some(c)) => format!("{a}/{b}/{c} ms (n={})", m.count),
         _ => "-".into(),
     }
-}
-
-fn add(total: &mut Events, e: &Events) {
-    total.measured_sessions += e.measured_sessions;
-    total.emitted += e.emitted;
-    total.journaled += e.journaled;
-    total.lost += e.lost;
-    total.lost_to_faults += e.lost_to_faults;
-    total.unexplained += e.unexplained;
 }
 
 /// Spawn the sim `BOOTS` times, each until its init frame is read.

@@ -7,22 +7,21 @@
 
 use std::time::Duration;
 
+use capfleet_actors::chaos::{FaultKind, Reach};
+
 use crate::common::chaos_fleet::{
     assert_completed_or_meltdown, assert_invariants_hold, fixture, journaled_faults, report, run,
 };
 
-/// The agent fault kinds (the A2A connection faults and `self_kill` have tests of
-/// their own).
-const AGENT_FAULTS: [&str; 8] = [
-    "kill",
-    "term",
-    "hang",
-    "exit",
-    "slow",
-    "garble",
-    "truncate",
-    "stall_stdin",
-];
+/// The agent fault kinds: signals and the byte interposer's (the A2A connection
+/// faults and `self_kill` have tests of their own).
+fn agent_faults() -> impl Iterator<Item = &'static str> {
+    let agent = |k: &FaultKind| matches!(k.reach(), Reach::Signal | Reach::Bytes);
+    FaultKind::ALL
+        .into_iter()
+        .filter(agent)
+        .map(FaultKind::as_str)
+}
 
 /// The kinds this build injects: the signal faults. The byte interposer's (`slow`,
 /// `garble`, `truncate`, `stall_stdin`) are configured and counted when journaled.
@@ -43,7 +42,7 @@ fn fleet() -> String {
          hang_for = \"never\"\nslow_for = \"200ms\"\nstall_for = \"200ms\"\n",
         quoted.join(", ")
     );
-    for k in AGENT_FAULTS {
+    for k in agent_faults() {
         f.push_str(&format!("{k} = \"0.1/turn\"\n"));
     }
     for n in &names {
@@ -74,7 +73,7 @@ fn twenty_sessions_under_every_agent_fault_keep_every_invariant() {
     let journaled = journaled_faults(&f);
     assert!(journaled.len() >= 20, "a high rate: {journaled:?}");
     assert_eq!(report["faults"]["total"], journaled.len());
-    for kind in AGENT_FAULTS {
+    for kind in agent_faults() {
         let n = journaled.iter().filter(|k| *k == kind).count();
         assert!(
             n > 0 || !INJECTED.contains(&kind),

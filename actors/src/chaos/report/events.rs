@@ -31,6 +31,18 @@ pub struct Events {
     pub unexplained: u64,
 }
 
+impl std::ops::AddAssign<&Events> for Events {
+    /// The figures of several runs together.
+    fn add_assign(&mut self, e: &Events) {
+        self.measured_sessions += e.measured_sessions;
+        self.emitted += e.emitted;
+        self.journaled += e.journaled;
+        self.lost += e.lost;
+        self.lost_to_faults += e.lost_to_faults;
+        self.unexplained += e.unexplained;
+    }
+}
+
 /// Compare what each session of `sessions` (name, URN) emitted, under `run_dir`,
 /// with `usage` (its `cap.usage` records by URN).
 pub(super) fn compare(
