@@ -23,7 +23,10 @@
 //! 5. the `codex exec --json` shape (a stand-in Codex printing recorded JSONL): a
 //!    turn of 100,000 agent messages through driver + session against a raw parse of
 //!    the same lines, and the per-turn process's ask-to-first-text against the
-//!    long-lived stream-json sim's.
+//!    long-lived stream-json sim's;
+//! 6. the chaos interposer installed with no fault armed (a chaos run's session whose
+//!    faults are elsewhere) against no interposer (every other run): part 1's turn of
+//!    300,000 frames, 7 interleaved pairs, the ratio of the medians (goal <= 1.05x).
 //!
 //! Run: `cargo bench --bench session`. Prints figures; asserts nothing about time.
 //! `CAPFLEET_BENCH_PARTS=1,4` runs some parts only; `CAPFLEET_BENCH_FRAMES` changes
@@ -47,6 +50,8 @@ pub(crate) const SIM_MANIFEST: &str = include_str!("../../config/agents/sim.toml
 /// streamed chunks are.
 pub(crate) const CHUNK: u64 = 8;
 pub(crate) const THROUGHPUT_FRAMES: u64 = 1_000_000;
+/// Frames of part 6's turns (14 of them).
+pub(crate) const INTERPOSER_FRAMES: u64 = 300_000;
 pub(crate) const CHAT_FRAMES: u64 = 200_000;
 pub(crate) const CHAT_RUNS: usize = 5;
 pub(crate) const RESTARTS: usize = 24;
@@ -54,7 +59,7 @@ pub(crate) const USER_FRAME: &str =
     "{\"type\":\"user\",\"message\":{\"role\":\"user\",\"content\":\"x\"}}\n";
 
 fn main() {
-    let parts = std::env::var("CAPFLEET_BENCH_PARTS").unwrap_or_else(|_| "1,2,3,4,5".into());
+    let parts = std::env::var("CAPFLEET_BENCH_PARTS").unwrap_or_else(|_| "1,2,3,4,5,6".into());
     let frames: u64 = std::env::var("CAPFLEET_BENCH_FRAMES")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -83,5 +88,8 @@ fn main() {
     }
     if parts.contains('5') {
         codex::codex(&runtime, &dir);
+    }
+    if parts.contains('6') {
+        throughput::interposer_overhead(&runtime, &dir, frames.min(INTERPOSER_FRAMES));
     }
 }

@@ -6,6 +6,7 @@ use crate::measure::{
     best_of, best_of_cpu, count_lines, flood_script, mb, raw_parse, run_sim, self_cpu,
 };
 use crate::tree::{Kind, sim_spec, start_tree, wait_mark, watch};
+use capfleet_actors::chaos::interpose::ByteFaults;
 use capfleet_actors::events::{Published, SUBSCRIBER_CAPACITY};
 use capfleet_actors::session::SessionMsg;
 use std::path::Path;
@@ -24,7 +25,7 @@ pub(crate) fn throughput(rt: &tokio::runtime::Runtime, dir: &Path, user_frame: &
 
     let mut runs = Vec::new();
     for _ in 0..3 {
-        runs.push(rt.block_on(pipeline_run(&script)));
+        runs.push(rt.block_on(pipeline_run(&script, false)));
     }
     let expected_text = frames;
     for r in &runs {
@@ -92,14 +93,62 @@ pub(crate) struct PipelineRun {
     texts: u64,
 }
 
+/// Part 6: the chaos interposer's cost with no fault armed — the same flood turn with
+/// the interposer installed (a chaos run whose faults are elsewhere) and without it
+/// (any other run), interleaved, medians compared. Goal: at most 5% more.
+pub(crate) fn interposer_overhead(rt: &tokio::runtime::Runtime, dir: &Path, frames: u64) {
+    const PAIRS: usize = 7;
+    let script = flood_script(dir, "interposer", frames);
+    let (mut bare, mut idle) = (Vec::new(), Vec::new());
+    for _ in 0..PAIRS {
+        bare.push(rt.block_on(pipeline_run(&script, false)));
+        idle.push(rt.block_on(pipeline_run(&script, true)));
+    }
+    for r in bare.iter().chain(&idle) {
+        assert_eq!(r.texts, frames, "every flood frame arrives");
+    }
+    let median = |runs: &[PipelineRun], f: fn(&PipelineRun) -> Duration| {
+        let mut v: Vec<Duration> = runs.iter().map(f).collect();
+        v.sort();
+        v[v.len() / 2]
+    };
+    let (bw, iw) = (median(&bare, |r| r.wall), median(&idle, |r| r.wall));
+    let (bc, ic) = (median(&bare, |r| r.cpu), median(&idle, |r| r.cpu));
+    let rate = |d: Duration| frames as f64 / d.as_secs_f64();
+    println!(
+        "\n6. chaos interposer, installed with no fault armed ({frames} frames, median of {PAIRS} interleaved pairs)"
+    );
+    println!(
+        "   baseline no interposer   {:>10.0} events/s ({:.3} s wall, {:.3} s CPU)",
+        rate(bw),
+        bw.as_secs_f64(),
+        bc.as_secs_f64()
+    );
+    println!(
+        "   interposer installed     {:>10.0} events/s ({:.3} s wall, {:.3} s CPU)",
+        rate(iw),
+        iw.as_secs_f64(),
+        ic.as_secs_f64()
+    );
+    println!(
+        "   ratio installed/bare     wall {:.3}x   CPU {:.3}x   (goal <= 1.05x)",
+        iw.as_secs_f64() / bw.as_secs_f64(),
+        ic.as_secs_f64() / bc.as_secs_f64()
+    );
+}
+
 /// One turn of the flood script through the real tree; timed from the ask to the
-/// subscriber seeing the turn's end (every event delivered).
-pub(crate) async fn pipeline_run(script: &Path) -> PipelineRun {
+/// subscriber seeing the turn's end (every event delivered). `interposed`: the
+/// session's agent reads through the chaos interposer, no fault armed.
+pub(crate) async fn pipeline_run(script: &Path, interposed: bool) -> PipelineRun {
     let orchestrator = start_tree().await;
     let (tx, rx) = mpsc::channel::<Published>(SUBSCRIBER_CAPACITY);
     let (marks_tx, mut marks) = mpsc::unbounded_channel();
     let counter = tokio::spawn(watch(rx, marks_tx));
-    let spec = sim_spec("throughput", script, None);
+    let mut spec = sim_spec("throughput", script, None);
+    if interposed {
+        spec.launch.byte_faults = Some(ByteFaults::new(spec.launch.urn.clone(), 1));
+    }
     let session = orchestrator
         .spawn_session(spec, vec![tx])
         .await

@@ -34,7 +34,7 @@ fn a_decoy_with_an_agents_command_line_survives_a_chaos_run() {
         "seed=5,kill=0.3/turn,term=0.3/turn,hang=0.3/turn,hang_for=never",
     ]);
     let faults = sequence(&dir.journal());
-    let kinds = |k: &str| faults.iter().filter(|(f, _, _)| f == k).count();
+    let kinds = |k: &str| faults.iter().filter(|(f, _, _, _)| f == k).count();
     assert!(
         kinds("kill") + kinds("term") + kinds("hang") >= 3,
         "the run was hit: {faults:?}\n{}",

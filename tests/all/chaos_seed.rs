@@ -11,7 +11,7 @@ use crate::common::repo::stderr;
 use crate::common::run_ended;
 
 const SESSIONS: &[&str] = &["worker-1", "worker-2", "worker-3", "worker-4", "lead"];
-const SPEC: &str = "seed=11,kill=0.35/turn,term=0.25/turn,exit=0.1/turn,target=worker-*";
+const SPEC: &str = "seed=10,kill=0.45/turn,term=0.3/turn,exit=0.1/turn,target=worker-*";
 
 #[test]
 fn the_same_seed_gives_the_same_fault_sequence() {
@@ -42,9 +42,17 @@ fn the_same_seed_gives_the_same_fault_sequence() {
             "journaled on the target's stream"
         );
         // Journaled before it is applied: the restart it caused comes after it.
+        if r["fault"] == "kill" || r["fault"] == "term" {
+            assert!(
+                first.iter().any(|e| e["type"] == "restart"
+                    && e["urn"] == r["urn"]
+                    && e["seq"].as_u64() > r["seq"].as_u64()),
+                "no restart after {r}"
+            );
+        }
     }
     assert!(
-        faults.iter().any(|(f, _, _)| f == "kill"),
+        faults.iter().any(|(f, _, _, _)| f == "kill"),
         "a kill among {faults:?}"
     );
     // Each killed attempt was restarted: a restart record follows each kill or term
@@ -52,7 +60,7 @@ fn the_same_seed_gives_the_same_fault_sequence() {
     let restarts = first.iter().filter(|r| r["type"] == "restart").count();
     let signals = faults
         .iter()
-        .filter(|(f, _, _)| f == "kill" || f == "term")
+        .filter(|(f, _, _, _)| f == "kill" || f == "term")
         .count();
     assert!(
         restarts >= signals,
@@ -65,38 +73,40 @@ fn the_same_seed_gives_the_same_fault_sequence() {
 fn a_bad_chaos_spec_is_refused_naming_file_line_and_fix() {
     let marker = EnvMarker::new("chaos-invalid");
     let dir = fleet(&["worker-1"], &marker, 3, 10, 10);
-    let mut text = dir.read("fleet.toml");
-    text.push_str(
-        "\n[chaos]\nseed = 3\nkill = \"2/turn\"\nhang = { at = [\"soon\"] }\ntarget = \"nobody\"\n",
-    );
-    dir.write("fleet.toml", &text);
-    let out = dir.capfleet(&["run", "--dry-run", "fleet.toml"]);
-    let err = stderr(&out);
-    assert_eq!(out.status.code(), Some(2), "{err}");
+    let text = dir.read("fleet.toml");
+    let with = |chaos: &str| {
+        dir.write("bad.toml", &format!("{text}\n[chaos]\n{chaos}"));
+        let out = dir.capfleet(&["run", "--dry-run", "bad.toml"]);
+        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+        stderr(&out)
+    };
+    let err = with("seed = 3\nkill = \"2/turn\"\nhang = { at = [\"soon\"] }\n");
     assert!(
-        err.contains("fleet.toml:") && err.contains("chaos.kill"),
+        err.contains("bad.toml:") && err.contains("chaos.kill"),
         "{err}"
     );
     assert!(err.contains("at most 1"), "the fix: {err}");
     assert!(err.contains("chaos.hang.at"), "{err}");
+    let err = with("seed = 3\nkill = \"0.5/turn\"\ntarget = [\"worker-*\", \"nobody\"]\n");
+    assert!(
+        err.contains("chaos.target") && err.contains("\"nobody\" is no session"),
+        "{err}"
+    );
 
-    let out = dir.capfleet(&[
-        "run",
-        "fleet.toml",
-        "--chaos",
-        "seed=1,kill=0.1/turn,target=nobody",
-    ]);
-    let err = stderr(&out);
-    assert_eq!(out.status.code(), Some(2), "{err}");
+    let inline = |spec: &str| {
+        let out = dir.capfleet(&["run", "fleet.toml", "--chaos", spec]);
+        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+        stderr(&out)
+    };
+    let err = inline("seed=1,kill=0.1/turn,target=nobody");
     assert!(
         err.contains("--chaos") && err.contains("\"nobody\" is no session"),
         "{err}"
     );
-    let out = dir.capfleet(&["run", "fleet.toml", "--chaos", "kill=often"]);
-    let err = stderr(&out);
-    assert_eq!(out.status.code(), Some(2), "{err}");
+    let err = inline("kill=often");
     assert!(
         err.contains("kill: \"often\"") && err.contains("seed"),
         "{err}"
     );
+    marker.wait_gone(Duration::from_secs(1), "nothing was started");
 }

@@ -43,7 +43,12 @@ fn self_kill_with_resume_on_crash_completes_the_run_once() {
     }
     let resumed = journal.iter().filter(|r| r["type"] == "resumed").count();
     assert_eq!(resumed, 2, "one resume per kill:\n{err}");
-    assert_eq!(err.matches("resuming run").count(), 2, "{err}");
+    assert_eq!(
+        err.matches("the supervised capfleet died by signal 9")
+            .count(),
+        2,
+        "{err}"
+    );
     assert_eq!(run_ended(&journal).as_deref(), Some("completed"), "{err}");
     exactly_once(&journal);
     assert_eq!(completed(&journal).len(), 3, "every session's task, once");

@@ -10,16 +10,25 @@
 //! - [`signals`]: how a signal fault reaches an agent: only the process group the
 //!   session's own driver spawned (never a pid found by name);
 //! - [`timed`]: the run's task that fires the timed faults (and `self_kill`);
+//! - [`interpose`]: the byte-level interposer between an agent's pipes or terminal
+//!   and its driver (`garble`, `truncate`, `slow`, `stall_stdin`), a
+//!   [`interpose::ByteFaults`] handle per session;
+//! - [`conn`]: an A2A session's connection faults through a loopback proxy
+//!   (`latency`, `drop`, `http_5xx`, `refuse`), a [`conn::ConnFaults`] handle per
+//!   session.
 //! - [`report`]: the report of a chaos run, read back from its journal (floor 4: it
 //!   reads the journal and the process table).
 //!
-//! `spec`, `schedule` and `signals` are pure (floor 0); `timed` drives sessions and the
+//! `spec`, `schedule` and `signals` are pure (floor 0), `interpose` and `conn` import
+//! nothing of the engine but `sync` (the drivers install them); `timed` drives sessions and the
 //! router (floor 5, started by `run::run_fleet`); the session's own part is
 //! `session/chaos.rs`.
 //!
 //! Every fault is an [`EventBody::Chaos`](crate::events::EventBody::Chaos) record,
 //! published (and so journaled) before the fault is applied, and a `chaos` span.
 
+pub mod conn;
+pub mod interpose;
 pub mod report;
 pub mod schedule;
 pub mod signals;
@@ -56,6 +65,7 @@ pub enum FaultKind {
     /// A2A: the connection dropped mid-stream.
     Drop,
     /// A2A: the peer answers with an HTTP 5xx.
+    #[serde(rename = "http_5xx")]
     Http5xx,
     /// A2A: connections refused for a while.
     Refuse,

@@ -565,7 +565,7 @@ mod tests {
     fn the_inline_syntax_reads_every_rate_and_target() {
         let spec = ChaosSpec::parse_inline(
             "seed=7, kill=0.2/turn, hang=1/min, term=@30s;2m, target=worker-*, \
-             exit.target=binding:pty;lead, hang_for=2s, max_self_kills=2",
+             exit=@1m, exit.target=binding:pty;lead, hang_for=2s, max_self_kills=2",
         )
         .expect("a valid spec");
         assert_eq!(spec.seed, 7);
@@ -582,22 +582,26 @@ mod tests {
             spec.rule(FaultKind::Hang).expect("hang").rate,
             Rate::PerMinute(1.0)
         );
-        assert!(
-            spec.rule(FaultKind::Exit).is_none(),
-            "a target alone is no rule"
+        let exit = spec.rule(FaultKind::Exit).expect("exit");
+        assert_eq!(
+            exit.targets,
+            vec![Target::Binding(Binding::Pty), Target::Name("lead".into())]
         );
     }
 
     #[test]
     fn every_bad_key_is_named_with_its_fix() {
-        let errors = ChaosSpec::parse_inline("kill=2/turn,hang=often,nuke=1/min,hang_for=soon")
-            .expect_err("invalid");
+        let errors = ChaosSpec::parse_inline(
+            "kill=2/turn,hang=often,nuke=1/min,hang_for=soon,term.target=a",
+        )
+        .expect_err("invalid");
         let keys: Vec<_> = errors.iter().map(|e| e.key.as_str()).collect();
-        assert_eq!(keys, ["kill", "hang", "nuke", "hang_for", "seed"]);
+        assert_eq!(keys, ["kill", "hang", "nuke", "hang_for", "term", "seed"]);
+        assert!(errors[4].reason.contains("without a rate"), "{}", errors[4]);
         assert!(errors[0].reason.contains("at most 1"), "{}", errors[0]);
         assert!(errors[1].reason.contains("P/turn"), "{}", errors[1]);
         assert!(errors[2].reason.contains("stall_stdin"), "{}", errors[2]);
-        assert!(errors[4].reason.contains("seed = 7"), "{}", errors[4]);
+        assert!(errors[5].reason.contains("seed = 7"), "{}", errors[5]);
     }
 
     #[test]

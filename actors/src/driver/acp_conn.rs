@@ -29,7 +29,7 @@ use agent_client_protocol::v1::schema::{
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, Client, Lines, UntypedMessage};
 use serde_json::{Value, json};
-use tokio::process::{ChildStdin, ChildStdout};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{Semaphore, mpsc};
 
 use super::acp_elicit::{self, elicit};
@@ -79,8 +79,8 @@ fn acp_error(e: &RpcError) -> agent_client_protocol::Error {
 /// Run the connection until the agent's output closes or the actor drops `cmds`.
 pub(super) async fn run(
     conn: Conn,
-    stdin: ChildStdin,
-    stdout: ChildStdout,
+    stdin: impl AsyncWrite + Unpin + Send + 'static,
+    stdout: impl AsyncRead + Unpin + Send + 'static,
     cmds: mpsc::Receiver<Cmd>,
 ) -> Result<(), agent_client_protocol::Error> {
     let mapper = Arc::new(Mutex::new(AcpMapper::new()));

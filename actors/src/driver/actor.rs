@@ -10,6 +10,7 @@
 
 use std::marker::PhantomData;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicI32, Ordering};
 
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::task::JoinHandle;
@@ -55,6 +56,8 @@ pub struct DriverState<W> {
     runs: u64,
     /// Ending on purpose (shut down, killed, cancelled hard): an end of output is expected.
     stopping: bool,
+    /// The live agent's process group, shown to the session (0: none).
+    group: Arc<AtomicI32>,
 }
 
 impl<W: Wire> Actor for Driver<W> {
@@ -72,6 +75,7 @@ impl<W: Wire> Actor for Driver<W> {
             sink,
             resume_id,
             retake,
+            group,
         } = args;
         let mut st = DriverState {
             launch,
@@ -82,6 +86,7 @@ impl<W: Wire> Actor for Driver<W> {
             live: None,
             runs: 0,
             stopping: false,
+            group,
         };
         match st.launch.shape {
             // Nothing to wait for: the first prompt starts the first agent.
@@ -239,6 +244,9 @@ impl<W: Wire> DriverState<W> {
                 None => Box::new(e),
             }
         })?;
+        if let Peer::Process(g) = &peer {
+            self.group.store(g.pgid(), Ordering::Relaxed);
+        }
         if W::READY_AT_START && self.launch.shape != Shape::PerTurn {
             self.announce_ready().await;
         }
@@ -361,6 +369,7 @@ impl<W: Wire> DriverState<W> {
         let Some(mut live) = self.live.take() else {
             return Ok(());
         };
+        self.group.store(0, Ordering::Relaxed);
         live.wire.halt();
         live.wire.release().await;
         let cause = death::reap(&mut live.peer, &self.launch.urn).await;

@@ -17,7 +17,6 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 use tokio::io::AsyncWriteExt;
-use tokio::process::ChildStdin;
 
 use super::launch::Spawned;
 use super::pump::{Learned, pump};
@@ -29,7 +28,7 @@ use crate::sync::lock;
 
 /// The wire of one turn's Codex process.
 pub struct CodexExecWire {
-    input: Option<ChildStdin>,
+    input: Option<super::launch::AgentStdin>,
     mapper: Arc<Mutex<CodexExecMapper>>,
     pgid: i32,
     /// A cancel was sent: an output ending without a turn end is the cancel's.

@@ -8,6 +8,8 @@ use std::sync::Arc;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::process::{ChildStdin, ChildStdout};
 
+use crate::chaos::conn::ConnFaults;
+use crate::chaos::interpose::{self, ByteFaults, FrameMode};
 use crate::manifest::Manifest;
 use crate::process::stderr_ring::{RingConfig, StderrRing};
 use crate::process::{Io, ProcessGroup, SpawnSpec};
@@ -37,6 +39,13 @@ pub struct LaunchSpec {
     /// How the agent is reached: an engine option (no manifest key), set by whoever
     /// builds the spec for a binding that needs another shape than one process.
     pub shape: Shape,
+    /// A chaos run's byte faults on this session: its agent's pipes (or terminal) go
+    /// through the interposer ([`crate::chaos::interpose`]). `None` (every run without
+    /// `[chaos]`): no interposer at all.
+    pub byte_faults: Option<ByteFaults>,
+    /// A chaos run's connection faults on this session (A2A): its requests go through
+    /// a fault proxy ([`crate::chaos::conn`]). `None`: straight to the peer.
+    pub conn_faults: Option<ConnFaults>,
 }
 
 /// The shapes of agent a driver reaches: each binding's wire admits some of them
@@ -79,6 +88,8 @@ impl LaunchSpec {
             max_line,
             raw_bytes: false,
             shape: Shape::LongLived,
+            byte_faults: None,
+            conn_faults: None,
         }
     }
 
@@ -130,20 +141,27 @@ impl LaunchSpec {
     }
 }
 
+/// An agent's stdin as its driver writes it: through the chaos interposer when the
+/// run has byte faults, else the bare pipe.
+pub type AgentStdin = interpose::Writer<ChildStdin>;
+/// An agent's stdout as its driver reads it (see [`AgentStdin`]).
+pub type AgentStdout = interpose::Reader<ChildStdout>;
+
 /// An agent started over pipes: its process group, its stdin and stdout, and the ring
 /// its stderr drains into.
 pub struct Spawned {
     pub group: ProcessGroup,
-    pub stdin: Option<ChildStdin>,
-    pub stdout: Option<ChildStdout>,
+    pub stdin: Option<AgentStdin>,
+    pub stdout: Option<AgentStdout>,
     pub stderr: StderrRing,
 }
 
 impl LaunchSpec {
     /// Start `argv` (program substituted per [`LaunchSpec::program_for`]) in `cwd`,
     /// in its own process group, marked for the sweep, with the launch environment on
-    /// top of ours and stderr drained into a ring: the one way every pipe driver
-    /// spawns its agent.
+    /// top of ours and stderr drained into a ring, its stdin and stdout through the
+    /// chaos interposer when the launch has [`LaunchSpec::byte_faults`]: the one way
+    /// every pipe driver spawns its agent.
     pub fn spawn_piped(
         &self,
         argv: &[String],
@@ -170,7 +188,9 @@ impl LaunchSpec {
             source,
         })?;
         let child = group.child();
-        let (stdin, stdout) = (child.stdin.take(), child.stdout.take());
+        let faults = self.byte_faults.as_ref();
+        let stdin = child.stdin.take().map(|i| interpose::writer(faults, i));
+        let stdout = (child.stdout.take()).map(|o| interpose::reader(faults, o, FrameMode::Lines));
         let stderr = match child.stderr.take() {
             Some(err) => StderrRing::spawn(err, RingConfig::default()).0,
             None => StderrRing::new(RingConfig::default()),

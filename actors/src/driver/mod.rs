@@ -57,6 +57,9 @@ pub struct DriverArgs {
     /// The cut turn may be taken up where the agent has it (A2A: its task); false
     /// after a hang, when the turn is tried afresh.
     pub retake: bool,
+    /// Where the driver shows its agent's process group (0: none now), for what the
+    /// session says of a chaos fault it sends (`SIGKILL to group 4242`).
+    pub group: Arc<std::sync::atomic::AtomicI32>,
 }
 
 /// Why no driver could be started.

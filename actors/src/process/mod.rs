@@ -260,6 +260,9 @@ impl ProcessGroup {
     pub async fn kill_with(&mut self, first: i32, grace: Duration) -> io::Result<ExitStatus> {
         // ESRCH (group already gone) is fine: we still reap below.
         let _ignored = signal_group(self.pgid, first);
+        // A stopped group (a chaos `hang`, a debugger) takes the signal only once it
+        // runs again; continuing one that runs changes nothing.
+        let _ignored = signal_group(self.pgid, libc::SIGCONT);
         let deadline = Instant::now() + grace;
         let mut status = None;
         loop {

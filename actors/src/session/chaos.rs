@@ -40,7 +40,8 @@ impl Core {
         let Some(signal) = apply else {
             return;
         };
-        let detail = signal.describe(None);
+        let pgid = self.slot.group.load(std::sync::atomic::Ordering::Relaxed);
+        let detail = signal.describe((pgid > 0).then_some(pgid));
         self.spans.chaos(fault, seed_pos, &detail);
         self.publish(EventBody::Chaos {
             fault,

@@ -6,6 +6,7 @@
 //! lose it.
 
 use std::sync::Arc;
+use std::sync::atomic::AtomicI32;
 use std::time::Instant;
 
 use ractor::{ActorCell, ActorRef};
@@ -38,6 +39,8 @@ pub(super) struct DriverSlot {
     credits: Arc<Semaphore>,
     /// The next driver exit was caused by us (cancel fallback): respawn, no restart count.
     kill_expected: bool,
+    /// The process group of the current driver's agent (0: none), as the driver shows it.
+    pub group: Arc<AtomicI32>,
 }
 
 impl DriverSlot {
@@ -53,6 +56,7 @@ impl DriverSlot {
             ready_generation: 0,
             credits: Arc::new(Semaphore::new(DEFAULT_CREDITS)),
             kill_expected: false,
+            group: Arc::new(AtomicI32::new(0)),
         }
     }
 
@@ -150,6 +154,7 @@ impl Core {
             sink,
             resume_id: self.slot.resume_id.clone(),
             retake: self.slot.retake,
+            group: self.slot.group.clone(),
         };
         match crate::driver::spawn(self.spec.binding, args, myself.get_cell()).await {
             Ok(driver) => {

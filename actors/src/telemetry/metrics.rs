@@ -19,6 +19,7 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Metric, Registry};
 use tokio::sync::mpsc;
 
+use crate::chaos::interpose::metrics::IoMetrics;
 use crate::events::Published;
 use crate::sync::lock;
 
@@ -168,6 +169,8 @@ pub struct FleetMetrics {
     pub mailbox_depth: Family<MailboxLabels, Gauge>,
     pub agent_processes: Gauge,
     pub spans: SpanStats,
+    /// A chaos run's byte and connection faults, handed to the sessions' handles.
+    pub chaos_io: IoMetrics,
     /// Bounded queues whose fill level is read at each scrape.
     queues: Mutex<Vec<(String, mpsc::WeakSender<Published>)>>,
     /// Agent and model per session URN.
@@ -328,6 +331,26 @@ impl FleetMetrics {
             COUNTER,
             spans.dropped.clone(),
         );
+        let chaos_io = IoMetrics {
+            faults: b.add(
+                "chaos_io_faults",
+                "Chaos byte and connection faults applied, by session and kind",
+                COUNTER,
+                Family::default(),
+            ),
+            bytes_garbled: b.add(
+                "chaos_bytes_garbled",
+                "Bytes of agent output corrupted by the chaos interposer (garble)",
+                COUNTER,
+                Family::default(),
+            ),
+            frames_truncated: b.add(
+                "chaos_frames_truncated",
+                "Agent frames cut short by the chaos interposer (truncate)",
+                COUNTER,
+                Family::default(),
+            ),
+        };
         FleetMetrics {
             registry: b.registry,
             names: b.names,
@@ -349,6 +372,7 @@ impl FleetMetrics {
             mailbox_depth,
             agent_processes,
             spans,
+            chaos_io,
             queues: Mutex::new(Vec::new()),
             sessions_info: Mutex::new(HashMap::new()),
         }

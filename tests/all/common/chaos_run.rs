@@ -48,9 +48,10 @@ pub(crate) fn records(journal: &[Value]) -> Vec<&Value> {
     journal.iter().filter(|r| r["type"] == "chaos").collect()
 }
 
-/// Each `chaos` record as (fault, target, turn), sorted: the sequence a seed decides
-/// (the sessions' records interleave by timing; each session's own are in order).
-pub(crate) fn sequence(journal: &[Value]) -> Vec<(String, String, u64)> {
+/// Each `chaos` record as (fault, target, turn, seed_pos), sorted: the sequence a
+/// seed decides (the sessions' records interleave by timing; each session's own are
+/// in order).
+pub(crate) fn sequence(journal: &[Value]) -> Vec<(String, String, u64, u64)> {
     let mut out: Vec<_> = records(journal)
         .into_iter()
         .map(|r| {
@@ -58,6 +59,7 @@ pub(crate) fn sequence(journal: &[Value]) -> Vec<(String, String, u64)> {
                 r["fault"].as_str().unwrap_or_default().to_owned(),
                 r["target"].as_str().unwrap_or_default().to_owned(),
                 r["turn"].as_u64().unwrap_or(0),
+                r["seed_pos"].as_u64().unwrap_or(0),
             )
         })
         .collect();

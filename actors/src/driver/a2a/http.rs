@@ -17,6 +17,7 @@ use super::auth::Auth;
 use super::error::A2aError;
 use crate::bindings::a2a::card::CARD_PATHS;
 use crate::bindings::a2a::{CAP_EXTENSION, Card, Spelling};
+use crate::chaos::conn::Route;
 use crate::manifest::a2a::A2aOptions;
 
 /// The longest JSON body read whole (a card, a cancel's answer).
@@ -33,6 +34,8 @@ pub(super) struct Http {
     allow_http: bool,
     /// Activate the `cap-protocol/v1` extension on every JSON-RPC request.
     cap: bool,
+    /// A chaos run's way to the peer through its fault proxy.
+    route: Option<Route>,
 }
 
 /// Whether `url` is one plain `http://` may reach: loopback only.
@@ -60,7 +63,13 @@ pub fn crypto_provider() {
 
 impl Http {
     /// `cap`: the card advertises the CAP extension, which each request activates.
-    pub(super) fn new(opts: &A2aOptions, auth: Option<Auth>, cap: bool) -> Result<Http, A2aError> {
+    /// `route`: the peer's requests go through a chaos run's fault proxy.
+    pub(super) fn new(
+        opts: &A2aOptions,
+        auth: Option<Auth>,
+        cap: bool,
+        route: Option<Route>,
+    ) -> Result<Http, A2aError> {
         crypto_provider();
         let redirect = reqwest::redirect::Policy::custom(|attempt| {
             let first = attempt
@@ -76,9 +85,13 @@ impl Http {
                 attempt.follow()
             }
         });
-        let client = reqwest::Client::builder()
+        let mut client = reqwest::Client::builder()
             .connect_timeout(Duration::from_millis(opts.connect_timeout_ms))
-            .redirect(redirect)
+            .redirect(redirect);
+        if let Some(route) = &route {
+            client = route.configure(client);
+        }
+        let client = client
             .build()
             .map_err(|e| A2aError::Client(e.to_string()))?;
         Ok(Http {
@@ -87,6 +100,7 @@ impl Http {
             auth,
             allow_http: opts.allow_http,
             cap,
+            route,
         })
     }
 
@@ -172,7 +186,7 @@ impl Http {
 
     async fn send(
         &self,
-        mut req: reqwest::RequestBuilder,
+        req: reqwest::RequestBuilder,
         spelling: Option<Spelling>,
         traceparent: Option<&str>,
     ) -> Result<reqwest::Response, A2aError> {
@@ -195,8 +209,11 @@ impl Http {
         if let Some(auth) = &self.auth {
             auth.apply(&mut headers);
         }
-        req = req.headers(headers);
-        match tokio::time::timeout(self.first_byte, req.send()).await {
+        let mut request = req.headers(headers).build().map_err(A2aError::transport)?;
+        if let Some(route) = &self.route {
+            route.redirect(&mut request);
+        }
+        match tokio::time::timeout(self.first_byte, self.client.execute(request)).await {
             Ok(Ok(res)) => Ok(res),
             Ok(Err(e)) => Err(A2aError::transport(e)),
             Err(_) => Err(A2aError::FirstByte {

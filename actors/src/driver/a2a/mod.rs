@@ -27,6 +27,7 @@ use tokio::time::Instant;
 use super::wire::{Interrupt, OutputTask, Peer, Start, Started, Wire};
 use super::{LaunchError, LaunchSpec, Shape};
 use crate::bindings::a2a::{Card, Choice, FrameMapper, ResumePoint};
+use crate::chaos::conn::Route;
 use crate::events::trace::traceparent;
 use crate::manifest::AddressFastPath;
 use crate::process::stderr_ring::StderrRing;
@@ -84,7 +85,16 @@ pub async fn discover(
     base: &str,
     opts: &crate::manifest::a2a::A2aOptions,
 ) -> Result<Discovery, A2aError> {
-    let http = http::Http::new(opts, None, false)?;
+    discover_via(base, opts, None).await
+}
+
+/// [`discover`], through a chaos run's fault proxy when `route` says so.
+async fn discover_via(
+    base: &str,
+    opts: &crate::manifest::a2a::A2aOptions,
+    route: Option<&Route>,
+) -> Result<Discovery, A2aError> {
+    let http = http::Http::new(opts, None, false, route.cloned())?;
     let card = http.card(base).await?;
     card.check_extension(opts.plain)?;
     let choice = negotiated::choose(base, &card)?;
@@ -101,20 +111,38 @@ const COMEBACK_MAX: Duration = Duration::from_secs(1);
 /// supervisor, not listening yet: it is tried again, with doubling pauses, until the
 /// agent's init timeout (`startup.init_timeout_seconds`), so that one loss of the
 /// peer is one restart, not one per try. A peer never reached fails at once.
-async fn rediscover(launch: &LaunchSpec, base: &str) -> Result<Discovery, A2aError> {
+async fn rediscover(
+    launch: &LaunchSpec,
+    base: &str,
+    route: Option<&Route>,
+) -> Result<Discovery, A2aError> {
     let opts = &launch.manifest.a2a;
     let coming_back = negotiated::sticky(base).is_some();
     let init = Duration::from_secs(launch.manifest.startup.init_timeout_seconds);
     let deadline = Instant::now() + init;
     let mut pause = COMEBACK_FIRST;
     loop {
-        match discover(base, opts).await {
+        match discover_via(base, opts, route).await {
             Err(e @ A2aError::Transport(_)) if coming_back && Instant::now() + pause < deadline => {
                 tracing::info!(urn = %launch.urn, %base, ?pause, "the A2A peer is not back yet: {e}");
                 tokio::time::sleep(pause).await;
                 pause = (pause * 2).min(COMEBACK_MAX);
             }
             found => return found,
+        }
+    }
+}
+
+/// A chaos run's connection faults on this session: the route through its fault
+/// proxy (started on the first start, kept across restarts). A peer the proxy cannot
+/// stand in front of is reached directly, said once per start.
+async fn chaos_route(launch: &LaunchSpec, base: &str) -> Option<Route> {
+    let faults = launch.conn_faults.as_ref()?;
+    match faults.route(base).await {
+        Ok(route) => Some(route),
+        Err(e) => {
+            tracing::warn!(urn = %launch.urn, "chaos: no connection faults on this peer: {e}");
+            None
         }
     }
 }
@@ -181,7 +209,8 @@ impl Wire for A2aWire {
         };
         let base = base_url(launch)?;
         let opts = &launch.manifest.a2a;
-        let Discovery { card, choice } = rediscover(launch, base)
+        let route = chaos_route(launch, base).await;
+        let Discovery { card, choice } = rediscover(launch, base, route.as_ref())
             .await
             .map_err(|e| start_error(launch, addr, e))?;
         let secret = |var: &str| {
@@ -195,7 +224,7 @@ impl Wire for A2aWire {
         };
         let auth = auth::Auth::for_card(&card, opts.secret_env.as_deref(), secret)
             .map_err(|e| config_error(launch, e))?;
-        let http = http::Http::new(opts, auth, card.has_cap_extension())
+        let http = http::Http::new(opts, auth, card.has_cap_extension(), route)
             .map_err(|e| config_error(launch, e))?;
         let endpoint = http
             .url(&choice.endpoint)

@@ -5,6 +5,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use pty_process::{OwnedReadPty, OwnedWritePty};
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
@@ -15,6 +16,7 @@ use crate::bindings::pty::input::CTRL_C;
 use crate::bindings::pty::{
     Fed, LineParser, Paste, RowScan, Screen, Settle, Verdict, answer_bytes, prompt_bytes,
 };
+use crate::chaos::interpose::{Reader, Writer};
 use crate::driver::sink::MAX_BATCH;
 use crate::driver::{DriverOutput, LaunchSpec, OutputSink, TurnEnd, oversize_line, registry_error};
 use crate::protocol::{CapCode, CapEvent, HasMeta, META_LATE_OUTPUT, StopReason};
@@ -99,15 +101,17 @@ impl Engine {
         }
     }
 
+    /// Drives the terminal (its master side's halves, through the chaos interposer
+    /// when the run has byte faults) until it closes or the actor goes away.
     pub(super) async fn run(
         mut self,
-        mut pty: pty_process::Pty,
+        mut reader: Reader<OwnedReadPty>,
+        mut writer: Writer<OwnedWritePty>,
         mut rx: mpsc::Receiver<Cmd>,
     ) -> End {
         let mut buf = vec![0u8; READ_CHUNK];
         loop {
             let deadline = self.settle.deadline().map(Instant::from_std);
-            let (mut reader, mut writer) = pty.split();
             let chunk =
                 &self.writes[self.written..self.writes.len().min(self.written + WRITE_CHUNK)];
             tokio::select! {
@@ -125,7 +129,7 @@ impl Engine {
                 cmd = rx.recv() => match cmd {
                     Some(Cmd::Resize { rows, cols }) => {
                         self.screen.resize(rows, cols);
-                        if let Err(e) = writer.resize(pty_process::Size::new(rows, cols)) {
+                        if let Err(e) = writer.get_ref().resize(pty_process::Size::new(rows, cols)) {
                             tracing::debug!("resize failed: {e}");
                         }
                     }

@@ -21,6 +21,7 @@ use tokio::sync::mpsc;
 
 use super::wire::{Interrupt, OutputEnd, Peer, Start, Started, Wire};
 use super::{ExitCause, LaunchError, LaunchSpec};
+use crate::chaos::interpose::{self, FrameMode};
 use crate::manifest::CancelMode;
 use crate::process::stderr_ring::StderrRing;
 use crate::process::{ProcessGroup, SpawnSpec};
@@ -114,8 +115,12 @@ impl Wire for PtyWire {
         let (cmds, rx) = mpsc::channel(COMMANDS);
         let closing = Arc::new(AtomicBool::new(false));
         let engine = Engine::new(launch, sink.clone(), closing.clone());
+        let (read, write) = pty.into_split();
+        let faults = launch.byte_faults.as_ref();
+        let read = interpose::reader(faults, read, FrameMode::Reads);
+        let write = interpose::writer(faults, write);
         let output = Box::pin(async move {
-            match engine.run(pty, rx).await {
+            match engine.run(read, write, rx).await {
                 engine::End::Closed => OutputEnd::CLOSED,
                 engine::End::SessionGone => OutputEnd::SessionGone,
             }
