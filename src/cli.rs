@@ -76,6 +76,9 @@ enum Command {
     Runs(cmd::runs::RunsArgs),
     /// Print a run's journal readably (`latest` or a run id; `--follow`, `--session`, `--json`).
     Log(cmd::log::LogArgs),
+    /// Look at chaos runs: `chaos report <run>` (faults, recovery times, invariants).
+    #[command(subcommand)]
+    Chaos(cmd::chaos::ChaosCommand),
     /// Show a run's workspace diffs against their base (all sessions, or one).
     Diff(cmd::worktree::diff::DiffArgs),
     /// Merge a session's branch into the current branch (conflicts are reported, never resolved).
@@ -140,6 +143,7 @@ pub(crate) fn main() -> ExitCode {
         Some(Command::Run(args)) => cmd::run::run(*args, cli.color),
         Some(Command::Log(args)) => cmd::log::run(args, cli.color),
         Some(Command::Runs(args)) => cmd::runs::run(args, cli.color),
+        Some(Command::Chaos(command)) => cmd::chaos::run(command, cli.color),
         Some(Command::Serve(args)) => cmd::serve::run(*args, cli.color),
         Some(Command::Submit(args)) => cmd::submit::run(*args, cli.color),
         Some(Command::Worker(args)) => cmd::worker::run(*args, cli.color),

@@ -1,6 +1,7 @@
 //! One module per CLI verb.
 
 pub(crate) mod acp;
+pub(crate) mod chaos;
 pub(crate) mod chat;
 pub(crate) mod log;
 pub(crate) mod manifest;

@@ -39,6 +39,11 @@ pub(crate) use run_dir::RunDir;
 /// The variable naming a simulator's state directory (`once` crash markers).
 pub(crate) const SIM_STATE_ENV: &str = "CAPFLEET_SIM_STATE";
 
+/// The variable naming the file a simulator appends each turn result it wrote to
+/// (`--emitted`): `emitted.jsonl` in its state directory unless the fleet sets one,
+/// where the chaos report counts what the agents emitted against the journal.
+pub(crate) const SIM_EMITTED_ENV: &str = "CAPFLEET_SIM_EMITTED";
+
 /// The variable naming the fleet `capfleet speak` answers as (a session's `fleet` key).
 pub(crate) const SPEAK_FLEET_ENV: &str = "CAPFLEET_SPEAK_FLEET";
 
@@ -207,16 +212,19 @@ impl Fleet {
 
     /// Give every capfleet-run agent (the simulator) a state directory inside the
     /// run's directory, unless the fleet file sets one: `once` crashes then happen
-    /// once per run.
+    /// once per run. Its emitted results go to a file there, unless the fleet names one.
     pub(crate) fn bind_run_dir(&mut self, run: &RunDir) {
         for s in &mut self.sessions {
             let launch = &mut s.spec.launch;
-            let has_state = launch.env.iter().any(|(k, _)| k == SIM_STATE_ENV);
-            if launch.program.is_some() && !has_state {
-                let dir = run.sim_state(&s.spec.name);
-                launch
-                    .env
-                    .push((SIM_STATE_ENV.into(), dir.display().to_string()));
+            if launch.program.is_none() {
+                continue;
+            }
+            let dir = run.sim_state(&s.spec.name);
+            let emitted = dir.join(capfleet_actors::chaos::report::events::EMITTED);
+            for (key, value) in [(SIM_STATE_ENV, dir), (SIM_EMITTED_ENV, emitted)] {
+                if !launch.env.iter().any(|(k, _)| k == key) {
+                    launch.env.push((key.into(), value.display().to_string()));
+                }
             }
         }
     }

@@ -208,7 +208,7 @@ pub(super) fn run(script: &Script, state: &StateDir, session_id: String) -> io::
         kept: state.file(&format!("acp-{session_id}.jsonl"))?,
         session_id,
     };
-    let mut picker = TurnPicker::new(&script.turns);
+    let mut picker = TurnPicker::new(&script.turns).repeating(script.header.repeat);
     loop {
         let msg = wire.inbox.recv().unwrap_or(Incoming::Eof);
         let (id, method, params) = match msg {

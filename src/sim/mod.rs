@@ -11,6 +11,7 @@
 //! chunk = 0                    # default `say` chunk size in bytes (0: whole)
 //! chunk_delay_ms = 0           # default delay between chunks
 //! ignore_sigint = false        # TUI: Ctrl-C is ignored (hard-cancel tests)
+//! repeat = false               # start the turns over once used up (else: echo turns)
 //! tools = ["Bash", "Read"]     # tools listed in the init frame
 //! before_init = ["{...}"]      # stream-json: verbatim lines before the init frame
 //! after_init = ["{...}"]       # stream-json: verbatim lines right after it
@@ -63,8 +64,12 @@
 //! `can_use_tool` (asks as tool `AskUserQuestion`, answered with
 //! `updatedInput.answers = { "<question>": "<label>" }`).
 //!
-//! `--emitted FILE` (`CAPFLEET_SIM_EMITTED`) appends a line per `result` with usage
-//! (`pid`, tokens, `cost_usd`) once it is written: what the agent billed.
+//! `--emitted FILE` (`CAPFLEET_SIM_EMITTED`) appends a line per `result` once it is
+//! written (`pid`, `ts_ms`, tokens, `cost_usd`): what the agent billed, and how many
+//! turn results it produced (the chaos report compares them with the journal).
+//!
+//! `--time-scale N` (`CAPFLEET_SIM_TIME_SCALE`) divides every delay of the script by
+//! `N`: hours of scripted work in minutes (the chaos soak).
 //!
 //! `--one-turn` answers the first prompt and exits (one process per turn, resumed with
 //! `--resume <id>`); `--listen ADDR` serves the same over TCP, one sim per
@@ -107,6 +112,7 @@ mod state;
 mod steps;
 mod stream_json;
 mod term;
+mod time_scale;
 mod tui;
 mod tui_io;
 
@@ -194,11 +200,16 @@ pub(crate) struct SimArgs {
     /// A2A: append one line per request (method, `A2A-Version`, `traceparent`).
     #[arg(long, value_name = "FILE")]
     request_log: Option<PathBuf>,
-    /// stream-json: append one JSON line per turn result written with usage (pid,
-    /// tokens, cost) once it is on stdout: what the agent billed, for tests that
-    /// compare it with the journal.
+    /// stream-json: append one JSON line per turn result once it is on stdout (pid,
+    /// time, tokens, cost): what the agent billed and how many results it wrote, for
+    /// what compares them with the journal (tests, the chaos report). Its directory
+    /// is created if need be.
     #[arg(long, env = "CAPFLEET_SIM_EMITTED", value_name = "FILE")]
     emitted: Option<PathBuf>,
+    /// Run the script N times faster than written: every delay (boot, chunks, sleeps,
+    /// tool durations) divided by N, so hours of scripted work pass in minutes.
+    #[arg(long, env = "CAPFLEET_SIM_TIME_SCALE", value_name = "N", value_parser = time_scale::TimeScale::parse)]
+    time_scale: Option<time_scale::TimeScale>,
     /// Input format; only `stream-json` (Claude compatibility).
     #[arg(long)]
     input_format: Option<String>,
@@ -351,6 +362,10 @@ fn load(args: &SimArgs) -> Result<Script, String> {
             script::parse(&origin, &text).map_err(|e| e.to_string())?
         }
         (None, None) => Script::default(),
+    };
+    let script = match args.time_scale {
+        Some(scale) => script.compressed(scale),
+        None => script,
     };
     if script.needs_state() && args.state_dir.is_none() {
         return Err("a `once` crash step needs --state-dir or CAPFLEET_SIM_STATE".to_string());

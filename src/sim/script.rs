@@ -31,6 +31,8 @@ pub(super) struct Header {
     /// Default delay between chunks of `say` steps.
     pub chunk_delay_ms: u64,
     pub ignore_sigint: bool,
+    /// Start the turns over once every one was used (instead of echo turns).
+    pub repeat: bool,
     pub tools: Option<Vec<String>>,
     /// stream-json: lines written verbatim before the init frame.
     pub before_init: Vec<String>,
@@ -64,6 +66,7 @@ const HEADER_KEYS: &[&str] = &[
     "chunk",
     "chunk_delay_ms",
     "ignore_sigint",
+    "repeat",
     "tools",
     "before_init",
     "after_init",
@@ -116,6 +119,7 @@ pub(super) fn parse(origin: &str, text: &str) -> Result<Script, ScriptError> {
         chunk: to_usize(&f, "chunk")?.unwrap_or(0),
         chunk_delay_ms: f.u64("chunk_delay_ms")?.unwrap_or(0),
         ignore_sigint: f.bool("ignore_sigint")?.unwrap_or(false),
+        repeat: f.bool("repeat")?.unwrap_or(false),
         tools: f.strings("tools")?,
         before_init: raw_lines(&f, "before_init")?,
         after_init: raw_lines(&f, "after_init")?,

@@ -48,17 +48,26 @@ impl StateDir {
 
 /// Picks the turn for each prompt: first an unused turn whose `match` text
 /// occurs in the prompt, else the next unused turn without `match`; `None`
-/// when the script is exhausted (the echo turn).
+/// when the script is exhausted (the echo turn) — unless the script `repeat`s,
+/// when every turn is unused again.
 #[derive(Debug)]
 pub(super) struct TurnPicker {
     used: Vec<bool>,
+    repeat: bool,
 }
 
 impl TurnPicker {
     pub(super) fn new(turns: &[Turn]) -> TurnPicker {
         TurnPicker {
             used: vec![false; turns.len()],
+            repeat: false,
         }
+    }
+
+    /// Start the script over once it is used up (the header's `repeat`).
+    pub(super) fn repeating(mut self, repeat: bool) -> TurnPicker {
+        self.repeat = repeat;
+        self
     }
 
     pub(super) fn pick<'t>(
@@ -66,6 +75,9 @@ impl TurnPicker {
         turns: &'t [Turn],
         prompt: &str,
     ) -> Option<(usize, &'t Turn)> {
+        if self.repeat && self.used.iter().all(|u| *u) {
+            self.used.iter_mut().for_each(|u| *u = false);
+        }
         let unused = |i: &usize| !self.used[*i];
         let found = (0..turns.len())
             .filter(unused)
@@ -105,5 +117,10 @@ mod tests {
         assert_eq!(picker.pick(&turns, "please deploy").map(|t| t.0), Some(1));
         assert_eq!(picker.pick(&turns, "deploy again").map(|t| t.0), Some(0));
         assert!(picker.pick(&turns, "x").is_none());
+        let mut again = TurnPicker::new(&turns).repeating(true);
+        for _ in 0..3 {
+            assert_eq!(again.pick(&turns, "deploy").map(|t| t.0), Some(1));
+            assert_eq!(again.pick(&turns, "x").map(|t| t.0), Some(0));
+        }
     }
 }

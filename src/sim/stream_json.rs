@@ -22,7 +22,7 @@ pub(super) struct Options {
     pub partial: bool,
     /// Exit after the first turn.
     pub one_turn: bool,
-    /// Where each turn result's usage is appended once written (`--emitted`).
+    /// Where each turn result (its usage) is appended once written (`--emitted`).
     pub emitted: Option<PathBuf>,
 }
 
@@ -40,7 +40,7 @@ pub(super) fn run(script: &Script, state: &StateDir, options: Options) -> io::Re
     fe.client.out.emit(&init_frame(&fe.session, &cwd, uuid))?;
     fe.client.out.raw_lines(&script.header.after_init)?;
     fe.client.out.flush()?;
-    let mut picker = TurnPicker::new(&script.turns);
+    let mut picker = TurnPicker::new(&script.turns).repeating(script.header.repeat);
     while let Some(prompt) = fe.client.next_prompt()? {
         let turn = picker.pick(&script.turns, &prompt);
         run_turn(&mut fe, &script.header, turn, &prompt, state)?;
@@ -419,17 +419,24 @@ impl Frontend for StreamJson {
         self.client.out.emit(&frame)?;
         self.client.out.flush()?;
         match &self.emitted {
-            Some(path) if self.turn.usage != Usage::default() => {
+            Some(path) => {
                 let u = &self.turn.usage;
-                let line = json!({"pid": std::process::id(), "input_tokens": u.input_tokens,
-                    "output_tokens": u.output_tokens, "cost_usd": u.cost_usd});
+                let ts_ms = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_millis());
+                let line = json!({"pid": std::process::id(), "ts_ms": ts_ms,
+                    "input_tokens": u.input_tokens, "output_tokens": u.output_tokens,
+                    "cost_usd": u.cost_usd});
+                if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                    std::fs::create_dir_all(dir)?;
+                }
                 let mut f = std::fs::OpenOptions::new()
                     .create(true)
                     .append(true)
                     .open(path)?;
                 writeln!(f, "{line}")
             }
-            _ => Ok(()),
+            None => Ok(()),
         }
     }
 }

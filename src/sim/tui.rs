@@ -33,7 +33,7 @@ pub(super) fn run(script: &Script, state: &StateDir, options: &Options) -> io::R
     let _raw = RawMode::enable();
     let mut tui = Tui::new(spawn_reader());
     tui.boot(script, options)?;
-    let mut picker = TurnPicker::new(&script.turns);
+    let mut picker = TurnPicker::new(&script.turns).repeating(script.header.repeat);
     while let Some(prompt) = tui.read_prompt()? {
         let turn = picker.pick(&script.turns, &prompt);
         run_turn(&mut tui, &script.header, turn, &prompt, state)?;

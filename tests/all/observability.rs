@@ -6,6 +6,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use capfleet_actors::chaos::report::metrics::SERIES as CHAOS_SERIES;
 use capfleet_actors::telemetry::metrics::FleetMetrics;
 use serde_json::Value;
 use yaml_rust2::{Yaml, YamlLoader};
@@ -112,10 +113,12 @@ fn every_dashboard_query_names_metrics_capfleet_exports() {
     let path = dir().join("grafana/dashboards/capfleet.json");
     let dashboard: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap())
         .expect("the dashboard is JSON");
+    // The run's metrics, and the chaos report's (`chaos report --openmetrics`).
     let exported: BTreeSet<String> = FleetMetrics::default()
         .series_names()
         .iter()
         .cloned()
+        .chain(CHAOS_SERIES.iter().map(|s| (*s).to_owned()))
         .collect();
     let name = regex::Regex::new(r"\bcapfleet_[a-z_]+").unwrap();
     let mut used = BTreeSet::new();
@@ -143,6 +146,9 @@ fn every_dashboard_query_names_metrics_capfleet_exports() {
         "capfleet_budget_limit_usd",
         "capfleet_turn_duration_seconds_bucket",
         "capfleet_tokens_total",
+        "capfleet_chaos_faults_injected_total",
+        "capfleet_chaos_mttr_seconds",
+        "capfleet_chaos_invariant_holds",
     ] {
         assert!(used.contains(needed), "the dashboard shows {needed}");
     }

@@ -16,6 +16,8 @@
 //! - [`conn`]: an A2A session's connection faults through a loopback proxy
 //!   (`latency`, `drop`, `http_5xx`, `refuse`), a [`conn::ConnFaults`] handle per
 //!   session.
+//! - [`report`]: the report of a chaos run, read back from its journal (floor 4: it
+//!   reads the journal and the process table).
 //!
 //! `spec`, `schedule` and `signals` are pure (floor 0), `interpose` and `conn` import
 //! nothing of the engine but `sync` (the drivers install them); `timed` drives sessions and the
@@ -28,6 +30,7 @@
 pub mod apply;
 pub mod conn;
 pub mod interpose;
+pub mod report;
 pub mod schedule;
 pub mod signals;
 pub mod spec;

@@ -37,8 +37,8 @@ pub fn processes_with_marker(key: &str, value: &str) -> Vec<i32> {
 
 /// One pass over `/proc`: every other process whose environment has `key=<v>` with
 /// `wanted(v)`, as (pid, v). Each process's environment is read once, whatever the
-/// number of values looked for.
-fn scan(key: &str, wanted: impl Fn(&[u8]) -> bool) -> Vec<(i32, Vec<u8>)> {
+/// number of values looked for. (The chaos report looks for a run's orphans with it.)
+pub fn scan(key: &str, wanted: impl Fn(&[u8]) -> bool) -> Vec<(i32, Vec<u8>)> {
     let prefix = format!("{key}=");
     let Ok(dir) = fs::read_dir("/proc") else {
         return Vec::new();

@@ -388,6 +388,11 @@ impl Core {
                 self.failed_turn(&session, origin, format!("turn ended {:?}", r.outcome))
                     .await
             }
+            // A route's text to a session past its `max_turns` is the exit a route
+            // cycle must have (fleet validation asks for it): the cycle ended, no failure.
+            Err(SessionError::MaxTurns { max }) if matches!(origin, Origin::Route) => {
+                tracing::debug!(%session, max, "route cycle ended at max_turns");
+            }
             Err(e) => {
                 if let Some(slot) = self.slots.get_mut(&session) {
                     slot.failed = matches!(e, SessionError::Failed { .. } | SessionError::Closed);

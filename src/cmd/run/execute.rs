@@ -218,6 +218,9 @@ pub(super) async fn execute(
             totals.print_json();
         }
     }
+    if fleet.chaos.is_some() {
+        crate::cmd::chaos::report::at_run_end(&run, mode == Mode::Json, color).await;
+    }
     let outcome = report
         .as_ref()
         .ok()

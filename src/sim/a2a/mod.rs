@@ -86,7 +86,7 @@ pub(crate) fn serve(
         writeln!(out, "{local}")?;
         out.flush()?;
         drop(out);
-        let picker = Mutex::new(TurnPicker::new(&script.turns));
+        let picker = Mutex::new(TurnPicker::new(&script.turns).repeating(script.header.repeat));
         let server = Arc::new(Server {
             script,
             state,

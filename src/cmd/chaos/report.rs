@@ -1,0 +1,121 @@
+//! `capfleet chaos report <run-id|latest>`: the report of a chaos run, computed from
+//! its journal (`capfleet_actors::chaos::report`), with the orphan check done on this
+//! machine once the run's orchestrator is gone. Readable, `--json` (the documented,
+//! stable shape) or `--openmetrics` (the `capfleet_chaos_*` figures).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use capfleet_actors::chaos::report::Report;
+
+use crate::fleet::run_dir::{LATEST, Orchestrator, RunDir};
+use crate::style::{ColorChoice, Style};
+
+#[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Examples:
+  capfleet chaos report latest
+      the report of the most recent run
+  capfleet chaos report 20261130T121500Z-3fa9 --json | jq .invariants
+      each invariant's verdict, for machines
+  capfleet chaos report latest --openmetrics > /var/lib/node_exporter/capfleet_chaos.prom
+      the capfleet_chaos_* figures for Prometheus
+
+Exit codes: 0 every invariant checked holds, 1 one is broken, 2 no such run or its \
+journal cannot be read.")]
+pub(crate) struct ReportArgs {
+    /// The run id (a directory of .capfleet/runs) or `latest`.
+    #[arg(default_value = LATEST)]
+    pub run: String,
+    /// The report as one JSON object (its shape: docs/ARCHITECTURE.md, "Chaos report").
+    #[arg(long, conflicts_with = "openmetrics")]
+    pub json: bool,
+    /// The report's figures as OpenMetrics text (`capfleet_chaos_*`).
+    #[arg(long)]
+    pub openmetrics: bool,
+    /// The directory the run was started from (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+}
+
+pub(crate) fn run(args: &ReportArgs, color: ColorChoice) -> ExitCode {
+    let err = Style::for_stderr(color);
+    let base = args.dir.clone().unwrap_or_else(|| PathBuf::from("."));
+    let run = match RunDir::find(&base, &args.run) {
+        Ok(run) => run,
+        Err(e) => {
+            eprintln!("{} {e}", err.err("error:"));
+            return ExitCode::from(2);
+        }
+    };
+    let mut report = match Report::from_journal(&run.journal()) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("{} {e}", err.err("error:"));
+            return ExitCode::from(2);
+        }
+    };
+    // Orphans are looked for once the run's orchestrator is gone: the processes its
+    // pid (or any dead capfleet) marked for the run's sessions.
+    match run.orchestrator() {
+        Orchestrator::Running => {}
+        Orchestrator::Gone(owner) => report.check_orphans(&[owner.pid]),
+        Orchestrator::Unknown => report.check_orphans(&[]),
+    }
+    let printed = if args.json {
+        serde_json::to_string(&report).map_err(std::io::Error::other)
+    } else if args.openmetrics {
+        Ok(report.openmetrics())
+    } else {
+        Ok(report.to_string())
+    };
+    match printed {
+        Ok(text) => println!("{}", text.trim_end()),
+        Err(e) => {
+            eprintln!("{} {e}", err.err("error:"));
+            return ExitCode::from(2);
+        }
+    }
+    if report.holds {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// How long the agents of a run that just ended get to be gone before one still alive
+/// is an orphan (the keeper's own budget).
+const SETTLE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The report at the end of a chaos run (`run` with `[chaos]` or `--chaos`): printed to
+/// stdout after the run's summary (`json`: as one JSON line), with the orphan check
+/// done for this capfleet (what it marked for the run's sessions must be gone within
+/// [`SETTLE`]), and recorded as a `chaos_report` span.
+pub(crate) async fn at_run_end(run: &RunDir, json: bool, color: ColorChoice) {
+    let err = Style::for_stderr(color);
+    let mut report = match Report::from_journal(&run.journal()) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("{} chaos report: {e}", err.err("error:"));
+            return;
+        }
+    };
+    let me = std::process::id();
+    let deadline = std::time::Instant::now() + SETTLE;
+    loop {
+        report.check_orphans(&[me]);
+        let gone = report
+            .verdict("no_orphan_process")
+            .is_some_and(|v| v.holds == Some(true));
+        if gone || std::time::Instant::now() >= deadline {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    report.record_span(&run.id);
+    match serde_json::to_string(&report) {
+        Ok(line) if json => println!("{line}"),
+        Ok(_) => println!("{report}"),
+        Err(e) => eprintln!("{} chaos report: {e}", err.err("error:")),
+    }
+}
