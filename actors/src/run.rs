@@ -220,6 +220,10 @@ async fn run_until<S: Into<Stop>>(
             .as_mut()
             .and_then(|r| r.recovered.sessions.remove(s.urn()));
         s.chaos = spec.chaos.clone();
+        if let Some(chaos) = &spec.chaos {
+            let metrics = spec.telemetry.metrics.as_ref().map(|m| &m.chaos_io);
+            crate::session::install_chaos_io(&mut s, chaos, metrics);
+        }
         let name = s.name.clone();
         let binding = s.binding;
         agents.push((name.clone(), s.launch.manifest.agent.name.clone()));

@@ -416,3 +416,38 @@ steps = [{ say = "before " }, { sleep_ms = 500 }, { say = "after" }]
         "the refusal was the connection's death: {journal:?}"
     );
 }
+
+/// End to end through `capfleet run --chaos`: `garble` at every turn attempt of a
+/// fleet of sim sessions; each fault journaled, each garbled frame a `parse_failed`
+/// on the same session, no restart, and the run completes.
+#[test]
+fn run_chaos_garble_is_journaled_counted_as_parse_failed_and_the_run_completes() {
+    let marker = EnvMarker::new("chaos-io-run");
+    let sessions = ["worker-1", "worker-2", "worker-3"];
+    let dir = common::chaos_run::fleet(&sessions, &marker, 3, 300, 20);
+    let spec = "seed=21,garble=1/turn,garble_fraction=1,garble_frames=1";
+    let out = dir.capfleet(&["run", "fleet.toml", "--chaos", spec]);
+    let journal = dir.journal();
+    marker.wait_gone(Duration::from_secs(2), "agents after the chaos run");
+    let stderr = common::repo::stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(common::run_ended(&journal).as_deref(), Some("completed"));
+    let faults = common::chaos_run::records(&journal);
+    assert_eq!(
+        faults.len(),
+        sessions.len(),
+        "one per turn attempt: {faults:?}"
+    );
+    for f in &faults {
+        assert_eq!(f["fault"], "garble", "{f}");
+        let failed = journal
+            .iter()
+            .filter(|r| r["urn"] == f["urn"] && r["event"]["code"] == "parse_failed")
+            .count();
+        assert_eq!(failed, 1, "one garbled frame on {}", f["urn"]);
+    }
+    assert!(
+        common::of_type(&journal, "restart").is_empty(),
+        "{journal:?}"
+    );
+}

@@ -5,8 +5,13 @@
 //! and applied only to this session's own agent: a signal fault by its driver, to the
 //! process group the driver spawned.
 
+use super::SessionSpec;
 use super::machine::Core;
+use crate::chaos::conn::{ConnFault, ConnFaults};
+use crate::chaos::interpose::metrics::IoMetrics;
+use crate::chaos::interpose::{ByteFault, ByteFaults};
 use crate::chaos::signals::SignalFault;
+use crate::chaos::spec::ChaosSpec;
 use crate::chaos::{FaultKind, Reach};
 use crate::driver::DriverMsg;
 use crate::events::EventBody;
@@ -33,14 +38,25 @@ impl Core {
             tracing::debug!(urn = %self.bus.urn(), %fault, seed_pos, "no agent to hit; chaos fault skipped");
             return;
         }
+        let launch = &self.spec.launch;
         let apply = match fault.reach() {
-            Reach::Signal => SignalFault::of(fault, &spec.params),
-            Reach::Bytes | Reach::Connection | Reach::Orchestrator => None,
+            Reach::Signal => SignalFault::of(fault, &spec.params).map(Apply::Signal),
+            Reach::Bytes => ByteFault::of(fault, &spec.params)
+                .zip(launch.byte_faults.clone())
+                .map(|(f, h)| Apply::Bytes(f, h)),
+            Reach::Connection => ConnFault::of(fault, &spec.params)
+                .zip(launch.conn_faults.clone())
+                .map(|(f, h)| Apply::Conn(f, h)),
+            Reach::Orchestrator => None,
         };
-        let Some(signal) = apply else {
+        let Some(apply) = apply else {
             return;
         };
-        let detail = signal.describe(None);
+        let detail = match &apply {
+            Apply::Signal(signal) => signal.describe(None),
+            Apply::Bytes(f, _) => format!("{f:?}"),
+            Apply::Conn(f, _) => format!("{f:?}"),
+        };
         self.spans.chaos(fault, seed_pos, &detail);
         self.publish(EventBody::Chaos {
             fault,
@@ -49,6 +65,45 @@ impl Core {
             detail,
         })
         .await;
-        self.slot.send(DriverMsg::Chaos(signal));
+        match apply {
+            Apply::Signal(signal) => self.slot.send(DriverMsg::Chaos(signal)),
+            Apply::Bytes(f, handle) => handle.inject(f),
+            Apply::Conn(f, handle) => handle.inject(f),
+        }
+    }
+}
+
+/// How a fault reaches this session's agent.
+enum Apply {
+    Signal(SignalFault),
+    Bytes(ByteFault, ByteFaults),
+    Conn(ConnFault, ConnFaults),
+}
+
+/// A chaos run's byte and connection faults on session `spec`: the handles its driver
+/// installs (the interposer on its agent's pipes or terminal, the proxy before its
+/// A2A peer), only when the run has faults of that reach for a session of its
+/// binding; the byte faults seeded from the run's seed and the session's name.
+pub fn install_chaos_io(spec: &mut SessionSpec, chaos: &ChaosSpec, metrics: Option<&IoMetrics>) {
+    let has = |reach: Reach| {
+        chaos
+            .rules
+            .iter()
+            .any(|r| r.kind.reach() == reach && r.kind.hits(spec.binding))
+    };
+    let (bytes, conn) = (has(Reach::Bytes), has(Reach::Connection));
+    let urn = spec.urn().to_owned();
+    if bytes {
+        let seed = chaos.byte_seed(&spec.name);
+        spec.launch.byte_faults = Some(match metrics {
+            Some(m) => ByteFaults::with_metrics(urn.clone(), seed, m.clone()),
+            None => ByteFaults::new(urn.clone(), seed),
+        });
+    }
+    if conn {
+        spec.launch.conn_faults = Some(match metrics {
+            Some(m) => ConnFaults::with_metrics(urn, m.clone()),
+            None => ConnFaults::new(urn),
+        });
     }
 }

@@ -47,6 +47,7 @@ use ractor::RpcReplyPort;
 use tokio::sync::mpsc;
 
 pub use actor::Session;
+pub use chaos::install_chaos_io;
 pub use turn::TurnResult;
 
 use crate::driver::LaunchSpec;
