@@ -222,7 +222,8 @@ async fn run_until<S: Into<Stop>>(
             .as_mut()
             .and_then(|r| r.recovered.sessions.remove(s.urn()));
         if let Some(chaos) = &spec.chaos {
-            crate::chaos::apply::install(chaos, s);
+            let metrics = spec.telemetry.metrics.as_ref().map(|m| &m.chaos_io);
+            crate::chaos::apply::install(chaos, s, metrics);
         }
         s.chaos = spec.chaos.clone();
     }

@@ -278,9 +278,26 @@ impl Peer {
 
     /// A turn, the session's events drained meanwhile.
     async fn turn(&mut self, prompt: &str) -> TurnResult {
+        self.turn_with(prompt, None).await
+    }
+
+    /// A turn `go` with `fault` injected once its first text has come.
+    async fn turn_hit_mid_stream(&mut self, faults: &ConnFaults, fault: ConnFault) -> TurnResult {
+        self.turn_with("go", Some((faults, fault))).await
+    }
+
+    async fn turn_with(
+        &mut self,
+        prompt: &str,
+        hit: Option<(&ConnFaults, ConnFault)>,
+    ) -> TurnResult {
         let s = self.session.clone();
         let prompt = prompt.to_owned();
         let ask = tokio::spawn(async move { common::ask(&s, &prompt).await });
+        if let Some((faults, fault)) = hit {
+            self.until(is_text).await;
+            faults.inject(fault);
+        }
         let drain = async { while self.events.recv().await.is_some() {} };
         tokio::select! {
             r = ask => r.expect("ask"),
@@ -342,15 +359,7 @@ async fn a2a_drop_mid_stream_is_resubscribed_and_the_turn_completes() {
 steps = [{ say = "before " }, { sleep_ms = 1000 }, { say = "after" }]
 "#;
     let mut peer = a2a(&rig, script, &faults).await;
-    let s = peer.session.clone();
-    let ask = tokio::spawn(async move { common::ask(&s, "go").await });
-    peer.until(is_text).await;
-    faults.inject(ConnFault::Drop);
-    let drain = async { while peer.events.recv().await.is_some() {} };
-    let r = tokio::select! {
-        r = ask => r.expect("ask"),
-        () = drain => panic!("the session's events ended"),
-    };
+    let r = peer.turn_hit_mid_stream(&faults, ConnFault::Drop).await;
     assert_eq!(r.outcome, TurnOutcome::Completed, "{r:?}");
     assert!(r.text.ends_with("after"), "{}", r.text);
     assert!(faults.stats().dropped >= 1, "{:?}", faults.stats());
@@ -398,15 +407,8 @@ async fn a2a_refused_connections_are_a_restart_and_the_turn_completes() {
 steps = [{ say = "before " }, { sleep_ms = 500 }, { say = "after" }]
 "#;
     let mut peer = a2a(&rig, script, &faults).await;
-    let s = peer.session.clone();
-    let ask = tokio::spawn(async move { common::ask(&s, "go").await });
-    peer.until(is_text).await;
-    faults.inject(ConnFault::Refuse { for_ms: 1_000 });
-    let drain = async { while peer.events.recv().await.is_some() {} };
-    let r = tokio::select! {
-        r = ask => r.expect("ask"),
-        () = drain => panic!("the session's events ended"),
-    };
+    let fault = ConnFault::Refuse { for_ms: 1_000 };
+    let r = peer.turn_hit_mid_stream(&faults, fault).await;
     assert_eq!(r.outcome, TurnOutcome::Completed, "{r:?}");
     assert!(r.text.ends_with("after"), "{}", r.text);
     assert_eq!(faults.stats().refusals, 1);
@@ -414,5 +416,40 @@ steps = [{ say = "before " }, { sleep_ms = 500 }, { say = "after" }]
     assert!(
         !common::of_type(&journal, "restart").is_empty(),
         "the refusal was the connection's death: {journal:?}"
+    );
+}
+
+/// End to end through `capfleet run --chaos`: `garble` at every turn attempt of a
+/// fleet of sim sessions; each fault journaled, each garbled frame a `parse_failed`
+/// on the same session, no restart, and the run completes.
+#[test]
+fn run_chaos_garble_is_journaled_counted_as_parse_failed_and_the_run_completes() {
+    let marker = EnvMarker::new("chaos-io-run");
+    let sessions = ["worker-1", "worker-2", "worker-3"];
+    let dir = common::chaos_run::fleet(&sessions, &marker, 3, 300, 20);
+    let spec = "seed=21,garble=1/turn,garble_fraction=1,garble_frames=1";
+    let out = dir.capfleet(&["run", "fleet.toml", "--chaos", spec]);
+    let journal = dir.journal();
+    marker.wait_gone(Duration::from_secs(2), "agents after the chaos run");
+    let stderr = common::repo::stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(common::run_ended(&journal).as_deref(), Some("completed"));
+    let faults = common::chaos_run::records(&journal);
+    assert_eq!(
+        faults.len(),
+        sessions.len(),
+        "one per turn attempt: {faults:?}"
+    );
+    for f in &faults {
+        assert_eq!(f["fault"], "garble", "{f}");
+        let failed = journal
+            .iter()
+            .filter(|r| r["urn"] == f["urn"] && r["event"]["code"] == "parse_failed")
+            .count();
+        assert_eq!(failed, 1, "one garbled frame on {}", f["urn"]);
+    }
+    assert!(
+        common::of_type(&journal, "restart").is_empty(),
+        "{journal:?}"
     );
 }

@@ -3,6 +3,7 @@
 //! and the handles a session of a chaos run is given ([`install`]).
 
 use super::conn::{ConnFault, ConnFaults};
+use super::interpose::metrics::IoMetrics;
 use super::interpose::{ByteFault, ByteFaults};
 use super::spec::{ChaosSpec, Params};
 use super::{FaultKind, Reach};
@@ -86,17 +87,26 @@ pub fn conn_fault(kind: FaultKind, p: &Params) -> Option<(ConnFault, String)> {
 
 /// Give session `s` the interposer's handles its faults need: byte faults when a byte
 /// fault targets it, connection faults when a connection fault does (none otherwise:
-/// no interposer at all).
-pub fn install(spec: &ChaosSpec, s: &mut SessionSpec) {
+/// no interposer at all), counted in `metrics` when the run has them. Each session's
+/// byte faults draw from their own seed (the run's seed and the session's name).
+pub fn install(spec: &ChaosSpec, s: &mut SessionSpec, metrics: Option<&IoMetrics>) {
     let wants = |reach: Reach| {
         spec.rules
             .iter()
             .any(|r| r.kind.reach() == reach && r.targets_session(&s.name, s.binding))
     };
     if wants(Reach::Bytes) {
-        s.launch.byte_faults = Some(ByteFaults::new(s.launch.urn.clone(), spec.seed));
+        let (urn, seed) = (s.launch.urn.clone(), spec.byte_seed(&s.name));
+        s.launch.byte_faults = Some(match metrics {
+            Some(m) => ByteFaults::with_metrics(urn, seed, m.clone()),
+            None => ByteFaults::new(urn, seed),
+        });
     }
     if wants(Reach::Connection) {
-        s.launch.conn_faults = Some(ConnFaults::new(s.launch.urn.clone()));
+        let urn = s.launch.urn.clone();
+        s.launch.conn_faults = Some(match metrics {
+            Some(m) => ConnFaults::with_metrics(urn, m.clone()),
+            None => ConnFaults::new(urn),
+        });
     }
 }

@@ -61,8 +61,14 @@ fn name_coord(name: &str) -> u64 {
 const TURN: u64 = 1;
 const GAP: u64 = 2;
 const PICK: u64 = 3;
+const BYTES: u64 = 4;
 
 impl ChaosSpec {
+    /// The seed of session `name`'s byte interposer (a stream of draws of its own).
+    pub fn byte_seed(&self, name: &str) -> u64 {
+        mix(mix(self.seed ^ BYTES) ^ name_coord(name))
+    }
+
     /// The fault of attempt `attempt` of turn `turn` of session `name`, if any.
     pub fn on_attempt(
         &self,
