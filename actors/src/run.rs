@@ -233,9 +233,14 @@ async fn run_until<S: Into<Stop>>(
         .unwrap_or_default();
     // The timed faults' targets: every session's name and binding now, its actor once
     // it is up (a fault due before then is not sent).
-    let chaos_names: Vec<(String, crate::registry::Binding)> =
-        sessions.iter().map(|s| (s.name.clone(), s.binding)).collect();
-    let chaos_up = spec.chaos.as_ref().map(|_| crate::chaos::timed::Targets::default());
+    let chaos_names: Vec<(String, crate::registry::Binding)> = sessions
+        .iter()
+        .map(|s| (s.name.clone(), s.binding))
+        .collect();
+    let chaos_up = spec
+        .chaos
+        .as_ref()
+        .map(|_| crate::chaos::timed::Targets::default());
     let transcripts = phase.as_ref().map(|p| (p.store.clone(), publisher.clone()));
     let (session_watchers, session_faults) = (watchers.clone(), faults_tx.clone());
     let subscribers: start::Subscribers = Box::new(move |s: &SessionSpec| {
