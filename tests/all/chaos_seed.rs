@@ -115,7 +115,7 @@ fn a_bad_chaos_spec_is_refused_naming_file_line_and_fix() {
 /// interposer: every attempt's next frame wholly garbled is a `parse_failed`, after
 /// its `chaos` record.
 #[test]
-#[ignore = "races under load: the session arms the garble after casting the prompt, so a fast agent's first frame can pass and the turn's result frame be garbled (the turn then hangs); arm byte faults before the prompt"]
+#[ignore = "timing-dependent: which of the turn's frames a whole-frame garble meets depends on when it is armed; when it is a frame the turn needs, the turn hangs to meltdown (arming before the prompt makes that certain)"]
 fn a_garble_fault_of_the_spec_garbles_the_agents_frames() {
     let marker = EnvMarker::new("chaos-garble");
     let dir = fleet(&["worker-1"], &marker, 3, 50, 10);
