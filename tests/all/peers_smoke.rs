@@ -160,20 +160,23 @@ fn process_helpers_follow_a_shell_tree() {
     let pid = child.id() as i32;
     let mut child = Reap(child);
 
-    // sh may exec the last `sleep` in place of itself: 2 or 3 processes.
+    // sh may exec the last `sleep` in place of itself: 2 or 3 processes, which come up
+    // one by one: the two views are compared once the tree has settled.
+    let tree_now = || {
+        let mut tree = descendants(pid);
+        tree.push(pid);
+        tree.sort_unstable();
+        tree
+    };
     assert!(
-        wait_until(Duration::from_secs(5), POLL, || !descendants(pid)
-            .is_empty()
-            && marker.processes().len() >= 2),
-        "tree never appeared: descendants {:?}, marked {:?}",
-        descendants(pid),
+        wait_until(Duration::from_secs(5), POLL, || tree_now().len() >= 2
+            && marker.processes() == tree_now()),
+        "env marker and ppid walk disagree: ppid walk {:?}, marked {:?}",
+        tree_now(),
         marker.processes()
     );
     let marked = marker.processes();
-    let mut tree = descendants(pid);
-    tree.push(pid);
-    tree.sort_unstable();
-    assert_eq!(marked, tree, "env marker and ppid walk disagree");
+    let tree = tree_now();
     assert_eq!(processes_in_group(pid), tree, "process group = the tree");
     assert!(marked.iter().all(|&p| is_alive(p) && rss_kib(p) > 0));
     assert!(!marked.contains(&(std::process::id() as i32)));
