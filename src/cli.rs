@@ -120,7 +120,7 @@ pub(crate) fn main() -> ExitCode {
     {
         start_keeper();
     }
-    // `run`, `chat` and `serve` set up diagnostics with their span pipeline, inside
+    // `run`, `chat`, `serve` and `worker` set up diagnostics with their span pipeline, inside
     // their runtime.
     if !matches!(
         cli.command,
@@ -130,6 +130,7 @@ pub(crate) fn main() -> ExitCode {
                 | Command::Speak(_)
                 | Command::Acp(_)
                 | Command::Serve(_)
+                | Command::Worker(_)
         )
     ) {
         crate::logging::init(cli.color);

@@ -138,7 +138,7 @@ pub(crate) fn row(run: &RunDir) -> RunRow {
     }
 }
 
-fn state_of(outcome: Option<&str>, ended: bool) -> RunState {
+pub(crate) fn state_of(outcome: Option<&str>, ended: bool) -> RunState {
     match outcome {
         Some("completed") => RunState::Completed,
         Some("interrupted") => RunState::Interrupted,
@@ -157,35 +157,62 @@ fn lock_pid(dir: &Path) -> Option<u32> {
         .and_then(|p| u32::try_from(p).ok())
 }
 
+/// What one pass over a run's journal says.
 #[derive(Debug, Default)]
-struct JournalRead {
-    outcome: Option<String>,
-    ended: bool,
-    cost_usd: f64,
-    sessions: BTreeSet<String>,
-    started_ms: Option<u64>,
+pub(crate) struct JournalRead {
+    /// The last `run_ended`'s outcome (none once the run went on after it).
+    pub outcome: Option<String>,
+    /// A `run_ended` that nothing went on after.
+    pub ended: bool,
+    /// When that `run_ended` was written, and its exit code.
+    pub ended_ms: Option<u64>,
+    pub exit_code: Option<u8>,
+    pub cost_usd: f64,
+    pub sessions: BTreeSet<String>,
+    pub started_ms: Option<u64>,
 }
 
-/// One pass over the journal; a line that does not parse (a torn last line) is
-/// skipped.
 fn read_journal(path: &Path) -> JournalRead {
-    let mut read = JournalRead::default();
-    let Ok(text) = std::fs::read_to_string(path) else {
-        return read;
-    };
-    for line in text.lines() {
-        let Ok(rec) = serde_json::from_str::<Value>(line) else {
-            continue;
-        };
+    std::fs::read_to_string(path)
+        .map(|text| JournalRead::of(text.lines()))
+        .unwrap_or_default()
+}
+
+impl JournalRead {
+    /// One pass over the journal's lines; a line that does not parse (a torn last
+    /// line) is skipped. A run taken over, resumed or handed back after a
+    /// `run_ended` has not ended.
+    pub(crate) fn of<'a>(lines: impl Iterator<Item = &'a str>) -> JournalRead {
+        let mut read = JournalRead::default();
+        for line in lines {
+            let Ok(rec) = serde_json::from_str::<Value>(line) else {
+                continue;
+            };
+            read.add(&rec);
+        }
+        read
+    }
+
+    /// Take one more record into account.
+    pub(crate) fn add(&mut self, rec: &Value) {
+        let read = self;
         if read.started_ms.is_none() {
             read.started_ms = rec["ts_ms"].as_u64();
         }
         match rec["type"].as_str() {
             Some("run_ended") => {
                 read.ended = true;
+                read.ended_ms = rec["ts_ms"].as_u64();
+                read.exit_code = rec["exit_code"].as_u64().and_then(|c| u8::try_from(c).ok());
                 if let Some(o) = rec["outcome"].as_str() {
                     read.outcome = Some(o.to_owned());
                 }
+            }
+            Some("lease_taken" | "resumed" | "handed_back") => {
+                read.ended = false;
+                read.outcome = None;
+                read.ended_ms = None;
+                read.exit_code = None;
             }
             Some("turn_started") => {
                 if let Some(urn) = rec["urn"].as_str() {
@@ -198,5 +225,4 @@ fn read_journal(path: &Path) -> JournalRead {
             _ => {}
         }
     }
-    read
 }

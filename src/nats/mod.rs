@@ -6,10 +6,12 @@
 //! ([`TOKEN_ENV`]), the credentials from a file (`--nats-creds`), and the URLs are
 //! said without their user part ([`NatsArgs::shown`]).
 
+pub(crate) mod artifacts;
 pub(crate) mod lease;
 pub(crate) mod presence;
 pub(crate) mod queue;
 pub(crate) mod replica;
+pub(crate) mod status;
 
 use std::path::PathBuf;
 

@@ -11,7 +11,11 @@
 //! another worker, which has published since: that is the fence on the replica;
 //! the publisher then stops ([`Ended::Fenced`]). A publish that fails otherwise
 //! (NATS slow or away) is reported and retried from the same line at the next turn;
-//! the journal never waits for it.
+//! the journal never waits for it. Told to finish, it goes on retrying what is left
+//! for a while (until fenced), so that a run's end reaches the stream through a
+//! cluster's leader election. A record too large for a message is published
+//! as a pointer to an object (`super::artifacts`), resolved by [`Nats::replay`] and
+//! `Nats::follow`.
 
 use std::io::{Read as _, Seek as _, SeekFrom};
 use std::path::{Path, PathBuf};
@@ -22,6 +26,7 @@ use async_nats::jetstream::stream::{Config, RetentionPolicy, StorageType, Stream
 use capfleet_actors::journal::ReplicaHook;
 use tokio::sync::{oneshot, watch};
 
+use super::artifacts::{INLINE_MAX, pointer};
 use super::{Nats, NatsError};
 
 /// The stream of replicated journals.
@@ -30,6 +35,10 @@ const SUBJECT_PREFIX: &str = "capfleet.journal";
 /// A publisher with nothing new looks again this often anyway (the app's own
 /// `run_ended` lines are written beside the engine's journal, not through it).
 const POLL: Duration = Duration::from_millis(250);
+/// A publisher told to finish with lines left retries them this often, for this
+/// long (a cluster that lost a node elects new leaders within seconds).
+const FINISH_PAUSE: Duration = Duration::from_millis(500);
+const FINISH_FOR: Duration = Duration::from_secs(30);
 /// A publish not acknowledged within this is retried.
 const PUBLISH_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -74,7 +83,7 @@ impl Nats {
                 Ok(m) => {
                     last = m.sequence;
                     next = m.sequence + 1;
-                    lines.push(m.payload.to_vec());
+                    lines.push(self.resolve(m.payload.to_vec()).await?);
                 }
                 Err(e)
                     if e.kind()
@@ -117,12 +126,15 @@ impl Replica {
         id: &str,
         at: (PathBuf, u64, u64),
         fence: watch::Sender<bool>,
+        replicas: usize,
     ) -> (Replica, ReplicaHook) {
         let (path, offset, last_seq) = at;
         let (hook, flushed) = ReplicaHook::new();
         let (stop, stopped) = oneshot::channel();
         let publisher = Publisher {
             nats: nats.clone(),
+            run: id.to_owned(),
+            replicas,
             subject: subject(id),
             worker: worker.to_owned(),
             path,
@@ -146,6 +158,9 @@ impl Replica {
 
 struct Publisher {
     nats: Nats,
+    run: String,
+    /// Copies JetStream keeps of the object store, when it makes it.
+    replicas: usize,
     subject: String,
     path: PathBuf,
     /// This worker's name (its records' ids on the stream are its own).
@@ -169,11 +184,18 @@ impl Publisher {
         fenced: watch::Sender<bool>,
     ) -> Ended {
         let mut last_error: Option<String> = None;
+        // Since when it was told to finish (then it retries what is left, a while).
+        let mut stopping: Option<std::time::Instant> = None;
         loop {
-            let last = tokio::select! {
-                _ = &mut stopped => true,
-                _ = flushed.changed() => false,
-                () = tokio::time::sleep(POLL) => false,
+            let last = if stopping.is_some() {
+                tokio::time::sleep(FINISH_PAUSE).await;
+                true
+            } else {
+                tokio::select! {
+                    _ = &mut stopped => true,
+                    _ = flushed.changed() => false,
+                    () = tokio::time::sleep(POLL) => false,
+                }
             };
             if *fenced.borrow() {
                 return Ended::Fenced { lines: self.lines };
@@ -193,13 +215,19 @@ impl Publisher {
                 }
             }
             if last {
-                return match last_error {
-                    None => Ended::Done { lines: self.lines },
-                    Some(error) => Ended::Behind {
-                        lines: self.lines,
-                        error,
-                    },
-                };
+                let since = *stopping.get_or_insert_with(std::time::Instant::now);
+                match last_error {
+                    None => return Ended::Done { lines: self.lines },
+                    // NATS away (a cluster electing a leader): tried again, until the
+                    // run's lease is lost (the fence) or for FINISH_FOR.
+                    Some(error) if since.elapsed() >= FINISH_FOR => {
+                        return Ended::Behind {
+                            lines: self.lines,
+                            error,
+                        };
+                    }
+                    Some(_) => {}
+                }
             }
         }
     }
@@ -232,10 +260,21 @@ impl Publisher {
             "Nats-Expected-Last-Subject-Sequence",
             self.last_seq.to_string().as_str(),
         );
+        // Too large for a message: the record in the object store, a pointer here.
+        let payload = if line.len() > INLINE_MAX {
+            let name = format!("{}.journal.{}", self.run, self.offset);
+            self.nats
+                .put_object(&name, line, self.replicas)
+                .await
+                .map_err(|e| Short::Failed(e.to_string()))?;
+            pointer(&name, line.len())
+        } else {
+            line.to_vec()
+        };
         let sent = self
             .nats
             .js
-            .publish_with_headers(self.subject.clone(), headers, line.to_vec().into())
+            .publish_with_headers(self.subject.clone(), headers, payload.into())
             .await
             .map_err(|e| Short::Failed(e.to_string()))?;
         match tokio::time::timeout(PUBLISH_TIMEOUT, sent).await {

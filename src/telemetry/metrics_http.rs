@@ -3,22 +3,29 @@
 //! [`MetricsServer`] is the stand-alone server `capfleet run --metrics-addr` starts.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use axum::Router;
 use axum::http::header::CONTENT_TYPE;
 use axum::response::IntoResponse;
 use axum::routing::get;
 use capfleet_actors::telemetry::metrics::{self, Metrics};
+use prometheus_client::registry::Registry;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-/// The `/metrics` route over `metrics`.
-pub(crate) fn router(metrics: Metrics) -> Router {
+/// The `/metrics` route over `metrics`, and `extra` (an application's own registry)
+/// after them.
+pub(crate) fn router(metrics: Metrics, extra: Option<Arc<Registry>>) -> Router {
     Router::new().route(
         "/metrics",
         get(move || {
             let m = metrics.clone();
-            async move { ([(CONTENT_TYPE, metrics::CONTENT_TYPE)], m.encode()).into_response() }
+            let extra = extra.clone();
+            async move {
+                let text = m.encode_with(extra.as_deref());
+                ([(CONTENT_TYPE, metrics::CONTENT_TYPE)], text).into_response()
+            }
         }),
     )
 }
@@ -33,12 +40,21 @@ pub(crate) struct MetricsServer {
 impl MetricsServer {
     /// Bind `addr` and serve until [`MetricsServer::stop`].
     pub(crate) async fn start(addr: SocketAddr, metrics: Metrics) -> Result<Self, String> {
+        Self::start_with(addr, metrics, None).await
+    }
+
+    /// [`MetricsServer::start`], `extra`'s metrics served too.
+    pub(crate) async fn start_with(
+        addr: SocketAddr,
+        metrics: Metrics,
+        extra: Option<Arc<Registry>>,
+    ) -> Result<Self, String> {
         let listener = tokio::net::TcpListener::bind(addr)
             .await
             .map_err(|e| format!("--metrics-addr {addr}: cannot listen: {e}"))?;
         let addr = listener.local_addr().map_err(|e| e.to_string())?;
         let (stop, stopped) = oneshot::channel::<()>();
-        let app = router(metrics);
+        let app = router(metrics, extra);
         let task = tokio::spawn(async move {
             let served = axum::serve(listener, app)
                 .with_graceful_shutdown(async {

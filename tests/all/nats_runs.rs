@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::common::nats::{NatsCluster, NatsServer, Worker, submit};
-use crate::common::serve::{Server, chatty, sim_fleet, submission};
+use crate::common::serve::{chatty, sim_fleet};
 use crate::common::{EnvMarker, capfleet, wait_until, wait_within};
 
 #[test]
@@ -117,7 +117,7 @@ fn fifty_runs_on_three_workers_each_end_exactly_once() {
 }
 
 /// Run `id`'s journal as JetStream keeps it (`capfleet log --nats --json`).
-fn published(dir: &std::path::Path, url: &str, id: &str) -> String {
+pub(crate) fn published(dir: &std::path::Path, url: &str, id: &str) -> String {
     let out = capfleet(dir)
         .args(["log", "--nats", url, "--json", id])
         .output()
@@ -141,21 +141,21 @@ fn chain(marker: (&str, &str), ms: u64) -> (String, String) {
 }
 
 /// A run of [`chain`] (1.5 s turns) on NATS, for workers with `--lease-ttl` [`TTL`].
-struct Chain {
+pub(crate) struct Chain {
     _dir: tempfile::TempDir,
     d: std::path::PathBuf,
     _nats: NatsServer,
-    url: String,
-    m: EnvMarker,
-    work: std::path::PathBuf,
+    pub url: String,
+    pub m: EnvMarker,
+    pub work: std::path::PathBuf,
     max_runs: String,
 }
 
 /// The lease TTL of the takeover tests' workers (seconds).
-const TTL: u64 = 3;
+pub(crate) const TTL: u64 = 3;
 
 impl Chain {
-    fn new(label: &str, max_runs: usize) -> Chain {
+    pub(crate) fn new(label: &str, max_runs: usize) -> Chain {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path().to_owned();
         let nats = NatsServer::start();
@@ -177,24 +177,30 @@ impl Chain {
         }
     }
 
-    fn worker(&self, name: &str) -> Worker {
+    pub(crate) fn worker(&self, name: &str) -> Worker {
+        self.worker_with(name, &[])
+    }
+
+    /// A worker with `extra` arguments too.
+    pub(crate) fn worker_with(&self, name: &str, extra: &[&str]) -> Worker {
         let ttl = TTL.to_string();
-        let args = [
+        let mut args = vec![
             "--max-runs",
             self.max_runs.as_str(),
             "--lease-ttl",
             ttl.as_str(),
         ];
+        args.extend_from_slice(extra);
         Worker::start(&self.d.join(name), &self.url, &args)
     }
 
-    fn submit(&self) -> String {
+    pub(crate) fn submit(&self) -> String {
         submit(&self.work, &self.url, &[])
     }
 
     /// Wait until every run of `ids` is under way on `on`, as JetStream has it: a
     /// delivery routed and published.
-    fn under_way(&self, ids: &[String], on: &Worker) {
+    pub(crate) fn under_way(&self, ids: &[String], on: &Worker) {
         assert!(
             wait_until(Duration::from_secs(60), Duration::from_millis(100), || ids
                 .iter()
@@ -208,7 +214,7 @@ impl Chain {
 }
 
 /// Whether `w`'s journal of run `id` has a record of type `kind` yet.
-fn has(w: &Worker, id: &str, kind: &str) -> bool {
+pub(crate) fn has(w: &Worker, id: &str, kind: &str) -> bool {
     w.runs()
         .iter()
         .any(|(run, j)| run == id && j.iter().any(|r| r["type"] == kind))
@@ -397,47 +403,4 @@ fn a_partitioned_worker_writes_nothing_more_to_a_run_taken_over() {
     drop(a);
     drop(b);
     c.m.wait_gone(Duration::from_secs(10), "the sim agents");
-}
-
-#[test]
-fn serve_with_nats_queues_a_submission_for_the_workers() {
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
-    let nats = NatsServer::start();
-    let url = nats.url();
-    let m = EnvMarker::new("nats-serve");
-    let worker = Worker::start(&d.join("w"), &url, &[]);
-    std::fs::create_dir_all(d.join("srv")).unwrap();
-    let server = Server::start(&d.join("srv"), &["--nats", &url]);
-    let fleet = sim_fleet("tiny", 1, m.pair());
-    let body = submission(&fleet, &[("script.toml", &chatty(2, 5))]);
-    let (status, created) = server.json("POST", "/v1/runs", None, Some(&body));
-    assert_eq!(status, 201, "{created}");
-    assert_eq!(created["state"], "queued");
-    let id = created["id"].as_str().unwrap().to_owned();
-    // An invalid fleet is refused with its findings, never queued.
-    let (status, refused) = server.json(
-        "POST",
-        "/v1/runs",
-        None,
-        Some(&submission("[fleet]\nname = \"x\"\n", &[])),
-    );
-    assert_eq!(status, 400, "{refused}");
-    assert_eq!(refused["code"], "invalid_fleet");
-    // The worker runs it, not the server.
-    let done = wait_until(Duration::from_secs(60), Duration::from_millis(100), || {
-        worker
-            .runs()
-            .iter()
-            .any(|(run, j)| *run == id && j.iter().any(|r| r["type"] == "run_ended"))
-    });
-    assert!(done, "{}", worker.stderr());
-    assert_eq!(
-        worker.runs().len(),
-        1,
-        "only the valid submission was queued"
-    );
-    assert!(!d.join("srv/.capfleet/runs").join(&id).exists());
-    drop(worker);
-    m.wait_gone(Duration::from_secs(10), "the sim agents");
 }

@@ -13,6 +13,17 @@ use yaml_rust2::{Yaml, YamlLoader};
 
 use crate::common;
 
+/// The series of `capfleet worker --metrics-addr`'s own metrics the dashboard's
+/// workers row may query (a real worker's scrape has each: `nats_drain`).
+pub(crate) const WORKER_SERIES: &[&str] = &[
+    "capfleet_worker_runs_held",
+    "capfleet_worker_leases_held",
+    "capfleet_worker_queue_depth",
+    "capfleet_worker_takeovers_total",
+    "capfleet_worker_runs_total",
+    "capfleet_worker_lease_renewals_total",
+];
+
 fn dir() -> PathBuf {
     common::repo_root().join("observability")
 }
@@ -119,6 +130,7 @@ fn every_dashboard_query_names_metrics_capfleet_exports() {
         .iter()
         .cloned()
         .chain(CHAOS_SERIES.iter().map(|s| (*s).to_owned()))
+        .chain(WORKER_SERIES.iter().map(|s| (*s).to_owned()))
         .collect();
     let name = regex::Regex::new(r"\bcapfleet_[a-z_]+").unwrap();
     let mut used = BTreeSet::new();
@@ -149,6 +161,9 @@ fn every_dashboard_query_names_metrics_capfleet_exports() {
         "capfleet_chaos_faults_injected_total",
         "capfleet_chaos_mttr_seconds",
         "capfleet_chaos_invariant_holds",
+        "capfleet_worker_runs_held",
+        "capfleet_worker_queue_depth",
+        "capfleet_worker_takeovers_total",
     ] {
         assert!(used.contains(needed), "the dashboard shows {needed}");
     }

@@ -2,7 +2,10 @@
 //! (each session's transcript, its workspace's `diff.patch`, what its agent emitted,
 //! the final master plan), `GET /v1/runs/{id}/artifacts/{session}/{name}` returns one
 //! as stored, `GET /v1/runs/{id}/diff[/{session}]` the workspaces' diffs against their
-//! base. Only files inside the run's `artifacts/` directory are ever read.
+//! base. Only files inside the run's `artifacts/` directory are ever read. With
+//! `--nats`, a run this server does not have (queued to NATS, run on a worker) has
+//! its artifacts read from the JetStream object store the worker put them in
+//! (`crate::nats::artifacts`).
 
 use std::path::{Path as FsPath, PathBuf};
 use std::sync::Arc;
@@ -20,7 +23,7 @@ use super::state::Server;
 use super::submission::plain_relative;
 
 /// The artifacts directory inside a run's directory.
-const ARTIFACTS: &str = "artifacts";
+pub(crate) const ARTIFACTS: &str = "artifacts";
 /// A workspace's diff, in its session's artifacts.
 pub(super) const DIFF: &str = "diff.patch";
 
@@ -37,8 +40,70 @@ pub(super) fn artifacts_dir(server: &Server, id: &str) -> Result<PathBuf, ApiErr
     Ok(dir.join(ARTIFACTS))
 }
 
+/// Where a run's artifacts are read from.
+enum Source {
+    Dir(PathBuf),
+    /// The server's NATS (boxed: a JetStream context is large), the run.
+    Nats {
+        nats: Box<crate::nats::Nats>,
+        run: String,
+    },
+}
+
+impl Source {
+    /// The artifacts of run `id`: its directory, or with `--nats` the object store.
+    fn of(server: &Server, id: &str) -> Result<Source, ApiError> {
+        match (artifacts_dir(server, id), &server.queue) {
+            (Ok(dir), _) => Ok(Source::Dir(dir)),
+            (Err(ApiError::NoRun(_)), Some((nats, _))) if valid_id(id) => Ok(Source::Nats {
+                nats: Box::new(nats.clone()),
+                run: id.to_owned(),
+            }),
+            (Err(e), _) => Err(e),
+        }
+    }
+
+    /// Its artifacts, as paths relative to `artifacts/` with their sizes (sorted).
+    async fn list(&self) -> Result<Vec<(String, u64)>, ApiError> {
+        match self {
+            Source::Dir(root) => {
+                let root = root.clone();
+                tokio::task::spawn_blocking(move || files(&root))
+                    .await
+                    .map_err(|e| ApiError::Internal(e.to_string()))
+            }
+            Source::Nats { nats, run } => {
+                let internal = |e: crate::nats::NatsError| ApiError::Internal(e.to_string());
+                match nats.artifact_list(run).await.map_err(internal)? {
+                    Some(mut listed) => {
+                        listed.sort();
+                        Ok(listed)
+                    }
+                    // Not ended yet, or no such run.
+                    None if nats.submitted(run).await.map_err(internal)?.is_some() => {
+                        Ok(Vec::new())
+                    }
+                    None => Err(ApiError::NoRun(run.clone())),
+                }
+            }
+        }
+    }
+
+    /// The artifact `rel`.
+    async fn read(&self, rel: &str) -> Result<Vec<u8>, ApiError> {
+        match self {
+            Source::Dir(root) => read_inside(root, rel).await,
+            Source::Nats { nats, run } => nats
+                .artifact(run, rel)
+                .await
+                .map_err(|e| ApiError::Internal(e.to_string()))?
+                .ok_or_else(|| ApiError::NoArtifact(rel.to_owned())),
+        }
+    }
+}
+
 /// Every file under `root`, as paths relative to it (sorted).
-pub(super) fn files(root: &FsPath) -> Vec<(String, u64)> {
+pub(crate) fn files(root: &FsPath) -> Vec<(String, u64)> {
     let mut out = Vec::new();
     let mut dirs = vec![root.to_owned()];
     while let Some(dir) = dirs.pop() {
@@ -98,10 +163,7 @@ pub(crate) async fn list(
     State(server): State<Arc<Server>>,
     ApiPath(id): ApiPath<String>,
 ) -> Result<Response, ApiError> {
-    let root = artifacts_dir(&server, &id)?;
-    let listed = tokio::task::spawn_blocking(move || files(&root))
-        .await
-        .map_err(|e| ApiError::Internal(e.to_string()))?;
+    let listed = Source::of(&server, &id)?.list().await?;
     let artifacts = listed
         .into_iter()
         .map(|(name, bytes)| ArtifactView {
@@ -161,9 +223,8 @@ pub(crate) async fn one(
     State(server): State<Arc<Server>>,
     ApiPath((id, session, name)): ApiPath<(String, String, String)>,
 ) -> Result<Response, ApiError> {
-    let root = artifacts_dir(&server, &id)?;
     let rel = format!("{session}/{name}");
-    let body = read_inside(&root, &rel).await?;
+    let body = Source::of(&server, &id)?.read(&rel).await?;
     Ok(([(header::CONTENT_TYPE, content_type(&name))], body).into_response())
 }
 
@@ -178,19 +239,14 @@ pub(crate) async fn diff_all(
     State(server): State<Arc<Server>>,
     ApiPath(id): ApiPath<String>,
 ) -> Result<Response, ApiError> {
-    let root = artifacts_dir(&server, &id)?;
-    let listed = {
-        let root = root.clone();
-        tokio::task::spawn_blocking(move || files(&root))
-            .await
-            .map_err(|e| ApiError::Internal(e.to_string()))?
-    };
+    let source = Source::of(&server, &id)?;
+    let listed = source.list().await?;
     let mut out = Vec::new();
     for (name, _) in listed
         .iter()
         .filter(|(n, _)| n.ends_with(&format!("/{DIFF}")))
     {
-        out.extend(read_inside(&root, name).await?);
+        out.extend(source.read(name).await?);
     }
     Ok(([(header::CONTENT_TYPE, content_type(DIFF))], out).into_response())
 }
@@ -209,7 +265,8 @@ pub(crate) async fn diff_one(
     State(server): State<Arc<Server>>,
     ApiPath((id, session)): ApiPath<(String, String)>,
 ) -> Result<Response, ApiError> {
-    let root = artifacts_dir(&server, &id)?;
-    let body = read_inside(&root, &format!("{session}/{DIFF}")).await?;
+    let body = Source::of(&server, &id)?
+        .read(&format!("{session}/{DIFF}"))
+        .await?;
     Ok(([(header::CONTENT_TYPE, content_type(DIFF))], body).into_response())
 }

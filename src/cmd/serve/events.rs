@@ -23,8 +23,9 @@ use std::time::Duration;
 
 use axum::extract::State;
 use axum::http::HeaderMap;
-use axum::response::sse::{Event, KeepAlive, Sse};
-use futures::Stream;
+use axum::response::sse::{Event, KeepAlive, KeepAliveStream, Sse};
+use futures::StreamExt as _;
+use futures::stream::BoxStream;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt as _, AsyncSeekExt as _};
@@ -122,7 +123,7 @@ pub(crate) async fn stream(
     ApiPath(id): ApiPath<String>,
     headers: HeaderMap,
     ApiQuery(q): ApiQuery<EventsQuery>,
-) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
+) -> Result<Sse<KeepAliveStream<BoxStream<'static, Result<Event, Infallible>>>>, ApiError> {
     let from_header = match headers.get("last-event-id") {
         Some(v) => {
             let text = v.to_str().unwrap_or("(not text)").trim();
@@ -135,15 +136,24 @@ pub(crate) async fn stream(
         None => None,
     };
     let after = from_header.or(q.after).unwrap_or(0);
+    let filter = Filter {
+        session: q.session,
+        raw: matches!(q.include_raw, Some(Flag::Yes)),
+    };
     let entry = server.get(&id);
     let path = match &entry {
         Some(e) => e.journal(),
         None => {
             let dir = server.runs_dir.join(&id);
-            if !valid_id(&id) || !dir.is_dir() {
+            if valid_id(&id) && dir.is_dir() {
+                dir.join(JOURNAL_FILE)
+            } else if let Some((nats, replicas)) = &server.queue {
+                // A run queued to NATS: its journal as JetStream has it.
+                let events = super::remote::events(nats, *replicas, &id, after, filter).await?;
+                return Ok(Sse::new(events).keep_alive(KeepAlive::default()));
+            } else {
                 return Err(ApiError::NoRun(id));
             }
-            dir.join(JOURNAL_FILE)
         }
     };
     let tail = Tail {
@@ -152,8 +162,7 @@ pub(crate) async fn stream(
         seq: 0,
         pending: Vec::new(),
         after,
-        session: q.session,
-        raw: matches!(q.include_raw, Some(Flag::Yes)),
+        filter,
         watch: entry.as_ref().map(|e| e.watch()),
         entry,
         out: VecDeque::new(),
@@ -170,7 +179,53 @@ pub(crate) async fn stream(
             t.next().await;
         }
     });
-    Ok(Sse::new(events).keep_alive(KeepAlive::default()))
+    Ok(Sse::new(events.boxed()).keep_alive(KeepAlive::default()))
+}
+
+/// Which records a subscriber wants.
+pub(crate) struct Filter {
+    /// Only this session's (its name or URN).
+    session: Option<String>,
+    /// Also the raw PTY output records.
+    raw: bool,
+}
+
+impl Filter {
+    pub(crate) fn wanted(&self, line: &[u8]) -> bool {
+        if !self.raw && line.windows(RAW_KIND.len()).any(|w| w == RAW_KIND) {
+            return false;
+        }
+        let Some(want) = &self.session else {
+            return true;
+        };
+        let Ok(rec) = serde_json::from_slice::<Value>(line) else {
+            return false;
+        };
+        rec["urn"]
+            .as_str()
+            .is_some_and(|urn| urn == want || urn.rsplit('/').next() == Some(want.as_str()))
+    }
+}
+
+/// The event of record `seq`, `line`.
+pub(crate) fn message(seq: u64, line: &[u8]) -> Event {
+    StreamEvent {
+        event: EventName::Message,
+        id: Some(seq.to_string()),
+        data: String::from_utf8_lossy(line).into_owned(),
+    }
+    .into()
+}
+
+/// The `end` event: `records` sent, the run's `state` and `exit_code`.
+pub(crate) fn end(records: u64, state: Option<&str>, exit_code: Option<u8>) -> Event {
+    let data = json!({ "records": records, "state": state, "exit_code": exit_code });
+    StreamEvent {
+        event: EventName::End,
+        id: None,
+        data: data.to_string(),
+    }
+    .into()
 }
 
 /// One subscriber's place in the journal.
@@ -183,9 +238,7 @@ struct Tail {
     /// A record not ended yet.
     pending: Vec<u8>,
     after: u64,
-    session: Option<String>,
-    /// Whether raw PTY output records are sent.
-    raw: bool,
+    filter: Filter,
     /// The run's state (none: a run of the data dir this server did not start, sent
     /// as it is on disk).
     watch: Option<watch::Receiver<RunState>>,
@@ -241,34 +294,12 @@ impl Tail {
             rest = &rest[i + 1..];
             let line = std::mem::take(&mut self.pending);
             self.seq += 1;
-            if self.seq > self.after && self.wanted(&line) {
-                self.out.push_back(
-                    StreamEvent {
-                        event: EventName::Message,
-                        id: Some(self.seq.to_string()),
-                        data: String::from_utf8_lossy(&line).into_owned(),
-                    }
-                    .into(),
-                );
+            if self.seq > self.after && self.filter.wanted(&line) {
+                self.out.push_back(message(self.seq, &line));
             }
         }
         self.pending.extend_from_slice(rest);
         Ok(n)
-    }
-
-    fn wanted(&self, line: &[u8]) -> bool {
-        if !self.raw && line.windows(RAW_KIND.len()).any(|w| w == RAW_KIND) {
-            return false;
-        }
-        let Some(want) = &self.session else {
-            return true;
-        };
-        let Ok(rec) = serde_json::from_slice::<Value>(line) else {
-            return false;
-        };
-        rec["urn"]
-            .as_str()
-            .is_some_and(|urn| urn == want || urn.rsplit('/').next() == Some(want.as_str()))
     }
 
     fn end(&self) -> Event {
@@ -279,12 +310,6 @@ impl Tail {
             }
             None => (None, None),
         };
-        let data = json!({ "records": self.seq, "state": state, "exit_code": exit_code });
-        StreamEvent {
-            event: EventName::End,
-            id: None,
-            data: data.to_string(),
-        }
-        .into()
+        end(self.seq, state, exit_code)
     }
 }

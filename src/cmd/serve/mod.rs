@@ -14,7 +14,7 @@
 mod a2a;
 mod api;
 mod args;
-mod artifacts;
+pub(crate) mod artifacts;
 mod asks;
 pub(crate) mod auth;
 mod changes;
@@ -28,6 +28,7 @@ mod fuzz;
 mod graph;
 mod metrics;
 mod overview;
+mod remote;
 mod routes;
 mod state;
 pub(crate) mod submission;

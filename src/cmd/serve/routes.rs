@@ -429,20 +429,27 @@ async fn show(
         return Ok(json_response(StatusCode::OK, &RunView::of(&e, &server)));
     }
     let runs_dir = server.runs_dir.clone();
+    let asked = id.clone();
     let row = tokio::task::spawn_blocking(move || {
-        let dir = runs_dir.join(&id);
-        (valid_id(&id) && dir.is_dir())
-            .then(|| {
-                crate::cmd::runs::row(&RunDir {
-                    id: id.clone(),
-                    path: dir,
-                })
+        let dir = runs_dir.join(&asked);
+        (valid_id(&asked) && dir.is_dir()).then(|| {
+            crate::cmd::runs::row(&RunDir {
+                id: asked,
+                path: dir,
             })
-            .ok_or(ApiError::NoRun(id))
+        })
     })
     .await
-    .map_err(|e| ApiError::Internal(e.to_string()))??;
-    Ok(json_response(StatusCode::OK, &RunView::of_row(row)))
+    .map_err(|e| ApiError::Internal(e.to_string()))?;
+    let view = match (row, &server.queue) {
+        (Some(row), _) => RunView::of_row(row),
+        // A run queued to NATS, on whichever worker: as NATS has it.
+        (None, Some((nats, replicas))) if valid_id(&id) => {
+            super::remote::view(nats, *replicas, &id).await?
+        }
+        (None, _) => return Err(ApiError::NoRun(id)),
+    };
+    Ok(json_response(StatusCode::OK, &view))
 }
 
 /// A run id names a directory of the runs directory, nothing else.

@@ -137,12 +137,7 @@ impl RunView {
 
     /// A run of the data dir known only by its journal.
     pub(crate) fn of_row(row: RunRow) -> RunView {
-        let state = match row.state {
-            runs::RunState::Completed => RunState::Completed,
-            runs::RunState::Failed => RunState::Failed,
-            runs::RunState::Interrupted => RunState::Interrupted,
-            runs::RunState::Running => RunState::Running,
-        };
+        let state = RunState::from(row.state);
         RunView {
             links: Links::of(&row.run),
             id: row.run,
@@ -163,6 +158,17 @@ impl RunView {
                 spent_usd: row.cost_usd,
             },
             trace_url: None,
+        }
+    }
+}
+
+impl From<runs::RunState> for RunState {
+    fn from(s: runs::RunState) -> RunState {
+        match s {
+            runs::RunState::Completed => RunState::Completed,
+            runs::RunState::Failed => RunState::Failed,
+            runs::RunState::Interrupted => RunState::Interrupted,
+            runs::RunState::Running => RunState::Running,
         }
     }
 }

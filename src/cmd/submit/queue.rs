@@ -16,6 +16,7 @@ use crate::cmd::serve::error::ApiError;
 use crate::cmd::serve::submission::{INPUT_DIR, Submission};
 use crate::fleet::RunDir;
 use crate::nats::queue::{self, RunMessage};
+use crate::nats::status::Submitted;
 use crate::nats::{Nats, NatsArgs, NatsError};
 use crate::style::Style;
 
@@ -61,6 +62,13 @@ pub(crate) async fn enqueue(
             .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
         submission: body,
     };
+    // Noted first: the run's state is readable from any host once its id is answered.
+    let note = Submitted {
+        fleet: fleet.clone(),
+        labels: run.labels.clone(),
+        submitted_ms: run.submitted_ms,
+    };
+    nats.note_submitted(&run.id, &note, replicas).await?;
     nats.enqueue(&run, replicas).await?;
     Ok(Queued {
         id: run.id,

@@ -24,6 +24,7 @@ use super::Worker;
 use crate::cmd::run::launch::{self, InProcess};
 use crate::cmd::run::resume::{self, Verdict};
 use crate::cmd::run::{EXIT_INVALID, EXIT_SESSION_FAILED};
+use crate::cmd::serve::artifacts::{ARTIFACTS, files};
 use crate::cmd::serve::error::ApiError;
 use crate::cmd::serve::submission::{FLEET_FILE, INPUT_DIR, Submission};
 use crate::fleet::RunDir;
@@ -32,10 +33,16 @@ use crate::nats::queue::RunMessage;
 use crate::nats::replica::{Ended, Replica};
 
 /// Whether a run's outcome is journaled (then it may be acked).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug)]
 pub(super) enum Outcome {
     Journaled,
     NotJournaled,
+    /// Stopped by the drain and journaled so (`handed_back`): for another worker to
+    /// go on with.
+    HandedBack,
+    /// Run here to its end and journaled: its artifacts are put once it is acked
+    /// ([`put_artifacts`]).
+    Ran(RunDir),
 }
 
 /// Run `m` to its end (or until `stops` says, or `fence` is set).
@@ -138,7 +145,12 @@ async fn run(
                 (lock, Some(*resume))
             }
             Ok(Verdict::Ended(outcome)) => {
+                // Delivered again after its end (an ack lost in a leader election):
+                // nothing to do, and no copy of another worker's run left here.
                 tracing::info!(run = %run.id, %outcome, "the run had ended");
+                if !here && let Err(e) = std::fs::remove_dir_all(&run.path) {
+                    tracing::warn!(run = %run.id, "removing the replayed copy: {e}");
+                }
                 return Journaled;
             }
             Err(e) => return end(&run, EXIT_SESSION_FAILED, &e.to_string()),
@@ -164,6 +176,7 @@ async fn run(
         if let Err(e) = taken {
             return end(&run, EXIT_SESSION_FAILED, &e.to_string());
         }
+        worker.metrics.takeovers.inc();
     }
     let (replica, hook) = Replica::start(
         &worker.nats,
@@ -171,6 +184,7 @@ async fn run(
         &run.id,
         (run.journal(), offset, last_seq),
         fence,
+        worker.replicas,
     );
     let mut fleet = loaded.fleet;
     fleet.bind_run_dir(&run);
@@ -183,7 +197,7 @@ async fn run(
             // The run's span is under `worker.run`, which continues the submitter's
             // trace (`execute`).
             telemetry: RunTelemetry {
-                metrics: None,
+                metrics: Some(worker.fleet_metrics.clone()),
                 traceparent: None,
             },
             resume,
@@ -198,6 +212,19 @@ async fn run(
     .await;
     drop(lock);
     tracing::info!(run = %run.id, exit_code = ended.code, outcome = ?ended.outcome, "run ended");
+    // Stopped by the drain: said in the journal (then published), so that readers
+    // know it goes on elsewhere.
+    let handed_back = *worker.hand_back.borrow() && ended.outcome == Some(RunOutcome::Interrupted);
+    if handed_back {
+        let said = run.append(serde_json::json!({
+            "type": "handed_back",
+            "run_id": run.id,
+            "worker": worker.name,
+        }));
+        if let Err(e) = said {
+            tracing::error!(run = %run.id, "{e}");
+        }
+    }
     let published = replica.finish().await;
     let complete = match published {
         Ended::Done { lines } => {
@@ -213,10 +240,44 @@ async fn run(
             false
         }
     };
-    if complete && ended.outcome != Some(RunOutcome::DiskFailed) {
-        Journaled
+    if complete && handed_back {
+        Outcome::HandedBack
+    } else if complete && ended.outcome != Some(RunOutcome::DiskFailed) {
+        Outcome::Ran(run)
     } else {
         NotJournaled
+    }
+}
+
+/// How long a run's artifacts may take to reach the object store.
+const PUT_ARTIFACTS_FOR: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The run's artifacts put in the JetStream object store, for any host to read
+/// (`serve --nats`), once the run is acked (nothing a takeover needs waits for
+/// them); a failure is said, the run's outcome stands.
+pub(super) async fn put_artifacts(worker: &Worker, run: &RunDir) {
+    let root = run.path.join(ARTIFACTS);
+    let files: Vec<(String, std::path::PathBuf)> = {
+        let root = root.clone();
+        tokio::task::spawn_blocking(move || files(&root))
+            .await
+            .unwrap_or_default()
+    }
+    .into_iter()
+    .map(|(rel, _bytes)| {
+        let path = root.join(&rel);
+        (rel, path)
+    })
+    .collect();
+    let put = worker.nats.put_artifacts(&run.id, &files, worker.replicas);
+    match tokio::time::timeout(PUT_ARTIFACTS_FOR, put).await {
+        Ok(Ok(bytes)) => {
+            tracing::info!(run = %run.id, files = files.len(), bytes, "the artifacts are in the object store")
+        }
+        Ok(Err(e)) => tracing::error!(run = %run.id, "{e}"),
+        Err(_) => {
+            tracing::error!(run = %run.id, "the artifacts were not put within {PUT_ARTIFACTS_FOR:?}")
+        }
     }
 }
 

@@ -20,12 +20,15 @@ use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot, watch};
 
 use super::Worker;
 use super::execute::{self, Outcome};
-use crate::nats::lease::{Lease, Leases};
+use crate::nats::lease::Lease;
 use crate::nats::queue::RunMessage;
 
 /// A handed-back run is offered again this long after the other lease's lapse
 /// (JetStream removes an expired key within a moment).
 const LAPSE_SLACK: Duration = Duration::from_millis(200);
+/// A run handed back by a draining worker is offered again after this (its lease
+/// given up at once).
+const HAND_BACK_DELAY: Duration = Duration::from_secs(1);
 
 /// Hold `message`'s run to its end; the slot is freed at the end.
 pub(super) async fn hold(
@@ -60,6 +63,7 @@ pub(super) async fn hold(
             };
             let delay = (lapse + LAPSE_SLACK).min(ttl);
             tracing::info!(run = %run.id, ?delay, "another worker holds the run's lease: handed back");
+            worker.metrics.ran("passed");
             back(&message, &run.id, delay).await;
             return;
         }
@@ -70,23 +74,29 @@ pub(super) async fn hold(
         }
     };
     worker.hold(&run.id, true);
+    worker.metrics.leases_held.inc();
     let (fence, fenced) = watch::channel(false);
     let (stop, stops) = mpsc::channel(2);
     let (end_beat, beat_ended) = oneshot::channel();
     let beat = tokio::spawn(heartbeat(
-        worker.leases.clone(),
+        worker.clone(),
         lease,
         message.clone(),
         fence.clone(),
         beat_ended,
     ));
-    // A fence, from the heartbeat or the replica, stops the run's agents.
+    // A fence, from the heartbeat or the replica, stops the run's agents; so does
+    // the end of the drain's grace (the run is handed back).
     let stopper = {
         let mut fenced = fenced.clone();
+        let mut hand_back = worker.hand_back.subscribe();
         tokio::spawn(async move {
-            if fenced.wait_for(|f| *f).await.is_ok() {
-                let _run_ended = stop.send(Stop::Cancel("lease lost".into())).await;
-            }
+            let why = tokio::select! {
+                Ok(_) = fenced.wait_for(|f| *f) => "lease lost",
+                Ok(_) = hand_back.wait_for(|h| *h) => "drained: handed back",
+                else => return,
+            };
+            let _run_ended = stop.send(Stop::Cancel(why.into())).await;
         })
     };
     let outcome = execute::execute(&worker, &run, stops, fence).await;
@@ -96,20 +106,52 @@ pub(super) async fn hold(
     worker.hold(&run.id, false);
     if *fenced.borrow() || lease.is_none() {
         tracing::warn!(run = %run.id, "fenced: the run is another worker's now; nothing more is written for it here");
+        worker.metrics.ran("fenced");
+        if lease.is_some() {
+            worker.metrics.leases_held.dec();
+        }
         return;
     }
     match outcome {
-        Outcome::Journaled => match message.double_ack().await {
-            Ok(()) => tracing::info!(run = %run.id, "run acked"),
-            Err(e) => tracing::error!(run = %run.id, "acking the run: {e}"),
-        },
+        Outcome::Journaled => {
+            ack(&worker, &message, &run.id).await;
+        }
+        Outcome::Ran(dir) => {
+            if ack(&worker, &message, &run.id).await {
+                execute::put_artifacts(&worker, &dir).await;
+            }
+        }
         // Its outcome could not be written: another worker may do better.
-        Outcome::NotJournaled => back(&message, &run.id, ttl).await,
+        Outcome::NotJournaled => {
+            worker.metrics.ran("retried");
+            back(&message, &run.id, ttl).await;
+        }
+        Outcome::HandedBack => {
+            tracing::info!(run = %run.id, "handed back: the drain's grace is over");
+            worker.metrics.ran("handed_back");
+            back(&message, &run.id, HAND_BACK_DELAY).await;
+        }
     }
-    if let Some(lease) = lease
-        && let Err(e) = worker.leases.release(&lease).await
-    {
-        tracing::warn!(run = %run.id, "{e}");
+    if let Some(lease) = lease {
+        worker.metrics.leases_held.dec();
+        if let Err(e) = worker.leases.release(&lease).await {
+            tracing::warn!(run = %run.id, "{e}");
+        }
+    }
+}
+
+/// Ack `message` (the server confirms): whether it was.
+async fn ack(worker: &Worker, message: &jetstream::Message, run: &str) -> bool {
+    match message.double_ack().await {
+        Ok(()) => {
+            tracing::info!(run = %run, "run acked");
+            worker.metrics.ran("acked");
+            true
+        }
+        Err(e) => {
+            tracing::error!(run = %run, "acking the run: {e}");
+            false
+        }
     }
 }
 
@@ -123,12 +165,13 @@ async fn back(message: &jetstream::Message, run: &str, delay: Duration) {
 /// Renew `lease` and say "in progress" every third of its TTL until `ended`; the
 /// lease at the end, or none once lost (then `fence` is set).
 async fn heartbeat(
-    leases: Leases,
+    worker: Arc<Worker>,
     mut lease: Lease,
     message: jetstream::Message,
     fence: watch::Sender<bool>,
     mut ended: oneshot::Receiver<()>,
 ) -> Option<Lease> {
+    let leases = &worker.leases;
     let mut tick = tokio::time::interval(leases.ttl / 3);
     tick.tick().await;
     let mut confirmed = Instant::now();
@@ -143,10 +186,12 @@ async fn heartbeat(
         if confirmed.elapsed() > leases.ttl {
             tracing::error!(run = %lease.run, "no renewal of the lease confirmed for {:?}: fenced", leases.ttl);
             fence.send_replace(true);
+            worker.metrics.leases_held.dec();
             return None;
         }
         match leases.renew(&mut lease).await {
             Ok(()) => {
+                worker.metrics.renewed("ok");
                 confirmed = Instant::now();
                 if let Err(e) = message.ack_with(AckKind::Progress).await {
                     tracing::warn!(run = %lease.run, "telling JetStream the run is in progress: {e}");
@@ -154,10 +199,15 @@ async fn heartbeat(
             }
             Err(Ok(lost)) => {
                 tracing::error!("{lost}: fenced");
+                worker.metrics.renewed("lost");
+                worker.metrics.leases_held.dec();
                 fence.send_replace(true);
                 return None;
             }
-            Err(Err(e)) => tracing::warn!(run = %lease.run, "{e} (retried)"),
+            Err(Err(e)) => {
+                worker.metrics.renewed("failed");
+                tracing::warn!(run = %lease.run, "{e} (retried)");
+            }
         }
     }
 }

@@ -9,10 +9,14 @@
 //! replicated journal.
 //!
 //! `SIGTERM`, `SIGINT` or `SIGHUP` drain the worker: it pulls no more runs, lets the
-//! ones it holds finish (each acked), and exits.
+//! ones it holds finish (each acked) within `--drain-grace`, stops those still
+//! running then and hands them back to the queue (a `handed_back` record published
+//! after their `run_ended`, a nak with a delay, the lease given up), and exits;
+//! another worker goes on with each from its journal.
 
 mod execute;
 mod hold;
+mod metrics;
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -22,9 +26,12 @@ use std::time::Duration;
 
 use async_nats::jetstream::{self, consumer::PullConsumer};
 use futures::StreamExt as _;
-use tokio::sync::Semaphore;
+use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 
+use capfleet_actors::telemetry::metrics::{FleetMetrics, Metrics};
+
+use self::metrics::WorkerMetrics;
 use crate::cmd::run::EXIT_INVALID;
 use crate::nats::lease::{Leases, now_ms};
 use crate::nats::presence::{Presence, announce};
@@ -32,6 +39,8 @@ use crate::nats::queue;
 use crate::nats::{Nats, NatsArgs};
 use crate::signals::StopSignals;
 use crate::style::{ColorChoice, Style};
+use crate::telemetry::metrics_http::MetricsServer;
+use crate::telemetry::{Telemetry, TelemetryArgs};
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
@@ -43,7 +52,8 @@ Examples:
 
 The token for NATS is read from CAPFLEET_NATS_TOKEN (or --nats-creds names a \
 credentials file); neither is ever logged. SIGTERM drains the worker: it takes no more \
-runs, finishes the ones it holds and exits.")]
+runs, lets the ones it holds finish within --drain-grace, hands the others back to the \
+queue for another worker, and exits.")]
 pub(crate) struct WorkerArgs {
     #[command(flatten)]
     pub nats: NatsArgs,
@@ -66,6 +76,16 @@ pub(crate) struct WorkerArgs {
     /// of it); then another worker takes the run over. Set when the bucket is made.
     #[arg(long, value_name = "SECONDS", default_value_t = 10)]
     pub lease_ttl: u64,
+    /// On SIGTERM, the runs held get this long to finish; then each is stopped and
+    /// handed back to the queue (nak with a delay) for another worker to go on with.
+    #[arg(long, value_name = "SECONDS", default_value_t = 60)]
+    pub drain_grace: u64,
+    /// Serve Prometheus metrics at http://ADDR/metrics: the runs' and the worker's own
+    /// (runs and leases held, queue depth, takeovers).
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_addr: Option<std::net::SocketAddr>,
+    #[command(flatten)]
+    pub telemetry: TelemetryArgs,
 }
 
 /// After a round over every consumer finds nothing, this long until the next.
@@ -85,6 +105,11 @@ pub(super) struct Worker {
     pub leases: Leases,
     /// The runs it holds now (never locked across an await).
     pub held: Mutex<BTreeSet<String>>,
+    /// Set when the drain's grace is over: every run held is stopped and handed back.
+    pub hand_back: watch::Sender<bool>,
+    pub metrics: WorkerMetrics,
+    /// The runs' metrics (one registry across them).
+    pub fleet_metrics: Metrics,
 }
 
 impl Worker {
@@ -106,6 +131,9 @@ impl Worker {
         } else {
             runs.remove(run);
         }
+        self.metrics
+            .runs_held
+            .set(i64::try_from(runs.len()).unwrap_or(i64::MAX));
     }
 }
 
@@ -141,13 +169,36 @@ async fn work(args: WorkerArgs, color: ColorChoice) -> ExitCode {
     let err = Style::for_stderr(color);
     // Before anything: signals drain the worker instead of ending it.
     let mut signals = StopSignals::all();
-    let started = start(&args).await;
+    let telemetry = match Telemetry::start(color, &args.telemetry) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("{} {e}", err.err("error:"));
+            return ExitCode::from(EXIT_INVALID);
+        }
+    };
+    let started = start(&args, &telemetry).await;
     let (worker, consumers, shown) = match started {
         Ok(s) => s,
         Err(e) => {
             eprintln!("{} {e}", err.err("error:"));
             return ExitCode::from(EXIT_INVALID);
         }
+    };
+    let metrics_server = match args.metrics_addr {
+        Some(addr) => {
+            let registry = Some(worker.metrics.registry.clone());
+            match MetricsServer::start_with(addr, worker.fleet_metrics.clone(), registry).await {
+                Ok(s) => {
+                    eprintln!("capfleet: metrics on http://{}/metrics", s.local_addr());
+                    Some(s)
+                }
+                Err(e) => {
+                    eprintln!("{} {e}", err.err("error:"));
+                    return ExitCode::from(EXIT_INVALID);
+                }
+            }
+        }
+        None => None,
     };
     // Said once the consumers exist (tests and scripts wait for this line).
     eprintln!(
@@ -192,13 +243,33 @@ async fn work(args: WorkerArgs, color: ColorChoice) -> ExitCode {
             }
         }
     }
-    while running.join_next().await.is_some() {}
+    let grace = Duration::from_secs(args.drain_grace);
+    let finished = tokio::time::timeout(grace, async {
+        while running.join_next().await.is_some() {}
+    })
+    .await;
+    if finished.is_err() {
+        eprintln!(
+            "capfleet: the drain's grace ({}s) is over: {} runs stopped and handed back",
+            args.drain_grace,
+            running.len()
+        );
+        worker.hand_back.send_replace(true);
+        while running.join_next().await.is_some() {}
+    }
     present.abort();
+    if let Some(m) = metrics_server {
+        m.stop().await;
+    }
+    telemetry.finish().await;
     eprintln!("capfleet: worker {} drained", worker.name);
     ExitCode::SUCCESS
 }
 
-async fn start(args: &WorkerArgs) -> Result<(Worker, Vec<PullConsumer>, String), StartError> {
+async fn start(
+    args: &WorkerArgs,
+    telemetry: &Telemetry,
+) -> Result<(Worker, Vec<PullConsumer>, String), StartError> {
     let urls = args.nats.urls.as_deref().ok_or(StartError::NoUrl)?;
     if args.max_runs == 0 {
         return Err(StartError::NoRuns);
@@ -253,6 +324,11 @@ async fn start(args: &WorkerArgs) -> Result<(Worker, Vec<PullConsumer>, String),
         replicas,
         leases,
         held: Mutex::default(),
+        hand_back: watch::Sender::new(false),
+        metrics: WorkerMetrics::new(),
+        fleet_metrics: Arc::new(FleetMetrics::new(
+            telemetry.span_stats().unwrap_or_default(),
+        )),
     };
     Ok((worker, consumers, NatsArgs::shown(urls)))
 }
@@ -307,6 +383,15 @@ async fn presence(
         tokio::select! {
             _ = tick.tick() => {}
             changed = draining.changed() => if changed.is_err() { return },
+        }
+        match worker.nats.queue_depth(worker.replicas).await {
+            Ok(depth) => {
+                worker
+                    .metrics
+                    .queue_depth
+                    .set(i64::try_from(depth).unwrap_or(i64::MAX));
+            }
+            Err(e) => tracing::warn!("{e}"),
         }
         let p = Presence {
             worker: worker.name.clone(),

@@ -99,7 +99,7 @@ impl Drop for NatsServer {
 }
 
 /// A free loopback port (bound, then let go: the caller binds it next).
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .expect("a free port")
@@ -118,32 +118,41 @@ impl NatsCluster {
     pub(crate) fn start() -> NatsCluster {
         let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
         let routes: Vec<u16> = (0..3).map(|_| free_port()).collect();
-        let mut nodes = Vec::new();
-        let mut logs = Vec::new();
-        for i in 0..3 {
-            let others: Vec<String> = (0..3)
-                .filter(|j| *j != i)
-                .map(|j| format!("nats://127.0.0.1:{}", routes[j]))
-                .collect();
-            let (name, port) = (format!("n{i}"), ports[i].to_string());
-            let cluster = format!("nats://127.0.0.1:{}", routes[i]);
-            let (mut node, _line, kept) = NatsServer::spawn(
-                &[
+        let args = (0..3)
+            .map(|i| {
+                let others: Vec<String> = (0..3)
+                    .filter(|j| *j != i)
+                    .map(|j| format!("nats://127.0.0.1:{}", routes[j]))
+                    .collect();
+                [
                     "--cluster_name",
                     "capfleet",
                     "-n",
-                    &name,
-                    "-p",
-                    &port,
+                    &format!("n{i}"),
                     "--cluster",
-                    &cluster,
+                    &format!("nats://127.0.0.1:{}", routes[i]),
                     "--routes",
                     &others.join(","),
-                ],
-                "Server is ready",
-            );
+                ]
+                .map(str::to_owned)
+                .to_vec()
+            })
+            .collect();
+        NatsCluster::of(ports, args)
+    }
+
+    /// A cluster of nodes, node `i` on client port `ports[i]` with `args[i]` (its
+    /// name, cluster and routes), once it has elected its JetStream metadata leader.
+    pub(crate) fn of(ports: Vec<u16>, args: Vec<Vec<String>>) -> NatsCluster {
+        let mut nodes = Vec::new();
+        let mut logs = Vec::new();
+        for (port, args) in ports.iter().zip(&args) {
+            let port = port.to_string();
+            let mut all: Vec<&str> = vec!["-p", &port];
+            all.extend(args.iter().map(String::as_str));
+            let (mut node, _line, kept) = NatsServer::spawn(&all, "Server is ready");
             logs.push(kept);
-            node.port = ports[i];
+            node.port = port.parse().unwrap();
             nodes.push(Some(node));
         }
         let elected =
@@ -190,10 +199,16 @@ pub(crate) struct Worker {
 impl Worker {
     /// `capfleet worker --nats URL EXTRA…` in `dir` (made), once it pulls runs.
     pub(crate) fn start(dir: &Path, url: &str, extra: &[&str]) -> Worker {
+        Worker::start_env(dir, url, extra, &[])
+    }
+
+    /// [`Worker::start`] with `env` set too.
+    pub(crate) fn start_env(dir: &Path, url: &str, extra: &[&str], env: &[(&str, &str)]) -> Worker {
         std::fs::create_dir_all(dir).unwrap();
         let mut child = capfleet(dir)
             .args(["worker", "--nats", url])
             .args(extra)
+            .envs(env.iter().copied())
             // What it did with each run, for a failing test's message.
             .env("CAPFLEET_LOG", "capfleet=info")
             .spawn()
@@ -243,9 +258,15 @@ impl Drop for Worker {
 
 /// `capfleet submit --nats URL fleet.toml EXTRA…` in `dir`: the run id it printed.
 pub(crate) fn submit(dir: &Path, url: &str, extra: &[&str]) -> String {
+    submit_env(dir, url, extra, &[])
+}
+
+/// [`submit`] with `env` set too.
+pub(crate) fn submit_env(dir: &Path, url: &str, extra: &[&str], env: &[(&str, &str)]) -> String {
     let out = capfleet(dir)
         .args(["submit", "fleet.toml", "--nats", url])
         .args(extra)
+        .envs(env.iter().copied())
         .output()
         .expect("capfleet submit");
     assert!(
