@@ -19,27 +19,17 @@
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use support::{env_or, now_ms};
+
+mod support;
 
 const EXE: &str = env!("CARGO_BIN_EXE_capfleet");
 const RUNS: usize = 60;
 const LINES: usize = 3000;
 const TTL: u64 = 3;
-
-fn env_or(key: &str, default: usize) -> usize {
-    std::env::var(key)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
 
 /// A child whose stderr is read until a line contains `ready`; killed when dropped.
 struct Proc(Child);
@@ -329,10 +319,19 @@ fn overhead(root: &Path, lines: usize) {
     );
 }
 
+/// The machine's load averages (1, 5, 15 min), beside every figure.
+fn load() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unknown".to_owned())
+}
+
 fn main() {
+    println!("load before: {}", load());
     let tmp = tempfile::tempdir().unwrap();
     let root: PathBuf = tmp.path().to_owned();
     dispatch(&root, env_or("CAPFLEET_BENCH_RUNS", RUNS));
     takeover(&root);
     overhead(&root, env_or("CAPFLEET_BENCH_LINES", LINES));
+    println!("load after: {}", load());
 }

@@ -144,6 +144,13 @@ pub(crate) fn env_or<T: std::str::FromStr>(key: &str, default: T) -> T {
         .unwrap_or(default)
 }
 
+/// Now, in ms since the epoch (as journal records' `ts_ms`).
+pub(crate) fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
 pub(crate) fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }

@@ -116,13 +116,23 @@ fn fifty_runs_on_three_workers_each_end_exactly_once() {
     m.wait_gone(Duration::from_secs(10), "the sim agents");
 }
 
-/// Run `id`'s journal as JetStream keeps it (`capfleet log --nats --json`).
+/// Run `id`'s journal as JetStream keeps it (`capfleet log --nats --json`; asked
+/// again while JetStream does not answer, as on a loaded cluster electing leaders).
 pub(crate) fn published(dir: &std::path::Path, url: &str, id: &str) -> String {
-    let out = capfleet(dir)
-        .args(["log", "--nats", url, "--json", id])
-        .output()
-        .unwrap();
-    String::from_utf8(out.stdout).unwrap()
+    let mut last = String::new();
+    for _ in 0..20 {
+        let out = capfleet(dir)
+            .args(["log", "--nats", url, "--json", id])
+            .output()
+            .unwrap();
+        // 2: no record yet.
+        if out.status.code() != Some(1) {
+            return String::from_utf8(out.stdout).unwrap();
+        }
+        last = String::from_utf8_lossy(&out.stderr).into_owned();
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    panic!("capfleet log --nats {id}: {last}")
 }
 
 /// A chain `a -> b -> c` of sim sessions, each turn `ms` long, carrying `marker`.

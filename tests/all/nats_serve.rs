@@ -25,7 +25,7 @@ fn serve_with_nats_queues_a_run_and_reads_its_state_and_events_from_nats() {
     std::fs::create_dir_all(d.join("srv")).unwrap();
     let server = Server::start(&d.join("srv"), &["--nats", &url]);
     let fleet = sim_fleet("tiny", 1, m.pair());
-    let body = submission(&fleet, &[("script.toml", &chatty(2, 300))]);
+    let body = submission(&fleet, &[("script.toml", &chatty(4, 500))]);
     let (status, created) = server.json("POST", "/v1/runs", None, Some(&body));
     assert_eq!(status, 201, "{created}");
     assert_eq!(created["state"], "queued");
