@@ -226,3 +226,45 @@ impl JournalRead {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{JournalRead, RunState, state_of};
+
+    fn read(lines: &[&str]) -> JournalRead {
+        JournalRead::of(lines.iter().copied())
+    }
+
+    #[test]
+    fn a_run_that_went_on_after_its_end_has_not_ended_until_it_ends_again() {
+        let stopped = [
+            r#"{"type":"turn_started","urn":"cap://f/a","ts_ms":5}"#,
+            r#"{"type":"run_ended","outcome":"interrupted","exit_code":130,"ts_ms":7}"#,
+        ];
+        let r = read(&stopped);
+        assert!(r.ended);
+        assert_eq!(r.outcome.as_deref(), Some("interrupted"));
+        assert_eq!(
+            (r.started_ms, r.ended_ms, r.exit_code),
+            (Some(5), Some(7), Some(130))
+        );
+        // Handed back, then taken over: going on, nothing ended.
+        let mut lines = stopped.to_vec();
+        lines.push(r#"{"type":"handed_back","ts_ms":8}"#);
+        lines.push(r#"{"type":"lease_taken","ts_ms":9}"#);
+        let r = read(&lines);
+        assert!(!r.ended);
+        assert_eq!((r.outcome, r.ended_ms, r.exit_code), (None, None, None));
+        assert_eq!(state_of(None, false), RunState::Interrupted);
+        // Its second end is the one that counts; a torn last line is skipped.
+        lines.push(r#"{"type":"run_ended","outcome":"completed","exit_code":0,"ts_ms":12}"#);
+        lines.push(r#"{"type":"cap","event":{"kind":"cap.usage","cost_usd_estimate":0.5}}"#);
+        lines.push(r#"{"type":"st"#);
+        let r = read(&lines);
+        assert!(r.ended);
+        assert_eq!(r.outcome.as_deref(), Some("completed"));
+        assert_eq!((r.ended_ms, r.exit_code), (Some(12), Some(0)));
+        assert!((r.cost_usd - 0.5).abs() < 1e-9);
+        assert_eq!(r.sessions.len(), 1);
+    }
+}
