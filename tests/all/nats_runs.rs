@@ -342,8 +342,10 @@ fn a_cluster_that_loses_one_of_three_nodes_loses_no_run() {
         assert_eq!(
             completed[id.as_str()],
             1,
-            "run {id} completed {} times",
-            completed[id.as_str()]
+            "run {id} completed {} times; w0: {}\nw1: {}",
+            completed[id.as_str()],
+            workers[0].stderr(),
+            workers[1].stderr()
         );
         let text = published(&work, &urls, id);
         let ends = text
@@ -387,6 +389,18 @@ fn a_partitioned_worker_writes_nothing_more_to_a_run_taken_over() {
             .stderr()
             .contains("fenced")),
         "{}",
+        a.stderr()
+    );
+    // ... and set its copy of the run aside: not the run's any more, never resumed
+    // from nor listed as the run here.
+    assert!(
+        wait_until(Duration::from_secs(10), Duration::from_millis(100), || {
+            !a.dir.join(".capfleet/runs").join(&id).exists()
+                && std::fs::read_dir(a.dir.join(".capfleet/fenced")).is_ok_and(|mut d| {
+                    d.any(|e| e.is_ok_and(|e| e.file_name().to_string_lossy().starts_with(&id)))
+                })
+        }),
+        "a's copy of the run was not set aside: {}",
         a.stderr()
     );
     std::thread::sleep(Duration::from_millis(500));

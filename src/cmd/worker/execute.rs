@@ -281,6 +281,33 @@ pub(super) async fn put_artifacts(worker: &Worker, run: &RunDir) {
     }
 }
 
+/// Where a fenced run's directory goes on this host, beside the runs directory.
+const FENCED_DIR: &str = ".capfleet/fenced";
+
+/// A fenced run's directory here is not the run's any more (the stream's journal, the
+/// new holder's, is): it may hold records JetStream never took, a `run_ended` among
+/// them. It is moved to `.capfleet/fenced/<id>-<ms>`, kept for a look but never
+/// resumed from (should the run come back to this worker, its journal is replayed
+/// from the stream) nor listed as the run.
+pub(super) fn set_aside(worker: &Worker, id: &str) {
+    let from = worker.dir.join(RUNS_DIR).join(id);
+    if !from.is_dir() {
+        return;
+    }
+    let ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    let to = worker.dir.join(FENCED_DIR).join(format!("{id}-{ms}"));
+    let moved = std::fs::create_dir_all(worker.dir.join(FENCED_DIR))
+        .and_then(|()| std::fs::rename(&from, &to));
+    match moved {
+        Ok(()) => {
+            tracing::warn!(run = %id, to = %to.display(), "the fenced run's directory set aside")
+        }
+        Err(e) => tracing::error!(run = %id, "setting {} aside: {e}", from.display()),
+    }
+}
+
 /// Write `records` (the stream's) as the run's journal.
 fn write_journal(run: &RunDir, records: &[Vec<u8>]) -> Result<(), String> {
     let mut text = Vec::with_capacity(records.iter().map(|r| r.len() + 1).sum());

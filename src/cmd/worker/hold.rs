@@ -110,6 +110,7 @@ pub(super) async fn hold(
         if lease.is_some() {
             worker.metrics.leases_held.dec();
         }
+        execute::set_aside(&worker, &run.id);
         return;
     }
     match outcome {
