@@ -3,17 +3,18 @@
 //! question as text and as a data part marked `_meta."cap.kind"`; the client's next
 //! message to the task answers it — a marked `cap.permission.response` /
 //! `cap.ask_user.answer` data part, or, from a client without the CAP extension, its
-//! text (`allow`, `allow_once`, `allow_always`, `yes` grant a permission, anything
-//! else denies; an ask's answer is the text itself).
+//! text (read as at the terminal, [`crate::human::reply::decision`]: only a clear yes
+//! grants a permission; an ask's answer is the text itself).
 
 use capfleet_actors::answerer::HumanQuestion;
 use capfleet_actors::bindings::a2a::datapart;
 use capfleet_actors::bindings::a2a::spelling::Part as WirePart;
 use capfleet_actors::events::requests::{Answer, OpenRequest};
-use capfleet_actors::protocol::{CapEvent, Decision};
+use capfleet_actors::protocol::CapEvent;
 use serde_json::Value;
 
 use super::task::{Msg, Part};
+use crate::human::reply::{self, Reply};
 
 /// Who decided an answer the A2A client gave (journaled as the answer's rule).
 pub(super) fn rule_of(caller: &str) -> String {
@@ -53,7 +54,6 @@ pub(super) fn question(q: &HumanQuestion, message_id: String) -> Msg {
 
 /// The answer to `request` that the client's `message` gives, by `caller`.
 pub(super) fn answer(request: &OpenRequest, message: &Value, caller: &str) -> Answer {
-    let rule = rule_of(caller);
     let parts: Vec<&Value> = message
         .get("parts")
         .and_then(Value::as_array)
@@ -72,30 +72,17 @@ pub(super) fn answer(request: &OpenRequest, message: &Value, caller: &str) -> An
         })
         .collect::<Vec<_>>()
         .join("\n");
-    match request {
-        OpenRequest::Permission { req_id, .. } => {
-            let decision = match marked {
-                Some(CapEvent::PermissionResponse(r)) if r.req_id == *req_id => r.decision,
-                _ => decision_of(&text),
-            };
-            Answer::Permission {
-                req_id: req_id.clone(),
-                decision,
-                rule,
-            }
-        }
-        OpenRequest::Ask { ask_id, form, .. } => {
-            let value = match marked {
-                Some(CapEvent::AskUserAnswer(a)) if a.ask_id == *ask_id => Some(a.value),
-                _ => (!text.trim().is_empty()).then(|| shaped(form.as_ref(), text.trim())),
-            };
-            Answer::Ask {
-                ask_id: ask_id.clone(),
-                value,
-                rule,
-            }
-        }
-    }
+    let reply = match request {
+        OpenRequest::Permission { req_id, .. } => Reply::Decision(match marked {
+            Some(CapEvent::PermissionResponse(r)) if r.req_id == *req_id => r.decision,
+            _ => reply::decision(&text),
+        }),
+        OpenRequest::Ask { ask_id, form, .. } => Reply::Value(match marked {
+            Some(CapEvent::AskUserAnswer(a)) if a.ask_id == *ask_id => Some(a.value),
+            _ => (!text.trim().is_empty()).then(|| shaped(form.as_ref(), text.trim())),
+        }),
+    };
+    reply::answer(request, reply, rule_of(caller))
 }
 
 /// A plain client's text as the value a form asks for: an object form (one property
@@ -118,19 +105,10 @@ fn shaped(form: Option<&Value>, text: &str) -> Value {
     Value::String(text.to_owned())
 }
 
-/// A plain client's text as a decision: only a clear yes allows.
-fn decision_of(text: &str) -> Decision {
-    match text.trim().to_ascii_lowercase().as_str() {
-        "allow" | "allow_once" | "yes" | "y" => Decision::AllowOnce,
-        "allow_always" | "always" => Decision::AllowAlways,
-        _ => Decision::Deny,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use capfleet_actors::protocol::RiskLevel;
+    use capfleet_actors::protocol::{Decision, RiskLevel};
     use serde_json::json;
 
     fn permission() -> OpenRequest {
