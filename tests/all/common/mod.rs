@@ -109,6 +109,18 @@ pub(crate) fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// A finished process's output, once it is known it succeeded (else the test fails
+/// with its exit code and stderr).
+pub(crate) fn succeeded(out: std::process::Output) -> std::process::Output {
+    assert!(
+        out.status.success(),
+        "exit {:?}: {}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
 /// `tests/support/<name>`.
 pub(crate) fn support(name: &str) -> PathBuf {
     repo_root().join("tests/support").join(name)

@@ -174,23 +174,20 @@ impl Drop for Server {
 
 /// A token named `name` with `role` added to `dir/tokens.txt`; its secret.
 pub(crate) fn add_token(dir: &std::path::Path, name: &str, role: &str) -> String {
-    let out = capfleet(dir)
-        .args([
-            "serve",
-            "token",
-            "add",
-            name,
-            "--role",
-            role,
-            "--token-file",
-            "tokens.txt",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = super::succeeded(
+        capfleet(dir)
+            .args([
+                "serve",
+                "token",
+                "add",
+                name,
+                "--role",
+                role,
+                "--token-file",
+                "tokens.txt",
+            ])
+            .output()
+            .unwrap(),
     );
     let secret = String::from_utf8(out.stdout).unwrap().trim().to_owned();
     assert!(secret.starts_with("cft_") && secret.len() > 40, "{secret}");
