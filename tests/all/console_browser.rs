@@ -3,7 +3,8 @@
 //! followed live to `closed` ([`runs`]); a permission a sim agent asks for approved
 //! in the page and its turn completing, a second answer shown as "already answered
 //! by X" ([`approvals`]); the main controls reached with Tab and Enter only
-//! ([`keyboard`]); a phone's width: no horizontal overflow ([`phone`]); nothing of any run for a page with a wrong token ([`wrong_token`]).
+//! ([`keyboard`]); a phone's width: no horizontal overflow, the sessions as cards
+//! ([`phone`]); nothing of any run for a page with a wrong token ([`wrong_token`]).
 //! Each page's screenshot is saved (`common::browser::artifacts_dir`). Here: the
 //! server they share the shape of.
 
