@@ -15,7 +15,7 @@ use serde_json::Value;
 use crate::common::EnvMarker;
 use crate::common::browser::Browser;
 use crate::common::procs::processes_marked_by;
-use crate::common::serve::{Server, add_token, sim_fleet, submission};
+use crate::common::serve::{Server, add_token};
 
 mod approvals;
 mod keyboard;
@@ -66,11 +66,8 @@ impl Console {
 
     /// Submit a one-session sim fleet following `script` (over the API, as `ci`).
     fn submit(&self, tokens: &Tokens, m: &EnvMarker, script: &str) -> String {
-        let created = self.server.submit(
-            Some(&tokens.ci),
-            &submission(&sim_fleet("ask", 1, m.pair()), &[("script.toml", script)]),
-        );
-        created["id"].as_str().unwrap().to_owned()
+        self.server
+            .submit_script(Some(&tokens.ci), m.pair(), script)
     }
 
     /// The run's open asks, once there is one.
