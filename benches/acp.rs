@@ -24,9 +24,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use capfleet_actors::driver::LaunchSpec;
-use capfleet_actors::manifest::{
-    CodingCaps, FsCaps, FsScope, Manifest, TerminalCaps, ToolPermission,
-};
+use capfleet_actors::manifest::{CodingCaps, FsCaps, FsScope, Manifest, ToolPermission};
 use capfleet_actors::protocol::SessionConfig;
 use capfleet_actors::registry::Binding;
 use capfleet_actors::root::{Orchestrator, RootArgs};
@@ -177,24 +175,13 @@ impl Approver for NoTerminals {
 
 fn coding_caps() -> CodingCaps {
     CodingCaps {
-        revision: None,
-        tool_permission: ToolPermission::Interactive,
-        tools_allowed: vec![],
-        tools_denied: vec![],
-        artifacts: vec![],
-        git_aware: false,
-        language_servers: vec![],
-        test_runners: vec![],
         fs: FsCaps {
             read: true,
             list: true,
             scope: Some(FsScope::WorkspaceOnly),
             ..FsCaps::default()
         },
-        terminal: TerminalCaps {
-            enabled: false,
-            concurrent_max: None,
-        },
+        ..CodingCaps::only(ToolPermission::Interactive)
     }
 }
 

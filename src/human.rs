@@ -4,12 +4,15 @@
 use std::io::{BufRead, Read, Write};
 
 use capfleet_actors::answerer::{HumanQuestion, RULE_HUMAN};
-use capfleet_actors::events::requests::{Answer, OpenRequest};
-use capfleet_actors::protocol::Decision;
+use capfleet_actors::events::requests::OpenRequest;
 use serde_json::{Map, Value};
 use tokio::sync::mpsc;
 
 use crate::style::Style;
+
+pub(crate) mod reply;
+
+use reply::Reply;
 
 pub(crate) struct Input {
     interactive: bool,
@@ -72,45 +75,23 @@ impl Input {
 
     /// Ask the human and send the answer to the session.
     pub(crate) async fn ask_human(&mut self, q: HumanQuestion) {
-        let msg = match &q.request {
+        let reply = match &q.request {
             OpenRequest::Permission {
-                req_id,
-                tool,
-                intent,
-                risk,
-                ..
+                tool, intent, risk, ..
             } => {
                 let what = intent.as_ref().map(summarize).unwrap_or_default();
                 eprint!(
                     "\n{} {tool}{what} [risk {risk}]  allow? [y]es / [a]lways / [N]o: ",
                     self.style.warn("permission")
                 );
-                let line = self.answer_line().await;
-                let decision = match line.trim().to_ascii_lowercase().as_str() {
-                    "y" | "yes" => Decision::AllowOnce,
-                    "a" | "always" => Decision::AllowAlways,
-                    _ => Decision::Deny,
-                };
-                Answer::Permission {
-                    req_id: req_id.clone(),
-                    decision,
-                    rule: RULE_HUMAN.into(),
-                }
+                Reply::Decision(reply::decision(&self.answer_line().await))
             }
-            OpenRequest::Ask {
-                ask_id,
-                prompt,
-                form,
-            } => {
-                let value = self.ask_form(prompt, form.as_ref()).await;
-                Answer::Ask {
-                    ask_id: ask_id.clone(),
-                    value,
-                    rule: RULE_HUMAN.into(),
-                }
+            OpenRequest::Ask { prompt, form, .. } => {
+                Reply::Value(self.ask_form(prompt, form.as_ref()).await)
             }
         };
-        let _session_gone = q.session.cast(msg);
+        let answer = reply::answer(&q.request, reply, RULE_HUMAN.into());
+        let _session_gone = q.session.cast(answer);
     }
 
     async fn answer_line(&mut self) -> String {

@@ -231,12 +231,7 @@ fn what_a_dead_run_left_is_swept_and_named_on_the_next_start() {
 
 /// `capfleet runs --json` in `d`, one value per run.
 fn runs(d: &Path) -> Vec<serde_json::Value> {
-    let out = capfleet(d).args(["runs", "--json"]).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = crate::common::succeeded(capfleet(d).args(["runs", "--json"]).output().unwrap());
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())

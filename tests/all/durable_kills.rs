@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::common::EnvMarker;
-use crate::common::durable::{Moments, completed, demo, exactly_once, stop};
+use crate::common::durable::{Moments, as_uninterrupted, completed, demo, stop};
 use crate::common::repo::{Fixture, stderr};
 
 const KILLS: usize = 30;
@@ -295,14 +295,7 @@ fn stopped_and_resumed(signal: libc::c_int, wanted: usize, seed: u64, marker: &s
     );
     assert!(kills >= wanted / 2, "most kills landed mid-run: {kills}");
     let j = repo.journal();
-    exactly_once(&j);
-    assert_eq!(
-        completed(&j),
-        expected,
-        "the same deliveries completed as uninterrupted"
-    );
-    let ends: Vec<&Value> = j.iter().filter(|r| r["type"] == "run_ended").collect();
-    assert_eq!(ends.last().unwrap()["outcome"], "completed");
+    as_uninterrupted(&j, &expected);
     assert_eq!(
         diffs(&repo),
         diffs(&whole),

@@ -8,9 +8,7 @@
 
 use std::time::Duration;
 
-use serde_json::Value;
-
-use crate::common::durable::{completed, demo, exactly_once, moments, stop};
+use crate::common::durable::{as_uninterrupted, completed, demo, exactly_once, moments, stop};
 use crate::common::repo::stderr;
 use crate::common::wait_until;
 
@@ -55,14 +53,7 @@ fn a_sigkilled_run_resumed_again_and_again_completes_as_an_uninterrupted_one() {
         j.iter().any(|r| r["type"] == "resumed"),
         "the resumed record"
     );
-    exactly_once(&j);
-    assert_eq!(
-        completed(&j),
-        expected,
-        "the same deliveries completed as uninterrupted"
-    );
-    let ends: Vec<&Value> = j.iter().filter(|r| r["type"] == "run_ended").collect();
-    assert_eq!(ends.last().unwrap()["outcome"], "completed");
+    as_uninterrupted(&j, &expected);
     let b = std::fs::read_to_string(repo.worktree("worker-b").join("tests/health.rs")).unwrap();
     assert!(b.contains("fn test_health_503"), "{b}");
 

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::common::serve::{PERMISSION, Server, sim_fleet, submission};
+use crate::common::serve::{PERMISSION, Server};
 use crate::common::sim::fleet_session;
 use crate::common::webhook::{Mode, Receiver, SECRET};
 use crate::common::{EnvMarker, capfleet};
@@ -32,14 +32,7 @@ fn serve_tells_of_a_waiting_question_and_of_the_runs_end() {
     let hook = Receiver::start(Mode::Ok);
     let url = hook.url();
     let server = Server::start_env(dir.path(), &["--notify", &url], &[SECRET_ENV]);
-    let created = server.submit(
-        None,
-        &submission(
-            &sim_fleet("ask", 1, m.pair()),
-            &[("script.toml", PERMISSION)],
-        ),
-    );
-    let id = created["id"].as_str().unwrap().to_owned();
+    let id = server.submit_script(None, m.pair(), PERMISSION);
     let waiting = hook.wait_for("waiting", 1, Duration::from_secs(30));
     let body = &waiting[0]["body"];
     assert_eq!(body["run_id"], id.as_str(), "{body}");

@@ -175,16 +175,13 @@ fn every_dashboard_query_names_metrics_capfleet_exports() {
 
 #[test]
 fn the_observability_demo_fleet_validates() {
-    let out = Command::new(common::BIN)
-        .args(["run", "--dry-run"])
-        .arg(dir().join("demo-fleet.toml"))
-        .env("NO_COLOR", "1")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = crate::common::succeeded(
+        Command::new(common::BIN)
+            .args(["run", "--dry-run"])
+            .arg(dir().join("demo-fleet.toml"))
+            .env("NO_COLOR", "1")
+            .output()
+            .unwrap(),
     );
     let plan = String::from_utf8_lossy(&out.stdout);
     for s in ["api", "db", "ui", "flaky", "reviewer"] {

@@ -6,10 +6,19 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::chat::{assert_no_survivor, chat, script};
+use common::chat::{Run, assert_no_survivor, chat, script};
 use common::{EnvMarker, rss_kib};
 
 use crate::common;
+
+/// `capfleet chat <agent> --task go` on a sim script of `body`, SIGINT sent after
+/// `interrupt` if given.
+fn go(agent: &str, body: &str, marker: &EnvMarker, interrupt: Option<Duration>) -> Run {
+    let dir = tempfile::tempdir().expect("dir");
+    let s = script(dir.path(), body);
+    let args = ["--task", "go", "--script", s.to_str().expect("utf8")];
+    chat(agent, &args, marker, interrupt)
+}
 
 #[test]
 fn scripted_turn_yields_exactly_its_events() {
@@ -127,18 +136,13 @@ steps = [{ sleep_ms = 100 }, { say = "quick" }]
 
 #[test]
 fn a_crash_reports_pty_died_then_restarts() {
-    let dir = tempfile::tempdir().expect("dir");
-    let s = script(
-        dir.path(),
+    let marker = EnvMarker::new("pty-crash");
+    let run = go(
+        "sim-tui",
         r#"
 [[turn]]
 steps = [{ say = "about to crash" }, { crash = 3, once = true }]
 "#,
-    );
-    let marker = EnvMarker::new("pty-crash");
-    let run = chat(
-        "sim-tui",
-        &["--task", "go", "--script", s.to_str().expect("utf8")],
         &marker,
         None,
     );
@@ -161,19 +165,14 @@ steps = [{ say = "about to crash" }, { crash = 3, once = true }]
 
 #[test]
 fn a_tui_ignoring_ctrl_c_is_cancelled_hard() {
-    let dir = tempfile::tempdir().expect("dir");
-    let s = script(
-        dir.path(),
+    let marker = EnvMarker::new("pty-hard");
+    let run = go(
+        "sim-tui",
         r#"
 ignore_sigint = true
 [[turn]]
 steps = [{ say = "working" }, { hang = true }]
 "#,
-    );
-    let marker = EnvMarker::new("pty-hard");
-    let run = chat(
-        "sim-tui",
-        &["--task", "go", "--script", s.to_str().expect("utf8")],
         &marker,
         Some(Duration::from_millis(1500)),
     );
@@ -259,18 +258,13 @@ fn python_repl_two_turns() {
 
 #[test]
 fn ctrl_c_cancels_gracefully_and_keeps_the_session() {
-    let dir = tempfile::tempdir().expect("dir");
-    let s = script(
-        dir.path(),
+    let marker = EnvMarker::new("pty-graceful");
+    let run = go(
+        "sim-tui",
         r#"
 [[turn]]
 steps = [{ say = "working" }, { sleep_ms = 30000 }, { say = "never" }]
 "#,
-    );
-    let marker = EnvMarker::new("pty-graceful");
-    let run = chat(
-        "sim-tui",
-        &["--task", "go", "--script", s.to_str().expect("utf8")],
         &marker,
         Some(Duration::from_millis(1500)),
     );
@@ -286,13 +280,10 @@ steps = [{ say = "working" }, { sleep_ms = 30000 }, { say = "never" }]
 #[test]
 fn cancel_none_is_rejected_with_cap_cancel_unsupported() {
     let dir = tempfile::tempdir().expect("dir");
-    let s = script(
-        dir.path(),
-        r#"
+    let script_body = r#"
 [[turn]]
 steps = [{ say = "working" }, { sleep_ms = 30000 }]
-"#,
-    );
+"#;
     let manifest = std::fs::read_to_string(
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config/agents/sim-tui.toml"),
     )
@@ -304,9 +295,9 @@ steps = [{ say = "working" }, { sleep_ms = 30000 }]
     let path = dir.path().join("sim-tui-nocancel.toml");
     std::fs::write(&path, manifest).expect("write manifest");
     let marker = EnvMarker::new("pty-nocancel");
-    let run = chat(
+    let run = go(
         path.to_str().expect("utf8"),
-        &["--task", "go", "--script", s.to_str().expect("utf8")],
+        script_body,
         &marker,
         Some(Duration::from_millis(1500)),
     );

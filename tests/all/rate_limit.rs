@@ -347,20 +347,12 @@ fn real_claude_code_pauses_on_429_and_completes_the_turn() {
     );
     std::fs::write(dir.path().join("fleet.toml"), fleet).unwrap();
     let mut cmd = capfleet(dir.path());
-    let env = common::claude_env_in(&fake, home.path(), dir.path());
-    let bin_dir = claude
-        .parent()
-        .expect("peer's directory")
-        .display()
-        .to_string();
-    for (key, value) in env {
-        let value = if key == "PATH" {
-            format!("{bin_dir}:{value}")
-        } else {
-            value
-        };
-        cmd.env(key, value);
-    }
+    cmd.envs(common::claude_env_on_path(
+        &fake,
+        home.path(),
+        dir.path(),
+        &claude,
+    ));
     let out = cmd.args(["run", "fleet.toml", "--json"]).output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");

@@ -216,12 +216,7 @@ fn mentions_past_the_queue_cap_are_refused_and_recorded() {
         fleet_session("busy", "busy.toml", &m, "")
     );
     write(d, "fleet.toml", &fleet);
-    let out = capfleet(d).args(["run", "fleet.toml"]).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    crate::common::succeeded(capfleet(d).args(["run", "fleet.toml"]).output().unwrap());
     let records = run_journal(d);
     let refused = records.iter().filter(|r| r["type"] == "refused").count();
     let mentions = records

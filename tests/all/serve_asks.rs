@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::common::serve::{PERMISSION, Server, add_token, sim_fleet, submission};
+use crate::common::serve::{PERMISSION, Server, add_token};
 use crate::common::{EnvMarker, journal_records, wait_until};
 
 /// The open asks of run `id`, once there is one.
@@ -54,14 +54,7 @@ fn a_remote_approval_runs_the_tool_and_is_journaled_with_its_token() {
     let approver = add_token(d, "alice", "approve");
     let m = EnvMarker::new("serve-approve");
     let server = Server::start(d, &["--token-file", "tokens.txt"]);
-    let created = server.submit(
-        Some(&runner),
-        &submission(
-            &sim_fleet("ask", 1, m.pair()),
-            &[("script.toml", PERMISSION)],
-        ),
-    );
-    let id = created["id"].as_str().unwrap().to_owned();
+    let id = server.submit_script(Some(&runner), m.pair(), PERMISSION);
     let ask = open_ask(&server, &id, &runner);
     assert_eq!(
         (ask["kind"].as_str(), ask["tool"].as_str()),
@@ -118,14 +111,7 @@ fn no_answer_in_time_is_denied_fail_safe() {
     let dir = tempfile::tempdir().unwrap();
     let m = EnvMarker::new("serve-ask-timeout");
     let server = Server::start(dir.path(), &["--ask-timeout", "1s"]);
-    let created = server.submit(
-        None,
-        &submission(
-            &sim_fleet("ask", 1, m.pair()),
-            &[("script.toml", PERMISSION)],
-        ),
-    );
-    let id = created["id"].as_str().unwrap().to_owned();
+    let id = server.submit_script(None, m.pair(), PERMISSION);
     let ask = open_ask(&server, &id, "");
     let run = server.wait_run(&id, None, Duration::from_secs(60));
     assert_eq!(run["state"], "completed", "{run}");

@@ -81,22 +81,19 @@ fn submit_follows_the_run_and_exits_with_its_code() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("unauthorized"));
     // `capfleet runs --server` lists the server's runs.
-    let out = capfleet(&work)
-        .args([
-            "runs",
-            "--server",
-            &url,
-            "--token-env",
-            "TEST_TOKEN",
-            "--json",
-        ])
-        .env("TEST_TOKEN", &runner)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = crate::common::succeeded(
+        capfleet(&work)
+            .args([
+                "runs",
+                "--server",
+                &url,
+                "--token-env",
+                "TEST_TOKEN",
+                "--json",
+            ])
+            .env("TEST_TOKEN", &runner)
+            .output()
+            .unwrap(),
     );
     let listed = String::from_utf8(out.stdout).unwrap();
     assert!(listed.lines().any(|l| l.contains(&id)), "{listed}");

@@ -416,17 +416,14 @@ fn a_run_cut_by_a_kill_is_finished_by_the_next_resume() {
         .join(format!(".capfleet/runs/{id}/journal.jsonl"));
     // `--resume <id>`: the cut run is finished first (as `capfleet run --resume`
     // does: its cut turn re-issued), then the new message is the next run.
-    let out = common::capfleet(dir.path())
-        .args(["speak", "--fleet"])
-        .arg(&fleet)
-        .args(["--resume", &id, "-p", "next"])
-        .env(marker.key.as_str(), marker.value.as_str())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = crate::common::succeeded(
+        common::capfleet(dir.path())
+            .args(["speak", "--fleet"])
+            .arg(&fleet)
+            .args(["--resume", &id, "-p", "next"])
+            .env(marker.key.as_str(), marker.value.as_str())
+            .output()
+            .unwrap(),
     );
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "next answer");
     let next = dir

@@ -112,12 +112,7 @@ impl Wire for AcpWire {
             rpc,
             urn,
         };
-        Ok(Started {
-            wire,
-            peer: Peer::Process(group),
-            stderr,
-            output,
-        })
+        Ok(Started::process(wire, group, stderr, output))
     }
 
     async fn prompt(&mut self, text: String) {

@@ -108,12 +108,7 @@ impl Wire for CodexExecWire {
             interrupted,
             urn: launch.urn.clone(),
         };
-        Ok(Started {
-            wire,
-            peer: Peer::Process(group),
-            stderr,
-            output,
-        })
+        Ok(Started::process(wire, group, stderr, output))
     }
 
     async fn prompt(&mut self, text: String) {

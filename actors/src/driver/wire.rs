@@ -44,6 +44,18 @@ pub struct Started<W> {
     pub output: OutputTask,
 }
 
+impl<W> Started<W> {
+    /// A wire whose peer is the agent process (group) it started.
+    pub fn process(wire: W, group: ProcessGroup, stderr: StderrRing, output: OutputTask) -> Self {
+        Started {
+            wire,
+            peer: Peer::Process(group),
+            stderr,
+            output,
+        }
+    }
+}
+
 /// Who is on the other end of a wire.
 pub enum Peer {
     /// An agent process in its own process group.

@@ -24,7 +24,7 @@ use std::time::Duration;
 pub use binding::{Binding, Selection, SkipReason, candidates, select_binding};
 pub use probe::PROBE_STDOUT_MAX;
 
-use crate::manifest::{Manifest, ManifestErrors, ManifestWarning};
+use crate::manifest::{Manifest, ManifestErrors, ManifestWarning, Validated};
 use crate::protocol::CapCode;
 use probe::ProbeOutcome;
 
@@ -193,17 +193,7 @@ impl Registry {
 
         if let Some((n, src)) = self.config.shipped.iter().find(|(n, _)| n == name) {
             let source = Source::Shipped(n.clone());
-            return match Manifest::parse(src, &format!("<shipped {n}>")) {
-                Ok(v) => Ok(Resolved {
-                    manifest: v.manifest,
-                    source,
-                    warnings: v.warnings,
-                }),
-                Err(errors) => Err(RegistryError::Invalid {
-                    origin: source,
-                    errors,
-                }),
-            };
+            return resolved(Manifest::parse(src, &format!("<shipped {n}>")), source);
         }
         tried.push(format!("shipped manifest `{name}`"));
 
@@ -284,7 +274,15 @@ fn sibling_dirs(bin: &Path) -> Vec<PathBuf> {
 }
 
 fn load_file(path: &Path, source: Source) -> Result<Resolved, RegistryError> {
-    match Manifest::load(path) {
+    resolved(Manifest::load(path), source)
+}
+
+/// A manifest read from `source`, or why it is invalid.
+fn resolved(
+    read: Result<Validated, ManifestErrors>,
+    source: Source,
+) -> Result<Resolved, RegistryError> {
+    match read {
         Ok(v) => Ok(Resolved {
             manifest: v.manifest,
             source,

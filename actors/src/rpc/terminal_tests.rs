@@ -26,14 +26,6 @@ impl Approver for Fixed {
 
 fn caps(tp: ToolPermission, max: Option<u32>) -> CodingCaps {
     CodingCaps {
-        revision: None,
-        tool_permission: tp,
-        tools_allowed: vec![],
-        tools_denied: vec![],
-        artifacts: vec![],
-        git_aware: false,
-        language_servers: vec![],
-        test_runners: vec![],
         fs: FsCaps {
             read: true,
             write: true,
@@ -44,6 +36,7 @@ fn caps(tp: ToolPermission, max: Option<u32>) -> CodingCaps {
             enabled: true,
             concurrent_max: max,
         },
+        ..CodingCaps::only(tp)
     }
 }
 

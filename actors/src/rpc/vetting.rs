@@ -67,16 +67,9 @@ mod tests {
 
     fn caps(tp: ToolPermission, allowed: &[&str], denied: &[&str]) -> CodingCaps {
         CodingCaps {
-            revision: None,
-            tool_permission: tp,
             tools_allowed: allowed.iter().map(|s| s.to_string()).collect(),
             tools_denied: denied.iter().map(|s| s.to_string()).collect(),
-            artifacts: vec![],
-            git_aware: false,
-            language_servers: vec![],
-            test_runners: vec![],
-            fs: Default::default(),
-            terminal: Default::default(),
+            ..CodingCaps::only(tp)
         }
     }
 

@@ -12,7 +12,7 @@ use tokio::sync::mpsc;
 use super::host::{BoxFuture, Reply};
 use super::watch::{diff, snapshot};
 use super::{Approver, Audited, CommandApproval, Host, Rpc, RpcError, TermConfig, WatchConfig};
-use crate::manifest::{CodingCaps, FsCaps, FsScope, TerminalCaps, ToolPermission};
+use crate::manifest::{CodingCaps, FsCaps, FsScope, ToolPermission};
 use crate::protocol::{CapEvent, Channel, FsEvent};
 
 struct Deny;
@@ -50,24 +50,13 @@ impl Host for TestHost {
 
 fn caps(watch: bool) -> CodingCaps {
     CodingCaps {
-        revision: None,
-        tool_permission: ToolPermission::Interactive,
-        tools_allowed: vec![],
-        tools_denied: vec![],
-        artifacts: vec![],
-        git_aware: false,
-        language_servers: vec![],
-        test_runners: vec![],
         fs: FsCaps {
             read: true,
             watch,
             scope: Some(FsScope::WorkspaceOnly),
             ..FsCaps::default()
         },
-        terminal: TerminalCaps {
-            enabled: false,
-            concurrent_max: None,
-        },
+        ..CodingCaps::only(ToolPermission::Interactive)
     }
 }
 

@@ -124,17 +124,7 @@ impl<E: SpanExporter> SpanExporter for CountedExporter<E> {
         result
     }
 
-    fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
-        self.inner.shutdown_with_timeout(timeout)
-    }
-
-    fn force_flush(&self) -> OTelSdkResult {
-        self.inner.force_flush()
-    }
-
-    fn set_resource(&mut self, resource: &Resource) {
-        self.inner.set_resource(resource);
-    }
+    pass_to_inner!();
 }
 
 #[cfg(test)]

@@ -19,6 +19,28 @@
 //! parent carried in the actors' arguments and messages, so one turn is one tree across
 //! the actors it touches, and ended when its work ends ([`crate::events::trace::end`]).
 
+/// The [`SpanExporter`](opentelemetry_sdk::trace::SpanExporter) methods an exporter
+/// that wraps another (its field `inner`) passes on as they are: shutdown, flush and
+/// the resource. Only `export` is the wrapper's own.
+macro_rules! pass_to_inner {
+    () => {
+        fn shutdown_with_timeout(
+            &self,
+            timeout: std::time::Duration,
+        ) -> opentelemetry_sdk::error::OTelSdkResult {
+            self.inner.shutdown_with_timeout(timeout)
+        }
+
+        fn force_flush(&self) -> opentelemetry_sdk::error::OTelSdkResult {
+            self.inner.force_flush()
+        }
+
+        fn set_resource(&mut self, resource: &opentelemetry_sdk::Resource) {
+            self.inner.set_resource(resource);
+        }
+    };
+}
+
 pub mod config;
 pub mod counted;
 pub mod counters;

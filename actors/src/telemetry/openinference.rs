@@ -5,10 +5,7 @@
 //! (the agents) are `AGENT`, `execute_tool` calls `TOOL`, everything else (the run,
 //! routes, permissions, restarts, ...) `CHAIN`. The GenAI attributes stay as they are.
 
-use std::time::Duration;
-
 use opentelemetry::{KeyValue, Value};
-use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::trace::{SpanData, SpanExporter};
 
@@ -64,17 +61,7 @@ impl<E: SpanExporter> SpanExporter for Kinds<E> {
         self.inner.export(batch).await
     }
 
-    fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
-        self.inner.shutdown_with_timeout(timeout)
-    }
-
-    fn force_flush(&self) -> OTelSdkResult {
-        self.inner.force_flush()
-    }
-
-    fn set_resource(&mut self, resource: &Resource) {
-        self.inner.set_resource(resource);
-    }
+    pass_to_inner!();
 }
 
 #[cfg(test)]

@@ -122,6 +122,26 @@ pub struct CodingCaps {
     pub terminal: TerminalCaps,
 }
 
+impl CodingCaps {
+    /// Caps that declare `tool_permission` and nothing more: no tool lists, no
+    /// artifacts, not git-aware, no language servers or test runners, no `fs.*`, no
+    /// terminal (what a table without the optional keys reads as).
+    pub fn only(tool_permission: ToolPermission) -> Self {
+        CodingCaps {
+            revision: None,
+            tool_permission,
+            tools_allowed: Vec::new(),
+            tools_denied: Vec::new(),
+            artifacts: Vec::new(),
+            git_aware: false,
+            language_servers: Vec::new(),
+            test_runners: Vec::new(),
+            fs: FsCaps::default(),
+            terminal: TerminalCaps::default(),
+        }
+    }
+}
+
 const KNOWN: &[&str] = &[
     "revision",
     "fs",

@@ -21,9 +21,9 @@ use capfleet_actors::sync::lock;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use super::host::{Ended, HostError, recorded, save, send_update};
+use super::host::{Ended, HostError, recorded, replay, save, send_update};
 use super::store::{Record, Role, Store};
-use super::updates::{Updates, replayed};
+use super::updates::Updates;
 use super::wire::Backlog;
 use crate::cmd::one_fleet::{FleetAgent, FleetEnd, FleetSetup, Stopper, Worktree};
 
@@ -37,6 +37,8 @@ struct Hosted {
     /// The running turn's stopper.
     running: Mutex<Option<Stopper>>,
     record: Mutex<Record>,
+    /// The client's connection (one a process: ACP runs on stdio).
+    cx: ConnectionTo<Client>,
 }
 
 /// The fleet conversations of this process.
@@ -103,55 +105,47 @@ impl FleetHost {
             .map_err(|e| HostError::Spawn(e.to_string()))?
             .to_owned();
         let _asker_gone = id_tx.send(id.clone()).await;
-        let record = Record {
-            session_id: id.clone(),
-            agent: self.agent.clone(),
-            cwd: cwd.to_path_buf(),
-            resume_id: None,
-            history: Vec::new(),
-        };
-        self.host(agent, record);
+        let record = Record::new(id.clone(), self.agent.clone(), cwd.to_path_buf());
+        self.host(agent, record, cx);
         Ok(id)
     }
 
-    /// `session/load`: the conversation replayed to the client, then gone on with.
-    pub(super) async fn open_loaded(
+    /// The record of conversation `id`, refused when it was not this fleet's.
+    pub(super) async fn recorded(&self, id: &str) -> Result<Record, HostError> {
+        recorded(&self.store, id, &self.agent).await
+    }
+
+    /// `session/load` of a `record` (its cwd the client's): the conversation replayed
+    /// to the client, then gone on with.
+    pub(super) async fn reopen(
         &self,
-        id: &str,
-        cwd: &Path,
+        record: Record,
         cx: &ConnectionTo<Client>,
     ) -> Result<(), HostError> {
-        let mut record = recorded(&self.store, id, &self.agent).await?;
-        let (mut agent, id_tx) = self.agent(cwd, cx)?;
+        let (mut agent, id_tx) = self.agent(&record.cwd, cx)?;
+        let id = record.session_id.clone();
         agent
-            .resume(id)
+            .resume(&id)
             .map_err(|e| HostError::Spawn(e.to_string()))?;
-        let _asker_gone = id_tx.send(id.to_owned()).await;
-        for m in &record.history {
-            send_update(cx, &self.backlog, id, replayed(m.role, &m.text)).await;
-        }
-        record.cwd = cwd.to_path_buf();
-        self.host(agent, record);
+        let _asker_gone = id_tx.send(id).await;
+        replay(cx, &self.backlog, &record).await;
+        self.host(agent, record, cx);
         Ok(())
     }
 
-    fn host(&self, agent: FleetAgent, record: Record) {
+    fn host(&self, agent: FleetAgent, record: Record, cx: &ConnectionTo<Client>) {
         let id = record.session_id.clone();
         let hosted = Arc::new(Hosted {
             agent: Mutex::new(Some(agent)),
             running: Mutex::new(None),
             record: Mutex::new(record),
+            cx: cx.clone(),
         });
         lock(&self.sessions).insert(id, hosted);
     }
 
     /// One run of the fleet with `prompt`, its updates all sent before this returns.
-    pub(super) async fn prompt(
-        &self,
-        id: &str,
-        prompt: String,
-        cx: &ConnectionTo<Client>,
-    ) -> Result<Ended, HostError> {
+    pub(super) async fn prompt(&self, id: &str, prompt: String) -> Result<Ended, HostError> {
         let h = lock(&self.sessions)
             .get(id)
             .cloned()
@@ -174,7 +168,7 @@ impl FleetHost {
                             Some(event) => {
                                 updates.on_event(&event);
                                 for update in updates.take() {
-                                    send_update(cx, &self.backlog, id, update).await;
+                                    send_update(&h.cx, &self.backlog, id, update).await;
                                 }
                             }
                             None => break,
@@ -194,7 +188,7 @@ impl FleetHost {
         };
         agent.learn(&end);
         for update in diff_updates(&end.run_id, &end.worktrees) {
-            send_update(cx, &self.backlog, id, update).await;
+            send_update(&h.cx, &self.backlog, id, update).await;
         }
         *lock(&h.agent) = Some(agent);
         self.remember(&h, prompt, end.text.clone()).await;

@@ -153,30 +153,24 @@ impl Host {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos());
         let id = format!("capfleet-acp-{:x}-{nanos:x}-{n}", std::process::id());
-        let record = Record {
-            session_id: id.clone(),
-            agent: self.launch.agent.clone(),
-            cwd: cwd.to_path_buf(),
-            resume_id: None,
-            history: Vec::new(),
-        };
+        let record = Record::new(id.clone(), self.launch.agent.clone(), cwd.to_path_buf());
         self.open(record, cx).await?;
         Ok(id)
     }
 
-    /// `session/load`: the recorded session, its conversation replayed to the client
-    /// first, the inner agent resumed natively where its binding can.
-    pub(super) async fn open_loaded(
+    /// The record of session `id`, refused when it was another agent's.
+    pub(super) async fn recorded(&self, id: &str) -> Result<Record, HostError> {
+        recorded(&self.store, id, &self.launch.agent).await
+    }
+
+    /// `session/load` of a `record` (its cwd the client's): its conversation replayed
+    /// to the client first, the inner agent resumed natively where its binding can.
+    pub(super) async fn reopen(
         &self,
-        id: &str,
-        cwd: &Path,
+        record: Record,
         cx: &ConnectionTo<Client>,
     ) -> Result<(), HostError> {
-        let mut record = recorded(&self.store, id, &self.launch.agent).await?;
-        record.cwd = cwd.to_path_buf();
-        for m in &record.history {
-            self.notify(cx, id, replayed(m.role, &m.text)).await;
-        }
+        replay(cx, &self.backlog, &record).await;
         self.open(record, cx).await
     }
 
@@ -306,10 +300,6 @@ impl Host {
             Err(e) => tracing::warn!("session/cancel: {e}"),
         }
     }
-
-    async fn notify(&self, cx: &ConnectionTo<Client>, id: &str, update: Value) {
-        send_update(cx, &self.backlog, id, update).await;
-    }
 }
 
 /// The record of session `id`, refused when it was another agent's than `serving`'s.
@@ -336,6 +326,14 @@ pub(super) async fn save(store: &Store, record: Record) {
         Ok(Ok(())) => {}
         Ok(Err(e)) => tracing::error!("session/load will not find this turn: {e}"),
         Err(e) => tracing::error!("saving the session record: {e}"),
+    }
+}
+
+/// A loaded session's conversation to the client, one `session/update` a message.
+pub(super) async fn replay(cx: &ConnectionTo<Client>, backlog: &Backlog, record: &Record) {
+    for m in &record.history {
+        let update = replayed(m.role, &m.text);
+        send_update(cx, backlog, &record.session_id, update).await;
     }
 }
 

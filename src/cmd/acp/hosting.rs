@@ -28,29 +28,29 @@ impl Hosting {
         }
     }
 
-    /// `session/load`.
+    /// `session/load`: the record of session `id`, gone on with in `cwd`.
     pub(super) async fn open_loaded(
         &self,
         id: &str,
         cwd: &Path,
         cx: &ConnectionTo<Client>,
     ) -> Result<(), HostError> {
+        let mut record = match self {
+            Hosting::Agent(h) => h.recorded(id).await?,
+            Hosting::Fleet(h) => h.recorded(id).await?,
+        };
+        record.cwd = cwd.to_path_buf();
         match self {
-            Hosting::Agent(h) => h.open_loaded(id, cwd, cx).await,
-            Hosting::Fleet(h) => h.open_loaded(id, cwd, cx).await,
+            Hosting::Agent(h) => h.reopen(record, cx).await,
+            Hosting::Fleet(h) => h.reopen(record, cx).await,
         }
     }
 
     /// `session/prompt`: one turn, its updates all sent before it returns.
-    pub(super) async fn prompt(
-        &self,
-        id: &str,
-        prompt: String,
-        cx: &ConnectionTo<Client>,
-    ) -> Result<Ended, HostError> {
+    pub(super) async fn prompt(&self, id: &str, prompt: String) -> Result<Ended, HostError> {
         match self {
             Hosting::Agent(h) => h.prompt(id, prompt).await,
-            Hosting::Fleet(h) => h.prompt(id, prompt, cx).await,
+            Hosting::Fleet(h) => h.prompt(id, prompt).await,
         }
     }
 

@@ -109,10 +109,9 @@ pub(super) async fn serve(
                         responder: Responder<PromptResponse>,
                         cx: ConnectionTo<Client>| {
                 let host = h_prompt.clone();
-                let cx2 = cx.clone();
                 cx.spawn(async move {
                     let id = req.session_id.to_string();
-                    match host.prompt(&id, prompt_text(&req.prompt), &cx2).await {
+                    match host.prompt(&id, prompt_text(&req.prompt)).await {
                         Ok(ended) => answer(ended, responder),
                         Err(e) => responder.respond_with_error(error_of(&e)),
                     }

@@ -40,6 +40,17 @@ pub(super) struct Record {
 }
 
 impl Record {
+    /// A fresh session's record: no conversation yet.
+    pub(super) fn new(session_id: String, agent: String, cwd: PathBuf) -> Self {
+        Record {
+            session_id,
+            agent,
+            cwd,
+            resume_id: None,
+            history: Vec::new(),
+        }
+    }
+
     /// Add a message, dropping the oldest past [`HISTORY_MAX`] bytes.
     pub(super) fn push(&mut self, role: Role, text: String) {
         if text.is_empty() {

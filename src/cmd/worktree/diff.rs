@@ -10,7 +10,7 @@ use capfleet_actors::workspace::artifacts::ARTIFACTS_DIR;
 use capfleet_actors::workspace::diff::{Change, diff};
 use capfleet_actors::workspace::{RunWorkspaces, Workspace};
 
-use super::{EXIT_USAGE, RunRef, session};
+use super::{EXIT_USAGE, RunRef, said, session};
 use crate::fleet::run_dir::RunDir;
 use crate::style::{ColorChoice, Style};
 
@@ -37,20 +37,13 @@ pub(crate) struct DiffArgs {
 
 pub(crate) fn run(args: DiffArgs, color: ColorChoice) -> ExitCode {
     let err = Style::for_stderr(color);
-    let (run, all) = match args.run.load() {
-        Ok(x) => x,
-        Err(e) => {
-            eprintln!("{} {e}", err.err("error:"));
-            return ExitCode::from(EXIT_USAGE);
-        }
+    let Some((run, all)) = said(args.run.load(), err) else {
+        return ExitCode::from(EXIT_USAGE);
     };
     let chosen: Vec<&Workspace> = match &args.session {
-        Some(name) => match session(&all, name) {
-            Ok(w) => vec![w],
-            Err(e) => {
-                eprintln!("{} {e}", err.err("error:"));
-                return ExitCode::from(EXIT_USAGE);
-            }
+        Some(name) => match said(session(&all, name), err) {
+            Some(w) => vec![w],
+            None => return ExitCode::from(EXIT_USAGE),
         },
         None => all.workspaces.iter().collect(),
     };

@@ -15,7 +15,7 @@ use capfleet_actors::workspace::diff::diff;
 use capfleet_actors::workspace::merge::{Intent, MergeOutcome, merge};
 use capfleet_actors::workspace::vet::Vetter;
 
-use super::{EXIT_REFUSED, EXIT_USAGE, RunRef, session};
+use super::{EXIT_REFUSED, EXIT_USAGE, RunRef, said, session};
 use crate::style::{ColorChoice, Style};
 
 #[derive(Debug, clap::Args)]
@@ -40,19 +40,11 @@ pub(crate) struct MergeArgs {
 
 pub(crate) fn run(args: MergeArgs, color: ColorChoice) -> ExitCode {
     let err = Style::for_stderr(color);
-    let (run, all) = match args.run.load() {
-        Ok(x) => x,
-        Err(e) => {
-            eprintln!("{} {e}", err.err("error:"));
-            return ExitCode::from(EXIT_USAGE);
-        }
+    let Some((run, all)) = said(args.run.load(), err) else {
+        return ExitCode::from(EXIT_USAGE);
     };
-    let w = match session(&all, &args.session) {
-        Ok(w) => w,
-        Err(e) => {
-            eprintln!("{} {e}", err.err("error:"));
-            return ExitCode::from(EXIT_USAGE);
-        }
+    let Some(w) = said(session(&all, &args.session), err) else {
+        return ExitCode::from(EXIT_USAGE);
     };
     if args.commit && w.path.exists() {
         match commit_vetted(w, &all.run_id) {

@@ -11,6 +11,7 @@ use std::path::PathBuf;
 use capfleet_actors::workspace::{RunWorkspaces, Workspace};
 
 use crate::fleet::run_dir::RunDir;
+use crate::style::Style;
 
 /// Exit code for a refusal (`git_dirty`, `merge_conflict`, work that would be lost).
 pub(crate) const EXIT_REFUSED: u8 = 1;
@@ -46,4 +47,9 @@ pub(crate) fn session<'a>(ws: &'a RunWorkspaces, session: &str) -> Result<&'a Wo
             ws.names()
         )
     })
+}
+
+/// `r`'s value; or, its error said on stderr, none (the verb then exits).
+pub(crate) fn said<T>(r: Result<T, String>, err: Style) -> Option<T> {
+    r.map_err(|e| eprintln!("{} {e}", err.err("error:"))).ok()
 }

@@ -56,6 +56,19 @@ pub(crate) fn exactly_once(j: &[Value]) {
     );
 }
 
+/// A run resumed after kills did what an uninterrupted one did: every delivery and
+/// turn once, the `expected` deliveries completed, and the run ended `completed`.
+pub(crate) fn as_uninterrupted(j: &[Value], expected: &BTreeSet<String>) {
+    exactly_once(j);
+    assert_eq!(
+        completed(j),
+        *expected,
+        "the same deliveries completed as uninterrupted"
+    );
+    let ends: Vec<&Value> = j.iter().filter(|r| r["type"] == "run_ended").collect();
+    assert_eq!(ends.last().expect("a run_ended")["outcome"], "completed");
+}
+
 /// A seeded generator of moments (xorshift), reproducible.
 pub(crate) struct Moments(pub u64);
 

@@ -78,7 +78,7 @@ pub(crate) use capfleet::{
 };
 pub(crate) use chat_json::{of_kind, of_type, run_chat, texts};
 pub(crate) use fake_llm::{FakeLlm, http};
-pub(crate) use peers::{claude_env, claude_env_in, peer, peer_env, try_peer};
+pub(crate) use peers::{claude_env, claude_env_in, claude_env_on_path, peer, peer_env, try_peer};
 pub(crate) use procs::{
     EnvMarker, descendants, hwm_kib, is_alive, kill_group, output_within, processes_in_group,
     rss_kib, wait_until, wait_within,
@@ -107,6 +107,18 @@ pub(crate) async fn tree(fleet: &str, journal: &std::path::Path) -> Orchestrator
 /// The root package's directory (where `tests/` lives).
 pub(crate) fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A finished process's output, once it is known it succeeded (else the test fails
+/// with its exit code and stderr).
+pub(crate) fn succeeded(out: std::process::Output) -> std::process::Output {
+    assert!(
+        out.status.success(),
+        "exit {:?}: {}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
 }
 
 /// `tests/support/<name>`.

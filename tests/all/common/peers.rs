@@ -60,6 +60,28 @@ pub(crate) fn claude_env_in(fake: &FakeLlm, home: &Path, workdir: &Path) -> Vec<
     peer_env("claude", fake.port(), home, workdir)
 }
 
+/// [`claude_env_in`] with the directory of the peer's binary `claude` first on
+/// `PATH` (a fleet names its agent's binary by name).
+pub(crate) fn claude_env_on_path(
+    fake: &FakeLlm,
+    home: &Path,
+    workdir: &Path,
+    claude: &Path,
+) -> Vec<(String, String)> {
+    let bin_dir = claude
+        .parent()
+        .expect("peer's directory")
+        .display()
+        .to_string();
+    let mut env = claude_env_in(fake, home, workdir);
+    for (key, value) in &mut env {
+        if key == "PATH" {
+            *value = format!("{bin_dir}:{value}");
+        }
+    }
+    env
+}
+
 /// Runs `peer_env.sh PEER PORT WORKDIR HOME -- env -0` (inheriting this
 /// process's environment) and returns what it prints, minus the shell's own
 /// bookkeeping variables (`PWD`, `OLDPWD`, `SHLVL`, `_`).

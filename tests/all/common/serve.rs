@@ -115,6 +115,19 @@ impl Server {
         body
     }
 
+    /// Submit fleet `ask` (as `token`): one sim session, `s0`, following `script`,
+    /// its agents marked with `marker`; the run's id.
+    pub(crate) fn submit_script(
+        &self,
+        token: Option<&str>,
+        marker: (&str, &str),
+        script: &str,
+    ) -> String {
+        let fleet = sim_fleet("ask", 1, marker);
+        let created = self.submit(token, &submission(&fleet, &[("script.toml", script)]));
+        created["id"].as_str().expect("the run's id").to_owned()
+    }
+
     /// Poll run `id` until it has ended; its last view.
     pub(crate) fn wait_run(&self, id: &str, token: Option<&str>, timeout: Duration) -> Value {
         let until = Instant::now() + timeout;
@@ -174,23 +187,20 @@ impl Drop for Server {
 
 /// A token named `name` with `role` added to `dir/tokens.txt`; its secret.
 pub(crate) fn add_token(dir: &std::path::Path, name: &str, role: &str) -> String {
-    let out = capfleet(dir)
-        .args([
-            "serve",
-            "token",
-            "add",
-            name,
-            "--role",
-            role,
-            "--token-file",
-            "tokens.txt",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = super::succeeded(
+        capfleet(dir)
+            .args([
+                "serve",
+                "token",
+                "add",
+                name,
+                "--role",
+                role,
+                "--token-file",
+                "tokens.txt",
+            ])
+            .output()
+            .unwrap(),
     );
     let secret = String::from_utf8(out.stdout).unwrap().trim().to_owned();
     assert!(secret.starts_with("cft_") && secret.len() > 40, "{secret}");

@@ -131,13 +131,8 @@ impl Wire for PtyWire {
             urn: launch.urn.clone(),
             cancel,
         };
-        Ok(Started {
-            wire,
-            peer: Peer::Process(group),
-            // The agent's stderr is its terminal: the screen has it.
-            stderr: StderrRing::default(),
-            output,
-        })
+        // The agent's stderr is its terminal: the screen has it.
+        Ok(Started::process(wire, group, StderrRing::default(), output))
     }
 
     async fn prompt(&mut self, text: String) {

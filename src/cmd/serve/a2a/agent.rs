@@ -28,7 +28,8 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 use super::feed::Feed;
-use super::input::{self, Gate};
+use super::gate::Gate;
+use super::input;
 use super::rpc::RpcError;
 use super::task::{Subscription, Task, Update};
 use super::{Tasks, prompt_of, unique_id};

@@ -19,7 +19,7 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 use super::feed::Feed;
-use super::input::Gate;
+use super::gate::Gate;
 use super::rpc::RpcError;
 use super::task::{Msg, Part, Subscription, Task, Update};
 use super::{ExposeError, Tasks, input, prompt_of, unique_id};

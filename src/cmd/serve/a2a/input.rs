@@ -3,17 +3,18 @@
 //! question as text and as a data part marked `_meta."cap.kind"`; the client's next
 //! message to the task answers it — a marked `cap.permission.response` /
 //! `cap.ask_user.answer` data part, or, from a client without the CAP extension, its
-//! text (`allow`, `allow_once`, `allow_always`, `yes` grant a permission, anything
-//! else denies; an ask's answer is the text itself).
+//! text (read as at the terminal, [`crate::human::reply::decision`]: only a clear yes
+//! grants a permission; an ask's answer is the text itself).
 
 use capfleet_actors::answerer::HumanQuestion;
 use capfleet_actors::bindings::a2a::datapart;
 use capfleet_actors::bindings::a2a::spelling::Part as WirePart;
 use capfleet_actors::events::requests::{Answer, OpenRequest};
-use capfleet_actors::protocol::{CapEvent, Decision};
+use capfleet_actors::protocol::CapEvent;
 use serde_json::Value;
 
 use super::task::{Msg, Part};
+use crate::human::reply::{self, Reply};
 
 /// Who decided an answer the A2A client gave (journaled as the answer's rule).
 pub(super) fn rule_of(caller: &str) -> String {
@@ -53,7 +54,6 @@ pub(super) fn question(q: &HumanQuestion, message_id: String) -> Msg {
 
 /// The answer to `request` that the client's `message` gives, by `caller`.
 pub(super) fn answer(request: &OpenRequest, message: &Value, caller: &str) -> Answer {
-    let rule = rule_of(caller);
     let parts: Vec<&Value> = message
         .get("parts")
         .and_then(Value::as_array)
@@ -72,30 +72,17 @@ pub(super) fn answer(request: &OpenRequest, message: &Value, caller: &str) -> An
         })
         .collect::<Vec<_>>()
         .join("\n");
-    match request {
-        OpenRequest::Permission { req_id, .. } => {
-            let decision = match marked {
-                Some(CapEvent::PermissionResponse(r)) if r.req_id == *req_id => r.decision,
-                _ => decision_of(&text),
-            };
-            Answer::Permission {
-                req_id: req_id.clone(),
-                decision,
-                rule,
-            }
-        }
-        OpenRequest::Ask { ask_id, form, .. } => {
-            let value = match marked {
-                Some(CapEvent::AskUserAnswer(a)) if a.ask_id == *ask_id => Some(a.value),
-                _ => (!text.trim().is_empty()).then(|| shaped(form.as_ref(), text.trim())),
-            };
-            Answer::Ask {
-                ask_id: ask_id.clone(),
-                value,
-                rule,
-            }
-        }
-    }
+    let reply = match request {
+        OpenRequest::Permission { req_id, .. } => Reply::Decision(match marked {
+            Some(CapEvent::PermissionResponse(r)) if r.req_id == *req_id => r.decision,
+            _ => reply::decision(&text),
+        }),
+        OpenRequest::Ask { ask_id, form, .. } => Reply::Value(match marked {
+            Some(CapEvent::AskUserAnswer(a)) if a.ask_id == *ask_id => Some(a.value),
+            _ => (!text.trim().is_empty()).then(|| shaped(form.as_ref(), text.trim())),
+        }),
+    };
+    reply::answer(request, reply, rule_of(caller))
 }
 
 /// A plain client's text as the value a form asks for: an object form (one property
@@ -118,19 +105,10 @@ fn shaped(form: Option<&Value>, text: &str) -> Value {
     Value::String(text.to_owned())
 }
 
-/// A plain client's text as a decision: only a clear yes allows.
-fn decision_of(text: &str) -> Decision {
-    match text.trim().to_ascii_lowercase().as_str() {
-        "allow" | "allow_once" | "yes" | "y" => Decision::AllowOnce,
-        "allow_always" | "always" => Decision::AllowAlways,
-        _ => Decision::Deny,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use capfleet_actors::protocol::RiskLevel;
+    use capfleet_actors::protocol::{Decision, RiskLevel};
     use serde_json::json;
 
     fn permission() -> OpenRequest {
@@ -208,72 +186,5 @@ mod tests {
         };
         assert!(matches!(answer(&one, &text, "x"),
             Answer::Ask { value: Some(v), .. } if v == json!({"Which colour?": "red"})));
-    }
-}
-
-/// How long a question waits for its request's event before it is asked anyway.
-const GATE_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
-/// Request ids remembered, at most.
-const GATE_SEEN: usize = 256;
-
-/// Keeps a question until the events published before it have reached the task: a
-/// session publishes its request's event, then asks; the question travels another
-/// road (the answerer's human channel) and may overtake the events before it, and
-/// a stream ends at `input-required`. So a question is asked once its request's
-/// event has been forwarded (or after [`GATE_WAIT`]).
-#[derive(Default)]
-pub(super) struct Gate {
-    seen: std::collections::VecDeque<String>,
-    held: Vec<(HumanQuestion, std::time::Instant)>,
-}
-
-impl Gate {
-    /// An event forwarded: the questions it lets through.
-    pub(super) fn on_event(&mut self, event: &CapEvent) -> Vec<HumanQuestion> {
-        let id = match event {
-            CapEvent::PermissionRequest(p) => &p.req_id,
-            CapEvent::AskUser(a) => &a.ask_id,
-            _ => return Vec::new(),
-        };
-        if let Some(i) = self.held.iter().position(|(q, _)| q.request.id() == id) {
-            return vec![self.held.remove(i).0];
-        }
-        if self.seen.len() >= GATE_SEEN {
-            self.seen.pop_front();
-        }
-        self.seen.push_back(id.clone());
-        Vec::new()
-    }
-
-    /// A question: asked now if its event was forwarded, else held.
-    pub(super) fn on_question(&mut self, q: HumanQuestion) -> Option<HumanQuestion> {
-        if let Some(i) = self.seen.iter().position(|id| id == q.request.id()) {
-            self.seen.remove(i);
-            return Some(q);
-        }
-        self.held.push((q, std::time::Instant::now()));
-        None
-    }
-
-    /// When the oldest held question is due, if any.
-    pub(super) fn due(&self) -> Option<tokio::time::Instant> {
-        self.held
-            .iter()
-            .map(|(_, at)| tokio::time::Instant::from_std(*at + GATE_WAIT))
-            .min()
-    }
-
-    /// The held questions that waited long enough.
-    pub(super) fn overdue(&mut self) -> Vec<HumanQuestion> {
-        let (due, held): (Vec<_>, Vec<_>) = std::mem::take(&mut self.held)
-            .into_iter()
-            .partition(|(_, at)| at.elapsed() >= GATE_WAIT);
-        self.held = held;
-        due.into_iter().map(|(q, _)| q).collect()
-    }
-
-    /// Every held question (the task ends).
-    pub(super) fn drain(&mut self) -> Vec<HumanQuestion> {
-        self.held.drain(..).map(|(q, _)| q).collect()
     }
 }

@@ -9,7 +9,8 @@
 //! - [`fleet`]: an exposed fleet — one run per task, on the server's admission;
 //! - [`task`]: a task's state, bounded history and live updates;
 //! - [`feed`]: session events as A2A updates (§11.3); [`input`]: questions as
-//!   `input-required` and the client's answers.
+//!   `input-required` and the client's answers; [`gate`]: a question held until the
+//!   events before it have reached the task.
 //!
 //! The wire types are the engine's (`capfleet_actors::bindings::a2a`), shared with
 //! the A2A driver and the simulator.
@@ -18,6 +19,7 @@ mod agent;
 mod card;
 mod feed;
 mod fleet;
+mod gate;
 mod input;
 mod rpc;
 mod task;

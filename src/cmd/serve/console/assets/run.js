@@ -78,27 +78,33 @@ function costBar(budget) {
   );
 }
 
+/** The sessions table's columns. At a phone's width each row is a card whose cells
+ * name their column (`data-label`, shown by the CSS); the ARIA roles keep it a table
+ * for a screen reader whatever its CSS display. */
+const COLUMNS = ["Session", "State", "Turn", "Tokens in / out", "Cost", "Restarts", "Pauses", "Trace"];
+
+function cell(label, props, ...content) {
+  return h("td", { ...props, attrs: { role: "cell" }, data: { label } }, ...content);
+}
+
 function sessionRow(run, v, live, traceUrl) {
   const state = (live && live.state) || v.state;
   const turn = Math.max(v.turns, (live && live.turn) || 0);
   const restarts = Math.max(v.restarts, (live && live.restarts) || 0);
   const pauses = Math.max(v.pauses || 0, (live && live.pauses) || 0);
+  const until = v.paused_until_ms ? " (until " + new Date(v.paused_until_ms).toLocaleTimeString() + ")" : "";
+  const [, STATE, TURN, TOKENS, COST, RESTARTS, PAUSES, TRACE] = COLUMNS;
   return h(
     "tr",
-    { testid: "session-row", data: { session: v.name } },
-    h("th", { scope: "row" }, h("a", { href: runHref(run, v.name) }, v.name)),
-    h("td", {}, h("span", { class: "state " + state, testid: "session-state" }, state)),
-    h("td", { class: "num", testid: "session-turn" }, String(turn)),
-    h("td", { class: "num", testid: "session-tokens" }, count(v.input_tokens) + " / " + count(v.output_tokens)),
-    h("td", { class: "num", testid: "session-cost" }, usd(v.cost_usd)),
-    h("td", { class: "num", testid: "session-restarts" }, String(restarts)),
-    h(
-      "td",
-      { class: "num", testid: "session-pauses" },
-      String(pauses),
-      v.paused_until_ms ? " (until " + new Date(v.paused_until_ms).toLocaleTimeString() + ")" : "",
-    ),
-    h("td", {}, traceUrl ? h("a", { href: traceUrl, target: "_blank", rel: "noopener noreferrer", testid: "trace-link" }, "trace") : "–"),
+    { testid: "session-row", data: { session: v.name }, attrs: { role: "row" } },
+    h("th", { scope: "row", attrs: { role: "rowheader" } }, h("a", { href: runHref(run, v.name) }, v.name)),
+    cell(STATE, {}, h("span", { class: "state " + state, testid: "session-state" }, state)),
+    cell(TURN, { class: "num", testid: "session-turn" }, String(turn)),
+    cell(TOKENS, { class: "num", testid: "session-tokens" }, count(v.input_tokens) + " / " + count(v.output_tokens)),
+    cell(COST, { class: "num", testid: "session-cost" }, usd(v.cost_usd)),
+    cell(RESTARTS, { class: "num", testid: "session-restarts" }, String(restarts)),
+    cell(PAUSES, { class: "num", testid: "session-pauses", title: String(pauses) + until }, String(pauses), until),
+    cell(TRACE, {}, traceUrl ? h("a", { href: traceUrl, target: "_blank", rel: "noopener noreferrer", testid: "trace-link" }, "trace") : "–"),
   );
 }
 
@@ -128,20 +134,18 @@ export function runPage(main, run, ctx) {
   const conn = h("span", { class: "conn muted", role: "status", testid: "stream-status" }, "connecting…");
   const cancel = h("button", { type: "button", class: "danger", testid: "cancel-run", hidden: true }, "Cancel run");
   const cost = h("div", {});
-  const rows = h("tbody", {});
+  const rows = h("tbody", { attrs: { role: "rowgroup" } });
   const sessions = h(
     "table",
-    { class: "sessions", testid: "sessions-table" },
+    { class: "sessions", testid: "sessions-table", attrs: { role: "table" } },
     h("caption", { class: "sr-only" }, "Sessions"),
     h(
       "thead",
-      {},
+      { attrs: { role: "rowgroup" } },
       h(
         "tr",
-        {},
-        ["Session", "State", "Turn", "Tokens in / out", "Cost", "Restarts", "Pauses", "Trace"].map((t) =>
-          h("th", { scope: "col" }, t),
-        ),
+        { attrs: { role: "row" } },
+        COLUMNS.map((t) => h("th", { scope: "col", attrs: { role: "columnheader" } }, t)),
       ),
     ),
     rows,
@@ -157,7 +161,7 @@ export function runPage(main, run, ctx) {
     summary,
     cost,
     h("h2", {}, "Sessions"),
-    h("div", { class: "scroll-x" }, sessions),
+    h("div", { class: "scroll-x", testid: "sessions-box" }, sessions),
     h("div", { class: "cols" }, h("section", {}, h("h2", {}, "Master plan"), plan), h("section", {}, h("h2", {}, "Routes"), graphBox)),
     h("h2", {}, "Changes"),
     changes,
