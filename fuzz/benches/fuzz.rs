@@ -7,11 +7,12 @@
 //! promises ([`run`]: no panic, the heap bound, the time limit, and the target's own
 //! properties, its round trips; a breach stops the bench).
 //!
-//! Two baselines, measured in the same run over the same pool on a tenth of the count:
-//! the decoder alone (no panic catch, heap peak or clock), whose ratio (`checks`) is what
-//! holding an input to the promises costs; and the floor every JSON decoder pays
-//! ([`json_floor`]: `serde_json` reading each line into nothing), whose ratio (`/ JSON`)
-//! says what a decoder costs on top of reading JSON.
+//! Two baselines, measured in the same run over the same pool on about a tenth of the
+//! count (whole rounds of the pool): the decoder alone (no panic catch, heap peak or
+//! clock), whose ratio (`checks`) is what holding an input to the promises costs; and
+//! the floor every JSON decoder pays ([`json_floor`]: `serde_json` reading each line
+//! into nothing), whose ratio (`/ JSON`) says what a decoder costs on top of reading
+//! JSON.
 //!
 //! Run: `cargo bench -p capfleet-fuzz`; `CAPFLEET_FUZZ_BENCH_TARGETS=stream_json,pty`
 //! for some targets only. Prints figures and the machine's load; asserts nothing about
@@ -34,7 +35,7 @@ static ALLOC: Counting = Counting;
 /// Distinct inputs per target, cycled through.
 const POOL: usize = 1 << 14;
 
-/// The baselines run on this fraction of the count.
+/// The baselines run on about this fraction of the count.
 const BASELINE_SHARE: u64 = 10;
 
 fn main() {
@@ -55,7 +56,14 @@ fn main() {
         );
         std::process::exit(2);
     }
-    let baseline = (total / BASELINE_SHARE).max(1);
+    // Whole rounds of the pool (the same inputs as the count's, each as often), or the
+    // count's own inputs when it is less than one round.
+    let rounds = (total / BASELINE_SHARE).div_ceil(POOL as u64);
+    let baseline = if total <= POOL as u64 {
+        total
+    } else {
+        rounds * POOL as u64
+    };
     println!(
         "fuzz bench: {total} inputs per decoder (baselines: {baseline}), round a pool of \
          {POOL} distinct ones of at most {} bytes; load average {}",
