@@ -7,14 +7,39 @@ use std::sync::Arc;
 
 use proptest::prelude::*;
 use proptest::sample::{Index, select};
+use proptest::string::{RegexGeneratorStrategy, string_regex};
 use serde_json::{Map, Number, Value};
 
-use crate::targets::{Framing, Target};
+use crate::targets::{Framing, SEED_CHUNK, Target};
 
-/// The largest input a strategy makes: decoders see lines up to their cap (1 MiB by
-/// default) in production, but the bounds checked here scale with the input, and
-/// larger inputs only slow the search.
+/// The largest input a strategy makes in the suite: decoders see lines up to their cap
+/// (1 MiB by default) in production, but the bounds checked here scale with the input,
+/// and larger inputs only slow the search.
 pub const MAX_INPUT: usize = 256 << 10;
+
+/// How large a strategy's inputs grow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sizes {
+    /// Seed files are taken in pieces of about this many bytes.
+    pub seed_piece: usize,
+    /// No input is longer.
+    pub max_input: usize,
+}
+
+/// The suite's: pieces of [`SEED_CHUNK`], inputs up to [`MAX_INPUT`] (a mutation may
+/// repeat a stretch into a long line or a deep nesting).
+pub const SUITE: Sizes = Sizes {
+    seed_piece: SEED_CHUNK,
+    max_input: MAX_INPUT,
+};
+
+/// The bench's: inputs of at most 4 KiB (libFuzzer's default `-max_len`), from seed
+/// pieces of about 2 KiB, so that ten million inputs per decoder take minutes, not
+/// hours; the promises checked are the same.
+pub const BENCH: Sizes = Sizes {
+    seed_piece: 2 << 10,
+    max_input: 4 << 10,
+};
 
 /// Bytes that change a parser's state: JSON and TOML punctuation, line and SSE
 /// framing, escapes, the edges of UTF-8 and of the control range.
@@ -68,9 +93,9 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-/// `seed` with `ops` applied in order, never past [`MAX_INPUT`].
-pub fn apply(seed: &[u8], ops: &[Op], seeds: &[Vec<u8>], dict: &[&str]) -> Vec<u8> {
-    let mut b = seed.to_vec();
+/// `seed` with `ops` applied in order, never past `max` bytes.
+pub fn apply(seed: &[u8], ops: &[Op], seeds: &[Vec<u8>], dict: &[&str], max: usize) -> Vec<u8> {
+    let mut b = seed[..seed.len().min(max)].to_vec();
     for op in ops {
         let at = |i: &Index, len: usize| i.index(len + 1);
         match op {
@@ -105,7 +130,7 @@ pub fn apply(seed: &[u8], ops: &[Op], seeds: &[Vec<u8>], dict: &[&str]) -> Vec<u
                 let p = i.index(b.len());
                 let end = (p + *n as usize).min(b.len());
                 let stretch = b[p..end].to_vec();
-                let room = MAX_INPUT.saturating_sub(b.len()) / stretch.len().max(1);
+                let room = max.saturating_sub(b.len()) / stretch.len().max(1);
                 let copies = (*times as usize).min(room);
                 let tail = b.split_off(end);
                 for _ in 0..copies {
@@ -125,9 +150,15 @@ pub fn apply(seed: &[u8], ops: &[Op], seeds: &[Vec<u8>], dict: &[&str]) -> Vec<u
             }
             _ => {}
         }
-        b.truncate(MAX_INPUT);
+        b.truncate(max);
     }
     b
+}
+
+/// Text of up to `n` characters of any kind but control and unassigned ones. Made once
+/// per strategy: a `&str` strategy compiles its regex again for every value.
+fn printable(n: usize) -> RegexGeneratorStrategy<String> {
+    string_regex(&format!("\\PC{{0,{n}}}")).expect("a valid regex")
 }
 
 /// A JSON value whose keys and strings come mostly from `dict`, nested up to 4 deep.
@@ -141,7 +172,7 @@ fn json(dict: Arc<Vec<&'static str>>) -> impl Strategy<Value = Value> {
         1 => any::<u64>().prop_map(Value::from),
         1 => any::<f64>().prop_map(|f| Number::from_f64(f).map_or(Value::Null, Value::Number)),
         3 => word().prop_map(Value::from),
-        1 => "\\PC{0,24}".prop_map(Value::String),
+        1 => printable(24).prop_map(Value::String),
     ];
     leaf.prop_recursive(4, 64, 8, move |inner| {
         let key = select(dict.to_vec());
@@ -171,7 +202,7 @@ fn framed(t: &Target) -> BoxedStrategy<Vec<u8>> {
                 select(words.clone()),
                 select(words),
                 any::<bool>(),
-                "\\PC{0,12}",
+                printable(12),
             )
                 .prop_map(|(k, v, section, s)| {
                     if section {
@@ -187,7 +218,7 @@ fn framed(t: &Target) -> BoxedStrategy<Vec<u8>> {
         Framing::Terminal => prop::collection::vec(
             prop_oneof![
                 select(t.dict.to_vec()).prop_map(|w| w.to_owned()),
-                "\\PC{0,40}",
+                printable(40),
                 (0u16..200, 0u16..200).prop_map(|(r, c)| format!("\x1b[{r};{c}H")),
                 Just("\r\n".to_owned()),
             ],
@@ -208,23 +239,28 @@ fn lines(items: impl Iterator<Item = String>, prefix: &str, end: &str) -> Vec<u8
     out.into_bytes()
 }
 
-/// Every input of `t`: mutated seeds most often, then text built in its format, then
-/// raw bytes.
-pub fn inputs(t: &Target) -> BoxedStrategy<Vec<u8>> {
-    let seeds = Arc::new(t.seeds());
+/// Every input of `t` up to `sizes`: mutated seeds most often, then text built in its
+/// format, then raw bytes.
+pub fn inputs(t: &Target, sizes: Sizes) -> BoxedStrategy<Vec<u8>> {
+    let seeds = Arc::new(t.seeds_in(sizes.seed_piece));
     let dict = t.dict;
+    let max = sizes.max_input;
     let mutated = (any::<Index>(), prop::collection::vec(op(), 0..12)).prop_map(move |(s, ops)| {
         let seed = if seeds.is_empty() {
             &[][..]
         } else {
             &s.get(&seeds)[..]
         };
-        apply(seed, &ops, &seeds, dict)
+        apply(seed, &ops, &seeds, dict, max)
+    });
+    let framed = framed(t).prop_map(move |mut b| {
+        b.truncate(max);
+        b
     });
     prop_oneof![
         6 => mutated,
-        3 => framed(t),
-        1 => prop::collection::vec(any::<u8>(), 0..2048),
+        3 => framed,
+        1 => prop::collection::vec(any::<u8>(), 0..2048.min(max + 1)),
     ]
     .boxed()
 }

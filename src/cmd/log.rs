@@ -59,13 +59,9 @@ pub(crate) fn run(args: LogArgs, color: ColorChoice) -> ExitCode {
     if let Some(urls) = args.nats.urls.clone() {
         return from_nats(&args, &urls, color);
     }
-    let base = args.dir.clone().unwrap_or_else(|| PathBuf::from("."));
-    let run = match RunDir::find(&base, &args.run) {
+    let run = match super::find_run(args.dir.as_deref(), &args.run, color) {
         Ok(run) => run,
-        Err(e) => {
-            eprintln!("{} {e}", err.err("error:"));
-            return ExitCode::from(2);
-        }
+        Err(code) => return code,
     };
     match print_journal(&run, &args, Style::for_stdout(color)) {
         Ok(end) => {

@@ -17,3 +17,23 @@ pub(crate) mod unattended;
 pub(crate) mod worker;
 pub(crate) mod workers;
 pub(crate) mod worktree;
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use crate::fleet::run_dir::RunDir;
+use crate::style::{ColorChoice, Style};
+
+/// The run `id` (a directory of `.capfleet/runs`, or `latest`) under `dir` (default:
+/// the current directory) for the verbs that read a run (`log`, `chaos report`); when
+/// there is none, the error said on stderr and their exit code for it, 2.
+pub(crate) fn find_run(
+    dir: Option<&Path>,
+    id: &str,
+    color: ColorChoice,
+) -> Result<RunDir, ExitCode> {
+    RunDir::find(dir.unwrap_or(Path::new(".")), id).map_err(|e| {
+        eprintln!("{} {e}", Style::for_stderr(color).err("error:"));
+        ExitCode::from(2)
+    })
+}

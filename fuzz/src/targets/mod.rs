@@ -67,8 +67,13 @@ pub fn workspace() -> PathBuf {
 }
 
 impl Target {
-    /// The seeds' bytes, in a stable order.
+    /// The seeds' bytes, in a stable order, in pieces of about [`SEED_CHUNK`].
     pub fn seeds(&self) -> Vec<Vec<u8>> {
+        self.seeds_in(SEED_CHUNK)
+    }
+
+    /// The seeds' bytes, in a stable order, in pieces of about `piece` bytes.
+    pub fn seeds_in(&self, piece: usize) -> Vec<Vec<u8>> {
         let mut files = Vec::new();
         for rel in self.seeds {
             let path = workspace().join(rel);
@@ -89,20 +94,20 @@ impl Target {
             .flat_map(|f| {
                 let bytes =
                     std::fs::read(f).unwrap_or_else(|e| panic!("seed file {}: {e}", f.display()));
-                chunks(bytes)
+                chunks(bytes, piece)
             })
             .collect()
     }
 }
 
-/// `bytes` in pieces of about [`SEED_CHUNK`], cut after a line end where there is one.
-fn chunks(mut bytes: Vec<u8>) -> Vec<Vec<u8>> {
+/// `bytes` in pieces of about `piece` bytes, cut after a line end where there is one.
+fn chunks(mut bytes: Vec<u8>, piece: usize) -> Vec<Vec<u8>> {
     let mut out = Vec::new();
-    while bytes.len() > SEED_CHUNK {
-        let cut = bytes[SEED_CHUNK..]
+    while bytes.len() > piece {
+        let cut = bytes[piece..]
             .iter()
             .position(|&b| b == b'\n')
-            .map_or(SEED_CHUNK, |p| SEED_CHUNK + p + 1);
+            .map_or(piece, |p| piece + p + 1);
         let rest = bytes.split_off(cut);
         out.push(bytes);
         bytes = rest;

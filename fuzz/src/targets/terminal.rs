@@ -4,7 +4,7 @@
 use std::sync::OnceLock;
 
 use capfleet_actors::bindings::pty::{Fed, LineParser, RowScan, Screen};
-use capfleet_actors::manifest::{Manifest, Patterns};
+use capfleet_actors::manifest::Manifest;
 
 use super::{Framing, Memory, Target, workspace};
 
@@ -53,21 +53,24 @@ pub(super) const PTY: Target = Target {
     run: pty,
     memory: Memory {
         // The screen's grid (40 x 120 cells here, and its scrollback) and the
-        // compiled patterns' caches: a fixed cost, whatever the input.
+        // patterns' match caches: a fixed cost, whatever the input.
         fixed: 8 << 20,
         per_byte: 16,
     },
 };
 
-/// The patterns of the shipped terminal simulator's manifest.
-fn patterns() -> Patterns {
-    static P: OnceLock<Patterns> = OnceLock::new();
+/// A line parser of the shipped terminal simulator's manifest, before its first turn.
+/// Made once and cloned per input: building one compiles its patterns, which the engine
+/// does once per session, not per turn.
+fn parser() -> LineParser {
+    static P: OnceLock<LineParser> = OnceLock::new();
     P.get_or_init(|| {
         let path = workspace().join("config/agents/sim-tui.toml");
-        Manifest::load(&path)
+        let patterns = Manifest::load(&path)
             .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
             .manifest
-            .patterns
+            .patterns;
+        LineParser::new(patterns)
     })
     .clone()
 }
@@ -77,7 +80,7 @@ fn patterns() -> Patterns {
 /// agent goes quiet.
 fn pty(input: &[u8]) {
     let mut screen = Screen::new(40, 120, MAX_LINE);
-    let mut parser = LineParser::new(patterns());
+    let mut parser = parser();
     let mut rows = RowScan::default();
     parser.begin_turn("fix the bug");
     let chunk = 1 + input.first().map_or(0, |b| usize::from(*b));

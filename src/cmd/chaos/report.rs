@@ -39,21 +39,18 @@ pub(crate) struct ReportArgs {
 }
 
 pub(crate) fn run(args: &ReportArgs, color: ColorChoice) -> ExitCode {
-    let err = Style::for_stderr(color);
-    let base = args.dir.clone().unwrap_or_else(|| PathBuf::from("."));
-    let run = match RunDir::find(&base, &args.run) {
+    let run = match crate::cmd::find_run(args.dir.as_deref(), &args.run, color) {
         Ok(run) => run,
-        Err(e) => {
-            eprintln!("{} {e}", err.err("error:"));
-            return ExitCode::from(2);
-        }
+        Err(code) => return code,
+    };
+    // The journal unreadable, or the report unprintable: exit 2, as for no such run.
+    let fail = |e: &dyn std::fmt::Display| {
+        eprintln!("{} {e}", Style::for_stderr(color).err("error:"));
+        ExitCode::from(2)
     };
     let mut report = match Report::from_journal(&run.journal()) {
         Ok(r) => r,
-        Err(e) => {
-            eprintln!("{} {e}", err.err("error:"));
-            return ExitCode::from(2);
-        }
+        Err(e) => return fail(&e),
     };
     // Orphans are looked for once the run's orchestrator is gone: the processes its
     // pid (or any dead capfleet) marked for the run's sessions.
@@ -71,10 +68,7 @@ pub(crate) fn run(args: &ReportArgs, color: ColorChoice) -> ExitCode {
     };
     match printed {
         Ok(text) => println!("{}", text.trim_end()),
-        Err(e) => {
-            eprintln!("{} {e}", err.err("error:"));
-            return ExitCode::from(2);
-        }
+        Err(e) => return fail(&e),
     }
     if report.holds {
         ExitCode::SUCCESS

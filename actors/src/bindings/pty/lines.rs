@@ -25,7 +25,7 @@ const MAX_SEEN: usize = 4096;
 /// Tool output kept for `cap.tool_call.end`, per call.
 const MAX_TOOL_OUTPUT: usize = 64 * 1024;
 
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 enum Section {
     #[default]
     None,
@@ -33,15 +33,16 @@ enum Section {
     Thought,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct OpenTool {
     call_id: String,
     name: String,
     output: String,
 }
 
-/// Per-turn line classification.
-#[derive(Debug)]
+/// Per-turn line classification. A clone shares the compiled patterns (building one
+/// compiles them all at once).
+#[derive(Debug, Clone)]
 pub struct LineParser {
     patterns: Patterns,
     /// Every pattern at once: a line none matches (most text) skips them all.

@@ -38,9 +38,7 @@ use tokio::time::Instant;
 
 pub use route::{Route, RouteError};
 
-use super::FaultKind;
 use super::interpose::metrics::IoMetrics;
-use super::spec::Params;
 use crate::sync::lock;
 
 /// A fault on an A2A peer's connection.
@@ -57,34 +55,6 @@ pub enum ConnFault {
 }
 
 impl ConnFault {
-    /// Fault `kind` of a chaos run, with the run's parameters; `None` for a kind that
-    /// is not a connection fault.
-    pub fn of(kind: FaultKind, p: &Params) -> Option<ConnFault> {
-        let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
-        match kind {
-            FaultKind::Latency => Some(ConnFault::Latency {
-                ms: ms(p.latency),
-                for_ms: ms(p.latency_for),
-            }),
-            FaultKind::Drop => Some(ConnFault::Drop),
-            FaultKind::Http5xx => Some(ConnFault::Http5xx {
-                status: p.http_status,
-            }),
-            FaultKind::Refuse => Some(ConnFault::Refuse {
-                for_ms: ms(p.refuse_for),
-            }),
-            FaultKind::Kill
-            | FaultKind::Term
-            | FaultKind::Hang
-            | FaultKind::Exit
-            | FaultKind::Slow
-            | FaultKind::Garble
-            | FaultKind::Truncate
-            | FaultKind::StallStdin
-            | FaultKind::SelfKill => None,
-        }
-    }
-
     /// As a span and the metrics name it (the chaos spec's words).
     pub fn kind(&self) -> &'static str {
         match self {

@@ -40,114 +40,115 @@ async fn peer() -> String {
     format!("http://{addr}")
 }
 
-async fn client(faults: &ConnFaults, base: &str) -> (reqwest::Client, Route) {
-    crate::driver::a2a::crypto_provider();
-    let route = faults.route(base).await.unwrap();
-    let client = route.configure(reqwest::Client::builder()).build().unwrap();
-    (client, route)
+/// A peer, a session's faults on it, and a reqwest client routed to the peer through
+/// the session's proxy, the way the A2A driver routes.
+struct Setup {
+    faults: ConnFaults,
+    client: reqwest::Client,
+    route: Route,
+    base: String,
 }
 
-async fn get(
-    client: &reqwest::Client,
-    route: &Route,
-    url: &str,
-) -> reqwest::Result<reqwest::Response> {
-    let mut req = client.get(url).build().unwrap();
-    route.redirect(&mut req);
-    client.execute(req).await
+impl Setup {
+    async fn new() -> Setup {
+        crate::driver::a2a::crypto_provider();
+        let base = peer().await;
+        let faults = ConnFaults::new("cap://t/a");
+        let route = faults.route(&base).await.unwrap();
+        let client = route.configure(reqwest::Client::builder()).build().unwrap();
+        Setup {
+            faults,
+            client,
+            route,
+            base,
+        }
+    }
+
+    /// `GET path` of the peer.
+    async fn get(&self, path: &str) -> reqwest::Result<reqwest::Response> {
+        let mut req = self
+            .client
+            .get(format!("{}{path}", self.base))
+            .build()
+            .unwrap();
+        self.route.redirect(&mut req);
+        self.client.execute(req).await
+    }
+
+    /// The status of `GET path`, which gets an answer.
+    async fn status(&self, path: &str) -> u16 {
+        self.get(path).await.unwrap().status().as_u16()
+    }
 }
 
 #[tokio::test]
 async fn requests_to_the_peer_go_through_the_proxy() {
-    let base = peer().await;
-    let faults = ConnFaults::new("cap://t/a");
-    let (client, route) = client(&faults, &base).await;
-    let res = get(&client, &route, &format!("{base}/x")).await.unwrap();
+    let s = Setup::new().await;
+    let res = s.get("/x").await.unwrap();
     assert_eq!(res.status(), 200);
     assert_eq!(res.text().await.unwrap(), "ok");
-    assert_eq!(faults.stats().connections, 1);
+    assert_eq!(s.faults.stats().connections, 1);
     // Another host is left alone.
-    let mut other = client.get("http://localhost:9/").build().unwrap();
-    route.redirect(&mut other);
+    let mut other = s.client.get("http://localhost:9/").build().unwrap();
+    s.route.redirect(&mut other);
     assert_eq!(other.url().port(), Some(9));
 }
 
 #[tokio::test]
 async fn http_5xx_answers_the_next_request_only() {
-    let base = peer().await;
-    let faults = ConnFaults::new("cap://t/a");
-    let (client, route) = client(&faults, &base).await;
-    let url = format!("{base}/x");
-    assert_eq!(get(&client, &route, &url).await.unwrap().status(), 200);
-    faults.inject(ConnFault::Http5xx { status: 503 });
-    assert_eq!(get(&client, &route, &url).await.unwrap().status(), 503);
-    assert_eq!(get(&client, &route, &url).await.unwrap().status(), 200);
-    assert_eq!(faults.stats().answered_5xx, 1);
+    let s = Setup::new().await;
+    assert_eq!(s.status("/x").await, 200);
+    s.faults.inject(ConnFault::Http5xx { status: 503 });
+    assert_eq!(s.status("/x").await, 503);
+    assert_eq!(s.status("/x").await, 200);
+    assert_eq!(s.faults.stats().answered_5xx, 1);
 }
 
 #[tokio::test]
 async fn drop_cuts_a_stream_mid_response() {
-    let base = peer().await;
-    let faults = ConnFaults::new("cap://t/a");
-    let (client, route) = client(&faults, &base).await;
-    let mut res = get(&client, &route, &format!("{base}/stream"))
-        .await
-        .unwrap();
+    let s = Setup::new().await;
+    let mut res = s.get("/stream").await.unwrap();
     assert_eq!(res.chunk().await.unwrap().as_deref(), Some(&b"first\n"[..]));
-    faults.inject(ConnFault::Drop);
+    s.faults.inject(ConnFault::Drop);
     let end = tokio::time::timeout(Duration::from_secs(5), res.chunk()).await;
     assert!(
         matches!(end, Ok(Err(_))),
         "the stream ends in an error: {end:?}"
     );
-    assert_eq!(faults.stats().dropped, 1);
+    assert_eq!(s.faults.stats().dropped, 1);
 }
 
 #[tokio::test]
 async fn refuse_closes_the_port_for_a_while() {
-    let base = peer().await;
-    let faults = ConnFaults::new("cap://t/a");
-    let route = faults.route(&base).await.unwrap();
-    faults.inject(ConnFault::Refuse { for_ms: 300 });
+    let s = Setup::new().await;
+    s.faults.inject(ConnFault::Refuse { for_ms: 300 });
     tokio::time::sleep(Duration::from_millis(50)).await;
-    let refused = tokio::net::TcpStream::connect(route.proxy).await;
+    let refused = tokio::net::TcpStream::connect(s.route.proxy).await;
     assert_eq!(
         refused.map(|_| ()).unwrap_err().kind(),
         std::io::ErrorKind::ConnectionRefused
     );
     tokio::time::sleep(Duration::from_millis(400)).await;
-    let (client, route) = client(&faults, &base).await;
-    assert_eq!(
-        get(&client, &route, &format!("{base}/x"))
-            .await
-            .unwrap()
-            .status(),
-        200
-    );
+    // The same session routes to the peer again, through the same proxy.
+    let again = s.faults.route(&s.base).await.unwrap();
+    assert_eq!(again.proxy, s.route.proxy);
+    assert_eq!(s.status("/x").await, 200);
 }
 
 #[tokio::test]
 async fn latency_delays_each_chunk() {
-    let base = peer().await;
-    let faults = ConnFaults::new("cap://t/a");
-    let (client, route) = client(&faults, &base).await;
-    faults.inject(ConnFault::Latency {
+    let s = Setup::new().await;
+    s.faults.inject(ConnFault::Latency {
         ms: 100,
         for_ms: 10_000,
     });
     let t0 = Instant::now();
-    assert_eq!(
-        get(&client, &route, &format!("{base}/x"))
-            .await
-            .unwrap()
-            .status(),
-        200
-    );
+    assert_eq!(s.status("/x").await, 200);
     // A request and its answer: two chunks, each delayed.
     assert!(
         t0.elapsed() >= Duration::from_millis(200),
         "{:?}",
         t0.elapsed()
     );
-    assert!(faults.stats().delayed_chunks >= 2);
+    assert!(s.faults.stats().delayed_chunks >= 2);
 }

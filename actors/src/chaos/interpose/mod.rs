@@ -45,8 +45,6 @@ pub use write::Writer;
 
 use self::metrics::IoMetrics;
 use self::state::State;
-use super::FaultKind;
-use super::spec::Params;
 use crate::sync::lock;
 
 /// A fault on the bytes between an agent and its driver.
@@ -63,37 +61,6 @@ pub enum ByteFault {
 }
 
 impl ByteFault {
-    /// Fault `kind` of a chaos run, with the run's parameters; `None` for a kind that
-    /// is not a byte fault.
-    pub fn of(kind: FaultKind, p: &Params) -> Option<ByteFault> {
-        let ms = |d: std::time::Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
-        match kind {
-            FaultKind::Slow => Some(ByteFault::Slow {
-                bytes_per_sec: p.slow_bytes_per_sec,
-                for_ms: ms(p.slow_for),
-            }),
-            FaultKind::Garble => Some(ByteFault::Garble {
-                fraction: p.garble_fraction,
-                frames: p.garble_frames,
-            }),
-            FaultKind::Truncate => Some(ByteFault::Truncate {
-                frames: p.truncate_frames,
-            }),
-            FaultKind::StallStdin => Some(ByteFault::StallStdin {
-                for_ms: ms(p.stall_for),
-            }),
-            FaultKind::Kill
-            | FaultKind::Term
-            | FaultKind::Hang
-            | FaultKind::Exit
-            | FaultKind::Latency
-            | FaultKind::Drop
-            | FaultKind::Http5xx
-            | FaultKind::Refuse
-            | FaultKind::SelfKill => None,
-        }
-    }
-
     /// As a span and the metrics name it (the chaos spec's words).
     pub fn kind(&self) -> &'static str {
         match self {
