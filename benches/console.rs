@@ -67,16 +67,17 @@ fn line_number(text: &[u8]) -> Option<usize> {
 
 /// The sim's script: a lead, then `events` events at `rate` a second: tool calls
 /// `Read` of path `ev 0`, `ev 1`… (two records each, its call and its result; text
-/// would be batched into few records by the journal), a batch of them then a sleep of
-/// 1 ms or more; a pause after [`PAUSE_AT`] events.
+/// would be batched into few records by the journal), a batch of them then a
+/// `pace_ms` of 1 ms or more (paced from the last pace point, so the time the sim
+/// takes to write a batch does not lower the rate); a pause after [`PAUSE_AT`] events.
 fn script(events: usize, rate: usize) -> String {
     let (calls, per_s) = (events / 2, (rate / 2).max(1));
     let batch = (per_s / 500).max(1);
-    let sleep = (batch * 1000 / per_s).max(1);
+    let pace = (batch * 1000 / per_s).max(1);
     let mut s = format!("[[turn]]\nsteps = [\n{{ sleep_ms = {LEAD_MS} }},\n");
     for i in 0..calls {
         if i > 0 && i % batch == 0 {
-            s.push_str(&format!("{{ sleep_ms = {sleep} }},\n"));
+            s.push_str(&format!("{{ pace_ms = {pace} }},\n"));
         }
         s.push_str(&format!(
             "{{ tool = \"Read\", input = {{ path = \"ev {i}\" }} }},\n"

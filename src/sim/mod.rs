@@ -31,6 +31,7 @@
 //!   { usage = { input_tokens = 10, output_tokens = 5, cache_read_tokens = 1,
 //!               cache_creation_tokens = 2, cost_usd = 0.01 } },
 //!   { sleep_ms = 100 },
+//!   { pace_ms = 10 },             # sleep until 10 ms after the last pace point (a rate)
 //!   { crash = 3, once = true },   # or crash = "sigkill" | "abort"
 //!   { hang = true },
 //!   { flood = 209715200, chunk = 16384 },

@@ -83,6 +83,7 @@ const STEP_KINDS: &[&str] = &[
     "ask",
     "usage",
     "sleep_ms",
+    "pace_ms",
     "crash",
     "hang",
     "drop_stream",
@@ -248,6 +249,10 @@ fn parse_step(loc: &Loc<'_>, value: &toml::Value) -> Result<Step, ScriptError> {
         "sleep_ms" => {
             f.only(&["sleep_ms"])?;
             Step::Sleep(f.u64("sleep_ms")?.unwrap_or(0))
+        }
+        "pace_ms" => {
+            f.only(&["pace_ms"])?;
+            Step::Pace(f.u64("pace_ms")?.unwrap_or(0))
         }
         "crash" => {
             f.only(&["crash", "once"])?;

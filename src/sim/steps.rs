@@ -26,6 +26,10 @@ pub(super) enum Step {
     Ask(Ask),
     Usage(Usage),
     Sleep(u64),
+    /// Sleep until this many ms after the previous `pace_ms` point (the turn's start,
+    /// or the end of a `sleep_ms`, when none since): a steady rate however long the
+    /// steps between take.
+    Pace(u64),
     Crash(Crash),
     Hang,
     /// A2A mode: end the turn's SSE response mid-turn (the client resubscribes).
@@ -299,6 +303,7 @@ pub(super) fn run_turn<F: Frontend>(
         None => (usize::MAX, &echo[..]),
     };
     let default_delay = Duration::from_millis(header.chunk_delay_ms);
+    let mut paced = std::time::Instant::now();
     for (step_index, step) in steps.iter().enumerate() {
         let flow = match step {
             Step::Say {
@@ -315,7 +320,15 @@ pub(super) fn run_turn<F: Frontend>(
             Step::Plan(entries) => fe.plan(entries)?,
             Step::Ask(ask) => fe.ask(ask)?,
             Step::Usage(usage) => fe.usage(usage)?,
-            Step::Sleep(ms) => fe.pause(Duration::from_millis(*ms))?,
+            Step::Sleep(ms) => {
+                let flow = fe.pause(Duration::from_millis(*ms))?;
+                paced = std::time::Instant::now();
+                flow
+            }
+            Step::Pace(ms) => {
+                paced += Duration::from_millis(*ms);
+                fe.pause(paced.saturating_duration_since(std::time::Instant::now()))?
+            }
             Step::Flood { bytes, chunk } => fe.flood(*bytes, *chunk)?,
             Step::Raw(line) => fe.raw(line)?,
             Step::DropStream => fe.drop_stream()?,

@@ -41,7 +41,7 @@ impl Script {
             match step {
                 Step::Say { delay_ms, .. } => *delay_ms = delay_ms.map(|d| scale.ms(d)),
                 Step::Tool(tool) => tool.duration_ms = scale.ms(tool.duration_ms),
-                Step::Sleep(ms) => *ms = scale.ms(*ms),
+                Step::Sleep(ms) | Step::Pace(ms) => *ms = scale.ms(*ms),
                 Step::Late { delay_ms, .. } => *delay_ms = scale.ms(*delay_ms),
                 Step::Think(_)
                 | Step::Plan(_)
@@ -74,7 +74,8 @@ mod tests {
     fn every_delay_is_divided_and_nothing_else_changes() {
         let text = "boot_delay_ms = 6000\nchunk_delay_ms = 600\n[[turn]]\nsteps = [\
             { say = \"hi\", delay_ms = 1200 }, { sleep_ms = 120000 }, \
-            { tool = \"Bash\", input = {}, duration_ms = 60000 }, { say = \"x\" }]\n";
+            { tool = \"Bash\", input = {}, duration_ms = 60000 }, { say = \"x\" }, \
+            { pace_ms = 6000 }]\n";
         let s = script::parse("<t>", text)
             .unwrap()
             .compressed(TimeScale::parse("600").unwrap());
@@ -90,6 +91,7 @@ mod tests {
         assert!(matches!(steps[1], Step::Sleep(200)));
         assert!(matches!(&steps[2], Step::Tool(t) if t.duration_ms == 100));
         assert!(matches!(steps[3], Step::Say { delay_ms: None, .. }));
+        assert!(matches!(steps[4], Step::Pace(10)));
     }
 
     #[test]
