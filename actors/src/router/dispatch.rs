@@ -424,13 +424,13 @@ impl Core {
         if self.plan.is_some() {
             return;
         }
-        let names: HashSet<String> = self.slots.keys().cloned().collect();
         let Some(entries) = r.events.iter().rev().find_map(|e| match e {
             CapEvent::Plan(p) => Some(p.entries.clone()),
             _ => None,
         }) else {
             return;
         };
+        let names: HashSet<String> = self.slots.keys().cloned().collect();
         match MasterPlan::from_entries(&entries, &names) {
             Ok(Some(plan)) => {
                 for t in &plan.tasks {
