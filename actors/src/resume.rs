@@ -178,7 +178,7 @@ enum Event {
     /// One of a kind recovery or the replaying router reads: a resume id
     /// (`cap.session.ready`), text, a thought (its length counts against the turn's
     /// limits), usage, a plan.
-    Read(CapEvent),
+    Read(Box<CapEvent>),
     /// Any other kind (tool calls, most of a coding agent's events): counted in its
     /// turn as the live turn counted it, neither decoded nor kept.
     Unread,
@@ -210,7 +210,9 @@ fn event_of(json: &str) -> Option<Event> {
     let Kind { kind } = serde_json::from_str(json).ok()?;
     match K::from_wire(&kind) {
         Some(K::SessionReady | K::TextChunk | K::Thought | K::Usage | K::Plan) | None => {
-            crate::protocol::decode_trusted(json).ok().map(Event::Read)
+            crate::protocol::decode_trusted(json)
+                .ok()
+                .map(|e| Event::Read(Box::new(e)))
         }
         Some(_) => Some(Event::Unread),
     }
@@ -470,7 +472,7 @@ fn on_session(
         ("resume_id", _) => s.resume_id = owned(line.id),
         ("cap", turn) => {
             let event = match event {
-                Some(Event::Read(event)) => event,
+                Some(Event::Read(event)) => *event,
                 Some(Event::Unread) => {
                     if let Some(t) = turn
                         && let Some(rebuilt) = rebuilding(turns, urn, t)
