@@ -175,7 +175,7 @@ fn resume_figures(exe: &str) {
         .expect("the run");
     let journal = run.join("journal.jsonl");
     let records = build_journal(&journal, sessions());
-    // The fleet of 1,000 sessions, as the run had it.
+    // The fleet of all the sessions, as the run had it.
     let text = fleet(sessions());
     std::fs::write(&fleet_file, &text).expect("fleet");
     std::fs::write(run.join("fleet.toml"), &text).expect("fleet copy");
