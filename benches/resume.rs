@@ -15,7 +15,8 @@
 //!    plain spawn; and the time from capfleet's death to its keeper having killed
 //!    every agent group.
 //!
-//! Run: `cargo bench --bench resume` (`CAPFLEET_BENCH_PARTS=1,3` runs some parts only;
+//! Run: `cargo bench --bench resume` (`CAPFLEET_BENCH_PARTS=1,3` runs some parts only,
+//! `CAPFLEET_BENCH_SESSIONS=100` part 1 with fewer sessions;
 //! `CAPFLEET_BENCH_EXE=<capfleet>` runs part 1's commands with another build, an
 //! earlier one's for a figure before a change: the replay alone is this build's).
 //! Prints figures; asserts nothing about time.
@@ -35,8 +36,15 @@ use serde_json::Value;
 
 mod support;
 
-/// Sessions of the resumed run.
-const SESSIONS: usize = 1_000;
+/// Sessions of the resumed run (`CAPFLEET_BENCH_SESSIONS` for a smaller one, say in a
+/// debug build).
+fn sessions() -> usize {
+    std::env::var("CAPFLEET_BENCH_SESSIONS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(1_000)
+}
 /// Tool calls of the template turn: about 1,000 records per session.
 const TOOLS: usize = 495;
 /// Records through the journal per throughput figure.
@@ -166,14 +174,15 @@ fn resume_figures(exe: &str) {
         .find(|p| p.is_dir())
         .expect("the run");
     let journal = run.join("journal.jsonl");
-    let records = build_journal(&journal);
-    // The fleet of 1,000 sessions, as the run had it.
-    let text = fleet(SESSIONS);
+    let records = build_journal(&journal, sessions());
+    // The fleet of all the sessions, as the run had it.
+    let text = fleet(sessions());
     std::fs::write(&fleet_file, &text).expect("fleet");
     std::fs::write(run.join("fleet.toml"), &text).expect("fleet copy");
     let bytes = std::fs::metadata(&journal).expect("journal").len();
     println!(
-        "resume   a run of {SESSIONS} sessions, {records} journal records ({:.0} MB), session 0's turn cut",
+        "resume   a run of {} sessions, {records} journal records ({:.0} MB), session 0's turn cut",
+        sessions(),
         bytes as f64 / 1e6
     );
 
@@ -192,7 +201,7 @@ fn resume_figures(exe: &str) {
     let replay = t.elapsed();
     assert_eq!(
         rec.replay.len(),
-        SESSIONS - 1,
+        sessions() - 1,
         "every turn but the cut one replayed"
     );
     println!(
@@ -320,10 +329,10 @@ fn first_turn(
     first
 }
 
-/// Make the template run's journal one of [`SESSIONS`] sessions whose session 0 was
+/// Make the template run's journal one of `sessions` sessions whose session 0 was
 /// cut mid-turn: each session's records renamed, the router's repeated per session
 /// (the sessions, their deliveries; session 0's never ended), no end of the run.
-fn build_journal(path: &Path) -> u64 {
+fn build_journal(path: &Path, sessions: usize) -> u64 {
     let text = std::fs::read_to_string(path).expect("template journal");
     let one = format!("cap://bench/{}", name(0));
     let router = "cap://bench/router";
@@ -362,10 +371,10 @@ fn build_journal(path: &Path) -> u64 {
         writeln!(out, "{v}").expect("write");
         records += 1;
     }
-    for i in 0..SESSIONS {
+    for i in 0..sessions {
         router_line(&session, i, &mut out);
     }
-    for i in 0..SESSIONS {
+    for i in 0..sessions {
         router_line(&routed, i, &mut out);
     }
     // Session 0's turn is cut half-way: its first records only, no end.
@@ -374,7 +383,7 @@ fn build_journal(path: &Path) -> u64 {
         .position(|l| l.contains("\"type\":\"turn_ended\""))
         .unwrap_or(own.len())
         / 2;
-    for i in 0..SESSIONS {
+    for i in 0..sessions {
         let lines = if i == 0 { &own[..cut] } else { &own[..] };
         let new = name(i);
         for l in lines {
@@ -382,11 +391,11 @@ fn build_journal(path: &Path) -> u64 {
         }
         records += lines.len() as u64;
     }
-    for i in 1..SESSIONS {
+    for i in 1..sessions {
         router_line(&delivered, i, &mut out);
     }
     out.flush().expect("flush");
-    records + 2 * SESSIONS as u64 + (SESSIONS as u64 - 1)
+    records + 2 * sessions as u64 + (sessions as u64 - 1)
 }
 
 /// Push events made by `make` through a journal actor to disk: the records written

@@ -28,8 +28,11 @@
 //!
 //! The journal is read in batches of whole lines ([`replay::scan_batches`]), each
 //! batch parsed on the machine's cores ([`parse_all`]) and folded in its order. Only
-//! a session's CAP events are decoded, typed straight from their text
-//! ([`crate::protocol::decode_trusted`]).
+//! a session's CAP events of the kinds recovery or the replaying router reads (text,
+//! thoughts, plans, usage, a resume id) are decoded, typed straight from their text
+//! ([`crate::protocol::decode_trusted`]); the others (tool calls: most of a coding
+//! agent's events) are counted in their turn, as the live turn counted them against
+//! its limits, and not kept: a replayed [`TurnResult`] holds what the router reads.
 
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
@@ -67,6 +70,8 @@ pub struct SessionRecovery {
 pub struct Replayed {
     pub key: String,
     pub session: String,
+    /// Its turn's result as the router read it: the text, the events the router reads
+    /// (text chunks, plans), the usage (the others are counted, not kept).
     pub result: Result<TurnResult, SessionError>,
     /// Its `delivered` record is in the journal already, past the records the replay
     /// derives again (it ended while the run was stopping): not written twice.
@@ -165,21 +170,52 @@ struct Line<'a> {
 /// A journal line read, its event decoded if it is a session's.
 struct Parsed<'a> {
     line: Line<'a>,
-    event: Option<CapEvent>,
+    event: Option<Event>,
+}
+
+/// A session's CAP event as recovery takes it.
+enum Event {
+    /// One of a kind recovery or the replaying router reads: a resume id
+    /// (`cap.session.ready`), text, a thought (its length counts against the turn's
+    /// limits), usage, a plan.
+    Read(Box<CapEvent>),
+    /// Any other kind (tool calls, most of a coding agent's events): counted in its
+    /// turn as the live turn counted it, neither decoded nor kept.
+    Unread,
 }
 
 /// Read one line: `None` if it is no record. A session's event (the only ones
-/// recovery reads) is decoded here, typed straight from its text; the router's and
-/// the workspace's (artifacts with whole transcripts) are left as text.
+/// recovery reads) is decoded here if its kind is read ([`Event`]), typed straight
+/// from its text; the router's and the workspace's (artifacts with whole
+/// transcripts) are left as text.
 fn parse<'a>(bytes: &'a [u8], streams: &[String; 2]) -> Option<Parsed<'a>> {
     let line = serde_json::from_slice::<Line<'a>>(bytes).ok()?;
     let event = match (&line.urn, line.event) {
         (Some(urn), Some(raw)) if !streams.iter().any(|s| s == urn) && line.kind == "cap" => {
-            Some(crate::protocol::decode_trusted(raw.get()).ok()?)
+            Some(event_of(raw.get())?)
         }
         _ => None,
     };
     Some(Parsed { line, event })
+}
+
+/// A session's event from its journaled text: `None` if it is none.
+fn event_of(json: &str) -> Option<Event> {
+    use crate::protocol::EventKind as K;
+    #[derive(Deserialize)]
+    struct Kind<'a> {
+        #[serde(borrow)]
+        kind: Cow<'a, str>,
+    }
+    let Kind { kind } = serde_json::from_str(json).ok()?;
+    match K::from_wire(&kind) {
+        Some(K::SessionReady | K::TextChunk | K::Thought | K::Usage | K::Plan) | None => {
+            crate::protocol::decode_trusted(json)
+                .ok()
+                .map(|e| Event::Read(Box::new(e)))
+        }
+        Some(_) => Some(Event::Unread),
+    }
 }
 
 /// Lines a reader thread takes at least (fewer are read on the caller's thread).
@@ -407,7 +443,7 @@ fn on_session(
     urn: &str,
     seq: u64,
     line: Line<'_>,
-    event: Option<CapEvent>,
+    event: Option<Event>,
     turns: &mut Turns,
 ) {
     let s = match r.sessions.get_mut(urn) {
@@ -435,7 +471,19 @@ fn on_session(
         }
         ("resume_id", _) => s.resume_id = owned(line.id),
         ("cap", turn) => {
-            let Some(event) = event else { return };
+            let event = match event {
+                Some(Event::Read(event)) => *event,
+                Some(Event::Unread) => {
+                    if let Some(t) = turn
+                        && let Some(rebuilt) = rebuilding(turns, urn, t)
+                        && rebuilt.ended.is_none()
+                    {
+                        rebuilt.turn.count_unread();
+                    }
+                    return;
+                }
+                None => return,
+            };
             if let CapEvent::SessionReady(ready) = &event
                 && let Some(id) = ready.session_id.get()
             {

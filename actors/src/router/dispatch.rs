@@ -6,16 +6,17 @@ use std::sync::Arc;
 use ractor::ActorRef;
 use tokio::sync::mpsc;
 
-use super::RouterMsg;
 use super::mentions::{mentions, target_of};
 use super::plan::MasterPlan;
 
 mod budget;
+mod ended;
 mod keys;
 mod metrics;
 mod reach;
 mod replaying;
 mod routes;
+mod self_kill;
 use super::spec::{QueueOrder, RoutingSpec};
 use crate::budget::{BudgetMsg, BudgetScope};
 use crate::events::trace::int;
@@ -123,6 +124,10 @@ pub(super) struct Core {
     pub(super) replay: Option<replaying::Replay>,
     /// No session comes up any more: a delivery to one not up ends as closed.
     sessions_ended: bool,
+    /// Sessions whose ask waits for the end of the router's message (to be on disk).
+    unsent: Vec<String>,
+    /// The budget was settled during the router's current message.
+    settled: bool,
 }
 
 impl Core {
@@ -182,6 +187,8 @@ impl Core {
             keys: HashMap::new(),
             replay: None,
             sessions_ended: false,
+            unsent: Vec::new(),
+            settled: false,
         }
     }
 
@@ -194,23 +201,7 @@ impl Core {
         self.bus.publish(None, body).await;
     }
 
-    /// A chaos `self_kill`'s record, synced before the kill. It is no decision of the
-    /// router's: a replay never derives it again, so it is never skipped (and
-    /// `resume::recover` does not count it among the records to skip).
-    pub(super) async fn record_self_kill(&mut self, seed_pos: u64, detail: String) {
-        let body = EventBody::Chaos {
-            fault: crate::chaos::FaultKind::SelfKill,
-            target: crate::chaos::SELF_TARGET.into(),
-            seed_pos,
-            detail,
-        };
-        self.bus.publish(None, body).await;
-        if let Some(d) = &self.durable {
-            d.sync().await;
-        }
-    }
-
-    pub(super) async fn start(&mut self, me: &ActorRef<RouterMsg>) {
+    pub(super) async fn start(&mut self) {
         self.record_resumed().await;
         for body in std::mem::take(&mut self.preamble) {
             self.record(body).await;
@@ -223,13 +214,13 @@ impl Core {
                 via: RouteVia::Task,
                 origin: Origin::Task,
             };
-            self.deliver(me, &name, d).await;
+            self.deliver(&name, d).await;
         }
         self.check_end().await;
     }
 
     /// Hand `d` to `to`: now if it is idle and admission allows, else queue it.
-    async fn deliver(&mut self, me: &ActorRef<RouterMsg>, to: &str, d: Delivery) {
+    async fn deliver(&mut self, to: &str, d: Delivery) {
         let from = d.from.join("+");
         if let Some(reason) = self.refusal(to) {
             self.record(EventBody::Refused {
@@ -283,7 +274,7 @@ impl Core {
             self.admission.push_back((to.to_owned(), d));
             return;
         }
-        self.launch(me, to, d).await;
+        self.launch(to, d).await;
     }
 
     /// Why `to` takes no delivery now, if it does not.
@@ -299,7 +290,7 @@ impl Core {
         }
     }
 
-    async fn launch(&mut self, me: &ActorRef<RouterMsg>, to: &str, d: Delivery) {
+    async fn launch(&mut self, to: &str, d: Delivery) {
         // No turn starts past a limit: the budget's verdict on what is spent so far.
         self.settle_budget().await;
         if let Some(reason) = self.refusal(to) {
@@ -346,20 +337,19 @@ impl Core {
         if self.park(&key, to, &origin) {
             return;
         }
-        // On disk before the session has it: a resume never delivers it again.
-        self.make_durable().await;
+        // On disk before the session has it (sent at the end of the router's message):
+        // a resume never delivers it again.
         let ask = reach::Ask {
             key,
             prompt,
             origin,
             route,
         };
-        self.ask(me, to, ask);
+        self.ask(to, ask);
     }
 
     pub(super) async fn turn_done(
         &mut self,
-        me: &ActorRef<RouterMsg>,
         (session, key): (String, String),
         origin: Origin,
         result: Result<TurnResult, SessionError>,
@@ -372,58 +362,18 @@ impl Core {
         // What the turn spent decides before anything follows from it (or the run ends).
         self.settle_budget().await;
         let lost_race = self.race_losers.remove(&session);
-        let over_budget = self.slots.get(&session).is_some_and(|s| s.over_budget);
         match result {
             Ok(r) if r.outcome == TurnOutcome::Completed => {
-                self.completed(me, &session, origin, r).await
+                self.completed(&session, origin, r).await
             }
-            Ok(r) if r.outcome == TurnOutcome::Cancelled && lost_race => {
-                tracing::debug!(%session, "race candidate cancelled after another won");
-            }
-            // Its own budget stopped it: recorded as such, no failure.
-            Ok(_) | Err(_) if over_budget => {
-                tracing::debug!(%session, "session stopped by its budget");
-            }
-            Ok(r) => {
-                self.failed_turn(&session, origin, format!("turn ended {:?}", r.outcome))
-                    .await
-            }
-            // A route's text to a session past its `max_turns` is the exit a route
-            // cycle must have (fleet validation asks for it): the cycle ended, no failure.
-            Err(SessionError::MaxTurns { max }) if matches!(origin, Origin::Route) => {
-                tracing::debug!(%session, max, "route cycle ended at max_turns");
-            }
-            Err(e) => {
-                if let Some(slot) = self.slots.get_mut(&session) {
-                    slot.failed = matches!(e, SessionError::Failed { .. } | SessionError::Closed);
-                }
-                self.failed_turn(&session, origin, e.to_string()).await;
-            }
+            other => self.not_completed(&session, origin, other, lost_race).await,
         }
-        self.pump(me).await;
+        self.pump().await;
         self.note_pending();
         self.check_end().await;
     }
 
-    async fn failed_turn(&mut self, session: &str, origin: Origin, reason: String) {
-        tracing::warn!(%session, %reason, "turn did not complete");
-        self.any_failed = true;
-        if let Origin::Plan(i) = origin {
-            self.set_plan(i, PlanStatus::Blocked).await;
-        }
-        if self.abort_on_error && self.stopped.is_none() {
-            self.stop(RunOutcome::SessionFailed, "on_error = abort", None)
-                .await;
-        }
-    }
-
-    async fn completed(
-        &mut self,
-        me: &ActorRef<RouterMsg>,
-        session: &str,
-        origin: Origin,
-        r: TurnResult,
-    ) {
+    async fn completed(&mut self, session: &str, origin: Origin, r: TurnResult) {
         if let Some(slot) = self.slots.get_mut(session) {
             slot.output = Some(r.text.clone());
         }
@@ -435,7 +385,7 @@ impl Core {
         // arrival order after them (they were written before the turn ended).
         let plan_first = self.spec.queue == QueueOrder::PlanFirst;
         if plan_first {
-            self.dispatch_plan(me).await;
+            self.dispatch_plan().await;
         }
         for m in mentions(&r.text) {
             let d = Delivery {
@@ -444,7 +394,7 @@ impl Core {
                 via: RouteVia::Mention,
                 origin: Origin::Mention,
             };
-            self.deliver(me, &m.to, d).await;
+            self.deliver(&m.to, d).await;
         }
         for event in &r.events {
             if let CapEvent::TextChunk(t) = event
@@ -456,13 +406,13 @@ impl Core {
                     via: RouteVia::Mention,
                     origin: Origin::Mention,
                 };
-                self.deliver(me, target_of(to), d).await;
+                self.deliver(target_of(to), d).await;
             }
         }
         if !plan_first {
-            self.dispatch_plan(me).await;
+            self.dispatch_plan().await;
         }
-        self.fire_routes(me, session).await;
+        self.fire_routes(session).await;
     }
 
     /// The adopted master plan, statuses as they stand.
@@ -474,13 +424,13 @@ impl Core {
         if self.plan.is_some() {
             return;
         }
-        let names: HashSet<String> = self.slots.keys().cloned().collect();
         let Some(entries) = r.events.iter().rev().find_map(|e| match e {
             CapEvent::Plan(p) => Some(p.entries.clone()),
             _ => None,
         }) else {
             return;
         };
+        let names: HashSet<String> = self.slots.keys().cloned().collect();
         match MasterPlan::from_entries(&entries, &names) {
             Ok(Some(plan)) => {
                 for t in &plan.tasks {
@@ -521,7 +471,7 @@ impl Core {
         }
     }
 
-    async fn dispatch_plan(&mut self, me: &ActorRef<RouterMsg>) {
+    async fn dispatch_plan(&mut self) {
         let Some(plan) = self.plan.as_mut() else {
             return;
         };
@@ -535,23 +485,24 @@ impl Core {
                 via: RouteVia::Plan,
                 origin: Origin::Plan(i),
             };
-            self.deliver(me, &t.assigned_to, d).await;
+            self.deliver(&t.assigned_to, d).await;
         }
     }
 
     /// Start what waits: each idle session's own queue, then the admission queue.
-    async fn pump(&mut self, me: &ActorRef<RouterMsg>) {
-        for name in self.order.clone() {
-            let next = match self.slots.get_mut(&name) {
+    async fn pump(&mut self) {
+        for i in 0..self.order.len() {
+            let next = match self.slots.get_mut(&self.order[i]) {
                 Some(s) if s.running.is_none() => s.queue.pop_front().map(|q| q.d),
                 _ => None,
             };
             if let Some(d) = next {
+                let name = self.order[i].clone();
                 let limit = self.spec.max_concurrent;
                 if limit > 0 && self.running >= limit {
                     self.admission.push_back((name, d));
                 } else {
-                    self.launch(me, &name, d).await;
+                    self.launch(&name, d).await;
                 }
             }
         }
@@ -562,7 +513,7 @@ impl Core {
             if self.stopped.is_some() {
                 continue;
             }
-            self.launch(me, &name, d).await;
+            self.launch(&name, d).await;
         }
     }
 

@@ -159,10 +159,11 @@ impl Actor for Router {
         msg: RouterMsg,
         st: &mut RouterState,
     ) -> Result<(), ActorProcessingErr> {
+        st.core.next_message();
         match msg {
             RouterMsg::Start => {
-                st.core.start(&myself).await;
-                st.core.release(&myself).await;
+                st.core.start().await;
+                st.core.release().await;
                 st.core.note_pending();
             }
             RouterMsg::SessionUp { name, actor } => st.core.session_up(&myself, &name, actor),
@@ -177,9 +178,7 @@ impl Actor for Router {
                 if let Some((session, key, origin, result)) =
                     st.core.hold((session, key, origin, result))
                 {
-                    st.core
-                        .turn_done(&myself, (session, key), origin, result)
-                        .await;
+                    st.core.turn_done((session, key), origin, result).await;
                 }
             }
             RouterMsg::Stop {
@@ -212,6 +211,8 @@ impl Actor for Router {
                 let _caller_gone = reply.send(());
             }
         }
+        // The message's deliveries: on disk, then to their sessions.
+        st.core.send_asks(&myself).await;
         st.answer_waiters();
         Ok(())
     }

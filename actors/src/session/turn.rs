@@ -53,6 +53,9 @@ pub(crate) struct Turn {
     /// The current attempt has been sent to a driver.
     pub sent: bool,
     events: Vec<CapEvent>,
+    /// Events counted as kept: those in `events`, and those of a replay no one reads
+    /// again ([`Turn::count_unread`]).
+    kept: usize,
     events_dropped: u64,
     /// Text and thought bytes inside `events`.
     events_text: usize,
@@ -72,6 +75,7 @@ impl Turn {
             cancel_requested: false,
             sent: false,
             events: Vec::new(),
+            kept: 0,
             events_dropped: 0,
             events_text: 0,
             text: String::new(),
@@ -109,7 +113,22 @@ impl Turn {
             CapEvent::Thought(t) => t.text.len(),
             _ => 0,
         };
-        if self.events.len() < MAX_TURN_EVENTS && self.events_text + text <= MAX_TURN_EVENT_TEXT {
+        self.admit(text)
+    }
+
+    /// An event of a resumed run's turn, read back from its journal, that nothing
+    /// reads again (no text, no usage: a tool call, say; the router reads a replayed
+    /// turn's text and plans): counted against the limits as [`Turn::record`] counts
+    /// it, so that what is kept after it is what the live turn kept, but not kept.
+    pub(crate) fn count_unread(&mut self) {
+        self.admit(0);
+    }
+
+    /// Whether an event carrying `text` bytes of text fits in the limits (counted as
+    /// kept), else it is counted as dropped.
+    fn admit(&mut self, text: usize) -> bool {
+        if self.kept < MAX_TURN_EVENTS && self.events_text + text <= MAX_TURN_EVENT_TEXT {
+            self.kept += 1;
             self.events_text += text;
             true
         } else {

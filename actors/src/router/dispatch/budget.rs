@@ -14,14 +14,26 @@ use crate::session::SessionMsg;
 use crate::tap::TapMsg;
 
 impl Core {
+    /// A router's message begins: the budget is settled again at its first need.
+    pub(in crate::router) fn next_message(&mut self) {
+        self.settled = false;
+    }
+
     /// Act on every crossing the budget has seen so far (what sessions published
-    /// before this call is included: the budget's snapshots are settled).
+    /// before this call is included: the budget's snapshots are settled). Once per
+    /// router message: what any turn the message takes spent was published before
+    /// its end reached the router, so before the message (a message that takes a
+    /// thousand ends, a resumed run's replay, reads the budget once).
     pub(in crate::router) async fn settle_budget(&mut self) {
         let Some(budget) = self.budget.clone() else {
             return;
         };
+        if self.settled {
+            return;
+        }
         match ractor::call!(budget, TapMsg::Snapshot) {
             Ok(snap) => {
+                self.settled = true;
                 for c in &snap.crossings {
                     self.on_crossing(c, snap.overshoot(c)).await;
                 }

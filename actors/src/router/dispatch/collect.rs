@@ -3,13 +3,11 @@
 //! picker. A picker session gets them in its prompt; the human picker gets each diff
 //! as a `cap.artifact` record (journal, live view, `capfleet diff`).
 
-use ractor::ActorRef;
-
 use super::{Core, Delivery, Origin};
 use crate::events::{EventBody, RouteVia};
 use crate::protocol::CancelScope;
+use crate::router::RaceWon;
 use crate::router::spec::{CollectMode, Picker};
-use crate::router::{RaceWon, RouterMsg};
 use crate::session::SessionMsg;
 use crate::workspace::candidates::CandidateDiff;
 
@@ -18,7 +16,6 @@ impl Core {
     /// `from` and `text` are the candidates and their joined outputs.
     pub(super) async fn collect(
         &mut self,
-        me: &ActorRef<RouterMsg>,
         race: (usize, &[String], &str),
         from: Vec<String>,
         text: String,
@@ -59,7 +56,7 @@ impl Core {
                     via: RouteVia::Collect,
                     origin: Origin::Route,
                 };
-                self.deliver(me, &to, d).await;
+                self.deliver(&to, d).await;
             }
             // No picker session: the first (or, for `all`, the first listed) wins.
             Picker::Human => {

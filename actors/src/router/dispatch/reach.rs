@@ -1,9 +1,11 @@
 //! Sessions as the router reaches them. A run starts its router before its sessions
 //! are up: they come up a few at a time while the run goes ([`crate::run`]), each
-//! announced ([`RouterMsg::SessionUp`]). A delivery to a session not up yet is
-//! recorded and on disk as any other; its ask waits in the slot and is sent once,
-//! as the session comes up. What the router sends a session before then (a cancel,
-//! a close) waits too, and follows the ask. Once no more sessions come up
+//! announced ([`RouterMsg::SessionUp`]). A delivery is on disk before its session has
+//! it: its ask waits in the slot until the end of the router's message, when one
+//! sync of the journal makes every delivery of the message durable at once (a
+//! thousand start sessions are one sync, not a thousand), and is then sent — or, to a
+//! session not up yet, once it comes up. What the router sends a session meanwhile
+//! (a cancel, a close) waits too, and follows the ask. Once no more sessions come up
 //! ([`RouterMsg::NoMoreSessions`], the run stopped starting them), a turn waiting
 //! for one that never came ends as closed, and so does any later delivery to it.
 
@@ -24,47 +26,76 @@ pub(in crate::router) struct Ask {
 }
 
 impl Slot {
-    /// Send `msg` to the session now, or after its ask once it is up.
+    /// Send `msg` to the session now, or after its ask once that is sent.
     pub(super) fn cast(&mut self, msg: SessionMsg) {
-        match &self.actor {
-            Some(actor) => {
+        match (&self.actor, &self.waiting) {
+            (Some(actor), None) => {
                 let _gone = actor.cast(msg);
             }
-            None => self.deferred.push(msg),
+            _ => self.deferred.push(msg),
         }
+    }
+
+    /// The session is up as `actor`: its waiting ask goes out, then what waited
+    /// behind it.
+    fn reach(&mut self, me: &ActorRef<RouterMsg>, name: &str, actor: ActorRef<SessionMsg>) {
+        if let Some(ask) = self.waiting.take() {
+            send(me, &actor, name.to_owned(), ask);
+        }
+        for msg in self.deferred.drain(..) {
+            let _gone = actor.cast(msg);
+        }
+        self.actor = Some(actor);
     }
 }
 
 impl Core {
-    /// Ask `session` for the turn `ask`: now if it is up, else when it comes up.
-    pub(super) fn ask(&mut self, me: &ActorRef<RouterMsg>, session: &str, ask: Ask) {
+    /// Ask `session` for the turn `ask` (its `routed` record published): sent at the
+    /// end of the router's message, once on disk ([`Core::send_asks`]).
+    pub(super) fn ask(&mut self, session: &str, ask: Ask) {
         let Some(slot) = self.slots.get_mut(session) else {
             return;
         };
-        match slot.actor.clone() {
-            Some(actor) => send(me, &actor, session.to_owned(), ask),
-            None if self.sessions_ended => never_up(me, session.to_owned(), ask),
-            None => slot.waiting = Some(ask),
+        slot.waiting = Some(ask);
+        self.unsent.push(session.to_owned());
+    }
+
+    /// The end of a router's message: its asks on disk (one sync for all), then each
+    /// sent to its session if that is up (else when it comes up; a turn for one that
+    /// never will ends as closed).
+    pub(in crate::router) async fn send_asks(&mut self, me: &ActorRef<RouterMsg>) {
+        if self.unsent.is_empty() {
+            return;
+        }
+        self.make_durable().await;
+        for name in std::mem::take(&mut self.unsent) {
+            let Some(slot) = self.slots.get_mut(&name) else {
+                continue;
+            };
+            match slot.actor.clone() {
+                Some(actor) => slot.reach(me, &name, actor),
+                None if self.sessions_ended => {
+                    slot.deferred.clear();
+                    if let Some(ask) = slot.waiting.take() {
+                        never_up(me, name, ask);
+                    }
+                }
+                None => {}
+            }
         }
     }
 
-    /// Session `name` is up: its waiting ask goes out, then what waited behind it.
+    /// Session `name` is up: its waiting ask (on disk: asks are sent, or left waiting,
+    /// at the end of the message that made them) goes out, then what waited behind it.
     pub(in crate::router) fn session_up(
         &mut self,
         me: &ActorRef<RouterMsg>,
         name: &str,
         actor: ActorRef<SessionMsg>,
     ) {
-        let Some(slot) = self.slots.get_mut(name) else {
-            return;
-        };
-        if let Some(ask) = slot.waiting.take() {
-            send(me, &actor, name.to_owned(), ask);
+        if let Some(slot) = self.slots.get_mut(name) {
+            slot.reach(me, name, actor);
         }
-        for msg in slot.deferred.drain(..) {
-            let _gone = actor.cast(msg);
-        }
-        slot.actor = Some(actor);
     }
 
     /// No more sessions come up: the turns waiting for one end as closed.

@@ -13,9 +13,6 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 
-use ractor::ActorRef;
-
-use super::super::RouterMsg;
 use super::{Core, Origin};
 use crate::events::{EventBody, Publisher, RunOutcome, urn};
 use crate::resume::Replayed;
@@ -142,7 +139,7 @@ impl Core {
 
     /// Take the recorded ends in their order as their deliveries come up; once all
     /// are taken, the live ends held meanwhile.
-    pub(in crate::router) async fn release(&mut self, me: &ActorRef<RouterMsg>) {
+    pub(in crate::router) async fn release(&mut self) {
         loop {
             let Some(r) = self.replay.as_mut() else {
                 return;
@@ -152,7 +149,7 @@ impl Core {
                 self.replay = None;
                 tracing::info!("resume: the journal is replayed; the run goes on");
                 for (session, key, origin, result) in held {
-                    Box::pin(self.turn_done(me, (session, key), origin, result)).await;
+                    Box::pin(self.turn_done((session, key), origin, result)).await;
                 }
                 return;
             };
@@ -160,7 +157,7 @@ impl Core {
             let result = r.results.remove(&key);
             match (r.parked.remove(&key), result) {
                 (Some((session, origin)), Some(result)) => {
-                    Box::pin(self.turn_done(me, (session, key), origin, result)).await;
+                    Box::pin(self.turn_done((session, key), origin, result)).await;
                 }
                 _ => tracing::warn!(
                     %key,

@@ -6,16 +6,13 @@
 //! admission), and none of its master-plan entries pending or in progress. A join
 //! fires once every `when` session is done; a race's first done candidate wins.
 
-use ractor::ActorRef;
-
-use super::super::RouterMsg;
 use super::super::spec::{CollectMode, RouteAction, Split};
 use super::super::subtasks;
 use super::{Core, Delivery, Origin};
 use crate::events::{EventBody, RouteVia};
 
 impl Core {
-    pub(super) async fn fire_routes(&mut self, me: &ActorRef<RouterMsg>, session: &str) {
+    pub(super) async fn fire_routes(&mut self, session: &str) {
         for i in 0..self.spec.routes.len() {
             let route = self.spec.routes[i].clone();
             if !route.when.iter().any(|w| w == session) {
@@ -51,7 +48,7 @@ impl Core {
                         via: RouteVia::Route,
                         origin: Origin::Route,
                     };
-                    self.deliver(me, &to, d).await;
+                    self.deliver(&to, d).await;
                 }
                 RouteAction::FanOut {
                     to,
@@ -64,7 +61,7 @@ impl Core {
                             via: RouteVia::FanOut,
                             origin: Origin::Route,
                         };
-                        self.deliver(me, &t, d).await;
+                        self.deliver(&t, d).await;
                     }
                 }
                 RouteAction::FanOut {
@@ -79,7 +76,7 @@ impl Core {
                                 via: RouteVia::Subtask,
                                 origin: Origin::Route,
                             };
-                            self.deliver(me, &t, d).await;
+                            self.deliver(&t, d).await;
                         }
                     }
                     Err(e) => {
@@ -93,7 +90,7 @@ impl Core {
                 },
                 RouteAction::Collect { picker, mode } => {
                     let race = (i, route.when.as_slice(), session);
-                    self.collect(me, race, from, text, picker, mode).await;
+                    self.collect(race, from, text, picker, mode).await;
                 }
             }
         }
