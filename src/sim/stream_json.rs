@@ -434,7 +434,9 @@ impl Frontend for StreamJson {
                     .create(true)
                     .append(true)
                     .open(path)?;
-                writeln!(f, "{line}")
+                // One write(2) per line: the sessions' sims append to one file, and a
+                // `writeln!` of a `Value` is many writes another sim's can split.
+                f.write_all(format!("{line}\n").as_bytes())
             }
             None => Ok(()),
         }
