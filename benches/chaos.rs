@@ -247,8 +247,9 @@ fn fleet(kind: &str, sessions: usize, agent: &str, extra: &str) -> String {
          max_concurrent = {sessions}\non_error = \"continue\"\nauto_answer = true\n\
          {extra}turn_timeout_s = 1.5\n\n[chaos]\nseed = 18\n\
          {kind} = \"0.25/turn\"\nhang_for = \"never\"\nslow_bytes_per_sec = 256\n\
-         slow_for = \"300ms\"\nstall_for = \"300ms\"\nlatency = \"100ms\"\n\
-         latency_for = \"500ms\"\nrefuse_for = \"300ms\"\n",
+         slow_for = \"300ms\"\nstall_for = \"300ms\"\n\
+         latency_for = \"500ms\"\nrefuse_for = \"300ms\"\n\
+         # The A2A latency (500 ms a chunk) is the default: `latency` is the kind.\n",
         quoted.join(", ")
     );
     for n in names {
