@@ -135,19 +135,23 @@ struct Restarted {
 }
 
 /// Each `kind` fault of `r` that took its agent down, with the first `restart` record
-/// after it on its stream.
+/// after its `chaos` record on its stream (in the journal's order: timestamps repeat
+/// within a millisecond).
 fn restarts(r: &Report, journal: &[Value], kind: &str) -> Vec<Restarted> {
-    let restart_after = |urn: &str, ts: u64| {
-        journal
+    let restart_after = |urn: &str, seed_pos: Option<u64>| {
+        let at = journal.iter().position(|l| {
+            l["type"] == "chaos" && l["urn"] == urn && l["seed_pos"].as_u64() == seed_pos
+        })?;
+        journal[at..]
             .iter()
-            .find(|l| l["type"] == "restart" && l["urn"] == urn && l["ts_ms"].as_u64() >= Some(ts))
+            .find(|l| l["type"] == "restart" && l["urn"] == urn)
     };
     r.faults
         .list
         .iter()
         .filter(|f| f.kind == kind)
         .filter_map(|f| {
-            let restart = restart_after(&f.urn, f.ts_ms)?;
+            let restart = restart_after(&f.urn, f.seed_pos)?;
             Some(Restarted {
                 ready_ms: f.ready_ms?,
                 attempt: restart["attempt"].as_u64()?,
