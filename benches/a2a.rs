@@ -16,8 +16,7 @@
 // A bench's figures are its output.
 #![allow(clippy::print_stdout)]
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -74,27 +73,8 @@ fn sim(script: &str) -> Sim {
     std::fs::create_dir_all(&dir).expect("scratch dir");
     let path = dir.join("script.toml");
     std::fs::write(&path, script).expect("script");
-    let mut child = Command::new(EXE)
-        .args([
-            "sim",
-            "--mode",
-            "a2a",
-            "--listen",
-            "127.0.0.1:0",
-            "--script",
-        ])
-        .arg(&path)
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("spawn sim");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("stdout"))
-        .read_line(&mut line)
-        .expect("the bound address");
-    Sim {
-        child,
-        url: format!("http://{}/", line.trim()),
-    }
+    let (child, url) = support::a2a_sim(EXE, &path);
+    Sim { child, url }
 }
 
 /// What a bare client counts of one streaming send: SSE events, and bytes.

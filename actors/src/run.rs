@@ -6,7 +6,9 @@
 //! each session's end); the report when the run has ended. The application adds the
 //! view and the exit code.
 
+mod chaos;
 mod start;
+mod stops;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -24,7 +26,6 @@ use crate::events::trace::{self, adopt_parent, int};
 use crate::events::{EventBody, Published, RunOutcome, Signal, urn};
 use crate::fault::{DiskFault, FAULTS_CAPACITY};
 use crate::journal::{JournalSpec, JournalTally};
-use crate::process::halt::{self, Urgency};
 use crate::resume::Recovered;
 use crate::root::{Orchestrator, RootArgs};
 use crate::router::ROUTER_URN_SEGMENT;
@@ -35,6 +36,8 @@ use crate::telemetry::{Counters, TreeTelemetry};
 use crate::workspace::candidates::Candidates;
 use crate::workspace::collect::{CollectSpec, SessionReport, collect, publish_plan_doc};
 use crate::workspace::{ArtifactStore, Workspace, transcript};
+
+use self::stops::Stops;
 
 /// Everything a run needs, validated.
 pub struct RunSpec {
@@ -221,26 +224,13 @@ async fn run_until<S: Into<Stop>>(
         s.recovered = resume
             .as_mut()
             .and_then(|r| r.recovered.sessions.remove(s.urn()));
-        if let Some(chaos) = &spec.chaos {
-            let metrics = spec.telemetry.metrics.as_ref().map(|m| &m.chaos_io);
-            crate::chaos::apply::install(chaos, s, metrics);
-        }
-        s.chaos = spec.chaos.clone();
     }
     let self_kills = resume
         .as_ref()
         .map(|r| r.recovered.self_kills)
         .unwrap_or_default();
-    // The timed faults' targets: every session's name and binding now, its actor once
-    // it is up (a fault due before then is not sent).
-    let chaos_names: Vec<(String, crate::registry::Binding)> = sessions
-        .iter()
-        .map(|s| (s.name.clone(), s.binding))
-        .collect();
-    let chaos_up = spec
-        .chaos
-        .as_ref()
-        .map(|_| crate::chaos::timed::Targets::default());
+    let metrics = spec.telemetry.metrics.as_ref();
+    let run_chaos = chaos::prepare(spec.chaos, &mut sessions, metrics, self_kills);
     let transcripts = phase.as_ref().map(|p| (p.store.clone(), publisher.clone()));
     let (session_watchers, session_faults) = (watchers.clone(), faults_tx.clone());
     let subscribers: start::Subscribers = Box::new(move |s: &SessionSpec| {
@@ -298,15 +288,12 @@ async fn run_until<S: Into<Stop>>(
         router.clone(),
         sessions,
         subscribers,
-        chaos_up.clone(),
+        run_chaos.as_ref().map(chaos::RunChaos::targets),
         stopped,
     );
     let mut all_started = false;
     // The timed faults go with the run: aborted when it ends.
-    let chaos_task = spec.chaos.zip(chaos_up).map(|(chaos, up)| {
-        let timed = crate::chaos::timed::drive(chaos, chaos_names, up, router.clone(), self_kills);
-        AbortOnDrop(tokio::spawn(timed.instrument(run_span.clone())))
-    });
+    let chaos_task = run_chaos.map(|c| c.start(router.clone(), &run_span));
 
     let ended = router.call(RouterMsg::WaitEnd, None);
     tokio::pin!(ended);
@@ -533,62 +520,6 @@ fn preamble(sessions: &[SessionSpec], phase: Option<&WorkspacePhase>) -> Vec<Eve
     started.chain(workspaces).collect()
 }
 
-/// The stops a run has received.
-struct Stops {
-    /// The first signal (none when a cancel came first, or nothing).
-    first: Option<Signal>,
-    /// A stop was received.
-    stopped: bool,
-    /// The signal channel is open.
-    listening: bool,
-}
-
-impl Default for Stops {
-    fn default() -> Self {
-        Stops {
-            first: None,
-            stopped: false,
-            listening: true,
-        }
-    }
-}
-
-impl Stops {
-    /// Take `stop` (`None`: the channel closed): the first one stops the run (its
-    /// reason and signal are returned) and halts every agent when it is `SIGTERM` or
-    /// `SIGHUP`; any later signal forces every agent's end now (a later cancel only
-    /// repeats what is under way).
-    fn on(&mut self, stop: Option<Stop>) -> Option<(String, Option<Signal>)> {
-        let Some(stop) = stop else {
-            self.listening = false;
-            return None;
-        };
-        if self.stopped {
-            if let Stop::Signal(signal) = stop {
-                tracing::warn!(%signal, "second signal: killing every agent now");
-                halt::escalate(Urgency::Force);
-            }
-            return None;
-        }
-        self.stopped = true;
-        match stop {
-            Stop::Cancel(reason) => Some((reason, None)),
-            Stop::Signal(signal) => {
-                self.first = Some(signal);
-                if !signal.is_interrupt() {
-                    tracing::warn!(%signal, "terminated: killing every agent's group");
-                    halt::escalate(Urgency::Halt);
-                }
-                let reason = match signal {
-                    Signal::Int => "interrupted".to_owned(),
-                    other => format!("terminated by {other}"),
-                };
-                Some((reason, Some(signal)))
-            }
-        }
-    }
-}
-
 /// A budget crossing: instantaneous, under the run (the stop it causes is sent in it).
 fn budget_span(
     run: &tracing::Span,
@@ -623,13 +554,4 @@ fn record_outcome(run: &tracing::Span, outcome: RunOutcome) {
         RunOutcome::DiskFailed => "the run's records could not be written",
     };
     trace::fail(run, &name, failed);
-}
-
-/// A task aborted when this is dropped.
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
 }

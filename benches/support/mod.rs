@@ -184,3 +184,28 @@ pub(crate) async fn journal_through(
     journal.stop(None);
     (written, took)
 }
+
+/// `capfleet sim --mode a2a` (the binary `exe`) on a loopback port playing the script
+/// at `script`: the child (its stdout drained after the address) and its base URL.
+pub(crate) fn a2a_sim(exe: &str, script: &Path) -> (std::process::Child, String) {
+    use std::io::BufRead;
+    let mut child = std::process::Command::new(exe)
+        .args([
+            "sim",
+            "--mode",
+            "a2a",
+            "--listen",
+            "127.0.0.1:0",
+            "--script",
+        ])
+        .arg(script)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn the A2A sim");
+    let mut out = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    out.read_line(&mut line).expect("the bound address");
+    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+    (child, format!("http://{}/", line.trim()))
+}

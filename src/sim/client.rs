@@ -26,15 +26,18 @@ pub(super) struct Client {
     /// Prompts that arrived mid-turn, run after it.
     queued: VecDeque<String>,
     eof: bool,
+    /// Exit at once at the end of input, even mid-turn (the script's `exit_at_eof`).
+    exit_at_eof: bool,
 }
 
 impl Client {
-    pub(super) fn new(rx: Receiver<Inbound>) -> Client {
+    pub(super) fn new(rx: Receiver<Inbound>, exit_at_eof: bool) -> Client {
         Client {
             out: Out::new(),
             rx,
             queued: VecDeque::new(),
             eof: false,
+            exit_at_eof,
         }
     }
 
@@ -104,6 +107,19 @@ impl Client {
                 Err(RecvTimeoutError::Timeout) => return Ok(Flow::Next),
                 Err(RecvTimeoutError::Disconnected) => self.eof = true,
             }
+            self.exit_at_end_of_input();
+        }
+    }
+
+    /// Mid-turn, at the end of input, with `exit_at_eof`: the sim exits at once,
+    /// status 0 — the turn in flight is abandoned (what was written before is
+    /// flushed), no result frame follows. Without it the turn goes on (Claude Code
+    /// finishes the turn in flight); between turns the end of input ends
+    /// [`Client::next_prompt`].
+    fn exit_at_end_of_input(&mut self) {
+        if self.eof && self.exit_at_eof {
+            let _gone = self.out.flush();
+            std::process::exit(0);
         }
     }
 
@@ -119,9 +135,11 @@ impl Client {
                 Err(TryRecvError::Empty) => return Ok(Flow::Next),
                 Err(TryRecvError::Disconnected) => {
                     self.eof = true;
+                    self.exit_at_end_of_input();
                     return Ok(Flow::Next);
                 }
             }
+            self.exit_at_end_of_input();
         }
     }
 
@@ -148,6 +166,7 @@ impl Client {
         }))?;
         self.out.flush()?;
         loop {
+            self.exit_at_end_of_input();
             if self.eof {
                 let message = "stdin closed while waiting for a control_response".to_string();
                 return Ok(Err(Stop::Error {

@@ -38,6 +38,9 @@ pub(super) struct Header {
     pub before_init: Vec<String>,
     /// stream-json: lines written verbatim right after the init frame.
     pub after_init: Vec<String>,
+    /// stream-json: at the end of input exit at once (status 0), even mid-turn;
+    /// otherwise the turn in flight is finished first, as Claude Code does.
+    pub exit_at_eof: bool,
 }
 
 /// One turn: what the sim does for one prompt.
@@ -70,6 +73,7 @@ const HEADER_KEYS: &[&str] = &[
     "tools",
     "before_init",
     "after_init",
+    "exit_at_eof",
     "turn",
 ];
 
@@ -124,6 +128,7 @@ pub(super) fn parse(origin: &str, text: &str) -> Result<Script, ScriptError> {
         tools: f.strings("tools")?,
         before_init: raw_lines(&f, "before_init")?,
         after_init: raw_lines(&f, "after_init")?,
+        exit_at_eof: f.bool("exit_at_eof")?.unwrap_or(false),
     };
     let turns = match table.get("turn") {
         None => Vec::new(),

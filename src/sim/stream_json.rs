@@ -31,7 +31,7 @@ pub(super) fn run(script: &Script, state: &StateDir, options: Options) -> io::Re
     let rx = spawn_reader();
     std::thread::sleep(Duration::from_millis(script.header.boot_delay_ms));
     let one_turn = options.one_turn;
-    let mut fe = StreamJson::new(Client::new(rx), options);
+    let mut fe = StreamJson::new(Client::new(rx, script.header.exit_at_eof), options);
     let cwd = std::env::current_dir()
         .map(|p| p.display().to_string())
         .unwrap_or_default();

@@ -420,10 +420,10 @@ steps = [{ say = "before " }, { sleep_ms = 500 }, { say = "after" }]
 }
 
 /// End to end through `capfleet run --chaos`: `garble` at every turn attempt of a
-/// fleet of sim sessions; each fault journaled, each garbled frame a `parse_failed`
-/// on the same session, no restart, and the run completes.
+/// fleet of sim sessions, armed before the prompt is written; each fault journaled,
+/// the turn's first frame (its text "working") garbled, one `parse_failed` on the same
+/// session, no restart, and the run completes.
 #[test]
-#[ignore = "timing-dependent: which of the turn's frames a whole-frame garble meets depends on when it is armed; when it is a frame the turn needs, the turn hangs to meltdown (arming before the prompt makes that certain)"]
 fn run_chaos_garble_is_journaled_counted_as_parse_failed_and_the_run_completes() {
     let marker = EnvMarker::new("chaos-io-run");
     let sessions = ["worker-1", "worker-2", "worker-3"];
@@ -443,11 +443,11 @@ fn run_chaos_garble_is_journaled_counted_as_parse_failed_and_the_run_completes()
     );
     for f in &faults {
         assert_eq!(f["fault"], "garble", "{f}");
-        let failed = journal
-            .iter()
-            .filter(|r| r["urn"] == f["urn"] && r["event"]["code"] == "parse_failed")
-            .count();
-        assert_eq!(failed, 1, "one garbled frame on {}", f["urn"]);
+        let urn = &f["urn"];
+        let failed = common::chaos_run::parse_failures(&journal, urn);
+        assert_eq!(failed, 1, "one garbled frame on {urn}");
+        let said = common::chaos_run::said(&journal, urn);
+        assert_eq!(said, "done", "the first frame garbled on {urn}");
     }
     assert!(
         common::of_type(&journal, "restart").is_empty(),

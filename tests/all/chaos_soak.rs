@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use crate::common::chaos_fleet::{
+use crate::common::chaos_run::{
     assert_invariants_hold, fixture, journaled_faults, report, run, soak_fleet,
 };
 

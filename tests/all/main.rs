@@ -18,6 +18,7 @@ mod artifacts;
 mod audit_risk;
 mod budget;
 mod chaos_decoy;
+mod chaos_exit;
 mod chaos_io;
 mod chaos_report;
 mod chaos_seed;

@@ -7,10 +7,12 @@
 //! `exit` is a clean exit mid-turn: the driver closes the agent's input (the wire's
 //! own end of input: stdin's end for a pipe agent, end of file on a PTY) without
 //! marking the agent as ending on purpose. A CLI agent ends its session with status 0
-//! at end of input (Claude Code's stream-json input, `capfleet sim`), so the driver
-//! sees a clean exit it did not ask for, in the middle of the session's life: the
-//! restart policy decides (`transient` leaves a clean exit alone: the session
-//! closes; `permanent` starts the agent again).
+//! at end of input — at once, mid-turn (an ACP agent, `capfleet sim` whose script sets
+//! `exit_at_eof`), or after the turn in flight (Claude Code's stream-json input, the
+//! sim by default) — so the driver sees a clean exit it did not ask for, in the middle
+//! of the session's life: the restart policy decides (`transient` leaves a clean exit
+//! alone: the turn fails, the session closes; `permanent` starts the agent again and
+//! the turn is re-sent).
 
 use std::time::Duration;
 

@@ -7,6 +7,7 @@ use std::collections::HashMap;
 
 use ractor::{ActorRef, RpcReplyPort};
 
+use super::chaos::Moment;
 use super::machine::Core;
 use super::turn::{Turn, TurnResult};
 use super::{Own, SessionError, SessionMsg};
@@ -222,6 +223,8 @@ impl Core {
         turn.attempts += 1;
         turn.sent = true;
         let (id, attempt, bytes) = (turn.id, turn.attempts, text.len());
+        self.chaos_on_attempt(id, attempt, Moment::BeforePrompt)
+            .await;
         let prompt = Prompt::Text(text.as_str().into());
         // Sent inside the turn's span: the driver handles the prompt in it.
         let _gone = self
@@ -239,7 +242,8 @@ impl Core {
         })
         .await;
         self.set_state(SessionState::Working).await;
-        self.chaos_on_attempt(id, attempt).await;
+        self.chaos_on_attempt(id, attempt, Moment::TurnInFlight)
+            .await;
     }
 
     pub(super) async fn end_turn(&mut self, outcome: TurnOutcome, stop_reason: StopReason) {

@@ -1,6 +1,10 @@
 //! A chaos run's faults on this session: each turn attempt's seeded decision (taken
-//! at its prompt, so the fault lands mid-turn, whatever the timing) and the run's
-//! timed faults sent here. A fault is journaled (a `chaos` record on the session's
+//! at its prompt, so the fault lands in the turn, whatever the timing) and the run's
+//! timed faults sent here. An attempt's byte fault is armed just before its prompt is
+//! written, so it meets the turn's first frames (and the prompt's write) whatever the
+//! agent's speed — armed after, it met whichever frame came next, the turn's result
+//! frame on a fast agent; every other fault once the prompt is out, the turn in
+//! flight. A fault is journaled (a `chaos` record on the session's
 //! stream, its current turn) and a span (a child of the turn's) before it is applied,
 //! and applied only to this session's own agent: a signal fault by its driver, to the
 //! process group the driver spawned; a byte fault through the session's interposer
@@ -26,13 +30,30 @@ enum Apply {
     Conn(ConnFaults, ConnFault),
 }
 
+/// Where an attempt is when its fault is applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Moment {
+    /// Its prompt is about to be written: a byte fault's moment.
+    BeforePrompt,
+    /// Its prompt is out: the other faults'.
+    TurnInFlight,
+}
+
 impl Core {
-    /// The seeded fault of attempt `attempt` of turn `turn`, if the run has one.
-    pub(super) async fn chaos_on_attempt(&mut self, turn: u32, attempt: u32) {
+    /// The seeded fault of attempt `attempt` of turn `turn`, if the run has one and
+    /// this is its moment.
+    pub(super) async fn chaos_on_attempt(&mut self, turn: u32, attempt: u32, now: Moment) {
         let Some(spec) = &self.spec.chaos else {
             return;
         };
-        if let Some(d) = spec.on_attempt(&self.spec.name, self.spec.binding, turn, attempt) {
+        let Some(d) = spec.on_attempt(&self.spec.name, self.spec.binding, turn, attempt) else {
+            return;
+        };
+        let moment = match d.kind.reach() {
+            Reach::Bytes => Moment::BeforePrompt,
+            _ => Moment::TurnInFlight,
+        };
+        if moment == now {
             self.inject(d.kind, d.seed_pos).await;
         }
     }

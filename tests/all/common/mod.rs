@@ -16,9 +16,8 @@
 //! - [`chat`]: `capfleet chat <agent> --json` runs built for a test, their events,
 //!   the no-survivor check (on top of [`chat_json`]).
 //! - [`chaos`]: `capfleet chat sim` on the chaos scripts, read live with deadlines.
-//! - [`chaos_run`]: `capfleet run --chaos` fleets of sim sessions, their `chaos`
-//!   records.
-//! - [`chaos_fleet`]: chaos runs of sim fleets (the soak agent) and their report.
+//! - [`chaos_run`]: chaos runs of sim fleets (`capfleet run --chaos`, the soak
+//!   fleet), their `chaos` records and their report.
 //! - [`disk`]: disks that fail (a full tmpfs, a read-only one, `/dev/full`).
 //! - [`fake_llm`]: the scripted fake LLM (`tests/support/fake_llm.py`) as a
 //!   RAII handle, plus a tiny blocking HTTP client.
@@ -49,7 +48,6 @@ pub(crate) mod a2a;
 pub(crate) mod browser;
 pub(crate) mod capfleet;
 pub(crate) mod chaos;
-pub(crate) mod chaos_fleet;
 pub(crate) mod chaos_run;
 pub(crate) mod chat;
 pub(crate) mod chat_json;

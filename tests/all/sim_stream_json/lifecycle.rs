@@ -247,3 +247,37 @@ fn shipped_demo_scripts_are_valid() {
     assert!(count >= 3);
     let _ = std::fs::remove_dir_all(&state);
 }
+
+/// At the end of its input mid-turn the sim finishes the turn (as Claude Code does),
+/// then exits 0; with `exit_at_eof = true` it exits 0 at once, the turn unfinished.
+#[test]
+fn end_of_input_mid_turn_finishes_the_turn_or_with_exit_at_eof_exits_at_once() {
+    let steps = r#"[[turn]]
+steps = [{ say = "before" }, { sleep_ms = 1500 }, { say = "after" }]"#;
+    for exit_at_eof in [false, true] {
+        let mut sim = Sim::script(&format!("exit_at_eof = {exit_at_eof}\n{steps}"), &[]);
+        sim.init();
+        sim.prompt("go");
+        assert_eq!(sim.frame()["message"]["content"][0]["text"], "before");
+        let t0 = Instant::now();
+        assert_eq!(sim.wait_exit().code(), Some(0));
+        // Every line it wrote: its stdout has ended with it.
+        let rest: Vec<String> = sim.lines.iter().collect();
+        if exit_at_eof {
+            assert!(
+                t0.elapsed() < Duration::from_millis(1000),
+                "{:?}",
+                t0.elapsed()
+            );
+            assert!(rest.is_empty(), "nothing after the end of input: {rest:?}");
+        } else {
+            assert!(
+                t0.elapsed() >= Duration::from_millis(1000),
+                "{:?}",
+                t0.elapsed()
+            );
+            let result = rest.iter().find(|l| l.contains("\"type\":\"result\""));
+            assert!(result.is_some_and(|l| l.contains("after")), "{rest:?}");
+        }
+    }
+}

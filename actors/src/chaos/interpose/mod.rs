@@ -22,7 +22,13 @@
 //!   "stops reading": the driver's write waits as on a full pipe).
 //!
 //! A frame is a line on a line binding ([`FrameMode::Lines`]) and one read on a
-//! terminal ([`FrameMode::Reads`]); a fault starts at the next frame. The randomness
+//! terminal ([`FrameMode::Reads`]); a fault starts at the next frame. Each agent
+//! process's first frame — its handshake: stream-json's `init`, the answer to ACP's
+//! `initialize`, a terminal's first read — is spared: a fault garbles the agent's
+//! conversation, and an agent whose handshake is lost never comes up (its result
+//! frames stray before an `init`), a start failure rather than the fault's effect,
+//! which would also depend on whether the agent had said it before the fault was
+//! armed. The randomness
 //! (which bytes, which cut) comes from the seed given at construction, drawn in the
 //! order the bytes pass, so a deterministic agent gets the same faults from the same
 //! seed.

@@ -24,6 +24,8 @@ pub struct Faulty<R> {
     mode: FrameMode,
     /// The next byte starts a frame.
     at_start: bool,
+    /// The process's first frame (its handshake) is still to begin: it is spared.
+    handshake: bool,
     /// What happens to the rest of the frame under way.
     frame: FramePlan,
     /// `slow`: the pause before the next read.
@@ -39,6 +41,7 @@ impl<R> Reader<R> {
             faults,
             mode,
             at_start: true,
+            handshake: true,
             frame: FramePlan::Clean,
             delay: None,
             scratch: Vec::new(),
@@ -81,6 +84,7 @@ impl<R: AsyncRead + Unpin> Faulty<R> {
                 ready!(Pin::new(&mut self.inner).poll_read(cx, buf))?;
                 if let Some(last) = buf.filled()[before..].last() {
                     self.at_start = *last == b'\n' || self.mode == FrameMode::Reads;
+                    self.handshake = false;
                 }
                 return Poll::Ready(Ok(()));
             }
@@ -104,6 +108,7 @@ impl<R: AsyncRead + Unpin> Faulty<R> {
                 faults,
                 mode,
                 at_start,
+                handshake,
                 frame,
                 ..
             } = self;
@@ -112,9 +117,10 @@ impl<R: AsyncRead + Unpin> Faulty<R> {
                 if slow.is_some() {
                     s.stats.slowed_reads += 1;
                 }
+                let mut frames = Frames { s, handshake };
                 match mode {
-                    FrameMode::Lines => lines(s, data, at_start, frame),
-                    FrameMode::Reads => one_read(s, data),
+                    FrameMode::Lines => lines(&mut frames, data, at_start, frame),
+                    FrameMode::Reads => one_read(&mut frames, data),
                 }
             });
             buf.set_filled(before + kept);
@@ -130,9 +136,28 @@ impl<R: AsyncRead + Unpin> Faulty<R> {
     }
 }
 
+/// The frames of one agent process as they begin: its first (its handshake) spared,
+/// each other one planned by the session's faults.
+struct Frames<'a> {
+    s: &'a mut State,
+    handshake: &'a mut bool,
+}
+
+impl Frames<'_> {
+    /// A frame of `visible` bytes begins: what to do with it.
+    fn begin(&mut self, visible: usize) -> FramePlan {
+        if std::mem::take(self.handshake) {
+            return FramePlan::Clean;
+        }
+        self.s.begin_frame(visible)
+    }
+}
+
 /// One read of a terminal is one frame: garbled, or cut short.
-fn one_read(s: &mut State, data: &mut [u8]) -> usize {
-    match s.begin_frame(data.len()) {
+fn one_read(f: &mut Frames<'_>, data: &mut [u8]) -> usize {
+    let plan = f.begin(data.len());
+    let s = &mut *f.s;
+    match plan {
         FramePlan::Clean => data.len(),
         FramePlan::Garble(fraction) => {
             s.garble(data, fraction, false);
@@ -147,16 +172,17 @@ fn one_read(s: &mut State, data: &mut [u8]) -> usize {
 
 /// `data` as lines: each line starting here gets its plan; the bytes kept are moved
 /// to the front (a cut line keeps its line feed). Returns how many are kept.
-fn lines(s: &mut State, data: &mut [u8], at_start: &mut bool, frame: &mut FramePlan) -> usize {
+fn lines(f: &mut Frames<'_>, data: &mut [u8], at_start: &mut bool, frame: &mut FramePlan) -> usize {
     let n = data.len();
     let (mut out, mut i) = (0, 0);
     while i < n {
         let newline = memchr::memchr(b'\n', &data[i..]).map(|p| i + p);
         let end = newline.unwrap_or(n);
         if *at_start {
-            *frame = s.begin_frame(end - i);
+            *frame = f.begin(end - i);
             *at_start = false;
         }
+        let s = &mut *f.s;
         match frame {
             FramePlan::Clean => {
                 data.copy_within(i..end, out);

@@ -43,8 +43,9 @@ async fn read_all<R: AsyncRead + Unpin>(mut r: Reader<R>) -> Vec<u8> {
     out
 }
 
-const TEXT: &[u8] =
-    b"{\"type\":\"one\"}\n{\"type\":\"two\"}\n{\"type\":\"three\"}\n{\"type\":\"four\"}\n";
+/// An agent's output: its handshake (spared by every frame fault), then four frames.
+const TEXT: &[u8] = b"{\"type\":\"init\"}\n{\"type\":\"one\"}\n{\"type\":\"two\"}\n\
+{\"type\":\"three\"}\n{\"type\":\"four\"}\n";
 
 fn lines_of(data: &[u8]) -> Vec<&[u8]> {
     data.split(|b| *b == b'\n').collect()
@@ -70,7 +71,8 @@ async fn garble_corrupts_the_next_frames_and_keeps_the_framing() {
     let out = read_all(faults.reader(chunks(TEXT, 5), FrameMode::Lines)).await;
     let (got, want) = (lines_of(&out), lines_of(TEXT));
     assert_eq!(got.len(), want.len(), "no line feed added or lost");
-    for i in 0..2 {
+    assert_eq!(got[0], want[0], "the handshake is spared");
+    for i in 1..3 {
         assert_eq!(got[i].len(), want[i].len());
         assert!(
             got[i].iter().zip(want[i]).all(|(a, b)| a != b),
@@ -78,10 +80,10 @@ async fn garble_corrupts_the_next_frames_and_keeps_the_framing() {
         );
         assert!(serde_json::from_slice::<serde_json::Value>(got[i]).is_err());
     }
-    assert_eq!(&got[2..], &want[2..], "the frames after are untouched");
+    assert_eq!(&got[3..], &want[3..], "the frames after are untouched");
     let stats = faults.stats();
     assert_eq!(stats.frames_garbled, 2);
-    assert_eq!(stats.bytes_garbled, (want[0].len() + want[1].len()) as u64);
+    assert_eq!(stats.bytes_garbled, (want[1].len() + want[2].len()) as u64);
 }
 
 #[tokio::test]
@@ -107,12 +109,27 @@ async fn truncate_cuts_a_frame_and_keeps_its_line_feed() {
     let out = read_all(faults.reader(chunks(TEXT, 4), FrameMode::Lines)).await;
     let (got, want) = (lines_of(&out), lines_of(TEXT));
     assert_eq!(got.len(), want.len());
-    assert!(!got[0].is_empty() && got[0].len() < want[0].len());
-    assert!(want[0].starts_with(got[0]));
-    assert_eq!(&got[1..], &want[1..]);
+    assert_eq!(got[0], want[0], "the handshake is spared");
+    assert!(!got[1].is_empty() && got[1].len() < want[1].len());
+    assert!(want[1].starts_with(got[1]));
+    assert_eq!(&got[2..], &want[2..]);
     let stats = faults.stats();
     assert_eq!(stats.frames_truncated, 1);
-    assert_eq!(stats.bytes_cut, (want[0].len() - got[0].len()) as u64);
+    assert_eq!(stats.bytes_cut, (want[1].len() - got[1].len()) as u64);
+}
+
+#[tokio::test]
+async fn each_agent_processs_handshake_is_spared() {
+    let faults = ByteFaults::new("cap://t/a", 8);
+    faults.inject(ByteFault::Truncate { frames: 2 });
+    // The first process ends after its handshake; the next one's is spared too.
+    let first = read_all(faults.reader(chunks(&TEXT[..16], 5), FrameMode::Lines)).await;
+    assert_eq!(first, &TEXT[..16]);
+    let out = read_all(faults.reader(chunks(TEXT, 5), FrameMode::Lines)).await;
+    let (got, want) = (lines_of(&out), lines_of(TEXT));
+    assert_eq!(got[0], want[0]);
+    assert!(got[1].len() < want[1].len() && got[2].len() < want[2].len());
+    assert_eq!(&got[3..], &want[3..]);
 }
 
 #[tokio::test]
@@ -139,13 +156,15 @@ async fn a_terminal_read_is_one_frame() {
         fraction: 1.0,
         frames: 1,
     });
-    let data = vec![b'x'; 64];
+    let data = vec![b'x'; 80];
     let out = read_all(faults.reader(chunks(&data, 16), FrameMode::Reads)).await;
     let stats = faults.stats();
     assert_eq!(stats.frames_truncated, 1);
     assert_eq!(stats.frames_garbled, 1);
-    assert_eq!(out.len() as u64, 64 - stats.bytes_cut);
-    // The cut read, then a garbled one, then two clean ones.
+    assert_eq!(out.len() as u64, 80 - stats.bytes_cut);
+    // The first read (the terminal's first screen) spared, then the cut read, a
+    // garbled one, and two clean ones.
+    assert!(out.starts_with(&[b'x'; 16]));
     assert!(out.ends_with(&[b'x'; 32]));
     assert_eq!(stats.bytes_garbled, 16);
 }

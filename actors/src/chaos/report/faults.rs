@@ -16,8 +16,10 @@
 //!   when the session was still serving at the end; never once the session `failed`.
 //!
 //! A fault decided by its turn's end is still heard until the stream's next turn
-//! starts: an `exit` (the agent's input closed) lets the turn finish, and the agent's
-//! exit, its restart and the ready after come between the turns.
+//! starts: an `exit` (the agent's input closed) on an agent that finishes the turn in
+//! flight first (Claude Code) lets the turn complete, and the agent's exit, its restart
+//! and the ready after come between the turns; one that exits at once (the sim with
+//! `exit_at_eof`) is a restart mid-turn, the turn retried.
 
 use std::collections::HashMap;
 
