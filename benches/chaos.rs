@@ -252,8 +252,7 @@ fn fleet(kind: &str, sessions: usize, agent: &str, extra: &str) -> String {
          {extra}turn_timeout_s = 1.5\n\n[chaos]\nseed = 18\n\
          {kind} = \"0.25/turn\"\nhang_for = \"never\"\nslow_bytes_per_sec = 256\n\
          slow_for = \"300ms\"\nstall_for = \"300ms\"\n\
-         latency_for = \"500ms\"\nrefuse_for = \"300ms\"\n\
-         # The A2A latency (500 ms a chunk) is the default: `latency` is the kind.\n",
+         latency_delay = \"500ms\"\nlatency_for = \"500ms\"\nrefuse_for = \"300ms\"\n",
         quoted.join(", ")
     );
     for n in names {

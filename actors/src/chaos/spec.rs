@@ -142,7 +142,8 @@ pub struct Params {
     pub truncate_frames: u32,
     /// `stall_stdin`: the agent's input stops for this long.
     pub stall_for: Duration,
-    /// `latency`: each request delayed by this…
+    /// `latency`: each request delayed by this (key `latency_delay`: `latency` is the
+    /// fault's rate)…
     pub latency: Duration,
     /// …for this long.
     pub latency_for: Duration,
@@ -233,7 +234,7 @@ pub const PARAM_KEYS: &[&str] = &[
     "garble_frames",
     "truncate_frames",
     "stall_for",
-    "latency",
+    "latency_delay",
     "latency_for",
     "http_status",
     "refuse_for",
@@ -382,7 +383,8 @@ impl Builder {
             },
             "slow_for" => e.value.duration().map(|d| p.slow_for = d).is_some(),
             "stall_for" => e.value.duration().map(|d| p.stall_for = d).is_some(),
-            "latency" => e.value.duration().map(|d| p.latency = d).is_some(),
+            // Not `latency`: that key is the fault's rate.
+            "latency_delay" => e.value.duration().map(|d| p.latency = d).is_some(),
             "latency_for" => e.value.duration().map(|d| p.latency_for = d).is_some(),
             "refuse_for" => e.value.duration().map(|d| p.refuse_for = d).is_some(),
             "slow_bytes_per_sec" => whole(&e.value, 1, u64::from(u32::MAX))

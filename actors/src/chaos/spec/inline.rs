@@ -45,12 +45,19 @@ mod tests {
     fn the_inline_syntax_reads_every_rate_and_target() {
         let spec = ChaosSpec::parse_inline(
             "seed=7, kill=0.2/turn, hang=1/min, term=@30s;2m, target=worker-*, \
-             exit=@1m, exit.target=binding:pty;lead, hang_for=2s, max_self_kills=2",
+             exit=@1m, exit.target=binding:pty;lead, hang_for=2s, max_self_kills=2, \
+             latency=0.5/turn, latency_delay=200ms",
         )
         .expect("a valid spec");
         assert_eq!(spec.seed, 7);
         assert_eq!(spec.max_self_kills, 2);
         assert_eq!(spec.params.hang_for, Some(Duration::from_secs(2)));
+        // The fault's rate and its delay, each under its own key.
+        assert_eq!(
+            spec.rule(FaultKind::Latency).expect("latency").rate,
+            Rate::PerTurn(0.5)
+        );
+        assert_eq!(spec.params.latency, Duration::from_millis(200));
         let kill = spec.rule(FaultKind::Kill).expect("kill");
         assert_eq!(kill.rate, Rate::PerTurn(0.2));
         assert_eq!(kill.targets, vec![Target::Glob("worker-*".into())]);
