@@ -5,9 +5,9 @@
 use std::process::ExitCode;
 
 use crate::nats::NatsArgs;
-use crate::nats::lease::now_ms;
 use crate::nats::presence;
 use crate::style::{ColorChoice, Style};
+use capfleet_actors::clock::now_ms;
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\

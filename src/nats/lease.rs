@@ -7,9 +7,10 @@
 //! worker's claim succeeds. A renewal refused because the revision moved means
 //! another worker claimed the run: this one is fenced out of it ([`Lost`]).
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use async_nats::jetstream::kv::{self, CreateErrorKind, Store};
+use capfleet_actors::clock::now_ms;
 use serde::{Deserialize, Serialize};
 
 use super::{Nats, NatsError};
@@ -48,12 +49,6 @@ pub(crate) struct Lost {
 pub(crate) struct Leases {
     store: Store,
     pub ttl: Duration,
-}
-
-pub(crate) fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 impl Nats {

@@ -187,19 +187,13 @@ impl Notice {
             "event": kind.as_str(),
             "run_id": run,
             "fleet": fleet,
-            "ts_ms": now_ms(),
+            "ts_ms": capfleet_actors::clock::now_ms(),
         });
         if let (Some(b), Value::Object(f)) = (body.as_object_mut(), fields) {
             b.extend(f);
         }
         Notice { kind, body }
     }
-}
-
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 struct Hook {

@@ -19,8 +19,8 @@ use tokio::sync::mpsc;
 use utoipa::ToSchema;
 
 use super::error::ApiError;
-use super::state::now_ms;
 use crate::notify::{Notifier, notices};
+use capfleet_actors::clock::now_ms;
 
 /// The rule of an answer the timeout gave.
 pub(crate) const RULE_TIMEOUT: &str = "ask_timeout";

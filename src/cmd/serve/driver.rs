@@ -15,10 +15,11 @@ use tokio::sync::mpsc;
 use tracing::Instrument as _;
 
 use super::asks;
-use super::state::{Pending, RunState, Server, now_ms};
+use super::state::{Pending, RunState, Server};
 use crate::cmd::run::launch::{self, InProcess};
 use crate::cmd::run::view;
 use crate::notify::{Notifier, notices};
+use capfleet_actors::clock::now_ms;
 
 /// How long a run's own webhook may go on delivering after the run's end.
 const NOTIFY_GRACE: std::time::Duration = std::time::Duration::from_secs(10);

@@ -6,8 +6,8 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{SystemTime, UNIX_EPOCH};
 
+use capfleet_actors::clock::now_ms;
 use capfleet_actors::run::Stop;
 use capfleet_actors::telemetry::metrics::Metrics;
 use serde::{Deserialize, Serialize};
@@ -98,12 +98,6 @@ pub(crate) struct RunEntry {
     stop: mpsc::Sender<Stop>,
     /// Bumped at each change of state; the event streams end once it is ended.
     changed: watch::Sender<RunState>,
-}
-
-pub(crate) fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {

@@ -294,9 +294,7 @@ pub(super) fn set_aside(worker: &Worker, id: &str) {
     if !from.is_dir() {
         return;
     }
-    let ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis());
+    let ms = capfleet_actors::clock::now_ms();
     let to = worker.dir.join(FENCED_DIR).join(format!("{id}-{ms}"));
     let moved = std::fs::create_dir_all(worker.dir.join(FENCED_DIR))
         .and_then(|()| std::fs::rename(&from, &to));

@@ -33,7 +33,7 @@ use capfleet_actors::telemetry::metrics::{FleetMetrics, Metrics};
 
 use self::metrics::WorkerMetrics;
 use crate::cmd::run::EXIT_INVALID;
-use crate::nats::lease::{Leases, now_ms};
+use crate::nats::lease::Leases;
 use crate::nats::presence::{Presence, announce};
 use crate::nats::queue;
 use crate::nats::{Nats, NatsArgs};
@@ -41,6 +41,7 @@ use crate::signals::StopSignals;
 use crate::style::{ColorChoice, Style};
 use crate::telemetry::metrics_http::MetricsServer;
 use crate::telemetry::{Telemetry, TelemetryArgs};
+use capfleet_actors::clock::now_ms;
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
