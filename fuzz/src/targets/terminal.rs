@@ -1,7 +1,7 @@
 //! A terminal agent's output as the PTY driver reads it: bytes rendered by the
 //! screen (vt100), its logical lines parsed by the manifest's patterns.
 
-use std::sync::OnceLock;
+use std::cell::RefCell;
 
 use capfleet_actors::bindings::pty::{Fed, LineParser, RowScan, Screen};
 use capfleet_actors::manifest::Manifest;
@@ -59,28 +59,35 @@ pub(super) const PTY: Target = Target {
     },
 };
 
-/// A line parser of the shipped terminal simulator's manifest, before its first turn.
-/// Made once and cloned per input: building one compiles its patterns, which the engine
-/// does once per session, not per turn.
-fn parser() -> LineParser {
-    static P: OnceLock<LineParser> = OnceLock::new();
-    P.get_or_init(|| {
-        let path = workspace().join("config/agents/sim-tui.toml");
-        let patterns = Manifest::load(&path)
-            .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-            .manifest
-            .patterns;
-        LineParser::new(patterns)
-    })
-    .clone()
+/// The line parser of the shipped terminal simulator's manifest: one per thread, as the
+/// engine keeps one per session, each input a turn of that session. Building one
+/// compiles its patterns, and each copy of a compiled pattern warms its own match
+/// cache: the engine does both once per session, not per turn. What a turn leaves
+/// behind is what a session carries into the next (its counters; `begin_turn` resets
+/// the rest), so an input decodes the same after any other.
+fn with_parser(f: impl FnOnce(&mut LineParser)) {
+    thread_local! {
+        static PARSER: RefCell<LineParser> = RefCell::new({
+            let path = workspace().join("config/agents/sim-tui.toml");
+            let patterns = Manifest::load(&path)
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+                .manifest
+                .patterns;
+            LineParser::new(patterns)
+        });
+    }
+    PARSER.with(|p| f(&mut p.borrow_mut()));
 }
 
 /// The bytes in reads of 1 to 256 (the first byte picks), each line fed to the
 /// parser as the engine does, then what the engine reads off the screen when the
 /// agent goes quiet.
 fn pty(input: &[u8]) {
+    with_parser(|parser| turn(parser, input));
+}
+
+fn turn(parser: &mut LineParser, input: &[u8]) {
     let mut screen = Screen::new(40, 120, MAX_LINE);
-    let mut parser = parser();
     let mut rows = RowScan::default();
     parser.begin_turn("fix the bug");
     let chunk = 1 + input.first().map_or(0, |b| usize::from(*b));

@@ -111,11 +111,15 @@ impl LineParser {
         }
     }
 
-    /// A new turn for `prompt`.
+    /// A new turn for `prompt`. Asks left open by the last turn are forgotten (their
+    /// question is gone from the screen; an answer typed now would land in the new
+    /// prompt), and so is an answer's echo never seen: a session's state is one turn's.
     pub fn begin_turn(&mut self, prompt: &str) {
         self.turn += 1;
         self.message_id = format!("pty-msg-{}", self.turn);
         self.seen.clear();
+        self.asks.clear();
+        self.answer_echo = None;
         self.section = Section::None;
         self.tools.clear();
         self.echo = prompt

@@ -119,6 +119,25 @@ fn asks_errors_and_repeats() {
 }
 
 #[test]
+fn a_turn_forgets_the_asks_and_the_echo_of_the_last() {
+    let mut p = parser();
+    p.begin_turn("x");
+    let out = feed(&mut p, &["Proceed? (y/n)"]);
+    let CapEvent::AskUser(ask) = &out[0] else {
+        panic!("ask")
+    };
+    p.expect_echo("maybe");
+    p.begin_turn("y");
+    assert_eq!(p.take_ask(&ask.ask_id), None, "an ask of the last turn");
+    let out = feed(&mut p, &["maybe"]);
+    assert_eq!(
+        kinds(&out),
+        ["cap.text_chunk"],
+        "an old answer's echo is text now"
+    );
+}
+
+#[test]
 fn plan_and_thought_sections() {
     let mut p = parser();
     p.begin_turn("x");
