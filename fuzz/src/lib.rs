@@ -1,9 +1,10 @@
 //! Random-input tests of every decoder that reads untrusted input (issue 18, point 5):
 //! what agents write (stream-json frames and the Claude control protocol, `codex exec`
 //! JSONL, ACP `session/update`s, a terminal's bytes), what A2A peers send (SSE events,
-//! agent cards), what people write (manifests, CAP events, session configs), each fed
-//! the way the engine feeds it (bytes through the bounded line reader, the screen, the
-//! mapper).
+//! agent cards), what people and clients write (manifests, CAP events, session configs,
+//! fleet.toml, `capfleet serve`'s request bodies, the last two through the app's
+//! `capfleet::fuzzing`), each fed the way the engine feeds it (bytes through the
+//! bounded line reader, the screen, the mapper).
 //!
 //! A [`Target`] names one decoder, the real inputs it starts from (recorded sessions,
 //! the spec's fixtures, the shipped manifests) and the words of its format. Its inputs

@@ -13,8 +13,6 @@ mod build;
 mod chaos;
 pub(crate) mod config;
 pub(crate) mod error;
-#[cfg(test)]
-mod fuzz;
 mod notify;
 mod read;
 pub(crate) mod run_dir;
@@ -124,15 +122,15 @@ pub(crate) struct Loaded {
 
 /// A fleet file read and validated: everything said about its text, before anything
 /// it names is looked for on disk.
-struct Checked {
+pub(crate) struct Checked {
     file: config::FleetFile,
-    errors: Vec<FleetError>,
-    warnings: Vec<Warning>,
+    pub errors: Vec<FleetError>,
+    pub warnings: Vec<Warning>,
 }
 
 /// Reads and validates the fleet file `src` (`origin` names it in every finding); a
 /// file that is not TOML is the error.
-fn check(origin: &str, src: &str) -> Result<Checked, FleetErrors> {
+pub(crate) fn check(origin: &str, src: &str) -> Result<Checked, FleetErrors> {
     let mut r = read::Reader::new(origin, src);
     let root = r.parse(src).map_err(|errors| FleetErrors {
         errors,

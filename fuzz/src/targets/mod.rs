@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 
 mod a2a;
 mod agents;
+mod app;
 mod documents;
 mod terminal;
 
@@ -128,6 +129,8 @@ pub const ALL: &[Target] = &[
     documents::CAP_EVENT,
     documents::MANIFEST,
     documents::SESSION_CONFIG,
+    app::FLEET_TOML,
+    app::SERVE_BODY,
 ];
 
 /// The target named `name`.

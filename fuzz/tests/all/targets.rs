@@ -43,4 +43,6 @@ targets!(
     cap_event,
     manifest,
     session_config,
+    fleet_toml,
+    serve_body,
 );

@@ -23,8 +23,6 @@ mod driver;
 pub(crate) mod error;
 mod events;
 mod extract;
-#[cfg(test)]
-mod fuzz;
 mod graph;
 mod metrics;
 mod overview;
