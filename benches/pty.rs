@@ -23,6 +23,12 @@ use capfleet_actors::bindings::pty::{Fed, LineParser, Screen};
 use capfleet_actors::manifest::Manifest;
 use serde_json::Value;
 
+#[allow(dead_code)]
+#[path = "support/figures.rs"]
+mod figures;
+
+use figures::ms;
+
 const REPLAY_BYTES: usize = 20 * 1024 * 1024;
 const TURNS: usize = 100;
 
@@ -221,8 +227,4 @@ fn best_of(n: usize, mut f: impl FnMut()) -> Duration {
         })
         .min()
         .unwrap_or_default()
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
 }

@@ -2,15 +2,16 @@
 //! a script), a run of them through `run_fleet` with every event collected, and the
 //! no-survivor check; a journal actor fed events straight. [`serve`]: `capfleet serve`
 //! driven over HTTP. [`a2a_peer`]: the A2A sim (the test crate's, included).
+//! [`figures`]: best-of timing, ms, ratios.
 #![allow(dead_code)]
 
 #[path = "../../tests/all/common/a2a_peer.rs"]
 pub(crate) mod a2a_peer;
+pub(crate) mod figures;
 pub(crate) mod serve;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 
 use capfleet_actors::budget::BudgetLimits;
 use capfleet_actors::driver::LaunchSpec;
@@ -144,17 +145,6 @@ pub(crate) fn env_or<T: std::str::FromStr>(key: &str, default: T) -> T {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
-}
-
-/// Now, in ms since the epoch (as journal records' `ts_ms`).
-pub(crate) fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-}
-
-pub(crate) fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
 }
 
 /// Bench agents still alive.
