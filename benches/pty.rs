@@ -27,7 +27,7 @@ use serde_json::Value;
 #[path = "support/figures.rs"]
 mod figures;
 
-use figures::ms;
+use figures::{fastest_of, ms};
 
 const REPLAY_BYTES: usize = 20 * 1024 * 1024;
 const TURNS: usize = 100;
@@ -51,7 +51,7 @@ fn replay(root: &Path) {
     // Reads as the driver sees them: 16 KiB at most.
     let chunks: Vec<&[u8]> = session.chunks(16 * 1024).collect();
     let (rows, cols) = (manifest.pty.rows, manifest.pty.cols);
-    let floor = best_of(3, || {
+    let floor = fastest_of(3, || {
         let nz = |n| NonZeroU16::new(n).expect("size");
         let mut p = vt100::Parser::new(nz(rows), nz(cols), 10_000);
         for _ in 0..reps {
@@ -62,7 +62,7 @@ fn replay(root: &Path) {
         std::hint::black_box(p.screen().cursor_position());
     });
     let mut events = 0;
-    let driver = best_of(3, || {
+    let driver = fastest_of(3, || {
         let max_line = usize::try_from(manifest.limits.max_line_bytes).unwrap_or(usize::MAX);
         let mut screen = Screen::new(rows, cols, max_line);
         let mut parser = LineParser::new(manifest.patterns.clone());
@@ -215,16 +215,5 @@ fn decode(b64: &str) -> Vec<u8> {
     use base64::Engine as _;
     base64::engine::general_purpose::STANDARD
         .decode(b64)
-        .unwrap_or_default()
-}
-
-fn best_of(n: usize, mut f: impl FnMut()) -> Duration {
-    (0..n)
-        .map(|_| {
-            let t = Instant::now();
-            f();
-            t.elapsed()
-        })
-        .min()
         .unwrap_or_default()
 }
