@@ -16,7 +16,6 @@
 // A bench's figures are its output.
 #![allow(clippy::print_stdout)]
 
-use std::process::Child;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -31,6 +30,7 @@ use serde_json::json;
 
 mod support;
 
+use support::a2a_peer::A2aPeer;
 use support::env_or;
 
 const EXE: &str = env!("CARGO_BIN_EXE_capfleet");
@@ -56,25 +56,12 @@ fn main() {
 }
 
 /// The sim serving A2A on a free loopback port, killed on drop.
-struct Sim {
-    child: Child,
-    url: String,
-}
-
-impl Drop for Sim {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn sim(script: &str) -> Sim {
+fn sim(script: &str) -> A2aPeer {
     let dir = std::env::temp_dir().join(format!("capfleet-a2a-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("scratch dir");
     let path = dir.join("script.toml");
     std::fs::write(&path, script).expect("script");
-    let (child, url) = support::a2a_sim(EXE, &path);
-    Sim { child, url }
+    support::a2a_peer::sim_at(EXE, &path, None, &[])
 }
 
 /// What a bare client counts of one streaming send: SSE events, and bytes.

@@ -32,6 +32,12 @@ use capfleet_actors::rpc::{Approver, CommandApproval, Rpc, TermConfig};
 use capfleet_actors::session::{SessionMsg, SessionSpec};
 use serde_json::{Value, json};
 
+#[allow(dead_code)]
+#[path = "support/figures.rs"]
+mod figures;
+
+use figures::fastest_of;
+
 const EXE: &str = env!("CARGO_BIN_EXE_capfleet");
 const MANIFEST: &str = include_str!("../tests/support/sim-acp.toml");
 const TURNS: usize = 2000;
@@ -208,7 +214,7 @@ fn fs_read(rt: &tokio::runtime::Runtime) {
         .iter()
         .map(|f| std::fs::metadata(f).expect("md").len())
         .sum();
-    let baseline = best_of(3, || {
+    let baseline = fastest_of(3, || {
         for f in &files {
             std::hint::black_box(std::fs::read_to_string(f).expect("read"));
         }
@@ -221,7 +227,7 @@ fn fs_read(rt: &tokio::runtime::Runtime) {
     )
     .expect("rpc");
     let mut listed = 0;
-    let served = best_of(3, || {
+    let served = fastest_of(3, || {
         listed = rt.block_on(read_listed(&rpc, &root));
     });
     assert_eq!(listed, files.len(), "every file listed and read");
@@ -262,15 +268,4 @@ async fn read_listed(rpc: &Rpc, root: &Path) -> usize {
         read += 1;
     }
     read
-}
-
-fn best_of(n: usize, mut f: impl FnMut()) -> Duration {
-    (0..n)
-        .map(|_| {
-            let t0 = Instant::now();
-            f();
-            t0.elapsed()
-        })
-        .min()
-        .expect("n > 0")
 }

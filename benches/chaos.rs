@@ -28,7 +28,7 @@ mod support;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use capfleet_actors::chaos::report::{Events, Mttr, Report};
@@ -272,7 +272,7 @@ const A2A_SCRIPT: &str = "repeat = true\n[[turn]]\nsteps = [{ say = \"working on
 /// `capfleet sim --mode a2a` on a loopback port, and an agent manifest naming it
 /// (the A2A remote made from `tests/support/sim-acp.toml`); killed on drop.
 struct A2aPeer {
-    child: Child,
+    _sim: support::a2a_peer::A2aPeer,
     _dir: tempfile::TempDir,
     manifest: PathBuf,
 }
@@ -282,28 +282,13 @@ impl A2aPeer {
         let dir = tempfile::tempdir().expect("dir");
         let script = dir.path().join("a2a.toml");
         std::fs::write(&script, A2A_SCRIPT).expect("script");
-        let (child, url) = support::a2a_sim(exe, &script);
-        let template = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/sim-acp.toml");
-        let text = std::fs::read_to_string(template)
-            .expect("sim-acp.toml")
-            .replace("name = \"sim-acp\"", "name = \"remote-sim\"")
-            .replace("acp_stdio = true", "acp_stdio = false")
-            .replace("a2a_serve_at = false", &format!("a2a_serve_at = \"{url}\""));
-        assert!(text.contains(&url), "the template changed");
-        let manifest = dir.path().join("remote.toml");
-        std::fs::write(&manifest, text).expect("manifest");
+        let sim = support::a2a_peer::sim_at(exe, &script, None, &[]);
+        let manifest = support::a2a_peer::manifest(dir.path(), &sim.url, "");
         A2aPeer {
-            child,
+            _sim: sim,
             _dir: dir,
             manifest,
         }
-    }
-}
-
-impl Drop for A2aPeer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

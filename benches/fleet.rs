@@ -39,7 +39,8 @@ mod support;
 #[path = "../tests/all/common/stop_fleet.rs"]
 mod stop_fleet;
 
-use support::{ms, survivors};
+use support::figures::ms;
+use support::survivors;
 
 /// Counts live heap bytes (and their peak) so the per-session figure is the
 /// orchestrator's own memory, not the allocator's or the kernel's rounding.

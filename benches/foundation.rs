@@ -19,6 +19,12 @@ use capfleet_actors::protocol::{
 };
 use serde_json::json;
 
+#[allow(dead_code)]
+#[path = "support/figures.rs"]
+mod figures;
+
+use figures::{best_of, mb, ms, ratio};
+
 const RUNS: usize = 41;
 const NDJSON_BYTES: usize = 10 * 1024 * 1024;
 
@@ -108,18 +114,6 @@ fn median_wall(mut f: impl FnMut()) -> Duration {
     times[RUNS / 2]
 }
 
-fn best_of(passes: usize, mut f: impl FnMut()) -> Duration {
-    f();
-    (0..passes)
-        .map(|_| {
-            let t = Instant::now();
-            f();
-            t.elapsed()
-        })
-        .min()
-        .expect("at least one pass")
-}
-
 /// Lines of mixed agent events, in roughly the proportions of a real turn:
 /// mostly text chunks, then tool calls, plans, usage, permission traffic, errors.
 fn mixed_ndjson(target_bytes: usize) -> Vec<String> {
@@ -155,16 +149,4 @@ fn mixed_ndjson(target_bytes: usize) -> Vec<String> {
         i += 1;
     }
     lines
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
-}
-
-fn ratio(a: Duration, b: Duration) -> f64 {
-    a.as_secs_f64() / b.as_secs_f64()
-}
-
-fn mb(bytes: usize) -> f64 {
-    bytes as f64 / 1e6
 }

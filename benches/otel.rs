@@ -25,7 +25,8 @@ use capfleet_actors::run::RunTelemetry;
 use capfleet_actors::telemetry::config::TraceConfig;
 use capfleet_actors::telemetry::pipeline::TracePipeline;
 use serde_json::{Value, json};
-use support::{ms, survivors};
+use support::figures::ms;
+use support::survivors;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::{EnvFilter, Layer};
 

@@ -23,6 +23,12 @@ use capfleet_actors::bindings::pty::{Fed, LineParser, Screen};
 use capfleet_actors::manifest::Manifest;
 use serde_json::Value;
 
+#[allow(dead_code)]
+#[path = "support/figures.rs"]
+mod figures;
+
+use figures::{fastest_of, ms};
+
 const REPLAY_BYTES: usize = 20 * 1024 * 1024;
 const TURNS: usize = 100;
 
@@ -45,7 +51,7 @@ fn replay(root: &Path) {
     // Reads as the driver sees them: 16 KiB at most.
     let chunks: Vec<&[u8]> = session.chunks(16 * 1024).collect();
     let (rows, cols) = (manifest.pty.rows, manifest.pty.cols);
-    let floor = best_of(3, || {
+    let floor = fastest_of(3, || {
         let nz = |n| NonZeroU16::new(n).expect("size");
         let mut p = vt100::Parser::new(nz(rows), nz(cols), 10_000);
         for _ in 0..reps {
@@ -56,7 +62,7 @@ fn replay(root: &Path) {
         std::hint::black_box(p.screen().cursor_position());
     });
     let mut events = 0;
-    let driver = best_of(3, || {
+    let driver = fastest_of(3, || {
         let max_line = usize::try_from(manifest.limits.max_line_bytes).unwrap_or(usize::MAX);
         let mut screen = Screen::new(rows, cols, max_line);
         let mut parser = LineParser::new(manifest.patterns.clone());
@@ -210,19 +216,4 @@ fn decode(b64: &str) -> Vec<u8> {
     base64::engine::general_purpose::STANDARD
         .decode(b64)
         .unwrap_or_default()
-}
-
-fn best_of(n: usize, mut f: impl FnMut()) -> Duration {
-    (0..n)
-        .map(|_| {
-            let t = Instant::now();
-            f();
-            t.elapsed()
-        })
-        .min()
-        .unwrap_or_default()
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
 }

@@ -36,6 +36,8 @@ use serde_json::Value;
 
 mod support;
 
+use support::figures::ms;
+
 /// Sessions of the resumed run (`CAPFLEET_BENCH_SESSIONS` for a smaller one, say in a
 /// debug build).
 fn sessions() -> usize {
@@ -106,10 +108,6 @@ fn main() {
             ms(death)
         );
     }
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
 }
 
 fn us(d: Duration) -> f64 {

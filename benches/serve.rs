@@ -34,8 +34,9 @@ use tokio::sync::Semaphore;
 
 mod support;
 
+use support::env_or;
+use support::figures::ms;
 use support::serve::{Api, EXE, Serve, epoch_ms, fleet, pct, ts_ms};
-use support::{env_or, ms};
 
 const SUBSCRIBERS: usize = 100;
 const EVENTS: usize = 100_000;

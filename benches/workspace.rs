@@ -17,12 +17,9 @@ use std::time::{Duration, Instant};
 use capfleet_actors::workspace::diff::diff;
 use capfleet_actors::workspace::provision::{Request, provision};
 
-fn env_or(key: &str, default: usize) -> usize {
-    std::env::var(key)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
+mod support;
+
+use support::env_or;
 
 fn git(dir: &Path, args: &[&str]) {
     let out = Command::new("git")

@@ -37,6 +37,9 @@
 use std::path::Path;
 
 mod codex;
+#[allow(dead_code)]
+#[path = "../support/figures.rs"]
+mod figures;
 mod measure;
 mod nested;
 mod restarts;

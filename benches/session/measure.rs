@@ -1,5 +1,6 @@
 //! Processes timed by `wait4`, the flood script, baselines and arithmetic.
 
+pub(crate) use crate::figures::{best_of, mb, ms, ratio};
 use crate::{CHUNK, EXE};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -90,18 +91,6 @@ pub(crate) fn count_lines(data: &[u8]) -> usize {
         .count()
 }
 
-pub(crate) fn best_of(passes: usize, mut f: impl FnMut()) -> Duration {
-    f();
-    (0..passes)
-        .map(|_| {
-            let t = Instant::now();
-            f();
-            t.elapsed()
-        })
-        .min()
-        .expect("at least one pass")
-}
-
 pub(crate) fn best_of_cpu(passes: usize, mut f: impl FnMut()) -> Duration {
     (0..passes)
         .map(|_| {
@@ -125,16 +114,4 @@ pub(crate) fn median_usage(runs: &[Usage]) -> Usage {
 pub(crate) fn median(v: &mut [Duration]) -> Duration {
     v.sort();
     v[v.len() / 2]
-}
-
-pub(crate) fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
-}
-
-pub(crate) fn ratio(a: Duration, b: Duration) -> f64 {
-    a.as_secs_f64() / b.as_secs_f64()
-}
-
-pub(crate) fn mb(bytes: usize) -> f64 {
-    bytes as f64 / 1e6
 }

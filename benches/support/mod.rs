@@ -1,14 +1,17 @@
 //! What the fleet-scale benches share: simulator sessions (stream-json, each following
 //! a script), a run of them through `run_fleet` with every event collected, and the
 //! no-survivor check; a journal actor fed events straight. [`serve`]: `capfleet serve`
-//! driven over HTTP.
+//! driven over HTTP. [`a2a_peer`]: the A2A sim (the test crate's, included).
+//! [`figures`]: best-of timing, ms, ratios.
 #![allow(dead_code)]
 
+#[path = "../../tests/all/common/a2a_peer.rs"]
+pub(crate) mod a2a_peer;
+pub(crate) mod figures;
 pub(crate) mod serve;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 
 use capfleet_actors::budget::BudgetLimits;
 use capfleet_actors::driver::LaunchSpec;
@@ -144,17 +147,6 @@ pub(crate) fn env_or<T: std::str::FromStr>(key: &str, default: T) -> T {
         .unwrap_or(default)
 }
 
-/// Now, in ms since the epoch (as journal records' `ts_ms`).
-pub(crate) fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-}
-
-pub(crate) fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
-}
-
 /// Bench agents still alive.
 pub(crate) fn survivors(marker: &str) -> usize {
     capfleet_actors::process::sweep::processes_with_marker(MARKER, marker).len()
@@ -183,29 +175,4 @@ pub(crate) async fn journal_through(
     let took = started.elapsed();
     journal.stop(None);
     (written, took)
-}
-
-/// `capfleet sim --mode a2a` (the binary `exe`) on a loopback port playing the script
-/// at `script`: the child (its stdout drained after the address) and its base URL.
-pub(crate) fn a2a_sim(exe: &str, script: &Path) -> (std::process::Child, String) {
-    use std::io::BufRead;
-    let mut child = std::process::Command::new(exe)
-        .args([
-            "sim",
-            "--mode",
-            "a2a",
-            "--listen",
-            "127.0.0.1:0",
-            "--script",
-        ])
-        .arg(script)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("spawn the A2A sim");
-    let mut out = std::io::BufReader::new(child.stdout.take().expect("stdout"));
-    let mut line = String::new();
-    out.read_line(&mut line).expect("the bound address");
-    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
-    (child, format!("http://{}/", line.trim()))
 }

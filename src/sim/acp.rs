@@ -11,19 +11,18 @@
 //! (permissions, `fs/*`, `terminal/*`, `_cap/*`) wait for their response while
 //! still noticing a cancel.
 
-use std::io::{self, BufRead, BufReader, Read, Write};
+use std::io::{self, Read, Write};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, sync_channel};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
 use super::acp_turn::AcpTurn;
+use super::inbound::for_each_line;
 use super::script::Script;
 use super::state::{StateDir, TurnPicker};
 use super::steps::run_turn;
 
-/// Longest accepted input line; longer lines are skipped.
-const LINE_MAX: u64 = 16 * 1024 * 1024;
 /// Client messages read ahead of the sim.
 const INBOX: usize = 256;
 
@@ -262,24 +261,15 @@ fn prompt_text(params: &Value) -> String {
 }
 
 fn read_loop(input: impl Read, tx: &SyncSender<Incoming>) {
-    let mut reader = BufReader::new(input);
-    let mut line = Vec::new();
-    loop {
-        line.clear();
-        match (&mut reader).take(LINE_MAX).read_until(b'\n', &mut line) {
-            Ok(0) | Err(_) => break,
-            Ok(_) => {}
-        }
-        let Ok(v) = serde_json::from_slice::<Value>(&line) else {
+    for_each_line(input, |line| {
+        let Ok(v) = serde_json::from_slice::<Value>(line) else {
             if !line.iter().all(u8::is_ascii_whitespace) {
                 eprintln!("capfleet sim: unreadable ACP line skipped");
             }
-            continue;
+            return true;
         };
-        if tx.send(classify(v)).is_err() {
-            return;
-        }
-    }
+        tx.send(classify(v)).is_ok()
+    });
     let _gone = tx.send(Incoming::Eof);
 }
 

@@ -73,6 +73,19 @@ pub(super) struct Fields<'t, 'a> {
     pub loc: Loc<'a>,
 }
 
+impl<'t, 'a> Fields<'t, 'a> {
+    /// The fields of `value`, a table (else an error at `loc`).
+    pub(super) fn of(loc: &Loc<'a>, value: &'t toml::Value) -> Result<Self, ScriptError> {
+        let table = value
+            .as_table()
+            .ok_or_else(|| loc.err("", "expected a table"))?;
+        Ok(Fields {
+            table,
+            loc: loc.clone(),
+        })
+    }
+}
+
 impl Fields<'_, '_> {
     /// Rejects keys outside `allowed`.
     pub(super) fn only(&self, allowed: &[&str]) -> Result<(), ScriptError> {

@@ -1,5 +1,6 @@
 //! stream-json input: a thread reads stdin lines and turns them into
-//! [`Inbound`] messages, so turns can watch for interrupts while running.
+//! [`Inbound`] messages, so turns can watch for interrupts while running; and the
+//! bounded line reader ([`for_each_line`]) the ACP mode's reader shares.
 
 use std::io::{BufRead, BufReader, Read};
 use std::sync::mpsc::{Receiver, Sender, channel};
@@ -33,36 +34,46 @@ pub(super) fn spawn_reader() -> Receiver<Inbound> {
 }
 
 fn read_loop(input: impl Read, tx: &Sender<Inbound>) {
+    for_each_line(input, |line| {
+        let text = String::from_utf8_lossy(line);
+        let text = text.trim();
+        if text.is_empty() {
+            return true;
+        }
+        match parse_inbound(text) {
+            Some(message) => tx.send(message).is_ok(),
+            None => {
+                eprintln!("capfleet sim: ignored input line: {}", truncate(text, 200));
+                true
+            }
+        }
+    });
+    let _ = tx.send(Inbound::Eof);
+}
+
+/// Reads `input` line by line (a line over [`LINE_MAX`] bytes is skipped, said on
+/// stderr) and hands each line to `each` until it returns false or the input ends
+/// (its end or a read error). The stdin readers of the stream-json and ACP modes.
+pub(super) fn for_each_line(input: impl Read, mut each: impl FnMut(&[u8]) -> bool) {
     let mut reader = BufReader::new(input);
     let mut line = Vec::new();
     loop {
         line.clear();
         match (&mut reader).take(LINE_MAX).read_until(b'\n', &mut line) {
-            Ok(0) | Err(_) => break,
+            Ok(0) | Err(_) => return,
             Ok(_) => {}
         }
         if line.last() != Some(&b'\n') && line.len() as u64 == LINE_MAX {
             eprintln!("capfleet sim: input line over {LINE_MAX} bytes skipped");
             if skip_line(&mut reader).is_err() {
-                break;
+                return;
             }
             continue;
         }
-        let text = String::from_utf8_lossy(&line);
-        let text = text.trim();
-        if text.is_empty() {
-            continue;
-        }
-        match parse_inbound(text) {
-            Some(message) => {
-                if tx.send(message).is_err() {
-                    return;
-                }
-            }
-            None => eprintln!("capfleet sim: ignored input line: {}", truncate(text, 200)),
+        if !each(&line) {
+            return;
         }
     }
-    let _ = tx.send(Inbound::Eof);
 }
 
 fn skip_line(reader: &mut impl BufRead) -> std::io::Result<()> {
@@ -131,5 +142,23 @@ mod tests {
             })
         );
         assert_eq!(parse_inbound("{not json"), None);
+    }
+
+    fn lines_of(input: Vec<u8>, stop_after: usize) -> Vec<String> {
+        let mut seen = Vec::new();
+        for_each_line(std::io::Cursor::new(input), |line| {
+            seen.push(String::from_utf8_lossy(line).into_owned());
+            seen.len() < stop_after
+        });
+        seen
+    }
+
+    #[test]
+    fn a_line_over_the_cap_is_skipped_whole_and_the_reader_goes_on() {
+        let mut input = b"a\n".to_vec();
+        input.resize(input.len() + usize::try_from(LINE_MAX).unwrap() + 10, b'x');
+        input.extend_from_slice(b"\nb\nc");
+        assert_eq!(lines_of(input.clone(), usize::MAX), ["a\n", "b\n", "c"]);
+        assert_eq!(lines_of(input, 2), ["a\n", "b\n"], "stops when told");
     }
 }

@@ -152,13 +152,8 @@ fn raw_lines(f: &Fields<'_, '_>, key: &str) -> Result<Vec<String>, ScriptError> 
 }
 
 fn parse_turn(loc: &Loc<'_>, value: &toml::Value) -> Result<Turn, ScriptError> {
-    let table = value
-        .as_table()
-        .ok_or_else(|| loc.err("", "expected a table"))?;
-    let f = Fields {
-        table,
-        loc: loc.clone(),
-    };
+    let f = Fields::of(loc, value)?;
+    let table = f.table;
     f.only(&["match", "steps"])?;
     let steps = match table.get("steps") {
         None => Vec::new(),
@@ -176,13 +171,8 @@ fn parse_turn(loc: &Loc<'_>, value: &toml::Value) -> Result<Turn, ScriptError> {
 }
 
 fn parse_step(loc: &Loc<'_>, value: &toml::Value) -> Result<Step, ScriptError> {
-    let table = value
-        .as_table()
-        .ok_or_else(|| loc.err("", "expected a table"))?;
-    let f = Fields {
-        table,
-        loc: loc.clone(),
-    };
+    let f = Fields::of(loc, value)?;
+    let table = f.table;
     let kinds: Vec<&str> = STEP_KINDS
         .iter()
         .copied()

@@ -35,7 +35,24 @@ struct Peer<'a> {
     fake: &'a FakeLlm,
     env: &'a str,
     manifest: &'a str,
-    argv: &'a [String],
+    argv: Vec<String>,
+}
+
+impl<'a> Peer<'a> {
+    /// Gemini CLI over ACP (`gemini --acp -m gemini-2.5-flash`).
+    fn gemini(fake: &'a FakeLlm) -> Peer<'a> {
+        Peer {
+            fake,
+            env: "gemini",
+            manifest: "gemini-acp.toml",
+            argv: vec![
+                path_of("gemini"),
+                "--acp".into(),
+                "-m".into(),
+                "gemini-2.5-flash".into(),
+            ],
+        }
+    }
 }
 
 /// `capfleet chat <shipped manifest> --json --cwd ws -t ... <extra> --argv <argv>`
@@ -69,7 +86,7 @@ fn chat(
     c.args(["--restart", "temporary"])
         .args(extra)
         .arg("--argv")
-        .args(p.argv)
+        .args(&p.argv)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(std::fs::File::create(&log).expect("stderr file"));
@@ -175,12 +192,11 @@ fn claude_write(answer: &[&str]) -> ClaudeRun {
         {"tool": {"name": "Write", "input": {"file_path": out, "content": "written by claude\n"}}},
         {"text": "all done"},
     ]));
-    let argv = [path_of("claude-agent-acp")];
     let peer = Peer {
         fake: &fake,
         env: "claude",
         manifest: "claude-agent-acp.toml",
-        argv: &argv,
+        argv: vec![path_of("claude-agent-acp")],
     };
     let (ev, code, trace) = chat(
         &peer,
@@ -293,18 +309,7 @@ fn gemini_acp_one_turn_answered() {
     let fake = FakeLlm::start();
     let (ws, home) = dirs();
     fake.script(json!([{"text": "gemini says hi"}]));
-    let argv = [
-        path_of("gemini"),
-        "--acp".into(),
-        "-m".into(),
-        "gemini-2.5-flash".into(),
-    ];
-    let peer = Peer {
-        fake: &fake,
-        env: "gemini",
-        manifest: "gemini-acp.toml",
-        argv: &argv,
-    };
+    let peer = Peer::gemini(&fake);
     let (ev, code, _wire) = chat(&peer, ws.path(), home.path(), &["hello"], &[]);
     assert_eq!(code, Some(0), "{ev:#?}");
     assert_eq!(texts(&ev), "gemini says hi");
@@ -324,12 +329,11 @@ fn opencode_acp_one_turn_answered() {
     let (ws, home) = dirs();
     // opencode also asks for a title (no tools): only the main request has tools.
     fake.script(json!([{"match": "\"tools\"", "text": "opencode says hi"}]));
-    let argv = [path_of("opencode"), "acp".into(), "--pure".into()];
     let peer = Peer {
         fake: &fake,
         env: "opencode",
         manifest: "opencode-acp.toml",
-        argv: &argv,
+        argv: vec![path_of("opencode"), "acp".into(), "--pure".into()],
     };
     let (ev, code, _wire) = chat(&peer, ws.path(), home.path(), &["hello"], &[]);
     assert_eq!(code, Some(0), "{ev:#?}");
@@ -348,18 +352,7 @@ fn gemini_acp_edits_through_capfleet_fs_with_permission() {
         {"tool": {"name": "write_file", "input": {"file_path": file, "content": "gemini wrote"}}},
         {"text": "written"},
     ]));
-    let argv = [
-        path_of("gemini"),
-        "--acp".into(),
-        "-m".into(),
-        "gemini-2.5-flash".into(),
-    ];
-    let peer = Peer {
-        fake: &fake,
-        env: "gemini",
-        manifest: "gemini-acp.toml",
-        argv: &argv,
-    };
+    let peer = Peer::gemini(&fake);
     let (ev, code, wire) = chat(
         &peer,
         &root,
@@ -417,18 +410,17 @@ fn codex_acp_command_asks_and_runs_when_allowed() {
     ]));
     // An approval policy that asks; no sandbox, because Codex's Linux sandbox needs
     // bubblewrap, which the suite's machine need not have (the workspace is a tempdir).
-    let argv = [
-        path_of("codex-acp"),
-        "-c".into(),
-        "approval_policy=\"untrusted\"".into(),
-        "-c".into(),
-        "sandbox_mode=\"danger-full-access\"".into(),
-    ];
     let peer = Peer {
         fake: &fake,
         env: "codex",
         manifest: "codex-acp.toml",
-        argv: &argv,
+        argv: vec![
+            path_of("codex-acp"),
+            "-c".into(),
+            "approval_policy=\"untrusted\"".into(),
+            "-c".into(),
+            "sandbox_mode=\"danger-full-access\"".into(),
+        ],
     };
     let (ev, code, wire) = chat(
         &peer,

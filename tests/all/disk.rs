@@ -7,7 +7,6 @@
 
 use std::path::Path;
 use std::process::Output;
-use std::time::Duration;
 
 use common::disk::{ReadOnly, Tmpfs, full_file};
 use common::sim::fleet_session;
@@ -15,6 +14,7 @@ use common::{EnvMarker, capfleet, latest_run, run_journal};
 use serde_json::Value;
 
 use crate::common;
+use crate::common::chat::assert_no_survivor;
 
 fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
@@ -33,16 +33,6 @@ fn one_session_fleet(dir: &Path, script: &str, head: &str, m: &EnvMarker) {
 
 fn flood(bytes: u64) -> String {
     format!("[[turn]]\nsteps = [{{ flood = {bytes}, chunk = 64 }}]\n")
-}
-
-fn no_agent_left(m: &EnvMarker) {
-    assert!(
-        common::wait_until(Duration::from_secs(5), Duration::from_millis(50), || m
-            .processes()
-            .is_empty()),
-        "agents survive: {:?}",
-        m.processes()
-    );
 }
 
 /// `chat --journal` on a journal whose writes fail with ENOSPC (`/dev/full`): exit 1,
@@ -72,7 +62,7 @@ fn chat_on_a_full_journal_fails_loudly() {
         "{err}"
     );
     assert!(err.contains("kept: "), "what was kept is said: {err}");
-    no_agent_left(&m);
+    assert_no_survivor(&m);
 }
 
 #[test]
@@ -113,7 +103,7 @@ fn a_full_disk_mid_run_fails_the_run_loudly() {
     );
     assert!(err.contains("NOT written (disk fault)"), "{err}");
     assert!(!err.contains("completed"), "{err}");
-    no_agent_left(&m);
+    assert_no_survivor(&m);
 }
 
 /// A journal that cannot be opened (a read-only directory): the path, the OS error
@@ -331,6 +321,6 @@ fn pty_flood_artifacts_are_proportional_and_bounded() {
             let says = markers[0]["message"].as_str().unwrap();
             assert!(says.contains("journal_max_mb = 1"), "{says}");
         }
-        no_agent_left(&m);
+        assert_no_survivor(&m);
     }
 }

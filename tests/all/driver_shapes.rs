@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use crate::common::chat::assert_no_survivor;
 use crate::common::{self, EnvMarker, ask, of_type};
 use capfleet_actors::driver::{LaunchSpec, Shape};
 use capfleet_actors::events::{TurnOutcome, urn};
@@ -100,14 +101,7 @@ impl Bench {
     /// Close everything and read the journal.
     async fn finish(self) -> Vec<Value> {
         self.tree.shutdown().await;
-        let marker = self.marker.clone();
-        assert!(
-            common::wait_until(Duration::from_secs(5), Duration::from_millis(50), || marker
-                .processes()
-                .is_empty()),
-            "no agent survives the shutdown: {:?}",
-            marker.processes()
-        );
+        assert_no_survivor(&self.marker);
         common::journal_records(&self.journal)
     }
 }

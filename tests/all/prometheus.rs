@@ -9,6 +9,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::common;
+use crate::common::chat::assert_no_survivor;
 
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
@@ -153,10 +154,5 @@ fn prometheus_scrapes_a_running_fleet_and_counts_the_restarts_it_caused() {
     let status = capfleet.0.wait().unwrap();
     assert_eq!(status.code(), Some(130));
     assert!(common::http(metrics_port, "GET", "/metrics", None).is_err());
-    assert!(
-        common::wait_until(Duration::from_secs(5), Duration::from_millis(50), || m
-            .processes()
-            .is_empty()),
-        "no agent left"
-    );
+    assert_no_survivor(&m);
 }

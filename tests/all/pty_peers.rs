@@ -4,10 +4,34 @@
 //! starts a `codex app-server --managed-daemon` that leaves the process group and is
 //! re-parented to pid 1: the driver's sweep of marked processes must end it).
 
+use std::path::Path;
+
 use common::EnvMarker;
-use common::chat::{assert_no_survivor, chat_in};
+use common::chat::{Run, assert_no_survivor, chat_in};
 
 use crate::common;
+
+/// `capfleet chat AGENT --json` on `tasks` in `work`, the peer `program` run with `env`.
+fn chat_peer(
+    agent: &str,
+    tasks: &[&str],
+    work: &Path,
+    env: &[(String, String)],
+    program: &Path,
+    marker: &EnvMarker,
+) -> Run {
+    let env: Vec<String> = env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let mut args = Vec::new();
+    for t in tasks {
+        args.extend(["--task", t]);
+    }
+    args.extend(["--cwd", work.to_str().expect("utf8")]);
+    for kv in &env {
+        args.extend(["--env", kv.as_str()]);
+    }
+    args.extend(["--argv", program.to_str().expect("utf8")]);
+    chat_in(agent, &args, marker)
+}
 
 #[test]
 fn aider_two_turns_against_the_fake_llm() {
@@ -75,23 +99,15 @@ fn claude_code_tui_two_turns_against_the_fake_llm() {
     let home = tempfile::tempdir().expect("home");
     let work = tempfile::tempdir().expect("work");
     let marker = EnvMarker::new("pty-claude-tui");
-    let env: Vec<String> = common::claude_env_in(&fake, home.path(), work.path())
-        .into_iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect();
-    let mut args = vec![
-        "--task",
-        "say hello",
-        "--task",
-        "again",
-        "--cwd",
-        work.path().to_str().expect("utf8"),
-    ];
-    for kv in &env {
-        args.extend(["--env", kv.as_str()]);
-    }
-    args.extend(["--argv", claude.to_str().expect("utf8")]);
-    let run = chat_in("claude-code-tui", &args, &marker);
+    let env = common::claude_env_in(&fake, home.path(), work.path());
+    let run = chat_peer(
+        "claude-code-tui",
+        &["say hello", "again"],
+        work.path(),
+        &env,
+        &claude,
+        &marker,
+    );
     assert!(run.status.success(), "{:?}\n{:#?}", run.status, run.events);
     assert_eq!(
         run.texts(),
@@ -117,21 +133,15 @@ fn codex_tui_one_turn_against_the_fake_llm() {
     let home = tempfile::tempdir().expect("home");
     let work = tempfile::tempdir().expect("work");
     let marker = EnvMarker::new("pty-codex-tui");
-    let env: Vec<String> = common::peers::peer_env("codex", fake.port(), home.path(), work.path())
-        .into_iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect();
-    let mut args = vec![
-        "--task",
-        "say hello",
-        "--cwd",
-        work.path().to_str().expect("utf8"),
-    ];
-    for kv in &env {
-        args.extend(["--env", kv.as_str()]);
-    }
-    args.extend(["--argv", codex.to_str().expect("utf8")]);
-    let run = chat_in("codex-tui", &args, &marker);
+    let env = common::peers::peer_env("codex", fake.port(), home.path(), work.path());
+    let run = chat_peer(
+        "codex-tui",
+        &["say hello"],
+        work.path(),
+        &env,
+        &codex,
+        &marker,
+    );
     assert!(run.status.success(), "{:?}\n{:#?}", run.status, run.events);
     assert_eq!(
         run.texts(),

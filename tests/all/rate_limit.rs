@@ -327,7 +327,6 @@ fn rate_limit_keys_are_validated_and_shown() {
 #[test]
 fn real_claude_code_pauses_on_429_and_completes_the_turn() {
     const DONE: &str = "Done after the rate limit.";
-    let claude = common::peer("claude-code");
     let fake = common::FakeLlm::start();
     let limited = serde_json::json!({"error": {
         "status": 429,
@@ -345,15 +344,7 @@ fn real_claude_code_pauses_on_429_and_completes_the_turn() {
          [[sessions]]\nname = \"a\"\nagent = \"claude-code\"\n\
          env = {{ CLAUDE_CODE_MAX_RETRIES = \"0\", {k} = \"{v}\" }}\n"
     );
-    std::fs::write(dir.path().join("fleet.toml"), fleet).unwrap();
-    let mut cmd = capfleet(dir.path());
-    cmd.envs(common::claude_env_on_path(
-        &fake,
-        home.path(),
-        dir.path(),
-        &claude,
-    ));
-    let out = cmd.args(["run", "fleet.toml", "--json"]).output().unwrap();
+    let out = common::run_fleet_with_claude(&fake, home.path(), dir.path(), &fleet);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     let events: Vec<Value> = String::from_utf8_lossy(&out.stdout)

@@ -355,7 +355,6 @@ fn identical_questions_share_one_research_and_parallel_bounds_them() {
 /// names the research session.
 #[test]
 fn real_claude_code_researches_an_open_permission() {
-    let claude = common::peer("claude-code");
     let fake = common::FakeLlm::start();
     fake.script(serde_json::json!([{
         "text": "The command only builds the project.\nANSWER: allow_once",
@@ -372,15 +371,7 @@ fn real_claude_code_researches_an_open_permission() {
          env = {{ {k} = \"{v}\" }}\n\n\
          [[sessions]]\nname = \"w\"\nagent = \"sim\"\nscript = \"w.toml\"\nenv = {{ {k} = \"{v}\" }}\n"
     );
-    std::fs::write(dir.path().join("fleet.toml"), fleet).unwrap();
-    let mut cmd = capfleet(dir.path());
-    cmd.envs(common::claude_env_on_path(
-        &fake,
-        home.path(),
-        dir.path(),
-        &claude,
-    ));
-    let out = cmd.args(["run", "fleet.toml", "--json"]).output().unwrap();
+    let out = common::run_fleet_with_claude(&fake, home.path(), dir.path(), &fleet);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}\n{}", fake.stderr());
     let records = common::run_journal(dir.path());

@@ -14,6 +14,7 @@ use common::EnvMarker;
 use tokio::sync::mpsc;
 
 use crate::common;
+use crate::common::chat::assert_no_survivor;
 
 fn session(dir: &Path, name: &str, script: &str, marker: &EnvMarker) -> SessionSpec {
     let mut spec = common::sim::session_spec(dir, "t", name, script, marker);
@@ -123,16 +124,6 @@ fn route(when: &[&str], action: RouteAction) -> Route {
     }
 }
 
-fn no_survivor(marker: &EnvMarker) {
-    assert!(
-        common::wait_until(Duration::from_secs(5), Duration::from_millis(50), || marker
-            .processes()
-            .is_empty()),
-        "agents survive: {:?}",
-        marker.processes()
-    );
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pipeline_fan_out_and_join() {
     let dir = tempfile::tempdir().unwrap();
@@ -183,7 +174,7 @@ async fn pipeline_fan_out_and_join() {
         review.contains("plan done"),
         "the join carries both outputs: {review}"
     );
-    no_survivor(&m);
+    assert_no_survivor(&m);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -233,7 +224,7 @@ async fn mentions_are_delivered_when_the_target_is_idle() {
         .filter(|e| &*e.urn == "cap://t/b" && matches!(e.body, EventBody::TurnStarted { .. }))
         .count();
     assert_eq!(b_starts, 2);
-    no_survivor(&m);
+    assert_no_survivor(&m);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -289,7 +280,7 @@ steps = [
     );
     assert!(pos("t2", "completed") > pos("t2", "in_progress"));
     assert!(ran.prompts_to("b").join("").contains("write the docs"));
-    no_survivor(&m);
+    assert_no_survivor(&m);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -341,7 +332,7 @@ async fn by_subtask_splits_and_a_missing_block_fails_the_route() {
         RunOutcome::SessionFailed,
         "a failed route fails the run"
     );
-    no_survivor(&m);
+    assert_no_survivor(&m);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -380,7 +371,7 @@ async fn a_race_hands_the_first_result_to_the_picker_and_cancels_the_rest() {
         started.elapsed() < Duration::from_millis(2900),
         "the slow candidate was cancelled"
     );
-    no_survivor(&m);
+    assert_no_survivor(&m);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -407,7 +398,7 @@ async fn crossing_the_budget_stops_every_session() {
         "the 10 s session was stopped"
     );
     assert!(!ran.prompts_to("idle").join("").contains("never"));
-    no_survivor(&m);
+    assert_no_survivor(&m);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -445,7 +436,7 @@ async fn max_concurrent_admits_at_most_that_many_turns() {
         peak = peak.max(running);
     }
     assert_eq!(peak, 2, "never more than 2 turns at once, and 2 used");
-    no_survivor(&m);
+    assert_no_survivor(&m);
 }
 
 /// Sessions enough that the last ones come up well after the router has started.
@@ -515,7 +506,7 @@ async fn a_delivery_to_a_session_not_up_yet_waits_for_it_and_runs_once() {
         let ready = first(&ran, &format!("cap://t/s{i}"), started);
         assert!(ready.is_some(), "s{i} never started");
     }
-    no_survivor(&m);
+    assert_no_survivor(&m);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -549,5 +540,5 @@ async fn a_stop_while_sessions_come_up_ends_the_waiting_turn_and_starts_no_more(
         up < MANY,
         "the stop came first, yet every session was started"
     );
-    no_survivor(&m);
+    assert_no_survivor(&m);
 }

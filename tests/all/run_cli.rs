@@ -10,6 +10,7 @@ use common::{EnvMarker, capfleet, run_ended, run_journal};
 use serde_json::Value;
 
 use crate::common;
+use crate::common::chat::assert_no_survivor;
 
 fn write(dir: &Path, name: &str, text: &str) {
     std::fs::write(dir.join(name), text).unwrap();
@@ -183,13 +184,7 @@ fn ctrl_c_mid_run_cancels_every_session_and_exits_130() {
         );
     }
     assert!(!records.iter().any(|r| r["event"]["text"] == "never"));
-    assert!(
-        common::wait_until(Duration::from_secs(5), Duration::from_millis(50), || m
-            .processes()
-            .is_empty()),
-        "no agent survives: {:?}",
-        m.processes()
-    );
+    assert_no_survivor(&m);
 }
 
 #[test]

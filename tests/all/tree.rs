@@ -12,6 +12,7 @@ use common::EnvMarker;
 use ractor::rpc::CallResult;
 
 use crate::common;
+use crate::common::chat::assert_no_survivor;
 
 const SCRIPT: &str = r#"
 [[turn]]
@@ -132,11 +133,5 @@ async fn two_sessions_under_the_tree_with_taps_and_journal() {
             "{urn} closed"
         );
     }
-    assert!(
-        common::wait_until(Duration::from_secs(5), Duration::from_millis(50), || marker
-            .processes()
-            .is_empty()),
-        "no agent survives the shutdown: {:?}",
-        marker.processes()
-    );
+    assert_no_survivor(&marker);
 }

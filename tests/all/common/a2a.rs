@@ -1,114 +1,23 @@
-//! A2A peers for the binding's tests: a server process that prints its bound address
-//! on its first stdout line (the simulator's `--mode a2a`, the SDK test agents under
-//! tests/support/), a manifest whose `fast_path.a2a_serve_at` names it, and `capfleet
-//! chat --json` driving it; and the official SDKs' clients ([`sdk_client`]) driving
-//! `capfleet serve --expose`.
+//! A2A peers for the binding's tests: the simulator's `--mode a2a` playing a script
+//! (an [`A2aPeer`]; it and the manifest naming it are [`a2a_peer`](super::a2a_peer)'s),
+//! `capfleet chat --json` driving it; and the official SDKs' clients ([`sdk_client`])
+//! driving `capfleet serve --expose`.
 
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use serde_json::Value;
 
 use super::{BIN, run_chat, sandboxed, support};
 
-/// A serving A2A peer, killed on drop.
-pub(crate) struct A2aPeer {
-    pub(crate) child: Child,
-    /// Its base URL, `http://ADDR/`.
-    pub(crate) url: String,
-    /// The sim's `--request-log` (one line per request), when it keeps one.
-    pub(crate) log: Option<PathBuf>,
-}
-
-impl Drop for A2aPeer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl A2aPeer {
-    /// Spawns `cmd` and reads the address it binds from its first stdout line.
-    pub(crate) fn spawn(cmd: Command, log: Option<PathBuf>) -> A2aPeer {
-        A2aPeer::spawn_until(cmd, log, |line| Some(line.trim().to_owned()))
-    }
-
-    /// Spawns `cmd` and reads its stdout until `addr` finds the address it binds in a
-    /// line; the rest of its stdout is drained (a chatty peer never blocks on it).
-    pub(crate) fn spawn_until(
-        mut cmd: Command,
-        log: Option<PathBuf>,
-        addr: impl Fn(&str) -> Option<String>,
-    ) -> A2aPeer {
-        let mut child = cmd
-            .stdout(Stdio::piped())
-            .stdin(Stdio::null())
-            .spawn()
-            .expect("spawn the A2A peer");
-        let mut out = BufReader::new(child.stdout.take().expect("stdout"));
-        let mut line = String::new();
-        let found = loop {
-            line.clear();
-            if out.read_line(&mut line).unwrap_or(0) == 0 {
-                panic!(
-                    "the A2A peer exited before saying its address: {:?}",
-                    child.wait()
-                );
-            }
-            if let Some(a) = addr(&line).filter(|a| !a.is_empty()) {
-                break a;
-            }
-        };
-        std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
-        A2aPeer {
-            child,
-            url: format!("http://{found}/"),
-            log,
-        }
-    }
-
-    /// The sim's request log so far.
-    pub(crate) fn requests(&self) -> String {
-        let log = self.log.as_ref().expect("a peer with a request log");
-        std::fs::read_to_string(log).expect("request log")
-    }
-}
+pub(crate) use super::a2a_peer::{A2aPeer, manifest};
 
 /// `capfleet sim --mode a2a` on a loopback port playing `script`, logging requests.
 pub(crate) fn sim(dir: &Path, script: &str, args: &[&str]) -> A2aPeer {
     let script_path = dir.join("a2a-script.toml");
     std::fs::write(&script_path, script).expect("script");
-    let log = dir.join("requests.log");
-    let mut cmd = Command::new(BIN);
-    cmd.args([
-        "sim",
-        "--mode",
-        "a2a",
-        "--listen",
-        "127.0.0.1:0",
-        "--script",
-    ])
-    .arg(&script_path)
-    .arg("--request-log")
-    .arg(&log)
-    .args(args);
-    A2aPeer::spawn(cmd, Some(log))
-}
-
-/// The simulator's ACP manifest turned into a remote one: A2A at `url`, nothing else,
-/// `extra` appended (an `[x-a2a]` section, say).
-pub(crate) fn manifest(dir: &Path, url: &str, extra: &str) -> PathBuf {
-    let path = dir.join("a2a-agent.toml");
-    let base = std::fs::read_to_string(support("sim-acp.toml")).expect("sim-acp.toml");
-    let text = base
-        .replace("name = \"sim-acp\"", "name = \"remote-sim\"")
-        .replace("acp_stdio = true", "acp_stdio = false")
-        .replace("a2a_serve_at = false", &format!("a2a_serve_at = \"{url}\""));
-    assert!(text.contains(url), "the template changed: {text}");
-    std::fs::write(&path, format!("{text}\n{extra}")).expect("manifest");
-    path
+    super::a2a_peer::sim_at(BIN, &script_path, Some(dir.join("requests.log")), args)
 }
 
 /// `capfleet chat MANIFEST --json --task T...` to its end (60 s at most).

@@ -2,6 +2,8 @@
 //!
 //! - [`a2a`]: A2A peers (the sim's `--mode a2a`, the SDK test agents), their
 //!   manifest, `capfleet chat` driving them.
+//! - [`a2a_peer`]: an A2A peer process killed on drop, and the remote manifest naming
+//!   it (shared with the A2A and chaos benches).
 //! - [`browser`]: a headless chromium under WebDriver (chromedriver), its
 //!   screenshots, and no process of it left behind.
 //! - [`capfleet`](mod@capfleet): the binary under test ([`BIN`]), the `capfleet(dir)`
@@ -45,6 +47,7 @@
 //!   a turn of one of its sessions.
 
 pub(crate) mod a2a;
+pub(crate) mod a2a_peer;
 pub(crate) mod browser;
 pub(crate) mod capfleet;
 pub(crate) mod chaos;
@@ -76,7 +79,9 @@ pub(crate) use capfleet::{
 };
 pub(crate) use chat_json::{of_kind, of_type, run_chat, texts};
 pub(crate) use fake_llm::{FakeLlm, http};
-pub(crate) use peers::{claude_env, claude_env_in, claude_env_on_path, peer, peer_env, try_peer};
+pub(crate) use peers::{
+    claude_env, claude_env_in, peer, peer_env, run_fleet_with_claude, try_peer,
+};
 pub(crate) use procs::{
     EnvMarker, descendants, hwm_kib, is_alive, kill_group, output_within, processes_in_group,
     rss_kib, wait_until, wait_within,
