@@ -4,7 +4,7 @@
 use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, TestRng, TestRunner};
 
@@ -12,8 +12,10 @@ use crate::alloc::peak_of;
 use crate::input::{SUITE, inputs};
 use crate::targets::Target;
 
-/// The most one input may take. Not a performance figure (the bench has those): a
-/// decoder that takes seconds on a few kilobytes is quadratic or stuck.
+/// The most CPU time one input may take on its thread. Not a performance figure (the
+/// bench has those): a decoder that takes seconds on a few kilobytes is quadratic or
+/// stuck. CPU time, not wall time: a loaded machine (the suite's tests run side by
+/// side on two cores) stretches the wall clock of an input, never its CPU time.
 pub const TIME_LIMIT: Duration = Duration::from_secs(5);
 
 /// A promise an input broke.
@@ -38,9 +40,9 @@ impl fmt::Display for Breach {
 
 /// `t` decodes `input`: no panic, its heap and time within bounds.
 pub fn run(t: &Target, input: &[u8]) -> Result<(), Breach> {
-    let start = Instant::now();
+    let start = thread_cpu();
     let (outcome, peak) = peak_of(|| catch_unwind(AssertUnwindSafe(|| (t.run)(input))));
-    let took = start.elapsed();
+    let took = thread_cpu().saturating_sub(start);
     if let Err(payload) = outcome {
         let message = payload
             .downcast_ref::<String>()
@@ -55,6 +57,22 @@ pub fn run(t: &Target, input: &[u8]) -> Result<(), Breach> {
         _ if took > TIME_LIMIT => Err(Breach::Time(took)),
         _ => Ok(()),
     }
+}
+
+/// The CPU time this thread has used (`CLOCK_THREAD_CPUTIME_ID`).
+fn thread_cpu() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; the clock id is a constant the
+    // system defines.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID) failed");
+    Duration::new(
+        u64::try_from(ts.tv_sec).unwrap_or(0),
+        u32::try_from(ts.tv_nsec).unwrap_or(0),
+    )
 }
 
 /// Where the inputs that once broke a target are kept: `fuzz/regressions/<target>/`.
@@ -181,4 +199,25 @@ pub fn replay(t: &Target, keep: &Path) -> usize {
         }
     }
     inputs.len()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_time_limit_counts_work_not_waiting() {
+        let before = thread_cpu();
+        std::thread::sleep(Duration::from_millis(300));
+        let slept = thread_cpu().saturating_sub(before);
+        assert!(
+            slept < Duration::from_millis(100),
+            "{slept:?} of CPU asleep"
+        );
+        let before = thread_cpu();
+        while thread_cpu().saturating_sub(before) < Duration::from_millis(20) {
+            std::hint::black_box(0u64.wrapping_add(1));
+        }
+        assert!(thread_cpu() > before, "work is counted");
+    }
 }

@@ -7,6 +7,7 @@ pub mod codex_exec;
 pub mod error_text;
 pub mod pty;
 pub mod risk;
+pub mod sse;
 pub mod stream_json;
 mod turn_end;
 

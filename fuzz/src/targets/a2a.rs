@@ -2,6 +2,8 @@
 //! (eventsource-stream's parser, then the frame mapper of either spelling).
 
 use capfleet_actors::bindings::a2a::{Card, FrameMapper};
+use capfleet_actors::bindings::sse::lines;
+use capfleet_actors::process::lines::DEFAULT_MAX_LINE;
 use eventsource_stream::Eventsource;
 use futures::StreamExt;
 use serde_json::Value;
@@ -10,6 +12,9 @@ use super::{Framing, Memory, Target};
 
 /// The artifact cap here: small, so that cut artifacts are common.
 const MAX_ARTIFACT: usize = 4096;
+/// The event bound: the driver's by default (the manifest's line bound), so that a
+/// long event trickled in small reads costs here what it would cost the engine.
+const MAX_EVENT: usize = DEFAULT_MAX_LINE;
 
 const WORDS: &[&str] = &[
     "jsonrpc",
@@ -82,13 +87,14 @@ pub(super) const SSE: Target = Target {
     },
 };
 
-/// The bytes in chunks of 1 to 64 (the first byte picks) through the SSE parser, each
+/// The bytes in chunks of 1 to 64 (the first byte picks) through the engine's SSE line
+/// cutter (`bindings::sse::lines`, at most [`MAX_EVENT`] bytes an event) and parser, each
 /// event's data to both mappers (with and without the CAP extension).
 fn sse(input: &[u8]) {
     let chunk = 1 + input.first().map_or(0, |b| usize::from(*b) % 64);
-    let pieces: Vec<Result<Vec<u8>, std::convert::Infallible>> =
-        input.chunks(chunk).map(|c| Ok(c.to_vec())).collect();
-    let mut events = futures::stream::iter(pieces).eventsource();
+    let pieces: Vec<Result<&[u8], std::convert::Infallible>> =
+        input.chunks(chunk).map(Ok).collect();
+    let mut events = lines(futures::stream::iter(pieces), MAX_EVENT).eventsource();
     let mut cap = FrameMapper::new(false, MAX_ARTIFACT);
     let mut plain = FrameMapper::new(true, MAX_ARTIFACT);
     let mut out = Vec::new();

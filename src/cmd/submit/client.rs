@@ -3,9 +3,15 @@
 
 use std::time::Duration;
 
+use capfleet_actors::bindings::sse::lines;
 use eventsource_stream::{Event, Eventsource as _};
 use futures::{Stream, StreamExt as _};
 use serde_json::Value;
+
+/// The most bytes one event of a run's stream may take: an event is one journal record,
+/// an agent's line (1 MiB unless its manifest raises `max_line_bytes`) in its envelope.
+/// A broken or hostile server cannot make the client hold more.
+const MAX_EVENT: usize = 64 << 20;
 
 /// Why a request to the server failed.
 #[derive(Debug, thiserror::Error)]
@@ -117,8 +123,7 @@ impl Client {
             let value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
             return Err(api_error(url, status, value));
         }
-        Ok(res
-            .bytes_stream()
+        Ok(lines(res.bytes_stream(), MAX_EVENT)
             .eventsource()
             .map(|e| e.map_err(|e| e.to_string())))
     }

@@ -1,38 +1,19 @@
-//! A response's SSE stream as bounded events: eventsource-stream parses the frames;
-//! a byte budget in front of it bounds what it may buffer for one event, so an
-//! oversize event ends the stream as [`Next::Oversize`] (a `parse_failed`), never an
-//! unbounded buffer.
+//! A response's SSE stream as bounded events ([`crate::bindings::sse`]: whole lines,
+//! linear, at most `max` bytes an event); an oversize event ends the stream as
+//! [`Next::Oversize`] (a `parse_failed`), never an unbounded buffer.
 
 use std::pin::Pin;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use eventsource_stream::{EventStreamError, Eventsource};
 use futures::{Stream, StreamExt};
 
-/// Why the byte stream stopped.
-#[derive(Debug)]
-enum Fail {
-    Oversize,
-    Transport(reqwest::Error),
-}
+use crate::bindings::sse::{Cut, lines};
 
-impl std::fmt::Display for Fail {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Fail::Oversize => f.write_str("event over the size bound"),
-            Fail::Transport(e) => write!(f, "{e}"),
-        }
-    }
-}
-
-type EventItem = Result<eventsource_stream::Event, EventStreamError<Fail>>;
+type EventItem = Result<eventsource_stream::Event, EventStreamError<Cut<reqwest::Error>>>;
 
 /// The events of one SSE response.
 pub(super) struct Events {
     inner: Pin<Box<dyn Stream<Item = EventItem> + Send>>,
-    /// Bytes received since the last event came out.
-    since_event: Arc<AtomicUsize>,
 }
 
 /// The next thing a stream gives.
@@ -49,20 +30,8 @@ pub(super) enum Next {
 impl Events {
     /// `max`: the most bytes one event may take.
     pub(super) fn new(res: reqwest::Response, max: usize) -> Events {
-        let since_event = Arc::new(AtomicUsize::new(0));
-        let budget = since_event.clone();
-        let bytes = res.bytes_stream().map(move |chunk| {
-            let chunk = chunk.map_err(Fail::Transport)?;
-            let held = budget.fetch_add(chunk.len(), Ordering::Relaxed) + chunk.len();
-            if held > max {
-                Err(Fail::Oversize)
-            } else {
-                Ok(chunk)
-            }
-        });
         Events {
-            inner: Box::pin(bytes.eventsource()),
-            since_event,
+            inner: Box::pin(lines(res.bytes_stream(), max).eventsource()),
         }
     }
 
@@ -70,13 +39,14 @@ impl Events {
         loop {
             match self.inner.next().await {
                 Some(Ok(event)) => {
-                    self.since_event.store(0, Ordering::Relaxed);
                     if event.data.is_empty() {
                         continue; // a comment or keep-alive
                     }
                     return Next::Data(event.data);
                 }
-                Some(Err(EventStreamError::Transport(Fail::Oversize))) => return Next::Oversize,
+                Some(Err(EventStreamError::Transport(Cut::Oversize { .. }))) => {
+                    return Next::Oversize;
+                }
                 Some(Err(e)) => return Next::Ended(Some(e.to_string())),
                 None => return Next::Ended(None),
             }
