@@ -37,6 +37,7 @@ fn a_two_hour_equivalent_soak_ends_completed_with_every_invariant_holding() {
     assert_eq!(t["completed"], 8 * u64::from(TURNS), "{t}");
     // Two hours of scripted work per session passed (each turn is about 90 s of it).
     let e = &report["events"];
+    eprintln!("soak: {} faults; events {e}", faults.len());
     assert_eq!(e["unexplained"], 0, "{e}");
     assert_eq!(e["unrecorded"], 0, "{e}");
     // Every result in flight at a death was journaled all the same, or cut by the
