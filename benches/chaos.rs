@@ -90,8 +90,14 @@ fn main() {
             row(kind, &r);
         }
         println!(
-            "3. events lost over those runs: {} results emitted, {} journaled, {} lost ({} to garble/truncate, {} unexplained; goal 0)",
-            lost.emitted, lost.journaled, lost.lost, lost.lost_to_faults, lost.unexplained
+            "3. events lost over those runs: {} results emitted, {} journaled, {} lost ({} to faults, {} unexplained; goal 0); {} in flight at a death ({} journaled all the same)",
+            lost.emitted,
+            lost.journaled,
+            lost.lost,
+            lost.lost_to_faults,
+            lost.unexplained,
+            lost.in_flight,
+            lost.in_flight_journaled
         );
     }
     if on("4") {

@@ -65,9 +65,11 @@
 //! `can_use_tool` (asks as tool `AskUserQuestion`, answered with
 //! `updatedInput.answers = { "<question>": "<label>" }`).
 //!
-//! `--emitted FILE` (`CAPFLEET_SIM_EMITTED`) appends a line per `result` once it is
-//! written (`pid`, `ts_ms`, tokens, `cost_usd`): what the agent billed, and how many
-//! turn results it produced (the chaos report compares them with the journal).
+//! `--emitted FILE` (`CAPFLEET_SIM_EMITTED`) records each `result` in two lines around
+//! its write: `frame` (`pid`, `pgid`, `ts_ms`, tokens, `cost_usd`) before it, `written`
+//! after it is flushed (see `emitted`): what the agent billed, how many turn results
+//! it produced (the chaos report compares them with the journal), and which one was in
+//! flight when its process was killed.
 //!
 //! `--time-scale N` (`CAPFLEET_SIM_TIME_SCALE`) divides every delay of the script by
 //! `N`: hours of scripted work in minutes (the chaos soak).
@@ -103,6 +105,7 @@ mod acp;
 mod acp_turn;
 mod client;
 mod edit;
+mod emitted;
 mod fields;
 mod frames;
 mod inbound;

@@ -1,12 +1,13 @@
 //! `--mode stream-json`: Claude Code compatible NDJSON over stdio.
 
-use std::io::{self, Write as _};
+use std::io;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
 use super::client::Client;
+use super::emitted::Emitted;
 use super::frames::{Session, TurnAcc, init_frame, result_frame, usage_json};
 use super::inbound::spawn_reader;
 use super::script::Script;
@@ -22,7 +23,7 @@ pub(super) struct Options {
     pub partial: bool,
     /// Exit after the first turn.
     pub one_turn: bool,
-    /// Where each turn result (its usage) is appended once written (`--emitted`).
+    /// Where each turn result (its usage) is recorded around its write (`--emitted`).
     pub emitted: Option<PathBuf>,
 }
 
@@ -56,7 +57,7 @@ struct StreamJson {
     session: Session,
     partial: bool,
     bypass: bool,
-    emitted: Option<PathBuf>,
+    emitted: Option<Emitted>,
     /// The open assistant message: its id and how many blocks it has.
     message: Option<(String, usize)>,
     turn: TurnAcc,
@@ -69,7 +70,7 @@ impl StreamJson {
             bypass: options.session.permission_mode == "bypassPermissions",
             session: options.session,
             partial: options.partial,
-            emitted: options.emitted,
+            emitted: options.emitted.map(Emitted::new),
             message: None,
             turn: TurnAcc::new(),
         }
@@ -416,29 +417,17 @@ impl Frontend for StreamJson {
         self.session.total_cost_usd += self.turn.usage.cost_usd;
         let mut frame = result_frame(&self.session, &self.turn, stop);
         frame["uuid"] = json!(self.client.out.uuid());
+        // Recorded before it is written, marked written after: a process killed
+        // between the two had this result in flight (see `emitted`).
+        let recorded = match &mut self.emitted {
+            Some(e) => Some(e.recording(&self.turn.usage)?),
+            None => None,
+        };
         self.client.out.emit(&frame)?;
         self.client.out.flush()?;
-        match &self.emitted {
-            Some(path) => {
-                let u = &self.turn.usage;
-                let ts_ms = std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(0, |d| d.as_millis());
-                let line = json!({"pid": std::process::id(), "ts_ms": ts_ms,
-                    "input_tokens": u.input_tokens, "output_tokens": u.output_tokens,
-                    "cost_usd": u.cost_usd});
-                if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-                    std::fs::create_dir_all(dir)?;
-                }
-                let mut f = std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(path)?;
-                // One write(2) per line: the sessions' sims append to one file, and a
-                // `writeln!` of a `Value` is many writes another sim's can split.
-                f.write_all(format!("{line}\n").as_bytes())
-            }
-            None => Ok(()),
+        match (&mut self.emitted, recorded) {
+            (Some(e), Some(n)) => e.written(n),
+            _ => Ok(()),
         }
     }
 }

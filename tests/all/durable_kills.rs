@@ -4,9 +4,10 @@
 //! the resume before it — and resumed after each: within 1 s of each kill no agent
 //! of the run survives; the last resume completes the run; across all of it no
 //! delivery is routed or completed twice and no turn completes twice; the usage
-//! the journal holds is what the agents billed (each sim appends what it wrote,
-//! `--emitted`: all of it is in the journal but, at most, the last result of an
-//! agent killed with capfleet before capfleet could journal it); and the run ends as
+//! the journal holds is what the agents billed (each sim records each result before
+//! writing it, `--emitted`: all of it is in the journal but, at most, the last result
+//! of an agent killed with capfleet before capfleet could journal it — or before the
+//! agent wrote it); and the run ends as
 //! an uninterrupted one of the same fleet does (the same deliveries completed, the
 //! same diffs of every worktree).
 //!
@@ -140,13 +141,17 @@ fn journaled(j: &[Value]) -> Spend {
     s
 }
 
-/// What the sims wrote, in all; and each agent process's last result, in all.
+/// What the sims recorded, in all (each result is recorded before it is written, its
+/// `written` line after); and each agent process's last result, in all.
 fn emitted(path: &Path) -> (Spend, Spend) {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     let mut all = Spend::default();
     let mut last: BTreeMap<u64, Value> = BTreeMap::new();
     for line in text.lines() {
         let v: Value = serde_json::from_str(line).unwrap();
+        if v.get("written").is_some() {
+            continue;
+        }
         all.add(&v, "cost_usd");
         last.insert(v["pid"].as_u64().unwrap(), v);
     }

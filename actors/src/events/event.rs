@@ -200,12 +200,16 @@ pub enum EventBody {
     /// target session's stream (its current turn), or for `self_kill` on the router's
     /// with `target` "capfleet" (synced before the kill). `seed_pos` is the fault's
     /// place in the seeded sequence (see `chaos::schedule`); `detail` says what was
-    /// done (`SIGKILL to group 4242`).
+    /// done (`SIGKILL to group 4242`); `group`, a signal fault's target process group
+    /// (the agent's, which the sim records beside each result it writes: the chaos
+    /// report finds the fault that cut a result in flight by it).
     Chaos {
         fault: crate::chaos::FaultKind,
         target: String,
         seed_pos: u64,
         detail: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        group: Option<i32>,
     },
     /// The run was resumed (`capfleet run --resume`) from its journal: the records
     /// read, a torn last line left out (its bytes), the deliveries whose recorded

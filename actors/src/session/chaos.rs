@@ -70,13 +70,15 @@ impl Core {
             return;
         }
         let launch = self.slot.launch.clone();
+        let mut group = None;
         let (apply, detail) = match fault.reach() {
             Reach::Signal => {
                 let Some(signal) = SignalFault::of(fault, &spec.params) else {
                     return;
                 };
                 let pgid = self.slot.group.load(std::sync::atomic::Ordering::Relaxed);
-                let detail = signal.describe((pgid > 0).then_some(pgid));
+                group = (pgid > 0).then_some(pgid);
+                let detail = signal.describe(group);
                 (Apply::Signal(signal), detail)
             }
             Reach::Bytes => {
@@ -105,6 +107,7 @@ impl Core {
             target: self.spec.name.clone(),
             seed_pos,
             detail,
+            group,
         })
         .await;
         match apply {

@@ -3,9 +3,9 @@
 
 use std::fmt::{self, Display, Formatter};
 
-use super::{KindSummary, Mttr, Report};
+use super::{InFlight, KindSummary, Mttr, Report};
 
-/// At most this many turns that did not complete are listed.
+/// At most this many turns that did not complete (frames in flight) are listed.
 const TURNS_SHOWN: usize = 10;
 
 fn ms(m: &Mttr) -> String {
@@ -79,6 +79,16 @@ impl Display for Report {
                 e.lost_to_faults,
                 e.unexplained
             )?;
+            if e.unrecorded > 0 {
+                writeln!(f, "  {} journaled results no agent recorded", e.unrecorded)?;
+            }
+            for x in e.in_flight_frames.iter().take(TURNS_SHOWN) {
+                writeln!(f, "  {}", in_flight(x))?;
+            }
+            if e.in_flight_frames.len() > TURNS_SHOWN {
+                let more = e.in_flight_frames.len() - TURNS_SHOWN;
+                writeln!(f, "  … and {more} more frames in flight")?;
+            }
         }
         let b = &self.budget;
         writeln!(
@@ -105,4 +115,26 @@ impl Display for Report {
             write!(f, "verdict: {broken} invariant(s) broken")
         }
     }
+}
+
+/// `1 frame in flight at a kill (seed_pos 12): s03 pid 4242, not journaled`.
+fn in_flight(x: &InFlight) -> String {
+    let at = match &x.cut_by {
+        Some(c) => match c.seed_pos {
+            Some(p) => format!("at a {} (seed_pos {p})", c.kind),
+            None => format!("at a {}", c.kind),
+        },
+        None => "with no fault in its window".to_owned(),
+    };
+    let fate = if x.journaled {
+        "journaled all the same"
+    } else if x.cut_by.is_some() {
+        "not journaled, lost to the fault"
+    } else {
+        "not journaled: unexplained"
+    };
+    format!(
+        "1 frame in flight {at}: {} pid {}, {fate}",
+        x.session, x.pid
+    )
 }

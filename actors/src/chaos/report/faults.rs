@@ -43,6 +43,9 @@ pub struct Fault {
     pub ts_ms: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
+    /// A signal fault's target: the agent's process group.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub group: Option<i32>,
     /// The record that showed it was noticed (`restart (signaled 9)`,
     /// `cap.error parse_failed`, `resumed`).
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -32,6 +32,9 @@ pub(super) struct Line<'a> {
     pub seed_pos: Option<u64>,
     #[serde(default)]
     pub detail: Option<String>,
+    /// A signal fault's target process group.
+    #[serde(default)]
+    pub group: Option<i32>,
     /// `turn_started`.
     #[serde(default)]
     pub attempt: Option<u32>,

@@ -40,6 +40,13 @@ pub struct LostLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct InFlightLabels {
+    /// `journaled` (the reader got it all the same), `lost_to_fault` (a kill, term,
+    /// hang or self_kill in its window) or `unexplained`.
+    pub fate: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct InvariantLabels {
     pub invariant: String,
 }
@@ -54,6 +61,7 @@ pub const SERIES: &[&str] = &[
     "capfleet_chaos_mttr_seconds",
     "capfleet_chaos_turns_total",
     "capfleet_chaos_events_lost_total",
+    "capfleet_chaos_events_in_flight_total",
     "capfleet_chaos_retry_spend_usd",
     "capfleet_chaos_budget_overshoot_usd",
     "capfleet_chaos_invariant_holds",
@@ -130,6 +138,24 @@ impl Report {
             "events_lost",
             "Turn results the agents emitted that the journal lacks",
             lost,
+        );
+        let in_flight = Family::<InFlightLabels, Counter>::default();
+        let fate = |fate: &str| InFlightLabels { fate: fate.into() };
+        for f in ["journaled", "lost_to_fault", "unexplained"] {
+            in_flight.get_or_create(&fate(f)).inc_by(0);
+        }
+        for x in &self.events.in_flight_frames {
+            let f = match (x.journaled, &x.cut_by) {
+                (true, _) => "journaled",
+                (false, Some(_)) => "lost_to_fault",
+                (false, None) => "unexplained",
+            };
+            in_flight.get_or_create(&fate(f)).inc();
+        }
+        r.register(
+            "events_in_flight",
+            "Turn results in flight when their agent's process died (recorded, not marked written)",
+            in_flight,
         );
         let gauge = |v: f64| {
             let g = FloatGauge::default();

@@ -28,7 +28,8 @@
 //!                            "mttr_turn": {"count":4,"p50_ms":…,"p95_ms":…,"max_ms":…} } },
 //!     "mttr_ready": {…}, "mttr_turn": {…},   // every kind together
 //!     "list": [ { "kind":"kill", "target":"w1", "urn":"cap://f/w1", "turn":3,
-//!                 "seed_pos":12, "ts_ms":…, "detail":"…", "detected_by":"restart (signaled 9)",
+//!                 "seed_pos":12, "ts_ms":…, "detail":"SIGKILL to group 4242", "group":4242,
+//!                 "detected_by":"restart (signaled 9)",
 //!                 "ready_ms":31, "turn_ms":208, "recovered":true } ]
 //!   },
 //!   "turns": { "started": 40, "completed": 38, "failed": 1, "cancelled": 0,
@@ -37,7 +38,11 @@
 //!                                  "why":"hung past the turn timeout of 500 ms"} ] },
 //!   "sessions_failed": [ {"session":"cap://f/w2","reason":"…"} ],
 //!   "events": { "measured_sessions": 20, "emitted": 200, "journaled": 199, "lost": 1,
-//!               "lost_to_faults": 1, "unexplained": 0 },
+//!               "lost_to_faults": 1, "unexplained": 0, "in_flight": 1,
+//!               "in_flight_journaled": 0, "unrecorded": 0,
+//!               "in_flight_frames": [ {"session":"w1","pid":4242,"ts_ms":…,
+//!                   "journaled":false,
+//!                   "cut_by":{"kind":"kill","seed_pos":12,"ts_ms":…}} ] },
 //!   "budget": { "retry_spend_usd": 0.02, "overshoot_usd": 0.0,
 //!               "overshoot_from_retries_usd": 0.0 },
 //!   "invariants": [ {"name":"no_lost_record","holds":true,"detail":"…"},
@@ -67,7 +72,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-pub use events::Events;
+pub use events::{Events, InFlight};
 pub use faults::Fault;
 pub use invariants::Verdict;
 pub use stats::Mttr;
@@ -209,7 +214,7 @@ impl Report {
     fn from_pass(pass: pass::Pass, tail: &replay::Tail, run_dir: &Path, path: &Path) -> Report {
         let sessions = session_urns(&pass);
         let faults = &pass.tracker.faults;
-        let events = events::compare(run_dir, &sessions, &pass.usage, faults);
+        let events = events::compare(run_dir, &sessions, &pass.usage, faults, &pass.resumed_ts);
         let invariants = vec![
             invariants::no_lost_record(&pass, tail),
             invariants::no_orphan_process(None),

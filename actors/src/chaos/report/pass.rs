@@ -40,12 +40,15 @@ pub(super) struct Pass {
     pub delivered: HashMap<String, u32>,
     pub completed: HashMap<(String, u32), u32>,
     pub failures: Vec<SessionFailure>,
-    /// `cap.usage` records per stream: the turn results the journal holds.
-    pub usage: HashMap<String, u64>,
+    /// The time of each `cap.usage` record per stream, in journal order: the turn
+    /// results the journal holds.
+    pub usage: HashMap<String, Vec<u64>>,
     /// The run's sessions, by name.
     pub sessions: Vec<String>,
-    /// The record index of the last `resumed`, and torn lines those reported.
+    /// The record index of the last `resumed`, the time of each, and torn lines
+    /// those reported.
     pub last_resumed: Option<usize>,
+    pub resumed_ts: Vec<u64>,
     pub torn_reported: u64,
     pub outcome: Option<String>,
     pub stop_reason: Option<String>,
@@ -97,6 +100,7 @@ impl Pass {
                 seed_pos: l.seed_pos,
                 ts_ms: ts,
                 detail: l.detail,
+                group: l.group,
                 detected_by: None,
                 ready_ms: None,
                 turn_ms: None,
@@ -161,6 +165,7 @@ impl Pass {
             }
             "resumed" => {
                 self.last_resumed = Some(i);
+                self.resumed_ts.push(ts);
                 self.torn_reported += u64::from(l.torn_bytes.is_some());
                 self.tracker.resumed();
             }
@@ -195,7 +200,7 @@ impl Pass {
                 self.tracker.noticed(urn, &what, false);
             }
             line::USAGE => {
-                *self.usage.entry(urn.to_owned()).or_insert(0) += 1;
+                self.usage.entry(urn.to_owned()).or_default().push(ts);
                 let turn = l.turn.or_else(|| self.current.get(urn).copied());
                 if let Some(book) = turn.and_then(|t| self.turns.get_mut(&(urn.to_owned(), t)))
                     && let Some(c) = book.cost.last_mut()

@@ -29,6 +29,7 @@ impl Report {
             capfleet.chaos.mttr_turn_p95_ms = ms(f.mttr_turn.p95_ms),
             capfleet.chaos.turns_failed = int(self.turns.failed),
             capfleet.chaos.events_lost_unexplained = int(self.events.unexplained),
+            capfleet.chaos.events_in_flight = int(self.events.in_flight),
             capfleet.chaos.retry_spend_usd = self.budget.retry_spend_usd,
             capfleet.chaos.holds = self.holds,
             capfleet.chaos.broken = %broken.join(","),

@@ -5,12 +5,18 @@ use serde_json::{Value, json};
 
 use super::*;
 
-/// A journal under construction: each stream numbered from 1, time in steps of 10 ms.
+mod in_flight;
+
+/// A journal under construction: each stream numbered from 1, time in steps of 10 ms;
+/// and what its sims recorded (`emitted.jsonl` by session, [`J::frame`]).
 struct J {
     dir: tempfile::TempDir,
     lines: Vec<String>,
     seqs: std::collections::HashMap<String, u64>,
     ts: u64,
+    sims: std::collections::BTreeMap<String, Vec<String>>,
+    /// Results recorded by each sim process (pid).
+    frames: std::collections::HashMap<u32, u64>,
 }
 
 impl J {
@@ -20,6 +26,8 @@ impl J {
             lines: Vec::new(),
             seqs: Default::default(),
             ts: 1_000,
+            sims: Default::default(),
+            frames: Default::default(),
         };
         for s in sessions {
             j.rec(
@@ -77,6 +85,26 @@ impl J {
         self.rec(s, turn, json!({"type": "chaos", "fault": kind, "target": target, "seed_pos": pos, "detail": "d"}))
     }
 
+    /// A signal fault `kind` on process group `group`.
+    fn signal(&mut self, s: &str, turn: u32, kind: &str, pos: u64, group: i32) -> &mut J {
+        let detail = format!("signal to group {group}");
+        self.rec(s, Some(turn), json!({"type": "chaos", "fault": kind, "target": s, "seed_pos": pos, "detail": detail, "group": group}))
+    }
+
+    /// Sim `pid` of session `s` records a result now (1 ms after the last record),
+    /// and marks it written unless `in_flight`.
+    fn frame(&mut self, s: &str, pid: u32, in_flight: bool) -> &mut J {
+        let n = self.frames.entry(pid).or_insert(0);
+        *n += 1;
+        let ts = self.ts + 1;
+        let lines = self.sims.entry(s.to_owned()).or_default();
+        lines.push(json!({"frame": *n, "pid": pid, "pgid": pid, "ts_ms": ts, "input_tokens": 1, "output_tokens": 1, "cost_usd": 0.0}).to_string());
+        if !in_flight {
+            lines.push(json!({"written": *n, "pid": pid, "ts_ms": ts}).to_string());
+        }
+        self
+    }
+
     fn raw(&mut self, line: &str) -> &mut J {
         self.lines.push(line.to_owned());
         self
@@ -87,6 +115,11 @@ impl J {
         let mut text = self.lines.join("\n");
         text.push('\n');
         std::fs::write(&path, text).unwrap();
+        for (s, lines) in &self.sims {
+            let dir = self.dir.path().join("sim").join(s);
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(dir.join(events::EMITTED), lines.join("\n") + "\n").unwrap();
+        }
         Report::from_journal(&path).unwrap()
     }
 

@@ -14,6 +14,7 @@ impl Core {
             target: crate::chaos::SELF_TARGET.into(),
             seed_pos,
             detail,
+            group: None,
         };
         self.bus.publish(None, body).await;
         if let Some(d) = &self.durable {
