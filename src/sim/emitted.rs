@@ -18,6 +18,7 @@ use std::fs::File;
 use std::io::{self, Write as _};
 use std::path::PathBuf;
 
+use capfleet_actors::clock::now_ms;
 use serde_json::{Value, json};
 
 use super::steps::Usage;
@@ -28,12 +29,6 @@ pub(super) struct Emitted {
     file: Option<File>,
     /// Results recorded by this process.
     frames: u64,
-}
-
-fn now_ms() -> u128 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis())
 }
 
 impl Emitted {
