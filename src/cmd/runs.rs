@@ -125,7 +125,7 @@ pub(crate) fn row(run: &RunDir) -> RunRow {
     let read = read_journal(&run.journal());
     let (state, pid) = match run.orchestrator() {
         Orchestrator::Running => (RunState::Running, lock_pid(&run.path)),
-        _ => (state_of(read.outcome.as_deref(), read.ended), None),
+        _ => (read.state(), None),
     };
     RunRow {
         run: run.id.clone(),
@@ -170,6 +170,10 @@ pub(crate) struct JournalRead {
     pub cost_usd: f64,
     pub sessions: BTreeSet<String>,
     pub started_ms: Option<u64>,
+    /// The run has workspaces (`worktree` records).
+    pub worktrees: bool,
+    /// They were collected after the last `run_ended` (`collected`).
+    pub collected: bool,
 }
 
 fn read_journal(path: &Path) -> JournalRead {
@@ -193,6 +197,17 @@ impl JournalRead {
         read
     }
 
+    /// The run's state as its journal says, as `run --resume` decides it: a run
+    /// with workspaces has ended only once they were collected after its end (a cut
+    /// between `run_ended` and `collected` still owes the end-of-run pass, `--commit`
+    /// included, which a resume makes).
+    pub(crate) fn state(&self) -> RunState {
+        if self.ended && self.worktrees && !self.collected {
+            return RunState::Interrupted;
+        }
+        state_of(self.outcome.as_deref(), self.ended)
+    }
+
     /// Take one more record into account.
     pub(crate) fn add(&mut self, rec: &Value) {
         let read = self;
@@ -207,7 +222,10 @@ impl JournalRead {
                 if let Some(o) = rec["outcome"].as_str() {
                     read.outcome = Some(o.to_owned());
                 }
+                read.collected = false;
             }
+            Some("worktree") => read.worktrees = true,
+            Some("collected") => read.collected = true,
             Some("lease_taken" | "resumed" | "handed_back") => {
                 read.ended = false;
                 read.outcome = None;
@@ -266,5 +284,26 @@ mod tests {
         assert_eq!((r.ended_ms, r.exit_code), (Some(12), Some(0)));
         assert!((r.cost_usd - 0.5).abs() < 1e-9);
         assert_eq!(r.sessions.len(), 1);
+    }
+
+    #[test]
+    fn a_run_with_workspaces_has_ended_once_they_were_collected_after_its_end() {
+        let ended = [
+            r#"{"type":"worktree","session":"a","ts_ms":1}"#,
+            r#"{"type":"run_ended","outcome":"completed","exit_code":0,"ts_ms":7}"#,
+        ];
+        // Killed between `run_ended` and `collected`: a resume owes the end-of-run pass.
+        assert_eq!(read(&ended).state(), RunState::Interrupted);
+        let mut lines = ended.to_vec();
+        lines.push(r#"{"type":"collected","sessions":1,"ts_ms":8}"#);
+        assert_eq!(read(&lines).state(), RunState::Completed);
+        // A resume's new end owes a new collection.
+        lines.push(r#"{"type":"resumed","ts_ms":9}"#);
+        lines.push(r#"{"type":"run_ended","outcome":"failed","exit_code":1,"ts_ms":10}"#);
+        assert_eq!(read(&lines).state(), RunState::Interrupted);
+        lines.push(r#"{"type":"collected","sessions":1,"ts_ms":11}"#);
+        assert_eq!(read(&lines).state(), RunState::Failed);
+        // Without workspaces, the end is the end.
+        assert_eq!(read(&ended[1..]).state(), RunState::Completed);
     }
 }

@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use capfleet_actors::clock::civil_from_days;
+use capfleet_actors::journal::replay::{Mended, mend_tail};
 
 /// The runs directory, relative to where runs are started.
 pub(crate) const RUNS_DIR: &str = ".capfleet/runs";
@@ -249,6 +250,9 @@ impl RunDir {
     }
 
     /// Append `record` (an object; `ts_ms` added) to the journal as one line, synced.
+    /// The line is built whole and written in one call; a journal whose last line a
+    /// kill left unended is mended first (ended if it is a record, cut if it is not),
+    /// so that a cut write is only ever a torn last line, never damage mid-journal.
     pub(crate) fn append(&self, mut record: serde_json::Value) -> Result<(), RunDirError> {
         use std::io::Write as _;
         let path = self.journal();
@@ -256,12 +260,25 @@ impl RunDir {
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_millis());
         record["ts_ms"] = serde_json::json!(ts_ms);
-        std::fs::OpenOptions::new()
+        let mut line = record.to_string().into_bytes();
+        line.push(b'\n');
+        let io = |source| RunDirError::Io {
+            path: path.clone(),
+            source,
+        };
+        let mut file = std::fs::OpenOptions::new()
             .create(true)
+            .read(true)
             .append(true)
             .open(&path)
-            .and_then(|mut f| writeln!(f, "{record}").and_then(|()| f.sync_all()))
-            .map_err(|source| RunDirError::Io { path, source })
+            .map_err(io)?;
+        let is_record = |l: &[u8]| serde_json::from_slice::<serde::de::IgnoredAny>(l).is_ok();
+        if let Mended::Cut(torn) = mend_tail(&mut file, is_record).map_err(io)? {
+            tracing::warn!(journal = %path.display(), "{torn}: cut before appending");
+        }
+        file.write_all(&line)
+            .and_then(|()| file.sync_all())
+            .map_err(io)
     }
 
     /// A simulator session's state directory.
@@ -312,6 +329,29 @@ mod tests {
         // 2024-02-29 (a leap day), 23:59:59.
         let leap = UNIX_EPOCH + Duration::from_secs(1_709_251_199);
         assert_eq!(run_id(leap, 0xffff), "20240229T235959Z-ffff");
+    }
+
+    #[test]
+    fn an_append_after_a_cut_write_leaves_whole_lines_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = RunDir::create(dir.path()).unwrap();
+        run.append(serde_json::json!({"type": "a"})).unwrap();
+        let whole = std::fs::read(run.journal()).unwrap();
+        // A kill inside the next record's write.
+        let mut cut = whole.clone();
+        cut.extend_from_slice(b"{\"type\":\"merge_sta");
+        std::fs::write(run.journal(), &cut).unwrap();
+        run.append(serde_json::json!({"type": "b"})).unwrap();
+        let text = std::fs::read_to_string(run.journal()).unwrap();
+        let types: Vec<String> = text
+            .lines()
+            .map(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).expect("every line a record");
+                v["type"].as_str().unwrap().to_owned()
+            })
+            .collect();
+        assert_eq!(types, ["a", "b"], "{text}");
+        assert!(text.ends_with('\n'));
     }
 
     #[test]

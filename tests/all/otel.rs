@@ -430,6 +430,21 @@ async fn http_protobuf_delivers_the_same_tree_and_a_trace_file_matches_it() {
         .unwrap();
     assert_eq!(run["trace_id"], "0af7651916cd43dd8448eb211c80319c");
     assert_eq!(run["parent_span_id"], "b7ad6b7169203331");
+    // Array attributes are JSON arrays in the file, as OTLP carries them.
+    let turn = lines
+        .iter()
+        .find(|l| l["attributes"]["gen_ai.response.finish_reasons"].is_array())
+        .expect("a turn span with its finish reasons as an array");
+    assert!(
+        turn["attributes"]["gen_ai.response.finish_reasons"][0].is_string(),
+        "{turn}"
+    );
+    assert!(
+        lines
+            .iter()
+            .all(|l| !l["attributes"]["gen_ai.response.finish_reasons"].is_string()),
+        "no finish reasons written as a string"
+    );
     for l in &lines {
         assert_eq!(l["trace_id"], run["trace_id"]);
         for k in [

@@ -2,8 +2,10 @@
 //! writer appends whole lines, synced in batches; a crash can leave the last line cut
 //! (no end of line, or bytes that are no JSON record — a file system may fill the
 //! unsynced tail with zeros). That torn last line is reported ([`Tail::torn`]) and
-//! left out, and [`cut_torn`] removes it before anything is appended again. A line
-//! that is no record anywhere else is counted ([`Tail::corrupt`]) and skipped.
+//! left out, and [`cut_torn`] removes it before anything is appended again (an
+//! appender that does not scan first calls [`mend_tail`], which reads only the last
+//! line). A line that is no record anywhere else is counted ([`Tail::corrupt`]) and
+//! skipped.
 
 use std::io::{self, Read, Seek};
 use std::path::Path;
@@ -119,6 +121,75 @@ pub fn cut_torn(path: &Path, torn: Torn) -> io::Result<()> {
     file.sync_all()
 }
 
+/// What [`mend_tail`] did to a journal's unended last line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mended {
+    /// The file was empty or ended with a line feed: nothing to do.
+    Whole,
+    /// The last line was a whole record without its line feed: the line feed added.
+    Ended,
+    /// The last line was no record (a write cut by a kill): cut off.
+    Cut(Torn),
+}
+
+/// Bytes read back at a time while looking for the last line's start.
+const MEND_CHUNK: u64 = 64 << 10;
+
+/// Make `file` (a journal opened for reading and appending) end with a whole line
+/// before anything is appended, so that a cut write can only ever be a torn *last*
+/// line: an unended last line that is a record (`is_record`) gets its line feed; one
+/// that is not is cut off. Reads only the last line, backwards from the end.
+pub fn mend_tail(
+    file: &mut std::fs::File,
+    is_record: impl FnOnce(&[u8]) -> bool,
+) -> io::Result<Mended> {
+    use std::io::Write as _;
+    let len = file.metadata()?.len();
+    if len == 0 {
+        return Ok(Mended::Whole);
+    }
+    let mut last = [0u8; 1];
+    file.seek(io::SeekFrom::Start(len - 1))?;
+    file.read_exact(&mut last)?;
+    if last[0] == b'\n' {
+        return Ok(Mended::Whole);
+    }
+    // Find where the unended line starts: after the last line feed, or at 0.
+    let mut tail: Vec<u8> = Vec::new();
+    let mut end = len;
+    let start = loop {
+        let from = end.saturating_sub(MEND_CHUNK);
+        let mut chunk = vec![0u8; (end - from) as usize];
+        file.seek(io::SeekFrom::Start(from))?;
+        file.read_exact(&mut chunk)?;
+        let feed = memchr::memrchr(b'\n', &chunk);
+        chunk.extend_from_slice(&tail);
+        tail = chunk;
+        if let Some(i) = feed {
+            tail.drain(..=i);
+            break from + i as u64 + 1;
+        }
+        if from == 0 {
+            break 0;
+        }
+        end = from;
+    };
+    if is_record(&tail) {
+        file.seek(io::SeekFrom::End(0))?;
+        file.write_all(b"\n")?;
+        file.sync_all()?;
+        return Ok(Mended::Ended);
+    }
+    let torn = Torn {
+        offset: start,
+        bytes: len - start,
+    };
+    file.set_len(start)?;
+    file.seek(io::SeekFrom::End(0))?;
+    file.sync_all()?;
+    Ok(Mended::Cut(torn))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -157,6 +228,62 @@ mod tests {
         assert!(tail.torn.is_some());
         std::fs::write(&path, whole).unwrap();
         assert_eq!(scan(&path, is_record).unwrap().torn, None);
+    }
+
+    fn mend(bytes: &[u8]) -> (Mended, Vec<u8>) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.jsonl");
+        std::fs::write(&path, bytes).unwrap();
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .append(true)
+            .open(&path)
+            .unwrap();
+        let mended = mend_tail(&mut file, is_record).unwrap();
+        (mended, std::fs::read(&path).unwrap())
+    }
+
+    #[test]
+    fn an_unended_last_line_is_ended_when_whole_and_cut_when_torn() {
+        let whole = b"{\"a\":1}\n{\"b\":2}\n";
+        assert_eq!(mend(b""), (Mended::Whole, b"".to_vec()));
+        assert_eq!(mend(whole), (Mended::Whole, whole.to_vec()));
+        let mut unended = whole.to_vec();
+        unended.extend_from_slice(b"{\"c\":3}");
+        let mut ended = unended.clone();
+        ended.push(b'\n');
+        assert_eq!(mend(&unended), (Mended::Ended, ended));
+        for cut in [1, 4, 6] {
+            let mut torn = whole.to_vec();
+            torn.extend_from_slice(&b"{\"c\":3}"[..cut]);
+            let torn_at = Torn {
+                offset: whole.len() as u64,
+                bytes: cut as u64,
+            };
+            assert_eq!(mend(&torn), (Mended::Cut(torn_at), whole.to_vec()));
+        }
+        // A torn first line, and one longer than a read-back chunk.
+        assert_eq!(
+            mend(b"{\"a\""),
+            (
+                Mended::Cut(Torn {
+                    offset: 0,
+                    bytes: 4
+                }),
+                Vec::new()
+            )
+        );
+        let mut long = whole.to_vec();
+        long.extend(std::iter::repeat_n(b'x', (MEND_CHUNK * 2 + 3) as usize));
+        let (mended, bytes) = mend(&long);
+        assert_eq!(
+            mended,
+            Mended::Cut(Torn {
+                offset: whole.len() as u64,
+                bytes: MEND_CHUNK * 2 + 3
+            })
+        );
+        assert_eq!(bytes, whole.to_vec());
     }
 
     #[test]

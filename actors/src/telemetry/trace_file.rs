@@ -16,7 +16,7 @@ use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use opentelemetry::trace::{SpanId, SpanKind, Status};
-use opentelemetry::{KeyValue, Value as OtelValue};
+use opentelemetry::{Array, KeyValue, Value as OtelValue};
 use opentelemetry_sdk::error::{OTelSdkError, OTelSdkResult};
 use opentelemetry_sdk::trace::{SpanData, SpanExporter};
 use serde_json::{Map, Value, json};
@@ -53,12 +53,29 @@ fn nanos(t: SystemTime) -> u64 {
         .unwrap_or(0)
 }
 
+fn float(f: f64) -> Value {
+    serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number)
+}
+
+/// An attribute's value as OTLP carries it: scalars as JSON scalars, arrays as JSON
+/// arrays (`gen_ai.response.finish_reasons` is `["end_turn"]`, not a string of it).
 fn value(v: &OtelValue) -> Value {
     match v {
         OtelValue::Bool(b) => Value::Bool(*b),
         OtelValue::I64(i) => Value::from(*i),
-        OtelValue::F64(f) => serde_json::Number::from_f64(*f).map_or(Value::Null, Value::Number),
+        OtelValue::F64(f) => float(*f),
         OtelValue::String(s) => Value::String(s.as_str().to_owned()),
+        OtelValue::Array(a) => array(a),
+        other => Value::String(other.to_string()),
+    }
+}
+
+fn array(a: &Array) -> Value {
+    match a {
+        Array::Bool(v) => v.iter().copied().map(Value::Bool).collect(),
+        Array::I64(v) => v.iter().copied().map(Value::from).collect(),
+        Array::F64(v) => v.iter().copied().map(float).collect(),
+        Array::String(v) => v.iter().map(|s| Value::from(s.as_str())).collect(),
         other => Value::String(other.to_string()),
     }
 }
@@ -160,6 +177,18 @@ mod tests {
             let mut child = tracer.start_with_context("child", &cx);
             child.set_attribute(KeyValue::new("cap.turn", 2));
             child.set_attribute(KeyValue::new("gen_ai.agent.name", "sim"));
+            let arrays = [
+                (
+                    "gen_ai.response.finish_reasons",
+                    Array::String(vec!["end_turn".into()]),
+                ),
+                ("n", Array::I64(vec![1, 2])),
+                ("f", Array::F64(vec![0.5])),
+                ("b", Array::Bool(vec![true, false])),
+            ];
+            for (k, a) in arrays {
+                child.set_attribute(KeyValue::new(k, OtelValue::Array(a)));
+            }
             child.set_status(Status::error("boom"));
             child.end();
             assert!(cx.span().span_context().is_valid());
@@ -178,6 +207,11 @@ mod tests {
         assert_eq!(parent["parent_span_id"], Value::Null);
         assert_eq!(child["attributes"]["cap.turn"], 2);
         assert_eq!(child["attributes"]["gen_ai.agent.name"], "sim");
+        let attrs = &child["attributes"];
+        assert_eq!(attrs["gen_ai.response.finish_reasons"], json!(["end_turn"]));
+        assert_eq!(attrs["n"], json!([1, 2]));
+        assert_eq!(attrs["f"], json!([0.5]));
+        assert_eq!(attrs["b"], json!([true, false]));
         assert_eq!(child["status"]["code"], "error");
         assert_eq!(child["status"]["message"], "boom");
         assert_eq!(child["trace_id"].as_str().unwrap().len(), 32);
