@@ -245,3 +245,77 @@ fn a_merge_cut_before_head_moved_is_finished_not_redone() {
         stdout(&third)
     );
 }
+
+/// A kill inside git's commit leaves its lock files (the branch's ref lock, the
+/// worktree's index lock): the resume removes those its cut commit left and commits
+/// once; a lock another live process holds is left, and the commit that could not
+/// be made fails the run (exit 1, the reason in the summary), never a silent 0.
+#[test]
+fn a_commit_cut_inside_git_clears_its_stale_locks_and_commits_once() {
+    let f = Fixture::git_repo(&[("README.md", "x\n")]);
+    let m = EnvMarker::new("commit-locks");
+    two(&f, &m, "");
+    let out = f.capfleet(&["run", "fleet.toml", "--commit"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let path = f.run_dir().join("journal.jsonl");
+    // The journal and tree a kill inside b's commit leaves: b's start on disk and
+    // nothing after, b's branch where it was, git's locks in place.
+    let cut_in_b = || {
+        let whole = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<&str> = whole.lines().collect();
+        let at = lines
+            .iter()
+            .rposition(|l| l.contains("\"commit_started\"") && l.contains("\"session\":\"b\""))
+            .unwrap();
+        std::fs::write(&path, lines[..=at].join("\n") + "\n").unwrap();
+        let wt = f.worktree("b");
+        let reset = std::process::Command::new("git")
+            .args(["reset", "-q", "--soft", "HEAD~1"])
+            .current_dir(&wt)
+            .output()
+            .unwrap();
+        assert!(reset.status.success(), "{reset:?}");
+        let git_dir = std::process::Command::new("git")
+            .args(["rev-parse", "--absolute-git-dir"])
+            .current_dir(&wt)
+            .output()
+            .unwrap();
+        let git_dir = std::path::PathBuf::from(stdout(&git_dir).trim());
+        let ref_lock = f
+            .path()
+            .join(".git/refs/heads/capfleet")
+            .join(f.run_id())
+            .join("b.lock");
+        let index_lock = git_dir.join("index.lock");
+        for lock in [&ref_lock, &index_lock] {
+            std::fs::write(lock, "").unwrap();
+        }
+        (ref_lock, index_lock)
+    };
+    let (ref_lock, index_lock) = cut_in_b();
+    let out = f.capfleet(&["run", "--resume", "latest"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        !ref_lock.exists() && !index_lock.exists(),
+        "stale locks removed"
+    );
+    assert_eq!(commits_on(&f, "b"), 1, "b is committed once");
+    assert_eq!(records(&f.journal(), "committed", "b").len(), 1);
+
+    // The same cut, but a live process holds the ref lock: left, and the run says
+    // the commit failed.
+    let (ref_lock, _) = cut_in_b();
+    let _holder = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&ref_lock)
+        .unwrap();
+    let out = f.capfleet(&["run", "--resume", "latest"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(ref_lock.exists(), "a held lock is never removed");
+    assert!(
+        stderr(&out).contains("commit:"),
+        "the summary names the failed commit: {}",
+        stderr(&out)
+    );
+    assert_eq!(commits_on(&f, "b"), 0, "b's work stays staged, reported");
+}

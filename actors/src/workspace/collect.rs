@@ -61,6 +61,9 @@ pub struct SessionReport {
     pub commit: Option<String>,
     /// Why `--commit` did not commit.
     pub not_committed: Option<String>,
+    /// `--commit` owed a commit and could not make it (the reason is in `errors`):
+    /// the run does not exit 0.
+    pub commit_failed: bool,
     /// `framework passed/failed/skipped`.
     pub tests: Option<TestLine>,
     pub errors: Vec<String>,
@@ -220,7 +223,11 @@ async fn commit_once(
         }
         Some(CommitMark::Started { parent }) => {
             let (w, p, m) = (ws.clone(), parent.clone(), message.clone());
-            blocking(ws, move || super::commit::made_on(&w, &p, &m)).await
+            blocking(ws, move || {
+                super::commit::clear_cut_locks(&w)?;
+                super::commit::made_on(&w, &p, &m)
+            })
+            .await
         }
         None => Ok(None),
     };
@@ -244,7 +251,10 @@ async fn commit_once(
             publish_commit(&c, ws, store, publisher, &session_urn(spec, ws)).await;
         }
         Ok(None) => report.not_committed = Some("nothing to commit".into()),
-        Err(e) => report.errors.push(format!("commit: {e}")),
+        Err(e) => {
+            report.commit_failed = true;
+            report.errors.push(format!("commit: {e}"));
+        }
     }
 }
 

@@ -6,6 +6,8 @@
 //! ([`head`]) before making it and the commit after; a resume that finds the start
 //! without the end asks [`made_on`] whether the commit is there already (the
 //! branch's head, on that parent, with the run's message) instead of committing again.
+//! A kill inside the commit can leave git's lock files; the resume removes those its
+//! cut commit left ([`clear_cut_locks`]) before looking or committing.
 
 use git2::{IndexAddOption, Repository, Signature};
 use serde_json::Map;
@@ -67,6 +69,25 @@ pub fn made_on(
     }
     let parent = head.parent(0).ctx("cannot read the parent commit", path)?;
     describe(&repo, &head, &parent, path).map(Some)
+}
+
+/// Remove the git locks a commit on `ws`'s branch that was cut by a kill left (its
+/// worktree's index and HEAD, its branch's ref), those no live process holds
+/// ([`super::locks`]); call it only for a commit journaled as started and never as
+/// made. Returns the locks removed.
+pub fn clear_cut_locks(ws: &Workspace) -> Result<Vec<std::path::PathBuf>, WorkspaceError> {
+    let Some(branch) = ws.branch() else {
+        return Ok(Vec::new());
+    };
+    let path = &ws.path;
+    let repo = Repository::open(path).ctx("cannot open the worktree", path)?;
+    let branch_ref = format!("refs/heads/{branch}");
+    let locks = super::locks::candidates(&repo, &[&branch_ref]);
+    super::locks::clear_stale(&locks).map_err(|source| WorkspaceError::Io {
+        what: "cannot remove a stale git lock".into(),
+        path: path.clone(),
+        source,
+    })
 }
 
 /// Commit everything in `ws`'s worktree on its branch; `Ok(None)` when there is

@@ -21,6 +21,7 @@ pub mod collect;
 pub mod commit;
 pub mod diff;
 mod error;
+pub mod locks;
 pub mod merge;
 pub mod provision;
 pub mod record;

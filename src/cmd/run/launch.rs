@@ -61,8 +61,12 @@ pub(crate) fn run_spec(fleet: &Fleet, run: &RunDir, launch: Launch) -> RunSpec {
 
 /// The exit code: by outcome; a run a signal stopped exits 128 + its number (130
 /// for `SIGINT`, 143 `SIGTERM`, 129 `SIGHUP`), a cancelled one 130.
+/// A completed run whose `--commit` could not make a commit it owed exits 1.
 pub(crate) fn exit_code(r: &RunReport) -> u8 {
     match r.outcome {
+        RunOutcome::Completed if r.workspaces.iter().any(|w| w.commit_failed) => {
+            EXIT_SESSION_FAILED
+        }
         RunOutcome::Completed => 0,
         RunOutcome::SessionFailed | RunOutcome::DiskFailed => EXIT_SESSION_FAILED,
         RunOutcome::BudgetExceeded => EXIT_BUDGET,
