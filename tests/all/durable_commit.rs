@@ -319,3 +319,56 @@ fn a_commit_cut_inside_git_clears_its_stale_locks_and_commits_once() {
     );
     assert_eq!(commits_on(&f, "b"), 0, "b's work stays staged, reported");
 }
+
+/// A `capfleet merge` killed inside git's checkout leaves a half-checked-out tree
+/// (the session's file written, the index not yet) and git's locks (the index's,
+/// the branch's ref): the next merge removes the locks no live process holds and
+/// finishes the checkout; an edit made since the cut is refused, never overwritten.
+#[test]
+fn a_merge_cut_inside_its_checkout_is_finished_by_the_next_merge() {
+    let f = Fixture::git_repo(&[("README.md", "x\n")]);
+    let m = EnvMarker::new("merge-cut-checkout");
+    two(&f, &m, "");
+    let out = f.capfleet(&["run", "fleet.toml", "--commit"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let base = f.git(&["rev-parse", "HEAD"]).trim().to_owned();
+    let ff = f.capfleet(&["merge", "latest", "a"]);
+    assert!(stdout(&ff).contains("fast-forward"), "{}", stdout(&ff));
+    let a = f.git(&["rev-parse", "HEAD"]).trim().to_owned();
+    // Back to the cut: HEAD and the index on the base, a.txt on disk, the locks.
+    f.git(&["reset", "-q", "--mixed", &base]);
+    cut_last(&f);
+    let locks = [
+        f.path().join(".git/index.lock"),
+        f.path().join(".git/refs/heads/main.lock"),
+    ];
+    for lock in &locks {
+        std::fs::write(lock, "").unwrap();
+    }
+    // An edit made since the cut is not the checkout's: refused, nothing lost.
+    f.write("README.md", "mine\n");
+    let refused = f.capfleet(&["merge", "latest", "a"]);
+    assert_eq!(refused.status.code(), Some(1), "{}", stderr(&refused));
+    assert!(
+        stderr(&refused).contains("README.md"),
+        "{}",
+        stderr(&refused)
+    );
+    assert_eq!(f.read("README.md"), "mine\n");
+    f.write("README.md", "x\n");
+    for lock in &locks {
+        std::fs::write(lock, "").unwrap();
+    }
+    let again = f.capfleet(&["merge", "latest", "a"]);
+    assert_eq!(again.status.code(), Some(0), "{}", stderr(&again));
+    assert!(
+        stdout(&again).contains("fast-forward"),
+        "{}",
+        stdout(&again)
+    );
+    assert_eq!(f.git(&["rev-parse", "HEAD"]).trim(), a);
+    assert!(locks.iter().all(|l| !l.exists()), "stale locks removed");
+    let status = f.git(&["status", "--porcelain", "--untracked-files=no"]);
+    assert_eq!(status.trim(), "", "a clean tree");
+    assert_eq!(f.read("a.txt"), "a\n");
+}

@@ -8,7 +8,10 @@
 //! handed to the caller to journal before anything changes. A merge cut between its
 //! checkout and `HEAD`'s move leaves the merged tree checked out on the old `HEAD`:
 //! given the intent back, [`merge`] finds that state and only moves `HEAD` (one merge
-//! commit); one cut after is already merged (`UpToDate`).
+//! commit); one cut after is already merged (`UpToDate`). A kill inside git's own
+//! writes leaves its lock files and maybe a half-checked-out tree: the next merge
+//! removes the locks no live process holds ([`super::locks`]) and finishes the
+//! checkout when every changed file holds what the checkout wrote or what was there.
 
 use std::path::Path;
 
@@ -95,6 +98,13 @@ pub fn merge(
         });
     }
     let into = head.shorthand().unwrap_or("HEAD").to_owned();
+    if pending.is_some() {
+        // A cut merge's git writes may have left their locks (the index, HEAD, the
+        // branch's ref): those no live process holds are this merge's own.
+        let into_ref = head.name().unwrap_or("HEAD").to_owned();
+        super::locks::clear_stale(&super::locks::candidates(&target, &[&into_ref]))
+            .ctx("cannot remove a stale git lock", &workdir)?;
+    }
     let ours = head.peel_to_commit().ctx("cannot read HEAD", &workdir)?;
     let found = target.find_branch(branch, BranchType::Local);
     if let Err(e) = &found
@@ -118,12 +128,14 @@ pub fn merge(
             .graph_descendant_of(a, b)
             .ctx("cannot walk history", &workdir)
     };
-    // A cut merge's checkout, done: only `HEAD` is left to move.
-    let resumed = pending.filter(|i| {
-        i.ours == ours.id().to_string()
-            && i.theirs == theirs.id().to_string()
-            && checked_out(&target, &i.tree)
-    });
+    // A cut merge's checkout, done (or finished now): only `HEAD` is left to move.
+    let resumed = match pending
+        .filter(|i| i.ours == ours.id().to_string() && i.theirs == theirs.id().to_string())
+    {
+        Some(i) if checked_out(&target, &i.tree) => Some(i),
+        Some(i) => finish_checkout(&target, &ours, i, &workdir)?.then_some(i),
+        None => None,
+    };
     let dirty = uncommitted_in(&target, false)?;
     if resumed.is_none() && !dirty.is_empty() {
         return Err(WorkspaceError::Dirty {
@@ -200,6 +212,54 @@ pub fn merge(
     Ok(MergeOutcome::Merged {
         sha: sha.to_string(),
     })
+}
+
+/// A checkout of `intent.tree` over `ours` that a kill cut half-way: every file that
+/// differs from `ours` holds either its `ours` content or its `intent.tree` content
+/// (what the checkout wrote), so the checkout is finished by force. Anything else
+/// (an edit made since) is refused as dirty; `false` when there is nothing to finish.
+fn finish_checkout(
+    repo: &Repository,
+    ours: &git2::Commit<'_>,
+    intent: &Intent,
+    workdir: &Path,
+) -> Result<bool, WorkspaceError> {
+    let changed = uncommitted_in(repo, true)?;
+    if changed.is_empty() {
+        return Ok(false);
+    }
+    let tree_id = git2::Oid::from_str(&intent.tree).ctx("cannot read the merge's tree", workdir)?;
+    let theirs = repo
+        .find_tree(tree_id)
+        .ctx("cannot read the merge's tree", workdir)?;
+    let ours = ours.tree().ctx("cannot read HEAD", workdir)?;
+    let blob =
+        |tree: &git2::Tree<'_>, path: &str| tree.get_path(Path::new(path)).ok().map(|e| e.id());
+    let foreign: Vec<String> = changed
+        .into_iter()
+        .filter(|path| {
+            let on_disk = workdir.join(path);
+            let now = on_disk
+                .is_file()
+                .then(|| git2::Oid::hash_file(git2::ObjectType::Blob, &on_disk).ok())
+                .flatten();
+            let (was, will) = (blob(&ours, path), blob(&theirs, path));
+            // A file in neither tree is an untracked one of the user's: not touched.
+            (was.is_some() || will.is_some()) && now != was && now != will
+        })
+        .collect();
+    if !foreign.is_empty() {
+        return Err(WorkspaceError::Dirty {
+            what: format!("the working tree of a cut merge ({})", workdir.display()),
+            files: foreign,
+            fix: "; changed since the merge was cut: commit or stash them first".into(),
+        });
+    }
+    let mut force = CheckoutBuilder::new();
+    force.force();
+    repo.checkout_tree(theirs.as_object(), Some(&mut force))
+        .ctx("cannot finish the cut merge's checkout", workdir)?;
+    Ok(checked_out(repo, &intent.tree))
 }
 
 /// The index holds `tree` and the working tree matches the index.
