@@ -42,7 +42,7 @@ use std::sync::Arc;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use crate::events::{EventBody, SessionEvent, TurnOutcome};
+use crate::events::{EventBody, SessionEvent, TextFrom, TurnOutcome};
 use crate::journal::replay::{self, Tail};
 use crate::protocol::{CapEvent, StopReason};
 use crate::session::SessionError;
@@ -140,6 +140,9 @@ struct Line<'a> {
     turn: Option<u32>,
     #[serde(rename = "type", borrow)]
     kind: Cow<'a, str>,
+    /// A `turn_started`'s: where the attempt's result text starts.
+    #[serde(default)]
+    text_from: Option<TextFrom>,
     /// The event's text: decoded (in [`parse`]) only where recovery reads it.
     #[serde(default, borrow)]
     event: Option<&'a RawValue>,
@@ -458,10 +461,16 @@ fn on_session(
                 Some(of) => of,
                 None => turns.entry(urn.to_owned()).or_default(),
             };
-            of.entry(t).or_insert_with(|| Rebuilt {
+            let rebuilt = of.entry(t).or_insert_with(|| Rebuilt {
                 turn: Turn::new(t, String::new()),
                 ended: None,
             });
+            // The text the live turn went on with, as it decided (`TextFrom`).
+            match line.text_from {
+                Some(TextFrom::Dropped) => rebuilt.turn.restart_text(),
+                Some(TextFrom::Carried(text)) => rebuilt.turn.carry(&text),
+                Some(TextFrom::Kept) | None => {}
+            }
         }
         ("turn_ended", Some(t)) => {
             let outcome = line.outcome.as_deref().and_then(outcome_of);

@@ -8,8 +8,10 @@
 
 use std::time::Duration;
 
+use crate::common::EnvMarker;
 use crate::common::durable::{as_uninterrupted, completed, demo, exactly_once, moments, stop};
-use crate::common::repo::stderr;
+use crate::common::repo::{Fixture, stderr};
+use crate::common::sim::fleet_session;
 use crate::common::wait_until;
 
 /// Start `c`, `SIGKILL` it after `after`, wait until none of its agents lives.
@@ -141,4 +143,85 @@ fn a_running_run_is_not_resumed_twice() {
         assert_eq!(second.status.code(), Some(2), "{err}");
         assert!(err.contains("is running (pid "), "{err}");
     }
+}
+
+/// A stop between a mention and its turn's end (issue 36, point 1): the agent had
+/// written `@cap://b …` when capfleet was killed; the resumed agent (stream-json,
+/// resumed natively) answers again from the start, so the turn's result is its new
+/// answer alone — the mention delivered once, its message intact (not the cut
+/// attempt's text joined to the new answer). A resume of the finished run's journal
+/// cut after that turn rebuilds the same result and the same single delivery.
+#[test]
+fn a_mention_cut_before_its_turn_ended_is_delivered_once_live_and_replayed() {
+    let f = Fixture::git_repo(&[("README.md", "x\n")]);
+    let m = EnvMarker::new("mention-cut");
+    f.write(
+        "a.toml",
+        "[[turn]]\nsteps = [{ say = \"@cap://b check the frame format\" }, { sleep_ms = 700 }, \
+         { say = \"\\ndone\" }]\n",
+    );
+    f.write("b.toml", "[[turn]]\nsteps = [{ say = \"checked\" }]\n");
+    let sessions =
+        fleet_session("a", "a.toml", &m, "") + fleet_session("b", "b.toml", &m, "").as_str();
+    f.write(
+        "fleet.toml",
+        &format!("[fleet]\nname = \"f\"\nstart = \"a\"\ntask = \"go\"\n\n{sessions}"),
+    );
+    let mut child = f.command(&["run", "fleet.toml"]).spawn().unwrap();
+    let runs = f.path().join(".capfleet/runs");
+    let mentioned = wait_until(Duration::from_secs(30), Duration::from_millis(10), || {
+        std::fs::read_dir(&runs).is_ok_and(|mut d| {
+            d.any(|e| {
+                e.ok().is_some_and(|e| {
+                    std::fs::read_to_string(e.path().join("journal.jsonl"))
+                        .is_ok_and(|j| j.contains("check the frame format"))
+                })
+            })
+        })
+    });
+    assert!(mentioned, "a's mention is journaled");
+    stop(&mut child, libc::SIGKILL, "a kill after the mention");
+    let out = f.capfleet(&["run", "--resume", "latest"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+
+    let delivered = |j: &[serde_json::Value]| -> Vec<String> {
+        j.iter()
+            .filter(|r| r["type"] == "turn_started" && r["urn"] == "cap://f/b")
+            .map(|r| r["prompt"].as_str().unwrap_or_default().to_owned())
+            .collect()
+    };
+    let j = f.journal();
+    assert_eq!(
+        delivered(&j),
+        ["Message from cap://f/a: check the frame format"],
+        "one delivery, its message intact"
+    );
+    let routed_to_b = j
+        .iter()
+        .filter(|r| r["type"] == "routed" && r["to"] == "b")
+        .count();
+    assert_eq!(routed_to_b, 1);
+
+    // The replay: the journal cut right after a's re-issued turn ended (before the
+    // router's delivery was journaled) is resumed to the same single delivery.
+    let path = f.run_dir().join("journal.jsonl");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let a_ended = lines
+        .iter()
+        .rposition(|l| l.contains("\"turn_ended\"") && l.contains("\"urn\":\"cap://f/a\""))
+        .unwrap();
+    std::fs::write(&path, lines[..=a_ended].join("\n") + "\n").unwrap();
+    let again = f.capfleet(&["run", "--resume", "latest"]);
+    assert_eq!(again.status.code(), Some(0), "{}", stderr(&again));
+    assert!(
+        !stderr(&again).contains("did not come up again"),
+        "{}",
+        stderr(&again)
+    );
+    assert_eq!(
+        delivered(&f.journal()),
+        ["Message from cap://f/a: check the frame format"],
+        "the replay decides as the live run did"
+    );
 }

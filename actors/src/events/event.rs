@@ -11,6 +11,24 @@ use super::SessionState;
 use crate::protocol::{CapEvent, StopReason};
 use crate::supervision::ExitCause;
 
+/// Where a re-sent turn's result text starts (spec §10.6). The result is the
+/// agent's new answer alone when the agent answers again from the start (it resumed
+/// its session natively, or was prompted again without its partial answer); the
+/// partial answer and its continuation only when the partial answer went out inside
+/// the prompt. So a mention in a cut attempt's text is in the result once, never
+/// once from the cut attempt and again from the agent's new answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TextFrom {
+    /// The text so far goes on: it went out inside this prompt.
+    Kept,
+    /// The text so far is dropped: the agent answers again from the start.
+    Dropped,
+    /// A resumed run's cut turn: its partial text (journaled here, since this turn's
+    /// own events do not hold it) went out inside this prompt and starts the text.
+    Carried(String),
+}
+
 /// One published event.
 #[derive(Debug, Clone, Serialize)]
 pub struct SessionEvent {
@@ -47,6 +65,10 @@ pub enum EventBody {
         attempt: u32,
         #[serde(flatten)]
         prompt: Prompt,
+        /// Where this attempt's result text starts, when it is not a fresh turn's
+        /// first attempt (journaled: a resume rebuilds the text the live run built).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        text_from: Option<TextFrom>,
     },
     /// The agent named the session to resume it by (a resume id learned mid-turn;
     /// `cap.session.ready` carries the one known at start).

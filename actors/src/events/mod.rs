@@ -16,7 +16,9 @@ mod usage;
 
 use std::sync::Arc;
 
-pub use event::{EventBody, Prompt, RouteVia, RunOutcome, SessionEvent, Signal, TurnOutcome};
+pub use event::{
+    EventBody, Prompt, RouteVia, RunOutcome, SessionEvent, Signal, TextFrom, TurnOutcome,
+};
 pub use publisher::{Publisher, urn};
 pub use state::SessionState;
 pub use usage::UsageTotals;

@@ -168,6 +168,7 @@ impl Writer {
             prompt: Prompt::Text(text),
             prompt_bytes,
             attempt,
+            text_from,
         } = &e.body
         else {
             return Ok(None);
@@ -181,6 +182,7 @@ impl Writer {
             prompt_bytes: *prompt_bytes,
             attempt: *attempt,
             prompt: Prompt::Stored(reference),
+            text_from: text_from.clone(),
         };
         Ok(Some(stored))
     }

@@ -11,6 +11,7 @@ fn started(prompt: &str) -> EventBody {
         prompt_bytes: prompt.len(),
         attempt: 1,
         prompt: Prompt::Text(prompt.into()),
+        text_from: None,
     }
 }
 

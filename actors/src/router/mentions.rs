@@ -18,16 +18,21 @@ static MENTION: LazyLock<Regex> = LazyLock::new(|| {
         .expect("the mention pattern compiles")
 });
 
-/// Every mention in `text`, in order; the message runs to the end of its line.
+/// Every mention in `text`, in order, each once: the message runs to the end of its
+/// line, and the same mention (target and message) written again in one result is
+/// one delivery, not two.
 pub fn mentions(text: &str) -> Vec<Mention> {
-    MENTION
-        .captures_iter(text)
-        .map(|c| Mention {
+    let mut found: Vec<Mention> = Vec::new();
+    for c in MENTION.captures_iter(text) {
+        let m = Mention {
             to: c[1].to_owned(),
             message: c[2].trim().to_owned(),
-        })
-        .filter(|m| !m.message.is_empty())
-        .collect()
+        };
+        if !m.message.is_empty() && !found.contains(&m) {
+            found.push(m);
+        }
+    }
+    found
 }
 
 /// The target of a `_meta.cap.message_to` value (`cap://fleet/name` or `name`).
@@ -54,6 +59,15 @@ mod tests {
         );
         assert_eq!(m[1].to, "reviewer");
         assert_eq!(m[1].message, "look at it too");
+    }
+
+    #[test]
+    fn the_same_mention_twice_in_one_result_is_one() {
+        let text = "@cap://worker-b run the tests\nthen\n@cap://demo/worker-b run the tests\n\
+                    @cap://worker-b run the lints";
+        let m = mentions(text);
+        let messages: Vec<&str> = m.iter().map(|m| m.message.as_str()).collect();
+        assert_eq!(messages, ["run the tests", "run the lints"]);
     }
 
     #[test]

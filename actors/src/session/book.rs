@@ -202,7 +202,9 @@ impl Core {
     }
 
     /// Send the current turn's prompt to the driver. After a restart without native
-    /// resume, or a rate-limit pause, the partial output is handed back with it (§10.6).
+    /// resume, or a rate-limit pause, the partial output is handed back with it (§10.6)
+    /// and the result's text goes on from it; otherwise a re-sent turn's text starts
+    /// again from the agent's new answer ([`crate::events::TextFrom`], journaled).
     pub(super) async fn send_prompt(
         &mut self,
         myself: &ActorRef<SessionMsg>,
@@ -211,14 +213,17 @@ impl Core {
         let (Some(driver), Some(turn)) = (self.slot.driver.clone(), self.book.turn.as_mut()) else {
             return;
         };
-        let text = match resumed {
-            Some(false) if !turn.partial_text().is_empty() => format!(
+        let in_prompt = resumed == Some(false) && !turn.partial_text().is_empty();
+        let text_from = turn.text_from(in_prompt);
+        let text = if in_prompt {
+            format!(
                 "{}\n\n[capfleet: this turn was interrupted (the agent restarted or hit a rate \
                  limit). Its partial answer so far was:]\n{}\n[Continue from there.]",
                 turn.prompt,
                 turn.partial_text()
-            ),
-            _ => turn.prompt.clone(),
+            )
+        } else {
+            turn.prompt.clone()
         };
         turn.attempts += 1;
         turn.sent = true;
@@ -239,6 +244,7 @@ impl Core {
             prompt_bytes: bytes,
             attempt,
             prompt,
+            text_from,
         })
         .await;
         self.set_state(SessionState::Working).await;

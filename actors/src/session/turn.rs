@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::events::{TurnOutcome, UsageTotals};
+use crate::events::{TextFrom, TurnOutcome, UsageTotals};
 use crate::protocol::{CapEvent, Channel, StopReason};
 
 /// Events kept in a [`TurnResult`] at most.
@@ -62,6 +62,8 @@ pub(crate) struct Turn {
     text: String,
     text_truncated: bool,
     usage: UsageTotals,
+    /// Its text was carried from a resumed run's cut turn and not yet sent.
+    carried: bool,
 }
 
 impl Turn {
@@ -81,6 +83,7 @@ impl Turn {
             text: String::new(),
             text_truncated: false,
             usage: UsageTotals::default(),
+            carried: false,
         }
     }
 
@@ -154,6 +157,45 @@ impl Turn {
     /// Take `text` as this turn's partial output (a resumed run's interrupted turn).
     pub(crate) fn carry(&mut self, text: &str) {
         self.push_text(text);
+        self.carried = true;
+    }
+
+    /// Where the attempt about to be sent starts its text: the text so far kept when
+    /// `in_prompt` (it goes out inside the prompt), else dropped ([`Turn::restart_text`]);
+    /// `None` for a fresh turn's first attempt.
+    pub(crate) fn text_from(&mut self, in_prompt: bool) -> Option<TextFrom> {
+        let first = self.attempts == 0;
+        let carried = std::mem::take(&mut self.carried);
+        if first && !carried {
+            return None;
+        }
+        if !in_prompt {
+            self.restart_text();
+            return Some(TextFrom::Dropped);
+        }
+        Some(if first {
+            TextFrom::Carried(self.text.clone())
+        } else {
+            TextFrom::Kept
+        })
+    }
+
+    /// Drop the assistant text so far, and the text chunks that carried it: the agent
+    /// answers again from the start.
+    pub(crate) fn restart_text(&mut self) {
+        let before = self.events.len();
+        let mut freed = 0;
+        self.events.retain(|e| match e {
+            CapEvent::TextChunk(t) if t.channel.is_none_or(|c| c == Channel::Assistant) => {
+                freed += t.text.len();
+                false
+            }
+            _ => true,
+        });
+        self.kept -= before - self.events.len();
+        self.events_text -= freed;
+        self.text.clear();
+        self.text_truncated = false;
     }
 
     /// The assistant text so far (kept across a restart, spec §10.6).
@@ -238,5 +280,34 @@ mod tests {
         assert!(kept <= MAX_TURN_EVENT_TEXT, "{kept}");
         assert_eq!(r.events.len() as u64 + r.events_dropped, n + 1);
         assert!(r.events_dropped > 0);
+    }
+
+    #[test]
+    fn a_resent_turn_keeps_its_text_only_when_it_went_out_in_the_prompt() {
+        let mut t = Turn::new(1, "p".into());
+        assert_eq!(t.text_from(false), None, "a fresh turn's first attempt");
+        t.attempts = 1;
+        t.record(&CapEvent::text("m", "@cap://b hello"));
+        t.record(&CapEvent::thought("m", "hm"));
+        assert_eq!(t.text_from(true), Some(TextFrom::Kept));
+        assert_eq!(t.partial_text(), "@cap://b hello");
+        // The agent answers again from the start: the cut attempt's text is gone.
+        assert_eq!(t.text_from(false), Some(TextFrom::Dropped));
+        t.record(&CapEvent::text("m", "@cap://b hello"));
+        let r = t.finish(TurnOutcome::Completed, StopReason::EndTurn);
+        assert_eq!(r.text, "@cap://b hello");
+        assert_eq!(r.events.len(), 2, "the thought stays, one text chunk");
+
+        // A resumed run's cut turn: its carried text, journaled with the prompt.
+        let mut t = Turn::new(2, "p".into());
+        t.carry("partial ");
+        assert_eq!(
+            t.text_from(true),
+            Some(TextFrom::Carried("partial ".into()))
+        );
+        let mut t = Turn::new(2, "p".into());
+        t.carry("partial ");
+        assert_eq!(t.text_from(false), Some(TextFrom::Dropped));
+        assert_eq!(t.partial_text(), "");
     }
 }
