@@ -98,7 +98,10 @@
 //! `⎿ Interrupted by user`; a resize (SIGWINCH) during a wait prints
 //! `terminal resized to <rows>x<cols>`. Input is raw (the sim echoes it); bracketed
 //! paste keeps newlines inside one prompt. `config/sim/README.md` lists the
-//! exact lines and the manifest patterns matching them.
+//! exact lines and the manifest patterns matching them. `--fullscreen` draws the
+//! same lines as a full-screen agent does (see `tui_full`): no line feed, every frame
+//! the whole screen by cursor position, the input box kept on screen while it works
+//! and the dim hint `  ? for shortcuts` as the last row once it waits for a prompt.
 
 mod a2a;
 mod acp;
@@ -118,6 +121,7 @@ mod stream_json;
 mod term;
 mod time_scale;
 mod tui;
+mod tui_full;
 mod tui_io;
 
 use std::path::PathBuf;
@@ -183,6 +187,10 @@ pub(crate) struct SimArgs {
     /// TUI: query the cursor position (`ESC[6n`) at boot, wait up to 2 s.
     #[arg(long)]
     ask_cursor: bool,
+    /// TUI: draw as a full-screen agent: every frame clears the screen and draws each
+    /// row by cursor position (transcript, spinner, input box, `? for shortcuts` hint).
+    #[arg(long)]
+    fullscreen: bool,
     /// Answer one turn, then exit (stream-json): one process per turn, as
     /// `claude -p --resume <id>` or `codex exec` run.
     #[arg(long)]
@@ -311,6 +319,7 @@ pub(crate) fn run(args: SimArgs) -> ExitCode {
                 session_id,
                 model,
                 ask_cursor: args.ask_cursor,
+                fullscreen: args.fullscreen,
             };
             tui::run(&script, &state, &options)
         }

@@ -52,6 +52,11 @@ pub(super) fn take_resize() -> Option<(u16, u16)> {
     if !RESIZED.swap(false, Ordering::SeqCst) {
         return None;
     }
+    size()
+}
+
+/// The terminal's rows and columns (`None`: stdout is no terminal).
+pub(super) fn size() -> Option<(u16, u16)> {
     // SAFETY: a zeroed winsize is valid; TIOCGWINSZ fills it.
     let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
     // SAFETY: TIOCGWINSZ writes only the winsize we own.

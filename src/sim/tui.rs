@@ -15,7 +15,10 @@ use super::state::{StateDir, TurnPicker};
 use super::steps::{
     Ask, FloodGen, Flow, Frontend, PlanEntry, Stop, ToolStep, Usage, chunks, run_turn,
 };
-use super::term::{Input, RawMode, install_sigint, install_sigwinch, spawn_reader, take_interrupt};
+use super::term::{
+    Input, RawMode, install_sigint, install_sigwinch, size, spawn_reader, take_interrupt,
+};
+use super::tui_full::FullScreen;
 use super::tui_io::summary;
 
 /// Options of the TUI mode.
@@ -24,6 +27,8 @@ pub(super) struct Options {
     pub session_id: String,
     pub model: String,
     pub ask_cursor: bool,
+    /// Draw as a full-screen agent (see `tui_full`).
+    pub fullscreen: bool,
 }
 
 /// Runs the mode until end of input.
@@ -31,7 +36,8 @@ pub(super) fn run(script: &Script, state: &StateDir, options: &Options) -> io::R
     install_sigint(script.header.ignore_sigint);
     install_sigwinch();
     let _raw = RawMode::enable();
-    let mut tui = Tui::new(spawn_reader());
+    let full = options.fullscreen.then(|| FullScreen::new(size()));
+    let mut tui = Tui::new(spawn_reader(), full);
     tui.boot(script, options)?;
     let mut picker = TurnPicker::new(&script.turns).repeating(script.header.repeat);
     while let Some(prompt) = tui.read_prompt()? {
@@ -54,10 +60,12 @@ pub(super) struct Tui {
     pub(super) line_open: bool,
     /// A `late` step's text and delay, printed that long after the next prompt.
     pub(super) late: Option<(String, Duration)>,
+    /// `--fullscreen`: every output redraws this screen whole.
+    pub(super) full: Option<FullScreen>,
 }
 
 impl Tui {
-    pub(super) fn new(rx: Receiver<Input>) -> Tui {
+    pub(super) fn new(rx: Receiver<Input>, full: Option<FullScreen>) -> Tui {
         Tui {
             out: BufWriter::with_capacity(64 * 1024, io::stdout().lock()),
             rx,
@@ -67,6 +75,7 @@ impl Tui {
             spinner: None,
             line_open: false,
             late: None,
+            full,
         }
     }
 }
@@ -74,6 +83,9 @@ impl Tui {
 impl Frontend for Tui {
     fn begin_turn(&mut self, _prompt: &str) -> io::Result<()> {
         take_interrupt();
+        if let Some(full) = &mut self.full {
+            full.set_busy(true);
+        }
         self.spin()?;
         self.out.flush()
     }

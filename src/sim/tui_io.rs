@@ -66,7 +66,11 @@ impl Tui {
             Ok(Input::Bytes(bytes)) => {
                 let mut echoed = Vec::new();
                 self.editor.feed(&bytes, &mut echoed, &mut keys);
-                if echo && !echoed.is_empty() {
+                if self.full.is_some() {
+                    // The input box shows what is typed, whether or not it is echoed.
+                    self.redraw()?;
+                    self.out.flush()?;
+                } else if echo && !echoed.is_empty() {
                     self.out.write_all(&echoed)?;
                     self.out.flush()?;
                 }
@@ -90,28 +94,27 @@ impl Tui {
 
     /// Shows the prompt and returns the next prompt; `None` at end of input.
     pub(super) fn read_prompt(&mut self) -> io::Result<Option<String>> {
-        let pending = self.editor.pending();
-        self.out.write_all(PROMPT.as_bytes())?;
-        self.out
-            .write_all(pending.replace('\n', "\r\n").as_bytes())?;
-        self.line_open = true;
+        if let Some(full) = &mut self.full {
+            full.set_busy(false);
+            self.spinner = None;
+            self.redraw()?;
+        } else {
+            let pending = self.editor.pending();
+            self.out.write_all(PROMPT.as_bytes())?;
+            self.out
+                .write_all(pending.replace('\n', "\r\n").as_bytes())?;
+            self.line_open = true;
+        }
         self.out.flush()?;
         let mut late = self.late.take().map(|(text, d)| (text, Instant::now() + d));
         loop {
             if late.as_ref().is_some_and(|(_, at)| Instant::now() >= *at)
                 && let Some((text, _)) = late.take()
             {
-                // Over the prompt line, then the prompt again below it.
-                self.out
-                    .write_all(format!("\r\x1b[K{text}\r\n{PROMPT}").as_bytes())?;
-                self.out
-                    .write_all(self.editor.pending().replace('\n', "\r\n").as_bytes())?;
-                self.out.flush()?;
+                self.late_line(&text)?;
             }
             if let Some(prompt) = self.queued.pop_front() {
-                self.out
-                    .write_all(prompt.replace('\n', "\r\n").as_bytes())?;
-                self.end_input_line()?;
+                self.entered(&prompt, false)?;
                 return Ok(Some(prompt));
             }
             if self.eof {
@@ -130,23 +133,70 @@ impl Tui {
                     _ => {}
                 }
             }
-            if submitted.is_some() {
-                self.end_input_line()?;
+            if let Some(line) = &submitted {
+                self.entered(line, true)?;
                 return Ok(submitted);
             }
             if interrupted {
                 self.editor.clear();
-                self.out.write_all(b"\r\n")?;
-                self.out.write_all(PROMPT.as_bytes())?;
+                if self.full.is_some() {
+                    self.redraw()?;
+                } else {
+                    self.out.write_all(b"\r\n")?;
+                    self.out.write_all(PROMPT.as_bytes())?;
+                }
                 self.out.flush()?;
             }
         }
     }
 
-    pub(super) fn end_input_line(&mut self) -> io::Result<()> {
-        self.out.write_all(b"\r\n")?;
+    /// A `late` step's text, printed while the prompt is shown.
+    fn late_line(&mut self, text: &str) -> io::Result<()> {
+        if let Some(full) = &mut self.full {
+            full.line(text);
+            self.redraw()?;
+        } else {
+            // Over the prompt line, then the prompt again below it.
+            self.out
+                .write_all(format!("\r\x1b[K{text}\r\n{PROMPT}").as_bytes())?;
+            self.out
+                .write_all(self.editor.pending().replace('\n', "\r\n").as_bytes())?;
+        }
+        self.out.flush()
+    }
+
+    /// `input` was entered. Inline it is on screen already (`echoed`) or written now,
+    /// and its line ends; full screen it moves from the input box to the transcript.
+    fn entered(&mut self, input: &str, echoed: bool) -> io::Result<()> {
+        if let Some(full) = &mut self.full {
+            full.entered(input);
+            self.redraw()?;
+            return self.out.flush();
+        }
+        if !echoed {
+            self.out.write_all(input.replace('\n', "\r\n").as_bytes())?;
+        }
+        self.end_input_line()
+    }
+
+    /// Ends the input line (inline; the full screen has no line to end).
+    fn end_input_line(&mut self) -> io::Result<()> {
+        if self.full.is_none() {
+            self.out.write_all(b"\r\n")?;
+        }
         self.line_open = false;
         self.out.flush()
+    }
+
+    /// Draws the full screen anew (inline: nothing to do).
+    fn redraw(&mut self) -> io::Result<()> {
+        match &self.full {
+            Some(full) => {
+                let frame = full.frame(&self.editor.pending());
+                self.out.write_all(frame.as_bytes())
+            }
+            None => Ok(()),
+        }
     }
 
     /// Reads one answer line (echoed); stops on Ctrl-C or end of input.
@@ -167,7 +217,7 @@ impl Tui {
             for key in self.pump(TICK, true)? {
                 match key {
                     Key::Submit(line) if !line.trim().is_empty() => {
-                        self.end_input_line()?;
+                        self.entered(&line, true)?;
                         return Ok(Ok(line.trim().to_string()));
                     }
                     Key::Interrupt => return Ok(Err(Stop::Interrupted)),
@@ -186,6 +236,9 @@ impl Tui {
                 return Ok(Flow::Stop(Stop::Interrupted));
             }
             if let Some((rows, cols)) = take_resize() {
+                if let Some(full) = &mut self.full {
+                    full.resize(rows, cols);
+                }
                 self.text(&format!("terminal resized to {rows}x{cols}\n"))?;
             }
             let left = deadline.saturating_duration_since(Instant::now());
@@ -210,17 +263,25 @@ impl Tui {
             Some((frame, _)) => (frame + 1) % SPINNER.len(),
             None => 0,
         };
+        self.spinner = Some((frame, Instant::now()));
+        if let Some(full) = &mut self.full {
+            full.spin(SPINNER[frame]);
+            return self.redraw();
+        }
         write!(
             self.out,
             "\r\x1b[K\x1b[33m{}\x1b[0m \x1b[2mWorking…\x1b[0m",
             SPINNER[frame]
-        )?;
-        self.spinner = Some((frame, Instant::now()));
-        Ok(())
+        )
     }
 
-    /// Erases the spinner and ends an open line.
+    /// Erases the spinner and ends an open line (full screen: the spinner stays
+    /// until the turn ends).
     pub(super) fn settle(&mut self) -> io::Result<()> {
+        if let Some(full) = &mut self.full {
+            full.close_line();
+            return Ok(());
+        }
         if self.spinner.take().is_some() {
             self.out.write_all(b"\r\x1b[K")?;
         }
@@ -234,12 +295,20 @@ impl Tui {
     /// Prints one complete line.
     pub(super) fn line(&mut self, text: &str) -> io::Result<()> {
         self.settle()?;
+        if let Some(full) = &mut self.full {
+            full.line(text);
+            return self.redraw();
+        }
         self.out.write_all(text.as_bytes())?;
         self.out.write_all(b"\r\n")
     }
 
     /// Prints streamed text (newlines become CRLF).
     pub(super) fn text(&mut self, text: &str) -> io::Result<()> {
+        if let Some(full) = &mut self.full {
+            full.text(text);
+            return self.redraw();
+        }
         if self.spinner.take().is_some() {
             self.out.write_all(b"\r\x1b[K")?;
         }

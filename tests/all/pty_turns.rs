@@ -2,7 +2,8 @@
 //! prompt glyph mid-answer is text, not a turn end; text printed after the prompt is
 //! back (and before the next prompt) is the ended turn's late output; a manifest idle
 //! pattern with a trailing blank before `$` (the spec's own `^> $` form) matches the
-//! prompt as rendered; `manifest validate` warns of a pattern no rendered row can match.
+//! prompt as rendered; `manifest validate` warns of a pattern no rendered row can match;
+//! a full-screen TUI ends its turn on the idle hint row under its input box.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -11,7 +12,7 @@ use std::time::Duration;
 use capfleet_actors::events::TurnOutcome;
 use capfleet_actors::protocol::META_LATE_OUTPUT;
 use common::EnvMarker;
-use common::chaos::turn_text;
+use common::chaos::{ts, turn_text};
 use common::chat::{assert_no_survivor, chat_in, script};
 
 use crate::common;
@@ -153,6 +154,75 @@ fn an_idle_pattern_with_a_trailing_blank_matches_the_rendered_prompt() {
     assert_eq!(ended[0]["outcome"], "completed");
     assert!(run.wall < Duration::from_secs(10), "{:?}", run.wall);
     assert_eq!(turn_text(&run.events, 1).trim(), "hello");
+    assert_no_survivor(&marker);
+}
+
+/// A full-screen TUI (issue 34, point 1): the sim with `--fullscreen` redraws the
+/// whole screen by cursor position on every frame, keeps its input box (and the
+/// visible cursor) on screen while it works, shows a spinner, goes silent for 600 ms
+/// after the answer's first line, and once done draws its dim idle hint
+/// `  ? for shortcuts` as the last row, under the box: the manifest's idle pattern
+/// matches that row, not the cursor's. Each turn ends promptly (within 3 s of its
+/// start against a script of under 1 s, never by the 10 s turn timeout) with its
+/// answer and nothing else: no chrome, no earlier turn's rows redrawn.
+#[test]
+fn a_full_screen_tui_ends_its_turn_on_the_idle_hint_under_its_input_box() {
+    let dir = tempfile::tempdir().expect("dir");
+    let manifest = sim_tui_manifest(dir.path(), r"^\s*\? for shortcuts\s*$");
+    let s = script(
+        dir.path(),
+        r#"
+[[turn]]
+steps = [
+  { sleep_ms = 300 },
+  { say = "Here is the answer.\nIt spans two lines.", chunk = 20, delay_ms = 600 },
+]
+[[turn]]
+steps = [{ sleep_ms = 100 }, { say = "second answer" }]
+"#,
+    );
+    let marker = EnvMarker::new("pty-fullscreen");
+    let run = chat_in(
+        manifest.to_str().expect("utf8"),
+        &[
+            "--task",
+            "first",
+            "--task",
+            "second",
+            "--script",
+            s.to_str().expect("utf8"),
+            "--turn-timeout-s",
+            "10",
+            "--restart",
+            "temporary",
+            "--argv",
+            common::BIN,
+            "sim",
+            "--mode",
+            "tui",
+            "--fullscreen",
+        ],
+        &marker,
+    );
+    assert!(run.status.success(), "{:?}\n{:?}", run.status, run.events);
+    let ended = run.session("turn_ended");
+    assert_eq!(ended.len(), 2, "{:?}", run.events);
+    assert!(
+        ended.iter().all(|e| e["outcome"] == "completed"),
+        "{ended:?}"
+    );
+    assert_eq!(
+        turn_text(&run.events, 1).trim(),
+        "Here is the answer.\nIt spans two lines."
+    );
+    assert_eq!(turn_text(&run.events, 2).trim(), "second answer");
+    let started = run.session("turn_started");
+    assert_eq!(started.len(), 2, "{:?}", run.events);
+    for (start, end) in started.iter().zip(&ended) {
+        let took = ts(end) - ts(start);
+        assert!(took < 3_000, "a turn took {took} ms: {start} .. {end}");
+    }
+    assert!(run.wall < Duration::from_secs(10), "{:?}", run.wall);
     assert_no_survivor(&marker);
 }
 

@@ -384,3 +384,52 @@ async fn cursor_query_is_answered() {
     term.ready().await;
     assert!(term.lines().iter().any(|l| l == "· cursor at 7;3"));
 }
+
+/// `--fullscreen`: no line feed ever; every frame clears the screen and draws each row
+/// by position; the cursor stays in the input box (visible) while the agent works and
+/// after; the dim hint `  ? for shortcuts` is the last row only while it waits.
+#[tokio::test]
+async fn fullscreen_redraws_the_whole_screen_around_its_input_box() {
+    let script = r#"turn = [{ steps = [{ sleep_ms = 300 }, { say = "line one\nline two" }] }]"#;
+    let mut term = Term::spawn(&["--fullscreen", "--script-inline", script]).await;
+    let hint = "  ? for shortcuts";
+    let input_row = ROWS - 3;
+    term.wait_for("idle hint", |l| l.last().is_some_and(|l| l == hint))
+        .await;
+    let lines = term.lines();
+    assert!(
+        lines.iter().any(|l| l == "✓ capfleet sim ready"),
+        "{lines:?}"
+    );
+    assert_eq!(lines.len(), usize::from(ROWS), "{lines:?}");
+    term.type_text(b"go\r").await;
+    term.wait_for("spinner", |l| {
+        l.iter().any(|l| l.contains("Working… (esc to interrupt)"))
+    })
+    .await;
+    let working = term.lines();
+    assert_ne!(
+        working.last().map(String::as_str),
+        Some(hint),
+        "{working:?}"
+    );
+    assert_eq!(term.parser.screen().cursor_position(), (input_row, 2));
+    term.wait_for("answer and hint", |l| {
+        l.last().is_some_and(|l| l == hint) && l.iter().any(|l| l == "line two")
+    })
+    .await;
+    let lines = term.lines();
+    let start = lines.iter().position(|l| l == "❯ go").expect("the prompt");
+    assert_eq!(lines[start + 1..start + 3], ["line one", "line two"]);
+    assert_eq!(lines[usize::from(input_row)], "❯", "{lines:?}");
+    assert!(!lines.iter().any(|l| l.contains("Working")), "{lines:?}");
+    assert_eq!(term.parser.screen().cursor_position(), (input_row, 2));
+    assert!(!term.parser.screen().hide_cursor());
+    assert!(!term.raw.contains(&b'\n'), "a line feed was written");
+    let frames = term
+        .raw
+        .windows(7)
+        .filter(|w| w == b"\x1b[H\x1b[2J")
+        .count();
+    assert!(frames > 5, "{frames} frames");
+}

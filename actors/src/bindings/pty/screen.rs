@@ -192,13 +192,31 @@ impl Screen {
 
     /// The last non-empty rendered row of the visible screen.
     pub fn last_nonempty_line(&self) -> String {
+        self.last_nonempty_row().map(|(_, r)| r).unwrap_or_default()
+    }
+
+    /// The last non-empty rendered row and its index.
+    fn last_nonempty_row(&self) -> Option<(usize, String)> {
         let (_, cols) = self.parser.screen().size();
         let rows: Vec<String> = self.parser.screen().rows(0, cols.get()).collect();
         rows.into_iter()
+            .enumerate()
             .rev()
-            .map(|r| r.trim_end().to_owned())
-            .find(|r| !r.is_empty())
-            .unwrap_or_default()
+            .map(|(i, r)| (i, r.trim_end().to_owned()))
+            .find(|(_, r)| !r.is_empty())
+    }
+
+    /// Whether the last non-empty row lies below the cursor's logical line: a status
+    /// or hint row a TUI draws under its input box, not a row the cursor has left.
+    pub fn last_row_below_cursor(&self) -> bool {
+        let screen = self.parser.screen();
+        let (rows, _) = screen.size();
+        let (mut end, _) = screen.cursor_position();
+        while end + 1 < rows.get() && screen.row_wrapped(end) {
+            end += 1;
+        }
+        self.last_nonempty_row()
+            .is_some_and(|(i, _)| i > usize::from(end))
     }
 
     /// The visible screen as logical lines (wrapped rows joined), each with whether
@@ -284,6 +302,25 @@ mod tests {
         lines(&mut s, b"text\r\n\xe2\x9d\xaf ");
         assert_eq!(s.last_nonempty_line(), "❯");
         assert_eq!(s.cursor_line(), "❯");
+    }
+
+    #[test]
+    fn a_hint_row_under_the_input_box_is_below_the_cursor() {
+        let mut s = Screen::new(10, 40, 1 << 20);
+        // Drawn by position: answer, input box, hint; the cursor back in the box.
+        lines(
+            &mut s,
+            "\x1b[H\x1b[2J\x1b[1;1Hanswer\x1b[8;1H\u{276f} \x1b[10;1H  ? for shortcuts\x1b[8;3H"
+                .as_bytes(),
+        );
+        assert_eq!(s.cursor_line(), "\u{276f}");
+        assert_eq!(s.last_nonempty_line(), "  ? for shortcuts");
+        assert!(s.last_row_below_cursor());
+        // Text streamed inline: its last row is the one the cursor left.
+        let mut s = Screen::new(10, 40, 1 << 20);
+        lines(&mut s, b"text\r\n\xe2\x9d\xaf\r\n");
+        assert_eq!(s.last_nonempty_line(), "\u{276f}");
+        assert!(!s.last_row_below_cursor());
     }
 
     #[test]

@@ -3,14 +3,17 @@
 //! - boot: `startup.ready_when.pattern` on screen plus [`QUIET`] of silence (or the
 //!   manifest's `silence_ms` alone);
 //! - turn end: `parse.idle` matches the cursor's logical line (the prompt with its
-//!   input area empty: an idle glyph alone on a row the cursor has left is answer
+//!   input area empty) or the last non-empty row (spec A3) when that row is not one
+//!   the cursor has left (an idle glyph alone on a row above the cursor is answer
 //!   text, not a prompt), output has been silent for [`QUIET`], and the turn has
 //!   passed the prompt gate (at least one line of content — text, a tool call, an
 //!   error; not chrome, not the echo of the prompt — completed since the submit, so the
 //!   prompt that was on screen before cannot end it). The cursor's line may be an
-//!   input box above status rows. A TUI that hides the terminal cursor (it draws its
-//!   own) leaves the real one anywhere: then the last non-empty row counts too. The
-//!   check runs the moment the silence is long enough: no fixed settle.
+//!   input box above status rows, and the last row below it a TUI's idle hint (`?
+//!   for shortcuts` under the box of a full-screen agent). A TUI that hides the
+//!   terminal cursor (it draws its own) leaves the real one anywhere: then the last
+//!   non-empty row counts wherever it is. The check runs the moment the silence is
+//!   long enough: no fixed settle.
 //! - submit verification: when the agent went silent with our text still sitting on
 //!   its input line, Enter is sent again, at most [`RESUBMITS_MAX`] times.
 //!
@@ -74,6 +77,11 @@ pub trait View {
     fn cursor_hidden(&self) -> bool {
         false
     }
+    /// The last non-empty row lies below the cursor's line (a row drawn under the
+    /// input box, not one the cursor has left).
+    fn last_line_below_cursor(&self) -> bool {
+        false
+    }
 }
 
 impl View for super::Screen {
@@ -88,6 +96,9 @@ impl View for super::Screen {
     }
     fn cursor_hidden(&self) -> bool {
         super::Screen::cursor_hidden(self)
+    }
+    fn last_line_below_cursor(&self) -> bool {
+        self.last_row_below_cursor()
     }
 }
 
@@ -194,7 +205,8 @@ impl Settle {
             } => {
                 let last = view.last_line();
                 let idle = |l: &str| self.idle.iter().any(|re| re.is_match(l));
-                let at_prompt = idle(&view.cursor_line()) || (view.cursor_hidden() && idle(&last));
+                let last_counts = view.cursor_hidden() || view.last_line_below_cursor();
+                let at_prompt = idle(&view.cursor_line()) || (last_counts && idle(&last));
                 if *lines > 0 && at_prompt {
                     self.phase = Phase::Idle;
                     return Verdict::TurnEnd;
@@ -295,6 +307,41 @@ mod tests {
         s.on_output(t0 + QUIET);
         assert_eq!(
             s.evaluate(t0 + QUIET * 2, &Below("❯", true)),
+            Verdict::TurnEnd
+        );
+    }
+
+    /// A full-screen TUI: the cursor in its input box, its idle hint the last row.
+    struct Boxed(&'static str);
+    impl View for Boxed {
+        fn last_line(&self) -> String {
+            self.0.to_owned()
+        }
+        fn cursor_line(&self) -> String {
+            "❯".to_owned()
+        }
+        fn shows(&self, re: &Regex) -> bool {
+            re.is_match(self.0)
+        }
+        fn last_line_below_cursor(&self) -> bool {
+            true
+        }
+    }
+
+    #[test]
+    fn an_idle_hint_under_the_input_box_ends_the_turn() {
+        let t0 = Instant::now();
+        let hint = vec![Regex::new(r"^\s*\? for shortcuts\s*$").expect("re")];
+        let mut s = Settle::new(hint, None, None, t0);
+        assert_eq!(s.evaluate(t0 + QUIET, &Boxed("")), Verdict::Ready);
+        s.submitted("hi", t0 + QUIET);
+        s.on_line();
+        // Working: the last row under the box is no idle hint.
+        let t = t0 + QUIET * 2;
+        assert_eq!(s.evaluate(t, &Boxed("esc to interrupt")), Verdict::Wait);
+        s.on_output(t);
+        assert_eq!(
+            s.evaluate(t + QUIET, &Boxed("  ? for shortcuts")),
             Verdict::TurnEnd
         );
     }
