@@ -353,12 +353,13 @@ impl FrameMapper {
         }
         let at = out.len();
         let message = status.get("message");
-        let mut again = message.is_some_and(|m| self.message(m, out));
         // A plain question said again: known by its message.
-        if let Some(id) = message.and_then(|m| text_of(m, "messageId"))
-            && state == TaskState::InputRequired
+        let asked_before = message.and_then(|m| text_of(m, "messageId")).filter(|id| {
+            state == TaskState::InputRequired && self.asked.has(&self.task, MESSAGE, id)
+        });
+        let mut again = message.is_some_and(|m| self.message(m, out));
+        if let Some(id) = asked_before
             && !again
-            && self.asked.has(&self.task, MESSAGE, &id)
         {
             out.truncate(at);
             self.asked.repeated();
