@@ -3,7 +3,8 @@
 //! served once with the 1.0 routes and once with the SDK's v0.3 compat, and driven by
 //! `capfleet chat` in each spelling — a turn with text, a streamed diff artifact and
 //! usage, a permission through `input-required` and the answerer, a cancel, and the
-//! conversation's `contextId` reused by the next turn; and one on the official JS SDK
+//! conversation's `contextId` reused by the next turn, an answer whose stream opens
+//! with the asking Task (answered once); and one on the official JS SDK
 //! (@a2a-js/sdk 1.3.0 with express, `tests/support/a2a_js_agent.mjs`): a turn whose
 //! artifact streams in chunks; and Gemini CLI's own A2A server
 //! (@google/gemini-cli-a2a-server 0.25.2) against the fake LLM: a text turn, then a
@@ -15,14 +16,20 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::common::a2a::{A2aPeer, chat, chat_signalled, manifest};
-use crate::common::{FakeLlm, of_kind, of_type, peer, peer_env, support, texts};
+use crate::common::a2a::{A2aPeer, chat, chat_command, chat_signalled, manifest};
+use crate::common::{FakeLlm, of_kind, of_type, peer, peer_env, run_chat, support, texts};
 
 /// The Python SDK agent serving `spelling` (`1.0` routes, or `0.3` through its compat).
 fn python_agent(spelling: &str) -> A2aPeer {
+    python_agent_with(spelling, &[])
+}
+
+/// [`python_agent`] with more of its options.
+fn python_agent_with(spelling: &str, args: &[&str]) -> A2aPeer {
     let mut cmd = Command::new(peer("a2a-py"));
     cmd.arg(support("a2a_py_agent.py"))
-        .args(["--spelling", spelling]);
+        .args(["--spelling", spelling])
+        .args(args);
     A2aPeer::spawn(cmd, None)
 }
 
@@ -88,6 +95,52 @@ fn python_sdk_permission_round_trip_through_input_required() {
         let ends = of_type(&events, "turn_ended");
         assert_eq!(ends.len(), 1, "{ends:#?}");
         assert_eq!(ends[0]["stop_reason"], "end_turn");
+    }
+}
+
+/// An executor that enqueues the current Task first when a message continues it
+/// (`--task-first`): the answer's stream opens with the task still `input-required`,
+/// the same `cap.permission.request` (same `req_id`) in its status message. capfleet
+/// answers once (a second answer: -32004 "Task is not waiting for input", the turn
+/// failed), says the question once, and the turn completes.
+#[test]
+fn python_sdk_answer_stream_opening_with_the_asking_task_is_answered_once() {
+    for spelling in ["1.0", "0.3"] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let agent = python_agent_with(spelling, &["--task-first"]);
+        let m = manifest(dir.path(), &agent.url, "");
+        let log = dir.path().join("stderr.log");
+        let mut c = chat_command(dir.path(), &m, &["permission"], &["--allow-tool", "Bash"]);
+        c.env("CAPFLEET_LOG", "capfleet_actors::driver::a2a=debug")
+            .stderr(std::fs::File::create(&log).expect("log"));
+        let (events, code) = run_chat(c, None, Duration::from_secs(60));
+        assert_eq!(code, Some(0), "{spelling}: {events:#?}");
+        let asked = of_kind(&events, "cap.permission.request");
+        let answered = of_kind(&events, "cap.permission.response");
+        assert_eq!(
+            (asked.len(), answered.len()),
+            (1, 1),
+            "{spelling}: asked and answered once: {events:#?}"
+        );
+        assert_eq!(asked[0]["event"]["req_id"], "py-perm-1");
+        assert!(
+            of_kind(&events, "cap.error").is_empty(),
+            "{spelling}: {events:#?}"
+        );
+        assert_eq!(
+            texts(&events),
+            "May I run Bash: ls?decision: allow_once",
+            "{spelling}: the question said once, the answer read"
+        );
+        let ends = of_type(&events, "turn_ended");
+        assert_eq!(ends.len(), 1, "{ends:#?}");
+        assert_eq!(ends[0]["stop_reason"], "end_turn", "{spelling}: {ends:#?}");
+        let stderr = std::fs::read_to_string(&log).expect("stderr");
+        assert!(
+            stderr.contains("question=py-perm-1")
+                && stderr.contains("said again a question raised before"),
+            "{spelling}: the repeat is traced: {stderr}"
+        );
     }
 }
 

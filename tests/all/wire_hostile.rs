@@ -1,8 +1,9 @@
 //! Hostile wires end to end: frames where none may come (a stream-json `result`
-//! before `init`), lines far over the line cap on every binding, with and without a
-//! newline, and a flood of ACP updates (each under the cap) into a session that
-//! stalls, against capfleet's peak memory.
+//! before `init`, an `assistant` frame's text before it), lines far over the line cap
+//! on every binding, with and without a newline, and a flood of ACP updates (each
+//! under the cap) into a session that stalls, against capfleet's peak memory.
 
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -11,7 +12,10 @@ use crate::common::chaos::{
     Chat, Finished, Output, RUN_TIMEOUT, assert_no_agent_left, assert_stream_and_journal, cap_kind,
     count, error_code, lines, turn_text, ty,
 };
-use crate::common::hwm_kib;
+use crate::common::nats::free_port;
+use crate::common::repo::Fixture;
+use crate::common::sim::fleet_session;
+use crate::common::{EnvMarker, http, hwm_kib, wait_until, wait_within};
 
 /// A `result` frame before the agent's `init` is reported as stray (`cap.error
 /// stray_frame`, once), never taken as turn 1's answer or cost: the turn ends on its
@@ -282,4 +286,90 @@ fn a_flood_of_acp_updates_into_a_stalled_session_stays_bounded() {
         peak < idle_peak + FLOOD_HEADROOM_KIB,
         "peak {peak} KiB during the stalled flood vs {idle_peak} KiB idle"
     );
+}
+
+/// An agent that writes an `assistant` frame and a `result` before its `init`: the text
+/// is no answer either. A fleet run (`--metrics-addr`, held open by a second session
+/// while it is scraped): both frames are counted in `capfleet_stray_frames_total` and
+/// journaled as `stray_frame`, and turn 1's text, journal and transcript hold only the
+/// real answer.
+#[test]
+fn text_before_init_is_stray_not_part_of_turn_one() {
+    let f = Fixture::plain();
+    let m = EnvMarker::new("stray-text");
+    f.write(
+        "stray.toml",
+        r#"before_init = [
+  '{"type":"assistant","message":{"id":"msg_stray","role":"assistant","content":[{"type":"text","text":"stray-text"}]}}',
+  '{"type":"result","subtype":"success","result":"stray-text","total_cost_usd":0.5}',
+]
+
+[[turn]]
+steps = [{ say = "the-answer." }, { usage = { input_tokens = 3, output_tokens = 4, cost_usd = 0.01 } }]
+"#,
+    );
+    f.write("idle.toml", "[[turn]]\nsteps = [{ sleep_ms = 10000 }]\n");
+    f.write(
+        "fleet.toml",
+        &format!(
+            "[fleet]\nname = \"st\"\nstart = [\"stray\", \"idle\"]\ntask = \"go\"\n\n{}{}",
+            fleet_session("stray", "stray.toml", &m, ""),
+            fleet_session("idle", "idle.toml", &m, "")
+        ),
+    );
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let mut child = f
+        .command(&["run", "fleet.toml", "--metrics-addr", &addr])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("capfleet run");
+    let mut scraped = String::new();
+    let done =
+        "capfleet_turns_total{session=\"cap://st/stray\",agent=\"sim\",outcome=\"completed\"} 1";
+    let seen = wait_until(Duration::from_secs(30), Duration::from_millis(100), || {
+        scraped = http(port, "GET", "/metrics", None)
+            .map(|(_, b)| b)
+            .unwrap_or_default();
+        scraped.contains(done)
+    });
+    let status = wait_within(&mut child, Duration::from_secs(60));
+    assert!(seen, "the stray session's turn completes:\n{scraped}");
+    assert!(
+        scraped.contains("capfleet_stray_frames_total{session=\"cap://st/stray\"} 2"),
+        "{scraped}"
+    );
+    assert!(status.success(), "{status:?}");
+    let journal = f.journal();
+    let of_stray = |kind: &str| -> Vec<&Value> {
+        journal
+            .iter()
+            .filter(|r| r["urn"] == "cap://st/stray" && r["event"]["kind"] == kind)
+            .collect()
+    };
+    let strays: Vec<&str> = of_stray("cap.error")
+        .iter()
+        .filter(|r| r["event"]["code"] == "stray_frame")
+        .filter_map(|r| r["event"]["message"].as_str())
+        .collect();
+    assert_eq!(strays.len(), 2, "{strays:?}");
+    assert!(strays[0].starts_with("stray `assistant` frame before the agent's init"));
+    assert!(strays[1].starts_with("stray `result` frame before the agent's init"));
+    let text: String = of_stray("cap.text_chunk")
+        .iter()
+        .inspect(|r| assert_eq!(r["turn"], 1, "{r}"))
+        .filter_map(|r| r["event"]["text"].as_str())
+        .collect();
+    assert_eq!(text, "the-answer.");
+    let transcript: Value =
+        serde_json::from_str(&f.artifact("stray", "transcript.json")).expect("transcript");
+    let said: String = transcript["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter(|e| e["kind"] == "cap.text_chunk")
+        .filter_map(|e| e["text"].as_str())
+        .collect();
+    assert_eq!(said, "the-answer.", "{transcript}");
 }

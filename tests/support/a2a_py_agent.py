@@ -1,7 +1,7 @@
 """A small A2A agent on the official Python SDK (a2a-sdk 1.3.0, peer `a2a-py`),
 written with the SDK's AgentExecutor, for capfleet's A2A interop tests.
 
-usage: a2a_py_agent.py --spelling 1.0|0.3 [--plain]
+usage: a2a_py_agent.py --spelling 1.0|0.3 [--plain] [--task-first]
 
 It binds 127.0.0.1 on a free port, prints "127.0.0.1:PORT" as its first stdout
 line and serves its card at /.well-known/agent-card.json and A2A's JSON-RPC
@@ -11,6 +11,9 @@ and a card offering one 0.3 interface, so a client speaks 0.3 to it. The card
 advertises the `cap-protocol/v1` extension unless `--plain`; CAP data parts
 (`_meta["cap.kind"]`) are sent only to a client that activates it (the
 `A2A-Extensions` / `X-A2A-Extensions` request header), as A2A extensions work.
+`--task-first`: when a message continues a task, the executor first enqueues the
+Task as it stands when the message arrives (A2A lets a stream open with the Task):
+after an answer, still `input-required`, its status message still the question.
 
 What a prompt does (its first word):
   permission  input-required asking to run Bash (a cap.permission.request data
@@ -60,12 +63,17 @@ def cap_part(kind, **fields):
 
 
 class Agent(AgentExecutor):
+    def __init__(self, task_first: bool):
+        self.task_first = task_first
+
     async def execute(self, context: RequestContext, event_queue: EventQueue):
         cap = CAP in context.requested_extensions
         task = context.current_task
         if task is None:
             task = new_task(context.task_id, context.context_id,
                             TaskState.TASK_STATE_SUBMITTED, history=[context.message])
+            await event_queue.enqueue_event(task)
+        elif self.task_first:
             await event_queue.enqueue_event(task)
         up = TaskUpdater(event_queue, task.id, task.context_id)
         say = lambda text: up.update_status(  # noqa: E731
@@ -124,6 +132,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--spelling", choices=["1.0", "0.3"], default="1.0")
     ap.add_argument("--plain", action="store_true")
+    ap.add_argument("--task-first", action="store_true")
     args = ap.parse_args()
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -140,7 +149,7 @@ def main():
         skills=[AgentSkill(id="echo", name="echo", description="echoes, asks, waits",
                            tags=["test"])],
     )
-    handler = DefaultRequestHandler(agent_executor=Agent(), task_store=InMemoryTaskStore(),
+    handler = DefaultRequestHandler(agent_executor=Agent(args.task_first), task_store=InMemoryTaskStore(),
                                     agent_card=card)
     routes = create_agent_card_routes(card) + create_jsonrpc_routes(
         handler, rpc_url="/", enable_v0_3_compat=args.spelling == "0.3")

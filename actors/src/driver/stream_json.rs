@@ -13,8 +13,9 @@
 //! An agent whose manifest sets `fast_path.x-stream_json_traceparent` (capfleet's
 //! own `speak`) gets the turn's W3C `traceparent` on each user frame, as the A2A
 //! wire sends it per request; others (Claude Code) get no field they do not know.
-//! Each prompt opens a turn in the mapper: a `result` frame before the process's
-//! `init` or while no turn is open is stray (`cap.error` `stray_frame`), not an answer.
+//! Each prompt opens a turn in the mapper: a turn's frame (text, tool calls, its
+//! `result`) before the process's `init` or before its first prompt, and a `result`
+//! while no turn is open, are stray (`cap.error` `stray_frame`), never part of a turn.
 
 use std::sync::{Arc, Mutex};
 

@@ -38,6 +38,13 @@ pub(crate) fn chat_signalled(
     extra: &[&str],
     signal_after: Option<Duration>,
 ) -> (Vec<Value>, Option<i32>) {
+    let mut c = chat_command(dir, manifest, tasks, extra);
+    c.stderr(Stdio::piped());
+    run_chat(c, signal_after, Duration::from_secs(60))
+}
+
+/// The command [`chat`] runs (stdout piped; stderr left to the caller).
+pub(crate) fn chat_command(dir: &Path, manifest: &Path, tasks: &[&str], extra: &[&str]) -> Command {
     let mut c = sandboxed(dir);
     c.arg("chat")
         .arg(manifest)
@@ -47,8 +54,8 @@ pub(crate) fn chat_signalled(
     for t in tasks {
         c.arg("--task").arg(t);
     }
-    c.args(extra).stdout(Stdio::piped()).stderr(Stdio::piped());
-    run_chat(c, signal_after, Duration::from_secs(60))
+    c.args(extra).stdout(Stdio::piped());
+    c
 }
 
 /// An official A2A SDK's client (`tests/support/a2a_py_client.py`,

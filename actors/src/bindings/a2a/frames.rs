@@ -20,14 +20,19 @@
 //! A task read whole (`GetTask`, a turn taken up again after a loss) maps as its
 //! stream would have: its history's agent messages, its artifacts, its status; while
 //! such a turn lasts, a message already mapped (by id) is not mapped twice.
+//! A question (permission request, ask) is raised once on a connection, whichever
+//! path says it again ([`super::asked`]); a question in a task's history is past
+//! (the task went on from it): only its status can ask.
 //!
 //! A plain A2A agent (the manifest's opt-in) gets text, states and artifacts only,
 //! plus the tool calls of Gemini CLI's dialect ([`super::coder_agent`]).
 
 use serde_json::Value;
 
+use super::asked::{self, Asked, MESSAGE};
 use super::coder_agent::CoderAgent;
 use super::datapart;
+use super::file_part::{file_artifact, media_type, part_id};
 use super::spelling::{Part, TaskState};
 use crate::protocol::{CapEvent, Decision, ErrorKind, StopReason};
 
@@ -45,6 +50,8 @@ pub enum Mapped {
     Paused,
     /// The task waits for the next prompt: the turn ended, the task goes on.
     Awaiting,
+    /// A question raised before, said again (its id): not raised again.
+    Repeated(String),
     /// The turn ended.
     End {
         stop_reason: StopReason,
@@ -66,6 +73,10 @@ pub struct FrameMapper {
     coder: CoderAgent,
     /// A turn taken up again: the message ids mapped so far in it.
     seen: Option<std::collections::HashSet<String>>,
+    /// The questions raised on this connection.
+    asked: Asked,
+    /// The task the frames are about (a question's scope).
+    task: String,
 }
 
 fn text_of(v: &Value, key: &str) -> Option<String> {
@@ -84,7 +95,14 @@ impl FrameMapper {
             asking: false,
             coder: CoderAgent::default(),
             seen: None,
+            asked: Asked::default(),
+            task: String::new(),
         }
+    }
+
+    /// Questions said again and not raised, on this connection so far.
+    pub fn repeats(&self) -> u64 {
+        self.asked.repeats()
     }
 
     /// The turn's end: a turn taken up again is over.
@@ -97,7 +115,11 @@ impl FrameMapper {
     /// artifacts, its status); from here to the turn's end no message is mapped twice.
     pub fn on_task(&mut self, task: &Value, out: &mut Vec<Mapped>) {
         self.seen.get_or_insert_with(Default::default);
-        learn(task, "id", out);
+        self.learn(task, "id", out);
+        let status = task.get("status");
+        let asking = status
+            .and_then(|s| s.get("message"))
+            .and_then(|m| text_of(m, "messageId"));
         for m in task
             .get("history")
             .and_then(Value::as_array)
@@ -107,10 +129,10 @@ impl FrameMapper {
                 matches!(
                     m.get("role").and_then(Value::as_str),
                     Some("agent" | "ROLE_AGENT")
-                )
+                ) && (asking.is_none() || text_of(m, "messageId") != asking)
             })
         {
-            self.message(m, out);
+            self.past_message(m, out);
         }
         for a in task
             .get("artifacts")
@@ -126,8 +148,25 @@ impl FrameMapper {
                 );
             }
         }
-        if let Some(status) = task.get("status") {
+        if let Some(status) = status {
             self.status(status, true, out);
+        }
+    }
+
+    /// A message of a task's history: what it said, its questions past (raised, if
+    /// they were not, without asking them).
+    fn past_message(&mut self, m: &Value, out: &mut Vec<Mapped>) {
+        let at = out.len();
+        let asking = self.asking;
+        self.message(m, out);
+        self.asking = asking;
+        let mut i = at;
+        while i < out.len() {
+            if matches!(&out[i], Mapped::Event(e) if asked::question(e).is_some()) {
+                out.remove(i);
+            } else {
+                i += 1;
+            }
         }
     }
 
@@ -139,6 +178,17 @@ impl FrameMapper {
     /// The data part answering permission `req_id`, when Gemini CLI's dialect asked it.
     pub fn dialect_answer(&mut self, req_id: &str, decision: Decision) -> Option<Value> {
         self.coder.answer(req_id, decision)
+    }
+
+    /// The task a frame is about.
+    fn learn(&mut self, v: &Value, id_key: &str, out: &mut Vec<Mapped>) {
+        if let Some(task_id) = text_of(v, id_key) {
+            self.task.clone_from(&task_id);
+            out.push(Mapped::Task {
+                task_id,
+                context_id: text_of(v, "contextId"),
+            });
+        }
     }
 
     /// Maps one JSON-RPC response (an SSE frame's data) into `out`.
@@ -184,7 +234,7 @@ impl FrameMapper {
                 // says what it said meanwhile.
                 self.on_task(t, out);
             } else {
-                learn(t, "id", out);
+                self.learn(t, "id", out);
                 if let Some(status) = t.get("status") {
                     self.status(status, true, out);
                 }
@@ -193,7 +243,7 @@ impl FrameMapper {
             .get("statusUpdate")
             .or((kind == Some("status-update")).then_some(r))
         {
-            learn(s, "taskId", out);
+            self.learn(s, "taskId", out);
             // 0.3's `final: false`: more of this stream follows, whatever the state.
             let last = s.get("final").and_then(Value::as_bool) != Some(false);
             if let Some(status) = s.get("status") {
@@ -209,15 +259,24 @@ impl FrameMapper {
         }
     }
 
-    fn message(&mut self, m: &Value, out: &mut Vec<Mapped>) {
-        if let (Some(seen), Some(id)) = (self.seen.as_mut(), text_of(m, "messageId"))
-            && !seen.insert(id)
+    /// Maps message `m`; true when it only says again questions raised before (then
+    /// nothing of it is mapped) or, in a turn taken up again, it is one mapped before
+    /// that asked.
+    fn message(&mut self, m: &Value, out: &mut Vec<Mapped>) -> bool {
+        let id = text_of(m, "messageId");
+        if let Some(t) = text_of(m, "taskId") {
+            self.task = t;
+        }
+        if let (Some(seen), Some(id)) = (self.seen.as_mut(), id.as_deref())
+            && !seen.insert(id.to_owned())
         {
-            return;
+            return self.asked.has(&self.task, MESSAGE, id);
         }
         self.texts += 1;
-        let message_id =
-            text_of(m, "messageId").unwrap_or_else(|| format!("a2a-msg-{}", self.texts));
+        let message_id = id
+            .clone()
+            .unwrap_or_else(|| format!("a2a-msg-{}", self.texts));
+        let at = out.len();
         for part in m
             .get("parts")
             .and_then(Value::as_array)
@@ -230,17 +289,10 @@ impl FrameMapper {
                 }
                 Part::Data(d) => {
                     if let Some(event) = self.coder.on_data(d) {
-                        self.asking |= matches!(event, CapEvent::PermissionRequest(_));
                         out.push(Mapped::Event(event));
                     } else if !self.plain {
                         match datapart::decode(d) {
-                            Some(Ok(event)) => {
-                                self.asking |= matches!(
-                                    event,
-                                    CapEvent::AskUser(_) | CapEvent::PermissionRequest(_)
-                                );
-                                out.push(Mapped::Event(event));
-                            }
+                            Some(Ok(event)) => out.push(Mapped::Event(event)),
                             Some(Err(e)) => out.push(Mapped::Event(parse_failed(&e.to_string()))),
                             None => {}
                         }
@@ -254,6 +306,44 @@ impl FrameMapper {
                 _ => {}
             }
         }
+        self.questions(id.as_deref(), at, out)
+    }
+
+    /// The questions message `id` put into `out[at..]`: new ones are raised (the
+    /// task waits on them), ones raised before are dropped; a message that only says
+    /// again questions raised before is dropped whole (true).
+    fn questions(&mut self, id: Option<&str>, at: usize, out: &mut Vec<Mapped>) -> bool {
+        let (mut new, mut again) = (0, Vec::new());
+        let mut i = at;
+        while i < out.len() {
+            let Mapped::Event(e) = &out[i] else {
+                i += 1;
+                continue;
+            };
+            match asked::question(e) {
+                Some((kind, q)) if !self.asked.raise(&self.task, kind, q) => {
+                    again.push(q.to_owned());
+                    out.remove(i);
+                }
+                Some(_) => {
+                    new += 1;
+                    i += 1;
+                }
+                None => i += 1,
+            }
+        }
+        if new > 0 {
+            self.asking = true;
+            if let Some(id) = id {
+                self.asked.raise(&self.task, MESSAGE, id);
+            }
+        }
+        let whole = new == 0 && !again.is_empty();
+        if whole {
+            out.truncate(at);
+        }
+        out.extend(again.into_iter().map(Mapped::Repeated));
+        whole
     }
 
     fn status(&mut self, status: &Value, last: bool, out: &mut Vec<Mapped>) {
@@ -262,8 +352,19 @@ impl FrameMapper {
             self.flush(out);
         }
         let at = out.len();
-        if let Some(m) = status.get("message") {
-            self.message(m, out);
+        let message = status.get("message");
+        // A plain question said again: known by its message.
+        let asked_before = message.and_then(|m| text_of(m, "messageId")).filter(|id| {
+            state == TaskState::InputRequired && self.asked.has(&self.task, MESSAGE, id)
+        });
+        let mut again = message.is_some_and(|m| self.message(m, out));
+        if let Some(id) = asked_before
+            && !again
+        {
+            out.truncate(at);
+            self.asked.repeated();
+            out.push(Mapped::Repeated(id));
+            again = true;
         }
         let said: String = out[at..]
             .iter()
@@ -274,10 +375,15 @@ impl FrameMapper {
             .collect();
         match state {
             TaskState::InputRequired if self.asking => out.push(Mapped::Paused),
+            // A question answered, said again: the peer is at work on the answer.
+            TaskState::InputRequired if again => {}
             TaskState::InputRequired if said.is_empty() && last => out.push(Mapped::Awaiting),
             TaskState::InputRequired if said.is_empty() => {}
             TaskState::InputRequired => {
                 self.asking = true;
+                if let Some(id) = message.and_then(|m| text_of(m, "messageId")) {
+                    self.asked.raise(&self.task, MESSAGE, &id);
+                }
                 out.push(Mapped::Event(CapEvent::ask_user(PLAIN_ASK, said, None)));
                 out.push(Mapped::Paused);
             }
@@ -411,56 +517,7 @@ fn end(stop_reason: StopReason, is_error: bool) -> Mapped {
     }
 }
 
-fn learn(v: &Value, id_key: &str, out: &mut Vec<Mapped>) {
-    if let Some(task_id) = text_of(v, id_key) {
-        out.push(Mapped::Task {
-            task_id,
-            context_id: text_of(v, "contextId"),
-        });
-    }
-}
-
 /// `cap.error` `parse_failed`.
 pub fn parse_failed(what: &str) -> CapEvent {
     CapEvent::error(ErrorKind::ParseFailed, format!("A2A stream: {what}"), false)
-}
-
-/// A part's media type: 1.0's `mediaType`, 0.3's `file.mimeType` or `metadata.mimeType`.
-fn media_type(part: &Value) -> Option<&str> {
-    part.get("mediaType")
-        .or_else(|| part.get("file").and_then(|f| f.get("mimeType")))
-        .or_else(|| part.get("metadata").and_then(|m| m.get("mimeType")))
-        .and_then(Value::as_str)
-}
-
-fn part_id(message_id: &str, part: &Value) -> String {
-    match Part::read(part) {
-        Part::File { name: Some(n), .. } => format!("{message_id}/{n}"),
-        _ => message_id.to_owned(),
-    }
-}
-
-/// A file part as a `cap.artifact`: inline bytes as content (base64), a URL as `uri`.
-fn file_artifact(id: &str, part: &Value) -> Option<CapEvent> {
-    let Part::File {
-        media_type: mime,
-        name,
-        inline,
-        url,
-    } = Part::read(part)
-    else {
-        return None;
-    };
-    let mime = mime.unwrap_or("application/octet-stream");
-    let mut event = CapEvent::artifact(
-        id,
-        mime,
-        name.map(str::to_owned),
-        inline.map_or(Value::Null, Value::from),
-    );
-    if let (CapEvent::Artifact(a), Some(url)) = (&mut event, url) {
-        a.uri = Some(url.to_owned()).into();
-        a.content = None.into();
-    }
-    Some(event)
 }

@@ -249,3 +249,134 @@ fn a_non_final_input_required_that_asks_nothing_is_progress() {
     );
     assert_eq!(out.last(), Some(&Mapped::Awaiting));
 }
+
+/// a2a-sdk's shape: the answer's stream opens with the Task as it stands, still
+/// `input-required`, the same question in its status message.
+fn asking_task(state: &str, parts: Value) -> Value {
+    json!({"task": {"id": "t", "contextId": "c", "status": {"state": state,
+        "message": {"messageId": "q", "taskId": "t", "role": "ROLE_AGENT", "parts": parts}}}})
+}
+
+fn mapped(m: &mut FrameMapper, frames: &[Value]) -> Vec<Mapped> {
+    let mut out = Vec::new();
+    for f in frames {
+        m.on_frame(&json!({"jsonrpc": "2.0", "id": 1, "result": f}), &mut out);
+    }
+    out
+}
+
+#[test]
+fn a_question_said_again_after_its_answer_is_not_raised_again() {
+    let req = datapart::encode(&CapEvent::permission_request(
+        "py-perm-1",
+        "Bash",
+        Some(json!({"command": "ls"})),
+        RiskLevel::Low,
+    ));
+    let parts = json!([{"text": "May I run Bash: ls?"}, {"data": req}]);
+    let mut m = FrameMapper::new(false, 1 << 20);
+    let asking = json!({"statusUpdate": {"taskId": "t", "contextId": "c", "status": asking_task("TASK_STATE_INPUT_REQUIRED", parts.clone())["task"]["status"]}});
+    let out = mapped(&mut m, &[asking]);
+    assert_eq!(out.last(), Some(&Mapped::Paused));
+    m.answered();
+    let again = json!({"message": {"messageId": "q2", "taskId": "t", "role": "ROLE_AGENT", "parts": [{"data": req}]}});
+    let out = mapped(
+        &mut m,
+        &[
+            asking_task("TASK_STATE_INPUT_REQUIRED", parts),
+            again,
+            json!({"statusUpdate": {"taskId": "t", "status": {"state": "TASK_STATE_WORKING",
+                "message": {"messageId": "d", "role": "ROLE_AGENT", "parts": [{"text": "decision: allow_once"}]}}}}),
+            json!({"statusUpdate": {"taskId": "t", "status": {"state": "TASK_STATE_COMPLETED"}}}),
+        ],
+    );
+    let ev = events(&out);
+    assert!(
+        !ev.iter()
+            .any(|e| matches!(e, CapEvent::PermissionRequest(_) | CapEvent::AskUser(_))),
+        "{out:#?}"
+    );
+    let text: Vec<_> = ev
+        .iter()
+        .filter_map(|e| match e {
+            CapEvent::TextChunk(t) => Some(t.text.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        text,
+        ["decision: allow_once"],
+        "the question's text not again"
+    );
+    assert!(
+        !out.iter()
+            .any(|o| matches!(o, Mapped::Paused | Mapped::Awaiting))
+    );
+    assert_eq!(
+        out.iter()
+            .filter(|o| matches!(o, Mapped::Repeated(id) if id == "py-perm-1"))
+            .count(),
+        2,
+        "{out:#?}"
+    );
+    assert_eq!(m.repeats(), 2);
+    assert!(matches!(
+        out.last(),
+        Some(Mapped::End {
+            is_error: false,
+            ..
+        })
+    ));
+    // Another task may use the same id: a new question.
+    let mut other = asking_task("TASK_STATE_INPUT_REQUIRED", json!([{"data": req}]));
+    other["task"]["id"] = json!("t2");
+    other["task"]["status"]["message"]["taskId"] = json!("t2");
+    other["task"]["status"]["message"]["messageId"] = json!("q3");
+    let out = mapped(&mut m, &[other]);
+    assert!(
+        events(&out)
+            .iter()
+            .any(|e| matches!(e, CapEvent::PermissionRequest(_)))
+    );
+    assert_eq!(out.last(), Some(&Mapped::Paused));
+}
+
+#[test]
+fn a_plain_question_said_again_and_a_past_one_in_a_task_read_whole_are_not_raised() {
+    let parts = json!([{"text": "Which DB?"}]);
+    let mut m = FrameMapper::new(true, 1 << 20);
+    let out = mapped(
+        &mut m,
+        &[asking_task("TASK_STATE_INPUT_REQUIRED", parts.clone())],
+    );
+    assert_eq!(out.last(), Some(&Mapped::Paused));
+    m.answered();
+    let out = mapped(&mut m, &[asking_task("TASK_STATE_INPUT_REQUIRED", parts)]);
+    assert!(events(&out).is_empty(), "{out:#?}");
+    assert_eq!(out.last(), Some(&Mapped::Repeated("q".into())));
+    // A task read whole, fresh: the question in its history is past.
+    let req = datapart::encode(&CapEvent::permission_request(
+        "p1",
+        "Bash",
+        None,
+        RiskLevel::Low,
+    ));
+    let task = json!({"id": "t", "status": {"state": "TASK_STATE_COMPLETED"}, "history": [
+        {"messageId": "a", "role": "ROLE_AGENT", "parts": [{"text": "May I?"}, {"data": req}]},
+        {"messageId": "b", "role": "ROLE_AGENT", "parts": [{"text": "done"}]}]});
+    let mut m = FrameMapper::new(false, 1 << 20);
+    let mut out = Vec::new();
+    m.on_task(&task, &mut out);
+    assert!(
+        !events(&out)
+            .iter()
+            .any(|e| matches!(e, CapEvent::PermissionRequest(_)))
+    );
+    assert!(matches!(
+        out.last(),
+        Some(Mapped::End {
+            is_error: false,
+            ..
+        })
+    ));
+}

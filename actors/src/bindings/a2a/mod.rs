@@ -4,12 +4,15 @@
 //! marked data parts ([`datapart`]), Gemini CLI's tool-call data parts
 //! ([`coder_agent`]), SSE frames to CAP events ([`frames`]), the frames and card a
 //! server sends ([`outbound`]: the simulator's A2A mode, `capfleet serve --expose`),
-//! and where a conversation goes on from after a loss ([`resume`]).
+//! where a conversation goes on from after a loss ([`resume`]), and the questions
+//! raised on a connection, none twice ([`asked`]).
 //! The driver that speaks it over HTTP is `driver::a2a`.
 
+mod asked;
 pub mod card;
 pub mod coder_agent;
 pub mod datapart;
+mod file_part;
 pub mod frames;
 #[cfg(test)]
 mod frames_tests;

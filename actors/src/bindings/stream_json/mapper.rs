@@ -16,7 +16,7 @@
 //! | `artifact` (the fields of a `cap.artifact`) | `cap.artifact`; invalid ones are malformed |
 //! | anything else well-formed | nothing; counted in `ignored_frames` |
 //! | not a JSON object / too long | `cap.error` `parse_failed`; counted in `malformed_frames` |
-//! | `result` before `init` or outside any turn (a mapper [`StreamJsonMapper::with_turns`]) | `cap.error` `stray_frame`, never a turn end or a cost; counted in `stray_frames` |
+//! | a turn's frame (`assistant`, `user`, `stream_event`, `artifact`, `result`) before `init` or before any prompt, a `result` outside any turn (a mapper [`StreamJsonMapper::with_turns`]) | `cap.error` `stray_frame`, never part of a turn (its text, its end, its cost); counted in `stray_frames` |
 //!
 //! Assistant snapshots' `usage` is never read (it is the `message_start` value).
 //!
@@ -80,6 +80,8 @@ pub struct StreamJsonMapper {
     track_turns: bool,
     /// A prompt was sent and its `result` has not come yet.
     in_turn: bool,
+    /// A prompt was sent to this process.
+    prompted: bool,
 }
 
 impl Default for StreamJsonMapper {
@@ -103,13 +105,14 @@ impl StreamJsonMapper {
             cost_seen: 0.0,
             track_turns: false,
             in_turn: false,
+            prompted: false,
         }
     }
 
     /// The caller tells each turn's start ([`Self::begin_turn`]), as a driver does: a
-    /// `result` frame before the process's `init` or while no turn is open is stray
-    /// (reported, counted, never a turn's end or cost). Without it (a replay of
-    /// recorded lines) every `result` ends a turn.
+    /// turn's frame before the process's `init` or before its first prompt, and a
+    /// `result` while no turn is open, are stray (reported, counted, never a turn's
+    /// text, end or cost). Without it (a replay of recorded lines) every frame counts.
     pub fn with_turns(mut self) -> Self {
         self.track_turns = true;
         self
@@ -118,6 +121,7 @@ impl StreamJsonMapper {
     /// A prompt was sent: its turn is open until its `result`.
     pub fn begin_turn(&mut self) {
         self.in_turn = true;
+        self.prompted = true;
     }
 
     /// Lines longer than `max` bytes are rejected as malformed without parsing.
@@ -140,6 +144,7 @@ impl StreamJsonMapper {
     /// [`Self::pending_ids`] first to fail those requests).
     pub fn process_restarted(&mut self) {
         self.ready_sent = false;
+        self.prompted = false;
         self.cost_seen = 0.0;
         self.pending.clear();
         self.end_turn_state();
@@ -176,19 +181,17 @@ impl StreamJsonMapper {
             Ok(f) => f,
             Err(e) => return self.malformed(line, format!("invalid stream-json frame: {e}"), out),
         };
+        if let Some((kind, reason)) = self.stray_frame(&frame) {
+            return self.stray(line, kind, reason, out);
+        }
         let handled = match frame {
             Frame::System(f) => self.on_system(f, out),
             Frame::Assistant(f) => self.on_assistant(f, out),
             Frame::User(f) => self.on_user(f, out),
             Frame::StreamEvent(f) => self.on_stream_event(f, out),
             Frame::Result(f) => {
-                match self.stray_result() {
-                    Some(reason) => self.stray(line, "result", reason, out),
-                    None => {
-                        self.in_turn = false;
-                        self.on_result(f, out);
-                    }
-                }
+                self.in_turn = false;
+                self.on_result(f, out);
                 true
             }
             Frame::ControlRequest(f) => self.on_control_request(f, out),
@@ -214,22 +217,42 @@ impl StreamJsonMapper {
         self.emit(out, bad_line(ErrorKind::ParseFailed, message, details));
     }
 
-    /// Why a `result` frame now would be stray, if it would.
-    fn stray_result(&self) -> Option<&'static str> {
-        if !self.track_turns {
-            None
+    /// Why `frame` now would be stray (its type and why), if it would: a turn's frame
+    /// before the process's `init` or before its first prompt (text an agent writes
+    /// then answers nothing), a `result` outside any turn. System and control frames
+    /// never are.
+    fn stray_frame(&self, frame: &Frame<'_>) -> Option<(&'static str, &'static str)> {
+        let (kind, ends_turn) = match frame {
+            Frame::Result(_) => ("result", true),
+            Frame::Assistant(_) => ("assistant", false),
+            Frame::User(_) => ("user", false),
+            Frame::StreamEvent(_) => ("stream_event", false),
+            Frame::Artifact(_) => ("artifact", false),
+            Frame::System(_)
+            | Frame::ControlRequest(_)
+            | Frame::ControlCancelRequest(_)
+            | Frame::ControlResponse(_)
+            | Frame::Unknown(_)
+            | Frame::Untyped => return None,
+        };
+        let reason = if !self.track_turns {
+            return None;
         } else if !self.ready_sent {
-            Some("before the agent's init")
-        } else if !self.in_turn {
-            Some("outside any turn")
+            "before the agent's init"
+        } else if ends_turn && !self.in_turn {
+            "outside any turn"
+        } else if !self.prompted {
+            "before any prompt"
         } else {
-            None
-        }
+            return None;
+        };
+        Some((kind, reason))
     }
 
     fn stray(&mut self, line: &[u8], frame: &str, reason: &str, out: &mut Vec<Output>) {
         self.stats.stray_frames += 1;
-        let message = format!("stray `{frame}` frame {reason}: ignored (not an answer, no cost)");
+        let message =
+            format!("stray `{frame}` frame {reason}: ignored (not part of a turn, no cost)");
         let details = json!({"frame": frame, "reason": reason, "excerpt": excerpt(line)});
         self.emit(
             out,
@@ -445,67 +468,4 @@ pub(super) fn with_parent(mut event: CapEvent, parent: Option<&str>) -> CapEvent
         event.set_meta(META_PARENT_TOOL_USE_ID, Value::from(p));
     }
     event
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    const INIT: &str = r#"{"type":"system","subtype":"init","session_id":"s1"}"#;
-    const RESULT: &str =
-        r#"{"type":"result","subtype":"success","result":"hi","total_cost_usd":0.5}"#;
-
-    fn feed(m: &mut StreamJsonMapper, lines: &[&str]) -> Vec<Output> {
-        let mut out = Vec::new();
-        for l in lines {
-            m.on_line(l.as_bytes(), &mut out);
-        }
-        out
-    }
-
-    fn stray_errors(out: &[Output]) -> Vec<String> {
-        out.iter()
-            .filter_map(|o| match o {
-                Output::Event(CapEvent::Error(e)) if e.code.as_str() == STRAY_FRAME => {
-                    Some(e.message.clone())
-                }
-                _ => None,
-            })
-            .collect()
-    }
-
-    #[test]
-    fn results_before_init_or_outside_a_turn_are_stray() {
-        let mut m = StreamJsonMapper::new().with_turns();
-        let out = feed(&mut m, &[RESULT, INIT, RESULT]);
-        let strays = stray_errors(&out);
-        assert_eq!(strays.len(), 2, "{out:?}");
-        assert!(strays[0].contains("before the agent's init"), "{strays:?}");
-        assert!(strays[1].contains("outside any turn"), "{strays:?}");
-        assert!(!out.iter().any(|o| matches!(o, Output::TurnEnd(_))));
-        assert!(
-            !out.iter()
-                .any(|o| matches!(o, Output::Event(CapEvent::Usage(_))))
-        );
-        assert_eq!(m.stats().stray_frames, 2);
-        // A turn's own result is its end, with its cost; the next one is stray again.
-        m.begin_turn();
-        let out = feed(&mut m, &[RESULT, RESULT]);
-        assert!(matches!(out.get(1), Some(Output::TurnEnd(_))), "{out:?}");
-        assert_eq!(stray_errors(&out).len(), 1);
-        assert_eq!(m.stats().stray_frames, 3);
-        assert_eq!(m.stats().malformed_frames, 0);
-    }
-
-    #[test]
-    fn without_turns_every_result_ends_a_turn() {
-        let mut m = StreamJsonMapper::new();
-        let out = feed(&mut m, &[RESULT, RESULT]);
-        let ends = out
-            .iter()
-            .filter(|o| matches!(o, Output::TurnEnd(_)))
-            .count();
-        assert_eq!(ends, 2);
-        assert_eq!(m.stats().stray_frames, 0);
-    }
 }

@@ -16,6 +16,8 @@ pub mod argv;
 pub mod control;
 pub mod frames;
 pub mod mapper;
+#[cfg(test)]
+mod mapper_tests;
 pub mod outbound;
 pub mod output;
 mod result;

@@ -382,6 +382,13 @@ impl Conn {
                     self.task = task;
                 }
                 Mapped::Awaiting => {}
+                Mapped::Repeated(id) => tracing::debug!(
+                    endpoint = %self.endpoint,
+                    task = self.task.as_deref().unwrap_or_default(),
+                    question = %id,
+                    repeats = self.mapper.repeats(),
+                    "the A2A peer said again a question raised before; not raised again"
+                ),
                 Mapped::End {
                     stop_reason,
                     is_error,
