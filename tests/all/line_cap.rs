@@ -95,3 +95,36 @@ fn a_dropped_line_then_the_agent_exiting_fails_the_turn_at_once() {
     assert!(message.contains("ended its output"), "{message}");
     assert!(run.elapsed < Duration::from_secs(10), "{:?}", run.elapsed);
 }
+
+/// ACP: the turn ends by the `session/prompt` response, which a hung agent never
+/// sends after a line over the cap (`hang` reads nothing more): the turn fails once
+/// the agent stayed quiet (2 s here), not at the turn timeout.
+#[test]
+fn an_acp_agent_quiet_after_a_dropped_line_fails_the_turn() {
+    let dir = tempfile::tempdir().expect("script dir");
+    let script = dir.path().join("script.toml");
+    std::fs::write(
+        &script,
+        "[[turn]]\nsteps = [{ say = \"before.\" }, { oversize = 2097152 }, { hang = true }]\n",
+    )
+    .expect("script");
+    let agent = crate::common::support("sim-acp.toml");
+    let argv = ["--argv", crate::common::BIN, "sim", "--mode", "acp"];
+    let chat = Chat::start_agent(
+        "acp-dropped-quiet",
+        &agent.display().to_string(),
+        &script,
+        Output::Json,
+        &argv,
+    );
+    let marker = chat.marker.clone();
+    let run = chat.finish();
+    assert_stream_and_journal(&run.events, &run.journal);
+    assert_no_agent_left(&marker);
+    let ev = &run.events;
+    assert_eq!(run.status.code(), Some(1), "{}\n{}", run.stderr, lines(ev));
+    assert_failed_once(ev);
+    let message = lost_end(ev)["message"].as_str().unwrap_or("").to_owned();
+    assert!(message.contains("went quiet"), "{message}");
+    assert!(run.elapsed < Duration::from_secs(10), "{:?}", run.elapsed);
+}
