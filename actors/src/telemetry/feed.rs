@@ -305,4 +305,19 @@ mod tests {
             assert!(text.contains(line), "missing {line} in\n{text}");
         }
     }
+
+    #[test]
+    fn poison_turns_are_counted() {
+        let m = Arc::new(FleetMetrics::default());
+        let mut feed = MetricsFeed::new(m.clone());
+        let failure = crate::supervision::poison::AttemptFailure {
+            code: Some("agent_exited".into()),
+            cause: ExitCause::Exited { code: 3 },
+        };
+        let event = crate::supervision::poison::poison_event(1, 2, &failure);
+        feed.on_event(&ev(EventBody::Cap { event }));
+        let text = m.encode();
+        let line = "capfleet_poison_turns_total{session=\"cap://f/a\"} 1";
+        assert!(text.contains(line), "missing {line} in\n{text}");
+    }
 }
