@@ -184,6 +184,12 @@ impl Out {
         self.flush()
     }
 
+    /// `frame` (whose padding is a [`PAD_MARK`] string) as one line of about
+    /// `bytes` bytes, with its newline.
+    pub(super) fn oversize_frame(&mut self, frame: &Value, bytes: u64) -> io::Result<()> {
+        write_oversize(&mut self.writer, frame, bytes, true)
+    }
+
     /// A successful `control_response` to a client request.
     pub(super) fn ack(&mut self, request_id: &str) -> io::Result<()> {
         self.emit(&json!({
@@ -201,6 +207,9 @@ pub(super) struct TurnAcc {
     pub usage: Usage,
     pub messages: u64,
     pub denials: Vec<Value>,
+    /// An `oversize` step with `result = true`: the turn's `result` frame is written
+    /// as one line of about this many bytes (its `result` text padded).
+    pub result_bytes: Option<u64>,
 }
 
 impl TurnAcc {
@@ -208,6 +217,7 @@ impl TurnAcc {
         TurnAcc {
             started: Instant::now(),
             text: Vec::new(),
+            result_bytes: None,
             usage: Usage::default(),
             messages: 0,
             denials: Vec::new(),

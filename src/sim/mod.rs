@@ -37,6 +37,7 @@
 //!   { flood = 209715200, chunk = 16384 },
 //!   { raw = "{not json" },        # one line, verbatim
 //!   { oversize = 2000000 },       # one frame line of about N bytes (newline = false: open)
+//!   { oversize = 2000000, result = true }, # stream-json: the turn's `result` is that line
 //!   { echo = true },              # says "echo: <prompt>"
 //!   { late = "notice", delay_ms = 500 }, # TUI only: printed 500 ms after the next prompt
 //!   { error = "rate_limit_error: slow down", subtype = "error_during_execution" },

@@ -296,10 +296,16 @@ fn parse_step(loc: &Loc<'_>, value: &toml::Value) -> Result<Step, ScriptError> {
             Step::Raw(line)
         }
         "oversize" => {
-            f.only(&["oversize", "newline"])?;
+            f.only(&["oversize", "newline", "result"])?;
+            let result = f.bool("result")?.unwrap_or(false);
+            let newline = f.bool("newline")?.unwrap_or(true);
+            if result && !newline {
+                return Err(loc.err("newline", "must be true with `result = true`"));
+            }
             Step::Oversize {
                 bytes: f.u64("oversize")?.unwrap_or(0),
-                newline: f.bool("newline")?.unwrap_or(true),
+                newline,
+                result,
             }
         }
         "late" => {

@@ -39,10 +39,12 @@ pub(super) enum Step {
         chunk: usize,
     },
     Raw(String),
-    /// A line of `bytes` bytes, left open (no newline) unless `newline`.
+    /// A line of `bytes` bytes, left open (no newline) unless `newline`; with
+    /// `result`, the turn's own end (stream-json's `result` frame) is that line.
     Oversize {
         bytes: u64,
         newline: bool,
+        result: bool,
     },
     /// TUI mode: `text` printed `delay_ms` after the next prompt is drawn (late output).
     Late {
@@ -243,6 +245,14 @@ pub(super) trait Frontend {
     fn raw(&mut self, line: &str) -> io::Result<Flow>;
     /// One line of about `bytes` bytes, streamed, its newline only if `newline`.
     fn oversize(&mut self, bytes: u64, newline: bool) -> io::Result<Flow>;
+    /// The turn's end is written as one line of about `bytes` bytes; only
+    /// stream-json ends a turn by a frame the sim can pad (its `result`).
+    fn oversize_result(&mut self, bytes: u64) -> io::Result<Flow> {
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            format!("step `oversize = {bytes}, result = true` needs --mode stream-json"),
+        ))
+    }
     fn flush(&mut self) -> io::Result<()>;
     /// A `late` step; only the TUI mode has a prompt to print after.
     fn late(&mut self, text: &str, _delay: Duration) -> io::Result<Flow> {
@@ -332,7 +342,12 @@ pub(super) fn run_turn<F: Frontend>(
             Step::Flood { bytes, chunk } => fe.flood(*bytes, *chunk)?,
             Step::Raw(line) => fe.raw(line)?,
             Step::DropStream => fe.drop_stream()?,
-            Step::Oversize { bytes, newline } => fe.oversize(*bytes, *newline)?,
+            Step::Oversize {
+                bytes,
+                result: true,
+                ..
+            } => fe.oversize_result(*bytes)?,
+            Step::Oversize { bytes, newline, .. } => fe.oversize(*bytes, *newline)?,
             Step::Late { text, delay_ms } => fe.late(text, Duration::from_millis(*delay_ms))?,
             Step::Rpc { method, params } => fe.rpc(method, params)?,
             Step::Run { command, args } => fe.run(command, args)?,

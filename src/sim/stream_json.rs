@@ -406,6 +406,11 @@ impl Frontend for StreamJson {
         Ok(Flow::Next)
     }
 
+    fn oversize_result(&mut self, bytes: u64) -> io::Result<Flow> {
+        self.turn.result_bytes = Some(bytes);
+        Ok(Flow::Next)
+    }
+
     fn flush(&mut self) -> io::Result<()> {
         self.client.out.flush()
     }
@@ -423,7 +428,13 @@ impl Frontend for StreamJson {
             Some(e) => Some(e.recording(&self.turn.usage)?),
             None => None,
         };
-        self.client.out.emit(&frame)?;
+        match self.turn.result_bytes {
+            Some(bytes) => {
+                frame["result"] = json!(super::frames::PAD_MARK);
+                self.client.out.oversize_frame(&frame, bytes)?;
+            }
+            None => self.client.out.emit(&frame)?,
+        }
         self.client.out.flush()?;
         match (&mut self.emitted, recorded) {
             (Some(e), Some(n)) => e.written(n),

@@ -43,6 +43,7 @@ mod fleet_config;
 mod fleet_examples;
 mod fleet_validation;
 mod interop_claude_stream;
+mod line_cap;
 mod live_view;
 mod log;
 mod missing_agent;

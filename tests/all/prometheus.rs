@@ -51,11 +51,12 @@ fn prometheus_scrapes_a_running_fleet_and_counts_the_restarts_it_caused() {
     let m = common::EnvMarker::new("prom-scrape");
     let (k, v) = m.pair();
     // Two crashes (each once: the run's sim state remembers), then the turn completes.
+    // Two different signals: the same failure twice in a row would be a poison turn.
     write(
         d,
         "crashy.toml",
         "[[turn]]\nsteps = [{ say = \"a\" }, { crash = \"sigkill\", once = true }, \
-         { crash = \"sigkill\", once = true }, { say = \"done\" }, \
+         { crash = \"abort\", once = true }, { say = \"done\" }, \
          { usage = { input_tokens = 5, output_tokens = 5, cost_usd = 0.01 } }]\n",
     );
     // Keeps the run alive while Prometheus scrapes.

@@ -1,6 +1,6 @@
 //! Restart policies end to end, through `capfleet chat sim --restart …`: which exits
-//! are restarted (temporary, transient, permanent), and the meltdown past
-//! `--max-restarts`. Every run checks its NDJSON against its journal and that no
+//! are restarted (temporary, transient, permanent), the meltdown past
+//! `--max-restarts`, and a poison turn (failing twice the same way) not re-issued. Every run checks its NDJSON against its journal and that no
 //! agent survives.
 
 use serde_json::Value;
@@ -119,11 +119,13 @@ fn permanent_restarts_a_normal_exit() {
 
 /// An agent that crashes every time, `--max-restarts 2`: exactly two restarts
 /// (attempts 1 and 2, backoff 0 then 100 ms), then `failed` with a meltdown, exit 1.
+/// It exits with another status each time: the same failure twice in a row would be a
+/// poison turn (below).
 #[test]
 fn crashing_every_time_melts_down_after_max_restarts() {
     let run = run(
         "meltdown",
-        "crash_always.toml",
+        "crash_differently.toml",
         &["--max-restarts", "2", "--restart-window-s", "60"],
     );
     let ev = &run.events;
@@ -151,4 +153,46 @@ fn crashing_every_time_melts_down_after_max_restarts() {
     let failed_at = position(ev, |e| ty(e) == "failed").expect("failed");
     assert!(last_restart < failed_at);
     assert_eq!(outcome(ev), Some("failed"));
+}
+
+/// A turn whose attempts fail twice in a row the same way (exit 3 after `doomed.`,
+/// `cap.error agent_exited`) is a poison turn: not re-issued a third time although the
+/// policy (3 restarts in 60 s) would allow it. The session reports it (`cap.error
+/// poison_turn`: the turn, the attempts, the code and the cause), ends the turn failed
+/// (exit 1) and does not fail itself; the agent comes back for the turns after it.
+#[test]
+fn a_turn_failing_twice_the_same_way_is_a_poison_turn() {
+    let run = run("poison", "crash_always.toml", &[]);
+    let ev = &run.events;
+    assert_eq!(run.status.code(), Some(1), "{}\n{}", run.stderr, lines(ev));
+    assert_eq!(count(ev, |e| ty(e) == "turn_started"), 2, "{}", lines(ev));
+    assert_eq!(count(ev, |e| error_code(e) == Some("agent_exited")), 2);
+    let poison: Vec<&Value> = ev
+        .iter()
+        .filter(|e| error_code(e) == Some("poison_turn"))
+        .collect();
+    assert_eq!(poison.len(), 1, "{}", lines(ev));
+    let details = &poison[0]["event"]["details"];
+    assert_eq!(details["turn"], 1);
+    assert_eq!(details["attempts"], 2);
+    assert_eq!(details["code"], "agent_exited");
+    assert_eq!(details["cause"]["kind"], "exited");
+    assert_eq!(details["cause"]["code"], 3);
+    let message = poison[0]["event"]["message"].as_str().unwrap_or("");
+    assert!(message.contains("on_error"), "{message}");
+    assert_eq!(poison[0]["turn"], 1, "reported in the turn");
+    assert_eq!(outcome(ev), Some("failed"));
+    let ended = position(ev, |e| ty(e) == "turn_ended").expect("turn_ended");
+    let reported = position(ev, |e| error_code(e) == Some("poison_turn")).expect("poison");
+    assert!(reported < ended);
+    assert_eq!(
+        count(ev, |e| ty(e) == "failed"),
+        0,
+        "the session itself goes on"
+    );
+    // One restart re-issued the turn; the one after the poison brings the agent back
+    // idle: no third prompt.
+    let r = restarts(ev);
+    assert_eq!(r.len(), 2, "{}", lines(ev));
+    assert!(position(ev, |e| ty(e) == "restart" && e["attempt"] == 2).unwrap() > reported);
 }

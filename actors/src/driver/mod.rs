@@ -229,7 +229,10 @@ pub(crate) fn oversize_line(len: u64, max: usize, terminated: bool) -> CapEvent 
     let end = if terminated { "" } else { ", unterminated" };
     let mut event = CapEvent::error(
         ErrorKind::ParseFailed,
-        format!("agent line of {len} bytes{end} exceeds the line cap of {max} bytes; dropped"),
+        format!(
+            "agent line of {len} bytes{end} exceeds the line cap of {max} bytes \
+             ({MAX_LINE_KEY} in the agent's manifest); dropped"
+        ),
         false,
     );
     if let CapEvent::Error(e) = &mut event {
@@ -239,6 +242,50 @@ pub(crate) fn oversize_line(len: u64, max: usize, terminated: bool) -> CapEvent 
         .into();
     }
     event
+}
+
+/// The manifest key that raises the line cap, as messages name it.
+pub const MAX_LINE_KEY: &str = "`[limits] max_line_bytes`";
+/// The `cap.error` code of a turn failed because its end was lost in a dropped line.
+pub const LINE_TOO_LONG: &str = "line_too_long";
+
+/// The `cap.error` failing a turn whose end was (most likely) in a line of `len`
+/// bytes dropped over the cap of `max` bytes, said when the agent then went quiet or
+/// its output ended (`after`): naming the cap and the manifest key that raises it.
+pub fn lost_turn_end(len: u64, max: u64, after: &str) -> CapEvent {
+    let mut event = CapEvent::error(
+        ErrorKind::Other(LINE_TOO_LONG.into()),
+        format!(
+            "turn failed: the agent {after} after a line of {len} bytes was dropped for \
+             exceeding the line cap of {max} bytes, so the turn's end was in it; raise \
+             {MAX_LINE_KEY} in the agent's manifest to read such lines"
+        ),
+        false,
+    );
+    if let CapEvent::Error(e) = &mut event {
+        e.details = Some(serde_json::json!({
+            "line_bytes": len, "max_line_bytes": max, "manifest_key": "limits.max_line_bytes",
+        }))
+        .into();
+    }
+    event
+}
+
+/// Whether `event` is a [`lost_turn_end`] report.
+pub fn is_lost_turn_end(event: &CapEvent) -> bool {
+    matches!(event, CapEvent::Error(e) if matches!(&e.code, ErrorKind::Other(c) if c == LINE_TOO_LONG))
+}
+
+/// The line length and the cap of a `cap.error` [`oversize_line`] report.
+pub fn oversize_of(event: &CapEvent) -> Option<(u64, u64)> {
+    let CapEvent::Error(e) = event else {
+        return None;
+    };
+    if e.code != ErrorKind::ParseFailed {
+        return None;
+    }
+    let d = e.details.get()?;
+    Some((d["line_bytes"].as_u64()?, d["max_line_bytes"].as_u64()?))
 }
 
 /// What a session asks of its driver.

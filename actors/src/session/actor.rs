@@ -126,6 +126,7 @@ async fn on_own(core: &mut Core, myself: &ActorRef<SessionMsg>, own: Own) {
             }
         }
         Own::Resume { token } => core.resume(myself, token).await,
+        Own::DroppedQuiet { turn, attempt } => core.on_dropped_quiet(myself, turn, attempt).await,
         Own::CancelDeadline { turn } => {
             if core.book.turn_id() == Some(turn) {
                 tracing::warn!(urn = %core.bus.urn(), turn, "cancel not honoured in time; killing the agent");

@@ -15,6 +15,8 @@ use crate::driver::DriverMsg;
 use crate::events::requests::OpenRequest;
 use crate::events::{EventBody, Prompt, SessionState, TurnOutcome, UsageTotals};
 use crate::protocol::{CapEvent, StopReason};
+use crate::supervision::ExitCause;
+use crate::supervision::poison::{AttemptFailure, Verdict, poison_event};
 
 type Reply = RpcReplyPort<Result<TurnResult, SessionError>>;
 
@@ -93,6 +95,38 @@ impl TurnBook {
             turn.record(event);
         } else if let CapEvent::Usage(u) = event {
             self.usage.add(u);
+        }
+    }
+
+    /// The running attempt sent a `cap.error` with `code`.
+    pub(super) fn note_error(&mut self, code: &str) {
+        if let Some(t) = self.turn.as_mut().filter(|t| t.sent) {
+            t.attempt_error = Some(code.to_owned());
+        }
+    }
+
+    /// The running attempt was cut by the orchestrator (a chaos fault).
+    pub(super) fn attempt_cut(&mut self) {
+        if let Some(t) = self.turn.as_mut() {
+            t.attempt_cut = true;
+        }
+    }
+
+    /// The running attempt's agent ended with `cause`: whether the turn is a poison
+    /// turn now ([`crate::supervision::poison`]), with the report to give.
+    pub(super) fn attempt_failed(&mut self, cause: &ExitCause) -> Option<CapEvent> {
+        let t = self.turn.as_mut().filter(|t| t.sent)?;
+        if std::mem::take(&mut t.attempt_cut) {
+            t.failures.not_its_own();
+            return None;
+        }
+        let failure = AttemptFailure {
+            code: t.attempt_error.take(),
+            cause: cause.clone(),
+        };
+        match t.failures.failed(failure.clone()) {
+            Verdict::Retry => None,
+            Verdict::Poison { times } => Some(poison_event(t.id, times, &failure)),
         }
     }
 
@@ -227,6 +261,8 @@ impl Core {
         };
         turn.attempts += 1;
         turn.sent = true;
+        turn.attempt_error = None;
+        turn.attempt_cut = false;
         let (id, attempt, bytes) = (turn.id, turn.attempts, text.len());
         self.chaos_on_attempt(id, attempt, Moment::BeforePrompt)
             .await;
@@ -256,6 +292,7 @@ impl Core {
         let Some(turn) = self.book.turn.take() else {
             return;
         };
+        self.disarm_dropped();
         self.book.done += 1;
         self.book.usage.merge(turn.usage());
         self.pauses.turn_ended(outcome);
@@ -280,6 +317,16 @@ impl Core {
         }
     }
 
+    /// The running turn is a poison turn (`event` reports it): it ends failed instead
+    /// of being re-issued; what the run does next is the fleet's `on_error`.
+    pub(super) async fn poison_turn(&mut self, event: CapEvent) {
+        tracing::warn!(urn = %self.bus.urn(), turn = ?self.book.turn_id(), "poison turn: not tried again");
+        self.spans.on_event(&event);
+        self.book.record(&event);
+        self.publish(EventBody::Cap { event }).await;
+        self.end_turn(TurnOutcome::Failed, StopReason::Error).await;
+    }
+
     /// End the running turn because the session cannot finish it (closed, failed):
     /// subscribers still see `turn_ended` (failed), the caller gets the error.
     pub(super) async fn finish_turn_with_error(&mut self, err: SessionError) {
@@ -299,6 +346,7 @@ impl Core {
         })
         .await;
         self.book.turn = None;
+        self.disarm_dropped();
         self.spans
             .abandon_turn(TurnOutcome::Failed, &err.to_string());
         self.book.reply(Err(err));

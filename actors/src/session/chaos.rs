@@ -110,6 +110,8 @@ impl Core {
             group,
         })
         .await;
+        // Whatever the attempt now fails of is the fault's doing, not the turn's.
+        self.book.attempt_cut();
         match apply {
             Apply::Signal(signal) => self.slot.send(DriverMsg::Chaos(signal)),
             Apply::Bytes(handle, f) => handle.inject(f),

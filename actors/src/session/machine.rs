@@ -29,6 +29,8 @@ pub struct Core {
     pub(super) pauses: Pauses,
     pub(super) answerer: Option<Decider>,
     pub(super) spans: Spans,
+    /// A line dropped over the cap during the running attempt (`dropped`).
+    pub(super) dropped: Option<super::dropped::DroppedLine>,
 }
 
 impl Core {
@@ -56,6 +58,7 @@ impl Core {
             pauses: Pauses::new(spec.rate_limit),
             answerer,
             spans: Spans::new(&spec, &parent),
+            dropped: None,
             spec,
         }
     }

@@ -9,7 +9,9 @@
 //! its [`RestartPolicy`]: respawn after the backoff, resume natively when the binding
 //! can, else re-issue the interrupted turn with the partial output kept (§10.6); past
 //! the window the session fails and stops with the reason (its supervisor, the fleet,
-//! gets that as a supervision message). A rate limit is no crash: the session pauses
+//! gets that as a supervision message). A turn whose attempts failed twice in a row
+//! the same way is a poison turn: it fails instead of being re-issued a third time
+//! ([`crate::supervision::poison`]). A rate limit is no crash: the session pauses
 //! until the limit resets and re-issues the turn (`pause`).
 //!
 //! What it publishes and the handles it is reached through are in [`crate::events`]:
@@ -25,6 +27,7 @@
 //! - `outputs`: what the driver's outputs do; `answers`: answers to open requests;
 //! - `hooks`: pricing estimates and artifact keeping on the agent's events;
 //! - `pause`: rate-limit pauses and the resume that re-issues the turn;
+//! - `dropped`: a turn whose end was lost in a line dropped over the line cap;
 //! - `spans`: the session's spans; `turn`: one turn's bookkeeping;
 //! - `chaos`: a chaos run's faults on this session (journaled, then applied).
 
@@ -32,6 +35,7 @@ mod actor;
 mod answers;
 mod book;
 mod chaos;
+mod dropped;
 mod hooks;
 mod machine;
 mod outputs;
@@ -202,6 +206,9 @@ enum Own {
     InitTimeout { generation: u64 },
     /// Attempt `attempt` of turn `turn` ran past the turn timeout.
     TurnTimeout { turn: u32, attempt: u32 },
+    /// Attempt `attempt` of turn `turn` had a line dropped over the cap: look whether
+    /// the agent stayed quiet since (`dropped`).
+    DroppedQuiet { turn: u32, attempt: u32 },
     /// The cancelled turn `turn` did not end within the grace.
     CancelDeadline { turn: u32 },
     /// The rate-limit pause `token` is over: re-issue the turn.

@@ -14,6 +14,14 @@ use crate::protocol::{CapEvent, HasMeta, StopReason, is_late_output};
 
 impl Core {
     pub(super) async fn on_output(&mut self, myself: &ActorRef<SessionMsg>, out: DriverOutput) {
+        let event = match &out {
+            DriverOutput::Event(e) => Some(e),
+            _ => None,
+        };
+        self.watch_output(myself, event);
+        if let Some(CapEvent::Error(e)) = event {
+            self.book.note_error(e.code.as_str());
+        }
         match out {
             DriverOutput::Ready {
                 resume_id,
@@ -45,6 +53,9 @@ impl Core {
                     self.publish(EventBody::ResumeId { id: id.clone() }).await;
                 }
                 self.slot.resume_id = Some(id);
+            }
+            DriverOutput::Event(event) if crate::driver::is_lost_turn_end(&event) => {
+                self.on_lost_end(event).await
             }
             DriverOutput::Event(event) => self.on_event(myself, event).await,
             DriverOutput::TurnEnd(end) => {

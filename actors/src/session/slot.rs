@@ -194,6 +194,13 @@ impl Core {
             return;
         }
         self.slot.retake = !matches!(cause, ExitCause::Hung { .. });
+        // A turn whose end was lost in a dropped line is over (failed), not re-issued.
+        let lost = self.dropped_then_died().await;
+        let poison = if lost {
+            None
+        } else {
+            self.book.attempt_failed(&cause)
+        };
         match self.slot.tracker.on_exit(Instant::now(), &cause) {
             Restart::Restart { attempt, delay } => {
                 let backoff_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
@@ -202,6 +209,9 @@ impl Core {
                 self.spans.for_agent().in_scope(
                     || tracing::warn!(%urn, %cause, attempt, ?delay, "restarting the agent"),
                 );
+                if let Some(event) = poison {
+                    self.poison_turn(event).await;
+                }
                 self.book.restarting();
                 self.publish(EventBody::Restart {
                     cause,

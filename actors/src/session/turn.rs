@@ -52,6 +52,13 @@ pub(crate) struct Turn {
     pub cancel_requested: bool,
     /// The current attempt has been sent to a driver.
     pub sent: bool,
+    /// The last `cap.error` code of the current attempt.
+    pub attempt_error: Option<String>,
+    /// The current attempt was cut by the orchestrator (a chaos fault): its failure
+    /// is not the turn's.
+    pub attempt_cut: bool,
+    /// How the attempts failed, in a row (poison turns).
+    pub failures: crate::supervision::poison::AttemptLog,
     events: Vec<CapEvent>,
     /// Events counted as kept: those in `events`, and those of a replay no one reads
     /// again ([`Turn::count_unread`]).
@@ -76,6 +83,9 @@ impl Turn {
             restarts: 0,
             cancel_requested: false,
             sent: false,
+            attempt_error: None,
+            attempt_cut: false,
+            failures: Default::default(),
             events: Vec::new(),
             kept: 0,
             events_dropped: 0,

@@ -41,7 +41,8 @@
 //! [`Decision::Stop`] either a normal close (the agent ended by itself and the policy does
 //! not bring it back) or a failed session (`failed`, with the reason: a meltdown) — which
 //! the fleet learns as the session actor's end and reports to the router.
-//! No other restart loop exists anywhere in capfleet.
+//! No other restart loop exists anywhere in capfleet. A turn whose attempts failed
+//! twice in a row the same way is not re-issued a third time ([`poison`]).
 //!
 //! ```text
 //! // the session's handle_supervisor_evt and its exit handling (sketch):
@@ -60,6 +61,7 @@
 //! Measured: the [`crate::process::lines::LineReader`] reads 200 MiB of 63-byte NDJSON lines at about
 //! 1.5 GiB/s in a release build (about 100 MiB/s unoptimised).
 
+pub mod poison;
 pub mod policy;
 pub mod rate_limit;
 

@@ -13,6 +13,7 @@ use super::metrics::{
 use crate::bindings::stream_json::mapper::STRAY_FRAME;
 use crate::events::{EventBody, SessionEvent};
 use crate::protocol::{CapEvent, ErrorKind, HasMeta, Usage};
+use crate::supervision::poison::POISON_TURN;
 use crate::tap::{Tap, TapHandler, TapMsg};
 
 /// The metrics tap actor.
@@ -118,6 +119,10 @@ impl MetricsFeed {
             CapEvent::Error(e) if e.code == ErrorKind::ParseFailed => {
                 let l = SessionLabels { session: session() };
                 m.malformed_frames.get_or_create(&l).inc();
+            }
+            CapEvent::Error(e) if matches!(&e.code, ErrorKind::Other(c) if c == POISON_TURN) => {
+                let l = SessionLabels { session: session() };
+                m.poison_turns.get_or_create(&l).inc();
             }
             CapEvent::Error(e) if matches!(&e.code, ErrorKind::Other(c) if c == STRAY_FRAME) => {
                 let l = SessionLabels { session: session() };
@@ -299,5 +304,20 @@ mod tests {
         ] {
             assert!(text.contains(line), "missing {line} in\n{text}");
         }
+    }
+
+    #[test]
+    fn poison_turns_are_counted() {
+        let m = Arc::new(FleetMetrics::default());
+        let mut feed = MetricsFeed::new(m.clone());
+        let failure = crate::supervision::poison::AttemptFailure {
+            code: Some("agent_exited".into()),
+            cause: ExitCause::Exited { code: 3 },
+        };
+        let event = crate::supervision::poison::poison_event(1, 2, &failure);
+        feed.on_event(&ev(EventBody::Cap { event }));
+        let text = m.encode();
+        let line = "capfleet_poison_turns_total{session=\"cap://f/a\"} 1";
+        assert!(text.contains(line), "missing {line} in\n{text}");
     }
 }

@@ -166,6 +166,8 @@ pub struct FleetMetrics {
     pub chaos_faults: Family<KindLabels, Counter>,
     pub malformed_frames: Family<SessionLabels, Counter>,
     pub stray_frames: Family<SessionLabels, Counter>,
+    /// Turns not re-issued after failing twice in a row the same way (cap.error poison_turn).
+    pub poison_turns: Family<SessionLabels, Counter>,
     pub mailbox_depth: Family<MailboxLabels, Gauge>,
     pub agent_processes: Gauge,
     pub spans: SpanStats,
@@ -307,6 +309,12 @@ impl FleetMetrics {
             COUNTER,
             Family::default(),
         );
+        let poison_turns = b.add(
+            "poison_turns",
+            "Turns not tried again after failing twice in a row the same way (cap.error poison_turn)",
+            COUNTER,
+            Family::default(),
+        );
         let mailbox_depth = b.add(
             "mailbox_depth",
             "Messages waiting in the bounded queues (taps, router deliveries)",
@@ -369,6 +377,7 @@ impl FleetMetrics {
             chaos_faults,
             malformed_frames,
             stray_frames,
+            poison_turns,
             mailbox_depth,
             agent_processes,
             spans,
