@@ -14,6 +14,7 @@
 //! | `control_cancel_request` | [`Output::PermissionWithdrawn`] |
 //! | `control_response` | [`Output::ControlAck`] |
 //! | `artifact` (the fields of a `cap.artifact`) | `cap.artifact`; invalid ones are malformed |
+//! | `rate_limit_event` | `cap.error` `rate_limit` or `rate_limit_warning` (see `rate_limit.rs`) |
 //! | anything else well-formed | nothing; counted in `ignored_frames` |
 //! | not a JSON object / too long | `cap.error` `parse_failed`; counted in `malformed_frames` |
 //! | `result` before `init` or outside any turn (a mapper [`StreamJsonMapper::with_turns`]) | `cap.error` `stray_frame`, never a turn end or a cost; counted in `stray_frames` |
@@ -201,6 +202,7 @@ impl StreamJsonMapper {
                 }
                 true
             }
+            Frame::RateLimitEvent(f) => self.on_rate_limit_event(f, out),
             Frame::Unknown(_) | Frame::Untyped => false,
         };
         if !handled {

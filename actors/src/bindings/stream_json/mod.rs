@@ -7,6 +7,7 @@
 //! - [`mapper`]: the per-session state machine (frames → [`Output`]s).
 //! - [`control`]: permission / ask requests, their answers and withdrawals.
 //! - `streaming`: de-duplication of streamed text against snapshots.
+//! - `rate_limit`: Claude Code's `rate_limit_event` (subscription limits).
 //! - `result`: usage, per-turn cost, stop reasons and errors of a turn's end.
 //! - [`risk`]: scope and risk of a tool call.
 //! - [`outbound`]: the frames we write.
@@ -18,6 +19,7 @@ pub mod frames;
 pub mod mapper;
 pub mod outbound;
 pub mod output;
+mod rate_limit;
 mod result;
 pub mod risk;
 mod streaming;
