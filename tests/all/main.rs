@@ -63,6 +63,7 @@ mod pty_input;
 mod pty_peers;
 mod pty_turns;
 mod rate_limit;
+mod rate_limit_claude;
 mod registry;
 mod research;
 mod router;

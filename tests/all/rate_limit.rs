@@ -3,7 +3,9 @@
 //! step), is re-issued once per pause with its partial output, and completes, while
 //! the other session runs on; no restart is counted. `on_rate_limit = "fail"` and
 //! `max_pause` end the turn instead; Ctrl-C during a pause ends the run cleanly.
-//! The backoff's first step is set short with the fleet's `rate_limit_backoff`.
+//! A rate limit written only as text (the shipped `config/sim/rate-limited.toml`:
+//! no HTTP status) pauses too (issue 34, point 5a). The backoff's first step is set
+//! short with the fleet's `rate_limit_backoff`. Real Claude Code: `rate_limit_claude.rs`.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -18,6 +20,11 @@ use crate::common::{self, EnvMarker, capfleet, wait_until};
 /// Writes `fleet.toml` (fleet `rl`: sessions `a` on `a.toml` and `b` on `b.toml`,
 /// both started on task `go`, `[fleet]` extra keys `fleet_keys`) and the scripts.
 fn write_fleet(dir: &Path, fleet_keys: &str, a: &str, m: &EnvMarker) {
+    write_fleet_of(dir, "sim", fleet_keys, a, m);
+}
+
+/// [`write_fleet`] with both sessions on `agent` (`sim` or `sim-tui`).
+fn write_fleet_of(dir: &Path, agent: &str, fleet_keys: &str, a: &str, m: &EnvMarker) {
     let (k, v) = m.pair();
     std::fs::write(dir.join("a.toml"), a).unwrap();
     std::fs::write(
@@ -27,8 +34,8 @@ fn write_fleet(dir: &Path, fleet_keys: &str, a: &str, m: &EnvMarker) {
     .unwrap();
     let fleet = format!(
         "[fleet]\nname = \"rl\"\nstart = [\"a\", \"b\"]\ntask = \"go\"\n{fleet_keys}\n\n\
-         [[sessions]]\nname = \"a\"\nagent = \"sim\"\nscript = \"a.toml\"\nenv = {{ {k} = \"{v}\" }}\n\n\
-         [[sessions]]\nname = \"b\"\nagent = \"sim\"\nscript = \"b.toml\"\nenv = {{ {k} = \"{v}\" }}\n"
+         [[sessions]]\nname = \"a\"\nagent = \"{agent}\"\nscript = \"a.toml\"\nenv = {{ {k} = \"{v}\" }}\n\n\
+         [[sessions]]\nname = \"b\"\nagent = \"{agent}\"\nscript = \"b.toml\"\nenv = {{ {k} = \"{v}\" }}\n"
     );
     std::fs::write(dir.join("fleet.toml"), fleet).unwrap();
 }
@@ -50,7 +57,8 @@ fn run(dir: &Path) -> (Vec<Value>, String, Option<i32>) {
     )
 }
 
-fn of<'a>(events: &'a [Value], session: &str, ty: &str) -> Vec<&'a Value> {
+/// The events of fleet `rl`'s `session` of type `ty`.
+pub(crate) fn of<'a>(events: &'a [Value], session: &str, ty: &str) -> Vec<&'a Value> {
     let urn = format!("cap://rl/{session}");
     events
         .iter()
@@ -316,84 +324,67 @@ fn rate_limit_keys_are_validated_and_shown() {
     }
 }
 
-/// Real Claude Code 2.1.197 over stream-json, through `capfleet run`, against the fake
-/// LLM answering its first two requests with HTTP 429, a `retry-after` header and
-/// Anthropic's `rate_limit_error` body. Claude Code's own retries are off
-/// (`CLAUDE_CODE_MAX_RETRIES=0`; with them it would wait out `retry-after` itself and
-/// capfleet would never see the limit), so it ends the turn with `api_error_status`
-/// 429, and says nothing of `retry-after`: the session backs off (1 s, then 2 s),
-/// pauses twice, and re-issues the turn, which completes on the third request. The
-/// fake LLM counts the requests: one per attempt, each retry after its pause.
+/// The shipped `config/sim/rate-limited.toml` ("the first turn fails with
+/// `rate_limit_error`, the retry succeeds") as a fleet, on both of the sim's wires:
+/// stream-json (an `error_during_execution` result whose error says
+/// `rate_limit_error: …`, no HTTP status) and TUI (a `rate_limit_error: …` line). The
+/// text is a rate limit: the session pauses (a backoff step: the message names no
+/// reset), re-issues the turn once and completes it; no restart, the run succeeds.
 #[test]
-fn real_claude_code_pauses_on_429_and_completes_the_turn() {
-    const DONE: &str = "Done after the rate limit.";
-    let fake = common::FakeLlm::start();
-    let limited = serde_json::json!({"error": {
-        "status": 429,
-        "type": "rate_limit_error",
-        "message": "This request would exceed the rate limit for your organization of 50 requests per minute.",
-        "headers": {"retry-after": "1"},
-    }});
-    fake.script(serde_json::json!([limited, limited, {"text": DONE}]));
-    let dir = tempfile::tempdir().unwrap();
-    let home = tempfile::tempdir().unwrap();
-    let m = EnvMarker::new("rate-limit-claude");
-    let (k, v) = m.pair();
-    let fleet = format!(
-        "[fleet]\nname = \"rl\"\nstart = \"a\"\ntask = \"Say done.\"\nrate_limit_backoff = \"1s\"\nturn_timeout_s = 30\n\n\
-         [[sessions]]\nname = \"a\"\nagent = \"claude-code\"\n\
-         env = {{ CLAUDE_CODE_MAX_RETRIES = \"0\", {k} = \"{v}\" }}\n"
-    );
-    let out = common::run_fleet_with_claude(&fake, home.path(), dir.path(), &fleet);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
-    let events: Vec<Value> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    let errors: Vec<&str> = of(&events, "a", "cap")
-        .iter()
-        .filter(|e| e["event"]["kind"] == "cap.error")
-        .filter_map(|e| e["event"]["code"].as_str())
-        .collect();
-    assert_eq!(errors, ["rate_limit", "rate_limit"], "{stderr}");
-    let paused: Vec<(u64, &str)> = of(&events, "a", "paused")
-        .iter()
-        .map(|p| {
-            (
-                p["delay_ms"].as_u64().unwrap(),
-                p["source"].as_str().unwrap(),
-            )
-        })
-        .collect();
-    assert_eq!(paused, [(1000, "backoff"), (2000, "backoff")], "{stderr}");
-    assert!(of(&events, "a", "restart").is_empty());
-    let ended = of(&events, "a", "turn_ended");
-    assert_eq!(ended.len(), 1);
-    assert_eq!(ended[0]["outcome"], "completed", "{stderr}");
-    let all: Vec<Value> = of(&events, "a", "cap").into_iter().cloned().collect();
-    assert!(
-        common::texts(&all).contains(DONE),
-        "{}",
-        common::texts(&all)
-    );
-
-    // At the fake LLM: three requests, the retries a backoff step apart at least.
-    let requests = fake.requests_to("/v1/messages");
-    let statuses: Vec<u64> = requests
-        .iter()
-        .filter_map(|r| r["status"].as_u64())
-        .collect();
-    assert_eq!(statuses, [429, 429, 200], "{requests:?}");
-    let t: Vec<f64> = requests.iter().map(|r| r["t"].as_f64().unwrap()).collect();
-    assert!(
-        t[1] - t[0] >= 1.0 && t[2] - t[1] >= 2.0,
-        "request times {t:?}"
-    );
-    assert!(
-        wait_until(Duration::from_secs(3), Duration::from_millis(20), || m
-            .processes()
-            .is_empty()),
-        "no agent survives"
-    );
+fn the_shipped_rate_limited_script_pauses_then_succeeds() {
+    let script = std::fs::read_to_string(common::repo_root().join("config/sim/rate-limited.toml"))
+        .expect("config/sim/rate-limited.toml");
+    for agent in ["sim", "sim-tui"] {
+        let dir = tempfile::tempdir().unwrap();
+        let m = EnvMarker::new("rate-limited-script");
+        write_fleet_of(
+            dir.path(),
+            agent,
+            "rate_limit_backoff = \"300ms\"",
+            &script,
+            &m,
+        );
+        let (events, stderr, code) = run(dir.path());
+        assert_eq!(code, Some(0), "{agent}: {stderr}");
+        let errors: Vec<&str> = of(&events, "a", "cap")
+            .iter()
+            .filter(|e| e["event"]["kind"] == "cap.error")
+            .filter_map(|e| e["event"]["code"].as_str())
+            .collect();
+        assert_eq!(errors, ["rate_limit"], "{agent}: {stderr}");
+        let paused: Vec<(u64, &str)> = of(&events, "a", "paused")
+            .iter()
+            .map(|p| {
+                (
+                    p["delay_ms"].as_u64().unwrap(),
+                    p["source"].as_str().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(paused, [(300, "backoff")], "{agent}: {stderr}");
+        assert!(of(&events, "a", "restart").is_empty(), "{agent}");
+        let started = of(&events, "a", "turn_started");
+        assert_eq!(started.len(), 2, "{agent}: one attempt and one retry");
+        assert!(started[1]["ts_ms"].as_u64() >= of(&events, "a", "paused")[0]["until_ms"].as_u64());
+        let ended = of(&events, "a", "turn_ended");
+        assert_eq!(ended.len(), 1, "{agent}");
+        assert_eq!(ended[0]["outcome"], "completed", "{agent}: {stderr}");
+        let all: Vec<Value> = of(&events, "a", "cap").into_iter().cloned().collect();
+        assert!(
+            common::texts(&all).contains("Retry succeeded."),
+            "{agent}: {}",
+            common::texts(&all)
+        );
+        assert_eq!(
+            session_totals(&events, "a")["pauses"].as_u64(),
+            Some(1),
+            "{agent}"
+        );
+        assert!(
+            wait_until(Duration::from_secs(3), Duration::from_millis(20), || m
+                .processes()
+                .is_empty()),
+            "{agent}: no agent survives"
+        );
+    }
 }

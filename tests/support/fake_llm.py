@@ -38,6 +38,11 @@ Turn keys (all optional, but give at least one of text/tool/tools/error):
   "stop_reason": str                 override (Anthropic names)
   "error": {"status": 400, "type": "...", "message": "..."}   answer an error
            (optional "headers": {"retry-after": "2"} are sent with it)
+  "headers": {"name": "value"}       extra HTTP headers sent with the answer,
+                                     whatever it is (e.g. Anthropic's
+                                     anthropic-ratelimit-unified-* headers,
+                                     which make a subscriber's Claude Code
+                                     write rate_limit_event frames)
   "match": str                       only a request whose JSON body contains
                                      this string takes the turn; other requests
                                      skip it (e.g. opencode's parallel title

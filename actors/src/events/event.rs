@@ -88,11 +88,15 @@ pub enum EventBody {
     },
     /// A rate limit paused the turn (pause number `pause` since the last completed
     /// turn; not a restart): it is re-issued at `until_ms` (Unix ms), `delay_ms` from
-    /// now, a time the agent gave (`source` `reset`) or a backoff step (`backoff`).
+    /// now, a time the agent gave (`source` `reset`, or `rate_limit_event` from Claude
+    /// Code's frame) or a backoff step (`backoff`); `limit_type` is the limit the
+    /// agent named (`five_hour`, `seven_day`, …).
     Paused {
         delay_ms: u64,
         until_ms: u64,
         source: crate::supervision::rate_limit::PauseSource,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        limit_type: Option<String>,
         pause: u32,
         reason: String,
     },

@@ -1,7 +1,10 @@
 //! Rate limits pause the turn, not the session's restart budget
 //! ([`crate::supervision::rate_limit`]).
 //!
-//! A `cap.error` `rate_limit` during a turn is noted with the reset the agent gave.
+//! A `cap.error` `rate_limit` during a turn is noted with the reset the agent gave;
+//! one read from a structured source (Claude Code's `rate_limit_event`, named in the
+//! error's details) outranks one read from text in the same attempt, and the pause
+//! names that source and the limit's type.
 //! When that attempt then ends — the agent ends the turn with an error, or its
 //! process exits — the session moves to `paused` (a `paused` event with the resume
 //! time) instead of failing the turn or counting a restart. At the resume time the
@@ -19,14 +22,43 @@ use super::machine::Core;
 use super::{Own, SessionMsg};
 use crate::events::{EventBody, SessionState, TurnOutcome};
 use crate::protocol::{CapEvent, ErrorKind, StopReason};
-use crate::supervision::rate_limit::{PausePlan, RateLimitPolicy, human, reset_after};
+use crate::supervision::rate_limit::{
+    DETAIL_LIMIT_TYPE, DETAIL_SOURCE, PausePlan, PauseSource, RateLimitPolicy, human, reset_after,
+};
+
+/// A rate limit the running attempt hit.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Hit {
+    /// The reset the agent gave, if any.
+    reset: Option<Duration>,
+    /// The structured source the binding read it from, if any.
+    source: Option<PauseSource>,
+    /// Which limit (`five_hour`, …), when the agent said.
+    limit_type: Option<String>,
+}
+
+impl Hit {
+    /// A later hit of the same attempt: a structured source with a reset outranks
+    /// text; otherwise the later one, keeping what it does not say.
+    fn then(self, next: Hit) -> Hit {
+        let rank = |h: &Hit| (h.source.is_some() && h.reset.is_some(), h.reset.is_some());
+        if rank(&self) > rank(&next) && self.source.is_some() {
+            return self;
+        }
+        Hit {
+            reset: next.reset.or(self.reset),
+            source: next.source.or(self.source),
+            limit_type: next.limit_type.or(self.limit_type),
+        }
+    }
+}
 
 /// The session's rate-limit pauses.
 #[derive(Debug)]
 pub(super) struct Pauses {
     policy: RateLimitPolicy,
-    /// The running attempt hit a rate limit: the reset the agent gave, if any.
-    hit: Option<Option<Duration>>,
+    /// The running attempt hit a rate limit.
+    hit: Option<Hit>,
     /// Pauses since the last completed turn.
     steps: u32,
     /// Time paused since the last completed turn.
@@ -65,23 +97,35 @@ impl Core {
             return;
         }
         let now = jiff::ZonedDateTime::now();
-        let reset = reset_after(&e.message, e.details.get(), &now);
-        // A second error of the same attempt without a time keeps the first's.
-        self.pauses.hit = Some(reset.or(self.pauses.hit.flatten()));
+        let details = e.details.get();
+        let detail = |key: &str| details.and_then(|d| d.get(key)).and_then(|v| v.as_str());
+        let hit = Hit {
+            reset: reset_after(&e.message, details, &now),
+            source: detail(DETAIL_SOURCE).and_then(PauseSource::of_detail),
+            limit_type: detail(DETAIL_LIMIT_TYPE).map(str::to_owned),
+        };
+        self.pauses.hit = Some(match self.pauses.hit.take() {
+            Some(first) => first.then(hit),
+            None => hit,
+        });
     }
 
     /// The attempt that hit a rate limit ended (its turn ended in error, or its agent
     /// exited): pause instead, unless the turn was cancelled or the policy gives up.
     /// True when the session paused.
     pub(super) async fn pause_instead(&mut self, myself: &ActorRef<SessionMsg>) -> bool {
-        let Some(reset) = self.pauses.hit.take() else {
+        let Some(hit) = self.pauses.hit.take() else {
             return false;
         };
         if self.book.current().is_none() || self.book.cancel_requested() {
             return false;
         }
         let p = &mut self.pauses;
-        let (delay, source) = match p.policy.plan(p.steps, reset, p.paused) {
+        let (delay, source) = match p.policy.plan(p.steps, hit.reset, p.paused) {
+            PausePlan::Pause {
+                delay,
+                source: PauseSource::Reset,
+            } => (delay, hit.source.unwrap_or(PauseSource::Reset)),
             PausePlan::Pause { delay, source } => (delay, source),
             PausePlan::GiveUp { reason } => {
                 let urn = self.bus.urn();
@@ -96,17 +140,24 @@ impl Core {
         self.book.pausing();
         let delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
         let until_ms = crate::clock::now_ms().saturating_add(delay_ms);
+        let limit = hit
+            .limit_type
+            .as_deref()
+            .map(|t| format!(" ({t} limit)"))
+            .unwrap_or_default();
         let reason = format!(
-            "rate limited; the turn is re-issued in {} ({})",
+            "rate limited{limit}; the turn is re-issued in {} ({})",
             human(delay),
             source.as_str()
         );
         let urn = self.bus.urn();
-        tracing::warn!(parent: self.spans.current(), %urn, pause, delay_ms, source = source.as_str(), "rate limited: the session pauses");
+        let limit_type = hit.limit_type;
+        tracing::warn!(parent: self.spans.current(), %urn, pause, delay_ms, source = source.as_str(), limit_type = limit_type.as_deref(), "rate limited: the session pauses");
         self.publish(EventBody::Paused {
             delay_ms,
             until_ms,
             source,
+            limit_type,
             pause,
             reason,
         })
@@ -141,5 +192,38 @@ impl Core {
         }
         self.end_turn(TurnOutcome::Cancelled, StopReason::Cancelled)
             .await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hit(secs: Option<u64>, event: bool, limit: Option<&str>) -> Hit {
+        Hit {
+            reset: secs.map(Duration::from_secs),
+            source: event.then_some(PauseSource::RateLimitEvent),
+            limit_type: limit.map(str::to_owned),
+        }
+    }
+
+    /// Claude Code writes its `rate_limit_event` (exact `resetsAt`) before the turn's
+    /// failed `result` (a clock time in text, to the minute): the event's reset holds.
+    #[test]
+    fn a_structured_reset_outranks_later_text() {
+        let event = hit(Some(3), true, Some("five_hour"));
+        assert_eq!(event.clone().then(hit(Some(60), false, None)), event);
+        // Text first, then the event: the event's.
+        assert_eq!(hit(Some(60), false, None).then(event.clone()), event);
+        // Text only: a later error without a time keeps the first's.
+        assert_eq!(
+            hit(Some(60), false, None).then(hit(None, false, None)),
+            hit(Some(60), false, None)
+        );
+        // An event without a reset gives way to text with one, keeping its names.
+        assert_eq!(
+            hit(None, true, Some("seven_day")).then(hit(Some(60), false, None)),
+            hit(Some(60), true, Some("seven_day"))
+        );
     }
 }

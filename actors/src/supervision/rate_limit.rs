@@ -13,6 +13,12 @@
 //!   `retry-after`, Unix seconds (`resets_at: 1764601200`, Claude's old
 //!   `usage limit reached|1764601200`).
 //!
+//! A binding that reads the limit from a structured source says so in the error's
+//! details: [`DETAIL_SOURCE`] (`rate_limit_event`: Claude Code's frame, whose
+//! `resetsAt` is exact) and [`DETAIL_LIMIT_TYPE`] (`five_hour`, `seven_day`, …); the
+//! pause then names them. A limit that is only near is a `cap.error`
+//! [`RATE_LIMIT_WARNING`]: journaled and counted, never a pause.
+//!
 //! Without one the session backs off: [`RateLimitPolicy::backoff`] (1 min) doubling
 //! per pause, at most [`RateLimitPolicy::backoff_cap`] (1 h). A session pauses for at
 //! most [`RateLimitPolicy::max_pause`] (6 h) in all since its last completed turn.
@@ -35,6 +41,17 @@ pub const DEFAULT_MAX_PAUSE: Duration = Duration::from_secs(6 * 3600);
 /// The shortest pause for a reset the agent gave: a reset "now" (or already past)
 /// still waits this long, so a paused session never retries in a loop.
 pub const MIN_PAUSE: Duration = Duration::from_secs(1);
+
+/// `details` key of a `cap.error` `rate_limit`: where the binding read the limit (a
+/// [`PauseSource`] name, e.g. `rate_limit_event`), when it read it from a structured
+/// source rather than from error text.
+pub const DETAIL_SOURCE: &str = "source";
+/// `details` key of a `cap.error` `rate_limit` or [`RATE_LIMIT_WARNING`]: which limit
+/// (`five_hour`, `seven_day`, …).
+pub const DETAIL_LIMIT_TYPE: &str = "limit_type";
+/// The `cap.error` code of a limit that is near, not reached (a binding's own code):
+/// a warning, never a turn's failure.
+pub const RATE_LIMIT_WARNING: &str = "rate_limit_warning";
 
 /// What a session does on a rate limit (fleet `on_rate_limit`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
@@ -89,17 +106,25 @@ impl Default for RateLimitPolicy {
 pub enum PauseSource {
     /// The agent said when its limit resets.
     Reset,
+    /// The agent's `rate_limit_event` frame (Claude Code) said when its limit resets.
+    RateLimitEvent,
     /// The agent did not: exponential backoff.
     Backoff,
 }
 
 impl PauseSource {
-    /// As serialized: `reset`, `backoff`.
+    /// As serialized: `reset`, `rate_limit_event`, `backoff`.
     pub fn as_str(self) -> &'static str {
         match self {
             PauseSource::Reset => "reset",
+            PauseSource::RateLimitEvent => "rate_limit_event",
             PauseSource::Backoff => "backoff",
         }
+    }
+
+    /// The source a binding named in an error's [`DETAIL_SOURCE`], for a reset it gave.
+    pub fn of_detail(name: &str) -> Option<Self> {
+        (name == PauseSource::RateLimitEvent.as_str()).then_some(PauseSource::RateLimitEvent)
     }
 }
 

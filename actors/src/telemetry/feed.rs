@@ -7,13 +7,14 @@ use serde_json::Value;
 
 use super::counters::event_kind;
 use super::metrics::{
-    AgentLabels, AskLabels, DecisionLabels, KindLabels, Metrics, PauseLabels, RestartLabels,
-    ScopeLabels, SessionLabels, StateLabels, TokenLabels, TurnLabels, UsageLabels,
+    AgentLabels, AskLabels, DecisionLabels, KindLabels, LimitLabels, Metrics, PauseLabels,
+    RestartLabels, ScopeLabels, SessionLabels, StateLabels, TokenLabels, TurnLabels, UsageLabels,
 };
 use crate::bindings::stream_json::mapper::STRAY_FRAME;
 use crate::events::{EventBody, SessionEvent};
 use crate::protocol::{CapEvent, ErrorKind, HasMeta, Usage};
 use crate::supervision::poison::POISON_TURN;
+use crate::supervision::rate_limit::{DETAIL_LIMIT_TYPE, RATE_LIMIT_WARNING};
 use crate::tap::{Tap, TapHandler, TapMsg};
 
 /// The metrics tap actor.
@@ -127,6 +128,18 @@ impl MetricsFeed {
             CapEvent::Error(e) if matches!(&e.code, ErrorKind::Other(c) if c == STRAY_FRAME) => {
                 let l = SessionLabels { session: session() };
                 m.stray_frames.get_or_create(&l).inc();
+            }
+            CapEvent::Error(e) if matches!(&e.code, ErrorKind::Other(c) if c == RATE_LIMIT_WARNING) =>
+            {
+                let limit_type = e.details.get().and_then(|d| d.get(DETAIL_LIMIT_TYPE));
+                let l = LimitLabels {
+                    session: session(),
+                    limit_type: limit_type
+                        .and_then(Value::as_str)
+                        .unwrap_or("unknown")
+                        .into(),
+                };
+                m.rate_limit_warnings.get_or_create(&l).inc();
             }
             _ => {}
         }
@@ -258,6 +271,7 @@ mod tests {
                 delay_ms: 60_000,
                 until_ms: 60_000,
                 source: crate::supervision::rate_limit::PauseSource::Backoff,
+                limit_type: None,
                 pause: 1,
                 reason: "rate limited".into(),
             },
@@ -283,6 +297,39 @@ mod tests {
             "capfleet_turns_total{session=\"cap://f/a\",agent=\"sim\",outcome=\"completed\"} 1",
             "capfleet_turn_duration_seconds_count{agent=\"sim\"} 1",
             "capfleet_events_total{kind=\"restart\"} 1",
+        ] {
+            assert!(text.contains(line), "missing {line} in\n{text}");
+        }
+    }
+
+    #[test]
+    fn rate_limit_warnings_are_counted_by_limit() {
+        let m = Arc::new(FleetMetrics::default());
+        let mut feed = MetricsFeed::new(m.clone());
+        let warning = |limit: Value| {
+            let mut event = CapEvent::error(
+                ErrorKind::Other(RATE_LIMIT_WARNING.into()),
+                "five_hour limit near",
+                false,
+            );
+            if let CapEvent::Error(e) = &mut event {
+                e.details = crate::protocol::Nullable::Value(
+                    serde_json::json!({ DETAIL_LIMIT_TYPE: limit }),
+                );
+            }
+            event
+        };
+        for event in [
+            warning("five_hour".into()),
+            warning("five_hour".into()),
+            warning(Value::Null),
+        ] {
+            feed.on_event(&ev(EventBody::Cap { event }));
+        }
+        let text = m.encode();
+        for line in [
+            "capfleet_rate_limit_warnings_total{session=\"cap://f/a\",limit_type=\"five_hour\"} 2",
+            "capfleet_rate_limit_warnings_total{session=\"cap://f/a\",limit_type=\"unknown\"} 1",
         ] {
             assert!(text.contains(line), "missing {line} in\n{text}");
         }

@@ -50,8 +50,15 @@ pub struct RestartLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct PauseLabels {
     pub session: String,
-    /// `reset` (the agent said when) or `backoff`.
+    /// `reset` (the agent said when), `rate_limit_event` or `backoff`.
     pub source: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LimitLabels {
+    pub session: String,
+    /// `five_hour`, `seven_day`, … (`unknown` when the agent did not say).
+    pub limit_type: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -155,6 +162,7 @@ pub struct FleetMetrics {
     pub turn_duration: Family<AgentLabels, Histogram, LatencyBuckets>,
     pub restarts: Family<RestartLabels, Counter>,
     pub pauses: Family<PauseLabels, Counter>,
+    pub rate_limit_warnings: Family<LimitLabels, Counter>,
     pub asks: Family<AskLabels, Counter>,
     pub decisions: Family<DecisionLabels, Counter>,
     pub tokens: Family<TokenLabels, Counter>,
@@ -303,6 +311,12 @@ impl FleetMetrics {
             COUNTER,
             Family::default(),
         );
+        let rate_limit_warnings = b.add(
+            "rate_limit_warnings",
+            "Warnings that a rate limit is near (cap.error rate_limit_warning), by limit",
+            COUNTER,
+            Family::default(),
+        );
         let stray_frames = b.add(
             "stray_frames",
             "Well-formed agent frames where none may come, not taken as answers (cap.error stray_frame)",
@@ -367,6 +381,7 @@ impl FleetMetrics {
             turn_duration,
             restarts,
             pauses,
+            rate_limit_warnings,
             asks,
             decisions,
             tokens,

@@ -24,6 +24,8 @@ class ClientGone(Exception):
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "capfleet-fake-llm/1"
+    # The running model answer's extra headers (its turn's "headers"), else none.
+    answer_headers: dict = {}
 
     @property
     def state(self) -> State:
@@ -69,7 +71,7 @@ class Handler(BaseHTTPRequestHandler):
     def _send_json(self, obj, code=200, headers=None):
         data = json.dumps(obj).encode()
         self.send_response(code)
-        for k, v in (headers or {}).items():
+        for k, v in (self.answer_headers if headers is None else headers).items():
             self.send_header(k, str(v))
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
@@ -82,6 +84,8 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", content_type)
         self.send_header("Cache-Control", "no-cache")
         self.send_header("Transfer-Encoding", "chunked")
+        for k, v in self.answer_headers.items():
+            self.send_header(k, str(v))
         self.end_headers()
 
     def _write_chunk(self, data: bytes):
@@ -232,11 +236,15 @@ class Handler(BaseHTTPRequestHandler):
         entry = self._entry("POST", body, api=api)
         entry.update(turn=turn, usage=usage, status=(turn.get("error") or {}).get("status", 200))
         st.record(entry)
-        if turn.get("error"):
-            err = turn["error"]
-            return self._send_json(error_body(api, err), int(err.get("status", 500)), err.get("headers"))
+        self.answer_headers = turn.get("headers") or {}
         try:
+            if turn.get("error"):
+                err = turn["error"]
+                headers = {**self.answer_headers, **(err.get("headers") or {})}
+                return self._send_json(error_body(api, err), int(err.get("status", 500)), headers)
             fn(self, body, turn, usage)
         except ClientGone:
             st.note(entry, disconnected=True)
             raise
+        finally:
+            self.answer_headers = {}

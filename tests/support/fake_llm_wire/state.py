@@ -83,6 +83,8 @@ def normalize_turn(turn) -> dict:
             raise ValueError("a tool call needs a name")
         tc.setdefault("input", {})
     t["tools"] = tools
+    if not isinstance(t.get("headers", {}), dict):
+        raise ValueError("a turn's headers are an object of header: value")
     if not tools and "text" not in t and "error" not in t:
         raise ValueError("a turn needs text, tool, tools or error")
     return t

@@ -69,7 +69,9 @@ pub enum Frame<'a> {
     ControlResponse(ControlResponseFrame<'a>),
     /// `artifact`: a `cap.artifact` event's fields as a frame (tai's artifact frames).
     Artifact(Map<String, Value>),
-    /// A `type` this binding does not map (e.g. `rate_limit_event`).
+    /// `rate_limit_event`: Claude Code's subscription limit changed.
+    RateLimitEvent(RateLimitEventFrame),
+    /// A `type` this binding does not map (e.g. `tool_progress`).
     Unknown(Str<'a>),
     /// A JSON object without a string `type`.
     Untyped,
@@ -305,6 +307,13 @@ pub struct ControlResponseBody<'a> {
     pub response: Option<Value>,
 }
 
+/// `rate_limit_event`: `rate_limit_info` kept as JSON (read by `rate_limit.rs`, and
+/// handed on verbatim in the event's details).
+#[derive(Debug, Default, Deserialize)]
+pub struct RateLimitEventFrame {
+    pub rate_limit_info: Option<Value>,
+}
+
 fn by_type<'de, D: Deserializer<'de>>(ty: Str<'de>, d: D) -> Result<Frame<'de>, D::Error> {
     Ok(match ty.as_str() {
         "system" => Frame::System(Deserialize::deserialize(d)?),
@@ -316,6 +325,7 @@ fn by_type<'de, D: Deserializer<'de>>(ty: Str<'de>, d: D) -> Result<Frame<'de>, 
         "control_cancel_request" => Frame::ControlCancelRequest(Deserialize::deserialize(d)?),
         "control_response" => Frame::ControlResponse(Deserialize::deserialize(d)?),
         "artifact" => Frame::Artifact(Deserialize::deserialize(d)?),
+        "rate_limit_event" => Frame::RateLimitEvent(Deserialize::deserialize(d)?),
         _ => {
             IgnoredAny::deserialize(d)?;
             Frame::Unknown(ty)
@@ -381,8 +391,8 @@ mod tests {
         };
         assert_eq!(opt(&s.session_id), Some("s\n"));
         assert!(matches!(
-            Frame::parse(br#"{"type":"rate_limit_event","x":{"y":[1]}}"#).unwrap(),
-            Frame::Unknown(t) if t.as_str() == "rate_limit_event"
+            Frame::parse(br#"{"type":"tool_progress","x":{"y":[1]}}"#).unwrap(),
+            Frame::Unknown(t) if t.as_str() == "tool_progress"
         ));
         assert!(matches!(Frame::parse(b"{}").unwrap(), Frame::Untyped));
         assert!(matches!(

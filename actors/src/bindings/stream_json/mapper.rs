@@ -14,6 +14,7 @@
 //! | `control_cancel_request` | [`Output::PermissionWithdrawn`] |
 //! | `control_response` | [`Output::ControlAck`] |
 //! | `artifact` (the fields of a `cap.artifact`) | `cap.artifact`; invalid ones are malformed |
+//! | `rate_limit_event` | `cap.error` `rate_limit` or `rate_limit_warning` (see `rate_limit.rs`) |
 //! | anything else well-formed | nothing; counted in `ignored_frames` |
 //! | not a JSON object / too long | `cap.error` `parse_failed`; counted in `malformed_frames` |
 //! | a turn's frame (`assistant`, `user`, `stream_event`, `artifact`, `result`) before `init` or before any prompt, a `result` outside any turn (a mapper [`StreamJsonMapper::with_turns`]) | `cap.error` `stray_frame`, never part of a turn (its text, its end, its cost); counted in `stray_frames` |
@@ -204,6 +205,7 @@ impl StreamJsonMapper {
                 }
                 true
             }
+            Frame::RateLimitEvent(f) => self.on_rate_limit_event(f, out),
             Frame::Unknown(_) | Frame::Untyped => false,
         };
         if !handled {

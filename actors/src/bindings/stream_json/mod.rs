@@ -7,6 +7,7 @@
 //! - [`mapper`]: the per-session state machine (frames → [`Output`]s).
 //! - [`control`]: permission / ask requests, their answers and withdrawals.
 //! - `streaming`: de-duplication of streamed text against snapshots.
+//! - `rate_limit`: Claude Code's `rate_limit_event` (subscription limits).
 //! - `result`: usage, per-turn cost, stop reasons and errors of a turn's end.
 //! - [`risk`]: scope and risk of a tool call.
 //! - [`outbound`]: the frames we write.
@@ -20,6 +21,7 @@ pub mod mapper;
 mod mapper_tests;
 pub mod outbound;
 pub mod output;
+mod rate_limit;
 mod result;
 pub mod risk;
 mod streaming;

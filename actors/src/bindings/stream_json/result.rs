@@ -11,12 +11,16 @@
 //! |---|---|---|
 //! | `terminal_reason` `aborted_*`, or an `error_during_execution` after Claude's `[Request interrupted by user…]` | `cancelled` | none |
 //! | `success`, `is_error` false | from `stop_reason`: `end_turn`/null/other → `end_turn`, `max_tokens`, `tool_use`, `stop_sequence`, `refusal` → `error` | none |
-//! | `success`, `is_error` true (API failure), by `api_error_status` | `error` | 429 `rate_limit` (yes), 401/403 `auth_error`, 413 or "prompt is too long" `context_overflow`, 500/502/503/504/529 `model_unavailable` (yes), else `api_error` |
+//! | `success`, `is_error` true (API failure), by `api_error_status` | `error` | 429 and 529 (`overloaded_error`: wait, as for a 429) `rate_limit` (yes), 401/403 `auth_error`, 413 or "prompt is too long" `context_overflow`, 500/502/503/504 `model_unavailable` (yes), else by its text* or `api_error` |
 //! | `error_max_turns` | `error` | `max_turns` |
 //! | `error_max_budget_usd` | `error` | `budget_exceeded` |
-//! | `error_during_execution` (not interrupted) | `error` | `execution_error` |
+//! | `error_during_execution` (not interrupted) | `error` | by its text*, else `execution_error` |
 //! | `error_max_structured_output_retries` | `error` | `structured_output_failed` |
-//! | any other `error*` subtype | `error` | `agent_error` |
+//! | any other `error*` subtype | `error` | by its text*, else `agent_error` |
+//!
+//! \* The `errors` and `result` text read by [`error_text::classify`]: a rate limit
+//! written only as text (`rate_limit_error: …`, `API Error: 429 {…}`, "You've hit
+//! your session limit") is a `rate_limit`, so the session pauses instead of failing.
 //!
 //! `model_id` is the turn's last `assistant` `message.model`, else the `init` model.
 
@@ -25,6 +29,7 @@ use serde_json::{Number, Value, json};
 use super::frames::{ResultFrame, opt};
 use super::mapper::StreamJsonMapper;
 use super::output::{Output, TurnEnd};
+use crate::bindings::error_text;
 use crate::protocol::{CapEvent, ErrorKind, Nullable, StopReason, Usage};
 
 /// Cost deltas are rounded to this many decimal places (float noise).
@@ -102,11 +107,13 @@ fn classify(
         "success" if is_error => (StopReason::Error, Some(api_error(r))),
         "error_max_turns" => (StopReason::Error, other("max_turns")),
         "error_max_budget_usd" => (StopReason::Error, other("budget_exceeded")),
-        "error_during_execution" => (StopReason::Error, other("execution_error")),
+        "error_during_execution" => (StopReason::Error, Some(by_text(r, "execution_error"))),
         "error_max_structured_output_retries" => {
             (StopReason::Error, other("structured_output_failed"))
         }
-        s if s.starts_with("error") || is_error => (StopReason::Error, other("agent_error")),
+        s if s.starts_with("error") || is_error => {
+            (StopReason::Error, Some(by_text(r, "agent_error")))
+        }
         _ => (stop_reason(opt(&r.stop_reason)), None),
     }
 }
@@ -130,21 +137,38 @@ fn api_error(r: &ResultFrame<'_>) -> (ErrorKind, bool) {
     };
     let text = opt(&r.result).unwrap_or("");
     match status {
-        Some(429) => (ErrorKind::RateLimit, true),
+        Some(429 | 529) => (ErrorKind::RateLimit, true),
         Some(401 | 403) => (ErrorKind::AuthError, false),
         Some(413) => (ErrorKind::ContextOverflow, false),
-        Some(500 | 502 | 503 | 504 | 529) => (ErrorKind::ModelUnavailable, true),
+        Some(500 | 502 | 503 | 504) => (ErrorKind::ModelUnavailable, true),
         _ if text.contains("prompt is too long") => (ErrorKind::ContextOverflow, false),
-        _ => (ErrorKind::Other("api_error".to_owned()), false),
+        _ => by_text(r, "api_error"),
+    }
+}
+
+/// The code the result's error text names (`errors`, then `result`), else `fallback`.
+fn by_text(r: &ResultFrame<'_>, fallback: &str) -> (ErrorKind, bool) {
+    let mut text = error_strings(r).join("\n");
+    if let Some(result) = opt(&r.result) {
+        text.push('\n');
+        text.push_str(result);
+    }
+    match error_text::classify(&text) {
+        (ErrorKind::Other(_), _) => (ErrorKind::Other(fallback.to_owned()), false),
+        known => known,
+    }
+}
+
+fn error_strings<'r>(r: &'r ResultFrame<'_>) -> Vec<&'r str> {
+    match &r.errors {
+        Some(Value::Array(a)) => a.iter().filter_map(Value::as_str).collect(),
+        Some(Value::String(s)) => vec![s.as_str()],
+        _ => Vec::new(),
     }
 }
 
 fn error_message(r: &ResultFrame<'_>, subtype: &str) -> String {
-    let errors: Vec<&str> = match &r.errors {
-        Some(Value::Array(a)) => a.iter().filter_map(Value::as_str).collect(),
-        Some(Value::String(s)) => vec![s.as_str()],
-        _ => Vec::new(),
-    };
+    let errors = error_strings(r);
     if !errors.is_empty() {
         format!("{subtype}: {}", errors.join("; "))
     } else if let Some(t) = opt(&r.result).filter(|t| !t.is_empty()) {
