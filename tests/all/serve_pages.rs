@@ -307,6 +307,9 @@ fn with_token(server: &Server, path: &str, headers: &[(&str, &str)], body: &[u8]
     (r.status, code)
 }
 
+/// A request that is refused: what it is, its headers and body, the status and code.
+type Case<'a> = (&'a str, Vec<(&'a str, &'a str)>, &'a [u8], (u16, &'a str));
+
 #[test]
 fn each_check_alone_refuses_before_the_body_is_read() {
     let dir = tempfile::tempdir().unwrap();
@@ -316,7 +319,7 @@ fn each_check_alone_refuses_before_the_body_is_read() {
     let fleet = marker_fleet(&marker);
     let json_body = json!({"fleet": fleet}).to_string();
     let own = format!("http://127.0.0.1:{}", server.port);
-    let cases: Vec<(&str, Vec<(&str, &str)>, &[u8], (u16, &str))> = vec![
+    let cases: Vec<Case> = vec![
         (
             "a foreign origin",
             vec![
@@ -373,7 +376,10 @@ fn each_check_alone_refuses_before_the_body_is_read() {
     let (status, code) = with_token(
         &server,
         "/v1/fleets/validate",
-        &[("Content-Type", "application/json"), ("Origin", own.as_str())],
+        &[
+            ("Content-Type", "application/json"),
+            ("Origin", own.as_str()),
+        ],
         json_body.as_bytes(),
     );
     assert_eq!((status, code.as_str()), (200, ""));

@@ -5,8 +5,9 @@
 //! cancel them, and read their artifacts and diffs ([`artifacts`]). No web page but
 //! the console gets in ([`origin`]); bearer tokens ([`auth`], always: a server without
 //! a token file makes one) guard every route but the probes; agents inherit none of
-//! the server's secrets ([`crate::secrets`]); admission ([`state`]) bounds the runs and sessions at once
-//! and queues the next ones; SIGTERM/SIGINT drain the server ([`drain`]).
+//! the server's secrets ([`crate::secrets`]); admission ([`state`]) bounds the runs
+//! and sessions at once and queues the next ones; SIGTERM/SIGINT drain the server
+//! ([`drain`]).
 //!
 //! ```text
 //! routes (auth, metrics) -> submission (parse, write input/, validate)
@@ -287,7 +288,7 @@ async fn listen(
     exposed: Arc<a2a::Exposed>,
 ) -> ExitCode {
     let (closing, closed) = tokio::sync::oneshot::channel::<()>();
-    let app = routes::router(server.clone(), exposed.router(), server.origins.clone())
+    let app = routes::router(server.clone(), exposed.router())
         .into_make_service_with_connect_info::<SocketAddr>();
     let mut served = tokio::spawn(async move {
         axum::serve(listener, app)

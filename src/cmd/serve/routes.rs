@@ -24,7 +24,7 @@ use super::auth::{Caller, Role, bearer};
 use super::error::{ApiError, ErrorBody, json_response};
 use super::extract::{ApiPath, ApiQuery, json_body};
 use super::metrics::RequestLabels;
-use super::origin::{self, Origins};
+use super::origin;
 use super::state::{Admission, Cancelled, Pending, RunState, Server};
 use super::submission::{FLEET_FILE, INPUT_DIR, Submission};
 use super::view::{Created, Links, RunPage, RunView, Status};
@@ -38,8 +38,10 @@ const PAGE_MAX: usize = 500;
 
 /// Every route of the server, and the OpenAPI document they make (see [`super::api`]);
 /// `a2a`, the exposed agents' routes (their own auth, `super::a2a`). Every request
-/// first passes `origins`' checks ([`super::origin`]), before its body is read.
-pub(crate) fn router(server: Arc<Server>, a2a: Router, origins: Arc<Origins>) -> Router {
+/// first passes the server's origin checks ([`super::origin`]), before its body is
+/// read.
+pub(crate) fn router(server: Arc<Server>, a2a: Router) -> Router {
+    let origins = server.origins.clone();
     let (guarded, mut doc) = OpenApiRouter::with_openapi(api::root())
         .routes(routes!(submit, list))
         .routes(routes!(show))
