@@ -17,6 +17,7 @@ mod human;
 mod logging;
 mod nats;
 mod notify;
+mod secrets;
 mod shipped;
 mod signals;
 mod sim;

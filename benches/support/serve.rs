@@ -1,5 +1,6 @@
 //! `capfleet serve` for the benches that drive it (`serve`, `console`): the release
-//! binary on a free loopback port in a directory of its own (with a token when asked),
+//! binary on a free loopback port in a directory of its own (with the admin token it
+//! makes for itself, or a token file's when asked),
 //! its RSS, a fleet submitted, a run awaited, and a run's event stream read record by
 //! record.
 
@@ -20,8 +21,7 @@ pub(crate) struct Serve {
     dir: tempfile::TempDir,
 }
 
-/// A server's API: its base URL and the token of every request (when the server has
-/// a token file).
+/// A server's API: its base URL and the token of every request.
 #[derive(Clone)]
 pub(crate) struct Api {
     pub(crate) base: String,
@@ -62,6 +62,7 @@ impl Serve {
             .args(["serve", "--addr", "127.0.0.1:0"])
             .args(extra)
             .stdin(Stdio::null())
+            .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .expect("capfleet serve");
@@ -75,6 +76,14 @@ impl Serve {
         };
         // Keep draining its stderr so that it never blocks on a full pipe.
         std::thread::spawn(move || lines.for_each(drop));
+        // Without a token file it made one and printed its admin token (stdout),
+        // before it listened.
+        let mut out = BufReader::new(child.stdout.take().expect("stdout")).lines();
+        let token = token.or_else(|| {
+            let made = out.next().expect("the admin token").expect("stdout");
+            Some(made.trim().to_owned())
+        });
+        std::thread::spawn(move || out.for_each(drop));
         Serve {
             child,
             api: Api {

@@ -32,6 +32,11 @@ pub(super) struct Context<'a> {
     pub task: Option<&'a str>,
     /// Where sessions without a `cwd` work (default: the current directory).
     pub cwd: Option<&'a Path>,
+    /// A fleet someone submitted to this host (`serve`, `worker`): the roots its
+    /// sessions' own `cwd` must resolve inside (none: it names no `cwd`), and it
+    /// signs its notices with a secret of its own (a `secret_file` it submitted,
+    /// never a variable of this host).
+    pub submitted: Option<&'a [PathBuf]>,
 }
 
 /// Build the fleet; every problem found is returned (agents are all resolved even
@@ -222,6 +227,32 @@ fn existing(p: &At<String>, cx: &Context<'_>) -> Result<PathBuf, FleetError> {
     })
 }
 
+/// A submitted fleet's session `cwd` (resolved, symlinks and all): a directory
+/// inside one of the roots this host allows.
+fn confined(dir: PathBuf, p: &At<String>, cx: &Context<'_>) -> Result<PathBuf, FleetError> {
+    let Some(roots) = cx.submitted else {
+        return Ok(dir);
+    };
+    let refuse = |reason: &str| FleetError::InvalidValue {
+        at: p.at.clone(),
+        reason: format!("`cwd` {:?}: {reason}", p.value),
+    };
+    if roots.is_empty() {
+        return Err(refuse(
+            "this server takes no cwd (start it with --allow-root DIR)",
+        ));
+    }
+    if !dir.is_dir() {
+        return Err(refuse("not a directory"));
+    }
+    if !roots.iter().any(|r| dir.starts_with(r)) {
+        return Err(refuse(
+            "not inside a root this server allows (--allow-root)",
+        ));
+    }
+    Ok(dir)
+}
+
 pub(super) async fn session(
     s: &SessionEntry,
     fleet: &str,
@@ -249,7 +280,10 @@ pub(super) async fn session(
         }
     }
     let cwd = match (&s.cwd, cx.cwd) {
-        (Some(c), _) => existing(c, cx).map_err(|e| errors.push(e)).ok(),
+        (Some(c), _) => existing(c, cx)
+            .and_then(|dir| confined(dir, c, cx))
+            .map_err(|e| errors.push(e))
+            .ok(),
         (None, Some(dir)) => Some(dir.to_owned()),
         (None, None) => std::env::current_dir()
             .map_err(|source| {

@@ -147,6 +147,14 @@ pub(crate) fn check(origin: &str, src: &str) -> Result<Checked, FleetErrors> {
     })
 }
 
+/// No `..`, no root, no prefix: a path that stays inside the directory it is joined to.
+pub(crate) fn plain_relative(name: &str) -> bool {
+    !name.is_empty()
+        && Path::new(name)
+            .components()
+            .all(|c| matches!(c, std::path::Component::Normal(_)))
+}
+
 /// Read, validate and build a fleet file; `task` replaces `[fleet].task`.
 pub(crate) async fn load(path: &Path, task: Option<&str>) -> Result<Loaded, FleetErrors> {
     load_in(path, task, None).await
@@ -158,6 +166,28 @@ pub(crate) async fn load_in(
     path: &Path,
     task: Option<&str>,
     cwd: Option<&Path>,
+) -> Result<Loaded, FleetErrors> {
+    load_with(path, task, cwd, None).await
+}
+
+/// [`load_in`] for a fleet someone submitted to this host (`serve`, `worker`): its
+/// sessions' own `cwd` must resolve inside one of `roots` (with none, no session
+/// names a `cwd`), and its `[notify]` signs with a secret file it submitted, never a
+/// variable of this host.
+pub(crate) async fn load_submitted(
+    path: &Path,
+    task: Option<&str>,
+    cwd: Option<&Path>,
+    roots: &[PathBuf],
+) -> Result<Loaded, FleetErrors> {
+    load_with(path, task, cwd, Some(roots)).await
+}
+
+async fn load_with(
+    path: &Path,
+    task: Option<&str>,
+    cwd: Option<&Path>,
+    submitted: Option<&[PathBuf]>,
 ) -> Result<Loaded, FleetErrors> {
     let src = std::fs::read_to_string(path).map_err(|source| FleetErrors {
         errors: vec![FleetError::Io {
@@ -181,6 +211,7 @@ pub(crate) async fn load_in(
         stem,
         task,
         cwd,
+        submitted,
     };
     let built = build::build(&file, &cx).await;
     match built {

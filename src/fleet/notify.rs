@@ -3,6 +3,11 @@
 //! into a [`NotifySpec`] with its secret read — from the variable `secret_env` names
 //! or the file `secret_file` names (relative to the fleet file) — never printed.
 //!
+//! A fleet submitted to a server (`capfleet serve`, `capfleet worker`) signs with a
+//! secret of its own only: a `secret_file` it submitted beside it (a plain relative
+//! path); `secret_env` would name a variable of the server, whose secrets are not a
+//! submitter's to sign with, and is refused.
+//!
 //! ```toml
 //! [notify]
 //! url = "https://hooks.example.com/capfleet"
@@ -114,9 +119,19 @@ pub(super) fn build(n: &NotifySection, cx: &Context<'_>) -> Result<NotifySpec, F
         at: n.secret.at.clone(),
         reason,
     };
-    let secret = match &n.secret.value {
-        SecretFrom::Env(var) => Secret::from_env(var).map_err(invalid)?,
-        SecretFrom::File(file) => Secret::from_file(&cx.dir.join(file)).map_err(invalid)?,
+    let secret = match (&n.secret.value, cx.submitted) {
+        (SecretFrom::Env(var), Some(_)) => {
+            return Err(invalid(format!(
+                "a submitted fleet signs with a secret of its own: secret_file = \"PATH\", a file of the submission, not secret_env ({var} would be this server's variable)"
+            )));
+        }
+        (SecretFrom::File(file), Some(_)) if !super::plain_relative(file) => {
+            return Err(invalid(format!(
+                "a submitted fleet's secret_file is a file of the submission (a plain relative path), not {file:?}"
+            )));
+        }
+        (SecretFrom::Env(var), None) => Secret::from_env(var).map_err(invalid)?,
+        (SecretFrom::File(file), _) => Secret::from_file(&cx.dir.join(file)).map_err(invalid)?,
     };
     Ok(NotifySpec {
         url: n.url.value.clone(),

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use crate::common::nats::{NatsServer, Worker};
-use crate::common::serve::{Server, chatty, sim_fleet, sse, submission};
+use crate::common::serve::{Server, chatty, sim_fleet, submission};
 use crate::common::{EnvMarker, capfleet, wait_until};
 
 /// Bytes a sim agent says in one line: a journal record larger than a NATS message
@@ -59,10 +59,14 @@ fn serve_with_nats_queues_a_run_and_reads_its_state_and_events_from_nats() {
     let (status, _) = server.json("GET", "/v1/runs/no-such-run", None, None);
     assert_eq!(status, 404);
     let events = format!("/v1/runs/{id}/events");
-    assert!(sse(server.port, "/v1/runs/no-such-run/events", None, None, None).is_empty());
+    assert!(
+        server
+            .sse("/v1/runs/no-such-run/events", None, None, None)
+            .is_empty()
+    );
     // The event stream, followed live from JetStream to the run's end: every record
     // of the worker's journal, in order, ids their positions, then `end`.
-    let streamed = sse(server.port, &events, None, None, None);
+    let streamed = server.sse(&events, None, None, None);
     let (last, records) = streamed.split_last().expect("events");
     assert_eq!(last.event.as_deref(), Some("end"), "{:?}", last.data);
     let end: serde_json::Value = serde_json::from_str(&last.data).unwrap();
@@ -83,7 +87,7 @@ fn serve_with_nats_queues_a_run_and_reads_its_state_and_events_from_nats() {
     }
     assert_eq!(end["records"], lines.len());
     // A client that reconnects with the last id it saw gets the rest only.
-    let rest = sse(server.port, &events, None, Some(3), None);
+    let rest = server.sse(&events, None, Some(3), None);
     assert_eq!(rest.first().and_then(|e| e.id), Some(4));
     assert_eq!(rest.len(), records.len() - 3 + 1);
     // Its state once ended, from the journal JetStream keeps.
@@ -125,13 +129,7 @@ fn artifacts_and_large_records(server: &Server, worker: &Worker, fleet: &str, ur
         .output()
         .unwrap();
     assert_eq!(String::from_utf8(out.stdout).unwrap(), journal);
-    let streamed = sse(
-        server.port,
-        &format!("/v1/runs/{id}/events"),
-        None,
-        None,
-        None,
-    );
+    let streamed = server.sse(&format!("/v1/runs/{id}/events"), None, None, None);
     let data: Vec<&str> = streamed[..streamed.len() - 1]
         .iter()
         .map(|e| e.data.as_str())

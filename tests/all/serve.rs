@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::common::serve::{
-    Server, SseEvent, add_token, chatty, fill, operations, sim_fleet, sse, submission,
+    Server, SseEvent, add_token, chatty, fill, operations, sim_fleet, submission,
 };
 use crate::common::{EnvMarker, capfleet, journal_records, wait_until};
 
@@ -168,10 +168,10 @@ fn a_cancelled_run_stops_and_says_who_cancelled_it() {
     assert_eq!(status, 202, "{body}");
     let run = server.wait_run(&id, None, RUN_TIMEOUT);
     assert_eq!(run["state"], "interrupted", "{run}");
-    assert_eq!(run["cancelled_by"], "anonymous");
+    assert_eq!(run["cancelled_by"], "admin");
     assert_eq!(run["exit_code"], 130);
     let journal = std::fs::read_to_string(server.journal(&id)).unwrap();
-    assert!(journal.contains("cancelled by anonymous"), "{journal}");
+    assert!(journal.contains("cancelled by admin"), "{journal}");
     m.wait_gone(Duration::from_secs(10), "no agent left");
 }
 
@@ -322,7 +322,7 @@ fn events_resume_from_the_last_id_exactly_once() {
     eprintln!("cut seed {seed}");
     for round in 0..400 {
         let n = 1 + (seed / (round + 1) + round * 7) % 23;
-        let events = sse(server.port, &path, None, last, Some(n));
+        let events = server.sse(&path, None, last, Some(n));
         let records = records_of(&events);
         if let Some((id, _)) = records.last() {
             last = Some(*id);
@@ -345,21 +345,9 @@ fn events_resume_from_the_last_id_exactly_once() {
     assert_eq!(got.len(), want.len(), "every record once");
     assert_eq!(got, want, "the journal, record for record");
     // `?after=` replays from a position; `?session=` keeps one session's records.
-    let tail = records_of(&sse(
-        server.port,
-        &format!("{path}?after=10"),
-        None,
-        None,
-        None,
-    ));
+    let tail = records_of(&server.sse(&format!("{path}?after=10"), None, None, None));
     assert_eq!(tail, want[10..].to_vec());
-    let s0 = records_of(&sse(
-        server.port,
-        &format!("{path}?session=s0"),
-        None,
-        None,
-        None,
-    ));
+    let s0 = records_of(&server.sse(&format!("{path}?session=s0"), None, None, None));
     assert!(!s0.is_empty());
     for (seq, data) in &s0 {
         assert_eq!(&want[*seq as usize - 1].1, data);

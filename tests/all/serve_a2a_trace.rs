@@ -31,10 +31,12 @@ async fn an_exposed_fleets_run_continues_the_callers_trace() {
         let server = Server::start_env(&d, &["--expose-fleet", "fleet.toml", "--otlp", &otlp], &env);
         let rpc = |body: Value| {
             let traceparent = format!("00-{TRACE}-{SPAN}-01");
+            let auth = format!("Bearer {}", server.admin());
             let headers = [
                 ("Content-Type", "application/json"),
                 ("A2A-Extensions", "cap-protocol/v1"),
                 ("traceparent", traceparent.as_str()),
+                ("Authorization", auth.as_str()),
             ];
             let r = crate::common::fake_llm::http_with(server.port, "POST", "/a2a/pair/", &headers, body.to_string().as_bytes())
                 .expect("the request");

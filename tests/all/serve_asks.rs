@@ -112,7 +112,7 @@ fn no_answer_in_time_is_denied_fail_safe() {
     let m = EnvMarker::new("serve-ask-timeout");
     let server = Server::start(dir.path(), &["--ask-timeout", "1s"]);
     let id = server.submit_script(None, m.pair(), PERMISSION);
-    let ask = open_ask(&server, &id, "");
+    let ask = open_ask(&server, &id, server.admin());
     let run = server.wait_run(&id, None, Duration::from_secs(60));
     assert_eq!(run["state"], "completed", "{run}");
     assert_eq!(

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use crate::common::fake_llm::http_with;
 use crate::common::otel::{Collector, attr};
 use crate::common::procs::{keeper_of, sigkill};
-use crate::common::serve::{PERMISSION, Server, SseEvent, sim_fleet, sse, submission};
+use crate::common::serve::{PERMISSION, Server, SseEvent, sim_fleet, submission};
 use crate::common::wires::{Wire, session};
 use crate::common::{EnvMarker, capfleet, journal_records};
 
@@ -66,6 +66,7 @@ fn a_cwd_must_be_inside_an_allowed_root() {
     let url = format!("http://127.0.0.1:{}", server.port);
     let out = capfleet(local.path())
         .args(["submit", "fleet.toml", "--server", &url, "--cwd", "/"])
+        .env("CAPFLEET_TOKEN", server.admin())
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
@@ -142,14 +143,8 @@ fn raw_terminal_output_streams_only_when_asked_for() {
         .count();
     assert!(raw_in_journal > 0, "the journal holds the raw output");
     let path = format!("/v1/runs/{id}/events");
-    let plain = sse(server.port, &path, None, None, None);
-    let all = sse(
-        server.port,
-        &format!("{path}?include_raw=1"),
-        None,
-        None,
-        None,
-    );
+    let plain = server.sse(&path, None, None, None);
+    let all = server.sse(&format!("{path}?include_raw=1"), None, None, None);
     let raw = |events: &[SseEvent]| {
         records(events)
             .iter()
@@ -237,7 +232,11 @@ async fn each_request_is_a_span_and_a_submitted_run_continues_the_callers_trace(
             server.port,
             "POST",
             "/v1/runs",
-            &[("Content-Type", "application/json"), ("traceparent", &tp)],
+            &[
+                ("Content-Type", "application/json"),
+                ("traceparent", &tp),
+                ("Authorization", &format!("Bearer {}", server.admin())),
+            ],
             body.as_bytes(),
         )
         .unwrap();

@@ -8,8 +8,10 @@
 //! line reading of agent stdout) and [`stderr_ring`] (the last lines of stderr, quoted
 //! when an agent dies), and [`halt`] (how urgently agents are being ended: a stop
 //! signal cuts every wait short at once), and [`keeper`] (the process that kills every
-//! group still registered when capfleet dies, by whatever means).
+//! group still registered when capfleet dies, by whatever means), and [`environ`] (the
+//! variables no child inherits: the application's secrets).
 
+pub mod environ;
 pub mod halt;
 pub mod keeper;
 pub mod lines;
@@ -53,7 +55,8 @@ impl Io {
     }
 }
 
-/// What to run. The user's environment is inherited; `env` only adds or overrides.
+/// What to run. The user's environment is inherited but for the variables
+/// [`environ`] withholds; `env` only adds or overrides.
 #[derive(Debug, Clone, Default)]
 pub struct SpawnSpec {
     pub program: OsString,
@@ -115,6 +118,9 @@ impl SpawnSpec {
     /// session leader leads its own group, so [`ProcessGroup::from_leader`] applies.
     pub fn session_command(&self) -> Command {
         let mut cmd = Command::new(&self.program);
+        for name in environ::withheld() {
+            cmd.env_remove(name);
+        }
         cmd.args(&self.args)
             .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(self.stdin.stdio())

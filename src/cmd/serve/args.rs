@@ -12,7 +12,8 @@ use crate::telemetry::TelemetryArgs;
 #[command(after_help = "\
 Examples:
   capfleet serve
-      serve on http://127.0.0.1:7878, runs under ./.capfleet/runs (no tokens: loopback only)
+      serve on http://127.0.0.1:7878, runs under ./.capfleet/runs; the first start makes
+      .capfleet/tokens.txt with an admin token and prints its secret, once
   capfleet serve token add ci --role run --token-file tokens.txt
       add a token named `ci` (its secret is printed once; the file keeps its SHA-256)
   capfleet serve --addr 0.0.0.0:7878 --token-file tokens.txt --max-runs 4 --queue 32
@@ -46,15 +47,32 @@ API (JSON; every error is {\"code\", \"message\"}, a fleet's findings with line 
   GET  /healthz  /readyz  /metrics  /openapi.json (the whole API, OpenAPI 3.1)
   GET  /                        the web console (log in with a token; see the README)
 
-Auth: with --token-file every route but /healthz, /readyz and /openapi.json needs `Authorization: \
-Bearer <token>`; a line of the file is `NAME ROLE SHA256-HEX`. Roles: read (GET), run \
+Auth: every route but /healthz, /readyz and /openapi.json needs `Authorization: Bearer \
+<token>`; a line of the token file is `NAME ROLE SHA256-HEX`. Roles: read (GET), run \
 (+ submit, cancel), approve (+ answer asks), admin (everything). A missing or wrong token \
-is 401, a role too low 403. Without --token-file the server takes every request, and \
-listens only on a loopback address. Tokens never reach the logs, journals or traces.
+is 401, a role too low 403. Without --token-file the file is --data-dir/tokens.txt, made \
+at the first start with an admin token `admin` whose secret is printed once (stdout), and \
+the server listens only on a loopback address; a token file with no token is refused at \
+start. Tokens never reach the logs, journals or traces.
+
+Web pages: no page but the console's gets anything, whatever it holds. Before its body \
+is read, a request whose `Origin` is not the server's own (`http://<Host>`, or \
+--public-url's) is 403, one whose `Host` is neither an address the server listens on \
+(`localhost` too on loopback) nor --public-url's host is 421 (a DNS-rebinding page), and a \
+body is taken only as application/json or application/toml, never text/plain, \
+multipart/form-data or application/x-www-form-urlencoded (415).
+
+Agents inherit the server's environment without its secrets: $CAPFLEET_NOTIFY_SECRET \
+(and the --notify-secret-env variable), $CAPFLEET_NATS_TOKEN, $CAPFLEET_TOKEN, \
+$OTEL_EXPORTER_OTLP_HEADERS and $OTEL_EXPORTER_OTLP_TRACES_HEADERS are removed (a fleet's \
+`env` sets its own). A submitted fleet's `[notify]` signs with a secret_file it submits \
+(in `files`); secret_env, a variable of the server, is refused.
 
 Runs are the engine `capfleet run` drives: the same validation (before anything spawns), \
 journal, workspaces and artifacts, under --data-dir/runs/<run-id>/ (the submitted fleet \
-and its files in input/; sessions' cwd defaults to the server's working directory). At \
+and its files in input/; sessions' cwd defaults to the server's working directory; a \
+`cwd`, the request's or a session's, resolved with its symlinks, must be inside an \
+--allow-root, and without one a submission names none). At \
 most --max-runs run at once and --max-sessions sessions live; the next ones wait in a \
 FIFO queue of --queue (their position reported), beyond it 429 with Retry-After.
 
@@ -98,9 +116,16 @@ pub(crate) struct ServeArgs {
     /// Runs, journals and artifacts (runs/<run-id>/); default .capfleet/ here.
     #[arg(long, value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
-    /// The bearer tokens (`capfleet serve token add`); without it no auth (loopback only).
+    /// The bearer tokens (`capfleet serve token add`); without it
+    /// --data-dir/tokens.txt, made at the first start with an admin token (loopback
+    /// only).
     #[arg(long, value_name = "PATH")]
     pub token_file: Option<PathBuf>,
+    /// The URL clients reach this server at when it is not --addr (behind a proxy,
+    /// e.g. https://fleet.example.com): its host is taken in `Host` and its origin in
+    /// `Origin`.
+    #[arg(long, value_name = "URL")]
+    pub public_url: Option<String>,
     /// Runs at once, at most.
     #[arg(long, default_value_t = 4, value_name = "N")]
     pub max_runs: usize,
@@ -131,8 +156,9 @@ pub(crate) struct ServeArgs {
     /// CAP spec asks (§13.5), and the card marks the extension required.
     #[arg(long = "a2a-plain")]
     pub a2a_plain: bool,
-    /// A directory a submission's `cwd` may be in (repeatable); without one, a
-    /// submission names no `cwd` and its sessions work in the server's directory.
+    /// A directory a submission's `cwd` may be in, the request's or a session's
+    /// (repeatable); without one, a submission names no `cwd` and its sessions work in
+    /// the server's directory.
     #[arg(long = "allow-root", value_name = "DIR")]
     pub allow_roots: Vec<PathBuf>,
     /// The Jaeger UI the runs' traces are in (e.g. http://localhost:16686): a run's

@@ -1,6 +1,10 @@
 //! Bearer tokens: the token file (one `NAME ROLE SHA256-HEX` per line, `#` comments),
 //! `capfleet serve token add`, and the check every request but the probes passes.
 //!
+//! The server never runs open: without `--token-file` it uses `<data dir>/tokens.txt`,
+//! made at the first start with one admin token whose secret is printed once
+//! ([`for_server`]); a token file with no token in it is refused at start.
+//!
 //! Only a token's SHA-256 is stored; a request's token is hashed and compared with
 //! every stored digest in constant time (no early exit, no digest skipped), so
 //! neither a timing nor a missing name tells anything. The secret itself is never
@@ -61,8 +65,7 @@ impl Role {
     }
 }
 
-/// Who made a request: its token's name and role (`anonymous`, admin, without a
-/// token file).
+/// Who made a request: its token's name and role.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Caller {
     pub name: String,
@@ -80,6 +83,12 @@ pub(crate) enum TokenError {
     Line { path: PathBuf, line: usize },
     #[error("{}: a token named `{name}` is already there", path.display())]
     Duplicate { path: PathBuf, name: String },
+    #[error(
+        "{}: no token in it (every line removed or commented out): the server runs with tokens only; add one with `capfleet serve token add NAME --role ROLE --token-file {}`",
+        path.display(),
+        path.display()
+    )]
+    NoToken { path: PathBuf },
     #[error("a token name is letters, digits, `-`, `_` and `.`: `{0}`")]
     Name(String),
     #[error("no randomness from the system")]
@@ -138,10 +147,6 @@ impl Tokens {
         Ok(Tokens { entries })
     }
 
-    pub(crate) fn is_empty(&self) -> bool {
-        self.entries.is_empty()
-    }
-
     /// The caller whose token `secret` is, if any: every digest is compared, each in
     /// constant time.
     pub(crate) fn check(&self, secret: &str) -> Option<Caller> {
@@ -174,6 +179,27 @@ pub(crate) fn bearer(headers: &HeaderMap) -> Option<&str> {
         .eq_ignore_ascii_case("bearer")
         .then(|| token.trim())
         .filter(|t| !t.is_empty())
+}
+
+/// The name of the admin token a server makes for itself.
+pub(crate) const FIRST_TOKEN: &str = "admin";
+
+/// The server's tokens: those of `path`, one at least. When `path` is missing and
+/// `make` (the default file, not a `--token-file` named), it is made with one admin
+/// token, [`FIRST_TOKEN`], whose secret comes back to be printed once.
+pub(crate) fn for_server(path: &Path, make: bool) -> Result<(Tokens, Option<String>), TokenError> {
+    let made = if make && !path.exists() {
+        Some(add(path, FIRST_TOKEN, Role::Admin)?)
+    } else {
+        None
+    };
+    let tokens = Tokens::load(path)?;
+    if tokens.entries.is_empty() {
+        return Err(TokenError::NoToken {
+            path: path.to_owned(),
+        });
+    }
+    Ok((tokens, made))
 }
 
 /// Append a new token named `name` to the file at `path` (made 0600 when missing);
@@ -291,6 +317,26 @@ mod tests {
         assert_eq!(tokens.check(&ops).map(|c| c.role), Some(Role::Admin));
         assert_eq!(tokens.check("cft_wrong"), None);
         assert_eq!(tokens.check(""), None);
+    }
+
+    #[test]
+    fn a_server_makes_its_first_token_and_refuses_a_file_without_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tokens.txt");
+        let (tokens, made) = for_server(&path, true).unwrap();
+        let secret = made.expect("a token made");
+        assert_eq!(tokens.check(&secret).map(|c| c.role), Some(Role::Admin));
+        let (_, again) = for_server(&path, true).unwrap();
+        assert_eq!(again, None, "made once");
+        std::fs::write(&path, "# admin admin 00\n\n").unwrap();
+        let e = for_server(&path, true).err().expect("refused");
+        assert!(matches!(e, TokenError::NoToken { .. }));
+        assert!(e.to_string().contains(&path.display().to_string()), "{e}");
+        let named = dir.path().join("named.txt");
+        assert!(matches!(
+            for_server(&named, false),
+            Err(TokenError::Io { .. })
+        ));
     }
 
     #[test]

@@ -31,6 +31,12 @@ pub(crate) enum ErrorCode {
     NoRoute,
     /// The route does not take that method (405).
     MethodNotAllowed,
+    /// The request came from a page of another origin (`Origin`), refused before
+    /// anything else (403).
+    ForeignOrigin,
+    /// `Host` names neither an address the server listens on nor `--public-url`
+    /// (421): what a DNS-rebinding page sends.
+    UnknownHost,
     RunNotFound,
     AskNotFound,
     ArtifactNotFound,
@@ -82,8 +88,8 @@ pub(crate) enum ApiError {
     InvalidFleet(Vec<Finding>),
     #[error("the fleet has {sessions} sessions; this server runs at most {max} at once")]
     TooManySessions { sessions: usize, max: usize },
-    #[error("content type `{0}`: send application/toml or application/json")]
-    UnsupportedMedia(String),
+    #[error("content type `{got}`: send {want}")]
+    UnsupportedMedia { got: String, want: &'static str },
     #[error("no artifact `{0}`")]
     NoArtifact(String),
     #[error("no open ask `{0}`")]
@@ -101,6 +107,12 @@ pub(crate) enum ApiError {
     Draining,
     #[error("this route does not take that method")]
     MethodNotAllowed,
+    #[error(
+        "a request from a page of another origin (`{0}`): this server answers only its own console and clients that are no web page"
+    )]
+    ForeignOrigin(String),
+    #[error("`Host: {0}` is not an address this server listens on (nor its --public-url)")]
+    UnknownHost(String),
     #[error("{0}")]
     Internal(String),
 }
@@ -118,11 +130,13 @@ impl ApiError {
             ApiError::BadRequest(_)
             | ApiError::InvalidFleet(_)
             | ApiError::TooManySessions { .. } => StatusCode::BAD_REQUEST,
-            ApiError::UnsupportedMedia(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ApiError::UnsupportedMedia { .. } => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::Ended(_) => StatusCode::CONFLICT,
             ApiError::Full { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Draining => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            ApiError::ForeignOrigin(_) => StatusCode::FORBIDDEN,
+            ApiError::UnknownHost(_) => StatusCode::MISDIRECTED_REQUEST,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -134,6 +148,8 @@ impl ApiError {
             ApiError::Forbidden { .. } => ErrorCode::Forbidden,
             ApiError::NoRoute => ErrorCode::NoRoute,
             ApiError::MethodNotAllowed => ErrorCode::MethodNotAllowed,
+            ApiError::ForeignOrigin(_) => ErrorCode::ForeignOrigin,
+            ApiError::UnknownHost(_) => ErrorCode::UnknownHost,
             ApiError::NoRun(_) => ErrorCode::RunNotFound,
             ApiError::NoAsk(_) => ErrorCode::AskNotFound,
             ApiError::NoArtifact(_) => ErrorCode::ArtifactNotFound,
@@ -141,7 +157,7 @@ impl ApiError {
             ApiError::BadRequest(_) => ErrorCode::BadRequest,
             ApiError::InvalidFleet(_) => ErrorCode::InvalidFleet,
             ApiError::TooManySessions { .. } => ErrorCode::TooManySessions,
-            ApiError::UnsupportedMedia(_) => ErrorCode::UnsupportedMediaType,
+            ApiError::UnsupportedMedia { .. } => ErrorCode::UnsupportedMediaType,
             ApiError::Ended(_) => ErrorCode::RunEnded,
             ApiError::Full { .. } => ErrorCode::ServerFull,
             ApiError::Draining => ErrorCode::Draining,

@@ -4,6 +4,7 @@
 //! JSON body.
 
 use axum::extract::{FromRequestParts, Path, Query};
+use axum::http::HeaderMap;
 use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
 
@@ -36,7 +37,19 @@ impl<T: DeserializeOwned + Send, S: Send + Sync> FromRequestParts<S> for ApiPath
     }
 }
 
-/// A JSON body as `T` (400 naming what does not fit).
-pub(crate) fn json_body<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+/// A JSON body as `T`: sent as `application/json` (else 415: never read as JSON
+/// whatever its type, as a page's `text/plain` post would be), 400 naming what does
+/// not fit.
+pub(crate) fn json_body<T: DeserializeOwned>(
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<T, ApiError> {
+    let kind = super::origin::media_type(headers);
+    if kind != "application/json" {
+        return Err(ApiError::UnsupportedMedia {
+            got: kind,
+            want: "application/json",
+        });
+    }
     serde_json::from_slice(body).map_err(|e| ApiError::BadRequest(format!("the JSON body: {e}")))
 }

@@ -2,9 +2,12 @@
 //! (`POST /v1/runs`), which run on the engine `capfleet run` uses (the same
 //! validation, journal, workspaces and artifacts, under `--data-dir/runs/`), watch
 //! them (`GET /v1/runs/{id}`), answer what their policy leaves open ([`asks`]) and
-//! cancel them, and read their artifacts and diffs ([`artifacts`]). Bearer tokens ([`auth`]) guard every
-//! route but the probes; admission ([`state`]) bounds the runs and sessions at once
-//! and queues the next ones; SIGTERM/SIGINT drain the server ([`drain`]).
+//! cancel them, and read their artifacts and diffs ([`artifacts`]). No web page but
+//! the console gets in ([`origin`]); bearer tokens ([`auth`], always: a server without
+//! a token file makes one) guard every route but the probes; agents inherit none of
+//! the server's secrets ([`crate::secrets`]); admission ([`state`]) bounds the runs
+//! and sessions at once and queues the next ones; SIGTERM/SIGINT drain the server
+//! ([`drain`]).
 //!
 //! ```text
 //! routes (auth, metrics) -> submission (parse, write input/, validate)
@@ -25,6 +28,7 @@ mod events;
 mod extract;
 mod graph;
 mod metrics;
+mod origin;
 mod overview;
 mod remote;
 mod routes;
@@ -142,6 +146,8 @@ async fn serve(args: ServeArgs, color: ColorChoice) -> ExitCode {
 enum StartError {
     #[error("{0}")]
     Tokens(#[from] auth::TokenError),
+    #[error("{0}")]
+    PublicUrl(#[from] origin::PublicUrlError),
     #[error(
         "--addr {0} is not a loopback address: a server other machines reach needs --token-file (`capfleet serve token add NAME --role ROLE`)"
     )]
@@ -170,18 +176,16 @@ async fn bind(
     args: &ServeArgs,
     telemetry: &Telemetry,
 ) -> Result<(Arc<Server>, tokio::net::TcpListener, String, Workers), StartError> {
-    let tokens = args
-        .token_file
-        .as_deref()
-        .map(auth::Tokens::load)
-        .transpose()?
-        .filter(|t| !t.is_empty());
-    if tokens.is_none() && !args.addr.ip().is_loopback() {
+    if args.token_file.is_none() && !args.addr.ip().is_loopback() {
         return Err(StartError::Open(args.addr));
     }
     if args.max_runs == 0 || args.max_sessions == 0 {
         return Err(StartError::Limits);
     }
+    let origins = Arc::new(origin::Origins::new(
+        args.addr.ip(),
+        args.public_url.as_deref(),
+    )?);
     let data_dir = match &args.data_dir {
         Some(d) => d.clone(),
         None => std::env::current_dir()
@@ -191,6 +195,8 @@ async fn bind(
     let runs_dir: PathBuf = data_dir.join("runs");
     std::fs::create_dir_all(&runs_dir).map_err(StartError::DataDir)?;
     let runs_dir = std::fs::canonicalize(&runs_dir).map_err(StartError::DataDir)?;
+    let tokens = server_tokens(args, &data_dir)?;
+    crate::secrets::withhold(&[args.notify.notify_secret_env.as_str()]);
     let allow_roots = args
         .allow_roots
         .iter()
@@ -219,13 +225,8 @@ async fn bind(
         addr: args.addr,
         source,
     })?;
-    let auth = if tokens.is_some() {
-        "bearer tokens"
-    } else {
-        "no auth (loopback only)"
-    };
     let serving = format!(
-        "capfleet: serving on http://{addr} ({auth}); runs in {}",
+        "capfleet: serving on http://{addr} (bearer tokens); runs in {}",
         runs_dir.display()
     );
     let limits = Limits {
@@ -237,6 +238,7 @@ async fn bind(
         telemetry.span_stats().unwrap_or_default(),
     ));
     let mut server = Server::new(runs_dir, tokens, limits, metrics);
+    server.origins = origins;
     server.ask_timeout = args.ask_timeout;
     server.allow_roots = allow_roots;
     server.trace_ui = args
@@ -253,6 +255,29 @@ async fn bind(
     let server = Arc::new(server);
     Ok((server, listener, serving, workers))
 }
+
+/// The token file (`--token-file`, else `<data dir>/tokens.txt`, made at the first
+/// start with an admin token whose secret is printed here, once); refused without a
+/// token in it.
+fn server_tokens(args: &ServeArgs, data_dir: &std::path::Path) -> Result<auth::Tokens, StartError> {
+    let path = match &args.token_file {
+        Some(p) => p.clone(),
+        None => data_dir.join(TOKEN_FILE),
+    };
+    let (tokens, made) = auth::for_server(&path, args.token_file.is_none())?;
+    if let Some(secret) = made {
+        eprintln!(
+            "capfleet: no --token-file: made {} with the admin token `{}`; its secret, shown this once:",
+            path.display(),
+            auth::FIRST_TOKEN
+        );
+        println!("{secret}");
+    }
+    Ok(tokens)
+}
+
+/// The token file in the data dir, when no `--token-file` names one.
+const TOKEN_FILE: &str = "tokens.txt";
 
 /// Serve until a signal has drained the runs, then close.
 async fn listen(

@@ -1,5 +1,6 @@
-//! The HTTP API: its routes, the authentication every one but the probes passes
-//! ([`authenticate`]), the request metrics, and the handlers of runs — submit, list,
+//! The HTTP API: its routes, the checks every request passes first
+//! ([`super::origin`]: no web page but the console), the authentication every one
+//! but the probes passes ([`authenticate`]), the request metrics, and the handlers of runs — submit, list,
 //! show, cancel, the asks; artifacts are [`super::artifacts`]. Events are [`super::events`].
 
 use std::net::SocketAddr;
@@ -23,6 +24,7 @@ use super::auth::{Caller, Role, bearer};
 use super::error::{ApiError, ErrorBody, json_response};
 use super::extract::{ApiPath, ApiQuery, json_body};
 use super::metrics::RequestLabels;
+use super::origin;
 use super::state::{Admission, Cancelled, Pending, RunState, Server};
 use super::submission::{FLEET_FILE, INPUT_DIR, Submission};
 use super::view::{Created, Links, RunPage, RunView, Status};
@@ -35,8 +37,11 @@ const PAGE: usize = 50;
 const PAGE_MAX: usize = 500;
 
 /// Every route of the server, and the OpenAPI document they make (see [`super::api`]);
-/// `a2a`, the exposed agents' routes (their own auth, `super::a2a`).
+/// `a2a`, the exposed agents' routes (their own auth, `super::a2a`). Every request
+/// first passes the server's origin checks ([`super::origin`]), before its body is
+/// read.
 pub(crate) fn router(server: Arc<Server>, a2a: Router) -> Router {
+    let origins = server.origins.clone();
     let (guarded, mut doc) = OpenApiRouter::with_openapi(api::root())
         .routes(routes!(submit, list))
         .routes(routes!(show))
@@ -77,6 +82,7 @@ pub(crate) fn router(server: Arc<Server>, a2a: Router) -> Router {
     // reads those from the API above, with the user's token).
     app.merge(a2a)
         .merge(console::router())
+        .layer(middleware::from_fn_with_state(origins, origin::guard))
         .layer(middleware::from_fn_with_state(server, count))
 }
 
@@ -114,8 +120,7 @@ async fn count(State(server): State<Arc<Server>>, request: Request, next: Next) 
 }
 
 /// Who calls, by their bearer token, and whether their role may: 401 (after a delay
-/// that grows with an address's recent failures) or 403; without a token file, every
-/// caller is `anonymous` with every role.
+/// that grows with an address's recent failures) or 403.
 async fn authenticate(
     State(server): State<Arc<Server>>,
     mut request: Request,
@@ -141,20 +146,13 @@ async fn authenticate(
 }
 
 /// The caller a request's bearer token names; `Unauthorized` (after a delay that
-/// grows with its address's recent failures) when it names none. Without a token file
-/// every caller is `anonymous` with every role.
+/// grows with its address's recent failures) when it names none.
 pub(crate) async fn identify(
     server: &Server,
     headers: &HeaderMap,
     peer: Option<ConnectInfo<SocketAddr>>,
 ) -> Result<Caller, ApiError> {
-    let Some(tokens) = &server.tokens else {
-        return Ok(Caller {
-            name: "anonymous".into(),
-            role: Role::Admin,
-        });
-    };
-    if let Some(c) = bearer(headers).and_then(|t| tokens.check(t)) {
+    if let Some(c) = bearer(headers).and_then(|t| server.tokens.check(t)) {
         return Ok(c);
     }
     let delay = peer.map_or(std::time::Duration::ZERO, |ConnectInfo(a)| {
@@ -287,7 +285,10 @@ async fn submit(
     if let Err(e) = submission.write(&input) {
         return Err(discard(e, "invalid"));
     }
-    let loaded = match submission.load(&input, cwd.as_deref()).await {
+    let loaded = match submission
+        .load(&input, cwd.as_deref(), &server.allow_roots)
+        .await
+    {
         Ok(l) => l,
         Err(e) => return Err(discard(e, "invalid")),
     };
@@ -517,15 +518,17 @@ async fn list_asks(
         (status = 400, description = "An answer the question does not take", body = ErrorBody),
         (status = 404, description = "No such run or question", body = ErrorBody),
         (status = 409, description = "Already answered, timed out or withdrawn", body = ErrorBody),
+        (status = 415, description = "Not application/json", body = ErrorBody),
     ))]
 async fn answer_ask(
     State(server): State<Arc<Server>>,
     Extension(caller): Extension<Caller>,
     ApiPath((id, ask_id)): ApiPath<(String, String)>,
+    headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let entry = server.get(&id).ok_or(ApiError::NoRun(id))?;
-    let body: AnswerRequest = json_body(&body)?;
+    let body: AnswerRequest = json_body(&headers, &body)?;
     let answered = entry.asks.answer(&ask_id, &body, &caller.name)?;
     Ok(json_response(StatusCode::OK, &answered))
 }

@@ -179,7 +179,7 @@ struct Table {
 
 pub(crate) struct Server {
     pub runs_dir: PathBuf,
-    pub tokens: Option<Tokens>,
+    pub tokens: Tokens,
     pub failures: Failures,
     pub limits: Limits,
     /// How long a question waits for a client before its fail-safe answer (unless
@@ -187,6 +187,8 @@ pub(crate) struct Server {
     pub ask_timeout: std::time::Duration,
     /// Where a submission's `cwd` may be (canonical).
     pub allow_roots: Vec<PathBuf>,
+    /// The hosts and origins the server answers ([`super::origin`]).
+    pub origins: Arc<super::origin::Origins>,
     /// The server's webhook (`--notify`), for every run.
     pub notifier: crate::notify::Notifier,
     /// The Jaeger UI runs link their traces to (`--trace-ui`, no trailing `/`).
@@ -203,7 +205,7 @@ pub(crate) struct Server {
 impl Server {
     pub(crate) fn new(
         runs_dir: PathBuf,
-        tokens: Option<Tokens>,
+        tokens: Tokens,
         limits: Limits,
         fleet_metrics: Metrics,
     ) -> Server {
@@ -214,6 +216,7 @@ impl Server {
             limits,
             ask_timeout: std::time::Duration::from_secs(600),
             allow_roots: Vec::new(),
+            origins: Arc::default(),
             notifier: crate::notify::Notifier::default(),
             trace_ui: None,
             fleet_metrics,

@@ -1,18 +1,18 @@
-//! A submitted fleet: the request body read (`application/toml`, or JSON `{fleet,
-//! task, files}`), written into the run's `input/` directory (the fleet as
+//! A submitted fleet: the request body read (exactly `application/toml`, or JSON
+//! `{fleet, task, files}` as `application/json`), written into the run's `input/` directory (the fleet as
 //! `fleet.toml`, each file of `files` beside it, so that the fleet's relative paths —
 //! scripts, `@task` files — name them), then loaded and validated exactly as `capfleet
 //! run` does: the same findings `run --dry-run` prints, each with its line and key.
 
 use std::collections::BTreeMap;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use axum::http::HeaderMap;
-use axum::http::header::CONTENT_TYPE;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::error::{ApiError, Finding};
+pub(crate) use crate::fleet::plain_relative;
 use crate::fleet::{self, FleetErrors, Loaded};
 
 /// The input directory inside a run's directory.
@@ -41,27 +41,24 @@ pub(crate) struct Submission {
 impl Submission {
     /// The body as a submission, by its content type.
     pub(crate) fn parse(headers: &HeaderMap, body: &[u8]) -> Result<Submission, ApiError> {
-        let kind = headers
-            .get(CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("")
-            .split(';')
-            .next()
-            .unwrap_or("")
-            .trim()
-            .to_ascii_lowercase();
+        let kind = super::origin::media_type(headers);
         let text = || {
             String::from_utf8(body.to_vec())
                 .map_err(|_| ApiError::BadRequest("the body is not UTF-8".into()))
         };
         let s = match kind.as_str() {
-            "application/toml" | "text/toml" | "text/plain" => Submission {
+            "application/toml" => Submission {
                 fleet: text()?,
                 ..Submission::default()
             },
             "application/json" => serde_json::from_slice(body)
                 .map_err(|e| ApiError::BadRequest(format!("the JSON body: {e}")))?,
-            other => return Err(ApiError::UnsupportedMedia(other.to_owned())),
+            other => {
+                return Err(ApiError::UnsupportedMedia {
+                    got: other.to_owned(),
+                    want: "application/toml or application/json",
+                });
+            }
         };
         s.checked()
     }
@@ -134,22 +131,34 @@ impl Submission {
     }
 
     /// Load and validate the fleet written into `input` without looking for its
-    /// agents (a submitter's check of a fleet that runs on another host).
+    /// agents (a submitter's check of a fleet that runs on another host). With
+    /// `roots`, the fleet is this host's to run: confined as a submitted fleet is
+    /// ([`fleet::load_submitted`]: its sessions' `cwd` inside `roots`, its notices
+    /// signed with its own secret).
     pub(crate) async fn load_fleet(
         &self,
         input: &Path,
         cwd: Option<&Path>,
+        roots: Option<&[PathBuf]>,
     ) -> Result<Loaded, ApiError> {
         let path = input.join(FLEET_FILE);
-        fleet::load_in(&path, self.task.as_deref(), cwd)
-            .await
-            .map_err(|errors| ApiError::InvalidFleet(findings(&errors, input)))
+        let task = self.task.as_deref();
+        let loaded = match roots {
+            Some(roots) => fleet::load_submitted(&path, task, cwd, roots).await,
+            None => fleet::load_in(&path, task, cwd).await,
+        };
+        loaded.map_err(|errors| ApiError::InvalidFleet(findings(&errors, input)))
     }
 
-    /// Load and validate the fleet written into `input`; a missing agent is a
-    /// finding too (nothing would spawn).
-    pub(crate) async fn load(&self, input: &Path, cwd: Option<&Path>) -> Result<Loaded, ApiError> {
-        let loaded = self.load_fleet(input, cwd).await?;
+    /// Load and validate the fleet written into `input` to run it here, confined to
+    /// `roots`; a missing agent is a finding too (nothing would spawn).
+    pub(crate) async fn load(
+        &self,
+        input: &Path,
+        cwd: Option<&Path>,
+        roots: &[PathBuf],
+    ) -> Result<Loaded, ApiError> {
+        let loaded = self.load_fleet(input, cwd, Some(roots)).await?;
         let missing: Vec<Finding> = loaded
             .fleet
             .specs()
@@ -168,14 +177,6 @@ impl Submission {
         }
         Ok(loaded)
     }
-}
-
-/// No `..`, no root, no prefix: a path that stays inside the directory it is joined to.
-pub(crate) fn plain_relative(name: &str) -> bool {
-    !name.is_empty()
-        && Path::new(name)
-            .components()
-            .all(|c| matches!(c, Component::Normal(_)))
 }
 
 /// The findings, with the server's directories taken out of their paths.
@@ -201,6 +202,7 @@ fn findings(errors: &FleetErrors, input: &Path) -> Vec<Finding> {
 mod tests {
     use super::*;
     use axum::http::HeaderValue;
+    use axum::http::header::CONTENT_TYPE;
 
     fn headers(kind: &'static str) -> HeaderMap {
         let mut h = HeaderMap::new();
@@ -218,10 +220,15 @@ mod tests {
         )
         .unwrap();
         assert_eq!((s.fleet.as_str(), s.task.as_deref()), ("x", Some("t")));
-        assert!(matches!(
-            Submission::parse(&headers("image/png"), b""),
-            Err(ApiError::UnsupportedMedia(_))
-        ));
+        for kind in ["image/png", "text/plain", "text/toml", ""] {
+            assert!(
+                matches!(
+                    Submission::parse(&headers(kind), b"[fleet]\n"),
+                    Err(ApiError::UnsupportedMedia { .. })
+                ),
+                "{kind}"
+            );
+        }
         for bad in [
             r#"{"fleet":"x","files":{"../a":"y"}}"#,
             r#"{"fleet":"x","files":{"/etc/a":"y"}}"#,

@@ -57,7 +57,10 @@ pub(crate) async fn validate(
         .map_err(|e| ApiError::Internal(format!("cannot make a directory to validate in: {e}")))?;
     let input = dir.path().join(INPUT_DIR);
     submission.write(&input)?;
-    let loaded = match submission.load(&input, cwd.as_deref()).await {
+    let loaded = match submission
+        .load(&input, cwd.as_deref(), &server.allow_roots)
+        .await
+    {
         Ok(l) => l,
         Err(ApiError::InvalidFleet(findings)) => return Ok(invalid(findings)),
         Err(e) => return Err(e),

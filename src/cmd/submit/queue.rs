@@ -144,7 +144,7 @@ async fn check(submission: &Submission) -> Result<(String, Vec<String>), ApiErro
     ));
     let input = scratch.join(INPUT_DIR);
     let checked = match submission.write(&input) {
-        Ok(()) => submission.load_fleet(&input, None).await.map(|l| {
+        Ok(()) => submission.load_fleet(&input, None, None).await.map(|l| {
             (
                 l.fleet.name.clone(),
                 l.warnings.iter().map(ToString::to_string).collect(),

@@ -125,7 +125,11 @@ async fn run(
         }
     }
     let loaded = match submission.cwd(&worker.allow_roots) {
-        Ok(cwd) => submission.load(&input, cwd.as_deref()).await,
+        Ok(cwd) => {
+            submission
+                .load(&input, cwd.as_deref(), &worker.allow_roots)
+                .await
+        }
         Err(e) => Err(e),
     };
     let loaded = match loaded {

@@ -295,6 +295,7 @@ async fn start(
             })
     };
     let dir = canonical(&dir)?;
+    crate::secrets::withhold(&[]);
     let allow_roots = args
         .allow_roots
         .iter()

@@ -73,7 +73,17 @@ pub(crate) struct Browser {
 impl Browser {
     /// chromedriver and a headless chromium with a `width`x`height` window;
     /// screenshots named `<label>-<page>.png`.
-    pub(crate) async fn start(label: &str, (width, height): (u32, u32)) -> Browser {
+    pub(crate) async fn start(label: &str, size: (u32, u32)) -> Browser {
+        Browser::start_with(label, size, &[]).await
+    }
+
+    /// [`Browser::start`] with chromium's arguments `extra` too (e.g.
+    /// `--host-resolver-rules=MAP name 127.0.0.1`: a name that resolves to this host).
+    pub(crate) async fn start_with(
+        label: &str,
+        (width, height): (u32, u32),
+        extra: &[&str],
+    ) -> Browser {
         let scratch = tempfile::tempdir().expect("tempdir");
         let marker = EnvMarker::new("browser");
         let mut chromedriver = Command::new(chromedriver())
@@ -109,7 +119,10 @@ impl Browser {
             "--disable-extensions".to_owned(),
             "--hide-scrollbars".to_owned(),
             format!("--window-size={width},{height}"),
-        ] {
+        ]
+        .into_iter()
+        .chain(extra.iter().map(|a| (*a).to_owned()))
+        {
             caps.add_arg(&arg).expect("arg");
         }
         let mut browser = Browser {

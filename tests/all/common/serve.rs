@@ -1,11 +1,18 @@
 //! `capfleet serve` under test: a server started on a free loopback port in a
 //! directory of its own, requests to it (with or without a bearer token), its runs
 //! awaited, its event stream read by curl (a real SSE client), and its end.
+//!
+//! A server started without `--token-file` is a default `capfleet serve`: it makes
+//! its own token file and prints its admin token once, which [`Server`] keeps
+//! ([`Server::admin`]) and sends with every request that names no token (a second
+//! server on the same directory finds the file, prints nothing, and gets the token
+//! the first one printed).
 
+use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ExitStatus, Stdio};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -19,7 +26,14 @@ pub(crate) struct Server {
     pub port: u16,
     pub dir: PathBuf,
     stderr: Arc<Mutex<String>>,
+    /// The admin token a server without `--token-file` made (and printed) for
+    /// itself: sent when a request names none.
+    admin: Option<String>,
 }
+
+/// The admin token each directory's default server printed, for the next server
+/// started there (which prints none).
+static ADMINS: LazyLock<Mutex<HashMap<PathBuf, String>>> = LazyLock::new(Mutex::default);
 
 impl Server {
     /// `capfleet serve --addr 127.0.0.1:0 EXTRA…` in `dir`, once it listens.
@@ -33,9 +47,17 @@ impl Server {
             .args(["serve", "--addr", "127.0.0.1:0"])
             .args(extra)
             .envs(env.iter().copied())
+            .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .expect("capfleet serve");
+        let (token_tx, token_rx) = std::sync::mpsc::channel();
+        let out = BufReader::new(child.stdout.take().expect("stdout"));
+        std::thread::spawn(move || {
+            for line in out.lines().map_while(Result::ok) {
+                let _ = token_tx.send(line.trim().to_owned());
+            }
+        });
         let stderr = Arc::new(Mutex::new(String::new()));
         let (port_tx, port_rx) = std::sync::mpsc::channel();
         let lines = BufReader::new(child.stderr.take().expect("stderr"));
@@ -54,12 +76,55 @@ impl Server {
         let port = port_rx
             .recv_timeout(Duration::from_secs(60))
             .unwrap_or_else(|_| panic!("the server did not start: {}", stderr.lock().unwrap()));
+        // Printed before it listens: there by now when it made its token file.
+        let admin = (!extra.contains(&"--token-file")).then(|| {
+            let mut admins = ADMINS.lock().unwrap();
+            let made = stderr.lock().unwrap().contains("no --token-file: made");
+            if made {
+                let secret = token_rx
+                    .recv_timeout(Duration::from_secs(10))
+                    .expect("the admin token on stdout");
+                assert!(secret.starts_with("cft_"), "{secret}");
+                admins.insert(dir.to_owned(), secret.clone());
+                return secret;
+            }
+            admins.get(dir).cloned().unwrap_or_else(|| {
+                panic!(
+                    "the server printed no admin token: {}",
+                    stderr.lock().unwrap()
+                )
+            })
+        });
         Server {
             child,
             port,
             dir: dir.to_owned(),
             stderr,
+            admin,
         }
+    }
+
+    /// The admin token the server made for itself (started without `--token-file`).
+    pub(crate) fn admin(&self) -> &str {
+        self.admin
+            .as_deref()
+            .expect("a server started without --token-file")
+    }
+
+    /// `token`, else the server's own admin token (none with `--token-file`).
+    fn token<'a>(&'a self, token: Option<&'a str>) -> Option<&'a str> {
+        token.or(self.admin.as_deref())
+    }
+
+    /// [`sse`] of this server, with `token` (else its admin token).
+    pub(crate) fn sse(
+        &self,
+        path: &str,
+        token: Option<&str>,
+        last_id: Option<u64>,
+        stop_after: Option<usize>,
+    ) -> Vec<SseEvent> {
+        sse(self.port, path, self.token(token), last_id, stop_after)
     }
 
     pub(crate) fn pid(&self) -> i32 {
@@ -71,7 +136,8 @@ impl Server {
         self.stderr.lock().unwrap().clone()
     }
 
-    /// A request with `token` (as a bearer token) and `body` of `content_type`.
+    /// A request with `token` (as a bearer token; none: the server's admin token, if
+    /// it made one) and `body` of `content_type`.
     pub(crate) fn request(
         &self,
         method: &str,
@@ -80,7 +146,7 @@ impl Server {
         content_type: &str,
         body: &[u8],
     ) -> Response {
-        let auth = token.map(|t| format!("Bearer {t}"));
+        let auth = self.token(token).map(|t| format!("Bearer {t}"));
         // Every request activates the CAP extension: the HTTP API ignores it, and the
         // exposed agents' A2A routes refuse plain A2A unless --a2a-plain.
         let mut headers = vec![
@@ -256,7 +322,7 @@ pub(crate) struct SseEvent {
 /// Read the event stream of `path` with `curl -N` (a real SSE client), from
 /// `last_id` (the `Last-Event-ID` header), until `stop_after` events were read (then
 /// the connection is cut) or the stream ends.
-pub(crate) fn sse(
+fn sse(
     port: u16,
     path: &str,
     token: Option<&str>,

@@ -1,7 +1,8 @@
 //! Auth for an A2A peer (issue 14 point 5): the card's security schemes say how a
 //! secret is sent (a bearer token, an API key header); the secret comes from the
-//! environment variable `[x-a2a] secret_env` names, never from the manifest. The
-//! header is marked sensitive and no log, event or error shows its value.
+//! environment variable `[x-a2a] secret_env` names, never from the manifest (a
+//! variable the application withholds from agents, [`crate::process::environ`], is
+//! unset for it too). The header is marked sensitive and no log, event or error shows its value.
 
 use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
 

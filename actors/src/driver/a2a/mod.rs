@@ -220,7 +220,7 @@ impl Wire for A2aWire {
                 .rev()
                 .find(|(k, _)| k == var)
                 .map(|(_, v)| v.clone())
-                .or_else(|| std::env::var(var).ok())
+                .or_else(|| crate::process::environ::inherited(var))
         };
         let auth = auth::Auth::for_card(&card, opts.secret_env.as_deref(), secret)
             .map_err(|e| config_error(launch, e))?;

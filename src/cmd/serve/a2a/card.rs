@@ -1,7 +1,7 @@
 //! The agent card of an exposed agent or fleet (spec §11.2): its name, a skill per
 //! CAP profile of the agent (or the fleet's sessions), the `cap-protocol/v1`
 //! extension, one JSON-RPC interface per spelling at `/a2a/<name>/` of the address
-//! the client used, and the bearer scheme when the server has tokens. The card is
+//! the client used, and the bearer scheme (the server always has tokens). The card is
 //! public, as A2A discovery expects: it names no run, session or secret.
 
 use std::sync::Arc;
@@ -84,7 +84,7 @@ pub(super) async fn serve(
         spellings: &[Spelling::V1, Spelling::V03],
         cap_extension: true,
         cap_required: !exposed.plain,
-        bearer: exposed.server.tokens.is_some(),
+        bearer: true,
         skills,
     });
     ([("content-type", "application/json")], card.to_string()).into_response()

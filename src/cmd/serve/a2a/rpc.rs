@@ -5,8 +5,7 @@
 //!
 //! Auth: the server's bearer tokens, by method — `GetTask` / `SubscribeToTask` need
 //! `read`, sending and cancelling `run`, and a message answering an `input-required`
-//! `approve` (as answering an ask over the HTTP API does). Without a token file every
-//! caller is `anonymous` with every role (loopback only).
+//! `approve` (as answering an ask over the HTTP API does).
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
