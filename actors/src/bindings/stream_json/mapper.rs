@@ -231,6 +231,7 @@ impl StreamJsonMapper {
             Frame::StreamEvent(_) => ("stream_event", false),
             Frame::Artifact(_) => ("artifact", false),
             Frame::System(_)
+            | Frame::RateLimitEvent(_)
             | Frame::ControlRequest(_)
             | Frame::ControlCancelRequest(_)
             | Frame::ControlResponse(_)
