@@ -49,6 +49,8 @@ pub(crate) enum RunState {
     Failed,
     Interrupted,
     Running,
+    /// Waits to start (a server's queue, on disk).
+    Queued,
 }
 
 /// One run, as listed.
@@ -64,6 +66,9 @@ pub(crate) struct RunRow {
     pub sessions: usize,
     /// The first record's time (ms since the epoch), if it has one.
     pub started_ms: Option<u64>,
+    /// When it ended and its exit code, once it has.
+    pub ended_ms: Option<u64>,
+    pub exit_code: Option<u8>,
 }
 
 pub(crate) fn run(args: RunsArgs, color: ColorChoice) -> ExitCode {
@@ -124,6 +129,7 @@ pub(crate) fn run(args: RunsArgs, color: ColorChoice) -> ExitCode {
 pub(crate) fn row(run: &RunDir) -> RunRow {
     let read = read_journal(&run.journal());
     let (state, pid) = match run.orchestrator() {
+        _ if run.is_queued() && !read.ended => (RunState::Queued, None),
         Orchestrator::Running => (RunState::Running, lock_pid(&run.path)),
         _ => (state_of(read.outcome.as_deref(), read.ended), None),
     };
@@ -135,6 +141,8 @@ pub(crate) fn row(run: &RunDir) -> RunRow {
         cost_usd: read.cost_usd,
         sessions: read.sessions.len(),
         started_ms: read.started_ms,
+        ended_ms: read.ended_ms,
+        exit_code: read.exit_code,
     }
 }
 
