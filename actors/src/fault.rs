@@ -8,6 +8,16 @@ use std::sync::Arc;
 
 use tokio::sync::mpsc;
 
+/// How long a writer keeps retrying a write that failed for want of a descriptor
+/// ([`out_of_descriptors`]) before it counts as a fault.
+pub const DESCRIPTOR_PATIENCE: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// `EMFILE` or `ENFILE`: no descriptor free now (the process's or the system's). A
+/// transient want, not a broken disk: the write is tried again once one is free.
+pub fn out_of_descriptors(e: &std::io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE))
+}
+
 /// Faults reported at most this many at once (each writer reports once).
 pub const FAULTS_CAPACITY: usize = 16;
 

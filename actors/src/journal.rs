@@ -12,7 +12,9 @@
 //! cut, each cut said by a `journal_cut` record with the bytes and chunks it left out.
 //! A write that fails (ENOSPC, EIO, a read-only disk) is a [`DiskFault`] reported to
 //! the run, which fails with it; the writer keeps draining (no publisher blocks) and
-//! counts what it could not write.
+//! counts what it could not write. No descriptor free (`EMFILE`, `ENFILE`) is not a
+//! fault: opening and syncing are tried again (a sync request waits) for up to
+//! [`DESCRIPTOR_PATIENCE`].
 //!
 //! What a resume needs is on disk before it takes effect: [`Durable::sync`] returns
 //! once everything published before the call is written and synced (the router calls
@@ -35,7 +37,7 @@ use tokio::task::JoinHandle;
 
 use crate::error::JournalOpen;
 use crate::events::{Published, SUBSCRIBER_CAPACITY};
-use crate::fault::{DiskFault, FaultSink};
+use crate::fault::{DESCRIPTOR_PATIENCE, DiskFault, FaultSink, out_of_descriptors};
 
 /// The longest a record waits in memory before it is written and synced.
 pub const FLUSH_EVERY: Duration = Duration::from_millis(100);
@@ -171,18 +173,9 @@ impl Actor for Journal {
         args: JournalArgs,
     ) -> Result<JournalState, ActorProcessingErr> {
         let path = args.spec.path.clone();
-        let opened = match path.parent() {
-            Some(dir) => std::fs::create_dir_all(dir),
-            None => Ok(()),
-        }
-        .and_then(|()| {
-            std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&path)
-        })
-        .and_then(|file| batch::Writer::new(file, args.spec, args.faults));
-        let writer = opened.map_err(|source| JournalOpen { path, source })?;
+        let writer = open(args)
+            .await
+            .map_err(|source| JournalOpen { path, source })?;
         let (tx, rx) = mpsc::channel(SUBSCRIBER_CAPACITY);
         let (syncs, sync_rx) = mpsc::channel(SYNCS_CAPACITY);
         let writer = tokio::spawn(write_loop(writer, rx, sync_rx));
@@ -252,6 +245,7 @@ async fn write_loop(
 ) -> JournalTally {
     let mut tick = tokio::time::interval(FLUSH_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut waiting = Vec::new();
     loop {
         tokio::select! {
             event = rx.recv() => match event {
@@ -260,23 +254,61 @@ async fn write_loop(
             },
             Some(done) = syncs.recv() => {
                 // Every request made so far, then every event queued before them: one sync answers them all.
-                let mut waiting = vec![done];
+                waiting.push(done);
                 while let Ok(done) = syncs.try_recv() {
                     waiting.push(done);
                 }
                 while let Ok(event) = rx.try_recv() {
                     writer.push(event);
                 }
-                writer.flush().await;
-                for done in waiting {
-                    let _caller_gone = done.send(());
-                }
+                flushed(writer.flush().await, &mut waiting);
             }
-            _ = tick.tick() => writer.flush().await,
+            _ = tick.tick() => flushed(writer.flush().await, &mut waiting),
         }
     }
-    writer.flush().await;
+    // The end: tried until synced or the descriptors' patience is out.
+    while writer.flush().await == batch::Flushed::Retry {
+        tokio::time::sleep(FLUSH_EVERY).await;
+    }
+    flushed(batch::Flushed::Done, &mut waiting);
     writer.tally()
+}
+
+/// Answer the sync requests once a flush has synced (or failed for good); while it
+/// waits for a descriptor they wait with it.
+fn flushed(flushed: batch::Flushed, waiting: &mut Vec<oneshot::Sender<()>>) {
+    if flushed == batch::Flushed::Done {
+        for done in waiting.drain(..) {
+            let _caller_gone = done.send(());
+        }
+    }
+}
+
+/// Open the journal's writer; with no descriptor free, tried again every
+/// [`FLUSH_EVERY`] for up to [`DESCRIPTOR_PATIENCE`].
+async fn open(args: JournalArgs) -> std::io::Result<batch::Writer> {
+    let started = std::time::Instant::now();
+    loop {
+        let path = &args.spec.path;
+        let opened = match path.parent() {
+            Some(dir) => std::fs::create_dir_all(dir),
+            None => Ok(()),
+        }
+        .and_then(|()| {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+        })
+        .and_then(|file| batch::Writer::new(file, args.spec.clone(), args.faults.clone()));
+        match opened {
+            Err(e) if out_of_descriptors(&e) && started.elapsed() < DESCRIPTOR_PATIENCE => {
+                tracing::warn!(path = %path.display(), "opening the journal waits for a descriptor: {e}");
+                tokio::time::sleep(FLUSH_EVERY).await;
+            }
+            opened => return opened,
+        }
+    }
 }
 
 /// A fault of the journal at `path`.

@@ -49,6 +49,8 @@ pub(crate) enum RunState {
     Failed,
     Interrupted,
     Running,
+    /// Waits to start (a server's queue, on disk).
+    Queued,
 }
 
 /// One run, as listed.
@@ -64,6 +66,9 @@ pub(crate) struct RunRow {
     pub sessions: usize,
     /// The first record's time (ms since the epoch), if it has one.
     pub started_ms: Option<u64>,
+    /// When it ended and its exit code, once it has.
+    pub ended_ms: Option<u64>,
+    pub exit_code: Option<u8>,
 }
 
 pub(crate) fn run(args: RunsArgs, color: ColorChoice) -> ExitCode {
@@ -124,6 +129,7 @@ pub(crate) fn run(args: RunsArgs, color: ColorChoice) -> ExitCode {
 pub(crate) fn row(run: &RunDir) -> RunRow {
     let read = read_journal(&run.journal());
     let (state, pid) = match run.orchestrator() {
+        _ if run.is_queued() && !read.ended => (RunState::Queued, None),
         Orchestrator::Running => (RunState::Running, lock_pid(&run.path)),
         _ => (read.state(), None),
     };
@@ -135,6 +141,8 @@ pub(crate) fn row(run: &RunDir) -> RunRow {
         cost_usd: read.cost_usd,
         sessions: read.sessions.len(),
         started_ms: read.started_ms,
+        ended_ms: read.ended_ms,
+        exit_code: read.exit_code,
     }
 }
 
@@ -218,7 +226,18 @@ impl JournalRead {
             Some("run_ended") => {
                 read.ended = true;
                 read.ended_ms = rec["ts_ms"].as_u64();
-                read.exit_code = rec["exit_code"].as_u64().and_then(|c| u8::try_from(c).ok());
+                // The engine's `run_ended` says its outcome (and signal): its code.
+                let code = rec["exit_code"]
+                    .as_u64()
+                    .and_then(|c| u8::try_from(c).ok())
+                    .or_else(|| {
+                        let outcome = serde_json::from_value(rec["outcome"].clone()).ok()?;
+                        let signal = serde_json::from_value(rec["signal"].clone()).ok();
+                        Some(crate::cmd::run::launch::code_of(outcome, signal))
+                    });
+                if code.is_some() {
+                    read.exit_code = code;
+                }
                 if let Some(o) = rec["outcome"].as_str() {
                     read.outcome = Some(o.to_owned());
                 }
@@ -276,6 +295,11 @@ mod tests {
         assert_eq!(state_of(None, false), RunState::Interrupted);
         // Its second end is the one that counts; a torn last line is skipped.
         lines.push(r#"{"type":"run_ended","outcome":"completed","exit_code":0,"ts_ms":12}"#);
+        // The engine's own `run_ended` names no code: it is its outcome's.
+        let engine = [r#"{"type":"run_ended","outcome":"interrupted","signal":"SIGTERM"}"#];
+        assert_eq!(read(&engine).exit_code, Some(143));
+        let engine = [r#"{"type":"run_ended","outcome":"budget_exceeded"}"#];
+        assert_eq!(read(&engine).exit_code, Some(crate::cmd::run::EXIT_BUDGET));
         lines.push(r#"{"type":"cap","event":{"kind":"cap.usage","cost_usd_estimate":0.5}}"#);
         lines.push(r#"{"type":"st"#);
         let r = read(&lines);

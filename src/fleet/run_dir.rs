@@ -24,6 +24,8 @@ pub(crate) const JOURNAL_FILE: &str = "journal.jsonl";
 pub(crate) const LATEST: &str = "latest";
 /// The lock file the orchestrator holds while it lives.
 pub(crate) const LOCK_FILE: &str = "orchestrator.lock";
+/// Present while a run waits to start (a server's queue): what it starts with.
+pub(crate) const QUEUED_FILE: &str = "queued.json";
 
 /// The lock a running orchestrator holds (released when dropped or when it dies).
 #[derive(Debug)]
@@ -281,6 +283,47 @@ impl RunDir {
             .map_err(io)
     }
 
+    /// Mark the run queued with `what` it starts with, on disk (synced, the file
+    /// then the directory) when this returns.
+    pub(crate) fn mark_queued(&self, what: &serde_json::Value) -> Result<(), RunDirError> {
+        use std::io::Write as _;
+        let path = self.path.join(QUEUED_FILE);
+        let tmp = path.with_extension("json.tmp");
+        let io = |source| RunDirError::Io {
+            path: path.clone(),
+            source,
+        };
+        let mut file = std::fs::File::create(&tmp).map_err(io)?;
+        writeln!(file, "{what}").map_err(io)?;
+        file.sync_all().map_err(io)?;
+        std::fs::rename(&tmp, &path).map_err(io)?;
+        std::fs::File::open(&self.path)
+            .and_then(|d| d.sync_all())
+            .map_err(io)
+    }
+
+    /// What the run waits to start with, while it is queued.
+    pub(crate) fn queued(&self) -> Option<serde_json::Value> {
+        let text = std::fs::read_to_string(self.path.join(QUEUED_FILE)).ok()?;
+        serde_json::from_str(text.trim()).ok()
+    }
+
+    /// Whether the run waits to start.
+    pub(crate) fn is_queued(&self) -> bool {
+        self.path.join(QUEUED_FILE).is_file()
+    }
+
+    /// The run waits no more (it starts, or it never will).
+    pub(crate) fn unmark_queued(&self) -> Result<(), RunDirError> {
+        let path = self.path.join(QUEUED_FILE);
+        match std::fs::remove_file(&path) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                Err(RunDirError::Io { path, source: e })
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// A simulator session's state directory.
     pub(crate) fn sim_state(&self, session: &str) -> PathBuf {
         self.path.join("sim").join(session)
@@ -381,6 +424,13 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+        assert!(!run.is_queued());
+        run.mark_queued(&serde_json::json!({"by": "ci"})).unwrap();
+        assert!(run.is_queued());
+        assert_eq!(run.queued().unwrap()["by"], "ci");
+        run.unmark_queued().unwrap();
+        run.unmark_queued().unwrap();
+        assert!(!run.is_queued() && run.queued().is_none());
         run.record_end(3).unwrap();
         let journal = std::fs::read_to_string(run.journal()).unwrap();
         let rec: serde_json::Value = serde_json::from_str(journal.trim()).unwrap();

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::SessionState;
 use crate::protocol::{CapEvent, StopReason};
@@ -304,7 +304,7 @@ impl RouteVia {
 }
 
 /// How a run ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RunOutcome {
     Completed,
@@ -319,7 +319,7 @@ pub enum RunOutcome {
 /// `SIGINT` stops it cooperatively (every turn cancelled, every agent closed);
 /// `SIGTERM` and `SIGHUP` kill every agent's group at once; a second signal of any
 /// kind cuts the kill grace short.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Signal {
     #[serde(rename = "SIGINT")]
     Int,

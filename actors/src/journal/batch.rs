@@ -8,15 +8,23 @@
 //! is the event's own record, unchanged). Past the limit a run's text is counted, not
 //! kept, and written as a `journal_cut` record. A turn's prompt past
 //! [`Prompt::INLINE_MAX`] bytes goes to the blob store and the record names it.
+//!
+//! A process out of descriptors (`EMFILE`, `ENFILE`: a server flooded with sockets)
+//! is a want, not a broken disk: a prompt that cannot be stored as a blob then is
+//! kept inline, and a flush that cannot sync its blobs is tried again at the next
+//! one (what waits for it, waits) for up to [`DESCRIPTOR_PATIENCE`]; only then is it a
+//! fault. Syncing the journal itself needs no new descriptor.
 
 use std::io::Write;
+use std::sync::Arc;
+use std::time::Instant;
 
 use serde_json::json;
 
 use super::blobs::Blobs;
 use super::{JournalSpec, JournalTally, fault};
 use crate::events::{EventBody, Prompt, Published, SessionEvent};
-use crate::fault::{self as disk, FaultSink};
+use crate::fault::{self as disk, DESCRIPTOR_PATIENCE, FaultSink, out_of_descriptors};
 use crate::protocol::{CapEvent, HasMeta, TextChunk};
 
 /// A text run is written once it holds this many bytes.
@@ -87,9 +95,20 @@ fn text_of(e: &Published) -> Option<&TextChunk> {
     }
 }
 
+/// What a flush came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Flushed {
+    /// Everything written is synced (or the writer has failed: nothing more will be).
+    Done,
+    /// Out of descriptors: tried again at the next flush.
+    Retry,
+}
+
 pub(super) struct Writer {
     out: std::io::BufWriter<std::fs::File>,
-    sync: std::fs::File,
+    /// The journal's file, for its syncs (shared, not duplicated: a sync takes no
+    /// descriptor).
+    sync: Arc<std::fs::File>,
     spec: JournalSpec,
     faults: Option<FaultSink>,
     blobs: Blobs,
@@ -99,6 +118,8 @@ pub(super) struct Writer {
     run: Option<TextRun>,
     dirty: bool,
     failed: bool,
+    /// Since when flushes have found no descriptor free.
+    wanting: Option<Instant>,
     line: Vec<u8>,
 }
 
@@ -109,7 +130,7 @@ impl Writer {
         faults: Option<FaultSink>,
     ) -> std::io::Result<Writer> {
         Ok(Writer {
-            sync: file.try_clone()?,
+            sync: Arc::new(file.try_clone()?),
             out: std::io::BufWriter::with_capacity(256 << 10, file),
             blobs: Blobs::beside(&spec.path),
             spec,
@@ -119,6 +140,7 @@ impl Writer {
             run: None,
             dirty: false,
             failed: false,
+            wanting: None,
             line: Vec::with_capacity(1024),
         })
     }
@@ -176,7 +198,15 @@ impl Writer {
         if text.len() <= Prompt::INLINE_MAX {
             return Ok(None);
         }
-        let reference = self.blobs.store(text.as_bytes())?;
+        let reference = match self.blobs.store(text.as_bytes()) {
+            Ok(r) => r,
+            // No descriptor for the blob now: the prompt stays in the record.
+            Err(e) if out_of_descriptors(&e) => {
+                tracing::warn!(path = %self.spec.path.display(), "a large prompt kept inline: {e}");
+                return Ok(None);
+            }
+            Err(e) => return Err(e),
+        };
         let mut stored = (**e).clone();
         stored.body = EventBody::TurnStarted {
             prompt_bytes: *prompt_bytes,
@@ -247,17 +277,18 @@ impl Writer {
     }
 
     /// Write out the buffer and sync; what is synced is kept.
-    pub(super) async fn flush(&mut self) {
+    pub(super) async fn flush(&mut self) -> Flushed {
         self.end_run();
-        if self.failed || !std::mem::take(&mut self.dirty) {
-            return;
+        if self.failed || !self.dirty {
+            return Flushed::Done;
         }
         // The blobs first: a record on disk never names one that is not.
-        let blobs = match self.blobs.take_pending() {
+        let blobs = match self.blobs.pending_job() {
             Some(job) => tokio::task::spawn_blocking(job)
                 .await
                 .map_err(std::io::Error::other)
-                .and_then(|r| r),
+                .and_then(|r| r)
+                .map(|()| self.blobs.synced()),
             None => Ok(()),
         };
         let synced = match blobs.and_then(|()| self.out.flush()) {
@@ -266,13 +297,32 @@ impl Writer {
         };
         match synced {
             Ok(()) => {
+                self.dirty = false;
+                if let Some(since) = self.wanting.take() {
+                    tracing::info!(path = %self.spec.path.display(), waited_ms = since.elapsed().as_millis(), "the journal is synced again");
+                }
                 (self.tally.records, self.tally.bytes) = self.written;
                 if let Some(replica) = &self.spec.replica {
                     replica.synced(self.tally.bytes);
                 }
+                Flushed::Done
             }
-            Err(e) => self.fail(e, 0),
+            Err(e) if out_of_descriptors(&e) && self.still_waiting(&e) => Flushed::Retry,
+            Err(e) => {
+                self.fail(e, 0);
+                Flushed::Done
+            }
         }
+    }
+
+    /// No descriptor for a flush: whether to try again (said once, when the wait
+    /// starts), within [`DESCRIPTOR_PATIENCE`].
+    fn still_waiting(&mut self, e: &std::io::Error) -> bool {
+        let since = *self.wanting.get_or_insert_with(|| {
+            tracing::warn!(path = %self.spec.path.display(), "the journal's sync waits for a descriptor: {e}");
+            Instant::now()
+        });
+        since.elapsed() < DESCRIPTOR_PATIENCE
     }
 
     /// A write failed (`unwritten` records with it): report it once; what was not
@@ -285,8 +335,8 @@ impl Writer {
 }
 
 /// `fsync` off the async threads.
-async fn sync(file: &std::fs::File) -> std::io::Result<()> {
-    let handle = file.try_clone()?;
+async fn sync(file: &Arc<std::fs::File>) -> std::io::Result<()> {
+    let handle = file.clone();
     tokio::task::spawn_blocking(move || handle.sync_data())
         .await
         .map_err(std::io::Error::other)?

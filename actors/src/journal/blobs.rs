@@ -81,23 +81,30 @@ impl Blobs {
         Ok(reference)
     }
 
-    /// Sync what was stored since the last call and move it into place (then the
-    /// directory): blocking, run off the async threads.
-    pub(super) fn take_pending(
-        &mut self,
-    ) -> Option<impl FnOnce() -> io::Result<()> + Send + 'static> {
+    /// Sync what was stored since the last [`Blobs::synced`] and move it into place
+    /// (then the directory): blocking, run off the async threads. Tried again after a
+    /// failure, it takes up where it stopped (a blob already moved is skipped).
+    pub(super) fn pending_job(&self) -> Option<impl FnOnce() -> io::Result<()> + Send + 'static> {
         if self.pending.is_empty() {
             return None;
         }
-        let pending = std::mem::take(&mut self.pending);
+        let pending = self.pending.clone();
         let dir = self.dir.clone();
         Some(move || {
             for (tmp, path) in &pending {
+                if !tmp.exists() && path.exists() {
+                    continue;
+                }
                 std::fs::File::open(tmp)?.sync_all()?;
                 std::fs::rename(tmp, path)?;
             }
             std::fs::File::open(&dir)?.sync_all()
         })
+    }
+
+    /// The job of [`Blobs::pending_job`] succeeded: nothing is pending.
+    pub(super) fn synced(&mut self) {
+        self.pending.clear();
     }
 }
 
@@ -119,8 +126,11 @@ mod tests {
         assert_eq!(blobs.pending.len(), 1);
         // Not in place before the sync: a record naming it is not synced either.
         assert!(read(dir.path(), &a).is_err());
-        (blobs.take_pending().unwrap())().unwrap();
-        assert!(blobs.take_pending().is_none());
+        (blobs.pending_job().unwrap())().unwrap();
+        // Run again (as after a failure half-way), it skips what is in place.
+        (blobs.pending_job().unwrap())().unwrap();
+        blobs.synced();
+        assert!(blobs.pending_job().is_none());
         assert_eq!(read(dir.path(), &a).unwrap(), b"hello");
         std::fs::write(path_of(dir.path(), &a).unwrap(), b"changed").unwrap();
         assert!(

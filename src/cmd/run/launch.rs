@@ -63,14 +63,20 @@ pub(crate) fn run_spec(fleet: &Fleet, run: &RunDir, launch: Launch) -> RunSpec {
 /// for `SIGINT`, 143 `SIGTERM`, 129 `SIGHUP`), a cancelled one 130.
 /// A completed run whose `--commit` could not make a commit it owed exits 1.
 pub(crate) fn exit_code(r: &RunReport) -> u8 {
-    match r.outcome {
-        RunOutcome::Completed if r.workspaces.iter().any(|w| w.commit_failed) => {
-            EXIT_SESSION_FAILED
-        }
+    if r.outcome == RunOutcome::Completed && r.workspaces.iter().any(|w| w.commit_failed) {
+        return EXIT_SESSION_FAILED;
+    }
+    code_of(r.outcome, r.signal)
+}
+
+/// The exit code of a run that ended with `outcome`, stopped by `signal` if one did
+/// (what a journal's `run_ended` says is read back as this).
+pub(crate) fn code_of(outcome: RunOutcome, signal: Option<Signal>) -> u8 {
+    match outcome {
         RunOutcome::Completed => 0,
         RunOutcome::SessionFailed | RunOutcome::DiskFailed => EXIT_SESSION_FAILED,
         RunOutcome::BudgetExceeded => EXIT_BUDGET,
-        RunOutcome::Interrupted => r.signal.map_or(EXIT_INTERRUPTED, Signal::exit_code),
+        RunOutcome::Interrupted => signal.map_or(EXIT_INTERRUPTED, Signal::exit_code),
     }
 }
 

@@ -39,7 +39,8 @@ API (JSON; every error is {\"code\", \"message\"}, a fleet's findings with line 
   GET  /v1/runs/{id}/artifacts[/{session}/{name}]   GET /v1/runs/{id}/diff[/{session}]
   GET  /v1/runs/{id}/asks       open permission requests and asks (the turn waits)
   POST /v1/runs/{id}/asks/{ask_id}  {\"decision\": \"allow_once\"|\"allow_always\"|\"deny\"}
-                                or {\"answer\": ...} / {\"decline\": true}; 409 once closed
+                                or {\"answer\": ...} / {\"decline\": true}; 422 with what it
+                                takes when it does not fit; 409 once closed
   GET  /v1/runs/{id}/fleet      the fleet's sessions and routes (a graph)
   GET  /v1/runs/{id}/changes    each coding session's diff and its vetting findings
   GET  /v1/asks                 the open questions of every run    GET /v1/me  the token's name, role
@@ -98,7 +99,13 @@ run; its `cwd` is a directory on the worker.
 
 Stopping: SIGTERM or SIGINT stops accepting (submit 503, /readyz 503), lets the runs \
 finish for --drain-timeout, then cancels them (journaled as cancelled by shutdown) and \
-exits 0 with no agent left; a second signal cancels them at once.
+exits 0 with no agent left; a second signal cancels them at once. The queued runs \
+stay queued on disk: the next `capfleet serve` on the data dir runs them first.
+
+Connections: --header-timeout for a request's headers, --idle-timeout for a \
+connection with no request in flight, at most --max-connections open (past it the \
+oldest idle one is closed for the new one, or, every one busy, the new one is refused \
+with 503). The soft open-file limit is raised to the hard one at start.
 
 Notifications: --notify URL (or a fleet's [notify]) POSTs JSON when a session waits for \
 an answer, when a run ends, when a budget is crossed, signed `X-Capfleet-Signature: \
@@ -139,6 +146,19 @@ pub(crate) struct ServeArgs {
     /// is answered fail-safe (deny, or decline).
     #[arg(long, default_value = "10m", value_name = "DURATION", value_parser = duration)]
     pub ask_timeout: Duration,
+    /// Connections open at once, at most: past it the oldest idle one is closed for
+    /// the new one, or (none idle) the new one is refused at once with 503. Default:
+    /// half the open-file limit (which capfleet raises to its hard limit at start),
+    /// and never more than leaves the runs their descriptors.
+    #[arg(long, value_name = "N")]
+    pub max_connections: Option<usize>,
+    /// How long a client has to send a request's headers before its connection is closed.
+    #[arg(long, default_value = "10s", value_name = "DURATION", value_parser = duration)]
+    pub header_timeout: Duration,
+    /// How long a connection with no request in flight (a keep-alive between
+    /// requests, or one that never sent any) stays open.
+    #[arg(long, default_value = "30s", value_name = "DURATION", value_parser = duration)]
+    pub idle_timeout: Duration,
     /// How long runs may go on after SIGTERM/SIGINT before they are cancelled.
     #[arg(long, default_value = "30s", value_name = "DURATION", value_parser = duration)]
     pub drain_timeout: Duration,

@@ -1,7 +1,9 @@
 //! What a run's fleet policy leaves open — permission requests and asks — put to the
 //! API's clients instead of a terminal: `GET /v1/runs/{id}/asks` lists them, `POST
-//! /v1/runs/{id}/asks/{ask_id}` answers one (validated against the request; `409` once
-//! it was answered or timed out). While one waits, its turn is suspended, not failed;
+//! /v1/runs/{id}/asks/{ask_id}` answers one (validated against the request: a
+//! permission's decision one of those offered, an ask's answer of the shape its form
+//! asks ([`super::answers`]); else `422` saying what it takes, and it stays open;
+//! `409` once it was answered or timed out). While one waits, its turn is suspended, not failed;
 //! after `--ask-timeout` it is answered fail-safe (deny, or decline). The answer's rule
 //! — journaled with it, in the answer's `capfleet.rule` — names who gave it:
 //! `remote:<token name>`, or `ask_timeout`.
@@ -14,7 +16,7 @@ use capfleet_actors::answerer::HumanQuestion;
 use capfleet_actors::events::requests::{Answer, AnswerTo, OpenRequest, fail_safe_by};
 use capfleet_actors::protocol::Decision;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use utoipa::ToSchema;
 
@@ -126,14 +128,20 @@ pub(crate) enum DecisionParam {
     Deny,
 }
 
+/// The decisions a permission request offers (CAP §7.6).
+const DECISIONS: [&str; 3] = ["allow_once", "allow_always", "deny"];
+
 /// An answer to an open question: `decision` for a permission, `answer` or `decline`
 /// for an ask.
 #[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct AnswerRequest {
+    /// A permission's decision (one of those offered; another is `422`).
     #[serde(default)]
-    pub decision: Option<DecisionParam>,
-    /// Any JSON value (one of the form's options, if it has any).
+    #[schema(value_type = Option<DecisionParam>)]
+    pub decision: Option<String>,
+    /// The value the ask's form asks for (its `oneOf` consts; for a form of several
+    /// questions an object question -> answer); free text when it has no form.
     #[serde(default)]
     pub answer: Option<Value>,
     #[serde(default)]
@@ -235,54 +243,16 @@ impl Asks {
         };
         let rule = format!("remote:{by}");
         let answer = match &o.request {
-            OpenRequest::Permission { req_id, .. } => {
-                let decision = match body.decision {
-                    Some(DecisionParam::AllowOnce) => Decision::AllowOnce,
-                    Some(DecisionParam::AllowAlways) => Decision::AllowAlways,
-                    Some(DecisionParam::Deny) => Decision::Deny,
-                    None => {
-                        return Err(ApiError::BadRequest(
-                            "`decision` is required: one of allow_once, allow_always, deny".into(),
-                        ));
-                    }
-                };
-                Answer::Permission {
-                    req_id: req_id.clone(),
-                    decision,
-                    rule,
-                }
-            }
-            OpenRequest::Ask { ask_id, form, .. } => {
-                let value = if body.decline {
-                    None
-                } else {
-                    let v = body
-                        .answer
-                        .as_ref()
-                        .filter(|v| !v.is_null())
-                        .ok_or_else(|| {
-                            ApiError::BadRequest("`answer` (or `decline: true`) is required".into())
-                        })?;
-                    let options = form.as_ref().and_then(|f| f["options"].as_array());
-                    if let Some(opts) = options {
-                        let fits = opts
-                            .iter()
-                            .any(|o| o == v || o["label"] == *v || o["value"] == *v);
-                        if !fits {
-                            return Err(ApiError::BadRequest(format!(
-                                "`answer` {v}: not one of the options {}",
-                                Value::Array(opts.clone())
-                            )));
-                        }
-                    }
-                    Some(v.clone())
-                };
-                Answer::Ask {
-                    ask_id: ask_id.clone(),
-                    value,
-                    rule,
-                }
-            }
+            OpenRequest::Permission { req_id, .. } => Answer::Permission {
+                req_id: req_id.clone(),
+                decision: decision(body)?,
+                rule,
+            },
+            OpenRequest::Ask { ask_id, form, .. } => Answer::Ask {
+                ask_id: ask_id.clone(),
+                value: ask_value(body, form.as_ref())?,
+                rule,
+            },
         };
         let o = open
             .remove(id)
@@ -334,6 +304,66 @@ impl Asks {
         tracing::warn!(ask = %id, "no answer in time: answered fail-safe");
         let _session_gone = o.to.cast(answer);
     }
+}
+
+/// A permission's answer: a decision among those offered.
+fn decision(body: &AnswerRequest) -> Result<Decision, ApiError> {
+    let misfit = |message: String| ApiError::InvalidAnswer {
+        message,
+        expected: json!({"decision": {"enum": DECISIONS}}),
+    };
+    if body.answer.is_some() || body.decline {
+        return Err(misfit(
+            "a permission request takes a `decision`, not an `answer` or `decline`".into(),
+        ));
+    }
+    let Some(said) = &body.decision else {
+        return Err(misfit(format!(
+            "`decision` is required: one of {}",
+            DECISIONS.join(", ")
+        )));
+    };
+    match serde_json::from_value(Value::String(said.clone())) {
+        Ok(DecisionParam::AllowOnce) => Ok(Decision::AllowOnce),
+        Ok(DecisionParam::AllowAlways) => Ok(Decision::AllowAlways),
+        Ok(DecisionParam::Deny) => Ok(Decision::Deny),
+        Err(_) => Err(misfit(format!(
+            "`decision` `{said}` is not offered: one of {}",
+            DECISIONS.join(", ")
+        ))),
+    }
+}
+
+/// An ask's answer: declined, or a value its form takes.
+fn ask_value(body: &AnswerRequest, form: Option<&Value>) -> Result<Option<Value>, ApiError> {
+    let expected = || json!({"answer": form.cloned().unwrap_or_else(|| json!({"type": ["string", "number", "boolean"]})), "decline": true});
+    let misfit = |message: String| ApiError::InvalidAnswer {
+        message,
+        expected: expected(),
+    };
+    if body.decision.is_some() {
+        return Err(misfit(
+            "an ask takes an `answer` (or `decline: true`), not a `decision`".into(),
+        ));
+    }
+    if body.decline {
+        return Ok(None);
+    }
+    let value = body
+        .answer
+        .as_ref()
+        .filter(|v| !v.is_null())
+        .ok_or_else(|| {
+            misfit(match form {
+                Some(f) => format!(
+                    "`answer` (or `decline: true`) is required: {}",
+                    super::answers::describe(f)
+                ),
+                None => "`answer` (or `decline: true`) is required: free text".into(),
+            })
+        })?;
+    super::answers::check(form, value).map_err(misfit)?;
+    Ok(Some(value.clone()))
 }
 
 /// Where a question put to the clients is notified.

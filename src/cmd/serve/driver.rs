@@ -60,6 +60,7 @@ async fn drive(server: Arc<Server>, pending: Pending) {
         traceparent: _,
     } = pending;
     fleet.bind_run_dir(&run);
+    super::queued::started(&run);
     // The server's webhook and the fleet's own; the fleet's is delivered by tasks of
     // this run, given a grace at its end.
     let (own, workers) = Notifier::start(

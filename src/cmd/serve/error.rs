@@ -44,6 +44,9 @@ pub(crate) enum ErrorCode {
     AskClosed,
     /// A parameter or body the server cannot take; the message says which (400).
     BadRequest,
+    /// An answer the open question does not take (422, with `expected`); the
+    /// question stays open.
+    InvalidAnswer,
     /// The fleet has findings (400, with `findings`).
     InvalidFleet,
     TooManySessions,
@@ -54,6 +57,9 @@ pub(crate) enum ErrorCode {
     ServerFull,
     /// The server drains: no new runs (503).
     Draining,
+    /// Past the connection cap with every connection busy (503, with `Retry-After`;
+    /// the connection is closed).
+    TooManyConnections,
     Internal,
 }
 
@@ -70,6 +76,11 @@ pub(crate) struct ErrorBody {
     /// token's name.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub answered_by: Option<String>,
+    /// What an open question takes (`invalid_answer`): a permission's decisions, or
+    /// an ask's form.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub expected: Option<serde_json::Value>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -84,6 +95,11 @@ pub(crate) enum ApiError {
     NoRun(String),
     #[error("{0}")]
     BadRequest(String),
+    #[error("{message}")]
+    InvalidAnswer {
+        message: String,
+        expected: serde_json::Value,
+    },
     #[error("the fleet is invalid: {} finding(s)", .0.len())]
     InvalidFleet(Vec<Finding>),
     #[error("the fleet has {sessions} sessions; this server runs at most {max} at once")]
@@ -130,6 +146,7 @@ impl ApiError {
             ApiError::BadRequest(_)
             | ApiError::InvalidFleet(_)
             | ApiError::TooManySessions { .. } => StatusCode::BAD_REQUEST,
+            ApiError::InvalidAnswer { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::UnsupportedMedia { .. } => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::Ended(_) => StatusCode::CONFLICT,
             ApiError::Full { .. } => StatusCode::TOO_MANY_REQUESTS,
@@ -155,6 +172,7 @@ impl ApiError {
             ApiError::NoArtifact(_) => ErrorCode::ArtifactNotFound,
             ApiError::AskClosed { .. } => ErrorCode::AskClosed,
             ApiError::BadRequest(_) => ErrorCode::BadRequest,
+            ApiError::InvalidAnswer { .. } => ErrorCode::InvalidAnswer,
             ApiError::InvalidFleet(_) => ErrorCode::InvalidFleet,
             ApiError::TooManySessions { .. } => ErrorCode::TooManySessions,
             ApiError::UnsupportedMedia { .. } => ErrorCode::UnsupportedMediaType,
@@ -180,6 +198,10 @@ impl IntoResponse for ApiError {
             },
             answered_by: match &self {
                 ApiError::AskClosed { answered_by, .. } => answered_by.clone(),
+                _ => None,
+            },
+            expected: match &self {
+                ApiError::InvalidAnswer { expected, .. } => Some(expected.clone()),
                 _ => None,
             },
         };

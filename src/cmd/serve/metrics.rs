@@ -1,7 +1,8 @@
 //! The server's own metrics, beside the runs' (one registry across all runs,
 //! `capfleet_actors::telemetry::metrics`), in the same `/metrics` exposition:
 //! requests by route and status, submissions by what became of them, runs running
-//! and queued now, the A2A tasks of exposed agents and fleets by how they ended.
+//! and queued now, the A2A tasks of exposed agents and fleets by how they ended, the
+//! connections open now and closed by why ([`super::conns`]).
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -31,6 +32,13 @@ pub(crate) struct A2aTaskLabels {
     pub state: String,
 }
 
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct ClosedLabels {
+    /// `done`, `header_timeout`, `idle`, `evicted` (for a newer one past the cap),
+    /// `refused` (past the cap, every one busy), `shutdown`.
+    pub reason: String,
+}
+
 pub(crate) struct ServerMetrics {
     pub registry: Registry,
     pub requests: Family<RequestLabels, Counter>,
@@ -38,6 +46,9 @@ pub(crate) struct ServerMetrics {
     pub a2a_tasks: Family<A2aTaskLabels, Counter>,
     pub running: Gauge,
     pub queued: Gauge,
+    /// Connections open now.
+    pub connections: Gauge,
+    pub connections_closed: Family<ClosedLabels, Counter>,
     /// The webhooks' notices (`capfleet_server_notify_*`).
     pub notify: crate::notify::NotifyStats,
 }
@@ -70,6 +81,18 @@ impl ServerMetrics {
             "Runs waiting for admission now",
             queued.clone(),
         );
+        let connections = Gauge::default();
+        let connections_closed = Family::<ClosedLabels, Counter>::default();
+        registry.register(
+            "connections",
+            "Client connections open now",
+            connections.clone(),
+        );
+        registry.register(
+            "connections_closed",
+            "Client connections closed (or refused), by why",
+            connections_closed.clone(),
+        );
         let notify = crate::notify::NotifyStats::default();
         notify.register(&mut registry);
         ServerMetrics {
@@ -80,7 +103,17 @@ impl ServerMetrics {
             a2a_tasks,
             running,
             queued,
+            connections,
+            connections_closed,
         }
+    }
+
+    pub(crate) fn connection_closed(&self, reason: &str) {
+        self.connections_closed
+            .get_or_create(&ClosedLabels {
+                reason: reason.to_owned(),
+            })
+            .inc();
     }
 
     pub(crate) fn submitted(&self, result: &str) {

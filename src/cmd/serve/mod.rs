@@ -15,21 +15,25 @@
 //! ```
 
 mod a2a;
+mod answers;
 mod api;
 mod args;
 pub(crate) mod artifacts;
 mod asks;
 pub(crate) mod auth;
 mod changes;
+mod conns;
 mod console;
 mod driver;
 pub(crate) mod error;
 mod events;
 mod extract;
+mod fds;
 mod graph;
 mod metrics;
 mod origin;
 mod overview;
+mod queued;
 mod remote;
 mod routes;
 mod state;
@@ -84,14 +88,35 @@ pub(crate) fn run(args: ServeArgs, color: ColorChoice) -> ExitCode {
             }
         };
     }
+    // Before any thread: the descriptors the server may hold.
+    let nofile = fds::raise_nofile();
     let runtime = match crate::cmd::one_session::runtime() {
         Ok(rt) => rt,
         Err(code) => return code,
     };
-    runtime.block_on(serve(args, color))
+    runtime.block_on(serve(args, nofile, color))
 }
 
-async fn serve(args: ServeArgs, color: ColorChoice) -> ExitCode {
+/// The connection limits for the open-file limit `nofile` (the cap said on stderr).
+fn conn_limits(args: &ServeArgs, nofile: u64) -> conns::ConnLimits {
+    let reserved = fds::reserve(args.max_sessions);
+    let (max, lowered) = fds::connection_cap(args.max_connections, nofile, reserved);
+    if let Some(why) = lowered {
+        crate::logging::note(&format!("capfleet: {why}"));
+    }
+    eprintln!(
+        "capfleet: at most {max} connections (open-file limit {nofile}, {reserved} kept for the runs); headers within {}s, idle ones closed after {}s",
+        args.header_timeout.as_secs_f64(),
+        args.idle_timeout.as_secs_f64()
+    );
+    conns::ConnLimits {
+        max,
+        header_timeout: args.header_timeout,
+        idle_timeout: args.idle_timeout,
+    }
+}
+
+async fn serve(args: ServeArgs, nofile: u64, color: ColorChoice) -> ExitCode {
     let err = Style::for_stderr(color);
     // Before anything: signals drain the server instead of ending it.
     let signals = StopSignals::all();
@@ -120,9 +145,18 @@ async fn serve(args: ServeArgs, color: ColorChoice) -> ExitCode {
             .await;
             let code = match exposed {
                 Ok(exposed) => {
+                    let limits = conn_limits(&args, nofile);
                     // Said once everything is up (tests and scripts wait for this line).
                     eprintln!("{serving}");
-                    listen(server, listener, signals, args.drain_timeout, exposed).await
+                    listen(
+                        server,
+                        listener,
+                        limits,
+                        signals,
+                        args.drain_timeout,
+                        exposed,
+                    )
+                    .await
                 }
                 Err(e) => {
                     eprintln!("{} {e}", err.err("error:"));
@@ -253,6 +287,7 @@ async fn bind(
     let (notifier, workers) = Notifier::start(hook.into_iter().collect(), &server.metrics.notify);
     server.notifier = notifier;
     let server = Arc::new(server);
+    queued::resume(&server).await;
     Ok((server, listener, serving, workers))
 }
 
@@ -283,24 +318,19 @@ const TOKEN_FILE: &str = "tokens.txt";
 async fn listen(
     server: Arc<Server>,
     listener: tokio::net::TcpListener,
+    limits: conns::ConnLimits,
     signals: StopSignals,
     drain_timeout: Duration,
     exposed: Arc<a2a::Exposed>,
 ) -> ExitCode {
-    let (closing, closed) = tokio::sync::oneshot::channel::<()>();
-    let app = routes::router(server.clone(), exposed.router())
-        .into_make_service_with_connect_info::<SocketAddr>();
-    let mut served = tokio::spawn(async move {
-        axum::serve(listener, app)
-            .with_graceful_shutdown(async {
-                let _either = closed.await;
-            })
-            .await
-    });
+    let (closing, closed) = tokio::sync::watch::channel(false);
+    let app = routes::router(server.clone(), exposed.router());
+    let mut served = tokio::spawn(conns::serve(listener, app, limits, server.clone(), closed));
     tokio::select! {
         () = drain(&server, &exposed, signals, drain_timeout) => {}
         stopped = &mut served => {
             tracing::error!("the server stopped: {stopped:?}");
+            server.drain();
             server.cancel_all("shutdown");
             server.idle().await;
             exposed.shutdown().await;
@@ -309,7 +339,7 @@ async fn listen(
     }
     // The runs are over: the exposed agents' sessions close, their agents with them.
     exposed.shutdown().await;
-    let _gone = closing.send(());
+    closing.send_replace(true);
     if tokio::time::timeout(CLOSE_GRACE, &mut served)
         .await
         .is_err()
@@ -320,8 +350,8 @@ async fn listen(
     ExitCode::SUCCESS
 }
 
-/// The first signal stops admissions (the queued runs never start; the exposed
-/// agents take no new message) and lets the running runs and A2A turns go on for
+/// The first signal stops admissions (the queued runs stay queued on disk for the
+/// next start, [`queued`]; the exposed agents take no new message) and lets the running runs and A2A turns go on for
 /// `timeout`; then, or at a second signal, they are cancelled (journaled as cancelled
 /// by shutdown). A signal after that kills every agent now.
 async fn drain(

@@ -304,6 +304,22 @@ async fn submit(
         Err(e) => return Err(discard(ApiError::Internal(e.to_string()), "invalid")),
     };
     let (entry, stops) = Server::entry(&loaded.fleet, &run, &caller.name);
+    let traceparent = headers
+        .get("traceparent")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    // On disk before it is answered: a stop leaves it queued for the next start.
+    let queued = super::queued::Queued {
+        submitted_by: caller.name.clone(),
+        created_ms: entry.created_ms,
+        task: submission.task.clone(),
+        cwd,
+        traceparent: traceparent.clone(),
+    };
+    if let Err(e) = queued.write(&run) {
+        let e = ApiError::Internal(format!("cannot keep the run on disk: {e}"));
+        return Err(discard(e, "invalid"));
+    }
     let pending = Pending {
         entry: entry.clone(),
         fleet: loaded.fleet,
@@ -311,10 +327,7 @@ async fn submit(
         lock,
         stops,
         hooks: driver::RunHooks::default(),
-        traceparent: headers
-            .get("traceparent")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned),
+        traceparent,
     };
     let (state, position) = match server.admit(pending) {
         Admission::Now(p) => {
@@ -515,8 +528,9 @@ async fn list_asks(
     request_body = AnswerRequest,
     responses(
         (status = 200, description = "Answered", body = Answered),
-        (status = 400, description = "An answer the question does not take", body = ErrorBody),
+        (status = 400, description = "A body that is not an answer (not JSON, an unknown field)", body = ErrorBody),
         (status = 404, description = "No such run or question", body = ErrorBody),
+        (status = 422, description = "An answer the question does not take (a decision not offered, an answer not of its form's shape): `expected` says what it takes; it stays open", body = ErrorBody),
         (status = 409, description = "Already answered, timed out or withdrawn", body = ErrorBody),
         (status = 415, description = "Not application/json", body = ErrorBody),
     ))]

@@ -233,6 +233,17 @@ impl Server {
         run: &RunDir,
         submitted_by: &str,
     ) -> (Arc<RunEntry>, mpsc::Receiver<Stop>) {
+        Server::entry_created(fleet, run, submitted_by, now_ms())
+    }
+
+    /// [`Server::entry`] for a run submitted at `created_ms` (a queued run taken up
+    /// again after a restart).
+    pub(crate) fn entry_created(
+        fleet: &Fleet,
+        run: &RunDir,
+        submitted_by: &str,
+        created_ms: u64,
+    ) -> (Arc<RunEntry>, mpsc::Receiver<Stop>) {
         let (stop, stops) = mpsc::channel(4);
         let sessions = fleet
             .sessions
@@ -244,7 +255,7 @@ impl Server {
             fleet: fleet.name.clone(),
             sessions,
             budget_usd: fleet.budgets.total_usd,
-            created_ms: now_ms(),
+            created_ms,
             submitted_by: submitted_by.to_owned(),
             dir: run.path.clone(),
             asks: Arc::default(),
@@ -269,6 +280,16 @@ impl Server {
 
     /// Admit `pending` now, queue it, or refuse it.
     pub(crate) fn admit(&self, pending: Pending) -> Admission {
+        self.admission(pending, self.limits.queue)
+    }
+
+    /// Admit a run queued before a restart: now, or queued whatever the queue's
+    /// length (it was answered `queued` once).
+    pub(crate) fn readmit(&self, pending: Pending) -> Admission {
+        self.admission(pending, usize::MAX)
+    }
+
+    fn admission(&self, pending: Pending, queue: usize) -> Admission {
         let mut t = lock(&self.table);
         if t.draining {
             return Admission::Draining;
@@ -285,7 +306,7 @@ impl Server {
                 p.started_ms = Some(now_ms());
             });
             Admission::Now(Box::new(pending))
-        } else if t.queue.len() < self.limits.queue {
+        } else if t.queue.len() < queue {
             t.runs
                 .insert(pending.entry.id.clone(), pending.entry.clone());
             t.queue.push_back(pending);
@@ -363,13 +384,22 @@ impl Server {
         };
         if let Some(i) = t.queue.iter().position(|p| p.entry.id == id) {
             if let Some(p) = t.queue.remove(i) {
-                dequeued(&p, by);
+                dequeued(&p.run, &p.entry, by);
             }
             self.counted(&t);
             return Cancelled::Dequeued;
         }
         drop(t);
         let state = entry.progress().state;
+        if state == RunState::Queued {
+            // Kept on disk for the next start (the server drains): it never starts.
+            let run = RunDir {
+                id: entry.id.clone(),
+                path: entry.dir.clone(),
+            };
+            dequeued(&run, &entry, by);
+            return Cancelled::Dequeued;
+        }
         if state.ended() {
             return Cancelled::Ended(state);
         }
@@ -380,12 +410,18 @@ impl Server {
         Cancelled::Stopping
     }
 
-    /// Stop taking runs (the queued ones never start; said in their journals).
+    /// Stop taking runs. The queued ones start no more here: a submission's stays
+    /// queued on disk for the next start (`super::queued`); one started for an A2A
+    /// client (whose task ends with this server) never starts, said in its journal.
     pub(crate) fn drain(&self) {
         let mut t = lock(&self.table);
         t.draining = true;
         for p in std::mem::take(&mut t.queue) {
-            dequeued(&p, "shutdown");
+            if p.run.is_queued() {
+                tracing::info!(run = %p.entry.id, "stays queued for the next start");
+            } else {
+                dequeued(&p.run, &p.entry, "shutdown");
+            }
         }
         self.counted(&t);
     }
@@ -394,10 +430,11 @@ impl Server {
         lock(&self.table).draining
     }
 
-    /// Cancel every run still running, on behalf of `by`.
+    /// Cancel every run still running, on behalf of `by` (a queued one stays queued
+    /// for the next start).
     pub(crate) fn cancel_all(&self, by: &str) {
         for e in self.all() {
-            if !e.progress().state.ended() {
+            if e.progress().state == RunState::Running {
                 let _said = self.cancel(&e.id, by);
             }
         }
@@ -410,15 +447,26 @@ impl Server {
     }
 }
 
-/// A queued run that will never start: ended in its journal, as interrupted.
-fn dequeued(p: &Pending, by: &str) {
-    if let Err(e) = p.run.record_end(crate::cmd::run::EXIT_INTERRUPTED) {
-        tracing::error!(run = %p.entry.id, "ending a dequeued run's journal: {e}");
+/// A queued run that will never start: ended in its journal as interrupted, by `by`
+/// (as a restarted server reads it back), its queued marker gone.
+fn dequeued(run: &RunDir, entry: &RunEntry, by: &str) {
+    let code = crate::cmd::run::EXIT_INTERRUPTED;
+    let record = serde_json::json!({
+        "type": "run_ended",
+        "run_id": run.id,
+        "exit_code": code,
+        "outcome": RunState::Interrupted.as_str(),
+        "reason": format!("cancelled by {by} before it started"),
+    });
+    if let Err(e) = run.append(record) {
+        tracing::error!(run = %entry.id, "ending a dequeued run's journal: {e}");
     }
-    p.entry.update(|pr| {
+    super::queued::started(run);
+    entry.update(|pr| {
         pr.state = RunState::Interrupted;
         pr.ended_ms = Some(now_ms());
-        pr.exit_code = Some(crate::cmd::run::EXIT_INTERRUPTED);
+        pr.exit_code = Some(code);
+        pr.outcome = Some(RunState::Interrupted.as_str().to_owned());
         pr.cancelled_by = Some(by.to_owned());
     });
 }

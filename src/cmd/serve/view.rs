@@ -147,9 +147,9 @@ impl RunView {
             submitted_by: None,
             created_ms: row.started_ms,
             started_ms: row.started_ms,
-            ended_ms: None,
+            ended_ms: row.ended_ms,
             outcome: row.outcome,
-            exit_code: None,
+            exit_code: row.exit_code,
             error: None,
             cancelled_by: None,
             sessions: Vec::new(),
@@ -169,6 +169,7 @@ impl From<runs::RunState> for RunState {
             runs::RunState::Failed => RunState::Failed,
             runs::RunState::Interrupted => RunState::Interrupted,
             runs::RunState::Running => RunState::Running,
+            runs::RunState::Queued => RunState::Queued,
         }
     }
 }

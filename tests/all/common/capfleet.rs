@@ -12,7 +12,22 @@ pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_capfleet");
 /// `capfleet` run in `dir` with a config home of its own (`dir/config`) and no
 /// colour; stdin null, stdout and stderr piped.
 pub(crate) fn capfleet(dir: &Path) -> Command {
-    let mut c = Command::new(BIN);
+    configured(Command::new(BIN), dir)
+}
+
+/// [`capfleet`] with its open-file limit, soft and hard, set to `nofile` (by `sh`'s
+/// `ulimit`, which then execs it: the same pid).
+pub(crate) fn capfleet_with_nofile(dir: &Path, nofile: u64) -> Command {
+    let mut sh = Command::new("sh");
+    sh.arg("-c")
+        .arg(format!(
+            "ulimit -Sn {nofile} && ulimit -Hn {nofile} && exec \"$0\" \"$@\""
+        ))
+        .arg(BIN);
+    configured(sh, dir)
+}
+
+fn configured(mut c: Command, dir: &Path) -> Command {
     c.current_dir(dir)
         .env("XDG_CONFIG_HOME", dir.join("config"))
         .env("NO_COLOR", "1")

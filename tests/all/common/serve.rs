@@ -11,13 +11,13 @@
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ExitStatus, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::capfleet::capfleet;
+use super::capfleet::{capfleet, capfleet_with_nofile};
 use super::fake_llm::{Response, http_with};
 
 /// A running `capfleet serve`; killed when dropped.
@@ -43,7 +43,16 @@ impl Server {
 
     /// [`Server::start`] with the variables `env` set.
     pub(crate) fn start_env(dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Server {
-        let mut child = capfleet(dir)
+        Server::launch(capfleet(dir), dir, extra, env)
+    }
+
+    /// [`Server::start`] with the open-file limit, soft and hard, set to `nofile`.
+    pub(crate) fn start_with_nofile(dir: &Path, extra: &[&str], nofile: u64) -> Server {
+        Server::launch(capfleet_with_nofile(dir, nofile), dir, extra, &[])
+    }
+
+    fn launch(mut command: Command, dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Server {
+        let mut child = command
             .args(["serve", "--addr", "127.0.0.1:0"])
             .args(extra)
             .envs(env.iter().copied())
