@@ -107,7 +107,7 @@ async fn pending(server: &Server, run: &RunDir) -> Result<Option<Pending>, Strin
         ..Submission::default()
     };
     let loaded = submission
-        .load(&input, queued.cwd.as_deref())
+        .load(&input, queued.cwd.as_deref(), &server.allow_roots)
         .await
         .map_err(|e| match e {
             super::error::ApiError::InvalidFleet(findings) => findings
