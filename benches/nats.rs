@@ -228,10 +228,10 @@ fn takeover(root: &Path) {
     let mut taken = 0;
     wait(Duration::from_secs(60), || {
         for (r, j) in journals(&dir.join("b")) {
-            if let Some(t) = j.iter().find(|x| x["type"] == "lease_taken") {
-                if r == id {
-                    taken = t["ts_ms"].as_u64().unwrap_or(0);
-                }
+            if let Some(t) = j.iter().find(|x| x["type"] == "lease_taken")
+                && r == id
+            {
+                taken = t["ts_ms"].as_u64().unwrap_or(0);
             }
         }
         taken > 0

@@ -464,7 +464,7 @@ fn durable_events(seq: u64, urn: &Arc<str>) -> EventBody {
         5 => EventBody::Join {
             route: 0,
             arrived: vec![to],
-            fired: seq % 2 == 0,
+            fired: seq.is_multiple_of(2),
         },
         _ => plain_events(seq, urn),
     }

@@ -17,7 +17,7 @@ use capfleet_actors::supervision::rate_limit::RateLimitPolicy;
 use capfleet_actors::tomldoc::Location;
 use capfleet_actors::workspace::repo;
 
-use super::config::{ActionEntry, At, AutoAnswer, FleetFile, HUMAN, SessionEntry};
+use super::config::{ActionEntry, At, AutoAnswer, FleetFile, HUMAN, SessionEntry, names_manifest};
 use super::error::FleetError;
 use super::{Budgets, Fleet, FleetSession, SPEAK_FLEET_ENV};
 use crate::agents::{SessionRequest, registry, session_spec};
@@ -262,7 +262,7 @@ pub(super) async fn session(
 ) -> Result<FleetSession, Vec<FleetError>> {
     let mut errors = Vec::new();
     let agent = &s.agent.value;
-    let key = if agent.contains('/') || agent.ends_with(".toml") {
+    let key = if names_manifest(agent) {
         cx.dir.join(agent).display().to_string()
     } else {
         agent.clone()

@@ -96,6 +96,12 @@ pub(crate) struct FleetSection {
     pub ask_timeout: Option<Duration>,
 }
 
+/// A session's `agent` names a manifest file (relative to the fleet file), not a
+/// registry key.
+pub(crate) fn names_manifest(agent: &str) -> bool {
+    agent.contains('/') || agent.ends_with(".toml")
+}
+
 /// One `[[sessions]]` entry.
 #[derive(Debug, Clone)]
 pub(crate) struct SessionEntry {

@@ -121,10 +121,10 @@ impl Frontend for AcpTurn<'_> {
 
     fn say(&mut self, text: &str, chunk: usize, delay: Duration) -> io::Result<Flow> {
         for (i, piece) in chunks(text, chunk).into_iter().enumerate() {
-            if i > 0 {
-                if let Flow::Stop(s) = self.wait(delay)? {
-                    return Ok(Flow::Stop(s));
-                }
+            if i > 0
+                && let Flow::Stop(s) = self.wait(delay)?
+            {
+                return Ok(Flow::Stop(s));
             }
             self.message(piece)?;
         }

@@ -141,7 +141,7 @@ impl StreamJson {
     fn between_chunks(&mut self, index: usize, delay: Duration) -> io::Result<Flow> {
         if !delay.is_zero() {
             self.client.wait(delay)
-        } else if index % 64 == 0 {
+        } else if index.is_multiple_of(64) {
             self.client.poll()
         } else {
             Ok(Flow::Next)
@@ -381,7 +381,7 @@ impl Frontend for StreamJson {
                 .out
                 .emit_escaped_text(&template, escaped.as_bytes())?;
             frames += 1;
-            if frames % 64 == 0
+            if frames.is_multiple_of(64)
                 && let Flow::Stop(stop) = self.client.poll()?
             {
                 return Ok(Flow::Stop(stop));

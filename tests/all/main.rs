@@ -91,6 +91,7 @@ mod speak;
 mod speak_fleet;
 mod stop_signals;
 mod test_results;
+mod toolchain;
 mod tree;
 mod wire_hostile;
 mod workspaces;

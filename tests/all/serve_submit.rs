@@ -1,12 +1,14 @@
 //! `capfleet submit`: the CI client submits a fleet with the files it names, follows
 //! the run's events (the journal, record for record) and exits with the run's exit
 //! code; invalid fleets and refused tokens are usage errors; `capfleet runs --server`
-//! lists the server's runs.
+//! lists the server's runs; the stock demo, whose scripts lie outside its directory,
+//! is submitted as the README says.
 
 use serde_json::Value;
 
+use crate::common::repo::Fixture;
 use crate::common::serve::{Server, add_token, chatty, sim_fleet};
-use crate::common::{EnvMarker, capfleet};
+use crate::common::{EnvMarker, capfleet, repo_root};
 
 #[test]
 fn submit_follows_the_run_and_exits_with_its_code() {
@@ -98,4 +100,60 @@ fn submit_follows_the_run_and_exits_with_its_code() {
     let listed = String::from_utf8(out.stdout).unwrap();
     assert!(listed.lines().any(|l| l.contains(&id)), "{listed}");
     assert!(m.processes().is_empty());
+}
+
+/// The README's serve section, as written: from the repository's root, `capfleet
+/// submit config/fleets/demo.toml --server URL --wait` (the demo's scripts are
+/// `../sim/…`) to a server in a git checkout. It runs the demo's story to the end.
+#[test]
+fn the_stock_demo_is_submitted_as_the_readme_says() {
+    let repo = Fixture::git_repo(&[("README.md", "a service\n")]);
+    let d = repo.path();
+    let secret = add_token(d, "ci", "run");
+    let server = Server::start(d, &["--token-file", "tokens.txt"]);
+    let url = format!("http://127.0.0.1:{}", server.port);
+    let out = capfleet(d)
+        .current_dir(repo_root())
+        .args([
+            "submit",
+            "config/fleets/demo.toml",
+            "--server",
+            &url,
+            "--wait",
+        ])
+        .env("CAPFLEET_TOKEN", &secret)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}\n{}", server.stderr());
+    let id = stderr
+        .split("capfleet: run ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .expect("the run's id");
+    // The scripts went under their normalised names, as they are here.
+    let input = d.join(".capfleet/runs").join(id).join("input");
+    for script in ["planner", "worker-a", "worker-b", "reviewer"] {
+        let name = format!("sim/fleet-{script}.toml");
+        let sent = std::fs::read_to_string(input.join("_up").join(&name)).unwrap();
+        let here = std::fs::read_to_string(repo_root().join("config").join(&name)).unwrap();
+        assert_eq!(sent, here, "{name}");
+    }
+    // The demo's story: every session ended its turns, worker-a after its restart.
+    let journal = std::fs::read_to_string(server.journal(id)).unwrap();
+    let records: Vec<Value> = journal
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let of = |session: &str, kind: &str| {
+        let urn = format!("cap://demo/{session}");
+        records
+            .iter()
+            .filter(|r| r["urn"] == urn.as_str() && r["type"] == kind)
+            .count()
+    };
+    for session in ["planner", "worker-a", "worker-b", "reviewer"] {
+        assert!(of(session, "turn_ended") > 0, "{session}: {journal}");
+    }
+    assert!(of("worker-a", "restart") > 0, "{journal}");
 }

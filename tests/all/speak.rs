@@ -2,14 +2,15 @@
 //! capfleet's own stream-json driver (a nested session: a permission answered two
 //! levels up, the inner cost reported up, a Ctrl-C at the top reaching the bottom),
 //! by the official Claude Agent SDK (TypeScript, two turns, a permission answered by its
-//! `canUseTool` callback, an interrupt, the cost), and stopped by SIGTERM with an
-//! error result and no inner agent left.
+//! `canUseTool` callback, an interrupt, the cost), stopped by SIGTERM or SIGINT with an
+//! error result, 130 and no inner agent left, and ending a conversation the SDK drives
+//! exactly as the real Claude Code ends it (an interrupted last turn, then stdin's end).
 
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use common::EnvMarker;
 use common::chat::{assert_no_survivor, chat, script};
@@ -152,21 +153,133 @@ fn the_claude_agent_sdk_drives_speak_two_turns_a_permission_and_an_interrupt() {
     assert_no_survivor(&marker);
 }
 
-#[test]
-fn sigterm_writes_an_error_result_and_leaves_no_inner_agent() {
+/// `speak` on two prompts stopped by `signal` (`name`) in the second turn: 130, the
+/// first turn's `result` a success, the second's an error naming the signal, no
+/// inner agent left.
+fn stopped_by(signal: i32, name: &str) {
     let dir = tempfile::tempdir().unwrap();
     let script = script(dir.path(), SCRIPT);
-    let marker = EnvMarker::new("speak-term");
+    let marker = EnvMarker::new(&format!("speak-{name}"));
     let argv = speak_argv(&script);
     let mut cmd = Command::new(common::BIN);
     cmd.args(&argv[1..])
         .args(["--allowedTools", "Bash"])
         .env("CAPFLEET_SIM_STATE", dir.path())
         .current_dir(dir.path());
-    let frames = common::speak::sigterm_when_started(cmd, &["first", "second"], &marker);
+    let frames =
+        common::speak::signal_when_started(cmd, &["first", "second"], &marker, signal, name);
     let results: Vec<&Value> = frames.iter().filter(|f| f["type"] == "result").collect();
     assert_eq!(results.len(), 2, "{frames:?}");
     assert_eq!(results[0]["subtype"], "success");
+}
+
+#[test]
+fn sigterm_writes_an_error_result_and_leaves_no_inner_agent() {
+    stopped_by(libc::SIGTERM, "SIGTERM");
+}
+
+/// A real Ctrl-C is still 130 (an upstream `interrupt` is not: see below).
+#[test]
+fn sigint_writes_an_error_result_and_exits_130() {
+    stopped_by(libc::SIGINT, "SIGINT");
+}
+
+/// Three turns through the Agent SDK, the turn `interrupt` interrupted at its first
+/// text, then stdin closed: how the conversation ends when the SDK drives the real
+/// Claude Code (2.1.197, against the fake LLM) in a fresh HOME, then `speak --agent
+/// sim`.
+fn ends(interrupt: u32) -> (Value, Value) {
+    // Claude Code: the interrupted turn streams slowly enough to be caught mid-text.
+    let fake = common::FakeLlm::start();
+    let slow = |text: &str| json!({"text": text.repeat(20), "delay": 0.1, "chunk": 4});
+    let turns: Vec<Value> = (1..=3)
+        .map(|t| {
+            if t == interrupt {
+                slow("started ")
+            } else {
+                json!({"text": format!("turn {t}")})
+            }
+        })
+        .collect();
+    fake.script(Value::Array(turns));
+    let home = tempfile::tempdir().unwrap();
+    let claude = common::peer("claude-code");
+    let mut node = Command::new("node");
+    node.env_clear()
+        .envs(common::claude_env(&fake, home.path()));
+    let by_claude = common::speak::drive_to_end(home.path(), &claude, interrupt, node);
+    // speak: the sim says `started`, then works for 20 s, in the interrupted turn.
+    let dir = tempfile::tempdir().unwrap();
+    let steps: Vec<String> = (1..=3)
+        .map(|t| {
+            if t == interrupt {
+                "[[turn]]\nsteps = [{ say = \"started\" }, { sleep_ms = 20000 }, { say = \"never\" }]\n".to_owned()
+            } else {
+                format!("[[turn]]\nsteps = [{{ say = \"turn {t}\" }}]\n")
+            }
+        })
+        .collect();
+    let sim = script(dir.path(), &steps.concat());
+    let marker = EnvMarker::new("speak-sdk-end");
+    let cli = common::speak::cli(
+        dir.path(),
+        &["--agent", "sim", "--script", sim.to_str().expect("utf8")],
+        &marker,
+    );
+    let mut node = Command::new("node");
+    node.env("CAPFLEET_SIM_STATE", dir.path());
+    let by_speak = common::speak::drive_to_end(dir.path(), &cli, interrupt, node);
+    assert_no_survivor(&marker);
+    (by_claude, by_speak)
+}
+
+/// The subtypes of the `result`s a conversation got.
+fn subtypes(end: &Value) -> Vec<&str> {
+    let results = end["results"].as_array().expect("results");
+    results
+        .iter()
+        .filter_map(|r| r["subtype"].as_str())
+        .collect()
+}
+
+/// The Agent SDK sees `speak`'s conversations end as Claude Code's do. Measured: an
+/// interrupted last turn, then stdin's end, is exit 1 (never 130: that is a signal's),
+/// which the SDK reports as the turn's error result, not as a process that exited
+/// with a code; a completed last turn after an interrupted one is a clean end.
+#[test]
+fn the_agent_sdk_sees_speak_end_as_claude_code_ends() {
+    let (claude, speak) = ends(3);
+    assert_eq!(
+        claude["exit"],
+        json!({"code": 1, "signal": null}),
+        "{claude}"
+    );
+    assert_eq!(speak["exit"], claude["exit"], "{speak}");
+    let expected = ["success", "success", "error_during_execution"];
+    assert_eq!(subtypes(&claude), expected, "{claude}");
+    assert_eq!(subtypes(&speak), expected, "{speak}");
+    for end in [&claude, &speak] {
+        let error = end["error"].as_str().unwrap_or_default();
+        assert!(
+            error.starts_with("Claude Code returned an error result"),
+            "{end}"
+        );
+        assert!(!error.contains("exited with code"), "{end}");
+    }
+    let (claude, speak) = ends(2);
+    assert_eq!(
+        claude["exit"],
+        json!({"code": 0, "signal": null}),
+        "{claude}"
+    );
+    assert_eq!(speak["exit"], claude["exit"], "{speak}");
+    let expected = ["success", "error_during_execution", "success"];
+    assert_eq!(subtypes(&claude), expected, "{claude}");
+    assert_eq!(subtypes(&speak), expected, "{speak}");
+    assert_eq!(
+        (&claude["error"], &speak["error"]),
+        (&Value::Null, &Value::Null)
+    );
 }
 
 #[test]

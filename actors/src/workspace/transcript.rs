@@ -166,10 +166,10 @@ async fn write(
         if let Some(run) = text.take() {
             append(&mut out, &mut first, &CapEvent::TextChunk(run))?;
         }
-        if let CapEvent::SessionReady(r) = event {
-            if let Some(id) = r.session_id.get() {
-                session_id = Some(id.clone());
-            }
+        if let CapEvent::SessionReady(r) = event
+            && let Some(id) = r.session_id.get()
+        {
+            session_id = Some(id.clone());
         }
         append(&mut out, &mut first, event)?;
     }

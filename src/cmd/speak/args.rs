@@ -78,9 +78,10 @@ Control requests: `interrupt` cancels the turn in progress; `initialize`, \
 `set_permission_mode`, `set_model` are acknowledged; others get an error response. \
 stdin's end ends the session once the queued turns are done.
 
-Exit codes: 0 the last turn completed, 1 it failed (or the session did), 2 bad usage, \
-130 interrupted (SIGINT or SIGTERM: an error result is written, the inner agent's \
-process group is killed first).")]
+Exit codes, as Claude Code's: 0 the last turn completed, 1 it failed or was \
+interrupted by an `interrupt` request (or the session failed), 2 bad usage, 130 stopped \
+by a signal (SIGINT or SIGTERM: an error result is written, the inner agent's process \
+group is killed first).")]
 pub(crate) struct SpeakArgs {
     /// The agent that answers: a registry name (see `capfleet resolve`) or a manifest path.
     #[arg(

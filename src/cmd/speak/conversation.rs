@@ -192,12 +192,7 @@ impl<'a> Conversation<'a> {
             }
         }
         self.out.finish(self.last.as_ref()).await;
-        match &self.last {
-            Some(end) if end.error.is_none() => ExitCode::SUCCESS,
-            Some(end) if end.interrupted => ExitCode::from(EXIT_INTERRUPTED),
-            Some(_) => ExitCode::from(EXIT_FAILED),
-            None => ExitCode::SUCCESS,
-        }
+        super::ended_code(self.last.as_ref())
     }
 
     /// Start a turn; the first one says `system/init` first.

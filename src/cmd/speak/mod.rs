@@ -43,6 +43,16 @@ const EXIT_FAILED: u8 = 1;
 const EXIT_USAGE: u8 = 2;
 const EXIT_INTERRUPTED: u8 = 130;
 
+/// The exit code once stdin ended and the queued turns are done: the last `result`'s,
+/// as Claude Code's (2.1.197, measured against the fake LLM: 0 when it is a success,
+/// 1 when it is an error, an `interrupt`ed turn's included). 130 is a signal's only.
+fn ended_code(last: Option<&frames::TurnEnd>) -> ExitCode {
+    match last {
+        Some(end) if end.error.is_some() => ExitCode::from(EXIT_FAILED),
+        Some(_) | None => ExitCode::SUCCESS,
+    }
+}
+
 pub(crate) fn run(mut args: SpeakArgs, color: ColorChoice) -> ExitCode {
     if args.version {
         // As Claude prints its own (`2.1.3 (Claude Code)`): drivers read the leading version.

@@ -1,15 +1,15 @@
 //! `capfleet submit fleet.toml --server URL`: the CI client of `capfleet serve`. The
-//! fleet goes with the files it names (its sessions' scripts, an `@file` task, any
-//! `--file`), relative to the fleet; with `--wait` the run's events follow (as
+//! fleet goes with the files it references, wherever they are ([`bundle`]: scripts,
+//! manifests, nested fleets, an `@file` task, any `--file`); with `--wait` the run's events follow (as
 //! `capfleet log` prints them, or NDJSON with `--json`), the stream resumed with
 //! `Last-Event-ID` whenever it drops, and the exit code is the run's. `capfleet runs
 //! --server URL` ([`remote_runs`]) lists a server's runs.
 
+mod bundle;
 mod client;
 pub(crate) mod queue;
 
-use std::collections::BTreeMap;
-use std::path::{Component, Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -35,10 +35,13 @@ prints the run id at once
   capfleet runs --server http://127.0.0.1:7878
       the server's runs
 
-The fleet's sessions' `script` files and an `@file` task go with it (paths relative to \
-the fleet, inside its directory); --file adds others. The token is read from the \
-environment variable --token-env names (default CAPFLEET_TOKEN), never from the command \
-line.
+Every file the fleet references goes with it, wherever it is on this machine: its \
+sessions' `script`s, manifests given by path (`agent`), nested fleets (`fleet`, with \
+what they reference) and an `@file` task; --file adds others. In the upload each takes \
+its path from the fleet's directory (a step up spelled `_up`, so `../sim/a.toml` is \
+`_up/sim/a.toml`), and the references are rewritten to match. The token is read from \
+the environment variable --token-env names (default CAPFLEET_TOKEN), never from the \
+command line.
 
 Exit codes (with --wait, the run's): 0 completed, 1 a session failed (or the server \
 could not be reached), 2 invalid fleet or bad usage (or a refused token), 3 budget \
@@ -67,7 +70,7 @@ pub(crate) struct SubmitArgs {
     /// Replace the fleet's task (`@path` reads it from a file here).
     #[arg(long, short = 't')]
     pub task: Option<String>,
-    /// Another file to send beside the fleet (relative to it).
+    /// Another file to send with the fleet (relative to its directory).
     #[arg(long = "file", value_name = "PATH")]
     pub files: Vec<PathBuf>,
     /// Where on the server the sessions that name no `cwd` work: a directory inside a
@@ -235,78 +238,36 @@ fn failed(e: &ClientError, err: Style) -> ExitCode {
 /// Why a submission could not be put together.
 #[derive(Debug, thiserror::Error)]
 enum SubmissionError {
-    #[error("{}: {source}", path.display())]
-    Read {
+    #[error(transparent)]
+    Bundle(#[from] bundle::BundleError),
+    #[error("--task {}: {source}", path.display())]
+    Task {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("{}: {message}", path.display())]
-    Toml { path: PathBuf, message: String },
-    #[error("{}: `{name}` is not a path inside the fleet's directory", fleet.display())]
-    Outside { fleet: PathBuf, name: String },
 }
 
-/// The JSON body: the fleet, the task, the files it names.
+/// The JSON body: the fleet, the task, the files it references ([`bundle`]).
 fn submission(args: &SubmitArgs) -> Result<Value, SubmissionError> {
-    let read = |path: &Path| {
-        std::fs::read_to_string(path).map_err(|source| SubmissionError::Read {
-            path: path.to_owned(),
-            source,
-        })
-    };
-    let text = read(&args.fleet)?;
-    let dir = match args.fleet.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
-        _ => PathBuf::from("."),
-    };
-    let doc: toml::Table = toml::from_str(&text).map_err(|e| SubmissionError::Toml {
-        path: args.fleet.clone(),
-        message: e.to_string(),
-    })?;
-    let mut names: Vec<String> = args.files.iter().map(|f| f.display().to_string()).collect();
-    let sessions = doc.get("sessions").and_then(|s| s.as_array());
-    names.extend(
-        sessions
-            .into_iter()
-            .flatten()
-            .filter_map(|s| s.get("script")?.as_str().map(str::to_owned)),
-    );
-    let fleet_task = doc
-        .get("fleet")
-        .and_then(|f| f.get("task"))
-        .and_then(|t| t.as_str());
-    names.extend(
-        fleet_task
-            .and_then(|t| t.strip_prefix('@'))
-            .map(str::to_owned),
-    );
-    let mut files = BTreeMap::new();
-    for name in names {
-        let inside = Path::new(&name)
-            .components()
-            .all(|c| matches!(c, Component::Normal(_)));
-        if !inside {
-            return Err(SubmissionError::Outside {
-                fleet: args.fleet.clone(),
-                name,
-            });
-        }
-        let body = read(&dir.join(&name))?;
-        files.insert(name, Value::String(body));
-    }
+    let bundle = bundle::pack(&args.fleet, &args.files)?;
     let task = match args.task.as_deref() {
         Some(t) => Some(match t.strip_prefix('@') {
-            Some(file) => read(Path::new(file))?,
+            Some(file) => {
+                std::fs::read_to_string(file).map_err(|source| SubmissionError::Task {
+                    path: PathBuf::from(file),
+                    source,
+                })?
+            }
             None => t.to_owned(),
         }),
         None => None,
     };
     let mut body = Map::new();
-    body.insert("fleet".into(), json!(text));
+    body.insert("fleet".into(), json!(bundle.fleet));
     if let Some(t) = task {
         body.insert("task".into(), json!(t));
     }
-    body.insert("files".into(), Value::Object(files.into_iter().collect()));
+    body.insert("files".into(), json!(bundle.files));
     if let Some(cwd) = &args.cwd {
         body.insert("cwd".into(), json!(cwd));
     }

@@ -282,10 +282,10 @@ fn send(s: &Arc<Server>, id: Value, params: &Value) -> Response {
         let turn = picked.and_then(|i| server.script.turns.get(i).map(|t| (i, t)));
         let played =
             super::steps::run_turn(&mut fe, &server.script.header, turn, &prompt, &server.state);
-        if let Err(e) = played {
-            if e.kind() != io::ErrorKind::BrokenPipe {
-                eprintln!("capfleet sim: task {task_id}: {e}");
-            }
+        if let Err(e) = played
+            && e.kind() != io::ErrorKind::BrokenPipe
+        {
+            eprintln!("capfleet sim: task {task_id}: {e}");
         }
         lock(&server.tasks).remove(&task_id);
     });

@@ -51,12 +51,13 @@ pub(crate) fn run_chat_with(
         if let Some(s) = child.try_wait().expect("wait") {
             break s;
         }
-        if let Some(after) = signal_after {
-            if !signalled && start.elapsed() >= after {
-                // SAFETY: signalling our own child by pid.
-                unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-                signalled = true;
-            }
+        if let Some(after) = signal_after
+            && !signalled
+            && start.elapsed() >= after
+        {
+            // SAFETY: signalling our own child by pid.
+            unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+            signalled = true;
         }
         if start.elapsed() > limit {
             let _ = child.kill();

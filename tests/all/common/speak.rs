@@ -1,6 +1,7 @@
 //! `capfleet speak` as the official Claude Agent SDK runs it: an executable that
-//! stands for Claude Code, and the SDK's driver (`tests/support/agent_sdk_speak.mjs`:
-//! two turns, a permission through `canUseTool`, an interrupt).
+//! stands for Claude Code, and the SDK's drivers (`tests/support/agent_sdk_speak.mjs`:
+//! two turns, a permission through `canUseTool`, an interrupt; `agent_sdk_end.mjs`:
+//! three turns, one interrupted, read to the conversation's very end).
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -30,22 +31,45 @@ pub(crate) fn cli(dir: &Path, args: &[&str], marker: &EnvMarker) -> PathBuf {
     path
 }
 
-/// Run the SDK's two-turn query against `cli` in `dir`; what it delivered.
-pub(crate) fn drive(dir: &Path, cli: &Path) -> Value {
+/// `node tests/support/<script> SDK_DIR CLI ARGS…` in `dir`: the SDK's driver `script`
+/// run against `cli`; the one JSON object it prints.
+fn node(script: &str, dir: &Path, cli: &Path, args: &[&str], mut cmd: Command) -> Value {
     let package = super::peer("claude-agent-sdk");
     let sdk_dir = package.ancestors().nth(4).expect("the peer's directory");
-    let out = Command::new("node")
-        .arg(super::support("agent_sdk_speak.mjs"))
+    let out = cmd
+        .arg(super::support(script))
         .arg(sdk_dir)
         .arg(cli)
+        .args(args)
         .current_dir(dir)
-        .env("CAPFLEET_SIM_STATE", dir)
         .stdin(Stdio::null())
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     serde_json::from_slice(&out.stdout).expect(&stderr)
+}
+
+/// Run the SDK's two-turn query against `cli` in `dir`; what it delivered.
+pub(crate) fn drive(dir: &Path, cli: &Path) -> Value {
+    let mut cmd = Command::new("node");
+    cmd.env("CAPFLEET_SIM_STATE", dir);
+    node("agent_sdk_speak.mjs", dir, cli, &[], cmd)
+}
+
+/// Run the SDK's three-turn query against `cli` in `dir` to its very end (`cmd`:
+/// `node` with the environment `cli` needs), turn `interrupt` (1-based, 0 for none)
+/// interrupted at its first streamed text, then stdin closed: each `result`'s
+/// subtype and `is_error`, the `error` the query ended with (null for a clean end),
+/// and the CLI's `exit` (`code`, `signal`).
+pub(crate) fn drive_to_end(dir: &Path, cli: &Path, interrupt: u32, cmd: Command) -> Value {
+    node(
+        "agent_sdk_end.mjs",
+        dir,
+        cli,
+        &[&interrupt.to_string()],
+        cmd,
+    )
 }
 
 /// [`drive`], with what every such run shows checked: one Bash permission (`ls`)
@@ -70,9 +94,20 @@ pub(crate) fn drive_asking_bash(dir: &Path, cli: &Path) -> (Value, String) {
 /// once a turn's first text is `started`: it exits 130, its last `result` is an error
 /// naming the signal, nothing it started is left within 1 s. Every frame it wrote.
 pub(crate) fn sigterm_when_started(
+    cmd: Command,
+    prompts: &[&str],
+    marker: &EnvMarker,
+) -> Vec<Value> {
+    signal_when_started(cmd, prompts, marker, libc::SIGTERM, "SIGTERM")
+}
+
+/// [`sigterm_when_started`] with the signal `signal`, named `name`.
+pub(crate) fn signal_when_started(
     mut cmd: Command,
     prompts: &[&str],
     marker: &EnvMarker,
+    signal: i32,
+    name: &str,
 ) -> Vec<Value> {
     let mut child = cmd
         .env(marker.key.as_str(), marker.value.as_str())
@@ -102,7 +137,7 @@ pub(crate) fn sigterm_when_started(
     }
     // SAFETY: kill(2) on our own child's pid.
     unsafe {
-        libc::kill(child.id() as i32, libc::SIGTERM);
+        libc::kill(child.id() as i32, signal);
     }
     for line in lines {
         frames.push(serde_json::from_str(&line.unwrap()).expect("every line is a frame"));
@@ -116,7 +151,7 @@ pub(crate) fn sigterm_when_started(
         .expect("a result");
     assert_eq!(result["is_error"], true);
     let error = result["errors"][0].as_str().unwrap_or_default();
-    assert!(error.contains("SIGTERM"), "{result}");
+    assert!(error.contains(name), "{result}");
     assert!(
         super::wait_until(Duration::from_secs(1), Duration::from_millis(20), || marker
             .processes()

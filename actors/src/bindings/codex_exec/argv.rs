@@ -85,10 +85,10 @@ pub fn build_argv(
             .ok_or(ArgvError::NoModelArg)?;
         argv.extend([flag.clone(), model.to_owned()]);
     }
-    if let Some(mode) = config.permission_mode {
-        if bypass_in(&argv).is_none() {
-            argv.extend(["--sandbox".to_owned(), sandbox_for(mode).to_owned()]);
-        }
+    if let Some(mode) = config.permission_mode
+        && bypass_in(&argv).is_none()
+    {
+        argv.extend(["--sandbox".to_owned(), sandbox_for(mode).to_owned()]);
     }
     if let Some(id) = resume_id {
         argv.extend(["resume".to_owned(), id.to_owned()]);

@@ -456,10 +456,10 @@ fn on_control_response(f: ControlResponseFrame<'_>, out: &mut Vec<Output>) -> bo
 
 /// Replaces `slot` when `value` is given and differs (no allocation when equal).
 fn set(slot: &mut Option<String>, value: Option<&str>) {
-    if let Some(v) = value {
-        if slot.as_deref() != Some(v) {
-            *slot = Some(v.to_owned());
-        }
+    if let Some(v) = value
+        && slot.as_deref() != Some(v)
+    {
+        *slot = Some(v.to_owned());
     }
 }
 

@@ -47,14 +47,15 @@ fn outcome(ok: bool, rest: &str) -> Counts {
 
 impl NodeTest {
     fn close(&mut self, name: &str) {
-        if let Some((open, counts)) = self.open.take() {
-            if open == name && counts != Counts::default() {
-                self.suites.push(Suite {
-                    name: open,
-                    counts,
-                    duration_ms: None,
-                });
-            }
+        if let Some((open, counts)) = self.open.take()
+            && open == name
+            && counts != Counts::default()
+        {
+            self.suites.push(Suite {
+                name: open,
+                counts,
+                duration_ms: None,
+            });
         }
     }
 
