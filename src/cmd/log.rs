@@ -14,6 +14,7 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 
 use crate::fleet::run_dir::{LATEST, Orchestrator, Owner, RunDir};
+use crate::human::fit::Fit;
 use crate::style::{ColorChoice, Style};
 
 /// How often `--follow` looks for new records.
@@ -63,23 +64,25 @@ pub(crate) fn run(args: LogArgs, color: ColorChoice) -> ExitCode {
         Ok(run) => run,
         Err(code) => return code,
     };
+    let fit = Fit::stderr();
+    let say = |line: String| eprintln!("{}", fit.wrap(&line, 4));
     match print_journal(&run, &args, Style::for_stdout(color)) {
         Ok(end) => {
             if end.torn > 0 {
-                eprintln!(
+                say(format!(
                     "{} {}: the last record is torn ({} bytes without an end of line, the \
                      writer stopped mid-record); every record before it is printed",
                     err.warn("warning:"),
-                    run.journal().display(),
+                    fit.path(&run.journal()),
                     end.torn
-                );
+                ));
             }
             if let Some(want) = args.session.as_deref()
                 && end.seen.matched == 0
                 && end.abandoned.is_none()
             {
                 let known: Vec<&str> = end.seen.sessions.iter().map(String::as_str).collect();
-                eprintln!(
+                say(format!(
                     "{} run {} has no session `{want}` (sessions: {})",
                     err.err("error:"),
                     run.id,
@@ -88,13 +91,13 @@ pub(crate) fn run(args: LogArgs, color: ColorChoice) -> ExitCode {
                     } else {
                         known.join(", ")
                     }
-                );
+                ));
                 return ExitCode::from(2);
             }
             match end.abandoned {
                 None => ExitCode::SUCCESS,
                 Some(owner) => {
-                    eprintln!(
+                    say(format!(
                         "{} the run's orchestrator (pid {}) is gone and the run never ended: \
                          it was abandoned. capfleet cannot resume a run; start it again with \
                          `cd {} && capfleet run {}`",
@@ -102,7 +105,7 @@ pub(crate) fn run(args: LogArgs, color: ColorChoice) -> ExitCode {
                         owner.pid,
                         owner.cwd.display(),
                         owner.fleet.display()
-                    );
+                    ));
                     ExitCode::FAILURE
                 }
             }
@@ -110,7 +113,11 @@ pub(crate) fn run(args: LogArgs, color: ColorChoice) -> ExitCode {
         // The reader went away (`| head`): nothing more to say.
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("{} {}: {e}", err.err("error:"), run.journal().display());
+            say(format!(
+                "{} {}: {e}",
+                err.err("error:"),
+                fit.path(&run.journal())
+            ));
             ExitCode::FAILURE
         }
     }
@@ -148,6 +155,7 @@ fn print_journal(run: &RunDir, args: &LogArgs, style: Style) -> std::io::Result<
     // last, then the run counts as abandoned.
     let mut gone = None;
     let mut seen = Seen::default();
+    let fit = Fit::stdout();
     loop {
         let mut fresh = false;
         match std::fs::File::open(&path) {
@@ -165,7 +173,7 @@ fn print_journal(run: &RunDir, args: &LogArgs, style: Style) -> std::io::Result<
                         continue; // a record being written: wait for the rest
                     }
                     let line = std::mem::take(&mut pending);
-                    ended |= print_line(&line, args, style, &mut seen, &mut out)?;
+                    ended |= print_line(&line, args, (style, &fit), &mut seen, &mut out)?;
                 }
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && args.follow => {}
@@ -196,16 +204,20 @@ fn print_journal(run: &RunDir, args: &LogArgs, style: Style) -> std::io::Result<
     }
 }
 
+/// How a record is shown: styled, and fit to stdout's width.
+pub(crate) type Look<'a> = (Style, &'a Fit);
+
 /// Print one complete line of the journal; true when it ends the run.
 fn print_line(
     line: &[u8],
     args: &LogArgs,
-    style: Style,
+    look: Look<'_>,
     seen: &mut Seen,
     out: &mut impl Write,
 ) -> std::io::Result<bool> {
+    let style = look.0;
     match std::str::from_utf8(line) {
-        Ok(text) => print_record(text.trim_end(), args, style, seen, out),
+        Ok(text) => print_record(text.trim_end(), args, look, seen, out),
         Err(_) => {
             let lossy = String::from_utf8_lossy(line);
             writeln!(
@@ -223,7 +235,7 @@ fn print_line(
 fn print_record(
     raw: &str,
     args: &LogArgs,
-    style: Style,
+    (style, fit): Look<'_>,
     seen: &mut Seen,
     out: &mut impl Write,
 ) -> std::io::Result<bool> {
@@ -259,7 +271,7 @@ fn print_record(
         writeln!(out, "{raw}")?;
         return Ok(ended);
     }
-    writeln!(out, "{}", line(&rec, style))?;
+    writeln!(out, "{}", line_at(&rec, style, fit))?;
     Ok(ended)
 }
 
@@ -298,6 +310,7 @@ fn from_nats(args: &LogArgs, urls: &str, color: ColorChoice) -> ExitCode {
         return ExitCode::from(2);
     }
     let style = Style::for_stdout(color);
+    let fit = Fit::stdout();
     let mut out = std::io::stdout().lock();
     for r in &records {
         let text = String::from_utf8_lossy(r);
@@ -305,7 +318,7 @@ fn from_nats(args: &LogArgs, urls: &str, color: ColorChoice) -> ExitCode {
             writeln!(out, "{text}")
         } else {
             match serde_json::from_str::<Value>(&text) {
-                Ok(Value::Object(rec)) => writeln!(out, "{}", line(&rec, style)),
+                Ok(Value::Object(rec)) => writeln!(out, "{}", line_at(&rec, style, &fit)),
                 _ => writeln!(out, "{text}"),
             }
         };
@@ -316,34 +329,43 @@ fn from_nats(args: &LogArgs, urls: &str, color: ColorChoice) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// One record as a readable line: time, session, turn, kind, summary.
+/// One record as a readable line: time, session, turn, kind, summary; fit to
+/// stdout's width as it is now.
 pub(crate) fn line(rec: &Map<String, Value>, style: Style) -> String {
+    line_at(rec, style, &Fit::stdout_columns())
+}
+
+/// One record as a readable line, fit to `fit`.
+pub(crate) fn line_at(rec: &Map<String, Value>, style: Style, fit: &Fit) -> String {
     let kind = rec.get("type").and_then(Value::as_str).unwrap_or("?");
     let ts_ms = rec.get("ts_ms").and_then(Value::as_u64);
     let turn = rec.get("turn").and_then(Value::as_u64);
     let session = session_of(rec);
     let (kind, summary) = describe(kind, rec);
-    row(ts_ms, session, turn, &kind, &summary, style)
+    row(ts_ms, session, turn, &kind, &summary, (style, fit))
 }
 
 /// The printed line of one record, from its parts (`run`'s line mode prints an
-/// agent's text through this without building the record).
+/// agent's text through this without building the record). With a width, a summary
+/// that does not fit goes on under itself (or, when too little room is left there,
+/// under the session), broken between words.
 pub(crate) fn row(
     ts_ms: Option<u64>,
     session: &str,
     turn: Option<u64>,
     kind: &str,
     summary: &str,
-    style: Style,
+    (style, fit): Look<'_>,
 ) -> String {
     let time = ts_ms.map_or_else(|| "--:--:--.---".to_owned(), clock);
     let turn = turn.map_or_else(|| "-".to_owned(), |t| format!("t{t}"));
-    format!(
-        "{}  {session:<12} {turn:<4} {:<24} {}",
+    let head = format!(
+        "{}  {session:<12} {turn:<4} {:<24} ",
         style.dim(&time),
         style.bold(kind),
-        shorten(summary)
-    )
+    );
+    let summary = shorten(summary, fit.width().is_some());
+    fit.hang(&head, &summary, time.len() + 2)
 }
 
 /// The session a record belongs to: the last URN segment, a `session` field, or `-`.
@@ -535,11 +557,74 @@ fn rest(obj: &Map<String, Value>, skip: &[&str]) -> String {
     Value::Object(kept).to_string()
 }
 
-/// One line, at most [`SUMMARY_MAX`] characters.
-fn shorten(s: &str) -> String {
+/// One line, at most [`SUMMARY_MAX`] characters (and `…`); with `whole_words`, cut
+/// after the last whole word (or JSON field) within them (mid-word only for a
+/// single longer word).
+fn shorten(s: &str, whole_words: bool) -> String {
     let flat = s.replace('\n', "⏎");
-    match flat.char_indices().nth(SUMMARY_MAX) {
-        Some((i, _)) => format!("{}…", &flat[..i]),
-        None => flat,
+    let Some((mut cut, _)) = flat.char_indices().nth(SUMMARY_MAX) else {
+        return flat;
+    };
+    if whole_words && !flat[cut..].starts_with(' ') {
+        // After the last space, or the last comma of a JSON value.
+        let space = flat[..cut].rfind(' ');
+        let comma = flat[..cut].rfind(',').map(|at| at + 1);
+        cut = space.max(comma).filter(|&at| at > 0).unwrap_or(cut);
+    }
+    let kept = if whole_words {
+        flat[..cut].trim_end()
+    } else {
+        &flat[..cut]
+    };
+    format!("{kept}…")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_summary_is_shortened_at_a_word_when_fitted() {
+        let long = "word ".repeat(40);
+        let cut = shorten(&long, true);
+        assert!(cut.ends_with("word…"), "{cut:?}");
+        assert!(cut.chars().count() <= SUMMARY_MAX + 1);
+        let as_before = shorten(&"abcdefghij".repeat(20), false);
+        assert_eq!(as_before.chars().count(), SUMMARY_MAX + 1);
+        assert_eq!(shorten("a\nb", true), "a⏎b");
+    }
+
+    #[test]
+    fn a_row_fits_its_width_or_is_as_it_always_was() {
+        let summary = "Plan: worker-a writes the /health handler and worker-b its tests, then the reviewer reads both";
+        let style = Style::for_stdout(crate::style::ColorChoice::Never);
+        let whole = row(
+            Some(0),
+            "planner",
+            Some(1),
+            "cap.text_chunk",
+            summary,
+            (style, &Fit::default()),
+        );
+        assert_eq!(
+            whole,
+            format!("00:00:00.000  planner      t1   cap.text_chunk           {summary}")
+        );
+        for width in [80, 120] {
+            let fitted = row(
+                Some(0),
+                "planner",
+                Some(1),
+                "cap.text_chunk",
+                summary,
+                (style, &Fit::columns(width)),
+            );
+            assert!(
+                fitted.lines().all(|l| l.chars().count() <= width),
+                "{fitted}"
+            );
+            let words: Vec<&str> = fitted.split_whitespace().skip(4).collect();
+            assert_eq!(words, summary.split(' ').collect::<Vec<_>>(), "{fitted}");
+        }
     }
 }
