@@ -359,10 +359,11 @@ pub(crate) fn row(
 ) -> String {
     let time = ts_ms.map_or_else(|| "--:--:--.---".to_owned(), clock);
     let turn = turn.map_or_else(|| "-".to_owned(), |t| format!("t{t}"));
+    // Padded before it is styled: the escapes take no column.
     let head = format!(
-        "{}  {session:<12} {turn:<4} {:<24} ",
+        "{}  {session:<12} {turn:<4} {} ",
         style.dim(&time),
-        style.bold(kind),
+        style.bold(&format!("{kind:<24}")),
     );
     let summary = shorten(summary, fit.width().is_some());
     fit.hang(&head, &summary, time.len() + 2)

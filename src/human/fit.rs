@@ -31,7 +31,7 @@ pub(crate) struct Fit {
 const START_MIN: usize = 12;
 
 /// Where a word may break when it is longer than a whole line: after these.
-const BREAK_AFTER: [char; 6] = ['/', ',', ';', '&', '?', '-'];
+const BREAK_AFTER: [char; 5] = ['/', ',', ';', '&', '?'];
 
 impl Fit {
     /// For what capfleet prints on stdout.
@@ -148,6 +148,38 @@ impl Fit {
         lines.join("\n")
     }
 
+    /// `items` (a row's cells moved off its line) on lines starting with `indent`
+    /// spaces, two spaces apart, a line broken between items only (an item longer
+    /// than a line is broken between its words). None for no items.
+    pub(crate) fn pack(&self, items: &[String], indent: usize) -> Vec<String> {
+        const SEP: &str = "  ";
+        let pad = " ".repeat(indent);
+        let mut lines: Vec<String> = Vec::new();
+        let mut line = String::new();
+        for item in items {
+            let w = measure_text_width(item);
+            let fits = |line: &str| {
+                self.width
+                    .is_none_or(|width| measure_text_width(line) + SEP.len() + w <= width)
+            };
+            if line.is_empty() {
+                line = format!("{pad}{item}");
+            } else if fits(&line) {
+                line.push_str(SEP);
+                line.push_str(item);
+            } else {
+                lines.push(std::mem::replace(&mut line, format!("{pad}{item}")));
+            }
+        }
+        if !line.is_empty() {
+            lines.push(line);
+        }
+        lines
+            .iter()
+            .flat_map(|l| self.lines(l, 0, indent))
+            .collect()
+    }
+
     /// `text` as lines that fit, the first one after `used` columns already taken
     /// (not included), the next ones starting with `indent` spaces.
     pub(crate) fn lines(&self, text: &str, used: usize, indent: usize) -> Vec<String> {
@@ -199,13 +231,14 @@ fn fill(text: &str, used: usize, indent: usize, width: usize) -> Vec<String> {
         }
         // A line holding a word, or the first one after a head, breaks before a word
         // that does not fit — unless the word would not fit a whole line either and
-        // enough room is left here to start it.
+        // enough room is left here to start it up to one of its soft breaks.
         let (w, room) = (
             measure_text_width(word),
             width.saturating_sub(col + spaces.len()),
         );
         let breaks = !empty || (lines.is_empty() && used > 0);
-        let starts_here = w + indent > width && room >= START_MIN;
+        let starts_here =
+            w + indent > width && room >= START_MIN && breaks_in(word, room).0.is_some();
         if breaks && w > room && !starts_here {
             lines.push(std::mem::replace(&mut line, pad.clone()));
             (col, empty) = (indent, true);
@@ -232,12 +265,11 @@ fn fill(text: &str, used: usize, indent: usize, width: usize) -> Vec<String> {
     lines
 }
 
-/// `word` split so that its head takes at most `room` columns: after its last
-/// [`BREAK_AFTER`] character that allows it, else at `room` (at least one character).
-fn split_word(word: &str, room: usize) -> (&str, &str) {
-    let mut cols = 0;
-    let mut hard = 0;
-    let mut soft = None;
+/// Where `word` may break so that its head takes at most `room` columns: after its
+/// last [`BREAK_AFTER`] character that allows it (`soft`), and after its last
+/// character that fits (`hard`, at least one).
+fn breaks_in(word: &str, room: usize) -> (Option<usize>, usize) {
+    let (mut cols, mut hard, mut soft) = (0, 0, None);
     for (i, c) in word.char_indices() {
         let next = i + c.len_utf8();
         cols += measure_text_width(&word[i..next]);
@@ -249,8 +281,16 @@ fn split_word(word: &str, room: usize) -> (&str, &str) {
             soft = Some(next);
         }
     }
-    let at = soft.unwrap_or(hard.max(word.chars().next().map_or(0, char::len_utf8)));
-    word.split_at(at)
+    (
+        soft,
+        hard.max(word.chars().next().map_or(0, char::len_utf8)),
+    )
+}
+
+/// `word` split at its soft break within `room`, else its hard one.
+fn split_word(word: &str, room: usize) -> (&str, &str) {
+    let (soft, hard) = breaks_in(word, room);
+    word.split_at(soft.unwrap_or(hard))
 }
 
 #[cfg(test)]
@@ -331,6 +371,16 @@ mod tests {
         let lines: Vec<&str> = wide.lines().collect();
         assert!(lines.len() > 1 && lines[0].starts_with(head), "{wide}");
         assert!(lines[1].starts_with(&" ".repeat(head.len())), "{wide}");
+        // A JSON value without spaces starts after the head up to a comma when one
+        // fits there, and on the next line otherwise: never broken inside a name.
+        let json = r#"{"call_id":"toolu_sim_000009","name":"TodoWrite","input":{"todos":[]}}"#;
+        for used in [50, 58] {
+            let row = at(80).hang(&"x".repeat(used), json, 14);
+            assert!(row.lines().all(|l| l.len() <= 80), "{row}");
+            assert!(row.contains(r#""call_id":"toolu_sim_000009","#), "{row}");
+            let back: String = row.split_whitespace().collect();
+            assert_eq!(back, format!("{}{json}", "x".repeat(used)));
+        }
         let narrow = at(40).hang(head, text, 4);
         assert!(
             narrow

@@ -134,19 +134,15 @@ impl Table {
             .map(|(line, cells)| {
                 let mut lines = vec![line];
                 if overflow == Overflow::Next {
-                    let moved = self.moved(cells, &kept);
-                    if !moved.is_empty() {
-                        let text = format!("{}{moved}", " ".repeat(indent));
-                        lines.extend(fit.lines(&text, 0, indent));
-                    }
+                    lines.extend(fit.pack(&self.moved(cells, &kept), indent));
                 }
                 lines
             })
             .collect()
     }
 
-    /// Each column as wide as its widest value (never wider than declared, unless
-    /// it declared none: a column that is not padded stays so).
+    /// Each column as wide as its widest value (a column that declared no width
+    /// stays unpadded).
     fn compact_pads(&self) -> Vec<usize> {
         (0..self.cols.len())
             .map(|c| {
@@ -157,7 +153,7 @@ impl Table {
                     .map(|(v, _)| measure_text_width(v))
                     .max()
                     .unwrap_or(0);
-                widest.min(self.cols[c].pad)
+                if self.cols[c].pad == 0 { 0 } else { widest }
             })
             .collect()
     }
@@ -188,8 +184,8 @@ impl Table {
             .collect()
     }
 
-    /// The cells of the columns not `kept`, unpadded, two spaces apart.
-    fn moved(&self, cells: &[Cell], kept: &[usize]) -> String {
+    /// The cells of the columns not `kept`, unpadded.
+    fn moved(&self, cells: &[Cell], kept: &[usize]) -> Vec<String> {
         (0..self.cols.len())
             .filter(|c| !kept.contains(c))
             .filter_map(|c| {
@@ -198,8 +194,7 @@ impl Table {
                 let text = text.trim();
                 (!text.is_empty()).then(|| text.to_owned())
             })
-            .collect::<Vec<_>>()
-            .join("  ")
+            .collect()
     }
 }
 

@@ -100,7 +100,8 @@ fn demo_at(width: usize) {
             .any(|l| l.starts_with(&repo.run_id()) && l.contains("completed")),
         "{joined}"
     );
-    assert!(joined.contains("fleet -> planner via task"), "{joined}");
+    let flowing = joined.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(flowing.contains("fleet -> planner via task"), "{joined}");
 }
 
 #[test]
