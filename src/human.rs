@@ -1,5 +1,6 @@
 //! The human at the terminal: prompts for the REPL and answers to the agent's asks
-//! and permission requests. stdin is read on one thread into a bounded channel.
+//! and permission requests (stdin is read on one thread into a bounded channel);
+//! what is printed for them fits their terminal ([`fit`], [`table`]).
 
 use std::io::{BufRead, Read, Write};
 
@@ -10,7 +11,9 @@ use tokio::sync::mpsc;
 
 use crate::style::Style;
 
+pub(crate) mod fit;
 pub(crate) mod reply;
+pub(crate) mod table;
 
 use reply::Reply;
 

@@ -13,6 +13,7 @@ use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer, Registry};
 
+use crate::human::fit::Fit;
 use crate::style::{ColorChoice, Style};
 
 pub(crate) const ENV: &str = "CAPFLEET_LOG";
@@ -61,7 +62,9 @@ pub(crate) fn note(line: &str) {
 }
 
 /// stderr, or above the live view while one is drawn. The fmt layer writes each
-/// event whole in one `write_all`, so a line is never split around a redraw.
+/// event whole in one `write_all`, so a line is never split around a redraw. On a
+/// terminal (or with `COLUMNS`) a line longer than its width is broken between
+/// words (`crate::human::fit`).
 struct Stderr;
 
 impl Write for Stderr {
@@ -70,6 +73,21 @@ impl Write for Stderr {
     }
 
     fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
+        let fit = Fit::stderr_columns();
+        let fitted;
+        let buf = match (fit.width(), std::str::from_utf8(buf)) {
+            (Some(_), Ok(text)) => {
+                fitted = text
+                    .split_inclusive('\n')
+                    .map(|l| match l.strip_suffix('\n') {
+                        Some(line) => format!("{}\n", fit.wrap(line, 4)),
+                        None => fit.wrap(l, 4),
+                    })
+                    .collect::<String>();
+                fitted.as_bytes()
+            }
+            _ => buf,
+        };
         match view() {
             Some(view) => view.suspend(|| std::io::stderr().write_all(buf)),
             None => std::io::stderr().write_all(buf),

@@ -11,15 +11,19 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use crate::fleet::run_dir::{LATEST, Orchestrator, Owner, RunDir};
+use crate::human::fit::Fit;
 use crate::style::{ColorChoice, Style};
+
+mod line;
+
+use line::session_of;
+pub(crate) use line::{Look, clock, line, line_at, row};
 
 /// How often `--follow` looks for new records.
 const POLL: Duration = Duration::from_millis(200);
-/// Longest summary printed per record.
-const SUMMARY_MAX: usize = 120;
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
@@ -63,23 +67,25 @@ pub(crate) fn run(args: LogArgs, color: ColorChoice) -> ExitCode {
         Ok(run) => run,
         Err(code) => return code,
     };
+    let fit = Fit::stderr();
+    let say = |line: String| eprintln!("{}", fit.wrap(&line, 4));
     match print_journal(&run, &args, Style::for_stdout(color)) {
         Ok(end) => {
             if end.torn > 0 {
-                eprintln!(
+                say(format!(
                     "{} {}: the last record is torn ({} bytes without an end of line, the \
                      writer stopped mid-record); every record before it is printed",
                     err.warn("warning:"),
-                    run.journal().display(),
+                    fit.path(&run.journal()),
                     end.torn
-                );
+                ));
             }
             if let Some(want) = args.session.as_deref()
                 && end.seen.matched == 0
                 && end.abandoned.is_none()
             {
                 let known: Vec<&str> = end.seen.sessions.iter().map(String::as_str).collect();
-                eprintln!(
+                say(format!(
                     "{} run {} has no session `{want}` (sessions: {})",
                     err.err("error:"),
                     run.id,
@@ -88,13 +94,13 @@ pub(crate) fn run(args: LogArgs, color: ColorChoice) -> ExitCode {
                     } else {
                         known.join(", ")
                     }
-                );
+                ));
                 return ExitCode::from(2);
             }
             match end.abandoned {
                 None => ExitCode::SUCCESS,
                 Some(owner) => {
-                    eprintln!(
+                    say(format!(
                         "{} the run's orchestrator (pid {}) is gone and the run never ended: \
                          it was abandoned. capfleet cannot resume a run; start it again with \
                          `cd {} && capfleet run {}`",
@@ -102,7 +108,7 @@ pub(crate) fn run(args: LogArgs, color: ColorChoice) -> ExitCode {
                         owner.pid,
                         owner.cwd.display(),
                         owner.fleet.display()
-                    );
+                    ));
                     ExitCode::FAILURE
                 }
             }
@@ -110,7 +116,11 @@ pub(crate) fn run(args: LogArgs, color: ColorChoice) -> ExitCode {
         // The reader went away (`| head`): nothing more to say.
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("{} {}: {e}", err.err("error:"), run.journal().display());
+            say(format!(
+                "{} {}: {e}",
+                err.err("error:"),
+                fit.path(&run.journal())
+            ));
             ExitCode::FAILURE
         }
     }
@@ -148,6 +158,7 @@ fn print_journal(run: &RunDir, args: &LogArgs, style: Style) -> std::io::Result<
     // last, then the run counts as abandoned.
     let mut gone = None;
     let mut seen = Seen::default();
+    let fit = Fit::stdout();
     loop {
         let mut fresh = false;
         match std::fs::File::open(&path) {
@@ -165,7 +176,7 @@ fn print_journal(run: &RunDir, args: &LogArgs, style: Style) -> std::io::Result<
                         continue; // a record being written: wait for the rest
                     }
                     let line = std::mem::take(&mut pending);
-                    ended |= print_line(&line, args, style, &mut seen, &mut out)?;
+                    ended |= print_line(&line, args, (style, &fit), &mut seen, &mut out)?;
                 }
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && args.follow => {}
@@ -200,12 +211,13 @@ fn print_journal(run: &RunDir, args: &LogArgs, style: Style) -> std::io::Result<
 fn print_line(
     line: &[u8],
     args: &LogArgs,
-    style: Style,
+    look: Look<'_>,
     seen: &mut Seen,
     out: &mut impl Write,
 ) -> std::io::Result<bool> {
+    let style = look.0;
     match std::str::from_utf8(line) {
-        Ok(text) => print_record(text.trim_end(), args, style, seen, out),
+        Ok(text) => print_record(text.trim_end(), args, look, seen, out),
         Err(_) => {
             let lossy = String::from_utf8_lossy(line);
             writeln!(
@@ -223,7 +235,7 @@ fn print_line(
 fn print_record(
     raw: &str,
     args: &LogArgs,
-    style: Style,
+    (style, fit): Look<'_>,
     seen: &mut Seen,
     out: &mut impl Write,
 ) -> std::io::Result<bool> {
@@ -259,7 +271,7 @@ fn print_record(
         writeln!(out, "{raw}")?;
         return Ok(ended);
     }
-    writeln!(out, "{}", line(&rec, style))?;
+    writeln!(out, "{}", line_at(&rec, style, fit))?;
     Ok(ended)
 }
 
@@ -298,6 +310,7 @@ fn from_nats(args: &LogArgs, urls: &str, color: ColorChoice) -> ExitCode {
         return ExitCode::from(2);
     }
     let style = Style::for_stdout(color);
+    let fit = Fit::stdout();
     let mut out = std::io::stdout().lock();
     for r in &records {
         let text = String::from_utf8_lossy(r);
@@ -305,7 +318,7 @@ fn from_nats(args: &LogArgs, urls: &str, color: ColorChoice) -> ExitCode {
             writeln!(out, "{text}")
         } else {
             match serde_json::from_str::<Value>(&text) {
-                Ok(Value::Object(rec)) => writeln!(out, "{}", line(&rec, style)),
+                Ok(Value::Object(rec)) => writeln!(out, "{}", line_at(&rec, style, &fit)),
                 _ => writeln!(out, "{text}"),
             }
         };
@@ -314,232 +327,4 @@ fn from_nats(args: &LogArgs, urls: &str, color: ColorChoice) -> ExitCode {
         }
     }
     ExitCode::SUCCESS
-}
-
-/// One record as a readable line: time, session, turn, kind, summary.
-pub(crate) fn line(rec: &Map<String, Value>, style: Style) -> String {
-    let kind = rec.get("type").and_then(Value::as_str).unwrap_or("?");
-    let ts_ms = rec.get("ts_ms").and_then(Value::as_u64);
-    let turn = rec.get("turn").and_then(Value::as_u64);
-    let session = session_of(rec);
-    let (kind, summary) = describe(kind, rec);
-    row(ts_ms, session, turn, &kind, &summary, style)
-}
-
-/// The printed line of one record, from its parts (`run`'s line mode prints an
-/// agent's text through this without building the record).
-pub(crate) fn row(
-    ts_ms: Option<u64>,
-    session: &str,
-    turn: Option<u64>,
-    kind: &str,
-    summary: &str,
-    style: Style,
-) -> String {
-    let time = ts_ms.map_or_else(|| "--:--:--.---".to_owned(), clock);
-    let turn = turn.map_or_else(|| "-".to_owned(), |t| format!("t{t}"));
-    format!(
-        "{}  {session:<12} {turn:<4} {:<24} {}",
-        style.dim(&time),
-        style.bold(kind),
-        shorten(summary)
-    )
-}
-
-/// The session a record belongs to: the last URN segment, a `session` field, or `-`.
-fn session_of(rec: &Map<String, Value>) -> &str {
-    if let Some(urn) = rec.get("urn").and_then(Value::as_str) {
-        return urn.rsplit('/').next().unwrap_or(urn);
-    }
-    rec.get("session").and_then(Value::as_str).unwrap_or("-")
-}
-
-/// `HH:MM:SS.mmm` (UTC) of a Unix time in milliseconds.
-pub(crate) fn clock(ts_ms: u64) -> String {
-    let (secs, ms) = (ts_ms / 1000, ts_ms % 1000);
-    let day = secs % 86_400;
-    format!(
-        "{:02}:{:02}:{:02}.{ms:03}",
-        day / 3600,
-        day % 3600 / 60,
-        day % 60
-    )
-}
-
-fn text(v: Option<&Value>) -> String {
-    match v {
-        Some(Value::String(s)) => s.clone(),
-        Some(v) => v.to_string(),
-        None => String::new(),
-    }
-}
-
-/// A list of names (`from`, `cancelled`) joined with ` + `.
-fn names(v: Option<&Value>) -> String {
-    v.and_then(Value::as_array).map_or(String::new(), |a| {
-        a.iter()
-            .map(|v| text(Some(v)))
-            .collect::<Vec<_>>()
-            .join(" + ")
-    })
-}
-
-/// A record's kind (the CAP kind for agent events) and a one-line summary.
-fn describe(kind: &str, rec: &Map<String, Value>) -> (String, String) {
-    let f = |k: &str| text(rec.get(k));
-    match kind {
-        "cap" => {
-            let event = rec.get("event").and_then(Value::as_object);
-            let cap_kind = event
-                .and_then(|e| e.get("kind"))
-                .map_or("cap".into(), |k| text(Some(k)));
-            (cap_kind, event.map_or_else(String::new, cap_summary))
-        }
-        "state" => ("state".into(), format!("{} -> {}", f("from"), f("to"))),
-        "turn_started" => (
-            "turn_started".into(),
-            format!(
-                "attempt {}, prompt {} bytes",
-                f("attempt"),
-                f("prompt_bytes")
-            ),
-        ),
-        "turn_ended" => (
-            "turn_ended".into(),
-            format!(
-                "{} ({}) in {} ms",
-                f("outcome"),
-                f("stop_reason"),
-                f("duration_ms")
-            ),
-        ),
-        "restart" => (
-            "restart".into(),
-            format!(
-                "attempt {} in {} ms: {}",
-                f("attempt"),
-                f("delay_ms"),
-                f("cause")
-            ),
-        ),
-        "paused" => (
-            "paused".into(),
-            format!(
-                "pause {} until {} UTC ({}): {}",
-                f("pause"),
-                rec.get("until_ms")
-                    .and_then(Value::as_u64)
-                    .map_or_else(|| "?".into(), clock),
-                f("source"),
-                f("reason")
-            ),
-        ),
-        "failed" => ("failed".into(), f("reason")),
-        "audit" => {
-            let what = match f("action").as_str() {
-                "terminal_create" => format!("run {:?} in {}", f("command"), f("cwd")),
-                "terminal_kill" => format!("kill {} ({})", f("terminal_id"), f("signal")),
-                "fs_write" => format!("write {} ({} bytes)", f("path"), f("bytes")),
-                "fs_delete" => format!("delete {}", f("path")),
-                other => other.to_owned(),
-            };
-            let error = rec
-                .get("error")
-                .map_or(String::new(), |e| format!(": {}", text(Some(e))));
-            let summary = format!("{} {what} by {}{error}", f("outcome"), f("rule"));
-            ("audit".into(), summary)
-        }
-        "routed" => {
-            let from = names(rec.get("from"));
-            let summary = format!(
-                "{from} -> {} via {} ({} bytes)",
-                f("to"),
-                f("via"),
-                f("bytes")
-            );
-            ("routed".into(), summary)
-        }
-        "refused" => (
-            "refused".into(),
-            format!("{} -> {}: {}", f("from"), f("to"), f("reason")),
-        ),
-        "cancel_requested" => ("cancel_requested".into(), f("reason")),
-        "race_won" => {
-            let cancelled = names(rec.get("cancelled"));
-            let also = match cancelled.as_str() {
-                "" => String::new(),
-                names => format!("; cancelled {names}"),
-            };
-            let summary = format!("{} won routes[{}]{also}", f("winner"), f("route"));
-            ("race_won".into(), summary)
-        }
-        // No `route` when what failed is no route (a rejected master plan).
-        "route_failed" => {
-            let summary = match rec.get("route") {
-                Some(_) => format!("routes[{}]: {}", f("route"), f("reason")),
-                None => f("reason"),
-            };
-            ("route_failed".into(), summary)
-        }
-        "plan_entry" => (
-            "plan_entry".into(),
-            format!("{} ({}) {}", f("id"), f("assigned_to"), f("status")),
-        ),
-        _ => (
-            kind.to_owned(),
-            rest(rec, &["type", "ts_ms", "urn", "turn", "seq"]),
-        ),
-    }
-}
-
-fn cap_summary(event: &Map<String, Value>) -> String {
-    if event.get("kind").and_then(Value::as_str) == Some("cap.artifact") {
-        return artifact_summary(event);
-    }
-    for key in ["text", "prompt", "message", "tool", "title"] {
-        if let Some(Value::String(s)) = event.get(key) {
-            return s.clone();
-        }
-    }
-    rest(event, &["kind"])
-}
-
-/// `name (mime, N bytes) for session: uri`.
-fn artifact_summary(a: &Map<String, Value>) -> String {
-    let f = |k: &str| text(a.get(k));
-    let owner = a
-        .get("_meta")
-        .and_then(|m| m.get("capfleet.session"))
-        .and_then(Value::as_str)
-        .map(|u| format!(" of {}", u.rsplit('/').next().unwrap_or(u)))
-        .unwrap_or_default();
-    let place = match a.get("uri").and_then(Value::as_str) {
-        Some(uri) => uri.to_owned(),
-        None => "inline".to_owned(),
-    };
-    format!(
-        "{}{owner} ({}, {} bytes): {place}",
-        f("name"),
-        f("mime_type"),
-        f("size")
-    )
-}
-
-/// The object without `skip`, as compact JSON.
-fn rest(obj: &Map<String, Value>, skip: &[&str]) -> String {
-    let kept: Map<String, Value> = obj
-        .iter()
-        .filter(|(k, _)| !skip.contains(&k.as_str()))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    Value::Object(kept).to_string()
-}
-
-/// One line, at most [`SUMMARY_MAX`] characters.
-fn shorten(s: &str) -> String {
-    let flat = s.replace('\n', "⏎");
-    match flat.char_indices().nth(SUMMARY_MAX) {
-        Some((i, _)) => format!("{}…", &flat[..i]),
-        None => flat,
-    }
 }

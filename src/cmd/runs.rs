@@ -13,6 +13,8 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::fleet::run_dir::{Orchestrator, RunDir};
+use crate::human::fit::Fit;
+use crate::human::table::{Col, Overflow, Table, cell};
 use crate::style::{ColorChoice, Style};
 
 #[derive(Debug, clap::Args)]
@@ -93,13 +95,17 @@ pub(crate) fn run(args: RunsArgs, color: ColorChoice) -> ExitCode {
         }
         return ExitCode::SUCCESS;
     }
+    let fit = Fit::stdout();
     if rows.is_empty() {
-        println!("no runs under {}", base.join(".capfleet/runs").display());
+        let line = format!("no runs under {}", fit.path(&base.join(".capfleet/runs")));
+        println!("{}", fit.wrap(&line, 4));
         return ExitCode::SUCCESS;
     }
-    println!(
-        "{:<24} {:<22} {:>10} {:>8}  started (UTC)",
-        "run", "state", "cost", "sessions"
+    let mut table = Table::new(&COLUMNS);
+    table.row(
+        ["run", "state", "cost", "sessions", "started (UTC)"]
+            .map(cell)
+            .to_vec(),
     );
     for r in &rows {
         let state = match (r.state, r.pid, &r.outcome) {
@@ -114,16 +120,29 @@ pub(crate) fn run(args: RunsArgs, color: ColorChoice) -> ExitCode {
             || "-".to_owned(),
             |ms| capfleet_actors::clock::rfc3339_secs(i64::try_from(ms / 1000).unwrap_or(0)),
         );
-        println!(
-            "{:<24} {:<22} {:>10} {:>8}  {started}",
-            r.run,
-            state,
-            format!("${:.4}", r.cost_usd),
-            r.sessions
-        );
+        table.row(vec![
+            cell(&r.run),
+            cell(state),
+            cell(format!("${:.4}", r.cost_usd)),
+            cell(r.sessions.to_string()),
+            cell(started),
+        ]);
+    }
+    for line in table.lines(&fit, Overflow::Next).concat() {
+        println!("{line}");
     }
     ExitCode::SUCCESS
 }
+
+/// The table's columns: run, state, cost, sessions, start; the run and its state
+/// stay on the row's line longest.
+const COLUMNS: [Col; 5] = [
+    Col::left("", 24, 0),
+    Col::left(" ", 22, 1),
+    Col::left(" ", 10, 2).right(),
+    Col::left(" ", 8, 4).right(),
+    Col::left("  ", 0, 3),
+];
 
 /// What the run's lock and journal say about it.
 pub(crate) fn row(run: &RunDir) -> RunRow {

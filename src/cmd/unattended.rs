@@ -15,11 +15,15 @@ pub(crate) fn is_unattended(spec: &SessionSpec) -> bool {
 
 /// The warning for an unattended session, printed before anything runs.
 pub(crate) fn warn(spec: &SessionSpec, style: Style) {
-    eprintln!(
+    let line = format!(
         "{} session {} (agent {}) has tool_permission = \"none\": its terminal commands and \
          file writes run without asking; each is journaled as an `audit` record",
         style.warn("UNATTENDED:"),
         spec.name,
         spec.launch.manifest.agent.name,
+    );
+    eprintln!(
+        "{}",
+        crate::human::fit::Fit::stderr_columns().wrap(&line, 4)
     );
 }

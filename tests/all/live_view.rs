@@ -1,6 +1,7 @@
 //! `capfleet run`'s live view in a real terminal (tmux, `capture-pane` snapshots) at
 //! 80 and 160 columns: no row longer than the width (none wraps: no piece of a row
-//! goes on in a line of its own between the rows), each session's row
+//! goes on in a line of its own between the rows; at 80 columns the columns shrink
+//! to their values and the rows keep their restarts), each session's row
 //! once, in fleet order (not alphabetical), a tracing warning above the rows and not
 //! inside them, the rows gone at the end where the summary lists each session once;
 //! `NO_COLOR` and `TERM=dumb` (plain lines). Line mode (stdout not a terminal) prints
@@ -121,6 +122,13 @@ fn board_at(width: usize) {
             "a row of {cols} columns at {width}: {line:?}\n{screen}"
         );
     }
+    for &(i, name) in &shown {
+        assert!(
+            lines[i].contains("restarts "),
+            "{name}'s row whole at {width} columns: {:?}\n{screen}",
+            lines[i]
+        );
+    }
     let colored = tmux.screen(true);
     let fleet_row = colored
         .lines()
@@ -166,10 +174,16 @@ fn a_narrower_terminal_gets_the_rows_redrawn_cut_and_no_stale_piece() {
         shows_the_board_and_the_warning(s) && s.contains("restarts 1")
     });
     tmux.resize(80);
-    // Cut at 80 columns, a row ends before its restarts; a piece of a row drawn at 160
-    // that the terminal broke into a line of its own would still show them.
+    // Redrawn at 80 columns, a row's columns are as wide as their values (`turns 1`,
+    // not `turns   1`) and it fits with its restarts; a piece of a row drawn at 160
+    // that the terminal broke into a line of its own would show restarts outside the
+    // rows, or the padding of 160 columns.
     let narrow = tmux.wait_for("the rows redrawn at 80 columns", |s| {
-        shows_the_board_and_the_warning(s) && !s.contains("restarts")
+        let with_restarts: Vec<&str> = s.lines().filter(|l| l.contains("restarts ")).collect();
+        shows_the_board_and_the_warning(s)
+            && !s.contains("turns   ")
+            && with_restarts.len() == SESSIONS.len() + 1
+            && with_restarts.iter().all(|l| !rows(l).is_empty())
     });
     let shown = rows(&narrow);
     let names: Vec<&str> = shown.iter().map(|(_, n)| *n).collect();

@@ -69,6 +69,7 @@ mod research;
 mod router;
 mod run_cli;
 mod run_human;
+mod screen_width;
 mod serve;
 mod serve_a2a;
 mod serve_a2a_sdks;

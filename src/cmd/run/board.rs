@@ -1,7 +1,9 @@
 //! The live view on a terminal, drawn with indicatif: one row per session in fleet
 //! order (a session the fleet does not name, after them), the fleet's total and,
-//! with a budget, its bar. Every row is cut to the terminal's width when drawn, so
-//! none wraps; a resize (SIGWINCH) redraws them at the new width. While the board is
+//! with a budget, its bar. Every row fits the terminal's width: its columns shrink
+//! to their values, then the least needed are left out (`crate::human::table`), and
+//! indicatif cuts what still would not fit, so none wraps; a resize (SIGWINCH)
+//! redraws them at the new width. While the board is
 //! up, diagnostics go above it (`crate::logging::above`), and it is off the screen
 //! while the human answers a question ([`hold`]); when the run ends it is cleared,
 //! and the summary on stderr is the one copy of the rows left.
@@ -13,6 +15,8 @@ use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle, T
 
 use super::screen::Screen;
 use super::view::{Row, Seen};
+use crate::human::fit::Fit;
+use crate::human::table::{Cell, Col, Overflow, Table, cell, with_unit};
 use crate::style::Style;
 
 pub(super) struct Board {
@@ -77,24 +81,23 @@ impl Board {
             total.cost_usd += r.cost_usd;
             total.restarts += r.restarts;
         }
-        for (urn, shown, text) in &mut self.rows {
+        let mut table = Table::new(&COLUMNS);
+        for (urn, _, _) in &self.rows {
             let r = seen.rows.get(urn).cloned().unwrap_or_default();
-            show(shown, text, session_row(urn, &r), force);
+            table.row(session_row(urn, &r));
         }
-        let fleet = self.style.bold(&format!(
-            "{:<20} {:<15} {:>9}  tokens {:>8} in {:>7} out  ${:>8.4}  restarts {}",
-            "fleet",
-            "",
-            "",
-            total.input_tokens,
-            total.output_tokens,
-            total.cost_usd,
-            total.restarts
-        ));
+        table.row(fleet_row(&total));
+        let fit = Fit::columns(usize::from(width));
+        let mut lines = table.lines(&fit, Overflow::Drop).concat().into_iter();
+        for (_, shown, text) in &mut self.rows {
+            show(shown, text, lines.next().unwrap_or_default(), force);
+        }
+        let fleet = self.style.bold(&lines.next().unwrap_or_default());
         let (shown, text) = &mut self.total;
         show(shown, text, fleet, force);
         if let Some((limit, shown, text)) = &mut self.budget {
-            show(shown, text, budget_bar(total.cost_usd, *limit), force);
+            let bar = budget_bar(total.cost_usd, *limit, usize::from(width));
+            show(shown, text, bar, force);
         }
     }
 
@@ -163,33 +166,66 @@ fn show(shown: &ProgressBar, text: &mut String, now: String, force: bool) {
     }
 }
 
-fn session_row(urn: &str, r: &Row) -> String {
-    format!(
-        "{:<20} {:<15} turns {:>3}  tokens {:>8} in {:>7} out  ${:>8.4}  restarts {}{}",
-        urn.rsplit('/').next().unwrap_or(urn),
-        r.state.as_str(),
-        r.turns,
-        r.input_tokens,
-        r.output_tokens,
-        r.cost_usd,
-        r.restarts,
-        r.paused_until()
-    )
+/// A row's columns: name, state, turns, tokens in and out, cost, restarts, and
+/// while paused until when. What does not fit is left out: tokens first, then
+/// turns, restarts, cost; the name, the state and the pause stay.
+const COLUMNS: [Col; 8] = [
+    Col::left("", 20, 0),
+    Col::left(" ", 15, 1),
+    Col::left(" ", 3, 4).right().label("turns "),
+    Col::left("  ", 8, 5).right().label("tokens "),
+    Col::left(" ", 7, 5).right(),
+    Col::left("  ", 8, 2).right().label("$"),
+    Col::left("  ", 0, 3).label("restarts "),
+    Col::left("", 0, 1),
+];
+
+fn session_row(urn: &str, r: &Row) -> Vec<Cell> {
+    vec![
+        cell(urn.rsplit('/').next().unwrap_or(urn)),
+        cell(r.state.as_str()),
+        cell(r.turns.to_string()),
+        with_unit(r.input_tokens.to_string(), " in"),
+        with_unit(r.output_tokens.to_string(), " out"),
+        cell(format!("{:.4}", r.cost_usd)),
+        cell(r.restarts.to_string()),
+        cell(r.paused_until()),
+    ]
 }
 
-fn budget_bar(spent: f64, limit: f64) -> String {
-    const WIDTH: usize = 40;
+/// The fleet's total: no state, no turns.
+fn fleet_row(total: &Row) -> Vec<Cell> {
+    vec![
+        cell("fleet"),
+        None,
+        None,
+        with_unit(total.input_tokens.to_string(), " in"),
+        with_unit(total.output_tokens.to_string(), " out"),
+        cell(format!("{:.4}", total.cost_usd)),
+        cell(total.restarts.to_string()),
+    ]
+}
+
+/// `budget [####----] $spent of $limit (N%)`, the bar at most 40 cells and narrower
+/// on a narrow terminal (at least 10).
+fn budget_bar(spent: f64, limit: f64, width: usize) -> String {
     let frac = if limit > 0.0 {
         (spent / limit).clamp(0.0, 1.0)
     } else {
         1.0
     };
-    let filled = (frac * WIDTH as f64).round() as usize;
-    format!(
-        "budget [{}{}] ${spent:.4} of ${limit:.4} ({:.0}%)",
-        "#".repeat(filled),
-        "-".repeat(WIDTH - filled),
+    let said = format!(
+        " ${spent:.4} of ${limit:.4} ({:.0}%)",
         100.0 * spent / limit.max(f64::MIN_POSITIVE)
+    );
+    let cells = width
+        .saturating_sub("budget []".len() + said.len())
+        .clamp(10, 40);
+    let filled = (frac * cells as f64).round() as usize;
+    format!(
+        "budget [{}{}]{said}",
+        "#".repeat(filled),
+        "-".repeat(cells - filled)
     )
 }
 
@@ -199,8 +235,13 @@ mod tests {
 
     #[test]
     fn budget_bar_fills_and_clamps() {
-        assert!(budget_bar(0.5, 1.0).contains(&format!("{}{}", "#".repeat(20), "-".repeat(20))));
-        assert!(budget_bar(2.0, 1.0).contains(&"#".repeat(40)));
-        assert!(budget_bar(2.0, 1.0).contains("(200%)"));
+        let wide = |spent| budget_bar(spent, 1.0, 160);
+        assert!(wide(0.5).contains(&format!("{}{}", "#".repeat(20), "-".repeat(20))));
+        assert!(wide(2.0).contains(&"#".repeat(40)));
+        assert!(wide(2.0).contains("(200%)"));
+        for width in [60, 80] {
+            let bar = budget_bar(0.5, 1.0, width);
+            assert!(bar.len() <= width, "{bar:?} at {width}");
+        }
     }
 }

@@ -7,15 +7,14 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use capfleet_actors::answerer::HumanQuestion;
-use capfleet_actors::budget::{BudgetScope, BudgetSnapshot, Crossing};
 use capfleet_actors::events::{SUBSCRIBER_CAPACITY, urn};
-use capfleet_actors::router::RaceWon;
-use capfleet_actors::run::{Resume, RunReport, RunTelemetry, run_fleet};
+use capfleet_actors::run::{Resume, RunTelemetry, run_fleet};
 use capfleet_actors::telemetry::metrics::FleetMetrics;
 use tokio::sync::mpsc;
 
 use super::board;
 use super::launch::{self, Launch};
+use super::summary;
 use super::totals::Totals;
 use super::view::{self, Mode};
 use super::workspaces;
@@ -24,6 +23,7 @@ use crate::cmd::unattended;
 use crate::fleet::run_dir::RunLock;
 use crate::fleet::{Fleet, RunDir};
 use crate::human::Input;
+use crate::human::fit::Fit;
 use crate::notify::{Notifier, NotifyStats, notices};
 
 /// How long the webhooks may go on delivering after the run's end (the run's exit
@@ -108,21 +108,19 @@ pub(super) async fn execute(
         eprintln!("{} {}: {e}", err.err("error:"), file.display());
         return ExitCode::FAILURE;
     }
-    match &resume {
-        Some(r) => eprintln!(
-            "capfleet: resuming run {} (journal {}: {} records, {} completed deliveries replayed, {} re-issued)",
+    let fit = Fit::stderr();
+    let journal = fit.path(&run.journal());
+    let header = match &resume {
+        Some(r) => format!(
+            "capfleet: resuming run {} (journal {journal}: {} records, {} completed deliveries replayed, {} re-issued)",
             run.id,
-            run.journal().display(),
             r.recovered.tail.records,
             r.recovered.replay.len(),
             r.recovered.interrupted.len()
         ),
-        None => eprintln!(
-            "capfleet: run {} (journal {})",
-            run.id,
-            run.journal().display()
-        ),
-    }
+        None => format!("capfleet: run {} (journal {journal})", run.id),
+    };
+    eprintln!("{}", fit.wrap(&header, 4));
     // Before any agent starts: a workspace that cannot be made fails the run; a
     // resumed run's are reused as they are.
     let prepared = match &resume {
@@ -132,14 +130,15 @@ pub(super) async fn execute(
     let workspace = match prepared {
         Ok(phase) => phase,
         Err(e) => {
-            eprintln!("{} cannot provision the workspaces: {e}", err.err("error:"));
+            let line = format!("{} cannot provision the workspaces: {e}", err.err("error:"));
+            eprintln!("{}", fit.wrap(&line, 4));
             if let Err(e) = run.record_end(EXIT_SESSION_FAILED) {
                 eprintln!("{} {e}", err.err("error:"));
             }
             return ExitCode::from(EXIT_SESSION_FAILED);
         }
     };
-    workspaces::announce(&workspace);
+    workspaces::announce(&workspace, &fit);
     for fs in fleet
         .sessions
         .iter()
@@ -213,7 +212,7 @@ pub(super) async fn execute(
     };
     if let Ok(r) = &report {
         let totals = Totals::new(&fleet, r, &seen, &run, code);
-        summary(&fleet, r, &totals, &seen, &run, err);
+        summary::print(&fleet, r, &totals, &seen, &run, err);
         if mode == Mode::Json {
             totals.print_json();
         }
@@ -235,10 +234,11 @@ pub(super) async fn execute(
     workers.finish(NOTIFY_GRACE).await;
     let (failed, dropped) = (stats.failed.get(), stats.dropped.get());
     if failed + dropped > 0 {
-        eprintln!(
+        let line = format!(
             "{} webhook: {failed} notice(s) not delivered, {dropped} dropped (queue full)",
             err.warn("warning:")
         );
+        eprintln!("{}", Fit::stderr().wrap(&line, 4));
     }
     ExitCode::from(code)
 }
@@ -291,13 +291,14 @@ fn new_run(args: &RunArgs, err: Style) -> Result<(RunDir, RunLock), ExitCode> {
 /// Kill and report what dead runs in `dir` left running.
 fn sweep(dir: &std::path::Path, err: Style) {
     for k in super::orphans::sweep(dir) {
-        eprintln!(
+        let line = format!(
             "{} killed {} process(es) left running by run {} (its capfleet, pid {}, is dead)",
             err.warn("warning:"),
             k.processes,
             k.run,
             k.pid
         );
+        eprintln!("{}", Fit::stderr().wrap(&line, 4));
     }
 }
 
@@ -316,159 +317,4 @@ async fn answer_questions(
         eprintln!("\n{} asks:", q.urn);
         input.ask_human(q).await;
     }
-}
-
-/// A crossed limit: whose, the spend against it, the overshoot (spent minus limit) and
-/// why (the turn in flight whose usage crossed it; what ran on until stopped).
-fn crossing_line(b: &BudgetSnapshot, c: &Crossing) -> String {
-    let whose = match &c.scope {
-        BudgetScope::Fleet => "fleet budget".to_owned(),
-        BudgetScope::Session(urn) => format!("{} budget", short(urn)),
-    };
-    let turn = c.turn.map_or_else(String::new, |t| format!(" turn {t} of"));
-    let stopped = match c.scope {
-        BudgetScope::Fleet => "the run was stopped",
-        BudgetScope::Session(_) => "the session was stopped",
-    };
-    format!(
-        "{whose} exceeded: ${:.4} spent of ${:.4}, over by ${:.4}: crossed by{turn} {} in flight (${:.4} at the crossing); {stopped}",
-        b.spent_against(c),
-        c.limit_usd,
-        b.overshoot(c),
-        short(&c.urn),
-        c.spent_usd,
-    )
-}
-
-fn short(urn: &str) -> &str {
-    urn.rsplit('/').next().unwrap_or(urn)
-}
-
-/// Per session: turns, tokens, cost, restarts; then the fleet and where the journal is.
-/// `  won the race` for a race's winner, `  cancelled: <winner> won` for its cancelled
-/// candidates (one mark per race the session was in).
-fn race_mark(races: &[RaceWon], session: &str, s: Style) -> String {
-    let mut mark = String::new();
-    for race in races {
-        if race.winner == session {
-            mark.push_str(&format!("  {}", s.bold("won the race")));
-        } else if race.cancelled.iter().any(|c| c == session) {
-            mark.push_str(&format!("  cancelled: {} won the race", race.winner));
-        }
-    }
-    mark
-}
-
-/// `  paused 2x` for a session a rate limit paused, `, until HH:MM:SS UTC` when it
-/// was paused at the end.
-fn pause_mark(row: &super::totals::SessionTotals) -> String {
-    if row.pauses == 0 {
-        return String::new();
-    }
-    let until = row.paused_until_ms.map_or_else(String::new, |ms| {
-        format!(", until {} UTC", crate::cmd::log::clock(ms))
-    });
-    format!("  paused {}x{until}", row.pauses)
-}
-
-fn summary(fleet: &Fleet, r: &RunReport, t: &Totals, seen: &view::Seen, run: &RunDir, s: Style) {
-    let outcome = serde_json::to_value(r.outcome)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_owned))
-        .unwrap_or_default();
-    let cause = r
-        .faults
-        .first()
-        .map_or_else(String::new, |f| format!(": {f}"));
-    eprintln!(
-        "{}",
-        s.bold(&format!(
-            "run {} of fleet {}: {outcome}{cause}",
-            run.id, fleet.name
-        ))
-    );
-    for f in &r.faults {
-        eprintln!("  {} {f}; kept: {}", s.err("disk fault:"), f.kept);
-    }
-    for row in &t.sessions {
-        eprintln!(
-            "  {:<20} {:<12} turns {:>3}  tokens {:>8} in {:>7} out  ${:>8.4}  restarts {}{}{}",
-            row.name,
-            row.state,
-            row.turns,
-            row.input_tokens,
-            row.output_tokens,
-            row.cost_usd,
-            row.restarts,
-            pause_mark(row),
-            race_mark(&r.races, &row.name, s)
-        );
-    }
-    let total = &t.total;
-    let budget = match total.limit_usd {
-        Some(limit) => format!(" of ${limit:.4}"),
-        None => String::new(),
-    };
-    eprintln!(
-        "  {:<20} {:<12} turns {:>3}  tokens {:>8} in {:>7} out  ${:>8.4}{budget}  restarts {}",
-        "total",
-        "",
-        total.turns,
-        total.input_tokens,
-        total.output_tokens,
-        total.cost_usd,
-        total.restarts
-    );
-    for c in &r.budget.crossings {
-        eprintln!("  {}", crossing_line(&r.budget, c));
-    }
-    for fs in fleet
-        .sessions
-        .iter()
-        .filter(|fs| unattended::is_unattended(&fs.spec))
-    {
-        let u = urn(&fleet.name, &fs.spec.name);
-        let actions = seen
-            .rows
-            .get(u.as_str())
-            .map_or(0, |r| r.unattended_actions);
-        eprintln!(
-            "  {} {} ran unattended (tool_permission = \"none\"): {actions} actions without asking, each in the journal",
-            s.warn("UNATTENDED:"),
-            fs.spec.name,
-        );
-    }
-    for fs in &fleet.sessions {
-        let u = urn(&fleet.name, &fs.spec.name);
-        let Some(row) = seen.rows.get(u.as_str()).filter(|r| r.unpriced > 0) else {
-            continue;
-        };
-        let models: Vec<&str> = row.unpriced_models.iter().map(String::as_str).collect();
-        eprintln!(
-            "  {} {}: {} usage reports with tokens but no price (model {}: not in the pricing \
-             table, config/pricing.toml); their cost is not in the totals",
-            s.warn("COST UNKNOWN:"),
-            fs.spec.name,
-            row.unpriced,
-            models.join(", "),
-        );
-    }
-    workspaces::summary(r, run, s);
-    let j = &r.journal;
-    let mut cut = String::new();
-    if j.cut_bytes > 0 {
-        cut = format!(
-            ", {} text bytes cut past journal_max_mb (journal_cut records)",
-            j.cut_bytes
-        );
-    }
-    if j.lost > 0 {
-        cut.push_str(&format!(", {} events NOT written (disk fault)", j.lost));
-    }
-    eprintln!(
-        "  journal {} ({} records, {} bytes{cut})",
-        run.journal().display(),
-        j.records,
-        j.bytes
-    );
 }

@@ -10,6 +10,7 @@ mod lines;
 pub(crate) mod orphans;
 pub(crate) mod resume;
 mod screen;
+mod summary;
 mod supervise;
 mod totals;
 pub(crate) mod view;
@@ -20,6 +21,7 @@ use std::process::ExitCode;
 pub(crate) use args::RunArgs;
 
 use crate::fleet::{self, Loaded};
+use crate::human::fit::Fit;
 use crate::signals::StopSignals;
 use crate::style::{ColorChoice, Style};
 use crate::telemetry::Telemetry;
@@ -93,22 +95,25 @@ async fn load_and_run(
         Some(o) => (vec![o.fleet.clone()], o.task.clone()),
         None => (args.fleets.clone(), args.task.clone()),
     };
+    // Said as they fit the terminal (`crate::human::fit`).
+    let fit = Fit::stderr();
+    let say = |line: String| eprintln!("{}", fit.wrap(&line, 4));
     let mut loaded = Vec::new();
     let mut invalid = false;
     for path in &fleets {
         match fleet::load(path, task.as_deref()).await {
             Ok(l) => {
                 for w in &l.warnings {
-                    eprintln!("{} {w}", err.warn("warning:"));
+                    say(format!("{} {w}", err.warn("warning:")));
                 }
                 loaded.push(l);
             }
             Err(errors) => {
                 for e in &errors.errors {
-                    eprintln!("{} {e}", err.err("error:"));
+                    say(format!("{} {e}", err.err("error:")));
                 }
                 for w in &errors.warnings {
-                    eprintln!("{} {w}", err.warn("warning:"));
+                    say(format!("{} {w}", err.warn("warning:")));
                 }
                 invalid = true;
             }
@@ -121,9 +126,9 @@ async fn load_and_run(
             let fix = "set the session's `argv` in the fleet";
             if let Some(missing) = crate::agents::missing_agent(spec, fix) {
                 if args.dry_run {
-                    eprintln!("{} {missing}", err.warn("warning:"));
+                    say(format!("{} {missing}", err.warn("warning:")));
                 } else {
-                    eprintln!("{} {missing}", err.err("error:"));
+                    say(format!("{} {missing}", err.err("error:")));
                     invalid = true;
                 }
             }

@@ -19,6 +19,7 @@ use tokio::sync::mpsc;
 use super::board::Board;
 use super::lines::Texts;
 use crate::cmd::log;
+use crate::human::fit::Fit;
 use crate::style::{self, Style};
 
 /// How the run is shown.
@@ -114,6 +115,11 @@ pub(super) async fn watch(
     let mut seen = Seen::default();
     let mut out = std::io::BufWriter::with_capacity(64 << 10, std::io::stdout());
     let mut texts = Texts::default();
+    let fit = match mode {
+        Mode::Lines => Fit::stdout(),
+        Mode::Live | Mode::Json => Fit::default(),
+    };
+    let look = (style, &fit);
     let mut board = (mode == Mode::Live).then(|| Board::new(order, budget_usd, style));
     let mut resizes = board
         .is_some()
@@ -134,7 +140,7 @@ pub(super) async fn watch(
                         Mode::Json => serde_json::to_writer(&mut out, &*e)
                             .map_err(std::io::Error::from)
                             .and_then(|()| out.write_all(b"\n")),
-                        Mode::Lines => lines(&mut out, &mut texts, &e, style),
+                        Mode::Lines => lines(&mut out, &mut texts, &e, look),
                         Mode::Live => Ok(()),
                     };
                     if written.is_err() {
@@ -161,7 +167,7 @@ pub(super) async fn watch(
         }
     }
     for (first, text) in texts.release_all() {
-        let _shown = text_line(&mut out, &first, &text, style);
+        let _shown = text_line(&mut out, &first, &text, look);
     }
     if let Some(b) = board {
         b.clear();
@@ -244,7 +250,7 @@ fn lines(
     out: &mut impl Write,
     texts: &mut Texts<Published>,
     e: &Published,
-    s: Style,
+    look: log::Look<'_>,
 ) -> std::io::Result<()> {
     if let EventBody::Cap {
         event: CapEvent::TextChunk(t),
@@ -253,13 +259,13 @@ fn lines(
         return texts
             .chunk(&e.urn, e, &t.text)
             .iter()
-            .try_for_each(|(first, text)| text_line(out, first, text, s));
+            .try_for_each(|(first, text)| text_line(out, first, text, look));
     }
     if let Some((first, text)) = texts.release(&e.urn) {
-        text_line(out, &first, &text, s)?;
+        text_line(out, &first, &text, look)?;
     }
     match serde_json::to_value(&**e) {
-        Ok(Value::Object(record)) => writeln!(out, "{}", log::line(&record, s)),
+        Ok(Value::Object(record)) => writeln!(out, "{}", log::line_at(&record, look.0, look.1)),
         _ => Ok(()),
     }
 }
@@ -270,7 +276,7 @@ fn text_line(
     out: &mut impl Write,
     first: &SessionEvent,
     text: &str,
-    s: Style,
+    look: log::Look<'_>,
 ) -> std::io::Result<()> {
     let row = log::row(
         Some(first.ts_ms),
@@ -278,7 +284,7 @@ fn text_line(
         first.turn.map(u64::from),
         EventKind::TextChunk.wire(),
         text,
-        s,
+        look,
     );
     writeln!(out, "{row}")
 }

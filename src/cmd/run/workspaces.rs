@@ -11,6 +11,8 @@ use capfleet_actors::workspace::{ArtifactStore, Kind, RunWorkspaces, Workspace, 
 use serde_json::{Value, json};
 
 use crate::fleet::{Fleet, RunDir};
+use crate::human::fit::Fit;
+use crate::human::table::{Col, Overflow, Table, cell, with_unit};
 use crate::style::Style;
 
 /// Provision every coding session's workspace and bind every session to the run's
@@ -100,76 +102,108 @@ fn coding_config(w: &Workspace) -> Value {
 }
 
 /// One line per provisioned workspace, before the run.
-pub(super) fn announce(phase: &WorkspacePhase) {
+pub(super) fn announce(phase: &WorkspacePhase, fit: &Fit) {
     for w in &phase.workspaces {
-        match &w.kind {
-            Kind::Worktree { branch, .. } => eprintln!(
+        let line = match &w.kind {
+            Kind::Worktree { branch, .. } => format!(
                 "capfleet: {} works in {} (branch {branch})",
                 w.session,
-                w.path.display()
+                fit.path(&w.path)
             ),
-            Kind::Plain => eprintln!(
+            Kind::Plain => format!(
                 "capfleet: {} works in {} (plain directory: not in a git repository)",
                 w.session,
-                w.path.display()
+                fit.path(&w.path)
             ),
-        }
+        };
+        eprintln!("{}", fit.wrap(&line, 4));
     }
 }
 
+/// A workspace's row: session, changes, branch (or `plain`), path, commit, tests.
+/// The path, commit and tests go on the next line first.
+const COLUMNS: [Col; 6] = [
+    Col::left("    ", 20, 0),
+    Col::left(" ", 22, 1),
+    Col::left(" ", 0, 2),
+    Col::left(" ", 0, 3),
+    Col::left("", 0, 4),
+    Col::left("", 0, 5),
+];
+
 /// The workspace part of the run summary.
-pub(super) fn summary(r: &RunReport, run: &RunDir, s: Style) {
+pub(super) fn summary(r: &RunReport, run: &RunDir, s: Style, fit: &Fit) {
     if r.workspaces.is_empty() && r.plan_doc.is_none() {
         return;
     }
-    eprintln!(
-        "  workspaces (capfleet diff {0} | merge {0} <session> | clean {0}):",
-        run.id
+    let say = |line: &str, indent: usize| eprintln!("{}", fit.wrap(line, indent));
+    say(
+        &format!(
+            "  workspaces (capfleet diff {0} | merge {0} <session> | clean {0}):",
+            run.id
+        ),
+        4,
     );
+    let mut table = Table::new(&COLUMNS);
     for w in &r.workspaces {
+        // `branch  path`, or `plain path`.
         let place = match &w.branch {
-            Some(b) => format!("{b}  {}", w.path.display()),
-            None => format!("plain {}", w.path.display()),
+            Some(b) => with_unit(b, " "),
+            None => cell("plain"),
         };
         let changes = if w.files == 0 {
             "no changes".to_owned()
         } else {
             format!("{} files +{} -{}", w.files, w.insertions, w.deletions)
         };
-        let mut line = format!("    {:<20} {changes:<22} {place}", w.session);
-        if let Some(c) = &w.commit {
-            line.push_str(&format!("  commit {}", &c[..c.len().min(10)]));
-        }
-        if let Some(t) = &w.tests {
+        let commit = w.commit.as_ref().map_or_else(String::new, |c| {
+            format!("  commit {}", &c[..c.len().min(10)])
+        });
+        let tests = w.tests.as_ref().map_or_else(String::new, |t| {
             let verdict = if t.ok { s.ok("ok") } else { s.err("FAILED") };
-            line.push_str(&format!(
+            format!(
                 "  tests ({}) {verdict}: {} passed, {} failed, {} skipped",
                 t.framework, t.passed, t.failed, t.skipped
-            ));
+            )
+        });
+        table.row(vec![
+            cell(&w.session),
+            cell(changes),
+            place,
+            cell(fit.path(&w.path)),
+            cell(commit),
+            cell(tests),
+        ]);
+    }
+    for (w, lines) in r.workspaces.iter().zip(table.lines(fit, Overflow::Next)) {
+        for line in lines {
+            eprintln!("{line}");
         }
-        eprintln!("{line}");
         let stored = stored(&run.path, &w.session);
         if !stored.is_empty() {
-            eprintln!("      artifacts: {}", stored.join(" "));
+            say(&format!("      artifacts: {}", stored.join(" ")), 8);
         }
         for f in &w.findings {
-            eprintln!("      {} git_dirty: {}", s.warn("!"), f.describe());
+            say(
+                &format!("      {} git_dirty: {}", s.warn("!"), f.describe()),
+                8,
+            );
         }
         if let Some(why) = &w.not_committed {
-            eprintln!("      {}", why);
+            say(&format!("      {why}"), 8);
         }
         for e in &w.errors {
-            eprintln!("      {} {e}", s.err("error:"));
+            say(&format!("      {} {e}", s.err("error:")), 8);
         }
     }
     if let Some(doc) = &r.plan_doc {
-        eprintln!("  plan_doc {}", doc.display());
+        say(&format!("  plan_doc {}", fit.path(doc)), 4);
     }
     let artifacts = run
         .path
         .join(capfleet_actors::workspace::artifacts::ARTIFACTS_DIR);
     if artifacts.is_dir() {
-        eprintln!("  artifacts {}", artifacts.display());
+        say(&format!("  artifacts {}", fit.path(&artifacts)), 4);
     }
 }
 

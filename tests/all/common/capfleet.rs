@@ -9,8 +9,9 @@ use serde_json::Value;
 /// The `capfleet` binary cargo built beside this test binary.
 pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_capfleet");
 
-/// `capfleet` run in `dir` with a config home of its own (`dir/config`) and no
-/// colour; stdin null, stdout and stderr piped.
+/// `capfleet` run in `dir` with a config home of its own (`dir/config`), no colour
+/// and no width (no `COLUMNS`: lines as they always were); stdin null, stdout and
+/// stderr piped.
 pub(crate) fn capfleet(dir: &Path) -> Command {
     configured(Command::new(BIN), dir)
 }
@@ -31,6 +32,7 @@ fn configured(mut c: Command, dir: &Path) -> Command {
     c.current_dir(dir)
         .env("XDG_CONFIG_HOME", dir.join("config"))
         .env("NO_COLOR", "1")
+        .env_remove("COLUMNS")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());

@@ -84,6 +84,19 @@ impl Tmux {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
+    /// The whole pane, history included, with each line the terminal wrapped joined
+    /// again with the next (`capture-pane -J`): a line wider than the terminal here
+    /// is one the terminal had to wrap.
+    pub(crate) fn joined(&self) -> String {
+        let out = self.run(&["capture-pane", "-p", "-J", "-S", "-"]);
+        assert!(
+            out.status.success(),
+            "tmux capture-pane -J failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
     /// Poll the screen until `ready` holds (at most [`PATIENCE`]); that screen.
     pub(crate) fn wait_for(&self, what: &str, ready: impl Fn(&str) -> bool) -> String {
         let deadline = Instant::now() + PATIENCE;
