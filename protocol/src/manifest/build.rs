@@ -198,14 +198,14 @@ fn startup_ready_span(root: &DeTable<'_>) -> Option<Range<usize>> {
 fn read_revision(r: &mut Reader, root: &DeTable<'_>, agent: &DeTable<'_>) -> Option<String> {
     let top = r.string_or_date(root, "", "revision");
     let nested = r.string_or_date(agent, "agent", "revision");
-    if let (Some(a), Some(b)) = (&top, &nested) {
-        if a != b {
-            r.note(
-                "agent.revision",
-                Reader::span_of(agent, "revision"),
-                format!("differs from top-level revision {a:?}; the top-level one is kept"),
-            );
-        }
+    if let (Some(a), Some(b)) = (&top, &nested)
+        && a != b
+    {
+        r.note(
+            "agent.revision",
+            Reader::span_of(agent, "revision"),
+            format!("differs from top-level revision {a:?}; the top-level one is kept"),
+        );
     }
     top.or(nested)
 }

@@ -33,10 +33,10 @@ pub(crate) fn read_fast_path(r: &mut Reader, root: &DeTable<'_>, empty: &DeTable
         ("stream_json", &mut fp.stream_json),
         ("x-codex_exec", &mut fp.codex_exec),
     ] {
-        if let Some(v) = ft.get(key) {
-            if let Some(a) = argv_or_false(r, &join("fast_path", key), v) {
-                *slot = ArgvFastPath::Argv(a);
-            }
+        if let Some(v) = ft.get(key)
+            && let Some(a) = argv_or_false(r, &join("fast_path", key), v)
+        {
+            *slot = ArgvFastPath::Argv(a);
         }
     }
     for (key, slot) in [
