@@ -139,6 +139,10 @@ async fn serve(args: ServeArgs, nofile: u64, color: ColorChoice) -> ExitCode {
                 &args.expose,
                 &args.expose_fleet,
                 args.a2a_plain,
+                a2a::Base::new(
+                    args.public_url.as_deref(),
+                    listener.local_addr().unwrap_or(args.addr),
+                ),
                 &data_dir,
                 &telemetry,
             )

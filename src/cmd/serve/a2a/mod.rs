@@ -17,10 +17,12 @@
 
 mod agent;
 mod card;
+mod envelope;
 mod feed;
 mod fleet;
 mod gate;
 mod input;
+mod list;
 mod rpc;
 mod task;
 
@@ -39,6 +41,7 @@ use super::auth::Caller;
 use super::state::Server;
 use crate::telemetry::Telemetry;
 use agent::{AgentHost, AgentLaunch};
+pub(crate) use card::Base;
 use fleet::FleetHost;
 use rpc::RpcError;
 use task::{Subscription, Task};
@@ -53,6 +56,8 @@ pub(crate) struct Exposed {
     /// Serve clients that do not activate the `cap-protocol/v1` extension, as plain
     /// A2A (`--a2a-plain`); by default they are refused (spec §13.5).
     plain: bool,
+    /// Where the cards say the server is.
+    base: Base,
 }
 
 /// An exposed agent or fleet.
@@ -93,6 +98,12 @@ impl Host {
             .tasks()
             .get(task_id)
             .ok_or_else(|| RpcError::no_task(task_id))?;
+        if task.is_done() {
+            return Err(RpcError::unsupported(format!(
+                "task {task_id} has ended: it takes no more messages; a new turn is a \
+                 message without taskId in its context"
+            )));
+        }
         let Some(q) = task.take_question() else {
             return Err(RpcError::invalid_request(format!(
                 "task {task_id} is {} and waits for no input; a new turn is a message \
@@ -163,6 +174,11 @@ impl Tasks {
     fn get(&self, id: &str) -> Option<Arc<Task>> {
         lock(&self.by_id).map.get(id).cloned()
     }
+
+    /// Every task remembered.
+    fn all(&self) -> Vec<Arc<Task>> {
+        lock(&self.by_id).map.values().cloned().collect()
+    }
 }
 
 static IDS: AtomicU64 = AtomicU64::new(0);
@@ -216,6 +232,7 @@ pub(crate) async fn expose(
     agents: &[String],
     fleets: &[PathBuf],
     plain: bool,
+    base: Base,
     data_dir: &Path,
     telemetry: &Telemetry,
 ) -> Result<Arc<Exposed>, ExposeError> {
@@ -262,10 +279,14 @@ pub(crate) async fn expose(
             "capfleet: A2A agent `{name}` at /a2a/{name}/ (card: /a2a/{name}/.well-known/agent-card.json)"
         );
     }
+    if let [name] = hosts.keys().collect::<Vec<_>>()[..] {
+        eprintln!("capfleet: A2A agent `{name}`'s card is also at /.well-known/agent-card.json");
+    }
     Ok(Arc::new(Exposed {
         server,
         hosts,
         plain,
+        base,
     }))
 }
 
@@ -275,6 +296,8 @@ impl Exposed {
         Router::new()
             .route("/a2a/{name}/.well-known/agent-card.json", get(card::serve))
             .route("/a2a/{name}/.well-known/agent.json", get(card::serve))
+            .route("/.well-known/agent-card.json", get(card::serve_root))
+            .route("/.well-known/agent.json", get(card::serve_root))
             .route("/a2a/{name}/", post(rpc::handle))
             .route("/a2a/{name}", post(rpc::handle))
             .with_state(self.clone())

@@ -20,6 +20,8 @@ use axum::response::{IntoResponse, Response};
 use capfleet_actors::bindings::a2a::{CAP_EXTENSION, Method, Spelling};
 use serde_json::{Value, json};
 
+use super::envelope::{self, Op};
+use super::list;
 use super::task::{Subscription, Task, Update};
 use super::{Exposed, Host};
 use crate::cmd::serve::auth::{Caller, Role};
@@ -31,13 +33,13 @@ const CANCEL_WAIT: Duration = Duration::from_secs(10);
 /// A JSON-RPC error (A2A's codes), and the HTTP status it goes with.
 #[derive(Debug)]
 pub(super) struct RpcError {
-    code: i64,
+    pub code: i64,
     message: String,
     http: StatusCode,
 }
 
 impl RpcError {
-    fn new(code: i64, message: impl Into<String>) -> Self {
+    pub(super) fn new(code: i64, message: impl Into<String>) -> Self {
         RpcError {
             code,
             message: message.into(),
@@ -55,6 +57,10 @@ impl RpcError {
     }
     pub(super) fn no_task(id: &str) -> Self {
         Self::new(-32001, format!("task not found: {id}"))
+    }
+    /// A2A's `UnsupportedOperationError`.
+    pub(super) fn unsupported(m: impl Into<String>) -> Self {
+        Self::new(-32004, m)
     }
     pub(super) fn busy(m: impl Into<String>) -> Self {
         RpcError {
@@ -78,15 +84,27 @@ impl RpcError {
         }
     }
 
+    fn body(&self, id: &Value) -> Value {
+        json!({"jsonrpc": "2.0", "id": id,
+            "error": {"code": self.code, "message": self.message}})
+    }
+
     fn response(&self, id: &Value) -> Response {
-        let body = json!({"jsonrpc": "2.0", "id": id,
-            "error": {"code": self.code, "message": self.message}});
         (
             self.http,
             [("content-type", "application/json")],
-            body.to_string(),
+            self.body(id).to_string(),
         )
             .into_response()
+    }
+
+    /// The error as a streaming method's client reads it: one SSE event (A2A §9.4.2;
+    /// an SSE client reads no `application/json` body).
+    fn sse(&self, id: &Value) -> Response {
+        let event = Ok::<_, Infallible>(Event::default().data(self.body(id).to_string()));
+        let mut r = Sse::new(futures::stream::iter([event])).into_response();
+        *r.status_mut() = self.http;
+        r
     }
 }
 
@@ -94,7 +112,7 @@ impl RpcError {
 struct Call {
     id: Value,
     spelling: Spelling,
-    method: Method,
+    op: Op,
     params: Value,
     /// The client activated the CAP extension.
     cap: bool,
@@ -102,6 +120,11 @@ struct Call {
 }
 
 impl Call {
+    /// A streaming method: its answer, errors too, is an SSE stream.
+    fn streams(&self) -> bool {
+        matches!(self.op, Op::Core(Method::Stream | Method::Resubscribe))
+    }
+
     fn require(&self, role: Role) -> Result<(), RpcError> {
         if self.caller.role < role {
             return Err(RpcError::forbidden(role));
@@ -141,13 +164,9 @@ pub(super) async fn handle(
             Ok(c) => c,
             Err(e) => return e.into_response(),
         };
-    let Ok(req) = serde_json::from_slice::<Value>(&body) else {
-        return RpcError::new(-32700, "parse error: the body is not JSON").response(&Value::Null);
-    };
-    let id = req.get("id").cloned().unwrap_or(Value::Null);
-    let name = req.get("method").and_then(Value::as_str).unwrap_or("");
-    let Some((spelling, method)) = Spelling::of_method(name) else {
-        return RpcError::new(-32601, format!("method not found: {name}")).response(&id);
+    let req = match envelope::read(&body) {
+        Ok(r) => r,
+        Err((e, id)) => return e.response(&id),
     };
     let activated = |h: &str| {
         headers
@@ -158,28 +177,30 @@ pub(super) async fn handle(
             .any(|e| e.trim() == CAP_EXTENSION)
     };
     let call = Call {
-        id,
-        spelling,
-        method,
-        params: req.get("params").cloned().unwrap_or(Value::Null),
+        id: req.id,
+        spelling: req.spelling,
+        op: req.op,
+        params: req.params,
         cap: activated("a2a-extensions") || activated("x-a2a-extensions"),
         caller,
     };
-    if !call.cap && !exposed.plain {
-        return RpcError::new(
-            -32008,
-            format!(
-                "this agent requires the A2A extension {CAP_EXTENSION}: activate it (the A2A-Extensions header), or start the server with --a2a-plain to serve plain A2A"
-            ),
-        )
-        .response(&call.id);
-    }
     let traceparent = headers
         .get("traceparent")
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
-    match dispatch(&host, &call, traceparent.as_deref()).await {
+    let answer = if !call.cap && !exposed.plain {
+        Err(RpcError::new(
+            -32008,
+            format!(
+                "this agent requires the A2A extension {CAP_EXTENSION}: activate it (the A2A-Extensions header), or start the server with --a2a-plain to serve plain A2A"
+            ),
+        ))
+    } else {
+        dispatch(&host, &call, traceparent.as_deref()).await
+    };
+    match answer {
         Ok(r) => r,
+        Err(e) if call.streams() && e.http == StatusCode::OK => e.sse(&call.id),
         Err(e) => e.response(&call.id),
     }
 }
@@ -189,12 +210,29 @@ async fn dispatch(
     call: &Call,
     traceparent: Option<&str>,
 ) -> Result<Response, RpcError> {
-    match call.method {
+    let method = match call.op {
+        Op::Core(m) => m,
+        Op::List => {
+            call.require(Role::Read)?;
+            let tasks = host.tasks().all();
+            return Ok(call.result(list::list(tasks, &call.params, call.spelling, call.cap)?));
+        }
+        Op::Push => {
+            return Err(RpcError::new(
+                -32003,
+                "push notifications are not supported (the card declares none)",
+            ));
+        }
+        Op::ExtendedCard => {
+            return Err(RpcError::unsupported(
+                "this agent has no extended agent card (the card declares none)",
+            ));
+        }
+    };
+    match method {
         Method::Send | Method::Stream => {
-            let message = call
-                .params
-                .get("message")
-                .ok_or_else(|| RpcError::invalid_params("params.message is missing"))?;
+            let message = envelope::message(&call.params)?;
+            let history = envelope::history_length(&call.params)?;
             let answering = message.get("taskId").and_then(Value::as_str);
             let (task, sub) = match answering {
                 Some(task_id) => {
@@ -206,20 +244,18 @@ async fn dispatch(
                     host.send(message, &call.caller, traceparent).await?
                 }
             };
-            if call.method == Method::Stream {
+            if method == Method::Stream {
                 Ok(stream(call, &task, sub))
+            } else if envelope::returns_immediately(&call.params, call.spelling) {
+                Ok(answer_task(call, &task, history))
             } else {
-                Ok(wait(call, &task, sub).await)
+                Ok(wait(call, &task, sub, history).await)
             }
         }
         Method::Get => {
             call.require(Role::Read)?;
+            let history = envelope::history_length(&call.params)?;
             let task = task_of(host, &call.params)?;
-            let history = call
-                .params
-                .get("historyLength")
-                .and_then(Value::as_u64)
-                .map(|n| usize::try_from(n).unwrap_or(usize::MAX));
             let frames = task.frames(call.spelling);
             Ok(call.result(task.snapshot().render(&frames, call.cap, history)))
         }
@@ -248,7 +284,14 @@ async fn dispatch(
         Method::Resubscribe => {
             call.require(Role::Read)?;
             let task = task_of(host, &call.params)?;
-            Ok(stream(call, &task, task.subscribe()))
+            let sub = task.subscribe();
+            if sub.snapshot.state.is_terminal() {
+                return Err(RpcError::unsupported(format!(
+                    "task {} has ended: there is nothing to subscribe to",
+                    task.id
+                )));
+            }
+            Ok(stream(call, &task, sub))
         }
     }
 }
@@ -262,7 +305,7 @@ fn task_of(host: &Host, params: &Value) -> Result<Arc<Task>, RpcError> {
 }
 
 /// A non-streaming send: the task once it ends or waits for the client.
-async fn wait(call: &Call, task: &Task, mut sub: Subscription) -> Response {
+async fn wait(call: &Call, task: &Task, mut sub: Subscription, history: Option<usize>) -> Response {
     let mut state = sub.snapshot.state;
     while !(state.is_terminal() || state.is_interrupted()) {
         match sub.live.recv().await {
@@ -274,8 +317,13 @@ async fn wait(call: &Call, task: &Task, mut sub: Subscription) -> Response {
             Err(_) => state = task.state(),
         }
     }
+    answer_task(call, task, history)
+}
+
+/// A send's answer: the task as it stands.
+fn answer_task(call: &Call, task: &Task, history: Option<usize>) -> Response {
     let frames = task.frames(call.spelling);
-    let obj = task.snapshot().render(&frames, call.cap, None);
+    let obj = task.snapshot().render(&frames, call.cap, history);
     call.result(frames.wrap_task(obj))
 }
 

@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex};
 use capfleet_actors::answerer::HumanQuestion;
 use capfleet_actors::bindings::a2a::TaskState;
 use capfleet_actors::bindings::a2a::outbound::TaskFrames;
+use capfleet_actors::clock::{now_ms, rfc3339_ms};
 use capfleet_actors::sync::lock;
 use serde_json::Value;
 use tokio::sync::broadcast;
@@ -142,6 +143,8 @@ struct Inner {
     artifacts: Vec<Artifact>,
     /// The question asked (first) and those waiting behind it.
     questions: VecDeque<HumanQuestion>,
+    /// When its status last changed (Unix ms): its `status.timestamp`.
+    updated_ms: u64,
 }
 
 /// Where a task's end is counted: the family, and the exposed agent's or fleet's name.
@@ -167,19 +170,25 @@ pub(super) struct Subscription {
 #[derive(Clone)]
 pub(super) struct Snapshot {
     pub state: TaskState,
+    /// When its status last changed (Unix ms).
+    pub updated_ms: u64,
     status_message: Option<Msg>,
     history: Vec<Msg>,
     artifacts: Vec<Artifact>,
 }
 
 impl Snapshot {
-    /// The task object; at most `history` messages of its history (`None`: all kept).
+    /// The task object; at most `history` messages of its history (`None`: all kept),
+    /// counted among those this client sees (a plain client's window is not spent on
+    /// CAP-only messages it is not sent).
     pub(super) fn render(&self, frames: &TaskFrames, cap: bool, history: Option<usize>) -> Value {
-        let skip = history.map_or(0, |n| self.history.len().saturating_sub(n));
-        let history = self.history[skip..]
+        let mut seen: Vec<Value> = self
+            .history
             .iter()
             .filter_map(|m| m.render(frames, cap))
             .collect();
+        let skip = history.map_or(0, |n| seen.len().saturating_sub(n));
+        let history = seen.split_off(skip);
         let artifacts = self
             .artifacts
             .iter()
@@ -189,7 +198,9 @@ impl Snapshot {
             .status_message
             .as_ref()
             .and_then(|m| m.render(frames, cap));
-        frames.task_obj(self.state, message, artifacts, history)
+        let mut task = frames.task_obj(self.state, message, artifacts, history);
+        task["status"]["timestamp"] = Value::String(rfc3339_ms(self.updated_ms));
+        task
     }
 }
 
@@ -205,6 +216,7 @@ impl Task {
                 history_bytes: 0,
                 artifacts: Vec::new(),
                 questions: VecDeque::new(),
+                updated_ms: now_ms(),
             }),
             live: broadcast::channel(LIVE).0,
             ends,
@@ -223,6 +235,11 @@ impl Task {
         lock(&self.inner).state
     }
 
+    /// When its status last changed (Unix ms).
+    pub(super) fn updated_ms(&self) -> u64 {
+        lock(&self.inner).updated_ms
+    }
+
     pub(super) fn is_done(&self) -> bool {
         self.state().is_terminal()
     }
@@ -236,6 +253,7 @@ impl Task {
         match &u {
             Update::Status { state, message } => {
                 inner.state = *state;
+                inner.updated_ms = now_ms();
                 if let (true, Some((family, name))) = (state.is_terminal(), &self.ends) {
                     let state = state.spelled(capfleet_actors::bindings::a2a::Spelling::V03);
                     family
@@ -327,6 +345,7 @@ impl Task {
 fn snapshot(inner: &Inner) -> Snapshot {
     Snapshot {
         state: inner.state,
+        updated_ms: inner.updated_ms,
         status_message: inner.status_message.clone(),
         history: inner.history.iter().cloned().collect(),
         artifacts: inner.artifacts.clone(),
@@ -400,6 +419,38 @@ mod tests {
         let v = only_cap.render(&frames, true).unwrap();
         let parts = &v["statusUpdate"]["status"]["message"]["parts"];
         assert_eq!(parts[0]["data"]["_meta"]["cap.kind"], "cap.plan");
+    }
+
+    #[test]
+    fn a_history_window_counts_only_what_the_client_sees() {
+        let task = Task::new("t".into(), "c".into(), None);
+        task.publish(text("m1", "the answer"));
+        task.publish(Update::Message(Msg {
+            id: "m2".into(),
+            parts: vec![Part::Cap(
+                serde_json::json!({"_meta": {"cap.kind": "cap.usage"}}),
+            )],
+        }));
+        let frames = task.frames(Spelling::V1);
+        let plain = task.snapshot().render(&frames, false, Some(1));
+        assert_eq!(
+            plain["history"][0]["parts"][0]["text"], "the answer",
+            "{plain}"
+        );
+        let cap = task.snapshot().render(&frames, true, Some(1));
+        assert_eq!(cap["history"].as_array().unwrap().len(), 1);
+        assert!(cap["history"][0]["parts"][0]["data"].is_object(), "{cap}");
+        assert!(
+            task.snapshot()
+                .render(&frames, true, Some(0))
+                .get("history")
+                .is_none()
+        );
+        assert!(
+            plain["status"]["timestamp"]
+                .as_str()
+                .is_some_and(|t| t.ends_with('Z'))
+        );
     }
 
     #[test]
