@@ -72,6 +72,7 @@ mod run_human;
 mod screen_width;
 mod serve;
 mod serve_a2a;
+mod serve_a2a_conformance;
 mod serve_a2a_sdks;
 mod serve_a2a_trace;
 mod serve_artifacts;
