@@ -73,17 +73,21 @@ pub(super) fn base_of(base: &Base, headers: &HeaderMap) -> String {
 /// Where the cards say the server is.
 #[derive(Debug, Clone)]
 pub(crate) enum Base {
-    /// `--public-url`, without a trailing `/`.
+    /// `--public-url`'s origin.
     Public(String),
     /// The address the server listens on.
     Listen(std::net::SocketAddr),
 }
 
 impl Base {
-    /// `public` when given, else `listen`.
+    /// `public`'s origin (`scheme://host[:port]`; its path is ignored, as the server's
+    /// Host and Origin checks ignore it) when given, else `listen`.
     pub(crate) fn new(public: Option<&str>, listen: std::net::SocketAddr) -> Base {
-        match public {
-            Some(url) => Base::Public(url.trim_end_matches('/').to_owned()),
+        let origin = public
+            .and_then(|url| url.parse::<axum::http::Uri>().ok())
+            .and_then(|u| Some(format!("{}://{}", u.scheme_str()?, u.authority()?)));
+        match origin {
+            Some(o) => Base::Public(o),
             None => Base::Listen(listen),
         }
     }
