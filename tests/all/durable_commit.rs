@@ -51,6 +51,47 @@ fn records<'a>(j: &'a [Value], kind: &str, session: &str) -> Vec<&'a Value> {
         .collect()
 }
 
+/// A run of [`two`] with `--commit`, completed.
+fn committed(marker: &str) -> Fixture {
+    let f = Fixture::git_repo(&[("README.md", "x\n")]);
+    let m = EnvMarker::new(marker);
+    two(&f, &m, "");
+    let out = f.capfleet(&["run", "fleet.toml", "--commit"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    f
+}
+
+/// Cut the journal right after `session`'s last `commit_started` (as a kill then
+/// leaves it).
+fn cut_after_last_start(f: &Fixture, session: &str) {
+    let path = f.run_dir().join("journal.jsonl");
+    let whole = std::fs::read_to_string(&path).unwrap();
+    let lines: Vec<&str> = whole.lines().collect();
+    let at = lines
+        .iter()
+        .rposition(|l| {
+            l.contains("\"commit_started\"") && l.contains(&format!("\"session\":\"{session}\""))
+        })
+        .unwrap();
+    std::fs::write(&path, lines[..=at].join("\n") + "\n").unwrap();
+}
+
+/// `git` in `session`'s worktree, successfully; its output.
+fn git_in(f: &Fixture, session: &str, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .args(args)
+        .current_dir(f.worktree(session))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    stdout(&out)
+}
+
+/// Undo `session`'s commit: its branch back where it was, the work staged as before.
+fn unmake(f: &Fixture, session: &str) {
+    git_in(f, session, &["reset", "-q", "--soft", "HEAD~1"]);
+}
+
 #[test]
 fn a_run_killed_between_two_commits_commits_each_once_on_resume() {
     let f = Fixture::git_repo(&[("README.md", "x\n")]);
@@ -110,11 +151,7 @@ fn a_run_killed_between_two_commits_commits_each_once_on_resume() {
 
 #[test]
 fn a_commit_started_and_not_recorded_is_found_on_its_branch_or_made_once() {
-    let f = Fixture::git_repo(&[("README.md", "x\n")]);
-    let m = EnvMarker::new("commit-cut");
-    two(&f, &m, "");
-    let out = f.capfleet(&["run", "fleet.toml", "--commit"]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let f = committed("commit-cut");
     let path = f.run_dir().join("journal.jsonl");
     let whole = std::fs::read_to_string(&path).unwrap();
     let lines: Vec<&str> = whole.lines().collect();
@@ -137,16 +174,7 @@ fn a_commit_started_and_not_recorded_is_found_on_its_branch_or_made_once() {
         std::fs::write(&path, kept).unwrap();
     };
     cut(a);
-    let unmake = |s: &str| {
-        let wt = f.worktree(s);
-        let out = std::process::Command::new("git")
-            .args(["reset", "-q", "--soft", "HEAD~1"])
-            .current_dir(&wt)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{out:?}");
-    };
-    unmake("b");
+    unmake(&f, "b");
     let a_sha = f.git(&["rev-parse", &format!("capfleet/{}/a", f.run_id())]);
     let out = f.capfleet(&["run", "--resume", "latest"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
@@ -164,16 +192,8 @@ fn a_commit_started_and_not_recorded_is_found_on_its_branch_or_made_once() {
     assert_eq!(records(&j, "commit_started", "a").len(), 1);
 
     // Cut right after a start whose commit git never made: it is made, once.
-    let whole = std::fs::read_to_string(&path).unwrap();
-    let lines: Vec<&str> = whole.lines().collect();
-    let b_started = lines
-        .iter()
-        .rposition(|l| l.contains("\"commit_started\"") && l.contains("\"session\":\"b\""))
-        .unwrap();
-    let mut kept = lines[..=b_started].join("\n");
-    kept.push('\n');
-    std::fs::write(&path, kept).unwrap();
-    unmake("b");
+    cut_after_last_start(&f, "b");
+    unmake(&f, "b");
     let out = f.capfleet(&["run", "--resume", "latest"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(commits_on(&f, "b"), 1, "b is committed once");
@@ -195,11 +215,7 @@ fn cut_last(f: &Fixture) {
 
 #[test]
 fn a_merge_cut_before_head_moved_is_finished_not_redone() {
-    let f = Fixture::git_repo(&[("README.md", "x\n")]);
-    let m = EnvMarker::new("merge-cut");
-    two(&f, &m, "");
-    let out = f.capfleet(&["run", "fleet.toml", "--commit"]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let f = committed("merge-cut");
     let run = f.run_id();
     let head = |f: &Fixture| f.git(&["rev-parse", "HEAD"]).trim().to_owned();
     let base = head(&f);
@@ -252,35 +268,14 @@ fn a_merge_cut_before_head_moved_is_finished_not_redone() {
 /// be made fails the run (exit 1, the reason in the summary), never a silent 0.
 #[test]
 fn a_commit_cut_inside_git_clears_its_stale_locks_and_commits_once() {
-    let f = Fixture::git_repo(&[("README.md", "x\n")]);
-    let m = EnvMarker::new("commit-locks");
-    two(&f, &m, "");
-    let out = f.capfleet(&["run", "fleet.toml", "--commit"]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let path = f.run_dir().join("journal.jsonl");
+    let f = committed("commit-locks");
     // The journal and tree a kill inside b's commit leaves: b's start on disk and
     // nothing after, b's branch where it was, git's locks in place.
     let cut_in_b = || {
-        let whole = std::fs::read_to_string(&path).unwrap();
-        let lines: Vec<&str> = whole.lines().collect();
-        let at = lines
-            .iter()
-            .rposition(|l| l.contains("\"commit_started\"") && l.contains("\"session\":\"b\""))
-            .unwrap();
-        std::fs::write(&path, lines[..=at].join("\n") + "\n").unwrap();
-        let wt = f.worktree("b");
-        let reset = std::process::Command::new("git")
-            .args(["reset", "-q", "--soft", "HEAD~1"])
-            .current_dir(&wt)
-            .output()
-            .unwrap();
-        assert!(reset.status.success(), "{reset:?}");
-        let git_dir = std::process::Command::new("git")
-            .args(["rev-parse", "--absolute-git-dir"])
-            .current_dir(&wt)
-            .output()
-            .unwrap();
-        let git_dir = std::path::PathBuf::from(stdout(&git_dir).trim());
+        cut_after_last_start(&f, "b");
+        unmake(&f, "b");
+        let git_dir = git_in(&f, "b", &["rev-parse", "--absolute-git-dir"]);
+        let git_dir = std::path::PathBuf::from(git_dir.trim());
         let ref_lock = f
             .path()
             .join(".git/refs/heads/capfleet")
@@ -326,11 +321,7 @@ fn a_commit_cut_inside_git_clears_its_stale_locks_and_commits_once() {
 /// finishes the checkout; an edit made since the cut is refused, never overwritten.
 #[test]
 fn a_merge_cut_inside_its_checkout_is_finished_by_the_next_merge() {
-    let f = Fixture::git_repo(&[("README.md", "x\n")]);
-    let m = EnvMarker::new("merge-cut-checkout");
-    two(&f, &m, "");
-    let out = f.capfleet(&["run", "fleet.toml", "--commit"]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let f = committed("merge-cut-checkout");
     let base = f.git(&["rev-parse", "HEAD"]).trim().to_owned();
     let ff = f.capfleet(&["merge", "latest", "a"]);
     assert!(stdout(&ff).contains("fast-forward"), "{}", stdout(&ff));
