@@ -5,12 +5,16 @@
 //! the same context — in the 1.0 and 0.3 spellings, answer a permission the agent asks
 //! through `input-required`, and run an exposed fleet (the answer its start session's
 //! text, the usage the fleet's, a session's permission the task's `input-required`).
+//! The Python SDK's client also sends what A2A 1.0's rules (issue 35, the TCK's
+//! points) govern and a client can send: `returnImmediately`, `ListTasks` with its
+//! filters and pages, `historyLength`, refused messages, the push-config and
+//! extended-card methods, the root card; each error surfaces as the SDK's own type.
 
 use std::time::Duration;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
-use crate::common::a2a::{ClientRun, Sdk, sdk_client};
+use crate::common::a2a::{ClientRun, Sdk, sdk_client, sdk_conformance};
 use crate::common::expose::{decisions, drain, exposing_sim_with, fleet, url};
 use crate::common::serve::{Server, add_token};
 use crate::common::{EnvMarker, journal_records};
@@ -300,5 +304,106 @@ fn both_sdks_run_an_exposed_fleet() {
             .collect::<Vec<_>>();
         assert_eq!(denied, ["deny"], "{sdk:?}");
     }
+    drain(server, &m);
+}
+
+/// The check `name` of `lines` (the Python client's `--conformance` output).
+fn check<'a>(lines: &'a [Value], name: &str) -> &'a Value {
+    lines
+        .iter()
+        .find(|l| l["check"] == name)
+        .unwrap_or_else(|| panic!("no check `{name}`: {lines:#?}"))
+}
+
+/// The text of a task's history, joined.
+fn history_text(seen: &Value) -> String {
+    seen["texts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect()
+}
+
+#[test]
+fn the_python_sdk_sends_what_a2a_1_0_governs_and_gets_its_errors_as_its_types() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = EnvMarker::new("a2a-py-conformance");
+    let (server, token) = exposing_sim_with(dir.path(), &m, &["--a2a-plain"]);
+    let lines = sdk_conformance(&url(&server, "sim"), &token);
+    let refused = |name: &str, error: &str, code: i64| {
+        let l = check(&lines, name);
+        assert_eq!(
+            (l["error"].as_str(), l["code"].as_i64()),
+            (Some(error), Some(code)),
+            "{l}"
+        );
+    };
+    let done = check(&lines, "blocking");
+    assert_eq!(done["state"], "completed", "{done}");
+    assert_eq!(history_text(done), "hello from the sim", "{done}");
+    // returnImmediately: the task as it stands, its turn (30 s of sleep) still running.
+    let slow = check(&lines, "return_immediately");
+    assert!(
+        ["submitted", "working"].contains(&slow["state"].as_str().unwrap_or("")),
+        "{slow}"
+    );
+    assert!(slow["seconds"].as_f64().unwrap() < 10.0, "{slow}");
+    // A message without a messageId or a role, one to an ended task (and a
+    // subscription to it, the error an SSE event): refused, nothing run.
+    refused("no_message_id", "InvalidParamsError", -32602);
+    refused("no_role", "InvalidParamsError", -32602);
+    refused("send_to_terminal", "UnsupportedOperationError", -32004);
+    refused("subscribe_to_terminal", "UnsupportedOperationError", -32004);
+    // ListTasks: by context, pages newest first, by state with artifacts.
+    let by_context = check(&lines, "list_by_context");
+    assert_eq!(by_context["tasks"], json!([slow["task"]]), "{by_context}");
+    assert_eq!(by_context["total"], 1, "{by_context}");
+    let page = check(&lines, "list_page");
+    assert_eq!(page["tasks"], json!([slow["task"]]), "{page}");
+    assert_eq!(
+        (&page["total"], &page["page_size"]),
+        (&json!(2), &json!(1)),
+        "{page}"
+    );
+    assert_ne!(page["next"], "", "{page}");
+    let next = check(&lines, "list_next_page");
+    assert_eq!(next["tasks"], json!([done["task"]]), "{next}");
+    assert_eq!(next["next"], "", "{next}");
+    let completed = check(&lines, "list_completed");
+    assert_eq!(completed["tasks"], json!([done["task"]]), "{completed}");
+    assert_eq!(completed["artifacts"], json!([1]), "{completed}");
+    refused("list_bad_token", "InvalidParamsError", -32602);
+    // historyLength counts what a plain client is sent, and is never negative.
+    let one = check(&lines, "get_history_1");
+    assert_eq!(one["history"], 1, "{one}");
+    assert_eq!(history_text(one), "hello from the sim", "{one}");
+    refused("get_history_negative", "InvalidParamsError", -32602);
+    for name in ["push_create", "push_get", "push_list", "push_delete"] {
+        refused(name, "PushNotificationNotSupportedError", -32003);
+    }
+    // The card declares no extended card (the SDK then answers with it, sending
+    // nothing); asked anyway, the server says UnsupportedOperation.
+    let undeclared = check(&lines, "extended_card_undeclared");
+    assert_eq!(undeclared["answer"]["name"], "sim", "{undeclared}");
+    let declared = &undeclared["answer"]["capabilities"]["extendedAgentCard"];
+    assert!(
+        matches!(declared, Value::Null | Value::Bool(false)),
+        "{undeclared}"
+    );
+    refused("extended_card", "UnsupportedOperationError", -32004);
+    // The card at the root, naming the address the server listens on.
+    let root = check(&lines, "root_card");
+    let expected = format!("http://127.0.0.1:{}/a2a/sim/", server.port);
+    assert_eq!(
+        root["answer"]["supportedInterfaces"][0]["url"],
+        expected.as_str(),
+        "{root}"
+    );
+    let cancelled = check(&lines, "cancel");
+    assert_eq!(
+        cancelled["answer"]["status"]["state"], "TASK_STATE_CANCELED",
+        "{cancelled}"
+    );
     drain(server, &m);
 }

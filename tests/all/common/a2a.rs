@@ -1,7 +1,8 @@
 //! A2A peers for the binding's tests: the simulator's `--mode a2a` playing a script
 //! (an [`A2aPeer`]; it and the manifest naming it are [`a2a_peer`](super::a2a_peer)'s),
-//! `capfleet chat --json` driving it; and the official SDKs' clients ([`sdk_client`])
-//! driving `capfleet serve --expose`.
+//! `capfleet chat --json` driving it; and the official SDKs' clients ([`sdk_client`],
+//! the Python one's checks of A2A 1.0's rules [`sdk_conformance`]) driving
+//! `capfleet serve --expose`.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -86,6 +87,28 @@ pub(crate) struct ClientRun<'a> {
 /// Run `sdk`'s client; its NDJSON lines (each stream response normalized, answers,
 /// tasks read back). A client that fails fails the test, with its stderr.
 pub(crate) fn sdk_client(sdk: Sdk, run: &ClientRun<'_>) -> Vec<Value> {
+    let mut cmd = sdk_command(sdk, run.url, run.token);
+    cmd.args(["--spelling", run.spelling, "--answer", run.answer]);
+    if run.extension {
+        cmd.arg("--extension");
+    }
+    if run.get {
+        cmd.arg("--get");
+    }
+    cmd.args(run.prompts);
+    ndjson(sdk, cmd)
+}
+
+/// The Python SDK's client in `--conformance` mode against the plain A2A agent at
+/// `url`: one line per check of A2A 1.0's rules, `{"check": NAME, ...}`.
+pub(crate) fn sdk_conformance(url: &str, token: &str) -> Vec<Value> {
+    let mut cmd = sdk_command(Sdk::Python, url, Some(token));
+    cmd.arg("--conformance");
+    ndjson(Sdk::Python, cmd)
+}
+
+/// `sdk`'s client script, for the agent at `url`.
+fn sdk_command(sdk: Sdk, url: &str, token: Option<&str>) -> Command {
     let mut cmd = match sdk {
         Sdk::Python => {
             let mut c = Command::new(super::peer("a2a-py"));
@@ -99,24 +122,17 @@ pub(crate) fn sdk_client(sdk: Sdk, run: &ClientRun<'_>) -> Vec<Value> {
             c
         }
     };
-    cmd.args([
-        "--url",
-        run.url,
-        "--spelling",
-        run.spelling,
-        "--answer",
-        run.answer,
-    ]);
-    if let Some(t) = run.token {
+    cmd.args(["--url", url]);
+    if let Some(t) = token {
         cmd.args(["--token", t]);
     }
-    if run.extension {
-        cmd.arg("--extension");
-    }
-    if run.get {
-        cmd.arg("--get");
-    }
-    cmd.args(run.prompts).stdin(Stdio::null());
+    cmd
+}
+
+/// `cmd` (an SDK client) run to its end; its NDJSON lines. A client that fails fails
+/// the test, with its stderr.
+fn ndjson(sdk: Sdk, mut cmd: Command) -> Vec<Value> {
+    cmd.stdin(Stdio::null());
     let out = super::output_within(cmd, Duration::from_secs(120));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
