@@ -453,6 +453,7 @@ fn durable_events(seq: u64, urn: &Arc<str>) -> EventBody {
             prompt_bytes: 60,
             attempt: 1,
             prompt: Prompt::Text("Add a /health endpoint to the service, with tests.".into()),
+            text_from: None,
         },
         4 => EventBody::Session {
             name: to,
