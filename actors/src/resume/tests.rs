@@ -34,12 +34,14 @@ fn a_cut_turn_carries_its_text_and_the_tool_calls_it_started() {
     assert_eq!(s.interrupted.as_deref(), Some("half"));
     assert_eq!(s.interrupted_tools.describe(), "Write notes.md, Bash ls");
 
-    // A turn that ended carries nothing.
+    // The calls of a turn before the cut one are not the cut one's.
     let s = recovered(&[
         r#""turn":1,"type":"turn_started","attempt":1,"prompt":"go"}"#,
         WRITE,
         r#""turn":1,"type":"turn_ended","outcome":"completed","stop_reason":"end_turn"}"#,
+        r#""turn":2,"type":"turn_started","attempt":1,"prompt":"again"}"#,
     ]);
+    assert_eq!(s.interrupted.as_deref(), Some(""));
     assert!(s.interrupted_tools.is_empty());
 
     // Re-issued with them (its text went out inside the prompt) and cut again: the
