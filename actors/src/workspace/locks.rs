@@ -91,7 +91,7 @@ mod tests {
         assert!(held_open(&held).unwrap());
         let missing = dir.path().join("c.lock");
         let removed = clear_stale(&[stale.clone(), held.clone(), missing]).unwrap();
-        assert_eq!(removed, [stale.clone()]);
+        assert_eq!(removed, std::slice::from_ref(&stale));
         assert!(!stale.exists() && held.exists());
     }
 
