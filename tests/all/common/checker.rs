@@ -366,10 +366,8 @@ fn stopped_and_resumed(s: &Series, whole: &Whole, seed: u64, moments: &mut Vec<S
         moments.push(format!("stop {} by signal {}: {moment}", i + 1, s.signal));
         stop(&mut child, s.signal, &moments.join("; "));
         assert!(m.processes().is_empty(), "agents left: {:?}", m.processes());
+        // A resume takes `--commit` from the run's journal.
         args = vec!["run".into(), "--resume".into(), f.run_id()];
-        if s.commit {
-            args.push("--commit".into());
-        }
     }
     let argv: Vec<&str> = args.iter().map(String::as_str).collect();
     let last = f.capfleet(&argv);
