@@ -225,3 +225,63 @@ fn a_mention_cut_before_its_turn_ended_is_delivered_once_live_and_replayed() {
         "the replay decides as the live run did"
     );
 }
+
+/// A cut turn's edits (issue 36, point 5): the agent had written `notes.md` when
+/// capfleet was killed; the agent cannot resume its own conversation (a manifest
+/// without `resume_arg`), so its re-issued prompt says what the journal knows the cut
+/// attempt did — the tool call by name and path — with its partial answer. The edit
+/// stays in the worktree and the run completes.
+#[test]
+fn a_cut_turn_reissued_without_native_resume_is_told_the_tools_it_had_run() {
+    let f = Fixture::git_repo(&[("README.md", "x\n")]);
+    let m = EnvMarker::new("tools-cut");
+    let sim =
+        std::fs::read_to_string(crate::common::repo_root().join("config/agents/sim.toml")).unwrap();
+    f.write(
+        ".config-test/cap/agents/forgetful.toml",
+        &sim.replace("name = \"sim\"", "name = \"forgetful\"")
+            .replace("resume_arg = \"--resume\"\n", ""),
+    );
+    f.write(
+        "a.toml",
+        "[[turn]]\nsteps = [{ say = \"writing notes\" }, \
+         { write = \"notes.md\", content = \"n\\n\" }, { sleep_ms = 1500 }, { say = \" done\" }]\n",
+    );
+    let session = fleet_session("a", "a.toml", &m, "").replace("\"sim\"", "\"forgetful\"");
+    f.write(
+        "fleet.toml",
+        &format!("[fleet]\nname = \"f\"\nstart = \"a\"\ntask = \"take notes\"\n\n{session}"),
+    );
+    let mut child = f.command(&["run", "fleet.toml"]).spawn().unwrap();
+    let wrote = wait_until(Duration::from_secs(30), Duration::from_millis(10), || {
+        crate::common::capfleet::journal_so_far(f.path())
+            .iter()
+            .any(|r| r["event"]["kind"] == "cap.tool_call.start")
+    });
+    assert!(wrote, "the write is journaled");
+    stop(&mut child, libc::SIGKILL, "a kill after the write");
+    let out = f.capfleet(&["run", "--resume", "latest"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let j = f.journal();
+    let prompts: Vec<&str> = j
+        .iter()
+        .filter(|r| r["type"] == "turn_started" && r["urn"] == "cap://f/a")
+        .filter_map(|r| r["prompt"].as_str())
+        .collect();
+    assert_eq!(prompts.len(), 2, "{prompts:?}");
+    assert_eq!(prompts[0], "take notes");
+    assert!(
+        prompts[1].starts_with("take notes\n\n[capfleet: this turn was interrupted")
+            && prompts[1].contains("Tools it had already started")
+            && prompts[1].contains("Write notes.md")
+            && prompts[1].contains("writing notes"),
+        "the re-issued prompt names the write: {}",
+        prompts[1]
+    );
+    assert_eq!(
+        f.read(&format!(".cap-worktrees/{}/a/notes.md", f.run_id())),
+        "n\n"
+    );
+    assert_eq!(crate::common::run_ended(&j).as_deref(), Some("completed"));
+    assert!(m.processes().is_empty());
+}

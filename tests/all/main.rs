@@ -34,6 +34,7 @@ mod demo_story;
 mod disk;
 mod driver_shapes;
 mod durable;
+mod durable_checker;
 mod durable_commit;
 mod durable_journal;
 mod durable_kills;

@@ -9,6 +9,7 @@ use ractor::{ActorRef, RpcReplyPort};
 
 use super::chaos::Moment;
 use super::machine::Core;
+use super::tools_run::ToolsRun;
 use super::turn::{Turn, TurnResult};
 use super::{Own, SessionError, SessionMsg};
 use crate::driver::DriverMsg;
@@ -30,19 +31,27 @@ pub(super) struct TurnBook {
     done: u32,
     /// The last turn's number (the next is numbered after it).
     numbered: u32,
-    /// A resumed run's interrupted turn: its partial text, handed to the next turn.
-    carried: Option<String>,
+    /// A resumed run's interrupted turn: its partial text and the tool calls it had
+    /// started, handed to the next turn.
+    carried: Option<(String, ToolsRun)>,
 }
 
 impl TurnBook {
     /// A resumed session's book: turns numbered up to `numbered` before, `done` of
     /// them ended (a cut one is no turn done: `max_turns` does not count it), maybe
-    /// one cut with `carried`.
-    pub(super) fn resumed(numbered: u32, done: u32, carried: Option<String>) -> TurnBook {
+    /// one cut with `carried` text and `tools` started.
+    pub(super) fn resumed(
+        numbered: u32,
+        done: u32,
+        carried: Option<String>,
+        tools: ToolsRun,
+    ) -> TurnBook {
         TurnBook {
             done,
             numbered,
-            carried: carried.filter(|t| !t.is_empty()),
+            carried: carried
+                .map(|t| (t, tools))
+                .filter(|(t, tools)| !t.is_empty() || !tools.is_empty()),
             ..TurnBook::default()
         }
     }
@@ -225,7 +234,15 @@ impl Core {
         let mut turn = Turn::new(id, prompt);
         // The turn a resumed run re-issues: its partial text goes with it (§10.6)
         // unless the agent resumed its session natively.
-        let carried = self.book.carried.take().map(|t| turn.carry(&t)).is_some();
+        let carried = self
+            .book
+            .carried
+            .take()
+            .map(|(text, tools)| {
+                turn.carry_tools(tools);
+                turn.carry(&text);
+            })
+            .is_some();
         self.book.turn = Some(turn);
         self.book.reply = Some(reply);
         if self.state.is_idle() {
@@ -236,9 +253,11 @@ impl Core {
     }
 
     /// Send the current turn's prompt to the driver. After a restart without native
-    /// resume, or a rate-limit pause, the partial output is handed back with it (§10.6)
-    /// and the result's text goes on from it; otherwise a re-sent turn's text starts
-    /// again from the agent's new answer ([`crate::events::TextFrom`], journaled).
+    /// resume, or a rate-limit pause, the partial output is handed back with it (§10.6),
+    /// with the tool calls the cut attempts started ([`ToolsRun`]: their edits may be
+    /// in the worktree already), and the result's text goes on from it; otherwise a
+    /// re-sent turn's text starts again from the agent's new answer
+    /// ([`crate::events::TextFrom`], journaled).
     pub(super) async fn send_prompt(
         &mut self,
         myself: &ActorRef<SessionMsg>,
@@ -247,12 +266,22 @@ impl Core {
         let (Some(driver), Some(turn)) = (self.slot.driver.clone(), self.book.turn.as_mut()) else {
             return;
         };
-        let in_prompt = resumed == Some(false) && !turn.partial_text().is_empty();
+        let in_prompt =
+            resumed == Some(false) && !(turn.partial_text().is_empty() && turn.tools().is_empty());
         let text_from = turn.text_from(in_prompt);
         let text = if in_prompt {
+            let tools = if turn.tools().is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " Tools it had already started (their changes may be in the workspace \
+                     already): {}.",
+                    turn.tools().describe()
+                )
+            };
             format!(
                 "{}\n\n[capfleet: this turn was interrupted (the agent restarted or hit a rate \
-                 limit). Its partial answer so far was:]\n{}\n[Continue from there.]",
+                 limit).{tools} Its partial answer so far was:]\n{}\n[Continue from there.]",
                 turn.prompt,
                 turn.partial_text()
             )

@@ -53,7 +53,12 @@ impl Core {
             closing: false,
             bus: Publisher::continuing(spec.urn(), subscribers, recovered.seq),
             slot,
-            book: TurnBook::resumed(recovered.last_turn, recovered.ended, recovered.interrupted),
+            book: TurnBook::resumed(
+                recovered.last_turn,
+                recovered.ended,
+                recovered.interrupted,
+                recovered.interrupted_tools,
+            ),
             hooks: Hooks::new(&spec),
             pauses: Pauses::new(spec.rate_limit),
             answerer,

@@ -42,6 +42,7 @@ mod outputs;
 mod pause;
 mod slot;
 mod spans;
+pub mod tools_run;
 pub mod turn;
 
 use std::sync::Arc;

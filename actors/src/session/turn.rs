@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use super::tools_run::ToolsRun;
 use crate::events::{TextFrom, TurnOutcome, UsageTotals};
 use crate::protocol::{CapEvent, Channel, StopReason};
 
@@ -71,6 +72,9 @@ pub(crate) struct Turn {
     usage: UsageTotals,
     /// Its text was carried from a resumed run's cut turn and not yet sent.
     carried: bool,
+    /// The tool calls its attempts started (and a resumed run's cut turn's): named in
+    /// a re-issued prompt.
+    tools: ToolsRun,
 }
 
 impl Turn {
@@ -94,6 +98,7 @@ impl Turn {
             text_truncated: false,
             usage: UsageTotals::default(),
             carried: false,
+            tools: ToolsRun::default(),
         }
     }
 
@@ -119,6 +124,7 @@ impl Turn {
                 self.push_text(&t.text)
             }
             CapEvent::Usage(u) => self.usage.add(u),
+            CapEvent::ToolCallStart(t) => self.tools.note(&t.name, t.input.get()),
             _ => {}
         }
         let text = match event {
@@ -168,6 +174,32 @@ impl Turn {
     pub(crate) fn carry(&mut self, text: &str) {
         self.push_text(text);
         self.carried = true;
+    }
+
+    /// A resumed run's interrupted turn: the tool calls it had started (and its
+    /// partial output, [`Turn::carry`]).
+    pub(crate) fn carry_tools(&mut self, tools: ToolsRun) {
+        self.tools = tools;
+        self.carried = true;
+    }
+
+    /// The tool calls started so far (and carried).
+    pub(crate) fn tools(&self) -> &ToolsRun {
+        &self.tools
+    }
+
+    /// A tool call read back from the journal by a resume: named while there is room
+    /// (`title` gives its name and input, decoded only then), else counted.
+    pub(crate) fn tool_read_back(
+        &mut self,
+        title: impl FnOnce() -> (String, Option<serde_json::Value>),
+    ) {
+        if self.tools.has_room() {
+            let (name, input) = title();
+            self.tools.note(&name, input.as_ref());
+        } else {
+            self.tools.count();
+        }
     }
 
     /// Where the attempt about to be sent starts its text: the text so far kept when

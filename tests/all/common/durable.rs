@@ -1,15 +1,17 @@
 //! What the durable-run tests check on a journal: the deliveries completed, that no
 //! delivery is routed or completed twice and no turn completed twice; the seeded
 //! kill moments they use; a stop of capfleet by a signal, waited out until none of
-//! its agents lives; the demo fleet in a git checkout.
+//! its agents lives; the demo fleet in a git checkout; each worktree's diff, and the
+//! same work as the README promises it across cuts ([`same_work`]).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 use std::process::{Child, ExitStatus};
 use std::time::Duration;
 
 use serde_json::Value;
 
+use super::EnvMarker;
 use super::procs::processes_marked_by;
 use super::repo::Fixture;
 use super::wait_until;
@@ -137,4 +139,165 @@ pub(crate) fn demo() -> Fixture {
         .unwrap();
     }
     repo
+}
+
+/// The demo fleet's four sessions, two more (`scout` from the start, routed to
+/// `docs`; `docs` again after the reviewer), the marker and the usage file in each
+/// session's environment.
+pub(crate) fn six(m: &EnvMarker, emitted: &Path) -> Fixture {
+    let repo = demo();
+    // Each turn picked by its prompt: an agent restarted after a kill starts its
+    // script again.
+    let slow = |when: &str, say: &str, usd: &str| {
+        format!(
+            "[[turn]]\nmatch = \"{when}\"\nsteps = [{{ say = \"{say}\" }}, {{ sleep_ms = 150 }}, \
+             {{ write = \"{say}.md\", content = \"{say}\\n\" }}, \
+             {{ usage = {{ input_tokens = 300, output_tokens = 30, cost_usd = {usd} }} }}]\n"
+        )
+    };
+    repo.write("sim/scout.toml", &slow("health", "scouted", "0.002"));
+    repo.write(
+        "sim/docs.toml",
+        &(slow("scouted", "documented", "0.001") + slow("approved", "reviewed", "0.001").as_str()),
+    );
+    let (k, v) = m.pair();
+    let env = format!(
+        "env = {{ {k} = \"{v}\", CAPFLEET_SIM_EMITTED = \"{}\" }}\n",
+        emitted.display()
+    );
+    let demo = repo.read("fleets/demo.toml");
+    let mut fleet = demo
+        .replace("name = \"demo\"", "name = \"six\"")
+        .replace("start = \"planner\"", "start = [\"planner\", \"scout\"]")
+        .replace("max_concurrent = 4", "max_concurrent = 6")
+        .replace("cap://demo/", "cap://six/");
+    // Every session with the marker and the usage file.
+    fleet = fleet.replace("agent = \"sim\"\n", &format!("agent = \"sim\"\n{env}"));
+    fleet.push_str(&format!(
+        "\n[[sessions]]\nname = \"scout\"\nagent = \"sim\"\n{env}script = \"../sim/scout.toml\"\n\
+         \n[[sessions]]\nname = \"docs\"\nagent = \"sim\"\n{env}script = \"../sim/docs.toml\"\n\
+         \n[[routes]]\nwhen = [\"scout.done\"]\nroute_to = \"docs\"\n\
+         \n[[routes]]\nwhen = [\"reviewer.done\"]\nroute_to = \"docs\"\n"
+    ));
+    repo.write("fleets/six.toml", &fleet);
+    // Every turn takes a while: kills land mid-turn, and a turn completes only when
+    // its process lives long enough.
+    for s in [
+        "fleet-planner",
+        "fleet-worker-a",
+        "fleet-worker-b",
+        "fleet-reviewer",
+        "scout",
+        "docs",
+    ] {
+        let path = format!("sim/{s}.toml");
+        let script = repo.read(&path);
+        repo.write(
+            &path,
+            &script.replace("steps = [", "steps = [{ sleep_ms = 400 }, "),
+        );
+    }
+    // The planner's plan names sessions by URN: of this fleet now.
+    let planner = repo.read("sim/fleet-planner.toml");
+    repo.write(
+        "sim/fleet-planner.toml",
+        &planner.replace("cap://demo/", "cap://six/"),
+    );
+    let worker = repo.read("sim/fleet-worker-a.toml");
+    assert!(worker.contains("@cap://worker-b"), "the mention");
+    repo
+}
+
+/// The diff of each session's worktree in `f`'s last run, by session.
+pub(crate) fn diffs(f: &Fixture) -> BTreeMap<String, String> {
+    let dir = f.run_dir().join("artifacts");
+    std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter_map(|e| {
+            let d = std::fs::read_to_string(e.path().join("diff.patch")).ok()?;
+            Some((e.file_name().to_string_lossy().into_owned(), d))
+        })
+        .collect()
+}
+
+/// A diff's changed lines per file: the distinct lines added, the distinct removed.
+type Changes = BTreeMap<String, (BTreeSet<String>, BTreeSet<String>)>;
+
+fn changes(diff: &str) -> Changes {
+    let mut c = Changes::new();
+    let mut file = String::new();
+    for line in diff.lines() {
+        if let Some(f) = line.strip_prefix("+++ ") {
+            file = f.trim_start_matches("b/").to_owned();
+            c.entry(file.clone()).or_default();
+        } else if line.starts_with("--- ") || line.starts_with("diff --git") {
+            continue;
+        } else if let Some(l) = line.strip_prefix('+') {
+            c.entry(file.clone()).or_default().0.insert(l.to_owned());
+        } else if let Some(l) = line.strip_prefix('-') {
+            c.entry(file.clone()).or_default().1.insert(l.to_owned());
+        }
+    }
+    c
+}
+
+/// The worktrees of a run cut and resumed hold the work of the uninterrupted one
+/// (`whole`) as the README promises it: what a cut turn did stays in its worktree and
+/// its re-issue may apply a non-idempotent edit again, so each session changed the
+/// same files with the same lines, a line the uninterrupted run added maybe more
+/// than once (an edit repeated), and nothing else. An error names the first session
+/// whose work differs.
+pub(crate) fn same_work(
+    cut: &BTreeMap<String, String>,
+    whole: &BTreeMap<String, String>,
+) -> Result<(), String> {
+    let names = |m: &BTreeMap<String, String>| m.keys().cloned().collect::<Vec<_>>();
+    if names(cut) != names(whole) {
+        return Err(format!(
+            "sessions with a diff: {:?} against {:?}",
+            names(cut),
+            names(whole)
+        ));
+    }
+    for (session, d) in cut {
+        if d == &whole[session] {
+            continue;
+        }
+        let (c, w) = (changes(d), changes(&whole[session]));
+        if c != w {
+            return Err(format!(
+                "{session}'s work differs:\n--- cut and resumed\n{d}\n--- uninterrupted\n{}",
+                whole[session]
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn an_edit_repeated_is_the_same_work_a_missing_or_foreign_one_is_not() {
+    let diff = |added: &[&str]| {
+        let mut d =
+            "diff --git a/t.rs b/t.rs\n--- a/t.rs\n+++ b/t.rs\n@@ -1,2 +1,9 @@\n fn a() {}\n"
+                .to_owned();
+        for l in added {
+            d.push_str(&format!("+{l}\n"));
+        }
+        BTreeMap::from([("worker-b".to_owned(), d)])
+    };
+    let whole = diff(&["#[test]", "fn test_503() {}"]);
+    assert!(same_work(&whole, &whole).is_ok());
+    let twice = diff(&["#[test]", "fn test_503() {}", "#[test]", "fn test_503() {}"]);
+    assert!(same_work(&twice, &whole).is_ok(), "an edit applied again");
+    assert!(
+        same_work(&diff(&["#[test]"]), &whole).is_err(),
+        "one missing"
+    );
+    let foreign = diff(&["#[test]", "fn test_503() {}", "fn other() {}"]);
+    assert!(same_work(&foreign, &whole).is_err(), "one no run made");
+    assert!(
+        same_work(&BTreeMap::new(), &whole).is_err(),
+        "a session's work lost"
+    );
 }

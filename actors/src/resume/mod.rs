@@ -7,7 +7,8 @@
 //! - per session ([`SessionRecovery`]): its highest turn number (its next turn is
 //!   numbered after it), the agent's last resume id (its first start resumes
 //!   natively where the binding can), and the assistant text of a turn that never
-//!   ended (re-issued with it where the agent cannot resume, spec §10.6);
+//!   ended and the tool calls it started (re-issued with them where the agent cannot
+//!   resume, spec §10.6);
 //! - the deliveries whose turn ended, in the order the router took them, each with
 //!   that turn's result rebuilt from its journaled events ([`Replayed`]): the resumed
 //!   router replays its decisions on them, it does not run them again;
@@ -33,21 +34,27 @@
 //! ([`crate::protocol::decode_trusted`]); the others (tool calls: most of a coding
 //! agent's events) are counted in their turn, as the live turn counted them against
 //! its limits, and not kept: a replayed [`TurnResult`] holds what the router reads.
+//! A tool call's start is named for its turn ([`ToolsRun`]: its name and input
+//! decoded only while the turn has room to name one), for a re-issued prompt.
 
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
 
-use serde::Deserialize;
-use serde_json::value::RawValue;
-
 use crate::events::{EventBody, SessionEvent, TextFrom, TurnOutcome};
 use crate::journal::replay::{self, Tail};
 use crate::protocol::{CapEvent, StopReason};
 use crate::session::SessionError;
+use crate::session::tools_run::ToolsRun;
 use crate::session::turn::{Turn, TurnResult};
 use crate::workspace::commit::CommitMark;
+
+mod lines;
+#[cfg(test)]
+mod tests;
+
+use lines::{Event, Line, Parsed, parse_all};
 
 /// Where a session of a resumed run goes on from.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -63,6 +70,9 @@ pub struct SessionRecovery {
     /// Its last turn was cut (never ended, or ended by a stop): the assistant text
     /// it had produced.
     pub interrupted: Option<String>,
+    /// The tool calls that cut turn had started (their changes may be in the
+    /// worktree): named in its re-issued prompt where the agent cannot resume.
+    pub interrupted_tools: ToolsRun,
 }
 
 /// A delivery whose turn ended: the router takes its recorded result again.
@@ -124,128 +134,6 @@ impl Recovered {
         self.ended.as_deref().is_some_and(|o| o != "interrupted")
             && (self.collected || !self.worktrees)
     }
-}
-
-/// One journal line, the fields a resume reads, its strings borrowed from the line
-/// (copied only where they have escapes, and where recovery keeps them).
-#[derive(Deserialize)]
-struct Line<'a> {
-    #[serde(default)]
-    seq: Option<u64>,
-    #[serde(default)]
-    last_seq: Option<u64>,
-    #[serde(default, borrow)]
-    urn: Option<Cow<'a, str>>,
-    #[serde(default)]
-    turn: Option<u32>,
-    #[serde(rename = "type", borrow)]
-    kind: Cow<'a, str>,
-    /// A `turn_started`'s: where the attempt's result text starts.
-    #[serde(default)]
-    text_from: Option<TextFrom>,
-    /// The event's text: decoded (in [`parse`]) only where recovery reads it.
-    #[serde(default, borrow)]
-    event: Option<&'a RawValue>,
-    #[serde(default, borrow)]
-    key: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
-    to: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
-    outcome: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
-    error: Option<Cow<'a, str>>,
-    #[serde(default)]
-    stop_reason: Option<StopReason>,
-    #[serde(default, borrow)]
-    id: Option<Cow<'a, str>>,
-    #[serde(default)]
-    exit_code: Option<u8>,
-    #[serde(default, borrow)]
-    session: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
-    parent: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
-    sha: Option<Cow<'a, str>>,
-    #[serde(default)]
-    seed_pos: Option<u64>,
-}
-
-/// A journal line read, its event decoded if it is a session's.
-struct Parsed<'a> {
-    line: Line<'a>,
-    event: Option<Event>,
-}
-
-/// A session's CAP event as recovery takes it.
-enum Event {
-    /// One of a kind recovery or the replaying router reads: a resume id
-    /// (`cap.session.ready`), text, a thought (its length counts against the turn's
-    /// limits), usage, a plan.
-    Read(Box<CapEvent>),
-    /// Any other kind (tool calls, most of a coding agent's events): counted in its
-    /// turn as the live turn counted it, neither decoded nor kept.
-    Unread,
-}
-
-/// Read one line: `None` if it is no record. A session's event (the only ones
-/// recovery reads) is decoded here if its kind is read ([`Event`]), typed straight
-/// from its text; the router's and the workspace's (artifacts with whole
-/// transcripts) are left as text.
-fn parse<'a>(bytes: &'a [u8], streams: &[String; 2]) -> Option<Parsed<'a>> {
-    let line = serde_json::from_slice::<Line<'a>>(bytes).ok()?;
-    let event = match (&line.urn, line.event) {
-        (Some(urn), Some(raw)) if !streams.iter().any(|s| s == urn) && line.kind == "cap" => {
-            Some(event_of(raw.get())?)
-        }
-        _ => None,
-    };
-    Some(Parsed { line, event })
-}
-
-/// A session's event from its journaled text: `None` if it is none.
-fn event_of(json: &str) -> Option<Event> {
-    use crate::protocol::EventKind as K;
-    #[derive(Deserialize)]
-    struct Kind<'a> {
-        #[serde(borrow)]
-        kind: Cow<'a, str>,
-    }
-    let Kind { kind } = serde_json::from_str(json).ok()?;
-    match K::from_wire(&kind) {
-        Some(K::SessionReady | K::TextChunk | K::Thought | K::Usage | K::Plan) | None => {
-            crate::protocol::decode_trusted(json)
-                .ok()
-                .map(|e| Event::Read(Box::new(e)))
-        }
-        Some(_) => Some(Event::Unread),
-    }
-}
-
-/// Lines a reader thread takes at least (fewer are read on the caller's thread).
-const PARALLEL_MIN: usize = 4096;
-
-/// [`parse`] every line of a batch, spread over the machine's cores (at most 4).
-fn parse_all<'a>(lines: &[&'a [u8]], streams: &[String; 2]) -> Vec<Option<Parsed<'a>>> {
-    let cores = std::thread::available_parallelism().map_or(1, usize::from);
-    let workers = cores.min(4).min(lines.len() / PARALLEL_MIN).max(1);
-    if workers == 1 {
-        return lines.iter().map(|l| parse(l, streams)).collect();
-    }
-    let per = lines.len().div_ceil(workers);
-    std::thread::scope(|scope| {
-        let mut parts = lines.chunks(per);
-        let first = parts.next().unwrap_or_default();
-        let others: Vec<_> = parts
-            .map(|part| scope.spawn(move || part.iter().map(|l| parse(l, streams)).collect()))
-            .collect();
-        let mut out: Vec<Option<Parsed<'a>>> = first.iter().map(|l| parse(l, streams)).collect();
-        for h in others {
-            // A parse that panicked (it cannot: serde errors are values) reads as no records.
-            let part: Vec<Option<Parsed<'a>>> = h.join().unwrap_or_default();
-            out.extend(part);
-        }
-        out
-    })
 }
 
 /// An owned copy of a borrowed field.
@@ -461,6 +349,17 @@ fn on_session(
                 Some(of) => of,
                 None => turns.entry(urn.to_owned()).or_default(),
             };
+            // A resumed run's turn that went out with a cut turn's partial text went
+            // out with the tool calls that one had started: a cut again, it carries
+            // them on.
+            let before = match &line.text_from {
+                Some(TextFrom::Carried(_)) => of
+                    .values()
+                    .filter(|r| r.ended.is_none() && r.turn.id < t)
+                    .max_by_key(|r| r.turn.id)
+                    .map(|r| r.turn.tools().clone()),
+                _ => None,
+            };
             let rebuilt = of.entry(t).or_insert_with(|| Rebuilt {
                 turn: Turn::new(t, String::new()),
                 ended: None,
@@ -468,7 +367,10 @@ fn on_session(
             // The text the live turn went on with, as it decided (`TextFrom`).
             match line.text_from {
                 Some(TextFrom::Dropped) => rebuilt.turn.restart_text(),
-                Some(TextFrom::Carried(text)) => rebuilt.turn.carry(&text),
+                Some(TextFrom::Carried(text)) => {
+                    rebuilt.turn.carry_tools(before.unwrap_or_default());
+                    rebuilt.turn.carry(&text);
+                }
                 Some(TextFrom::Kept) | None => {}
             }
         }
@@ -482,6 +384,20 @@ fn on_session(
         ("cap", turn) => {
             let event = match event {
                 Some(Event::Read(event)) => *event,
+                Some(Event::Tool { name, input }) => {
+                    if let Some(t) = turn
+                        && let Some(rebuilt) = rebuilding(turns, urn, t)
+                        && rebuilt.ended.is_none()
+                    {
+                        rebuilt.turn.count_unread();
+                        rebuilt.turn.tool_read_back(|| {
+                            let name = serde_json::from_str(name.get()).unwrap_or_default();
+                            let input = input.and_then(|i| serde_json::from_str(i.get()).ok());
+                            (name, input)
+                        });
+                    }
+                    return;
+                }
                 Some(Event::Unread) => {
                     if let Some(t) = turn
                         && let Some(rebuilt) = rebuilding(turns, urn, t)
@@ -567,9 +483,8 @@ fn finish(r: &mut Recovered, mut turns: Turns, ends: Vec<End>, routed: Vec<(Stri
     for (urn, s) in &mut r.sessions {
         s.ended = done.get(urn).copied().unwrap_or(0);
         // Left in `turns`: not replayed. The last one, if so, was cut.
-        s.interrupted = turns
-            .get(urn)
-            .and_then(|of| of.get(&s.last_turn))
-            .map(|t| t.turn.partial_text().to_owned());
+        let cut = turns.get(urn).and_then(|of| of.get(&s.last_turn));
+        s.interrupted = cut.map(|t| t.turn.partial_text().to_owned());
+        s.interrupted_tools = cut.map(|t| t.turn.tools().clone()).unwrap_or_default();
     }
 }
