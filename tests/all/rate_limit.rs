@@ -66,6 +66,19 @@ pub(crate) fn of<'a>(events: &'a [Value], session: &str, ty: &str) -> Vec<&'a Va
         .collect()
 }
 
+/// Each pause of fleet `rl`'s `session`: its delay (ms) and its source.
+pub(crate) fn pauses<'a>(events: &'a [Value], session: &str) -> Vec<(u64, &'a str)> {
+    of(events, session, "paused")
+        .iter()
+        .map(|p| {
+            (
+                p["delay_ms"].as_u64().unwrap(),
+                p["source"].as_str().unwrap(),
+            )
+        })
+        .collect()
+}
+
 fn session_totals<'a>(events: &'a [Value], name: &str) -> &'a Value {
     let totals = events.last().expect("run_totals");
     assert_eq!(totals["type"], "run_totals", "{totals}");
@@ -352,16 +365,11 @@ fn the_shipped_rate_limited_script_pauses_then_succeeds() {
             .filter_map(|e| e["event"]["code"].as_str())
             .collect();
         assert_eq!(errors, ["rate_limit"], "{agent}: {stderr}");
-        let paused: Vec<(u64, &str)> = of(&events, "a", "paused")
-            .iter()
-            .map(|p| {
-                (
-                    p["delay_ms"].as_u64().unwrap(),
-                    p["source"].as_str().unwrap(),
-                )
-            })
-            .collect();
-        assert_eq!(paused, [(300, "backoff")], "{agent}: {stderr}");
+        assert_eq!(
+            pauses(&events, "a"),
+            [(300, "backoff")],
+            "{agent}: {stderr}"
+        );
         assert!(of(&events, "a", "restart").is_empty(), "{agent}");
         let started = of(&events, "a", "turn_started");
         assert_eq!(started.len(), 2, "{agent}: one attempt and one retry");

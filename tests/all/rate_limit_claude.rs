@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::common::{self, EnvMarker, wait_until};
-use crate::rate_limit::of;
+use crate::rate_limit::{of, pauses};
 
 fn events_of(out: &std::process::Output) -> Vec<Value> {
     String::from_utf8_lossy(&out.stdout)
@@ -63,16 +63,11 @@ fn real_claude_code_pauses_on_429_and_completes_the_turn() {
         ["rate_limit", "rate_limit"],
         "{stderr}"
     );
-    let paused: Vec<(u64, &str)> = of(&events, "a", "paused")
-        .iter()
-        .map(|p| {
-            (
-                p["delay_ms"].as_u64().unwrap(),
-                p["source"].as_str().unwrap(),
-            )
-        })
-        .collect();
-    assert_eq!(paused, [(1000, "backoff"), (2000, "backoff")], "{stderr}");
+    assert_eq!(
+        pauses(&events, "a"),
+        [(1000, "backoff"), (2000, "backoff")],
+        "{stderr}"
+    );
     assert!(of(&events, "a", "restart").is_empty());
     let ended = of(&events, "a", "turn_ended");
     assert_eq!(ended.len(), 1);
