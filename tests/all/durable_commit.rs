@@ -333,9 +333,12 @@ fn a_merge_cut_inside_its_checkout_is_finished_by_the_next_merge() {
         f.path().join(".git/index.lock"),
         f.path().join(".git/refs/heads/main.lock"),
     ];
-    for lock in &locks {
-        std::fs::write(lock, "").unwrap();
-    }
+    let plant = || {
+        for lock in &locks {
+            std::fs::write(lock, "").unwrap();
+        }
+    };
+    plant();
     // An edit made since the cut is not the checkout's: refused, nothing lost.
     f.write("README.md", "mine\n");
     let refused = f.capfleet(&["merge", "latest", "a"]);
@@ -347,9 +350,7 @@ fn a_merge_cut_inside_its_checkout_is_finished_by_the_next_merge() {
     );
     assert_eq!(f.read("README.md"), "mine\n");
     f.write("README.md", "x\n");
-    for lock in &locks {
-        std::fs::write(lock, "").unwrap();
-    }
+    plant();
     let again = f.capfleet(&["merge", "latest", "a"]);
     assert_eq!(again.status.code(), Some(0), "{}", stderr(&again));
     assert!(

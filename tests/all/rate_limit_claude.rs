@@ -18,6 +18,20 @@ fn events_of(out: &std::process::Output) -> Vec<Value> {
 }
 
 /// The `cap.error` codes session `a` saw, in order.
+/// Session `a` ran one turn, completed, with no restart, and said `done`.
+fn one_turn_done(events: &[Value], done: &str, stderr: &str) {
+    assert!(of(events, "a", "restart").is_empty());
+    let ended = of(events, "a", "turn_ended");
+    assert_eq!(ended.len(), 1);
+    assert_eq!(ended[0]["outcome"], "completed", "{stderr}");
+    let all: Vec<Value> = of(events, "a", "cap").into_iter().cloned().collect();
+    assert!(
+        common::texts(&all).contains(done),
+        "{}",
+        common::texts(&all)
+    );
+}
+
 fn error_codes(events: &[Value]) -> Vec<&str> {
     of(events, "a", "cap")
         .iter()
@@ -68,16 +82,7 @@ fn real_claude_code_pauses_on_429_and_completes_the_turn() {
         [(1000, "backoff"), (2000, "backoff")],
         "{stderr}"
     );
-    assert!(of(&events, "a", "restart").is_empty());
-    let ended = of(&events, "a", "turn_ended");
-    assert_eq!(ended.len(), 1);
-    assert_eq!(ended[0]["outcome"], "completed", "{stderr}");
-    let all: Vec<Value> = of(&events, "a", "cap").into_iter().cloned().collect();
-    assert!(
-        common::texts(&all).contains(DONE),
-        "{}",
-        common::texts(&all)
-    );
+    one_turn_done(&events, DONE, &stderr);
 
     // At the fake LLM: three requests, the retries a backoff step apart at least.
     let requests = fake.requests_to("/v1/messages");
@@ -168,16 +173,7 @@ fn real_claude_code_on_a_subscription_waits_for_its_rate_limit_event_reset() {
         until.abs_diff(reset * 1000) < 1000,
         "paused until {until}, resetsAt {reset}: {p}"
     );
-    assert!(of(&events, "a", "restart").is_empty());
-    let ended = of(&events, "a", "turn_ended");
-    assert_eq!(ended.len(), 1);
-    assert_eq!(ended[0]["outcome"], "completed", "{stderr}");
-    let all: Vec<Value> = of(&events, "a", "cap").into_iter().cloned().collect();
-    assert!(
-        common::texts(&all).contains(DONE),
-        "{}",
-        common::texts(&all)
-    );
+    one_turn_done(&events, DONE, &stderr);
     assert!(
         stderr.contains("rate limited: the session pauses"),
         "{stderr}"
