@@ -420,11 +420,20 @@ fn the_orphan_check_finds_a_live_process_of_the_run_and_nothing_else() {
     let mut r = j.report();
     let me = std::process::id();
     let spawn = |marker: String| {
-        std::process::Command::new("sleep")
+        use crate::process::sweep::{MARKER_KEY, processes_with_marker};
+        let child = std::process::Command::new("sleep")
             .arg("30")
-            .env(crate::process::sweep::MARKER_KEY, marker)
+            .env(MARKER_KEY, &marker)
             .spawn()
-            .unwrap()
+            .unwrap();
+        // `spawn` returns once the exec began; the kernel shows the new environment
+        // only when the exec is done (a busy machine has seen the check run first).
+        let shown = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while processes_with_marker(MARKER_KEY, &marker).is_empty() {
+            assert!(std::time::Instant::now() < shown, "{marker} never shown");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        child
     };
     // One of the run's session, marked by this (ended) capfleet; one of another fleet.
     let mut ours = spawn(format!("cap://f/w1#{me}.1"));
