@@ -29,7 +29,9 @@ Environment: NO_COLOR disables colour (as does --color never); CAPFLEET_LOG sets
 diagnostics filter on stderr (default `warn`; e.g. CAPFLEET_LOG=debug). Traces: `run` and \
 `chat` export spans over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT (or --otlp) is set, with \
 OTEL_EXPORTER_OTLP_PROTOCOL (http/protobuf or grpc), OTEL_SERVICE_NAME and \
-OTEL_RESOURCE_ATTRIBUTES as usual.";
+OTEL_RESOURCE_ATTRIBUTES as usual.
+
+The user guide, a page per topic with examples: docs/guide/README.md in capfleet's source.";
 
 /// capfleet: drive fleets of command-line AI agents over CAP (cap-protocol/v1).
 #[derive(Debug, Parser)]

@@ -221,8 +221,8 @@ fn stopped_and_resumed(signal: libc::c_int, wanted: usize, seed: u64, marker: &s
     assert!(kills >= wanted / 2, "most kills landed mid-run: {kills}");
     let j = repo.journal();
     as_uninterrupted(&j, &expected);
-    // The same work in every worktree, as the README promises it across cuts (an
-    // edit a cut turn had applied may be applied again by its re-issue).
+    // The same work in every worktree, as docs/guide/durability.md promises it across
+    // cuts (an edit a cut turn had applied may be applied again by its re-issue).
     if let Err(e) = same_work(&diffs(&repo), &diffs(&whole)) {
         panic!("after {kills} stops: {e}");
     }

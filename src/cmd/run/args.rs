@@ -23,7 +23,8 @@ directory (`capfleet log latest`), its artifacts beside it (artifacts/<session>/
 
 Traces: --otlp URL (or OTEL_EXPORTER_OTLP_ENDPOINT) exports one trace per run, rooted at \
 `fleet.run`; --trace-file writes the same spans as JSON lines. Metrics: --metrics-addr. \
-See observability/README.md for Jaeger, Prometheus and Grafana.
+See observability/README.md for Jaeger, Prometheus and Grafana. The fleet file, routes and \
+output: docs/guide/fleets.md; --resume: docs/guide/durability.md; --chaos: docs/guide/chaos.md.
 
 Sessions of coding agents each work in their own git worktree, \
 <repo>/.cap-worktrees/<run-id>/<session> on branch capfleet/<run-id>/<session> (off \

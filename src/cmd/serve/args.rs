@@ -46,7 +46,7 @@ API (JSON; every error is {\"code\", \"message\"}, a fleet's findings with line 
   GET  /v1/asks                 the open questions of every run    GET /v1/me  the token's name, role
   POST /v1/fleets/validate      a fleet checked as a submission would be; nothing runs
   GET  /healthz  /readyz  /metrics  /openapi.json (the whole API, OpenAPI 3.1)
-  GET  /                        the web console (log in with a token; see the README)
+  GET  /                        the web console (log in with a token; docs/guide/console.md)
 
 Auth: every route but /healthz, /readyz and /openapi.json needs `Authorization: Bearer \
 <token>`; a line of the token file is `NAME ROLE SHA256-HEX`. Roles: read (GET), run \

@@ -54,7 +54,7 @@ Examples:
 The token for NATS is read from CAPFLEET_NATS_TOKEN (or --nats-creds names a \
 credentials file); neither is ever logged. SIGTERM drains the worker: it takes no more \
 runs, lets the ones it holds finish within --drain-grace, hands the others back to the \
-queue for another worker, and exits.")]
+queue for another worker, and exits. The guide: docs/guide/nats.md.")]
 pub(crate) struct WorkerArgs {
     #[command(flatten)]
     pub nats: NatsArgs,

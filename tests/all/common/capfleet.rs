@@ -28,7 +28,8 @@ pub(crate) fn capfleet_with_nofile(dir: &Path, nofile: u64) -> Command {
     configured(sh, dir)
 }
 
-fn configured(mut c: Command, dir: &Path) -> Command {
+/// `c` set up as [`capfleet`] sets up its command (also for a shell that runs it).
+pub(crate) fn configured(mut c: Command, dir: &Path) -> Command {
     c.current_dir(dir)
         .env("XDG_CONFIG_HOME", dir.join("config"))
         .env("NO_COLOR", "1")

@@ -7,8 +7,8 @@
 //! and compares it with an uninterrupted run of the same fleet: every delivery and
 //! turn once, the same deliveries and their outcomes, the same completed turns per
 //! session, plan, joins fired and usage of the completed turns, the same work in
-//! every worktree as the README promises it ([`same_work`]), the same commits with
-//! `--commit`, and `capfleet runs` listing it `completed`. A failing seed panics
+//! every worktree as `docs/guide/durability.md` promises it ([`same_work`]), the
+//! same commits with `--commit`, and `capfleet runs` listing it `completed`. A failing seed panics
 //! with the series, the seed and every stop's moment, so that it replays.
 
 use std::collections::BTreeMap;

@@ -2,7 +2,7 @@
 //! delivery is routed or completed twice and no turn completed twice; the seeded
 //! kill moments they use; a stop of capfleet by a signal, waited out until none of
 //! its agents lives; the demo fleet in a git checkout; each worktree's diff, and the
-//! same work as the README promises it across cuts ([`same_work`]).
+//! same work as `docs/guide/durability.md` promises it across cuts ([`same_work`]).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
@@ -243,8 +243,8 @@ fn changes(diff: &str) -> Changes {
 }
 
 /// The worktrees of a run cut and resumed hold the work of the uninterrupted one
-/// (`whole`) as the README promises it: what a cut turn did stays in its worktree and
-/// its re-issue may apply a non-idempotent edit again, so each session changed the
+/// (`whole`) as `docs/guide/durability.md` promises it: what a cut turn did stays in
+/// its worktree and its re-issue may apply a non-idempotent edit again, so each session changed the
 /// same files with the same lines, a line the uninterrupted run added maybe more
 /// than once (an edit repeated), and nothing else. An error names the first session
 /// whose work differs.

@@ -8,6 +8,7 @@
 //!   screenshots, and no process of it left behind.
 //! - [`capfleet`](mod@capfleet): the binary under test ([`BIN`]), the `capfleet(dir)`
 //!   command and its registry sandbox, a run's journal read back.
+//! - [`guide`]: the user guide's ` ```console ` examples run as written.
 //! - [`serve`]: `capfleet serve` on a free port, requests to it, its event stream
 //!   read by curl, its OpenAPI document's operations.
 //! - [`speak`]: `capfleet speak` as the Claude Agent SDK's Claude Code, and the SDK's
@@ -63,6 +64,7 @@ pub(crate) mod disk;
 pub(crate) mod durable;
 pub(crate) mod expose;
 pub(crate) mod fake_llm;
+pub(crate) mod guide;
 pub(crate) mod nats;
 pub(crate) mod otel;
 pub(crate) mod peers;
