@@ -47,7 +47,11 @@ fn every_guide_page_is_run_and_every_link_leads_somewhere() {
     for entry in std::fs::read_dir(root.join("docs/guide")).expect("docs/guide") {
         let path = entry.unwrap().path();
         if path.extension().is_some_and(|e| e == "md") {
-            let page = path.strip_prefix(&root).unwrap().to_string_lossy().into_owned();
+            let page = path
+                .strip_prefix(&root)
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
             // The index only lists the pages; every other page shows examples.
             assert!(
                 page.ends_with("guide/README.md") || PAGES.contains(&page.as_str()),
@@ -69,5 +73,8 @@ fn every_guide_page_is_run_and_every_link_leads_somewhere() {
     }
     let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
     let lines = readme.lines().count();
-    assert!(lines <= 250, "README.md has {lines} lines: the rest belongs in docs/guide/");
+    assert!(
+        lines <= 250,
+        "README.md has {lines} lines: the rest belongs in docs/guide/"
+    );
 }

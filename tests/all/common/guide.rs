@@ -8,27 +8,32 @@
 //! line `…` stands for anything, and a line of `…` alone for lines left out. A line
 //! `(exit N)` is the exit status the command must end with; any other command must
 //! succeed. A command ending in `&` runs in the background: the session waits until
-//! it has printed its shown lines, and it is stopped (`SIGTERM`) when the block ends.
+//! it has printed its shown lines, and it is stopped (`SIGTERM`) when the page ends.
 //!
-//! Each block runs in a git repository of its own holding a copy of `config/` (so
+//! A page is read as a reader follows it: its blocks run in order in one shell, in a
+//! git repository of its own holding a copy of `config/` (so
 //! `config/fleets/demo.toml` and its sim scripts are there), with `capfleet` on
-//! `PATH` and the test environment of [`super::capfleet`]. The well-known ports the
-//! pages show (7878 for `serve`, 4222 for NATS) are replaced by free ones, in the
-//! commands and in the lines shown alike.
+//! `PATH` and the test environment of [`super::capfleet`]. What a block leaves (a
+//! run, a file, a server in the background) is there for the next; the background
+//! commands are stopped when the page ends. The well-known ports the pages show
+//! (7878 for `serve`, 4222 for NATS) are replaced by free ones, in the commands and in
+//! the lines shown alike.
 
-use std::path::{Path, PathBuf};
 use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use super::capfleet::configured;
 use super::nats::free_port;
 use super::repo::Fixture;
-use super::capfleet::configured;
 use super::{BIN, kill_group, output_within, peer, repo_root};
 
-/// One command of a block and what it must print.
+/// One command of a page and what it must print.
 #[derive(Debug)]
 struct Step {
+    /// The page's block it is in, from 1.
+    block: usize,
     command: String,
     background: bool,
     shown: Vec<String>,
@@ -38,18 +43,19 @@ struct Step {
 /// The ports a page may show, each replaced by a free one when its block runs.
 const PORTS: [&str; 2] = ["7878", "4222"];
 
-/// How long one block may take, every command in it.
-const BLOCK_LIMIT: Duration = Duration::from_secs(120);
+/// How long one page may take, every command in it.
+const PAGE_LIMIT: Duration = Duration::from_secs(120);
 
-/// The ` ```console ` blocks of `markdown`, each as its commands.
-fn blocks(markdown: &str) -> Vec<Vec<Step>> {
-    let mut blocks = Vec::new();
+/// The commands of the ` ```console ` blocks of `markdown`, in order.
+fn steps(markdown: &str) -> Vec<Step> {
+    let mut steps: Vec<Step> = Vec::new();
+    let mut block = 0;
     let mut lines = markdown.lines();
     while let Some(line) = lines.next() {
         if line.trim() != "```console" {
             continue;
         }
-        let mut steps: Vec<Step> = Vec::new();
+        block += 1;
         // The line that ends the command: its here-document's end, or none (`\`).
         let mut until: Option<&str> = None;
         let mut continued = false;
@@ -67,6 +73,7 @@ fn blocks(markdown: &str) -> Vec<Vec<Step>> {
                 continued = command.ends_with('\\');
                 until = command.contains("<<'EOF'").then_some("EOF");
                 steps.push(Step {
+                    block,
                     command: command.to_owned(),
                     background: false,
                     shown: Vec::new(),
@@ -75,24 +82,22 @@ fn blocks(markdown: &str) -> Vec<Vec<Step>> {
             } else {
                 let step = steps
                     .last_mut()
+                    .filter(|s| s.block == block)
                     .unwrap_or_else(|| panic!("output before any command: {line}"));
                 match line.trim().strip_prefix("(exit ") {
-                    Some(code) => {
-                        step.exit = code.trim_end_matches(')').parse().expect("(exit N)")
-                    }
+                    Some(code) => step.exit = code.trim_end_matches(')').parse().expect("(exit N)"),
                     None => step.shown.push(line.trim().to_owned()),
                 }
             }
         }
-        for step in &mut steps {
-            if let Some(command) = step.command.strip_suffix('&') {
-                step.command = command.trim_end().to_owned();
-                step.background = true;
-            }
-        }
-        blocks.push(steps);
     }
-    blocks
+    for step in &mut steps {
+        if let Some(command) = step.command.strip_suffix('&') {
+            step.command = command.trim_end().to_owned();
+            step.background = true;
+        }
+    }
+    steps
 }
 
 /// `text` in single quotes for bash.
@@ -109,7 +114,7 @@ fn pieces(shown: &str) -> Vec<&str> {
         .collect()
 }
 
-/// The bash script of one block: each command's output and status into `out/`.
+/// The bash script of a page: each command's output and status into `out/`.
 fn script(steps: &[Step], out: &Path) -> String {
     let mut s = format!(
         "echo $$ > {}\ntrap 'kill $(jobs -p) 2>/dev/null; wait' EXIT\n",
@@ -179,22 +184,24 @@ fn workspace() -> Fixture {
     f
 }
 
-/// `PATH` with `capfleet` (and, for a block that runs one, `nats-server`) first.
-fn path_for(block: &str, bin: &Path) -> String {
+/// `PATH` with `capfleet` (and, for a page that runs one, `nats-server`) first.
+fn path_for(commands: &str, bin: &Path) -> String {
     std::os::unix::fs::symlink(BIN, bin.join("capfleet")).expect("symlink capfleet");
     let mut dirs = vec![bin.to_path_buf()];
-    if block.contains("nats-server") {
+    if commands.contains("nats-server") {
         dirs.push(peer("nats-server").parent().expect("a dir").to_path_buf());
     }
-    dirs.push(PathBuf::from(std::env::var("PATH").unwrap_or_default()));
+    dirs.extend(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    ));
     std::env::join_paths(dirs)
         .expect("PATH")
         .to_string_lossy()
         .into_owned()
 }
 
-/// The process group of the block's shell (its pid, in this file), killed whatever
-/// happens: nothing of a block is left behind, even when it fails or times out.
+/// The process group of the page's shell (its pid, in this file), killed whatever
+/// happens: nothing of a page is left behind, even when it fails or times out.
 struct Group(PathBuf);
 
 impl Drop for Group {
@@ -204,10 +211,15 @@ impl Drop for Group {
     }
 }
 
-/// Runs one block and checks every command's status and output.
-fn run_block(page: &str, n: usize, steps: &mut [Step]) {
+/// Runs every console block of `page` (a path from the repository's root), in order in
+/// one shell, and checks every command's status and output.
+pub(crate) fn run_page(page: &str) {
+    let text =
+        std::fs::read_to_string(repo_root().join(page)).unwrap_or_else(|e| panic!("{page}: {e}"));
+    let mut steps = steps(&text);
+    assert!(!steps.is_empty(), "{page} has no ```console example to run");
     let mut ports: Vec<(String, String)> = Vec::new();
-    for step in steps.iter_mut() {
+    for step in &mut steps {
         for port in PORTS {
             if !step.command.contains(port) {
                 continue;
@@ -232,13 +244,13 @@ fn run_block(page: &str, n: usize, steps: &mut [Step]) {
     let mut bash = configured(Command::new("bash"), repo.path());
     bash.env("PATH", path_for(&all, &bin))
         .arg("-c")
-        .arg(script(steps, &out))
+        .arg(script(&steps, &out))
         .process_group(0);
     let _group = Group(out.join("pgid"));
     let started = Instant::now();
-    let done = output_within(bash, BLOCK_LIMIT);
+    let done = output_within(bash, PAGE_LIMIT);
     eprintln!(
-        "{page} block {n}: {} commands in {:.1?}",
+        "{page}: {} commands in {:.1?}",
         steps.len(),
         started.elapsed()
     );
@@ -246,7 +258,7 @@ fn run_block(page: &str, n: usize, steps: &mut [Step]) {
         + String::from_utf8_lossy(&done.stderr).as_ref();
     for (i, step) in steps.iter().enumerate() {
         let output = std::fs::read_to_string(out.join(format!("{i}.out"))).unwrap_or_default();
-        let where_ = format!("{page}, block {n}: $ {}", step.command);
+        let where_ = format!("{page}, block {}: $ {}", step.block, step.command);
         if !step.background {
             let rc = std::fs::read_to_string(out.join(format!("{i}.rc")))
                 .unwrap_or_else(|_| panic!("{where_}: never ran ({shell})"));
@@ -260,17 +272,6 @@ fn run_block(page: &str, n: usize, steps: &mut [Step]) {
         if let Some(line) = mismatch(&step.shown, &output) {
             panic!("{where_}: no line like `{line}` in order; it printed:\n{output}");
         }
-    }
-}
-
-/// Runs every console block of `page` (a path from the repository's root).
-pub(crate) fn run_page(page: &str) {
-    let text = std::fs::read_to_string(repo_root().join(page))
-        .unwrap_or_else(|e| panic!("{page}: {e}"));
-    let mut blocks = blocks(&text);
-    assert!(!blocks.is_empty(), "{page} has no ```console example to run");
-    for (n, steps) in blocks.iter_mut().enumerate() {
-        run_block(page, n + 1, steps);
     }
 }
 
