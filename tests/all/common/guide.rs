@@ -17,7 +17,9 @@
 //! run, a file, a server in the background) is there for the next; the background
 //! commands are stopped when the page ends. The well-known ports the pages show
 //! (7878 for `serve`, 4222 for NATS) are replaced by free ones, in the commands and in
-//! the lines shown alike.
+//! the lines shown alike. The simulator plays its scripts [`TIME_SCALE`] times faster
+//! than a reader's does (`CAPFLEET_SIM_TIME_SCALE`): what the pages show does not
+//! depend on it, and the suite's time stays low.
 
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -42,6 +44,9 @@ struct Step {
 
 /// The ports a page may show, each replaced by a free one when its block runs.
 const PORTS: [&str; 2] = ["7878", "4222"];
+
+/// How many times faster the simulator plays its scripts here than for a reader.
+const TIME_SCALE: &str = "4";
 
 /// How long one page may take, every command in it.
 const PAGE_LIMIT: Duration = Duration::from_secs(120);
@@ -243,6 +248,7 @@ pub(crate) fn run_page(page: &str) {
     let all: String = steps.iter().map(|s| s.command.as_str()).collect();
     let mut bash = configured(Command::new("bash"), repo.path());
     bash.env("PATH", path_for(&all, &bin))
+        .env("CAPFLEET_SIM_TIME_SCALE", TIME_SCALE)
         .arg("-c")
         .arg(script(&steps, &out))
         .process_group(0);
