@@ -12,9 +12,9 @@ use std::time::Duration;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 use tokio::sync::mpsc;
 
-use crate::answerer::AnswererMsg;
 use crate::error::TreeError;
 use crate::events::Published;
+use crate::events::requests::Decider;
 use crate::session::{Session, SessionArgs, SessionMsg, SessionSpec};
 use crate::telemetry::TreeTelemetry;
 use crate::telemetry::metrics::{SessionInfo, UNKNOWN_MODEL};
@@ -27,7 +27,8 @@ pub struct Fleet;
 /// Start arguments of the fleet.
 pub struct FleetArgs {
     pub name: String,
-    pub answerer: Option<ActorRef<AnswererMsg>>,
+    /// Who decides the sessions' requests (the answerer, handed down by the root).
+    pub answerer: Option<Decider>,
     /// Every session also publishes here (journal, budget, telemetry).
     pub taps: Vec<mpsc::Sender<Published>>,
     /// Where the fleet reports sessions ending.
@@ -132,7 +133,7 @@ impl Actor for Fleet {
                 let args = SessionArgs {
                     spec: *spec,
                     subscribers,
-                    answerer: st.args.answerer.as_ref().map(ActorRef::get_derived),
+                    answerer: st.args.answerer.clone(),
                     parent: parent.unwrap_or_else(|| st.args.telemetry.span.clone()),
                 };
                 let result = match Actor::spawn_linked(None, Session, args, myself.get_cell()).await

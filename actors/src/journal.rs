@@ -36,13 +36,11 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
 use crate::error::JournalOpen;
-use crate::events::{Published, SUBSCRIBER_CAPACITY};
+use crate::events::{Durable, JOURNAL_MAX_BYTES, Published, SUBSCRIBER_CAPACITY};
 use crate::fault::{DESCRIPTOR_PATIENCE, DiskFault, FaultSink, out_of_descriptors};
 
 /// The longest a record waits in memory before it is written and synced.
 pub const FLUSH_EVERY: Duration = Duration::from_millis(100);
-/// A run's journal at most, by default (`journal_max_mb = 1024`).
-pub const DEFAULT_MAX_BYTES: u64 = 1024 << 20;
 
 /// Where the journal goes and how large it may grow.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,7 +56,7 @@ impl From<PathBuf> for JournalSpec {
     fn from(path: PathBuf) -> Self {
         JournalSpec {
             path,
-            max_bytes: DEFAULT_MAX_BYTES,
+            max_bytes: JOURNAL_MAX_BYTES,
             replica: None,
         }
     }
@@ -129,23 +127,6 @@ pub struct Journal;
 /// Sync requests waiting for the writer, at most (only the router makes them).
 const SYNCS_CAPACITY: usize = 64;
 
-/// A handle to wait for the journal to have everything published so far on disk.
-#[derive(Debug, Clone)]
-pub struct Durable {
-    tx: mpsc::Sender<oneshot::Sender<()>>,
-}
-
-impl Durable {
-    /// Return once every event published (by anyone) before this call is written and
-    /// synced. A journal that is gone or whose disk failed returns at once: the fault
-    /// is the run's to report.
-    pub async fn sync(&self) {
-        let (done, synced) = oneshot::channel();
-        if self.tx.send(done).await.is_ok() {
-            let _writer_gone = synced.await;
-        }
-    }
-}
 
 pub enum JournalMsg {
     /// A sender for a new publisher (a session, the router, the workspace stream).
@@ -200,7 +181,7 @@ impl Actor for Journal {
             }
             JournalMsg::Durable(reply) => {
                 if let Some(tx) = &st.syncs {
-                    let _caller_gone = reply.send(Durable { tx: tx.clone() });
+                    let _caller_gone = reply.send(Durable::new(tx.clone()));
                 }
             }
             JournalMsg::Finish(reply) => {

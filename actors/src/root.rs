@@ -26,7 +26,8 @@ use crate::error::TreeError;
 use crate::events::Published;
 use crate::fault::FaultSink;
 use crate::fleet::{Fleet, FleetArgs, FleetEvent, FleetMsg};
-use crate::journal::{Durable, Journal, JournalArgs, JournalMsg, JournalSpec, JournalTally};
+use crate::events::Durable;
+use crate::journal::{Journal, JournalArgs, JournalMsg, JournalSpec, JournalTally};
 use crate::session::{SessionMsg, SessionSpec};
 use crate::tap::TapMsg;
 use crate::telemetry::feed::{MetricsFeed, MetricsTap};
@@ -178,7 +179,7 @@ impl Actor for Root {
         let answerer = spawn_answerer(&myself, &seed).await?;
         let fleet_args = FleetArgs {
             name: args.fleet_name,
-            answerer: Some(answerer.clone()),
+            answerer: Some(answerer.get_derived()),
             taps,
             events: args.fleet_events,
             telemetry: args.telemetry,

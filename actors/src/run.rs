@@ -9,6 +9,7 @@
 mod chaos;
 mod start;
 mod stops;
+mod timed;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -23,12 +24,11 @@ use crate::answerer::{HumanQuestion, Policy};
 use crate::budget::{BudgetBook, BudgetLimits, BudgetScope, BudgetSnapshot};
 use crate::error::TreeError;
 use crate::events::trace::{self, adopt_parent, int};
-use crate::events::{EventBody, Published, RunOutcome, Signal, urn};
+use crate::events::{EventBody, Published, ROUTER_URN_SEGMENT, RunOutcome, Signal, urn};
 use crate::fault::{DiskFault, FAULTS_CAPACITY};
 use crate::journal::{JournalSpec, JournalTally};
 use crate::resume::Recovered;
 use crate::root::{Orchestrator, RootArgs};
-use crate::router::ROUTER_URN_SEGMENT;
 use crate::router::{Router, RouterArgs, RouterMsg, RouterRecovery, RoutingSpec};
 use crate::session::SessionSpec;
 use crate::telemetry::metrics::Metrics;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use capfleet_actors::answerer::Policy;
-use capfleet_actors::journal::DEFAULT_MAX_BYTES;
+use capfleet_actors::events::JOURNAL_MAX_BYTES;
 use capfleet_actors::manifest::Manifest;
 use capfleet_actors::router::{Picker, Route, RouteAction, RoutingSpec};
 use capfleet_actors::session::DEFAULT_TURN_TIMEOUT;
@@ -141,7 +141,7 @@ pub(super) async fn build(file: &FleetFile, cx: &Context<'_>) -> Result<Fleet, V
         journal_max_bytes: f
             .journal_max_mb
             .as_ref()
-            .map_or(DEFAULT_MAX_BYTES, |mb| mb.value << 20),
+            .map_or(JOURNAL_MAX_BYTES, |mb| mb.value << 20),
         ask_timeout: f.ask_timeout,
         notify,
         chaos: file.chaos.clone().map(std::sync::Arc::new),

@@ -193,7 +193,7 @@ impl Desk {
             let note = json!({
                 "session": &*done.session,
                 "answer": research::answer_line(&done.reply),
-                "reply": research::tail(&done.reply, MAX_REPLY),
+                "reply": crate::session::tail(&done.reply, MAX_REPLY),
                 "reason": reason,
                 "cost_usd": done.cost_usd,
                 "duration_ms": u64::try_from(done.started.elapsed().as_millis()).unwrap_or(u64::MAX),

@@ -263,18 +263,10 @@ fn option(question: &str, options: &[String], given: &str) -> Result<String, Inv
         })
 }
 
-/// The last `max` bytes of `text` (on a character boundary).
-pub fn tail(text: &str, max: usize) -> &str {
-    let mut cut = text.len().saturating_sub(max);
-    while !text.is_char_boundary(cut) {
-        cut += 1;
-    }
-    &text[cut..]
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::session::tail;
 
     fn permission(risk: RiskLevel) -> OpenRequest {
         OpenRequest::Permission {

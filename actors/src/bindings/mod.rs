@@ -12,3 +12,9 @@ pub mod stream_json;
 mod turn_end;
 
 pub use turn_end::TurnEnd;
+
+/// The `cap.error` code of a well-formed frame that arrived where none may (a
+/// binding's own code: the spec's `parse_failed` is for output that cannot be parsed).
+/// Any binding may emit it; the run's telemetry counts it (through the driver
+/// contract, [`crate::driver::STRAY_FRAME`]).
+pub const STRAY_FRAME: &str = "stray_frame";

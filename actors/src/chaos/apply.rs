@@ -7,7 +7,8 @@ use super::interpose::metrics::IoMetrics;
 use super::interpose::{ByteFault, ByteFaults};
 use super::spec::{ChaosSpec, Params};
 use super::{FaultKind, Reach};
-use crate::session::SessionSpec;
+use crate::driver::LaunchSpec;
+use crate::registry::Binding;
 
 fn ms(d: std::time::Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
@@ -85,26 +86,31 @@ pub fn conn_fault(kind: FaultKind, p: &Params) -> Option<(ConnFault, String)> {
     })
 }
 
-/// Give session `s` the interposer's handles its faults need: byte faults when a byte
-/// fault targets it, connection faults when a connection fault does (none otherwise:
-/// no interposer at all), counted in `metrics` when the run has them. Each session's
+/// Give session `name` (on `binding`, launched by `launch`) the interposer's handles
+/// its faults need: byte faults when a byte fault targets it, connection faults when a
+/// connection fault does (none otherwise: no interposer at all), counted in `metrics` when the run has them. Each session's
 /// byte faults draw from their own seed (the run's seed and the session's name).
-pub fn install(spec: &ChaosSpec, s: &mut SessionSpec, metrics: Option<&IoMetrics>) {
+pub fn install(
+    spec: &ChaosSpec,
+    (name, binding): (&str, Binding),
+    launch: &mut LaunchSpec,
+    metrics: Option<&IoMetrics>,
+) {
     let wants = |reach: Reach| {
         spec.rules
             .iter()
-            .any(|r| r.kind.reach() == reach && r.targets_session(&s.name, s.binding))
+            .any(|r| r.kind.reach() == reach && r.targets_session(name, binding))
     };
     if wants(Reach::Bytes) {
-        let (urn, seed) = (s.launch.urn.clone(), spec.byte_seed(&s.name));
-        s.launch.byte_faults = Some(match metrics {
+        let (urn, seed) = (launch.urn.clone(), spec.byte_seed(name));
+        launch.byte_faults = Some(match metrics {
             Some(m) => ByteFaults::with_metrics(urn, seed, m.clone()),
             None => ByteFaults::new(urn, seed),
         });
     }
     if wants(Reach::Connection) {
-        let urn = s.launch.urn.clone();
-        s.launch.conn_faults = Some(match metrics {
+        let urn = launch.urn.clone();
+        launch.conn_faults = Some(match metrics {
             Some(m) => ConnFaults::with_metrics(urn, m.clone()),
             None => ConnFaults::new(urn),
         });

@@ -9,7 +9,6 @@
 //!   the seed and the fault's coordinates, never of wall-clock timing;
 //! - [`signals`]: how a signal fault reaches an agent: only the process group the
 //!   session's own driver spawned (never a pid found by name);
-//! - [`timed`]: the run's task that fires the timed faults (and `self_kill`);
 //! - [`interpose`]: the byte-level interposer between an agent's pipes or terminal
 //!   and its driver (`garble`, `truncate`, `slow`, `stall_stdin`), a
 //!   [`interpose::ByteFaults`] handle per session;
@@ -20,9 +19,9 @@
 //!   reads the journal and the process table).
 //!
 //! `spec`, `schedule` and `signals` are pure (floor 0), `interpose` and `conn` import
-//! nothing of the engine but `sync` (the drivers install them); `timed` drives sessions and the
-//! router (floor 5, started by `run::run_fleet`); the session's own part is
-//! `session/chaos.rs`.
+//! nothing of the engine but `sync` (the drivers install them); the run's task that
+//! fires the timed faults (and `self_kill`) is the run's (`run/timed.rs`: it drives
+//! sessions and the router); the session's own part is `session/chaos.rs`.
 //!
 //! Every fault is an [`EventBody::Chaos`](crate::events::EventBody::Chaos) record,
 //! published (and so journaled) before the fault is applied, and a `chaos` span.
@@ -34,7 +33,6 @@ pub mod report;
 pub mod schedule;
 pub mod signals;
 pub mod spec;
-pub mod timed;
 
 use serde::{Deserialize, Serialize};
 

@@ -351,7 +351,7 @@ pub enum DriverOutput {
 }
 
 /// How a turn ended, as the binding reports it.
-pub use crate::bindings::TurnEnd;
+pub use crate::bindings::{STRAY_FRAME, TurnEnd};
 
 #[cfg(test)]
 mod tests {

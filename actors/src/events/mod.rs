@@ -7,6 +7,7 @@
 //! and the workspace publish; the journal, the budget, the taps, telemetry and the
 //! CLI's views read [`Published`] events from bounded channels.
 
+mod durable;
 mod event;
 mod publisher;
 pub mod requests;
@@ -16,10 +17,11 @@ mod usage;
 
 use std::sync::Arc;
 
+pub use durable::{Durable, JOURNAL_MAX_BYTES};
 pub use event::{
     EventBody, Prompt, RouteVia, RunOutcome, SessionEvent, Signal, TextFrom, TurnOutcome,
 };
-pub use publisher::{Publisher, urn};
+pub use publisher::{Publisher, ROUTER_URN_SEGMENT, urn};
 pub use state::SessionState;
 pub use usage::UsageTotals;
 

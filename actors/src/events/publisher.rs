@@ -21,6 +21,10 @@ pub fn urn(fleet: &str, name: &str) -> String {
     format!("cap://{fleet}/{name}")
 }
 
+/// The last URN segment of the router's stream (its records): named on the bus, below
+/// the router, as the resume reads the router's records back.
+pub const ROUTER_URN_SEGMENT: &str = "router";
+
 /// A stream of events: its URN, its sequence and its sinks. Clones publish into the
 /// same stream (they share the numbering, in order), each through its own copy of the
 /// sinks.

@@ -45,7 +45,7 @@ use std::sync::Arc;
 use crate::events::{EventBody, SessionEvent, TextFrom, TurnOutcome};
 use crate::journal::replay::{self, Tail};
 use crate::protocol::{CapEvent, StopReason};
-use crate::session::SessionError;
+use crate::session::{SessionError, SessionRecovery};
 use crate::session::tools_run::ToolsRun;
 use crate::session::turn::{Turn, TurnResult};
 use crate::workspace::commit::CommitMark;
@@ -55,25 +55,6 @@ mod lines;
 mod tests;
 
 use lines::{Event, Line, Parsed, parse_all};
-
-/// Where a session of a resumed run goes on from.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct SessionRecovery {
-    /// The last sequence number of its stream on disk.
-    pub seq: u64,
-    /// Its highest turn number.
-    pub last_turn: u32,
-    /// Its turns that ended and are replayed (a cut one is not: it runs again).
-    pub ended: u32,
-    /// The agent's session to resume.
-    pub resume_id: Option<String>,
-    /// Its last turn was cut (never ended, or ended by a stop): the assistant text
-    /// it had produced.
-    pub interrupted: Option<String>,
-    /// The tool calls that cut turn had started (their changes may be in the
-    /// worktree): named in its re-issued prompt where the agent cannot resume.
-    pub interrupted_tools: ToolsRun,
-}
 
 /// A delivery whose turn ended: the router takes its recorded result again.
 #[derive(Debug, Clone)]
@@ -190,7 +171,7 @@ fn error_of(text: &str) -> SessionError {
 
 /// Read the journal at `path` for fleet `fleet` (its URNs are `cap://<fleet>/…`).
 pub fn recover(path: &Path, fleet: &str) -> std::io::Result<Recovered> {
-    let router = crate::events::urn(fleet, crate::router::ROUTER_URN_SEGMENT);
+    let router = crate::events::urn(fleet, crate::events::ROUTER_URN_SEGMENT);
     let workspace = crate::events::urn(fleet, crate::workspace::WORKSPACE_URN_SEGMENT);
     let mut r = Recovered::default();
     let mut turns: Turns = HashMap::new();

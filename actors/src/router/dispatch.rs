@@ -115,7 +115,7 @@ pub(super) struct Core {
     /// A session crossed its own budget.
     session_over_budget: bool,
     /// Waits for the journal to have a record on disk (deliveries take effect after it).
-    pub durable: Option<crate::journal::Durable>,
+    pub durable: Option<crate::events::Durable>,
     /// Records journaled before the task goes out (the sessions, their workspaces).
     pub preamble: Vec<EventBody>,
     /// Deliveries keyed so far, per target: the next key is `<to>#<n + 1>`.
@@ -158,7 +158,7 @@ impl Core {
             .collect();
         let routes = spec.routes.len();
         Core {
-            bus: Publisher::new(urn(&fleet, super::ROUTER_URN_SEGMENT), sinks),
+            bus: Publisher::new(urn(&fleet, crate::events::ROUTER_URN_SEGMENT), sinks),
             fleet,
             spec,
             slots,

@@ -20,9 +20,6 @@ pub use spec::{CollectMode, Picker, QueueOrder, Route, RouteAction, RoutingSpec,
 use crate::events::{Published, RunOutcome, Signal};
 use crate::session::{SessionError, SessionMsg, TurnResult};
 
-/// The last URN segment of the router's stream (its records).
-pub const ROUTER_URN_SEGMENT: &str = "router";
-
 pub struct Router;
 
 /// What the router needs.
@@ -45,7 +42,7 @@ pub struct RouterArgs {
     pub budget: Option<ActorRef<crate::budget::BudgetMsg>>,
     /// Waits for the journal to have a record on disk: each delivery is, before the
     /// session gets it.
-    pub durable: Option<crate::journal::Durable>,
+    pub durable: Option<crate::events::Durable>,
     /// Records journaled (and synced) before the task goes out: the sessions and
     /// their workspaces.
     pub preamble: Vec<crate::events::EventBody>,

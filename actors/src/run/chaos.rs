@@ -8,7 +8,7 @@ use ractor::ActorRef;
 use tracing::Instrument;
 
 use crate::chaos::spec::ChaosSpec;
-use crate::chaos::timed::{self, Targets};
+use super::timed::{self, Targets};
 use crate::registry::Binding;
 use crate::resume::SelfKills;
 use crate::router::RouterMsg;
@@ -36,7 +36,8 @@ pub(super) fn prepare(
 ) -> Option<RunChaos> {
     let spec = spec?;
     for s in sessions.iter_mut() {
-        crate::chaos::apply::install(&spec, s, metrics.map(|m| &m.chaos_io));
+        let who = (s.name.as_str(), s.binding);
+        crate::chaos::apply::install(&spec, who, &mut s.launch, metrics.map(|m| &m.chaos_io));
         s.chaos = Some(spec.clone());
     }
     Some(RunChaos {

@@ -38,7 +38,7 @@ pub(super) fn start_sessions(
     router: ActorRef<RouterMsg>,
     sessions: Vec<SessionSpec>,
     mut subscribers: Subscribers,
-    up: Option<crate::chaos::timed::Targets>,
+    up: Option<super::timed::Targets>,
     mut stop: watch::Receiver<bool>,
 ) -> JoinHandle<Result<(), TreeError>> {
     tokio::spawn(async move {
@@ -60,7 +60,7 @@ pub(super) fn start_sessions(
             match spawner.spawn(spec, subs).await {
                 Ok(actor) => {
                     if let Some(up) = &up {
-                        crate::chaos::timed::came_up(up, &name, &actor);
+                        super::timed::came_up(up, &name, &actor);
                     }
                     let _router_gone = router.cast(RouterMsg::SessionUp { name, actor });
                     tokio::spawn(release_when_started(started, permit));

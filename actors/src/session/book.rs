@@ -76,9 +76,9 @@ impl TurnBook {
         let Some(t) = &self.turn else {
             return String::new();
         };
-        let prompt = crate::answerer::research::tail(&t.prompt, max / 4);
+        let prompt = tail(&t.prompt, max / 4);
         let rest = max.saturating_sub(prompt.len());
-        let text = crate::answerer::research::tail(t.partial_text(), rest);
+        let text = tail(t.partial_text(), rest);
         format!("[prompt]\n{prompt}\n[output so far]\n{text}")
     }
 
@@ -404,4 +404,13 @@ impl Core {
         })
         .await;
     }
+}
+
+/// The last `max` bytes of `text` (on a character boundary).
+pub fn tail(text: &str, max: usize) -> &str {
+    let mut cut = text.len().saturating_sub(max);
+    while !text.is_char_boundary(cut) {
+        cut += 1;
+    }
+    &text[cut..]
 }

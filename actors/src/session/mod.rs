@@ -40,6 +40,7 @@ mod hooks;
 mod machine;
 mod outputs;
 mod pause;
+mod recovery;
 mod slot;
 mod spans;
 pub mod tools_run;
@@ -52,6 +53,8 @@ use ractor::RpcReplyPort;
 use tokio::sync::mpsc;
 
 pub use actor::Session;
+pub use book::tail;
+pub use recovery::SessionRecovery;
 pub use turn::TurnResult;
 
 use crate::driver::LaunchSpec;
@@ -88,7 +91,7 @@ pub struct SessionSpec {
     /// event for a file URI).
     pub artifacts: Option<Arc<crate::workspace::ArtifactStore>>,
     /// A resumed run's session: where its stream, turns and agent go on from.
-    pub recovered: Option<crate::resume::SessionRecovery>,
+    pub recovered: Option<SessionRecovery>,
     /// A chaos run's spec: the session decides its per-turn faults from it.
     pub chaos: Option<Arc<crate::chaos::spec::ChaosSpec>>,
 }

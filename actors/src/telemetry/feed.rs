@@ -10,7 +10,7 @@ use super::metrics::{
     AgentLabels, AskLabels, DecisionLabels, KindLabels, LimitLabels, Metrics, PauseLabels,
     RestartLabels, ScopeLabels, SessionLabels, StateLabels, TokenLabels, TurnLabels, UsageLabels,
 };
-use crate::bindings::stream_json::mapper::STRAY_FRAME;
+use crate::driver::STRAY_FRAME;
 use crate::events::{EventBody, SessionEvent};
 use crate::protocol::{CapEvent, ErrorKind, HasMeta, Usage};
 use crate::supervision::poison::POISON_TURN;

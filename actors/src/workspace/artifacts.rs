@@ -42,7 +42,7 @@ impl ArtifactStore {
             dir: run_dir.join(ARTIFACTS_DIR),
             seq: AtomicU64::new(0),
             faults: OnceLock::new(),
-            text_limit: AtomicU64::new(crate::journal::DEFAULT_MAX_BYTES),
+            text_limit: AtomicU64::new(crate::events::JOURNAL_MAX_BYTES),
             text_used: AtomicU64::new(0),
         }
     }

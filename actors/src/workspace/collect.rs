@@ -24,7 +24,7 @@ use super::record::Workspace;
 use super::testrun::run_tests;
 use super::vet::{Finding, Vetter};
 use crate::events::{EventBody, Publisher, urn};
-use crate::journal::Durable;
+use crate::events::Durable;
 use crate::protocol::coding::{CodingArtifact, Commit, PlanDoc, TestResult};
 use crate::protocol::{CapEvent, ErrorKind, HasMeta, Nullable};
 

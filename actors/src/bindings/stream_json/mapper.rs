@@ -39,15 +39,13 @@ use super::frames::{
 use super::output::{ControlAck, MapperStats, Output};
 use super::streaming::{BlockKind, StreamTracker, block_event};
 use super::todos;
+use crate::bindings::STRAY_FRAME;
 use crate::protocol::{CapEvent, ErrorKind, HasMeta, Nullable};
 
 /// Default limit of one line; longer lines are counted malformed.
 pub const DEFAULT_MAX_LINE_BYTES: usize = 64 * 1024 * 1024;
 /// At most this many bytes of a bad line are quoted in its `cap.error`.
 pub const EXCERPT_BYTES: usize = 200;
-/// The `cap.error` code of a well-formed frame that arrived where none may (a
-/// binding's own code: the spec's `parse_failed` is for output that cannot be parsed).
-pub const STRAY_FRAME: &str = "stray_frame";
 
 /// What the latest `system/init` said about the session.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

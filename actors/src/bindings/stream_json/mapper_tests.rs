@@ -1,6 +1,7 @@
 //! The stream-json mapper's stray frames: where none may come, never part of a turn.
 
-use super::mapper::{STRAY_FRAME, StreamJsonMapper};
+use super::mapper::StreamJsonMapper;
+use crate::bindings::STRAY_FRAME;
 use super::output::Output;
 use crate::protocol::CapEvent;
 

@@ -51,7 +51,8 @@ struct Setup {
 
 impl Setup {
     async fn new() -> Setup {
-        crate::driver::a2a::crypto_provider();
+        // Another test may have installed one first: either serves.
+        let _installed = rustls::crypto::ring::default_provider().install_default();
         let base = peer().await;
         let faults = ConnFaults::new("cap://t/a");
         let route = faults.route(&base).await.unwrap();

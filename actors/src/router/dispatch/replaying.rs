@@ -72,7 +72,7 @@ impl Core {
         r: RouterRecovery,
         sinks: Vec<tokio::sync::mpsc::Sender<crate::events::Published>>,
     ) {
-        let router = urn(&self.fleet, super::super::ROUTER_URN_SEGMENT);
+        let router = urn(&self.fleet, crate::events::ROUTER_URN_SEGMENT);
         self.bus = Publisher::continuing(router, sinks, r.seq);
         let order = r.replay.iter().map(|p| p.key.clone()).collect();
         let on_disk = r

@@ -17,7 +17,7 @@ use capfleet_actors::answerer::{HumanQuestion, Policy};
 use capfleet_actors::bindings::a2a::TaskState;
 use capfleet_actors::events::{EventBody, Published, SUBSCRIBER_CAPACITY, trace};
 use capfleet_actors::fault::DiskFault;
-use capfleet_actors::journal::Durable;
+use capfleet_actors::events::Durable;
 use capfleet_actors::manifest::Manifest;
 use capfleet_actors::protocol::CancelScope;
 use capfleet_actors::root::{Orchestrator, Spawner};

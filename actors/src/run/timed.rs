@@ -14,9 +14,9 @@ use ractor::ActorRef;
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use super::FaultKind;
-use super::schedule::Timeline;
-use super::spec::ChaosSpec;
+use crate::chaos::FaultKind;
+use crate::chaos::schedule::Timeline;
+use crate::chaos::spec::ChaosSpec;
 use crate::registry::Binding;
 use crate::resume::SelfKills;
 use crate::router::RouterMsg;
@@ -88,7 +88,7 @@ async fn self_kill(router: &ActorRef<RouterMsg>, seed_pos: u64) {
         "chaos",
         otel.name = "chaos self_kill",
         cap.chaos.fault = "self_kill",
-        cap.chaos.target = super::SELF_TARGET,
+        cap.chaos.target = crate::chaos::SELF_TARGET,
         cap.chaos.seed_pos = crate::events::trace::int(seed_pos),
         cap.chaos.detail = %detail,
     );
