@@ -7,15 +7,15 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use capfleet_actors::answerer::Policy;
-use capfleet_actors::events::JOURNAL_MAX_BYTES;
-use capfleet_actors::manifest::Manifest;
-use capfleet_actors::router::{Picker, Route, RouteAction, RoutingSpec};
-use capfleet_actors::session::DEFAULT_TURN_TIMEOUT;
-use capfleet_actors::supervision::RestartPolicy;
-use capfleet_actors::supervision::rate_limit::RateLimitPolicy;
-use capfleet_actors::tomldoc::Location;
-use capfleet_actors::workspace::repo;
+use capfleet_engine::answerer::Policy;
+use capfleet_wire::events::JOURNAL_MAX_BYTES;
+use capfleet_engine::manifest::Manifest;
+use capfleet_engine::router::{Picker, Route, RouteAction, RoutingSpec};
+use capfleet_engine::session::DEFAULT_TURN_TIMEOUT;
+use capfleet_wire::supervision::RestartPolicy;
+use capfleet_wire::supervision::rate_limit::RateLimitPolicy;
+use capfleet_engine::tomldoc::Location;
+use capfleet_engine::workspace::repo;
 
 use super::config::{ActionEntry, At, AutoAnswer, FleetFile, HUMAN, SessionEntry, names_manifest};
 use super::error::FleetError;
