@@ -32,7 +32,7 @@ use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use capfleet_engine::chaos::report::{Events, Mttr, Report};
-use capfleet_engine::chaos::{FaultKind, Reach};
+use capfleet_wire::chaos::{FaultKind, Reach};
 use serde_json::Value;
 
 const BOOTS: usize = 30;

@@ -28,10 +28,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use capfleet_wire::events::{EventBody, Published, TurnOutcome};
 use capfleet_engine::protocol::CapEvent;
 use capfleet_engine::run::RunReport;
 use capfleet_engine::session::SessionSpec;
+use capfleet_wire::events::{EventBody, Published, TurnOutcome};
 use tokio::sync::mpsc;
 
 mod support;

@@ -29,9 +29,9 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use capfleet_engine::protocol::CapEvent;
 use capfleet_wire::events::{EventBody, Prompt, RouteVia, SessionEvent, TurnOutcome};
 use capfleet_wire::process::{SpawnSpec, keeper};
-use capfleet_engine::protocol::CapEvent;
 use serde_json::Value;
 
 mod support;

@@ -69,8 +69,8 @@ pub(crate) struct SessionRequest<'a> {
 /// for its agents, environment, script), the pricing table. Restart policy, timeouts
 /// and limits are the caller's.
 pub(crate) fn session_spec(r: SessionRequest<'_>) -> capfleet_engine::session::SessionSpec {
-    use capfleet_wire::driver::LaunchSpec;
     use capfleet_engine::protocol::SessionConfig;
+    use capfleet_wire::driver::LaunchSpec;
     use capfleet_wire::registry::select_binding;
 
     let mut config = SessionConfig::new(r.cwd.display().to_string());

@@ -13,10 +13,10 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use capfleet_engine::session::{SessionMsg, SessionSpec};
 use capfleet_wire::driver::natural_shape;
 use capfleet_wire::events::{Published, SUBSCRIBER_CAPACITY};
 use capfleet_wire::registry::Binding;
-use capfleet_engine::session::{SessionMsg, SessionSpec};
 use tokio::sync::mpsc;
 
 use crate::measure::{best_of, median, ms, ratio, raw_parse};

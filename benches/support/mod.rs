@@ -14,14 +14,14 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use capfleet_engine::budget::BudgetLimits;
-use capfleet_wire::driver::LaunchSpec;
-use capfleet_wire::events::{Published, urn};
 use capfleet_engine::manifest::Manifest;
 use capfleet_engine::protocol::SessionConfig;
-use capfleet_wire::registry::Binding;
 use capfleet_engine::router::RoutingSpec;
 use capfleet_engine::run::{RunReport, RunSpec, RunTelemetry, run_fleet};
 use capfleet_engine::session::SessionSpec;
+use capfleet_wire::driver::LaunchSpec;
+use capfleet_wire::events::{Published, urn};
+use capfleet_wire::registry::Binding;
 use tokio::sync::mpsc;
 
 /// The environment marker every bench agent carries (for the survivor check).

@@ -11,9 +11,9 @@ use std::sync::Arc;
 
 use tokio::sync::mpsc;
 
-use capfleet_wire::events::{EventBody, SessionEvent, UsageTotals};
 use crate::protocol::CapEvent;
 use crate::tap::{Tap, TapHandler, TapMsg};
+use capfleet_wire::events::{EventBody, SessionEvent, UsageTotals};
 
 /// The budget actor.
 pub type Budget = Tap<BudgetBook>;

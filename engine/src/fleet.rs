@@ -13,11 +13,11 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent
 use tokio::sync::mpsc;
 
 use crate::error::TreeError;
-use capfleet_wire::events::Published;
-use capfleet_wire::events::requests::Decider;
 use crate::session::{Session, SessionArgs, SessionMsg, SessionSpec};
 use crate::telemetry::TreeTelemetry;
 use crate::telemetry::metrics::{SessionInfo, UNKNOWN_MODEL};
+use capfleet_wire::events::Published;
+use capfleet_wire::events::requests::Decider;
 
 /// How long `Shutdown` waits for sessions to close before stopping them.
 pub const SHUTDOWN_DEADLINE: Duration = Duration::from_secs(10);

@@ -36,8 +36,8 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
 use crate::error::JournalOpen;
-use capfleet_wire::events::{Durable, JOURNAL_MAX_BYTES, Published, SUBSCRIBER_CAPACITY};
 use crate::fault::{DESCRIPTOR_PATIENCE, DiskFault, FaultSink, out_of_descriptors};
+use capfleet_wire::events::{Durable, JOURNAL_MAX_BYTES, Published, SUBSCRIBER_CAPACITY};
 
 /// The longest a record waits in memory before it is written and synced.
 pub const FLUSH_EVERY: Duration = Duration::from_millis(100);
@@ -126,7 +126,6 @@ pub struct Journal;
 
 /// Sync requests waiting for the writer, at most (only the router makes them).
 const SYNCS_CAPACITY: usize = 64;
-
 
 pub enum JournalMsg {
     /// A sender for a new publisher (a session, the router, the workspace stream).

@@ -23,15 +23,15 @@ use crate::answerer::research::ResearchSpec;
 use crate::answerer::{Answerer, AnswererArgs, AnswererMsg, HumanQuestion, Policy};
 use crate::budget::{Budget, BudgetBook, BudgetMsg, BudgetSnapshot};
 use crate::error::TreeError;
-use capfleet_wire::events::Published;
 use crate::fault::FaultSink;
 use crate::fleet::{Fleet, FleetArgs, FleetEvent, FleetMsg};
-use capfleet_wire::events::Durable;
 use crate::journal::{Journal, JournalArgs, JournalMsg, JournalSpec, JournalTally};
 use crate::session::{SessionMsg, SessionSpec};
 use crate::tap::TapMsg;
 use crate::telemetry::feed::{MetricsFeed, MetricsTap};
 use crate::telemetry::{Counters, Telemetry, TelemetryMsg, TreeTelemetry};
+use capfleet_wire::events::Durable;
+use capfleet_wire::events::Published;
 
 pub struct Root;
 

@@ -23,8 +23,6 @@ use crate::answerer::research::ResearchSpec;
 use crate::answerer::{HumanQuestion, Policy};
 use crate::budget::{BudgetBook, BudgetLimits, BudgetScope, BudgetSnapshot};
 use crate::error::TreeError;
-use capfleet_wire::events::trace::{self, adopt_parent, int};
-use capfleet_wire::events::{EventBody, Published, ROUTER_URN_SEGMENT, RunOutcome, Signal, urn};
 use crate::fault::{DiskFault, FAULTS_CAPACITY};
 use crate::journal::{JournalSpec, JournalTally};
 use crate::resume::Recovered;
@@ -36,6 +34,8 @@ use crate::telemetry::{Counters, TreeTelemetry};
 use crate::workspace::candidates::Candidates;
 use crate::workspace::collect::{CollectSpec, SessionReport, collect, publish_plan_doc};
 use crate::workspace::{ArtifactStore, Workspace, transcript};
+use capfleet_wire::events::trace::{self, adopt_parent, int};
+use capfleet_wire::events::{EventBody, Published, ROUTER_URN_SEGMENT, RunOutcome, Signal, urn};
 
 use self::stops::Stops;
 

@@ -6,11 +6,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use capfleet_engine::answerer::{HumanQuestion, Policy};
-use capfleet_wire::events::{Published, SUBSCRIBER_CAPACITY};
 use capfleet_engine::fault::DiskFault;
 use capfleet_engine::root::{Orchestrator, RootArgs};
 use capfleet_engine::session::{SessionError, SessionMsg, SessionSpec, TurnResult};
 use capfleet_engine::telemetry::TreeTelemetry;
+use capfleet_wire::events::{Published, SUBSCRIBER_CAPACITY};
 use ractor::ActorRef;
 use tokio::sync::mpsc;
 

@@ -92,10 +92,7 @@ fn a2a_peer(runtime: &tokio::runtime::Runtime, r: &Resolved, sel: &Selection) ->
     let AddressFastPath::Address(base) = &r.manifest.fast_path.a2a_serve_at else {
         return None;
     };
-    let found = runtime.block_on(capfleet_wire::driver::a2a::discover(
-        base,
-        &r.manifest.a2a,
-    ));
+    let found = runtime.block_on(capfleet_wire::driver::a2a::discover(base, &r.manifest.a2a));
     Some(found.map_err(|e| e.to_string()))
 }
 

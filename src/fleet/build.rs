@@ -8,14 +8,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use capfleet_engine::answerer::Policy;
-use capfleet_wire::events::JOURNAL_MAX_BYTES;
 use capfleet_engine::manifest::Manifest;
 use capfleet_engine::router::{Picker, Route, RouteAction, RoutingSpec};
 use capfleet_engine::session::DEFAULT_TURN_TIMEOUT;
-use capfleet_wire::supervision::RestartPolicy;
-use capfleet_wire::supervision::rate_limit::RateLimitPolicy;
 use capfleet_engine::tomldoc::Location;
 use capfleet_engine::workspace::repo;
+use capfleet_wire::events::JOURNAL_MAX_BYTES;
+use capfleet_wire::supervision::RestartPolicy;
+use capfleet_wire::supervision::rate_limit::RateLimitPolicy;
 
 use super::config::{ActionEntry, At, AutoAnswer, FleetFile, HUMAN, SessionEntry, names_manifest};
 use super::error::FleetError;

@@ -6,10 +6,10 @@ use std::time::Duration;
 use capfleet_engine::protocol::{PermissionMode, RiskLevel};
 use capfleet_engine::router::QueueOrder;
 use capfleet_engine::router::{CollectMode, Split};
-use capfleet_wire::supervision::Restart;
-use capfleet_wire::supervision::rate_limit::OnRateLimit;
 use capfleet_engine::tomldoc::Location;
 use capfleet_engine::workspace::testrun::TestCommand;
+use capfleet_wire::supervision::Restart;
+use capfleet_wire::supervision::rate_limit::OnRateLimit;
 
 pub(crate) use super::answerer::{AnswererSection, AutoAnswer};
 

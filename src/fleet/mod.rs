@@ -25,9 +25,9 @@ use capfleet_engine::answerer::Policy;
 use capfleet_engine::answerer::research::ResearchSpec;
 use capfleet_engine::router::RoutingSpec;
 use capfleet_engine::session::SessionSpec;
-use capfleet_wire::supervision::rate_limit::RateLimitPolicy;
 use capfleet_engine::tomldoc::Warning;
 use capfleet_engine::workspace::testrun::TestCommand;
+use capfleet_wire::supervision::rate_limit::RateLimitPolicy;
 
 pub(crate) use chaos::inline as inline_chaos;
 pub(crate) use config::OnError;

@@ -15,15 +15,15 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use capfleet_engine::manifest::Manifest;
+use capfleet_engine::protocol::{CapEvent, ErrorKind, SessionConfig};
+use capfleet_engine::root::Orchestrator;
+use capfleet_engine::session::{SessionMsg, SessionSpec, TurnResult};
 use capfleet_wire::chaos::conn::{ConnFault, ConnFaults};
 use capfleet_wire::chaos::interpose::{ByteFault, ByteFaults};
 use capfleet_wire::driver::{LaunchSpec, Shape};
 use capfleet_wire::events::{EventBody, Published, SUBSCRIBER_CAPACITY, TurnOutcome, urn};
-use capfleet_engine::manifest::Manifest;
-use capfleet_engine::protocol::{CapEvent, ErrorKind, SessionConfig};
 use capfleet_wire::registry::Binding;
-use capfleet_engine::root::Orchestrator;
-use capfleet_engine::session::{SessionMsg, SessionSpec, TurnResult};
 use ractor::ActorRef;
 use serde_json::Value;
 use tokio::sync::mpsc;

@@ -6,8 +6,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use capfleet_engine::manifest::Manifest;
-use capfleet_wire::process::group_alive;
 use capfleet_engine::protocol::CapCode;
+use capfleet_wire::process::group_alive;
 use capfleet_wire::registry::*;
 
 /// A temp dir removed on drop (the root package has no `tempfile`).

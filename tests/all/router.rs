@@ -6,10 +6,10 @@ use std::path::Path;
 use std::time::Duration;
 
 use capfleet_engine::budget::BudgetLimits;
-use capfleet_wire::events::{EventBody, Published, RunOutcome, SessionState, Signal};
 use capfleet_engine::router::{CollectMode, Picker, Route, RouteAction, RoutingSpec, Split};
 use capfleet_engine::run::{RunReport, RunSpec, run_fleet};
 use capfleet_engine::session::SessionSpec;
+use capfleet_wire::events::{EventBody, Published, RunOutcome, SessionState, Signal};
 use common::EnvMarker;
 use tokio::sync::mpsc;
 

@@ -24,11 +24,11 @@ use super::research::{
     self, Invalid, MAX_REPLY, RULE_RESEARCH_FAIL_SAFE, ResearchSpec, question_key,
 };
 use crate::error::TreeError;
-use capfleet_wire::events::TurnOutcome;
-use capfleet_wire::events::requests::{Answer, AnswerTo, Decide, OpenRequest, fail_safe_by};
 use crate::fleet::FleetMsg;
 use crate::protocol::CancelScope;
 use crate::session::{SessionError, SessionMsg, TurnResult};
+use capfleet_wire::events::TurnOutcome;
+use capfleet_wire::events::requests::{Answer, AnswerTo, Decide, OpenRequest, fail_safe_by};
 
 /// How long a research session may take to close before it is stopped.
 const CLOSE_GRACE: Duration = Duration::from_secs(10);

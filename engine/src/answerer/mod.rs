@@ -18,11 +18,11 @@ use tokio::sync::mpsc;
 
 use self::desk::{Desk, Done};
 use self::research::{RULE_RESEARCHER_ASKS, ResearchSpec};
+use crate::fleet::FleetMsg;
+use crate::protocol::{Decision, RiskLevel};
 use capfleet_wire::events::requests::{
     Answer, AnswerTo, Decide, OpenRequest, RULE_NO_HUMAN, fail_safe, fail_safe_by,
 };
-use crate::fleet::FleetMsg;
-use crate::protocol::{Decision, RiskLevel};
 
 /// The rule name recorded for a human's answer.
 pub const RULE_HUMAN: &str = "human";

@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 
-use capfleet_wire::events::requests::{Answer, OpenRequest};
 use crate::protocol::{Decision, RiskLevel};
 use crate::session::SessionSpec;
+use capfleet_wire::events::requests::{Answer, OpenRequest};
 
 /// The marker of the researcher's answer line.
 pub const MARKER: &str = "ANSWER:";

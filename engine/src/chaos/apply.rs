@@ -1,17 +1,33 @@
-//! The byte and connection faults of a spec, as the interposer's handles take them
-//! (`interpose::ByteFault`, `conn::ConnFault`), with the `detail` their record says;
+//! The signal, byte and connection faults of a spec, as the driver and the
+//! interposer's handles take them (`signals::SignalFault`, `interpose::ByteFault`,
+//! `conn::ConnFault`), with the `detail` their record says;
 //! and the handles a session of a chaos run is given ([`install`]).
 
 use capfleet_wire::chaos::conn::{ConnFault, ConnFaults};
 use capfleet_wire::chaos::interpose::metrics::IoMetrics;
 use capfleet_wire::chaos::interpose::{ByteFault, ByteFaults};
-use super::spec::{ChaosSpec, Params};
+use capfleet_wire::chaos::signals::SignalFault;
 use capfleet_wire::chaos::{FaultKind, Reach};
 use capfleet_wire::driver::LaunchSpec;
 use capfleet_wire::registry::Binding;
 
+use super::spec::{ChaosSpec, Params};
+
 fn ms(d: std::time::Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// The signal fault of `kind`, with its parameters; `None` for other kinds.
+pub fn signal_fault(kind: FaultKind, params: &Params) -> Option<SignalFault> {
+    Some(match kind {
+        FaultKind::Kill => SignalFault::Kill,
+        FaultKind::Term => SignalFault::Term,
+        FaultKind::Hang => SignalFault::Hang {
+            resume_after: params.hang_for,
+        },
+        FaultKind::Exit => SignalFault::Exit,
+        _ => return None,
+    })
 }
 
 /// The byte fault of `kind` with its parameters, and its detail; `None` for others.
@@ -114,5 +130,20 @@ pub fn install(
             Some(m) => ConnFaults::with_metrics(urn, m.clone()),
             None => ConnFaults::new(urn),
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_signal_kind_names_its_signal() {
+        let p = Params::default();
+        assert_eq!(
+            signal_fault(FaultKind::Kill, &p).and_then(SignalFault::signal),
+            Some(libc::SIGKILL)
+        );
+        assert_eq!(signal_fault(FaultKind::Garble, &p), None);
     }
 }

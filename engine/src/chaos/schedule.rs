@@ -14,8 +14,8 @@
 
 use std::time::Duration;
 
-use capfleet_wire::chaos::FaultKind;
 use super::spec::{ChaosSpec, Rate};
+use capfleet_wire::chaos::FaultKind;
 use capfleet_wire::registry::Binding;
 
 /// A per-turn fault decided for an attempt.

@@ -23,9 +23,9 @@ use serde_json::json;
 
 use super::blobs::Blobs;
 use super::{JournalSpec, JournalTally, fault};
-use capfleet_wire::events::{EventBody, Prompt, Published, SessionEvent};
 use crate::fault::{self as disk, DESCRIPTOR_PATIENCE, FaultSink, out_of_descriptors};
 use crate::protocol::{CapEvent, HasMeta, TextChunk};
+use capfleet_wire::events::{EventBody, Prompt, Published, SessionEvent};
 
 /// A text run is written once it holds this many bytes.
 const RUN_MAX: usize = 1 << 20;

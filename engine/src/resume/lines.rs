@@ -7,8 +7,8 @@ use std::borrow::Cow;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use capfleet_wire::events::TextFrom;
 use crate::protocol::{CapEvent, StopReason};
+use capfleet_wire::events::TextFrom;
 
 /// One journal line, the fields a resume reads, its strings borrowed from the line
 /// (copied only where they have escapes, and where recovery keeps them).

@@ -34,21 +34,21 @@
 //! ([`crate::protocol::decode_trusted`]); the others (tool calls: most of a coding
 //! agent's events) are counted in their turn, as the live turn counted them against
 //! its limits, and not kept: a replayed [`TurnResult`] holds what the router reads.
-//! A tool call's start is named for its turn ([`ToolsRun`]: its name and input
-//! decoded only while the turn has room to name one), for a re-issued prompt.
+//! A tool call's start is named for its turn
+//! ([`ToolsRun`](crate::session::tools_run::ToolsRun): its name and input decoded
+//! only while the turn has room to name one), for a re-issued prompt.
 
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
 
-use capfleet_wire::events::{EventBody, SessionEvent, TextFrom, TurnOutcome};
 use crate::journal::replay::{self, Tail};
 use crate::protocol::{CapEvent, StopReason};
-use crate::session::{SessionError, SessionRecovery};
-use crate::session::tools_run::ToolsRun;
 use crate::session::turn::{Turn, TurnResult};
+use crate::session::{SessionError, SessionRecovery};
 use crate::workspace::commit::CommitMark;
+use capfleet_wire::events::{EventBody, SessionEvent, TextFrom, TurnOutcome};
 
 mod lines;
 #[cfg(test)]

@@ -19,13 +19,13 @@ mod routes;
 mod self_kill;
 use super::spec::{QueueOrder, RoutingSpec};
 use crate::budget::{BudgetMsg, BudgetScope};
+use crate::protocol::{CancelScope, CapEvent, HasMeta, PlanStatus};
+use crate::session::{SessionError, SessionMsg, TurnResult};
+use crate::telemetry::TreeTelemetry;
 use capfleet_wire::events::trace::int;
 use capfleet_wire::events::{
     EventBody, Published, Publisher, RouteVia, RunOutcome, Signal, TurnOutcome, urn,
 };
-use crate::protocol::{CancelScope, CapEvent, HasMeta, PlanStatus};
-use crate::session::{SessionError, SessionMsg, TurnResult};
-use crate::telemetry::TreeTelemetry;
 pub use replaying::RouterRecovery;
 
 mod collect;
@@ -158,7 +158,10 @@ impl Core {
             .collect();
         let routes = spec.routes.len();
         Core {
-            bus: Publisher::new(urn(&fleet, capfleet_wire::events::ROUTER_URN_SEGMENT), sinks),
+            bus: Publisher::new(
+                urn(&fleet, capfleet_wire::events::ROUTER_URN_SEGMENT),
+                sinks,
+            ),
             fleet,
             spec,
             slots,

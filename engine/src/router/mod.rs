@@ -17,8 +17,8 @@ use tokio::sync::mpsc;
 pub use dispatch::{FLEET_SOURCE, Origin, QUEUE_MAX, RouterRecovery};
 pub use spec::{CollectMode, Picker, QueueOrder, Route, RouteAction, RoutingSpec, Split};
 
-use capfleet_wire::events::{Published, RunOutcome, Signal};
 use crate::session::{SessionError, SessionMsg, TurnResult};
+use capfleet_wire::events::{Published, RunOutcome, Signal};
 
 pub struct Router;
 

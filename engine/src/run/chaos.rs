@@ -7,13 +7,13 @@ use std::sync::Arc;
 use ractor::ActorRef;
 use tracing::Instrument;
 
-use crate::chaos::spec::ChaosSpec;
 use super::timed::{self, Targets};
-use capfleet_wire::registry::Binding;
+use crate::chaos::spec::ChaosSpec;
 use crate::resume::SelfKills;
 use crate::router::RouterMsg;
 use crate::session::SessionSpec;
 use crate::telemetry::metrics::Metrics;
+use capfleet_wire::registry::Binding;
 
 /// The chaos of one run, its sessions prepared, before the run's task starts.
 pub(super) struct RunChaos {

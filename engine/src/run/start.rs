@@ -15,10 +15,10 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
 use tokio::task::JoinHandle;
 
 use crate::error::TreeError;
-use capfleet_wire::events::{EventBody, Published, SessionState};
 use crate::root::Spawner;
 use crate::router::RouterMsg;
 use crate::session::SessionSpec;
+use capfleet_wire::events::{EventBody, Published, SessionState};
 
 /// Sessions starting at once, at most.
 pub(super) const STARTING_MAX: usize = 8;

@@ -14,19 +14,19 @@ use ractor::ActorRef;
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use capfleet_wire::chaos::FaultKind;
 use crate::chaos::schedule::Timeline;
 use crate::chaos::spec::ChaosSpec;
-use capfleet_wire::registry::Binding;
 use crate::resume::SelfKills;
 use crate::router::RouterMsg;
 use crate::session::SessionMsg;
+use capfleet_wire::chaos::FaultKind;
+use capfleet_wire::registry::Binding;
 
 /// How long the router may take to journal and sync a `self_kill` record.
 const SELF_KILL_SYNC: Duration = Duration::from_secs(5);
 
 /// The run's sessions that are up, by name (sessions come up while the run goes).
-pub type Targets = Arc<Mutex<HashMap<String, ActorRef<SessionMsg>>>>;
+pub(crate) type Targets = Arc<Mutex<HashMap<String, ActorRef<SessionMsg>>>>;
 
 /// `name` is up as `actor`: its faults reach it from now on.
 pub(crate) fn came_up(up: &Targets, name: &str, actor: &ActorRef<SessionMsg>) {
@@ -38,7 +38,7 @@ pub(crate) fn came_up(up: &Targets, name: &str, actor: &ActorRef<SessionMsg>) {
 /// Drive the timed faults of `spec` over the run's sessions `names` until the
 /// timeline ends (or the task is aborted with the run); a fault due for a session
 /// not in `up` yet is not sent. `done`: the `self_kill`s of the run so far (resumed).
-pub async fn drive(
+pub(crate) async fn drive(
     spec: Arc<ChaosSpec>,
     names: Vec<(String, Binding)>,
     up: Targets,

@@ -4,8 +4,8 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 
 use super::machine::Core;
 use super::{Internal, Own, SessionArgs, SessionMsg};
-use capfleet_wire::events::SessionState;
 use crate::protocol::CancelScope;
+use capfleet_wire::events::SessionState;
 use capfleet_wire::supervision::ExitCause;
 
 /// The session actor (see the module doc of [`crate::session`]).

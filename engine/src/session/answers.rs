@@ -4,10 +4,10 @@
 use serde_json::Value;
 
 use super::machine::Core;
+use crate::protocol::{CapCode, CapEvent, Decision, ErrorKind, HasMeta};
 use capfleet_wire::driver::DriverMsg;
 use capfleet_wire::events::requests::{Answer, META_RESEARCH};
 use capfleet_wire::events::{EventBody, SessionState};
-use crate::protocol::{CapCode, CapEvent, Decision, ErrorKind, HasMeta};
 
 impl Core {
     pub(super) async fn on_answer(&mut self, answer: Answer) {

@@ -12,10 +12,10 @@ use super::machine::Core;
 use super::tools_run::ToolsRun;
 use super::turn::{Turn, TurnResult};
 use super::{Own, SessionError, SessionMsg};
+use crate::protocol::{CapEvent, StopReason};
 use capfleet_wire::driver::DriverMsg;
 use capfleet_wire::events::requests::OpenRequest;
 use capfleet_wire::events::{EventBody, Prompt, SessionState, TurnOutcome, UsageTotals};
-use crate::protocol::{CapEvent, StopReason};
 use capfleet_wire::supervision::ExitCause;
 use capfleet_wire::supervision::poison::{AttemptFailure, Verdict, poison_event};
 

@@ -16,7 +16,7 @@ use crate::chaos::apply;
 use capfleet_wire::chaos::conn::{ConnFault, ConnFaults};
 use capfleet_wire::chaos::interpose::{ByteFault, ByteFaults};
 use capfleet_wire::chaos::signals::SignalFault;
-use crate::chaos::{FaultKind, Reach};
+use capfleet_wire::chaos::{FaultKind, Reach};
 use capfleet_wire::driver::DriverMsg;
 use capfleet_wire::events::EventBody;
 
@@ -73,7 +73,7 @@ impl Core {
         let mut group = None;
         let (apply, detail) = match fault.reach() {
             Reach::Signal => {
-                let Some(signal) = SignalFault::of(fault, &spec.params) else {
+                let Some(signal) = apply::signal_fault(fault, &spec.params) else {
                     return;
                 };
                 let pgid = self.slot.group.load(std::sync::atomic::Ordering::Relaxed);

@@ -35,9 +35,9 @@ use ractor::ActorRef;
 
 use super::machine::Core;
 use super::{Own, SessionMsg};
+use crate::protocol::{CapEvent, StopReason};
 use capfleet_wire::driver::{lost_turn_end, oversize_of};
 use capfleet_wire::events::{EventBody, SessionState, TurnOutcome};
-use crate::protocol::{CapEvent, StopReason};
 use capfleet_wire::registry::Binding;
 
 /// Shortest quiet after a dropped line that fails the turn.

@@ -57,11 +57,11 @@ pub use book::tail;
 pub use recovery::SessionRecovery;
 pub use turn::TurnResult;
 
+use crate::protocol::CancelScope;
 use capfleet_wire::driver::LaunchSpec;
 use capfleet_wire::driver::sink::OutputBatch;
 use capfleet_wire::events::requests::{Answer, Decider};
 use capfleet_wire::events::{Published, SessionState, UsageTotals};
-use crate::protocol::CancelScope;
 use capfleet_wire::registry::Binding;
 use capfleet_wire::supervision::rate_limit::RateLimitPolicy;
 use capfleet_wire::supervision::{ExitCause, RestartPolicy};

@@ -7,10 +7,10 @@ use ractor::ActorRef;
 
 use super::SessionMsg;
 use super::machine::Core;
+use crate::protocol::{CapEvent, HasMeta, StopReason, is_late_output};
 use capfleet_wire::driver::DriverOutput;
 use capfleet_wire::events::requests::{Decide, MAX_CONTEXT, OpenRequest, fail_safe};
 use capfleet_wire::events::{EventBody, SessionState, TurnOutcome};
-use crate::protocol::{CapEvent, HasMeta, StopReason, is_late_output};
 
 impl Core {
     pub(super) async fn on_output(&mut self, myself: &ActorRef<SessionMsg>, out: DriverOutput) {

@@ -20,8 +20,8 @@ use ractor::ActorRef;
 
 use super::machine::Core;
 use super::{Own, SessionMsg};
-use capfleet_wire::events::{EventBody, SessionState, TurnOutcome};
 use crate::protocol::{CapEvent, ErrorKind, StopReason};
+use capfleet_wire::events::{EventBody, SessionState, TurnOutcome};
 use capfleet_wire::supervision::rate_limit::{
     DETAIL_LIMIT_TYPE, DETAIL_SOURCE, PausePlan, PauseSource, RateLimitPolicy, human, reset_after,
 };

@@ -14,11 +14,11 @@ use tokio::sync::Semaphore;
 
 use super::machine::Core;
 use super::{Own, SessionError, SessionMsg, SessionSpec};
+use crate::protocol::StopReason;
 use capfleet_wire::driver::sink::DEFAULT_CREDITS;
 use capfleet_wire::driver::{DriverArgs, DriverMsg, ExitCause, LaunchSpec, OutputSink};
 use capfleet_wire::events::trace::{TRACEPARENT, traceparent};
 use capfleet_wire::events::{EventBody, SessionState, TurnOutcome};
-use crate::protocol::StopReason;
 use capfleet_wire::supervision::{Decision as Restart, RestartTracker};
 
 /// The session's driver, one at a time.

@@ -24,9 +24,9 @@ use tracing::field::Empty;
 
 use super::SessionSpec;
 use super::turn::TurnResult;
+use crate::protocol::{CapEvent, StopReason};
 use capfleet_wire::events::TurnOutcome;
 use capfleet_wire::events::trace::{self, int};
-use crate::protocol::{CapEvent, StopReason};
 use capfleet_wire::rpc::Audited;
 use capfleet_wire::supervision::ExitCause;
 
@@ -227,7 +227,12 @@ impl Spans {
 
     /// A chaos fault injected now: a span of its own under the turn's (else the
     /// session's), ended at once, beside the restart it causes.
-    pub(super) fn chaos(&self, fault: capfleet_wire::chaos::FaultKind, seed_pos: u64, detail: &str) {
+    pub(super) fn chaos(
+        &self,
+        fault: capfleet_wire::chaos::FaultKind,
+        seed_pos: u64,
+        detail: &str,
+    ) {
         let span = tracing::info_span!(
             parent: self.current(), "chaos",
             otel.name = %format_args!("chaos {fault}"),

@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use super::tools_run::ToolsRun;
-use capfleet_wire::events::{TextFrom, TurnOutcome, UsageTotals};
 use crate::protocol::{CapEvent, Channel, StopReason};
+use capfleet_wire::events::{TextFrom, TurnOutcome, UsageTotals};
 
 /// Events kept in a [`TurnResult`] at most.
 pub const MAX_TURN_EVENTS: usize = 10_000;

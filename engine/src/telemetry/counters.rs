@@ -4,8 +4,8 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use capfleet_wire::events::{EventBody, SessionEvent, SessionState};
 use crate::tap::{Tap, TapHandler, TapMsg};
+use capfleet_wire::events::{EventBody, SessionEvent, SessionState};
 
 /// The telemetry actor.
 pub type Telemetry = Tap<Counters>;

@@ -10,12 +10,12 @@ use super::metrics::{
     AgentLabels, AskLabels, DecisionLabels, KindLabels, LimitLabels, Metrics, PauseLabels,
     RestartLabels, ScopeLabels, SessionLabels, StateLabels, TokenLabels, TurnLabels, UsageLabels,
 };
+use crate::protocol::{CapEvent, ErrorKind, HasMeta, Usage};
+use crate::tap::{Tap, TapHandler, TapMsg};
 use capfleet_wire::driver::STRAY_FRAME;
 use capfleet_wire::events::{EventBody, SessionEvent};
-use crate::protocol::{CapEvent, ErrorKind, HasMeta, Usage};
 use capfleet_wire::supervision::poison::POISON_TURN;
 use capfleet_wire::supervision::rate_limit::{DETAIL_LIMIT_TYPE, RATE_LIMIT_WARNING};
-use crate::tap::{Tap, TapHandler, TapMsg};
 
 /// The metrics tap actor.
 pub type MetricsTap = Tap<MetricsFeed>;
@@ -222,10 +222,10 @@ impl TapHandler for MetricsFeed {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use capfleet_wire::events::{SessionState, TurnOutcome};
     use crate::protocol::{CapEvent, Decision, Nullable};
-    use capfleet_wire::supervision::ExitCause;
     use crate::telemetry::metrics::{FleetMetrics, SessionInfo};
+    use capfleet_wire::events::{SessionState, TurnOutcome};
+    use capfleet_wire::supervision::ExitCause;
 
     fn ev(body: EventBody) -> SessionEvent {
         SessionEvent {

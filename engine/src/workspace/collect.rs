@@ -23,10 +23,10 @@ use super::error::WorkspaceError;
 use super::record::Workspace;
 use super::testrun::run_tests;
 use super::vet::{Finding, Vetter};
-use capfleet_wire::events::{EventBody, Publisher, urn};
-use capfleet_wire::events::Durable;
 use crate::protocol::coding::{CodingArtifact, Commit, PlanDoc, TestResult};
 use crate::protocol::{CapEvent, ErrorKind, HasMeta, Nullable};
+use capfleet_wire::events::Durable;
+use capfleet_wire::events::{EventBody, Publisher, urn};
 
 /// What the end-of-run pass does.
 #[derive(Debug, Clone)]

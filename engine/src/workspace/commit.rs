@@ -15,9 +15,9 @@ use serde_json::Map;
 use super::error::{Context, WorkspaceError};
 use super::record::{Kind, Workspace};
 use super::repo::committer;
-use capfleet_wire::clock::rfc3339_secs;
 use crate::protocol::Nullable;
 use crate::protocol::coding::Commit;
+use capfleet_wire::clock::rfc3339_secs;
 
 /// Where a keyed commit of a run stood when the run was cut (read from its journal).
 #[derive(Debug, Clone, PartialEq, Eq)]

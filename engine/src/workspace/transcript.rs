@@ -21,11 +21,11 @@ use tokio::sync::mpsc;
 
 use super::artifacts::{ArtifactStore, artifact_event, sanitize};
 use super::diff::INLINE_MAX;
-use capfleet_wire::clock::{now_ms, rfc3339_ms};
-use capfleet_wire::events::{EventBody, Published, Publisher, SUBSCRIBER_CAPACITY};
 use crate::fault::{DiskFault, FaultSink, report};
 use crate::protocol::coding::CodingArtifact;
 use crate::protocol::{CapEvent, TextChunk};
+use capfleet_wire::clock::{now_ms, rfc3339_ms};
+use capfleet_wire::events::{EventBody, Published, Publisher, SUBSCRIBER_CAPACITY};
 
 /// The transcript's file name in the session's artifact directory.
 pub const TRANSCRIPT_FILE: &str = "transcript.json";

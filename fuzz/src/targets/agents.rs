@@ -1,11 +1,11 @@
 //! What agents write on their pipes, read as the pump reads it: the bounded line
 //! reader first, then the binding's mapper.
 
+use capfleet_engine::protocol::Decision;
 use capfleet_wire::bindings::acp::AcpMapper;
 use capfleet_wire::bindings::codex_exec::{CodexExecMapper, Totals};
 use capfleet_wire::bindings::stream_json::{PendingKind, StreamJsonMapper};
 use capfleet_wire::process::lines::{LineConfig, LineItem, LineReader};
-use capfleet_engine::protocol::Decision;
 use serde_json::{Value, json};
 
 use super::{Framing, Memory, Target};

@@ -11,11 +11,11 @@ use std::time::Duration;
 
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::{Client, UntypedMessage};
-use capfleet_wire::events::{Published, SUBSCRIBER_CAPACITY, UsageTotals};
 use capfleet_engine::manifest::Manifest;
 use capfleet_engine::protocol::{CancelScope, CapEvent, PermissionMode};
 use capfleet_engine::root::Spawner;
 use capfleet_engine::session::{SessionError, SessionMsg, TurnResult};
+use capfleet_wire::events::{Published, SUBSCRIBER_CAPACITY, UsageTotals};
 use capfleet_wire::sync::lock;
 use ractor::ActorRef;
 use serde_json::{Value, json};

@@ -5,8 +5,8 @@
 //! the next message's run, so a stop of that turn stops it too. Its events answered a
 //! message of the process that was killed: they are not passed on.
 
-use capfleet_wire::events::{RunOutcome, SUBSCRIBER_CAPACITY};
 use capfleet_engine::run::{RunSpec, Stop, run_fleet_stoppable};
+use capfleet_wire::events::{RunOutcome, SUBSCRIBER_CAPACITY};
 use tokio::sync::mpsc;
 
 use super::{FleetAgent, FleetEnd, FleetError, load, watch};

@@ -21,10 +21,10 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use capfleet_engine::answerer::HumanQuestion;
-use capfleet_wire::events::{Published, RunOutcome, SUBSCRIBER_CAPACITY, Signal, UsageTotals};
 use capfleet_engine::run::{
     Resume, RunSpec, RunTelemetry, Stop, WorkspacePhase, run_fleet_stoppable,
 };
+use capfleet_wire::events::{Published, RunOutcome, SUBSCRIBER_CAPACITY, Signal, UsageTotals};
 use tokio::sync::{mpsc, oneshot};
 
 pub(crate) use watch::Worktree;

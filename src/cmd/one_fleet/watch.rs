@@ -8,9 +8,9 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use capfleet_engine::error::TreeError;
-use capfleet_wire::events::{EventBody, Published, RunOutcome, SessionEvent};
 use capfleet_engine::protocol::{CapEvent, Channel};
 use capfleet_engine::run::RunReport;
+use capfleet_wire::events::{EventBody, Published, RunOutcome, SessionEvent};
 use serde_json::Value;
 use tokio::sync::mpsc;
 

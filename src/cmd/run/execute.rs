@@ -7,9 +7,9 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use capfleet_engine::answerer::HumanQuestion;
-use capfleet_wire::events::{SUBSCRIBER_CAPACITY, urn};
 use capfleet_engine::run::{Resume, RunTelemetry, run_fleet};
 use capfleet_engine::telemetry::metrics::FleetMetrics;
+use capfleet_wire::events::{SUBSCRIBER_CAPACITY, urn};
 use tokio::sync::mpsc;
 
 use super::board;

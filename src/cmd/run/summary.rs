@@ -4,9 +4,9 @@
 //! workspaces, and where the journal is.
 
 use capfleet_engine::budget::{BudgetScope, BudgetSnapshot, Crossing};
-use capfleet_wire::events::urn;
 use capfleet_engine::router::RaceWon;
 use capfleet_engine::run::RunReport;
+use capfleet_wire::events::urn;
 
 use super::totals::{SessionTotals, Totals};
 use super::view::Seen;

@@ -8,9 +8,9 @@
 use std::sync::Arc;
 
 use capfleet_engine::answerer::HumanQuestion;
+use capfleet_engine::run::RunTelemetry;
 use capfleet_wire::events::trace::{adopt_parent, traceparent};
 use capfleet_wire::events::{Published, RunOutcome, SUBSCRIBER_CAPACITY};
-use capfleet_engine::run::RunTelemetry;
 use tokio::sync::mpsc;
 use tracing::Instrument as _;
 

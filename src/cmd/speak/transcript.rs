@@ -5,8 +5,8 @@
 //! `content_block_delta`. Tool calls are `tool_use` / `tool_result` pairs, so a driver
 //! sees them; usage and the last error are kept for the turn's `result`.
 
-use capfleet_wire::events::{EventBody, SessionEvent, UsageTotals};
 use capfleet_engine::protocol::{CapEvent, Channel};
+use capfleet_wire::events::{EventBody, SessionEvent, UsageTotals};
 use serde_json::{Value, json};
 
 use super::frames::Speaker;

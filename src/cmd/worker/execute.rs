@@ -13,10 +13,10 @@
 //! out of the replicated journal. One that had ended is left as it is. A submission
 //! no worker could run ends its journal with the reason.
 
-use capfleet_wire::events::RunOutcome;
-use capfleet_wire::events::trace::adopt_parent;
 use capfleet_engine::run::{RunTelemetry, Stop};
 use capfleet_engine::workspace::record::RECORD_FILE;
+use capfleet_wire::events::RunOutcome;
+use capfleet_wire::events::trace::adopt_parent;
 use tokio::sync::{mpsc, watch};
 use tracing::Instrument as _;
 

@@ -10,8 +10,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
-use capfleet_wire::bindings::a2a::{Spelling, TaskState, datapart};
 use capfleet_engine::protocol::{CapEvent, Decision, PlanEntry as CapPlanEntry, RiskLevel};
+use capfleet_wire::bindings::a2a::{Spelling, TaskState, datapart};
 use serde_json::{Value, json};
 use tokio::sync::mpsc::Sender;
 

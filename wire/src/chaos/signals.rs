@@ -16,9 +16,6 @@
 
 use std::time::Duration;
 
-use super::FaultKind;
-use super::spec::Params;
-
 /// A fault the driver applies to its agent's process group.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SignalFault {
@@ -33,19 +30,6 @@ pub enum SignalFault {
 }
 
 impl SignalFault {
-    /// The signal fault of `kind`, with its parameters; `None` for other kinds.
-    pub fn of(kind: FaultKind, params: &Params) -> Option<SignalFault> {
-        Some(match kind {
-            FaultKind::Kill => SignalFault::Kill,
-            FaultKind::Term => SignalFault::Term,
-            FaultKind::Hang => SignalFault::Hang {
-                resume_after: params.hang_for,
-            },
-            FaultKind::Exit => SignalFault::Exit,
-            _ => return None,
-        })
-    }
-
     /// The signal sent, if the fault is one.
     pub fn signal(self) -> Option<i32> {
         match self {
@@ -79,12 +63,7 @@ mod tests {
 
     #[test]
     fn each_signal_kind_names_its_signal() {
-        let p = Params::default();
-        assert_eq!(
-            SignalFault::of(FaultKind::Kill, &p).and_then(SignalFault::signal),
-            Some(libc::SIGKILL)
-        );
-        assert_eq!(SignalFault::of(FaultKind::Garble, &p), None);
+        assert_eq!(SignalFault::Kill.signal(), Some(libc::SIGKILL));
         assert_eq!(
             SignalFault::Kill.describe(Some(4242)),
             "SIGKILL to group 4242"

@@ -37,8 +37,8 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use capfleet_wire::chaos::FaultKind;
     use crate::chaos::spec::{Rate, Target};
+    use capfleet_wire::chaos::FaultKind;
     use capfleet_wire::registry::Binding;
 
     #[test]

@@ -8,10 +8,10 @@
 
 use super::Core;
 use crate::budget::{BudgetScope, Crossing};
-use capfleet_wire::events::{EventBody, RunOutcome};
 use crate::protocol::CancelScope;
 use crate::session::SessionMsg;
 use crate::tap::TapMsg;
+use capfleet_wire::events::{EventBody, RunOutcome};
 
 impl Core {
     /// A router's message begins: the budget is settled again at its first need.

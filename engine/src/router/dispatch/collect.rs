@@ -4,12 +4,12 @@
 //! as a `cap.artifact` record (journal, live view, `capfleet diff`).
 
 use super::{Core, Delivery, Origin};
-use capfleet_wire::events::{EventBody, RouteVia};
 use crate::protocol::CancelScope;
 use crate::router::RaceWon;
 use crate::router::spec::{CollectMode, Picker};
 use crate::session::SessionMsg;
 use crate::workspace::candidates::CandidateDiff;
+use capfleet_wire::events::{EventBody, RouteVia};
 
 impl Core {
     /// Fire collect route `race.0` (its `when`, the session that just finished):

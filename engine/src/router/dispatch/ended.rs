@@ -6,9 +6,9 @@
 //! validation asks for it): the cycle ended.
 
 use super::{Core, Origin};
-use capfleet_wire::events::{RunOutcome, TurnOutcome};
 use crate::protocol::PlanStatus;
 use crate::session::{SessionError, TurnResult};
+use capfleet_wire::events::{RunOutcome, TurnOutcome};
 
 impl Core {
     /// The turn `session` ran for `origin` ended without completing (`result`);

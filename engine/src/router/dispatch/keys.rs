@@ -3,8 +3,8 @@
 //! with the turn it ran (`delivered`).
 
 use super::Core;
-use capfleet_wire::events::EventBody;
 use crate::session::{SessionError, TurnResult};
+use capfleet_wire::events::EventBody;
 
 impl Core {
     /// The idempotency key of the next delivery to `to`: `<to>#<n>`, its n-th.

@@ -14,9 +14,9 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 
 use super::{Core, Origin};
-use capfleet_wire::events::{EventBody, Publisher, RunOutcome, urn};
 use crate::resume::Replayed;
 use crate::session::{SessionError, TurnResult};
+use capfleet_wire::events::{EventBody, Publisher, RunOutcome, urn};
 
 type Ended = (String, String, Origin, Result<TurnResult, SessionError>);
 

@@ -17,10 +17,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::error::{Context, WorkspaceError};
-use capfleet_wire::process::lines::{LineItem, LineReader};
-use capfleet_wire::process::{DEFAULT_GRACE, Io, SpawnSpec};
 use crate::protocol::Nullable;
 use crate::protocol::coding::{TestResult, TestSuite};
+use capfleet_wire::process::lines::{LineItem, LineReader};
+use capfleet_wire::process::{DEFAULT_GRACE, Io, SpawnSpec};
 pub use summary::{Counts, Parsers, Suite, Summary};
 
 /// Output kept in a `test_result`, at most (the spec's 64 KB).

@@ -2,14 +2,14 @@
 //! (`tests/fixtures/claude/*.ndjson`) through the mapper, and checks outbound
 //! frames and argv against what the recording driver wrote.
 
-use capfleet_wire::bindings::stream_json::{
-    ArgvError, ArgvWarning, ControlAck, MapperStats, Output, PendingKind, ResponseError,
-    StreamJsonMapper, build_argv, outbound,
-};
 use capfleet_engine::manifest::Manifest;
 use capfleet_engine::protocol::{
     CapCode, CapEvent, Decision, ErrorKind, HasMeta, PermissionMode, PermissionScope, RiskLevel,
     SessionConfig, StopReason, UserInputInject,
+};
+use capfleet_wire::bindings::stream_json::{
+    ArgvError, ArgvWarning, ControlAck, MapperStats, Output, PendingKind, ResponseError,
+    StreamJsonMapper, build_argv, outbound,
 };
 use serde_json::{Value, json};
 

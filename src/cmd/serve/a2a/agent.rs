@@ -14,14 +14,14 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use capfleet_engine::answerer::{HumanQuestion, Policy};
-use capfleet_wire::bindings::a2a::TaskState;
-use capfleet_wire::events::{EventBody, Published, SUBSCRIBER_CAPACITY, trace};
 use capfleet_engine::fault::DiskFault;
-use capfleet_wire::events::Durable;
 use capfleet_engine::manifest::Manifest;
 use capfleet_engine::protocol::CancelScope;
 use capfleet_engine::root::{Orchestrator, Spawner};
 use capfleet_engine::session::{SessionError, SessionMsg};
+use capfleet_wire::bindings::a2a::TaskState;
+use capfleet_wire::events::Durable;
+use capfleet_wire::events::{EventBody, Published, SUBSCRIBER_CAPACITY, trace};
 use capfleet_wire::sync::lock;
 use ractor::ActorRef;
 use serde_json::Value;

@@ -6,10 +6,10 @@
 //! open reach the task as `input-required` ([`super::input`]); requests and answers
 //! the policy decided stay on the server.
 
-use capfleet_wire::bindings::a2a::{TaskState, datapart};
-use capfleet_wire::events::{EventBody, SessionEvent, TurnOutcome, UsageTotals};
 use capfleet_engine::protocol::HasMeta as _;
 use capfleet_engine::protocol::{CapEvent, Channel};
+use capfleet_wire::bindings::a2a::{TaskState, datapart};
+use capfleet_wire::events::{EventBody, SessionEvent, TurnOutcome, UsageTotals};
 use serde_json::{Value, json};
 
 use super::task::{Artifact, Msg, Part, Task, Update};

@@ -12,9 +12,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use capfleet_engine::answerer::HumanQuestion;
+use capfleet_engine::protocol::{CapEvent, Channel};
 use capfleet_wire::bindings::a2a::TaskState;
 use capfleet_wire::events::{EventBody, Published, SUBSCRIBER_CAPACITY};
-use capfleet_engine::protocol::{CapEvent, Channel};
 use serde_json::Value;
 use tokio::sync::mpsc;
 

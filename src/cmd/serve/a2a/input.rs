@@ -7,10 +7,10 @@
 //! grants a permission; an ask's answer is the text itself).
 
 use capfleet_engine::answerer::HumanQuestion;
+use capfleet_engine::protocol::CapEvent;
 use capfleet_wire::bindings::a2a::datapart;
 use capfleet_wire::bindings::a2a::spelling::Part as WirePart;
 use capfleet_wire::events::requests::{Answer, OpenRequest};
-use capfleet_engine::protocol::CapEvent;
 use serde_json::Value;
 
 use super::task::{Msg, Part};

@@ -1,8 +1,8 @@
 //! The stream-json mapper's stray frames: where none may come, never part of a turn.
 
 use super::mapper::StreamJsonMapper;
-use crate::bindings::STRAY_FRAME;
 use super::output::Output;
+use crate::bindings::STRAY_FRAME;
 use crate::protocol::CapEvent;
 
 const INIT: &str = r#"{"type":"system","subtype":"init","session_id":"s1"}"#;
