@@ -86,21 +86,10 @@ pub(crate) fn session_spec(r: SessionRequest<'_>) -> capfleet_engine::session::S
     let binding = select_binding(&r.manifest, capfleet_wire::driver::SUPPORTED).binding;
     let urn = capfleet_wire::events::urn(r.fleet, &r.name);
     let mut launch = LaunchSpec::new(urn, r.manifest.clone(), config);
-    launch.shape = capfleet_wire::driver::natural_shape(binding);
+    launch.shape = capfleet_wire::driver::natural_shape(binding, &r.manifest);
     launch.argv = r.argv;
     launch.program = program_override(&r.manifest);
     launch.env = r.env;
-    if binding == capfleet_wire::registry::Binding::A2a {
-        // No process of ours: a connection to the peer the manifest's URL names. An
-        // unresolvable host keeps the unspecified address; the start says why.
-        let base = match &r.manifest.fast_path.a2a_serve_at {
-            capfleet_engine::manifest::AddressFastPath::Address(url) => url.as_str(),
-            capfleet_engine::manifest::AddressFastPath::Unsupported => "",
-        };
-        let addr = capfleet_wire::driver::a2a::connect_addr(base)
-            .unwrap_or_else(|| std::net::SocketAddr::from(([0, 0, 0, 0], 0)));
-        launch.shape = capfleet_wire::driver::Shape::Connect(addr);
-    }
     if let Some(script) = r.script {
         launch
             .env

@@ -71,7 +71,7 @@ fn stand_in(dir: &Path, name: &str, data: &[u8]) -> PathBuf {
 fn codex_spec(name: &str, program: &Path) -> SessionSpec {
     let mut launch = launch(name, CODEX_MANIFEST, "config/agents/codex.toml");
     launch.program = Some(program.to_path_buf());
-    launch.shape = natural_shape(Binding::CodexExec);
+    launch.shape = natural_shape(Binding::CodexExec, &launch.manifest);
     SessionSpec::new(name, launch, Binding::CodexExec)
 }
 

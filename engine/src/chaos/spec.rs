@@ -19,7 +19,7 @@ mod inline;
 
 use std::time::Duration;
 
-use capfleet_wire::chaos::FaultKind;
+use capfleet_wire::chaos::{FaultKind, Reach};
 use capfleet_wire::registry::Binding;
 use capfleet_wire::supervision::rate_limit::parse_duration;
 
@@ -274,9 +274,9 @@ impl ChaosSpec {
 
 impl FaultRule {
     /// Whether session `name` on `binding` may be hit (a target, and a session the
-    /// kind can reach: see [`FaultKind::hits`]).
+    /// kind can reach: see [`hits`]).
     pub fn targets_session(&self, name: &str, binding: Binding) -> bool {
-        self.kind.hits(binding)
+        hits(self.kind, binding)
             && (self.targets.is_empty() || self.targets.iter().any(|t| t.matches(name, binding)))
     }
 }
@@ -532,6 +532,18 @@ fn parse_at(times: &[String]) -> Result<Rate, String> {
     }
     out.sort();
     Ok(Rate::At(out))
+}
+
+/// Whether a session on `binding` can take a fault of `kind`: agent faults need a
+/// process of ours, connection faults a connection with none (the driver contract
+/// says which a binding has); `self_kill` hits no session.
+fn hits(kind: FaultKind, binding: Binding) -> bool {
+    let process = capfleet_wire::driver::spawns_process(binding);
+    match kind.reach() {
+        Reach::Signal | Reach::Bytes => process,
+        Reach::Connection => !process,
+        Reach::Orchestrator => false,
+    }
 }
 
 #[cfg(test)]

@@ -123,20 +123,6 @@ impl FaultKind {
     }
 }
 
-impl FaultKind {
-    /// Whether a session on `binding` can take the fault: agent faults need a
-    /// process of ours (not an A2A peer), connection faults an A2A connection;
-    /// `self_kill` hits no session.
-    pub fn hits(self, binding: crate::registry::Binding) -> bool {
-        let a2a = binding == crate::registry::Binding::A2a;
-        match self.reach() {
-            Reach::Signal | Reach::Bytes => !a2a,
-            Reach::Connection => a2a,
-            Reach::Orchestrator => false,
-        }
-    }
-}
-
 impl std::fmt::Display for FaultKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())

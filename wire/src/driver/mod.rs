@@ -14,6 +14,25 @@
 //! and *fails* with an [`ExitCause`]; the session, its supervisor, applies the
 //! restart policy. The agent is reached in one of three [`Shape`]s: one long-lived
 //! process per session, one process per turn, or a connection with no process.
+//!
+//! # Adding a binding
+//!
+//! A binding is three places, and the compiler finds the rest:
+//!
+//! 1. its mapping, pure (no I/O, testable with plain values): `bindings/<name>/`,
+//!    frames in, CAP events out;
+//! 2. its driver: a [`wire::Wire`] in `driver/<name>.rs` (or `driver/<name>/`, with
+//!    what only it needs, as `a2a::connect_shape`);
+//! 3. its variant of [`Binding`] (`registry/binding.rs`: its name, its place in the
+//!    spec's priority, what of a manifest selects it).
+//!
+//! The new variant then does not compile until each table of this contract has its
+//! arm: `driver_of` (which driver; [`SUPPORTED`] follows), [`natural_shape`] (how
+//! its agent is reached: a process per session, per turn, or a connection, worked out
+//! from the manifest here, never by the app) and [`spawns_process`] (which faults a
+//! chaos run may give it). Nothing above this crate names a binding but through
+//! these; a test of the binding's mapping beside it, and an end-to-end test of the
+//! sim or a real peer in `tests/all/`, complete it.
 
 pub mod a2a;
 pub mod acp;
@@ -176,13 +195,25 @@ pub async fn spawn(binding: Binding, args: DriverArgs, supervisor: ActorCell) ->
     }
 }
 
-/// The shape a binding's agent is reached in when nothing else says: one process
-/// per turn for `codex exec`, one per session for the rest (a connection's address
-/// is the launch's to give).
-pub const fn natural_shape(binding: Binding) -> Shape {
+/// The shape a binding's agent (declared by `manifest`) is reached in when nothing
+/// else says: one process per turn for `codex exec`, a connection to the peer the
+/// manifest's URL names for A2A ([`a2a::connect_shape`]), one process per session
+/// for the rest. An arm per binding: a new one does not compile until it says.
+pub fn natural_shape(binding: Binding, manifest: &crate::manifest::Manifest) -> Shape {
     match binding {
         Binding::CodexExec => Shape::PerTurn,
-        _ => Shape::LongLived,
+        Binding::A2a => a2a::connect_shape(manifest),
+        Binding::StreamJson | Binding::AcpStdio | Binding::Pty | Binding::Grpc => Shape::LongLived,
+    }
+}
+
+/// Whether a session on `binding` runs an agent process of ours (signal and byte
+/// faults can hit it) or only holds a connection to a peer (A2A: connection faults).
+pub const fn spawns_process(binding: Binding) -> bool {
+    match binding {
+        Binding::A2a => false,
+        Binding::StreamJson | Binding::CodexExec | Binding::AcpStdio | Binding::Pty => true,
+        Binding::Grpc => true,
     }
 }
 

@@ -74,6 +74,18 @@ pub fn connect_addr(base: &str) -> Option<std::net::SocketAddr> {
     (host, port).to_socket_addrs().ok()?.next()
 }
 
+/// The shape an A2A session is reached in: no process of ours, a connection to the
+/// peer the manifest's URL (`fast_path.a2a_serve_at`) names. An unresolvable host
+/// keeps the unspecified address; the start says why.
+pub fn connect_shape(manifest: &crate::manifest::Manifest) -> Shape {
+    let base = match &manifest.fast_path.a2a_serve_at {
+        AddressFastPath::Address(url) => url.as_str(),
+        AddressFastPath::Unsupported => "",
+    };
+    let addr = connect_addr(base).unwrap_or_else(|| std::net::SocketAddr::from(([0, 0, 0, 0], 0)));
+    Shape::Connect(addr)
+}
+
 /// What `capfleet resolve` shows of a peer: its card and the choice made.
 pub struct Discovery {
     pub card: Card,
