@@ -19,12 +19,12 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use capfleet_actors::driver::{LaunchSpec, Shape};
-use capfleet_actors::manifest::Manifest;
-use capfleet_actors::protocol::SessionConfig;
-use capfleet_actors::registry::Binding;
-use capfleet_actors::root::{Orchestrator, RootArgs};
-use capfleet_actors::session::{SessionMsg, SessionSpec};
+use capfleet_engine::manifest::Manifest;
+use capfleet_engine::protocol::SessionConfig;
+use capfleet_engine::root::{Orchestrator, RootArgs};
+use capfleet_engine::session::{SessionMsg, SessionSpec};
+use capfleet_wire::driver::{LaunchSpec, Shape};
+use capfleet_wire::registry::Binding;
 use futures::StreamExt;
 use serde_json::json;
 
@@ -112,9 +112,8 @@ async fn session(url: &str) -> (Orchestrator, ractor::ActorRef<SessionMsg>) {
         Arc::new(manifest),
         SessionConfig::new(cwd),
     );
-    launch.shape = Shape::Connect(
-        capfleet_actors::driver::a2a::connect_addr(url).expect("a loopback address"),
-    );
+    launch.shape =
+        Shape::Connect(capfleet_wire::driver::a2a::connect_addr(url).expect("a loopback address"));
     let spec = SessionSpec::new("a2a", launch, Binding::A2a);
     let session = orchestrator
         .spawn_session(spec, vec![])

@@ -23,13 +23,13 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use capfleet_actors::driver::LaunchSpec;
-use capfleet_actors::manifest::{CodingCaps, FsCaps, FsScope, Manifest, ToolPermission};
-use capfleet_actors::protocol::SessionConfig;
-use capfleet_actors::registry::Binding;
-use capfleet_actors::root::{Orchestrator, RootArgs};
-use capfleet_actors::rpc::{Approver, CommandApproval, Rpc, TermConfig};
-use capfleet_actors::session::{SessionMsg, SessionSpec};
+use capfleet_engine::manifest::{CodingCaps, FsCaps, FsScope, Manifest, ToolPermission};
+use capfleet_engine::protocol::SessionConfig;
+use capfleet_engine::root::{Orchestrator, RootArgs};
+use capfleet_engine::session::{SessionMsg, SessionSpec};
+use capfleet_wire::driver::LaunchSpec;
+use capfleet_wire::registry::Binding;
+use capfleet_wire::rpc::{Approver, CommandApproval, Rpc, TermConfig};
 use serde_json::{Value, json};
 
 #[allow(dead_code)]

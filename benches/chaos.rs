@@ -31,8 +31,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-use capfleet_actors::chaos::report::{Events, Mttr, Report};
-use capfleet_actors::chaos::{FaultKind, Reach};
+use capfleet_engine::chaos::report::{Events, Mttr, Report};
+use capfleet_wire::chaos::{FaultKind, Reach};
 use serde_json::Value;
 
 const BOOTS: usize = 30;

@@ -28,10 +28,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use capfleet_actors::events::{EventBody, Published, TurnOutcome};
-use capfleet_actors::protocol::CapEvent;
-use capfleet_actors::run::RunReport;
-use capfleet_actors::session::SessionSpec;
+use capfleet_engine::protocol::CapEvent;
+use capfleet_engine::run::RunReport;
+use capfleet_engine::session::SessionSpec;
+use capfleet_wire::events::{EventBody, Published, TurnOutcome};
 use tokio::sync::mpsc;
 
 mod support;
@@ -328,7 +328,7 @@ async fn bare(dir: &Path, n: usize) {
                     .spawn()
                     .expect("sim");
                 let mut stdin = child.stdin.take().expect("stdin");
-                let frame = capfleet_actors::bindings::stream_json::outbound::user_frame("go");
+                let frame = capfleet_wire::bindings::stream_json::outbound::user_frame("go");
                 stdin.write_all(frame.as_bytes()).await.expect("prompt");
                 stdin.write_all(b"\n").await.expect("prompt");
                 let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
@@ -372,7 +372,7 @@ async fn run_counting(dir: &Path, n: usize, marker: &str) -> (RunReport, usize) 
 /// Push `n` published events straight into a journal actor; the records written and the
 /// time until all are on disk.
 async fn journal_alone(dir: &Path, n: u64) -> (u64, Duration) {
-    use capfleet_actors::events::SessionEvent;
+    use capfleet_wire::events::SessionEvent;
     let urn: Arc<str> = Arc::from("cap://bench/s0");
     support::journal_through(dir.join("alone.jsonl"), n, |seq| SessionEvent {
         seq,

@@ -14,7 +14,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use capfleet_actors::protocol::{
+use capfleet_engine::protocol::{
     CancelScope, CapEvent, Decision, ErrorKind, PlanEntry, PlanStatus, RiskLevel, decode_event,
 };
 use serde_json::json;

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use capfleet_actors::clock::now_ms;
+use capfleet_wire::clock::now_ms;
 use serde_json::Value;
 use support::env_or;
 

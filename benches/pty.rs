@@ -19,8 +19,8 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use capfleet_actors::bindings::pty::{Fed, LineParser, Screen};
-use capfleet_actors::manifest::Manifest;
+use capfleet_engine::manifest::Manifest;
+use capfleet_wire::bindings::pty::{Fed, LineParser, Screen};
 use serde_json::Value;
 
 #[allow(dead_code)]

@@ -29,9 +29,9 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use capfleet_actors::events::{EventBody, Prompt, RouteVia, SessionEvent, TurnOutcome};
-use capfleet_actors::process::{SpawnSpec, keeper};
-use capfleet_actors::protocol::CapEvent;
+use capfleet_engine::protocol::CapEvent;
+use capfleet_wire::events::{EventBody, Prompt, RouteVia, SessionEvent, TurnOutcome};
+use capfleet_wire::process::{SpawnSpec, keeper};
 use serde_json::Value;
 
 mod support;
@@ -195,7 +195,7 @@ fn resume_figures(exe: &str) {
     }
     let read = t.elapsed();
     let t = Instant::now();
-    let rec = capfleet_actors::resume::recover(&journal, "bench").expect("recover");
+    let rec = capfleet_engine::resume::recover(&journal, "bench").expect("recover");
     let replay = t.elapsed();
     assert_eq!(
         rec.replay.len(),
@@ -262,7 +262,7 @@ fn decode_figures(journal: &Path) {
         assert_eq!(ok, events.len(), "every event decodes");
         t.elapsed()
     };
-    use capfleet_actors::protocol::{decode_event, decode_trusted};
+    use capfleet_engine::protocol::{decode_event, decode_trusted};
     let checked = time(|e| decode_event(e).is_ok());
     let typed = time(|e| decode_trusted(e).is_ok());
     println!(

@@ -14,8 +14,8 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use capfleet_actors::workspace::diff::diff;
-use capfleet_actors::workspace::provision::{Request, provision};
+use capfleet_engine::workspace::diff::diff;
+use capfleet_engine::workspace::provision::{Request, provision};
 
 mod support;
 

@@ -1,15 +1,15 @@
 //! The application's view of agents: the registry configured from the environment
 //! and the shipped manifests, and how capfleet's own agents (the simulator) are
 //! started. The bindings this build drives are the engine's
-//! ([`capfleet_actors::driver::SUPPORTED`]).
+//! ([`capfleet_wire::driver::SUPPORTED`]).
 
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
-use capfleet_actors::pricing::Pricing;
+use capfleet_engine::pricing::Pricing;
 
-use capfleet_actors::manifest::Manifest;
-use capfleet_actors::registry::{Registry, RegistryConfig};
+use capfleet_engine::manifest::Manifest;
+use capfleet_wire::registry::{Registry, RegistryConfig};
 
 use crate::shipped::SHIPPED;
 
@@ -57,7 +57,7 @@ pub(crate) struct SessionRequest<'a> {
     pub cwd: &'a std::path::Path,
     pub model: Option<String>,
     pub system_prompt: Option<String>,
-    pub permission_mode: Option<capfleet_actors::protocol::PermissionMode>,
+    pub permission_mode: Option<capfleet_engine::protocol::PermissionMode>,
     pub argv: Option<Vec<String>>,
     pub env: Vec<(String, String)>,
     /// A simulator script (absolute), passed as [`SIM_SCRIPT_ENV`].
@@ -68,10 +68,10 @@ pub(crate) struct SessionRequest<'a> {
 /// first, the binding chosen, the launch (argv override, capfleet's own executable
 /// for its agents, environment, script), the pricing table. Restart policy, timeouts
 /// and limits are the caller's.
-pub(crate) fn session_spec(r: SessionRequest<'_>) -> capfleet_actors::session::SessionSpec {
-    use capfleet_actors::driver::LaunchSpec;
-    use capfleet_actors::protocol::SessionConfig;
-    use capfleet_actors::registry::select_binding;
+pub(crate) fn session_spec(r: SessionRequest<'_>) -> capfleet_engine::session::SessionSpec {
+    use capfleet_engine::protocol::SessionConfig;
+    use capfleet_wire::driver::LaunchSpec;
+    use capfleet_wire::registry::select_binding;
 
     let mut config = SessionConfig::new(r.cwd.display().to_string());
     if let Some(model) = r.model {
@@ -83,30 +83,19 @@ pub(crate) fn session_spec(r: SessionRequest<'_>) -> capfleet_actors::session::S
     if let Some(mode) = r.permission_mode {
         config = config.with_permission_mode(mode);
     }
-    let binding = select_binding(&r.manifest, capfleet_actors::driver::SUPPORTED).binding;
-    let urn = capfleet_actors::events::urn(r.fleet, &r.name);
+    let binding = select_binding(&r.manifest, capfleet_wire::driver::SUPPORTED).binding;
+    let urn = capfleet_wire::events::urn(r.fleet, &r.name);
     let mut launch = LaunchSpec::new(urn, r.manifest.clone(), config);
-    launch.shape = capfleet_actors::driver::natural_shape(binding);
+    launch.shape = capfleet_wire::driver::natural_shape(binding, &r.manifest);
     launch.argv = r.argv;
     launch.program = program_override(&r.manifest);
     launch.env = r.env;
-    if binding == capfleet_actors::registry::Binding::A2a {
-        // No process of ours: a connection to the peer the manifest's URL names. An
-        // unresolvable host keeps the unspecified address; the start says why.
-        let base = match &r.manifest.fast_path.a2a_serve_at {
-            capfleet_actors::manifest::AddressFastPath::Address(url) => url.as_str(),
-            capfleet_actors::manifest::AddressFastPath::Unsupported => "",
-        };
-        let addr = capfleet_actors::driver::a2a::connect_addr(base)
-            .unwrap_or_else(|| std::net::SocketAddr::from(([0, 0, 0, 0], 0)));
-        launch.shape = capfleet_actors::driver::Shape::Connect(addr);
-    }
     if let Some(script) = r.script {
         launch
             .env
             .push((SIM_SCRIPT_ENV.into(), script.display().to_string()));
     }
-    let mut spec = capfleet_actors::session::SessionSpec::new(r.name, launch, binding);
+    let mut spec = capfleet_engine::session::SessionSpec::new(r.name, launch, binding);
     spec.pricing = Some(pricing());
     spec
 }
@@ -116,10 +105,10 @@ pub(crate) fn session_spec(r: SessionRequest<'_>) -> capfleet_actors::session::S
 /// hint (`agent.x-install`) when it has one, and `override_with` (how this verb
 /// points a session at another command).
 pub(crate) fn missing_agent(
-    spec: &capfleet_actors::session::SessionSpec,
+    spec: &capfleet_engine::session::SessionSpec,
     override_with: &str,
 ) -> Option<String> {
-    use capfleet_actors::driver::LaunchError;
+    use capfleet_wire::driver::LaunchError;
     let LaunchError::NotFound {
         agent,
         program,
@@ -151,7 +140,7 @@ pub(crate) fn binary_status(manifest: &Manifest) -> Result<PathBuf, String> {
     }
     let binary = std::path::Path::new(&manifest.agent.binary);
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
-    capfleet_actors::process::find_program(binary, &cwd, None).ok_or_else(|| {
+    capfleet_wire::process::find_program(binary, &cwd, None).ok_or_else(|| {
         let hint = manifest
             .agent
             .install
@@ -166,7 +155,7 @@ pub(crate) fn binary_status(manifest: &Manifest) -> Result<PathBuf, String> {
 mod tests {
     #[test]
     fn shipped_pricing_parses() {
-        let p = capfleet_actors::pricing::Pricing::parse(include_str!("../config/pricing.toml"))
+        let p = capfleet_engine::pricing::Pricing::parse(include_str!("../config/pricing.toml"))
             .expect("config/pricing.toml parses");
         assert!(p.price("claude-opus-4-8[1m]").is_some());
         assert!(

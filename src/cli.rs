@@ -194,7 +194,7 @@ fn drives_agents(command: Option<&Command>) -> bool {
 /// one (the binary cannot be re-executed) the run goes on, with a warning.
 fn start_keeper() {
     let started =
-        std::env::current_exe().and_then(|exe| capfleet_actors::process::keeper::start(&exe));
+        std::env::current_exe().and_then(|exe| capfleet_wire::process::keeper::start(&exe));
     if let Err(e) = started {
         eprintln!(
             "capfleet: warning: cannot start the keeper ({e}): agents would outlive a capfleet killed outright"

@@ -4,8 +4,8 @@
 
 use std::io::{BufRead, Read, Write};
 
-use capfleet_actors::answerer::{HumanQuestion, RULE_HUMAN};
-use capfleet_actors::events::requests::OpenRequest;
+use capfleet_engine::answerer::{HumanQuestion, RULE_HUMAN};
+use capfleet_wire::events::requests::OpenRequest;
 use serde_json::{Map, Value};
 use tokio::sync::mpsc;
 

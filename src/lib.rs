@@ -26,7 +26,7 @@ mod telemetry;
 
 use std::process::ExitCode;
 
-use capfleet_actors::process::keeper;
+use capfleet_wire::process::keeper;
 
 /// The `capfleet` command: its arguments from the process's.
 pub fn main() -> ExitCode {

@@ -1,5 +1,5 @@
 //! Diagnostics on stderr through `tracing`: warnings and errors by default, more
-//! with `CAPFLEET_LOG` (an `EnvFilter`, e.g. `CAPFLEET_LOG=capfleet_actors=debug`).
+//! with `CAPFLEET_LOG` (an `EnvFilter`, e.g. `CAPFLEET_LOG=capfleet_engine=debug`).
 //! When spans are exported, the span pipeline's layer sits beside the stderr one,
 //! each with its own filter. While `capfleet run` draws its live view, each line is
 //! printed above the view ([`above`]): the view is cleared, the line written, the

@@ -2,14 +2,14 @@
 //!
 //! Once a [`StopSignals`] is made, its signals no longer end capfleet at once: they
 //! arrive here, and the verb shuts its agents down first (no agent outlives it). What
-//! each signal means is the engine's ([`Signal`], [`capfleet_actors::process::halt`]):
+//! each signal means is the engine's ([`Signal`], [`capfleet_wire::process::halt`]):
 //! `SIGINT` stops cooperatively, `SIGTERM` and `SIGHUP` kill every agent's group at
 //! once, and a second signal cuts the kill grace short. [`StopSignals::escalate`] is
 //! that answer for a verb that stops its tree itself (`chat`); `run` hands the
 //! signals to `run_fleet` ([`StopSignals::forward`]).
 
-use capfleet_actors::events::Signal;
-use capfleet_actors::process::halt::{self, Urgency};
+use capfleet_wire::events::Signal;
+use capfleet_wire::process::halt::{self, Urgency};
 use tokio::signal::unix::{self, SignalKind};
 use tokio::sync::mpsc;
 

@@ -5,7 +5,7 @@
 #   ./tests/run.sh            everything
 #   ./tests/run.sh sim_tui    extra arguments go to the test runner (a filter, say);
 #                             a bare word naming a module of a crate's one test binary
-#                             (tests/all/NAME.rs, actors/tests/all/NAME.rs or
+#                             (tests/all/NAME.rs, engine/tests/all/NAME.rs or
 #                             protocol/tests/all/NAME.rs) selects that module's tests:
 #                             with nextest `-E 'binary_id(<crate>::all) & test(/^NAME::/)'`,
 #                             with cargo test `--test all -- NAME::` (a substring match)
@@ -67,7 +67,7 @@ args=() modules=() filters=()
 for a in "$@"; do
   crate=""
   if [[ $a =~ ^[A-Za-z0-9_]+$ ]]; then
-    for c in capfleet:tests capfleet-actors:actors/tests capfleet-protocol:protocol/tests; do
+    for c in capfleet:tests capfleet-engine:engine/tests capfleet-protocol:protocol/tests; do
       if [ -f "${c#*:}/all/$a.rs" ]; then crate=${c%%:*}; fi
     done
   fi

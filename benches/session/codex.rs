@@ -13,10 +13,10 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use capfleet_actors::driver::natural_shape;
-use capfleet_actors::events::{Published, SUBSCRIBER_CAPACITY};
-use capfleet_actors::registry::Binding;
-use capfleet_actors::session::{SessionMsg, SessionSpec};
+use capfleet_engine::session::{SessionMsg, SessionSpec};
+use capfleet_wire::driver::natural_shape;
+use capfleet_wire::events::{Published, SUBSCRIBER_CAPACITY};
+use capfleet_wire::registry::Binding;
 use tokio::sync::mpsc;
 
 use crate::measure::{best_of, median, ms, ratio, raw_parse};
@@ -71,7 +71,7 @@ fn stand_in(dir: &Path, name: &str, data: &[u8]) -> PathBuf {
 fn codex_spec(name: &str, program: &Path) -> SessionSpec {
     let mut launch = launch(name, CODEX_MANIFEST, "config/agents/codex.toml");
     launch.program = Some(program.to_path_buf());
-    launch.shape = natural_shape(Binding::CodexExec);
+    launch.shape = natural_shape(Binding::CodexExec, &launch.manifest);
     SessionSpec::new(name, launch, Binding::CodexExec)
 }
 

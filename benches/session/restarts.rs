@@ -3,8 +3,8 @@
 use crate::measure::{median, ms, ratio};
 use crate::tree::{Kind, sim_spec, start_tree, wait_mark, watch_thread};
 use crate::{EXE, RESTARTS};
-use capfleet_actors::events::{Published, SUBSCRIBER_CAPACITY};
-use capfleet_actors::session::SessionMsg;
+use capfleet_engine::session::SessionMsg;
+use capfleet_wire::events::{Published, SUBSCRIBER_CAPACITY};
 use std::io::{BufRead as _, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};

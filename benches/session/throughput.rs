@@ -6,9 +6,9 @@ use crate::measure::{
     best_of, best_of_cpu, count_lines, flood_script, mb, raw_parse, run_sim, self_cpu,
 };
 use crate::tree::{Kind, sim_spec, start_tree, wait_mark, watch};
-use capfleet_actors::chaos::interpose::ByteFaults;
-use capfleet_actors::events::{Published, SUBSCRIBER_CAPACITY};
-use capfleet_actors::session::SessionMsg;
+use capfleet_engine::session::SessionMsg;
+use capfleet_wire::chaos::interpose::ByteFaults;
+use capfleet_wire::events::{Published, SUBSCRIBER_CAPACITY};
 use std::path::Path;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;

@@ -2,13 +2,13 @@
 //! subscribers that count and stamp their events.
 
 use crate::{EXE, SIM_MANIFEST};
-use capfleet_actors::driver::LaunchSpec;
-use capfleet_actors::events::{EventBody, Published};
-use capfleet_actors::manifest::Manifest;
-use capfleet_actors::protocol::{CapEvent, SessionConfig};
-use capfleet_actors::registry::Binding;
-use capfleet_actors::root::{Orchestrator, RootArgs};
-use capfleet_actors::session::SessionSpec;
+use capfleet_engine::manifest::Manifest;
+use capfleet_engine::protocol::{CapEvent, SessionConfig};
+use capfleet_engine::root::{Orchestrator, RootArgs};
+use capfleet_engine::session::SessionSpec;
+use capfleet_wire::driver::LaunchSpec;
+use capfleet_wire::events::{EventBody, Published};
+use capfleet_wire::registry::Binding;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

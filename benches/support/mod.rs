@@ -13,15 +13,15 @@ pub(crate) mod serve;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use capfleet_actors::budget::BudgetLimits;
-use capfleet_actors::driver::LaunchSpec;
-use capfleet_actors::events::{Published, urn};
-use capfleet_actors::manifest::Manifest;
-use capfleet_actors::protocol::SessionConfig;
-use capfleet_actors::registry::Binding;
-use capfleet_actors::router::RoutingSpec;
-use capfleet_actors::run::{RunReport, RunSpec, RunTelemetry, run_fleet};
-use capfleet_actors::session::SessionSpec;
+use capfleet_engine::budget::BudgetLimits;
+use capfleet_engine::manifest::Manifest;
+use capfleet_engine::protocol::SessionConfig;
+use capfleet_engine::router::RoutingSpec;
+use capfleet_engine::run::{RunReport, RunSpec, RunTelemetry, run_fleet};
+use capfleet_engine::session::SessionSpec;
+use capfleet_wire::driver::LaunchSpec;
+use capfleet_wire::events::{Published, urn};
+use capfleet_wire::registry::Binding;
 use tokio::sync::mpsc;
 
 /// The environment marker every bench agent carries (for the survivor check).
@@ -131,7 +131,7 @@ pub(crate) async fn run_with(
 /// The benches' runtime: two workers (the machine's cores, as `capfleet` runs), with
 /// rustls' provider installed (reqwest and the A2A driver need one).
 pub(crate) fn runtime() -> tokio::runtime::Runtime {
-    capfleet_actors::driver::a2a::crypto_provider();
+    capfleet_wire::driver::a2a::crypto_provider();
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -149,7 +149,7 @@ pub(crate) fn env_or<T: std::str::FromStr>(key: &str, default: T) -> T {
 
 /// Bench agents still alive.
 pub(crate) fn survivors(marker: &str) -> usize {
-    capfleet_actors::process::sweep::processes_with_marker(MARKER, marker).len()
+    capfleet_wire::process::sweep::processes_with_marker(MARKER, marker).len()
 }
 
 /// Push `n` events made by `event(seq)` straight into a journal actor writing `path`:
@@ -157,9 +157,9 @@ pub(crate) fn survivors(marker: &str) -> usize {
 pub(crate) async fn journal_through(
     path: PathBuf,
     n: u64,
-    event: impl Fn(u64) -> capfleet_actors::events::SessionEvent,
+    event: impl Fn(u64) -> capfleet_wire::events::SessionEvent,
 ) -> (u64, std::time::Duration) {
-    use capfleet_actors::journal::{Journal, JournalMsg};
+    use capfleet_engine::journal::{Journal, JournalMsg};
     let (journal, _) = ractor::Actor::spawn(None, Journal, path.into())
         .await
         .expect("journal");

@@ -1,7 +1,7 @@
 //! capfleet's wire layer: what every other crate speaks, and nothing that runs.
 //!
 //! Layering, never reversed: [`tomldoc`] <- [`protocol`] <- [`manifest`]. No actor, no
-//! process, no binding: the engine (`capfleet-actors`) and the CLI build on these types.
+//! process, no binding: the wire and engine crates (`capfleet-wire`, `capfleet-engine`) and the CLI build on these types.
 //!
 //! - [`protocol`]: CAP events (typed, direction and required fields as data,
 //!   vocabularies), the error registry, `SessionConfig`, coding-profile payloads.

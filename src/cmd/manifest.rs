@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-use capfleet_actors::manifest::Manifest;
+use capfleet_engine::manifest::Manifest;
 
 use crate::style::{ColorChoice, Style};
 

@@ -5,12 +5,12 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use capfleet_actors::answerer::{HumanQuestion, Policy};
-use capfleet_actors::events::{Published, SUBSCRIBER_CAPACITY};
-use capfleet_actors::fault::DiskFault;
-use capfleet_actors::root::{Orchestrator, RootArgs};
-use capfleet_actors::session::{SessionError, SessionMsg, SessionSpec, TurnResult};
-use capfleet_actors::telemetry::TreeTelemetry;
+use capfleet_engine::answerer::{HumanQuestion, Policy};
+use capfleet_engine::fault::DiskFault;
+use capfleet_engine::root::{Orchestrator, RootArgs};
+use capfleet_engine::session::{SessionError, SessionMsg, SessionSpec, TurnResult};
+use capfleet_engine::telemetry::TreeTelemetry;
+use capfleet_wire::events::{Published, SUBSCRIBER_CAPACITY};
 use ractor::ActorRef;
 use tokio::sync::mpsc;
 
@@ -117,9 +117,9 @@ pub(crate) async fn tree(
         cap.agent.type = setup.agent_type,
     );
     if let Some(tp) = setup.telemetry.traceparent() {
-        capfleet_actors::events::trace::adopt_parent(&span, &tp);
+        capfleet_wire::events::trace::adopt_parent(&span, &tp);
     }
-    let (faults_tx, faults) = mpsc::channel(capfleet_actors::fault::FAULTS_CAPACITY);
+    let (faults_tx, faults) = mpsc::channel(capfleet_engine::fault::FAULTS_CAPACITY);
     let orchestrator = Orchestrator::start(RootArgs {
         journal: setup.journal.map(Into::into),
         faults: Some(faults_tx),
@@ -186,5 +186,5 @@ pub(crate) fn refuse(q: HumanQuestion, why: &str) {
     tracing::warn!(request = q.request.id(), "{why}: answered fail-safe");
     let _session_gone = q
         .session
-        .cast(capfleet_actors::events::requests::fail_safe(&q.request));
+        .cast(capfleet_wire::events::requests::fail_safe(&q.request));
 }

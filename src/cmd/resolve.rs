@@ -3,7 +3,7 @@
 
 use std::process::ExitCode;
 
-use capfleet_actors::registry::{Resolved, Selection, select_binding};
+use capfleet_wire::registry::{Resolved, Selection, select_binding};
 use serde_json::json;
 
 use crate::agents::registry;
@@ -47,7 +47,7 @@ pub(crate) fn run(args: ResolveArgs, color: ColorChoice) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let selection = select_binding(&resolved.manifest, capfleet_actors::driver::SUPPORTED);
+    let selection = select_binding(&resolved.manifest, capfleet_wire::driver::SUPPORTED);
     let binary = crate::agents::binary_status(&resolved.manifest);
     if let Err(missing) = &binary {
         let style = Style::for_stderr(color);
@@ -82,20 +82,17 @@ pub(crate) fn run(args: ResolveArgs, color: ColorChoice) -> ExitCode {
 }
 
 /// What the A2A peer's card says, when A2A is the binding: read as a start reads it.
-type PeerCard = Result<capfleet_actors::driver::a2a::Discovery, String>;
+type PeerCard = Result<capfleet_wire::driver::a2a::Discovery, String>;
 
 fn a2a_peer(runtime: &tokio::runtime::Runtime, r: &Resolved, sel: &Selection) -> Option<PeerCard> {
-    use capfleet_actors::manifest::AddressFastPath;
-    if sel.binding != capfleet_actors::registry::Binding::A2a {
+    use capfleet_engine::manifest::AddressFastPath;
+    if sel.binding != capfleet_wire::registry::Binding::A2a {
         return None;
     }
     let AddressFastPath::Address(base) = &r.manifest.fast_path.a2a_serve_at else {
         return None;
     };
-    let found = runtime.block_on(capfleet_actors::driver::a2a::discover(
-        base,
-        &r.manifest.a2a,
-    ));
+    let found = runtime.block_on(capfleet_wire::driver::a2a::discover(base, &r.manifest.a2a));
     Some(found.map_err(|e| e.to_string()))
 }
 

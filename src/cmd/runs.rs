@@ -118,7 +118,7 @@ pub(crate) fn run(args: RunsArgs, color: ColorChoice) -> ExitCode {
         };
         let started = r.started_ms.map_or_else(
             || "-".to_owned(),
-            |ms| capfleet_actors::clock::rfc3339_secs(i64::try_from(ms / 1000).unwrap_or(0)),
+            |ms| capfleet_wire::clock::rfc3339_secs(i64::try_from(ms / 1000).unwrap_or(0)),
         );
         table.row(vec![
             cell(&r.run),

@@ -2,8 +2,8 @@
 //! "Users MUST be warned prominently"): `run` and `chat` say so before the first
 //! agent starts, and `run`'s summary repeats it with the count of audited actions.
 
-use capfleet_actors::manifest::ToolPermission;
-use capfleet_actors::session::SessionSpec;
+use capfleet_engine::manifest::ToolPermission;
+use capfleet_engine::session::SessionSpec;
 
 use crate::style::Style;
 

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use crate::nats::NatsArgs;
 use crate::nats::presence;
 use crate::style::{ColorChoice, Style};
-use capfleet_actors::clock::now_ms;
+use capfleet_wire::clock::now_ms;
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\

@@ -9,12 +9,12 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use capfleet_actors::answerer::research::{DEFAULT_PARALLEL, DEFAULT_TIMEOUT, ResearchSpec};
-use capfleet_actors::manifest::Manifest;
-use capfleet_actors::protocol::{PermissionMode, RiskLevel};
-use capfleet_actors::supervision::Restart;
-use capfleet_actors::supervision::rate_limit::{OnRateLimit, RateLimitPolicy};
-use capfleet_actors::tomldoc::Location;
+use capfleet_engine::answerer::research::{DEFAULT_PARALLEL, DEFAULT_TIMEOUT, ResearchSpec};
+use capfleet_engine::manifest::Manifest;
+use capfleet_engine::protocol::{PermissionMode, RiskLevel};
+use capfleet_engine::tomldoc::Location;
+use capfleet_wire::supervision::Restart;
+use capfleet_wire::supervision::rate_limit::{OnRateLimit, RateLimitPolicy};
 use toml::de::{DeTable, DeValue};
 
 use super::build::{Context, session};

@@ -7,15 +7,15 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use capfleet_actors::answerer::Policy;
-use capfleet_actors::journal::DEFAULT_MAX_BYTES;
-use capfleet_actors::manifest::Manifest;
-use capfleet_actors::router::{Picker, Route, RouteAction, RoutingSpec};
-use capfleet_actors::session::DEFAULT_TURN_TIMEOUT;
-use capfleet_actors::supervision::RestartPolicy;
-use capfleet_actors::supervision::rate_limit::RateLimitPolicy;
-use capfleet_actors::tomldoc::Location;
-use capfleet_actors::workspace::repo;
+use capfleet_engine::answerer::Policy;
+use capfleet_engine::manifest::Manifest;
+use capfleet_engine::router::{Picker, Route, RouteAction, RoutingSpec};
+use capfleet_engine::session::DEFAULT_TURN_TIMEOUT;
+use capfleet_engine::tomldoc::Location;
+use capfleet_engine::workspace::repo;
+use capfleet_wire::events::JOURNAL_MAX_BYTES;
+use capfleet_wire::supervision::RestartPolicy;
+use capfleet_wire::supervision::rate_limit::RateLimitPolicy;
 
 use super::config::{ActionEntry, At, AutoAnswer, FleetFile, HUMAN, SessionEntry, names_manifest};
 use super::error::FleetError;
@@ -141,7 +141,7 @@ pub(super) async fn build(file: &FleetFile, cx: &Context<'_>) -> Result<Fleet, V
         journal_max_bytes: f
             .journal_max_mb
             .as_ref()
-            .map_or(DEFAULT_MAX_BYTES, |mb| mb.value << 20),
+            .map_or(JOURNAL_MAX_BYTES, |mb| mb.value << 20),
         ask_timeout: f.ask_timeout,
         notify,
         chaos: file.chaos.clone().map(std::sync::Arc::new),

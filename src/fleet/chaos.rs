@@ -1,5 +1,5 @@
 //! `[chaos]`: a chaos run's faults, read into the same keys as `capfleet run --chaos`
-//! (`capfleet_actors::chaos::spec`), every bad key named with file, line and fix.
+//! (`capfleet_engine::chaos::spec`), every bad key named with file, line and fix.
 //!
 //! ```toml
 //! [chaos]
@@ -17,8 +17,8 @@
 use std::collections::HashMap;
 use std::ops::Range;
 
-use capfleet_actors::chaos::spec::{ChaosSpec, Entry, Raw, Target};
-use capfleet_actors::tomldoc::join;
+use capfleet_engine::chaos::spec::{ChaosSpec, Entry, Raw, Target};
+use capfleet_engine::tomldoc::join;
 use toml::de::{DeTable, DeValue};
 
 use super::config::SessionEntry;

@@ -3,13 +3,13 @@
 
 use std::time::Duration;
 
-use capfleet_actors::protocol::{PermissionMode, RiskLevel};
-use capfleet_actors::router::QueueOrder;
-use capfleet_actors::router::{CollectMode, Split};
-use capfleet_actors::supervision::Restart;
-use capfleet_actors::supervision::rate_limit::OnRateLimit;
-use capfleet_actors::tomldoc::Location;
-use capfleet_actors::workspace::testrun::TestCommand;
+use capfleet_engine::protocol::{PermissionMode, RiskLevel};
+use capfleet_engine::router::QueueOrder;
+use capfleet_engine::router::{CollectMode, Split};
+use capfleet_engine::tomldoc::Location;
+use capfleet_engine::workspace::testrun::TestCommand;
+use capfleet_wire::supervision::Restart;
+use capfleet_wire::supervision::rate_limit::OnRateLimit;
 
 pub(crate) use super::answerer::{AnswererSection, AutoAnswer};
 
@@ -53,7 +53,7 @@ pub(crate) struct FleetFile {
     /// `[notify]`: the run's webhook, if any.
     pub notify: Option<super::notify::NotifySection>,
     /// `[chaos]`: the run's faults, if any.
-    pub chaos: Option<capfleet_actors::chaos::spec::ChaosSpec>,
+    pub chaos: Option<capfleet_engine::chaos::spec::ChaosSpec>,
 }
 
 /// `[fleet]`.

@@ -4,7 +4,7 @@
 use std::fmt;
 use std::path::PathBuf;
 
-use capfleet_actors::tomldoc::{Finding, Location, Warning};
+use capfleet_engine::tomldoc::{Finding, Location, Warning};
 
 /// One reason a fleet file is rejected.
 #[derive(Debug, thiserror::Error)]

@@ -21,13 +21,13 @@ mod validate;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use capfleet_actors::answerer::Policy;
-use capfleet_actors::answerer::research::ResearchSpec;
-use capfleet_actors::router::RoutingSpec;
-use capfleet_actors::session::SessionSpec;
-use capfleet_actors::supervision::rate_limit::RateLimitPolicy;
-use capfleet_actors::tomldoc::Warning;
-use capfleet_actors::workspace::testrun::TestCommand;
+use capfleet_engine::answerer::Policy;
+use capfleet_engine::answerer::research::ResearchSpec;
+use capfleet_engine::router::RoutingSpec;
+use capfleet_engine::session::SessionSpec;
+use capfleet_engine::tomldoc::Warning;
+use capfleet_engine::workspace::testrun::TestCommand;
+use capfleet_wire::supervision::rate_limit::RateLimitPolicy;
 
 pub(crate) use chaos::inline as inline_chaos;
 pub(crate) use config::OnError;
@@ -86,7 +86,7 @@ pub(crate) struct Fleet {
     /// `[notify]`: the run's webhook.
     pub notify: Option<crate::notify::NotifySpec>,
     /// `[chaos]` (or `capfleet run --chaos`, which replaces it): the run's faults.
-    pub chaos: Option<std::sync::Arc<capfleet_actors::chaos::spec::ChaosSpec>>,
+    pub chaos: Option<std::sync::Arc<capfleet_engine::chaos::spec::ChaosSpec>>,
 }
 
 /// One session of a fleet.
@@ -249,7 +249,7 @@ impl Fleet {
                 continue;
             }
             let dir = run.sim_state(&s.spec.name);
-            let emitted = dir.join(capfleet_actors::chaos::report::events::EMITTED);
+            let emitted = dir.join(capfleet_engine::chaos::report::events::EMITTED);
             for (key, value) in [(SIM_STATE_ENV, dir), (SIM_EMITTED_ENV, emitted)] {
                 if !launch.env.iter().any(|(k, _)| k == key) {
                     launch.env.push((key.into(), value.display().to_string()));

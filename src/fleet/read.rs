@@ -4,12 +4,12 @@
 use std::ops::Range;
 use std::time::Duration;
 
-use capfleet_actors::protocol::{PermissionMode, RiskLevel};
-use capfleet_actors::router::{CollectMode, QueueOrder, Split};
-use capfleet_actors::supervision::Restart;
-use capfleet_actors::supervision::rate_limit::{self, OnRateLimit};
-use capfleet_actors::tomldoc::{self, join};
-use capfleet_actors::workspace::testrun::TestCommand;
+use capfleet_engine::protocol::{PermissionMode, RiskLevel};
+use capfleet_engine::router::{CollectMode, QueueOrder, Split};
+use capfleet_engine::tomldoc::{self, join};
+use capfleet_engine::workspace::testrun::TestCommand;
+use capfleet_wire::supervision::Restart;
+use capfleet_wire::supervision::rate_limit::{self, OnRateLimit};
 use toml::de::{DeTable, DeValue};
 
 use super::config::{

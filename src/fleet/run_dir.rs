@@ -13,8 +13,8 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use capfleet_actors::clock::civil_from_days;
-use capfleet_actors::journal::replay::{Mended, mend_tail};
+use capfleet_engine::journal::replay::{Mended, mend_tail};
+use capfleet_wire::clock::civil_from_days;
 
 /// The runs directory, relative to where runs are started.
 pub(crate) const RUNS_DIR: &str = ".capfleet/runs";

@@ -3,7 +3,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use capfleet_actors::tomldoc::Location;
+use capfleet_engine::tomldoc::Location;
 
 use super::config::{At, FleetFile, HUMAN};
 use super::error::FleetError;

@@ -2,8 +2,8 @@
 //! the terminal ([`super::Input`]) or as the text of an A2A client without the CAP
 //! extension (`serve`'s A2A face).
 
-use capfleet_actors::events::requests::{Answer, OpenRequest};
-use capfleet_actors::protocol::Decision;
+use capfleet_engine::protocol::Decision;
+use capfleet_wire::events::requests::{Answer, OpenRequest};
 use serde_json::Value;
 
 /// What a person replied: a permission's decision, or an ask's value (`None`
@@ -50,7 +50,7 @@ pub(crate) fn answer(request: &OpenRequest, reply: Reply, rule: String) -> Answe
 #[cfg(test)]
 mod tests {
     use super::*;
-    use capfleet_actors::protocol::RiskLevel;
+    use capfleet_engine::protocol::RiskLevel;
     use serde_json::json;
 
     #[test]

@@ -10,7 +10,7 @@
 use std::time::Duration;
 
 use async_nats::jetstream::kv::{self, CreateErrorKind, Store};
-use capfleet_actors::clock::now_ms;
+use capfleet_wire::clock::now_ms;
 use serde::{Deserialize, Serialize};
 
 use super::{Nats, NatsError};

@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use async_nats::jetstream::context::PublishErrorKind;
 use async_nats::jetstream::stream::{Config, RetentionPolicy, StorageType, Stream};
-use capfleet_actors::journal::ReplicaHook;
+use capfleet_engine::journal::ReplicaHook;
 use tokio::sync::{oneshot, watch};
 
 use super::artifacts::{INLINE_MAX, pointer};

@@ -187,7 +187,7 @@ impl Notice {
             "event": kind.as_str(),
             "run_id": run,
             "fleet": fleet,
-            "ts_ms": capfleet_actors::clock::now_ms(),
+            "ts_ms": capfleet_wire::clock::now_ms(),
         });
         if let (Some(b), Value::Object(f)) = (body.as_object_mut(), fields) {
             b.extend(f);

@@ -1,9 +1,9 @@
 //! The notices, built from what the run says: a question put to a human (the
 //! answerer's human channel), a `budget_exceeded` record on the bus, the run's end.
 
-use capfleet_actors::answerer::HumanQuestion;
-use capfleet_actors::events::requests::OpenRequest;
-use capfleet_actors::events::{EventBody, SessionEvent};
+use capfleet_engine::answerer::HumanQuestion;
+use capfleet_wire::events::requests::OpenRequest;
+use capfleet_wire::events::{EventBody, SessionEvent};
 use serde_json::json;
 
 use super::{Kind, Notice};

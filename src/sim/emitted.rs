@@ -1,6 +1,6 @@
 //! `--emitted FILE`: the sim's own record of the turn results it writes, which the
 //! chaos report compares with the journal (events lost,
-//! `capfleet_actors::chaos::report::events`). Each result is recorded in two lines
+//! `capfleet_engine::chaos::report::events`). Each result is recorded in two lines
 //! around its write, so a process killed between the two is seen to have had a
 //! result in flight:
 //!
@@ -18,7 +18,7 @@ use std::fs::File;
 use std::io::{self, Write as _};
 use std::path::PathBuf;
 
-use capfleet_actors::clock::now_ms;
+use capfleet_wire::clock::now_ms;
 use serde_json::{Value, json};
 
 use super::steps::Usage;

@@ -5,7 +5,7 @@
 use std::io::{BufRead, BufReader, Read};
 use std::sync::mpsc::{Receiver, Sender, channel};
 
-use capfleet_actors::bindings::stream_json::outbound::user_text;
+use capfleet_wire::bindings::stream_json::outbound::user_text;
 use serde_json::Value;
 
 /// Longest accepted input line; longer lines are skipped.

@@ -328,8 +328,8 @@ pub(crate) fn run(args: SimArgs) -> ExitCode {
         Mode::A2a => {
             let opts = a2a::Options {
                 spelling: match args.spelling {
-                    SpellingArg::V1 => capfleet_actors::bindings::a2a::Spelling::V1,
-                    SpellingArg::V03 => capfleet_actors::bindings::a2a::Spelling::V03,
+                    SpellingArg::V1 => capfleet_wire::bindings::a2a::Spelling::V1,
+                    SpellingArg::V03 => capfleet_wire::bindings::a2a::Spelling::V03,
                 },
                 plain: args.no_cap_extension,
                 bearer: args.bearer_token.clone(),

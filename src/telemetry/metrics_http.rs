@@ -9,7 +9,7 @@ use axum::Router;
 use axum::http::header::CONTENT_TYPE;
 use axum::response::IntoResponse;
 use axum::routing::get;
-use capfleet_actors::telemetry::metrics::{self, Metrics};
+use capfleet_engine::telemetry::metrics::{self, Metrics};
 use prometheus_client::registry::Registry;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;

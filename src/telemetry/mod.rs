@@ -13,10 +13,10 @@ pub(crate) mod metrics_http;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use capfleet_actors::events::trace::TRACEPARENT;
-use capfleet_actors::telemetry::config::{TelemetryError, TraceConfig};
-use capfleet_actors::telemetry::metrics::SpanStats;
-use capfleet_actors::telemetry::pipeline::TracePipeline;
+use capfleet_engine::telemetry::config::{TelemetryError, TraceConfig};
+use capfleet_engine::telemetry::metrics::SpanStats;
+use capfleet_engine::telemetry::pipeline::TracePipeline;
+use capfleet_wire::events::trace::TRACEPARENT;
 
 use crate::style::ColorChoice;
 

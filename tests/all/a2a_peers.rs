@@ -111,7 +111,7 @@ fn python_sdk_answer_stream_opening_with_the_asking_task_is_answered_once() {
         let m = manifest(dir.path(), &agent.url, "");
         let log = dir.path().join("stderr.log");
         let mut c = chat_command(dir.path(), &m, &["permission"], &["--allow-tool", "Bash"]);
-        c.env("CAPFLEET_LOG", "capfleet_actors::driver::a2a=debug")
+        c.env("CAPFLEET_LOG", "capfleet_wire::driver::a2a=debug")
             .stderr(std::fs::File::create(&log).expect("log"));
         let (events, code) = run_chat(c, None, Duration::from_secs(60));
         assert_eq!(code, Some(0), "{spelling}: {events:#?}");

@@ -73,7 +73,7 @@ fn chat(
         // the driver says how the agent ended.
         .env(
             "CAPFLEET_LOG",
-            "warn,agent_client_protocol=trace,capfleet_actors::driver::acp=info,capfleet_actors::driver::death=info",
+            "warn,agent_client_protocol=trace,capfleet_wire::driver::acp=info,capfleet_wire::driver::death=info",
         )
         .arg("chat")
         .arg(common::repo_root().join("config/agents").join(p.manifest))

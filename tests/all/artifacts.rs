@@ -183,7 +183,7 @@ fn transcripts_for_every_session_and_the_master_plan_as_plan_doc() {
         assert_eq!(t["agent"], "sim");
         assert!(t["started_at"].as_str().unwrap() <= t["ended_at"].as_str().unwrap());
         // It decodes as the coding profile's transcript type.
-        serde_json::from_value::<capfleet_actors::protocol::coding::Transcript>(t).unwrap();
+        serde_json::from_value::<capfleet_engine::protocol::coding::Transcript>(t).unwrap();
     }
     let journal = f.journal();
     let mimes: Vec<&str> = cap_events(&journal, "cap.artifact")

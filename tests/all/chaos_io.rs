@@ -15,15 +15,15 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use capfleet_actors::chaos::conn::{ConnFault, ConnFaults};
-use capfleet_actors::chaos::interpose::{ByteFault, ByteFaults};
-use capfleet_actors::driver::{LaunchSpec, Shape};
-use capfleet_actors::events::{EventBody, Published, SUBSCRIBER_CAPACITY, TurnOutcome, urn};
-use capfleet_actors::manifest::Manifest;
-use capfleet_actors::protocol::{CapEvent, ErrorKind, SessionConfig};
-use capfleet_actors::registry::Binding;
-use capfleet_actors::root::Orchestrator;
-use capfleet_actors::session::{SessionMsg, SessionSpec, TurnResult};
+use capfleet_engine::manifest::Manifest;
+use capfleet_engine::protocol::{CapEvent, ErrorKind, SessionConfig};
+use capfleet_engine::root::Orchestrator;
+use capfleet_engine::session::{SessionMsg, SessionSpec, TurnResult};
+use capfleet_wire::chaos::conn::{ConnFault, ConnFaults};
+use capfleet_wire::chaos::interpose::{ByteFault, ByteFaults};
+use capfleet_wire::driver::{LaunchSpec, Shape};
+use capfleet_wire::events::{EventBody, Published, SUBSCRIBER_CAPACITY, TurnOutcome, urn};
+use capfleet_wire::registry::Binding;
 use ractor::ActorRef;
 use serde_json::Value;
 use tokio::sync::mpsc;
@@ -239,7 +239,7 @@ async fn a2a(rig: &Rig, script: &str, faults: &ConnFaults) -> Peer {
     let manifest = Manifest::parse(&text, &path.display().to_string())
         .unwrap()
         .manifest;
-    let addr = capfleet_actors::driver::a2a::connect_addr(&sim.url).expect("the sim's address");
+    let addr = capfleet_wire::driver::a2a::connect_addr(&sim.url).expect("the sim's address");
     let mut launch = LaunchSpec::new(
         urn(FLEET, "a"),
         manifest.into(),

@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use capfleet_actors::chaos::{FaultKind, Reach};
+use capfleet_wire::chaos::{FaultKind, Reach};
 
 use crate::common::chaos_run::{
     assert_completed_or_meltdown, assert_invariants_hold, fixture, journaled_faults, report, run,

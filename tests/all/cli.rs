@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-use capfleet_actors::manifest::Manifest;
+use capfleet_engine::manifest::Manifest;
 
 use crate::common::{self, sandbox};
 

@@ -18,12 +18,12 @@ use std::time::Duration;
 
 use crate::common::chat::assert_no_survivor;
 use crate::common::{self, EnvMarker, ask, of_type};
-use capfleet_actors::driver::{LaunchSpec, Shape};
-use capfleet_actors::events::{TurnOutcome, urn};
-use capfleet_actors::protocol::SessionConfig;
-use capfleet_actors::registry::Binding;
-use capfleet_actors::root::Orchestrator;
-use capfleet_actors::session::{SessionMsg, SessionSnapshot, SessionSpec};
+use capfleet_engine::protocol::SessionConfig;
+use capfleet_engine::root::Orchestrator;
+use capfleet_engine::session::{SessionMsg, SessionSnapshot, SessionSpec};
+use capfleet_wire::driver::{LaunchSpec, Shape};
+use capfleet_wire::events::{TurnOutcome, urn};
+use capfleet_wire::registry::Binding;
 use ractor::ActorRef;
 use ractor::rpc::CallResult;
 use serde_json::Value;

@@ -43,6 +43,7 @@ mod durable_resume;
 mod fleet_config;
 mod fleet_examples;
 mod fleet_validation;
+mod floors;
 mod guide;
 mod interop_claude_stream;
 mod line_cap;

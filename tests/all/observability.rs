@@ -6,8 +6,8 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use capfleet_actors::chaos::report::metrics::SERIES as CHAOS_SERIES;
-use capfleet_actors::telemetry::metrics::FleetMetrics;
+use capfleet_engine::chaos::report::metrics::SERIES as CHAOS_SERIES;
+use capfleet_engine::telemetry::metrics::FleetMetrics;
 use serde_json::Value;
 use yaml_rust2::{Yaml, YamlLoader};
 

@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use capfleet_actors::events::TurnOutcome;
-use capfleet_actors::protocol::META_LATE_OUTPUT;
+use capfleet_engine::protocol::META_LATE_OUTPUT;
+use capfleet_wire::events::TurnOutcome;
 use common::EnvMarker;
 use common::chaos::{ts, turn_text};
 use common::chat::{assert_no_survivor, chat_in, script};

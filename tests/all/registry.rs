@@ -5,10 +5,10 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use capfleet_actors::manifest::Manifest;
-use capfleet_actors::process::group_alive;
-use capfleet_actors::protocol::CapCode;
-use capfleet_actors::registry::*;
+use capfleet_engine::manifest::Manifest;
+use capfleet_engine::protocol::CapCode;
+use capfleet_wire::process::group_alive;
+use capfleet_wire::registry::*;
 
 /// A temp dir removed on drop (the root package has no `tempfile`).
 struct Tmp(PathBuf);

@@ -5,11 +5,11 @@
 use std::path::Path;
 use std::time::Duration;
 
-use capfleet_actors::budget::BudgetLimits;
-use capfleet_actors::events::{EventBody, Published, RunOutcome, SessionState, Signal};
-use capfleet_actors::router::{CollectMode, Picker, Route, RouteAction, RoutingSpec, Split};
-use capfleet_actors::run::{RunReport, RunSpec, run_fleet};
-use capfleet_actors::session::SessionSpec;
+use capfleet_engine::budget::BudgetLimits;
+use capfleet_engine::router::{CollectMode, Picker, Route, RouteAction, RoutingSpec, Split};
+use capfleet_engine::run::{RunReport, RunSpec, run_fleet};
+use capfleet_engine::session::SessionSpec;
+use capfleet_wire::events::{EventBody, Published, RunOutcome, SessionState, Signal};
 use common::EnvMarker;
 use tokio::sync::mpsc;
 

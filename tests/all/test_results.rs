@@ -6,8 +6,8 @@
 use std::path::Path;
 use std::time::Duration;
 
-use capfleet_actors::protocol::coding::TestResult;
-use capfleet_actors::workspace::testrun::{TestCommand, TestRun, run_tests};
+use capfleet_engine::protocol::coding::TestResult;
+use capfleet_engine::workspace::testrun::{TestCommand, TestRun, run_tests};
 
 use crate::common;
 

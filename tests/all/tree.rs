@@ -6,8 +6,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use capfleet_actors::events::{SessionState, TurnOutcome};
-use capfleet_actors::session::{SessionError, SessionMsg, SessionSpec};
+use capfleet_engine::session::{SessionError, SessionMsg, SessionSpec};
+use capfleet_wire::events::{SessionState, TurnOutcome};
 use common::EnvMarker;
 use ractor::rpc::CallResult;
 

@@ -1,9 +1,9 @@
 //! What an A2A peer sends: its agent card, and each response's server-sent events
 //! (eventsource-stream's parser, then the frame mapper of either spelling).
 
-use capfleet_actors::bindings::a2a::{Card, FrameMapper};
-use capfleet_actors::bindings::sse::lines;
-use capfleet_actors::process::lines::DEFAULT_MAX_LINE;
+use capfleet_wire::bindings::a2a::{Card, FrameMapper};
+use capfleet_wire::bindings::sse::lines;
+use capfleet_wire::process::lines::DEFAULT_MAX_LINE;
 use eventsource_stream::Eventsource;
 use futures::StreamExt;
 use serde_json::Value;

@@ -1,11 +1,11 @@
 //! What agents write on their pipes, read as the pump reads it: the bounded line
 //! reader first, then the binding's mapper.
 
-use capfleet_actors::bindings::acp::AcpMapper;
-use capfleet_actors::bindings::codex_exec::{CodexExecMapper, Totals};
-use capfleet_actors::bindings::stream_json::{PendingKind, StreamJsonMapper};
-use capfleet_actors::process::lines::{LineConfig, LineItem, LineReader};
-use capfleet_actors::protocol::Decision;
+use capfleet_engine::protocol::Decision;
+use capfleet_wire::bindings::acp::AcpMapper;
+use capfleet_wire::bindings::codex_exec::{CodexExecMapper, Totals};
+use capfleet_wire::bindings::stream_json::{PendingKind, StreamJsonMapper};
+use capfleet_wire::process::lines::{LineConfig, LineItem, LineReader};
 use serde_json::{Value, json};
 
 use super::{Framing, Memory, Target};

@@ -1,8 +1,8 @@
 //! Documents people and peers write: CAP event lines, agent manifests, session
 //! configs. Each one that decodes must encode back to itself.
 
-use capfleet_actors::manifest::Manifest;
-use capfleet_actors::protocol::{SessionConfig, decode_event};
+use capfleet_engine::manifest::Manifest;
+use capfleet_engine::protocol::{SessionConfig, decode_event};
 
 use super::{Framing, Memory, Target};
 

@@ -3,8 +3,8 @@
 
 use std::cell::RefCell;
 
-use capfleet_actors::bindings::pty::{Fed, LineParser, RowScan, Screen};
-use capfleet_actors::manifest::Manifest;
+use capfleet_engine::manifest::Manifest;
+use capfleet_wire::bindings::pty::{Fed, LineParser, RowScan, Screen};
 
 use super::{Framing, Memory, Target, workspace};
 

@@ -14,10 +14,10 @@ use std::time::Duration;
 
 use agent_client_protocol::Client;
 use agent_client_protocol::v1::ConnectionTo;
-use capfleet_actors::answerer::HumanQuestion;
-use capfleet_actors::events::{SUBSCRIBER_CAPACITY, Signal};
-use capfleet_actors::session::SessionError;
-use capfleet_actors::sync::lock;
+use capfleet_engine::answerer::HumanQuestion;
+use capfleet_engine::session::SessionError;
+use capfleet_wire::events::{SUBSCRIBER_CAPACITY, Signal};
+use capfleet_wire::sync::lock;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
@@ -256,7 +256,7 @@ fn diff_updates(run_id: &str, worktrees: &[Worktree]) -> Vec<Value> {
     let mut out = Vec::new();
     for w in worktrees.iter().filter(|w| w.files > 0) {
         let Some(base) = &w.base else { continue };
-        let files = match capfleet_actors::workspace::diff::file_versions(&w.path, base) {
+        let files = match capfleet_engine::workspace::diff::file_versions(&w.path, base) {
             Ok(f) => f,
             Err(e) => {
                 tracing::warn!(session = %w.session, "the worktree's diff could not be read: {e}");

@@ -11,12 +11,12 @@ use std::time::Duration;
 
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::{Client, UntypedMessage};
-use capfleet_actors::events::{Published, SUBSCRIBER_CAPACITY, UsageTotals};
-use capfleet_actors::manifest::Manifest;
-use capfleet_actors::protocol::{CancelScope, CapEvent, PermissionMode};
-use capfleet_actors::root::Spawner;
-use capfleet_actors::session::{SessionError, SessionMsg, TurnResult};
-use capfleet_actors::sync::lock;
+use capfleet_engine::manifest::Manifest;
+use capfleet_engine::protocol::{CancelScope, CapEvent, PermissionMode};
+use capfleet_engine::root::Spawner;
+use capfleet_engine::session::{SessionError, SessionMsg, TurnResult};
+use capfleet_wire::events::{Published, SUBSCRIBER_CAPACITY, UsageTotals};
+use capfleet_wire::sync::lock;
 use ractor::ActorRef;
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, watch};

@@ -24,8 +24,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use capfleet_actors::answerer::Policy;
-use capfleet_actors::protocol::PermissionMode;
+use capfleet_engine::answerer::Policy;
+use capfleet_engine::protocol::PermissionMode;
 use tokio::sync::mpsc;
 
 use crate::agents::registry;

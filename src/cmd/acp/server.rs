@@ -16,11 +16,11 @@ use agent_client_protocol::v1::schema::{
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, Client, Lines};
-use capfleet_actors::answerer::HumanQuestion;
-use capfleet_actors::events::requests::{Answer, OpenRequest};
-use capfleet_actors::events::{RunOutcome, TurnOutcome};
-use capfleet_actors::protocol::Decision;
-use capfleet_actors::session::SessionError;
+use capfleet_engine::answerer::HumanQuestion;
+use capfleet_engine::protocol::Decision;
+use capfleet_engine::session::SessionError;
+use capfleet_wire::events::requests::{Answer, OpenRequest};
+use capfleet_wire::events::{RunOutcome, TurnOutcome};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 

@@ -7,8 +7,8 @@
 //! notifications; anything else is not shown upstream (usage goes in the prompt
 //! response's `_meta`).
 
-use capfleet_actors::events::{EventBody, SessionEvent};
-use capfleet_actors::protocol::{CapEvent, Channel, PlanEntry, PlanStatus, Priority};
+use capfleet_engine::protocol::{CapEvent, Channel, PlanEntry, PlanStatus, Priority};
+use capfleet_wire::events::{EventBody, SessionEvent};
 use serde_json::{Value, json};
 
 /// Text bytes past which a joined chunk update is closed.

@@ -1,12 +1,12 @@
 //! `capfleet chaos report <run-id|latest>`: the report of a chaos run, computed from
-//! its journal (`capfleet_actors::chaos::report`), with the orphan check done on this
+//! its journal (`capfleet_engine::chaos::report`), with the orphan check done on this
 //! machine once the run's orchestrator is gone. Readable, `--json` (the documented,
 //! stable shape) or `--openmetrics` (the `capfleet_chaos_*` figures).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use capfleet_actors::chaos::report::Report;
+use capfleet_engine::chaos::report::Report;
 
 use crate::fleet::run_dir::{LATEST, Orchestrator, RunDir};
 use crate::style::{ColorChoice, Style};

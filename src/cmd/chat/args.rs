@@ -4,11 +4,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use capfleet_actors::answerer::Policy;
-use capfleet_actors::protocol::{PermissionMode, RiskLevel};
-use capfleet_actors::session::SessionSpec;
-use capfleet_actors::supervision::rate_limit::OnRateLimit;
-use capfleet_actors::supervision::{Restart, RestartPolicy};
+use capfleet_engine::answerer::Policy;
+use capfleet_engine::protocol::{PermissionMode, RiskLevel};
+use capfleet_engine::session::SessionSpec;
+use capfleet_wire::supervision::rate_limit::OnRateLimit;
+use capfleet_wire::supervision::{Restart, RestartPolicy};
 
 use crate::agents::{SessionRequest, registry, session_spec};
 

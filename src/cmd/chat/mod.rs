@@ -22,9 +22,9 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use capfleet_actors::events::{TurnOutcome, UsageTotals};
-use capfleet_actors::protocol::CancelScope;
-use capfleet_actors::session::{SessionError, SessionMsg, TurnResult};
+use capfleet_engine::protocol::CancelScope;
+use capfleet_engine::session::{SessionError, SessionMsg, TurnResult};
+use capfleet_wire::events::{TurnOutcome, UsageTotals};
 use ractor::ActorRef;
 use tokio::sync::{mpsc, watch};
 

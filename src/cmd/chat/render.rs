@@ -5,8 +5,8 @@
 
 use std::io::Write;
 
-use capfleet_actors::events::{EventBody, Published};
-use capfleet_actors::protocol::{CapEvent, Channel};
+use capfleet_engine::protocol::{CapEvent, Channel};
+use capfleet_wire::events::{EventBody, Published};
 use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 

@@ -3,7 +3,7 @@
 
 use std::io::IsTerminal;
 
-use capfleet_actors::session::SessionMsg;
+use capfleet_engine::session::SessionMsg;
 use ractor::ActorRef;
 use tokio::task::JoinHandle;
 

@@ -5,8 +5,8 @@
 //! the next message's run, so a stop of that turn stops it too. Its events answered a
 //! message of the process that was killed: they are not passed on.
 
-use capfleet_actors::events::{RunOutcome, SUBSCRIBER_CAPACITY};
-use capfleet_actors::run::{RunSpec, Stop, run_fleet_stoppable};
+use capfleet_engine::run::{RunSpec, Stop, run_fleet_stoppable};
+use capfleet_wire::events::{RunOutcome, SUBSCRIBER_CAPACITY};
 use tokio::sync::mpsc;
 
 use super::{FleetAgent, FleetEnd, FleetError, load, watch};
@@ -40,7 +40,7 @@ pub(super) async fn prepare(agent: &FleetAgent, run: RunDir) -> Result<CutRun, F
         .map_err(|e| FleetError::Workspaces(e.to_string()))?;
     let spec = agent.spec(&fleet, &run, workspace, Some(*recovered), None);
     Ok(CutRun {
-        answerer: capfleet_actors::events::urn(&fleet.name, &fleet.answer_from),
+        answerer: capfleet_wire::events::urn(&fleet.name, &fleet.answer_from),
         run,
         lock,
         spec,

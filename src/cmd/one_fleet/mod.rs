@@ -20,11 +20,11 @@ mod watch;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use capfleet_actors::answerer::HumanQuestion;
-use capfleet_actors::events::{Published, RunOutcome, SUBSCRIBER_CAPACITY, Signal, UsageTotals};
-use capfleet_actors::run::{
+use capfleet_engine::answerer::HumanQuestion;
+use capfleet_engine::run::{
     Resume, RunSpec, RunTelemetry, Stop, WorkspacePhase, run_fleet_stoppable,
 };
+use capfleet_wire::events::{Published, RunOutcome, SUBSCRIBER_CAPACITY, Signal, UsageTotals};
 use tokio::sync::{mpsc, oneshot};
 
 pub(crate) use watch::Worktree;
@@ -262,7 +262,7 @@ impl FleetAgent {
         let spec = self.spec(&fleet, &run, workspace, None, parent);
         let (stops, stops_rx) = mpsc::channel(4);
         let (ended_tx, ended) = oneshot::channel();
-        let answerer = capfleet_actors::events::urn(&fleet.name, &fleet.answer_from);
+        let answerer = capfleet_wire::events::urn(&fleet.name, &fleet.answer_from);
         let turn = FleetTurn {
             run_id: run.id.clone(),
             stopper: Stopper(stops),

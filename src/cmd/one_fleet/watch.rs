@@ -7,10 +7,10 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use capfleet_actors::error::TreeError;
-use capfleet_actors::events::{EventBody, Published, RunOutcome, SessionEvent};
-use capfleet_actors::protocol::{CapEvent, Channel};
-use capfleet_actors::run::RunReport;
+use capfleet_engine::error::TreeError;
+use capfleet_engine::protocol::{CapEvent, Channel};
+use capfleet_engine::run::RunReport;
+use capfleet_wire::events::{EventBody, Published, RunOutcome, SessionEvent};
 use serde_json::Value;
 use tokio::sync::mpsc;
 
@@ -94,7 +94,7 @@ impl Seen {
         match &e.body {
             EventBody::TurnStarted { .. } if mine => self.current.clear(),
             EventBody::TurnEnded {
-                outcome: capfleet_actors::events::TurnOutcome::Completed,
+                outcome: capfleet_wire::events::TurnOutcome::Completed,
                 ..
             } if mine => self.answer = std::mem::take(&mut self.current),
             EventBody::Cap { event } => match event {

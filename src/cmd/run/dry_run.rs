@@ -3,9 +3,9 @@
 
 use std::process::ExitCode;
 
-use capfleet_actors::router::{CollectMode, Picker, RouteAction, Split};
-use capfleet_actors::supervision::Restart;
-use capfleet_actors::supervision::rate_limit;
+use capfleet_engine::router::{CollectMode, Picker, RouteAction, Split};
+use capfleet_wire::supervision::Restart;
+use capfleet_wire::supervision::rate_limit;
 use serde_json::{Value, json};
 
 use super::RunArgs;

@@ -1,15 +1,15 @@
 //! Running a validated fleet: the run directory and journal, the supervision tree
-//! with every session and the router (`capfleet_actors::run::run_fleet`), the live
+//! with every session and the router (`capfleet_engine::run::run_fleet`), the live
 //! view, the stop signals (`crate::signals`), the summary and the exit code.
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use capfleet_actors::answerer::HumanQuestion;
-use capfleet_actors::events::{SUBSCRIBER_CAPACITY, urn};
-use capfleet_actors::run::{Resume, RunTelemetry, run_fleet};
-use capfleet_actors::telemetry::metrics::FleetMetrics;
+use capfleet_engine::answerer::HumanQuestion;
+use capfleet_engine::run::{Resume, RunTelemetry, run_fleet};
+use capfleet_engine::telemetry::metrics::FleetMetrics;
+use capfleet_wire::events::{SUBSCRIBER_CAPACITY, urn};
 use tokio::sync::mpsc;
 
 use super::board;
@@ -245,7 +245,7 @@ pub(super) async fn execute(
 
 /// Notify each budget crossed on the bus.
 async fn notify_budget(
-    mut events: mpsc::Receiver<capfleet_actors::events::Published>,
+    mut events: mpsc::Receiver<capfleet_wire::events::Published>,
     notifier: Notifier,
     run: String,
     fleet: String,

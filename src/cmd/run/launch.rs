@@ -6,13 +6,13 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use capfleet_actors::answerer::HumanQuestion;
-use capfleet_actors::budget::BudgetLimits;
-use capfleet_actors::events::{Published, RunOutcome, Signal, urn};
-use capfleet_actors::journal::{JournalSpec, ReplicaHook};
-use capfleet_actors::run::{
+use capfleet_engine::answerer::HumanQuestion;
+use capfleet_engine::budget::BudgetLimits;
+use capfleet_engine::journal::{JournalSpec, ReplicaHook};
+use capfleet_engine::run::{
     Resume, RunReport, RunSpec, RunTelemetry, Stop, WorkspacePhase, run_fleet_stoppable,
 };
+use capfleet_wire::events::{Published, RunOutcome, Signal, urn};
 use tokio::sync::mpsc;
 
 use super::{EXIT_BUDGET, EXIT_INTERRUPTED, EXIT_SESSION_FAILED, workspaces};

@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use capfleet_actors::process::sweep;
+use capfleet_wire::process::sweep;
 
 use crate::fleet::run_dir::{Orchestrator, RUNS_DIR, RunDir};
 

@@ -8,14 +8,14 @@
 //! unless `--force` (the change is journaled in the `resumed` record). A run that had
 //! ended (completed, failed, over budget) is said so and left unchanged; one
 //! interrupted (a signal) or cut (capfleet killed) goes on from its journal
-//! (`capfleet_actors::resume`).
+//! (`capfleet_engine::resume`).
 
 use std::io;
 use std::path::{Path, PathBuf};
 
-use capfleet_actors::journal::replay;
-use capfleet_actors::resume::recover;
-use capfleet_actors::run::Resume;
+use capfleet_engine::journal::replay;
+use capfleet_engine::resume::recover;
+use capfleet_engine::run::Resume;
 use serde::{Deserialize, Serialize};
 
 use super::RunArgs;

@@ -3,10 +3,10 @@
 //! `crate::human::table`), budget crossings, unattended and unpriced sessions, the
 //! workspaces, and where the journal is.
 
-use capfleet_actors::budget::{BudgetScope, BudgetSnapshot, Crossing};
-use capfleet_actors::events::urn;
-use capfleet_actors::router::RaceWon;
-use capfleet_actors::run::RunReport;
+use capfleet_engine::budget::{BudgetScope, BudgetSnapshot, Crossing};
+use capfleet_engine::router::RaceWon;
+use capfleet_engine::run::RunReport;
+use capfleet_wire::events::urn;
 
 use super::totals::{SessionTotals, Totals};
 use super::view::Seen;

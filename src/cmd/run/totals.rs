@@ -5,8 +5,8 @@
 use std::io::Write as _;
 use std::path::PathBuf;
 
-use capfleet_actors::events::{RunOutcome, urn};
-use capfleet_actors::run::RunReport;
+use capfleet_engine::run::RunReport;
+use capfleet_wire::events::{RunOutcome, urn};
 use serde::Serialize;
 
 use super::view::Seen;

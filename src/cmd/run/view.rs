@@ -9,9 +9,9 @@ use std::io::{IsTerminal, Write};
 use std::sync::Arc;
 use std::time::Duration;
 
-use capfleet_actors::events::{EventBody, Published, SessionEvent, SessionState};
-use capfleet_actors::pricing;
-use capfleet_actors::protocol::{CapEvent, EventKind};
+use capfleet_engine::pricing;
+use capfleet_engine::protocol::{CapEvent, EventKind};
+use capfleet_wire::events::{EventBody, Published, SessionEvent, SessionState};
 use serde_json::Value;
 use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::sync::mpsc;

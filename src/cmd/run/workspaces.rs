@@ -5,9 +5,9 @@
 
 use std::sync::Arc;
 
-use capfleet_actors::run::{RunReport, WorkspacePhase};
-use capfleet_actors::workspace::provision::{Request, provision};
-use capfleet_actors::workspace::{ArtifactStore, Kind, RunWorkspaces, Workspace, WorkspaceError};
+use capfleet_engine::run::{RunReport, WorkspacePhase};
+use capfleet_engine::workspace::provision::{Request, provision};
+use capfleet_engine::workspace::{ArtifactStore, Kind, RunWorkspaces, Workspace, WorkspaceError};
 use serde_json::{Value, json};
 
 use crate::fleet::{Fleet, RunDir};
@@ -201,7 +201,7 @@ pub(super) fn summary(r: &RunReport, run: &RunDir, s: Style, fit: &Fit) {
     }
     let artifacts = run
         .path
-        .join(capfleet_actors::workspace::artifacts::ARTIFACTS_DIR);
+        .join(capfleet_engine::workspace::artifacts::ARTIFACTS_DIR);
     if artifacts.is_dir() {
         say(&format!("  artifacts {}", fit.path(&artifacts)), 4);
     }
@@ -210,8 +210,8 @@ pub(super) fn summary(r: &RunReport, run: &RunDir, s: Style, fit: &Fit) {
 /// The files stored for `session` under the run's artifacts, sorted.
 fn stored(run: &std::path::Path, session: &str) -> Vec<String> {
     let dir = run
-        .join(capfleet_actors::workspace::artifacts::ARTIFACTS_DIR)
-        .join(capfleet_actors::workspace::artifacts::sanitize(session));
+        .join(capfleet_engine::workspace::artifacts::ARTIFACTS_DIR)
+        .join(capfleet_engine::workspace::artifacts::sanitize(session));
     let mut names: Vec<String> = std::fs::read_dir(dir)
         .map(|d| {
             d.filter_map(Result::ok)

@@ -12,9 +12,9 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use capfleet_actors::answerer::HumanQuestion;
-use capfleet_actors::events::requests::{Answer, AnswerTo, OpenRequest, fail_safe_by};
-use capfleet_actors::protocol::Decision;
+use capfleet_engine::answerer::HumanQuestion;
+use capfleet_engine::protocol::Decision;
+use capfleet_wire::events::requests::{Answer, AnswerTo, OpenRequest, fail_safe_by};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
@@ -22,7 +22,7 @@ use utoipa::ToSchema;
 
 use super::error::ApiError;
 use crate::notify::{Notifier, notices};
-use capfleet_actors::clock::now_ms;
+use capfleet_wire::clock::now_ms;
 
 /// The rule of an answer the timeout gave.
 pub(crate) const RULE_TIMEOUT: &str = "ask_timeout";

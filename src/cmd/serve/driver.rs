@@ -7,10 +7,10 @@
 
 use std::sync::Arc;
 
-use capfleet_actors::answerer::HumanQuestion;
-use capfleet_actors::events::trace::{adopt_parent, traceparent};
-use capfleet_actors::events::{Published, RunOutcome, SUBSCRIBER_CAPACITY};
-use capfleet_actors::run::RunTelemetry;
+use capfleet_engine::answerer::HumanQuestion;
+use capfleet_engine::run::RunTelemetry;
+use capfleet_wire::events::trace::{adopt_parent, traceparent};
+use capfleet_wire::events::{Published, RunOutcome, SUBSCRIBER_CAPACITY};
 use tokio::sync::mpsc;
 use tracing::Instrument as _;
 
@@ -19,7 +19,7 @@ use super::state::{Pending, RunState, Server};
 use crate::cmd::run::launch::{self, InProcess};
 use crate::cmd::run::view;
 use crate::notify::{Notifier, notices};
-use capfleet_actors::clock::now_ms;
+use capfleet_wire::clock::now_ms;
 
 /// How long a run's own webhook may go on delivering after the run's end.
 const NOTIFY_GRACE: std::time::Duration = std::time::Duration::from_secs(10);

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
-use capfleet_actors::router::{CollectMode, Picker, RouteAction};
+use capfleet_engine::router::{CollectMode, Picker, RouteAction};
 use serde::Serialize;
 use utoipa::ToSchema;
 

@@ -1,5 +1,5 @@
 //! The server's own metrics, beside the runs' (one registry across all runs,
-//! `capfleet_actors::telemetry::metrics`), in the same `/metrics` exposition:
+//! `capfleet_engine::telemetry::metrics`), in the same `/metrics` exposition:
 //! requests by route and status, submissions by what became of them, runs running
 //! and queued now, the A2A tasks of exposed agents and fleets by how they ended, the
 //! connections open now and closed by why ([`super::conns`]).

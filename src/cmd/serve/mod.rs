@@ -50,8 +50,8 @@ use std::time::Duration;
 
 pub(crate) use args::ServeArgs;
 use args::{ServeCommand, TokenCommand};
-use capfleet_actors::process::halt::{self, Urgency};
-use capfleet_actors::telemetry::metrics::FleetMetrics;
+use capfleet_engine::telemetry::metrics::FleetMetrics;
+use capfleet_wire::process::halt::{self, Urgency};
 
 use crate::cmd::run::EXIT_INVALID;
 use crate::notify::{Notifier, Workers};

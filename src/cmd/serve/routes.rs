@@ -12,7 +12,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Router};
-use capfleet_actors::telemetry::metrics::CONTENT_TYPE as METRICS_TYPE;
+use capfleet_engine::telemetry::metrics::CONTENT_TYPE as METRICS_TYPE;
 use serde::Deserialize;
 use tracing::Instrument as _;
 use utoipa::IntoParams;

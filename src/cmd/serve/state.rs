@@ -7,9 +7,9 @@ use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use capfleet_actors::clock::now_ms;
-use capfleet_actors::run::Stop;
-use capfleet_actors::telemetry::metrics::Metrics;
+use capfleet_engine::run::Stop;
+use capfleet_engine::telemetry::metrics::Metrics;
+use capfleet_wire::clock::now_ms;
 use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, watch};
 use utoipa::ToSchema;

@@ -101,7 +101,7 @@ impl RunView {
                     pauses: row.pauses,
                     paused_until_ms: row
                         .paused_until_ms
-                        .filter(|_| row.state == capfleet_actors::events::SessionState::Paused),
+                        .filter(|_| row.state == capfleet_wire::events::SessionState::Paused),
                 }
             })
             .collect();

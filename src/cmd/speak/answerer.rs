@@ -1,9 +1,9 @@
 //! Who answers `speak`'s turns: one session of an agent (`--agent`), or a whole
 //! fleet, one run per turn (`--fleet`, [`crate::cmd::one_fleet`]).
 
-use capfleet_actors::events::{Published, Signal};
-use capfleet_actors::protocol::CancelScope;
-use capfleet_actors::session::{SessionError, SessionMsg, TurnResult};
+use capfleet_engine::protocol::CancelScope;
+use capfleet_engine::session::{SessionError, SessionMsg, TurnResult};
+use capfleet_wire::events::{Published, Signal};
 use ractor::ActorRef;
 use tokio::sync::{mpsc, oneshot};
 

@@ -6,9 +6,9 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use capfleet_actors::answerer::Policy;
-use capfleet_actors::protocol::PermissionMode;
-use capfleet_actors::session::SessionSpec;
+use capfleet_engine::answerer::Policy;
+use capfleet_engine::protocol::PermissionMode;
+use capfleet_engine::session::SessionSpec;
 
 use crate::agents::{SessionRequest, registry, session_spec};
 
@@ -238,7 +238,7 @@ impl SpeakArgs {
         let text = text
             .into_string()
             .map_err(|_| format!("{SESSION_CONFIG_ENV} is not UTF-8"))?;
-        let c: capfleet_actors::protocol::SessionConfig = serde_json::from_str(&text)
+        let c: capfleet_engine::protocol::SessionConfig = serde_json::from_str(&text)
             .map_err(|e| format!("{SESSION_CONFIG_ENV} is not a cap.session.config: {e}"))?;
         if !c.cwd.is_empty() {
             std::env::set_current_dir(&c.cwd)

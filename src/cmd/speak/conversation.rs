@@ -8,13 +8,13 @@ use std::collections::{HashMap, VecDeque};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use capfleet_actors::answerer::HumanQuestion;
-use capfleet_actors::bindings::stream_json::outbound;
-use capfleet_actors::events::requests::{Answer, OpenRequest};
-use capfleet_actors::events::{EventBody, Published, RunOutcome, TurnOutcome, UsageTotals};
-use capfleet_actors::fault::DiskFault;
-use capfleet_actors::protocol::Decision;
-use capfleet_actors::session::{SessionError, TurnResult};
+use capfleet_engine::answerer::HumanQuestion;
+use capfleet_engine::fault::DiskFault;
+use capfleet_engine::protocol::Decision;
+use capfleet_engine::session::{SessionError, TurnResult};
+use capfleet_wire::bindings::stream_json::outbound;
+use capfleet_wire::events::requests::{Answer, OpenRequest};
+use capfleet_wire::events::{EventBody, Published, RunOutcome, TurnOutcome, UsageTotals};
 use serde_json::{Value, json};
 use tokio::io::AsyncReadExt;
 use tokio::sync::mpsc;
@@ -215,7 +215,7 @@ impl<'a> Conversation<'a> {
                 .map(|d| d.display().to_string())
                 .unwrap_or_default();
             let mode = if self.args.permission_mode
-                == Some(capfleet_actors::protocol::PermissionMode::None)
+                == Some(capfleet_engine::protocol::PermissionMode::None)
             {
                 "bypassPermissions"
             } else {

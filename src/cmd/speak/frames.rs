@@ -1,7 +1,7 @@
 //! The Claude Code stream-json frames `speak` writes (spec Appendix C.1), in the
 //! shapes capfleet's own stream-json driver and the Claude Agent SDK read.
 
-use capfleet_actors::events::UsageTotals;
+use capfleet_wire::events::UsageTotals;
 use serde_json::{Value, json};
 
 /// Bytes of a `result`'s text at most (the rest is cut, and said): the line stays far

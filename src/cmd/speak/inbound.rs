@@ -3,8 +3,8 @@
 //! requests, and the answers to our own `can_use_tool` requests. A line that is not
 //! a frame is counted and named on stderr, never fatal.
 
-use capfleet_actors::bindings::stream_json::outbound::user_text;
-use capfleet_actors::process::lines::{LineItem, LineReader};
+use capfleet_wire::bindings::stream_json::outbound::user_text;
+use capfleet_wire::process::lines::{LineItem, LineReader};
 use serde_json::Value;
 use tokio::sync::mpsc;
 

@@ -28,7 +28,7 @@ mod transcript;
 
 use std::process::ExitCode;
 
-use capfleet_actors::events::SUBSCRIBER_CAPACITY;
+use capfleet_wire::events::SUBSCRIBER_CAPACITY;
 use tokio::sync::mpsc;
 
 pub(crate) use args::SpeakArgs;

@@ -5,8 +5,8 @@
 //! `content_block_delta`. Tool calls are `tool_use` / `tool_result` pairs, so a driver
 //! sees them; usage and the last error are kept for the turn's `result`.
 
-use capfleet_actors::events::{EventBody, SessionEvent, UsageTotals};
-use capfleet_actors::protocol::{CapEvent, Channel};
+use capfleet_engine::protocol::{CapEvent, Channel};
+use capfleet_wire::events::{EventBody, SessionEvent, UsageTotals};
 use serde_json::{Value, json};
 
 use super::frames::Speaker;
@@ -32,7 +32,7 @@ impl BlockKind {
 
 /// An `artifact` frame (the fields of its `cap.artifact`), its id prefixed with the
 /// fleet run it came from, if any (ids stay unique over the runs of a conversation).
-fn artifact(a: &capfleet_actors::protocol::Artifact, run: Option<&str>) -> Value {
+fn artifact(a: &capfleet_engine::protocol::Artifact, run: Option<&str>) -> Value {
     let mut frame = serde_json::to_value(a).unwrap_or_else(|_| json!({}));
     if let Some(run) = run {
         frame["artifact_id"] = json!(format!("{run}/{}", a.artifact_id));

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use capfleet_actors::bindings::sse::lines;
+use capfleet_wire::bindings::sse::lines;
 use eventsource_stream::{Event, Eventsource as _};
 use futures::{Stream, StreamExt as _};
 use serde_json::Value;
@@ -47,7 +47,7 @@ const CONNECT: Duration = Duration::from_secs(10);
 
 impl Client {
     pub(crate) fn new(server: &str, token: Option<String>) -> Result<Client, ClientError> {
-        capfleet_actors::driver::a2a::crypto_provider();
+        capfleet_wire::driver::a2a::crypto_provider();
         let http = reqwest::Client::builder()
             .connect_timeout(CONNECT)
             .build()

@@ -13,10 +13,10 @@
 //! out of the replicated journal. One that had ended is left as it is. A submission
 //! no worker could run ends its journal with the reason.
 
-use capfleet_actors::events::RunOutcome;
-use capfleet_actors::events::trace::adopt_parent;
-use capfleet_actors::run::{RunTelemetry, Stop};
-use capfleet_actors::workspace::record::RECORD_FILE;
+use capfleet_engine::run::{RunTelemetry, Stop};
+use capfleet_engine::workspace::record::RECORD_FILE;
+use capfleet_wire::events::RunOutcome;
+use capfleet_wire::events::trace::adopt_parent;
 use tokio::sync::{mpsc, watch};
 use tracing::Instrument as _;
 
@@ -298,7 +298,7 @@ pub(super) fn set_aside(worker: &Worker, id: &str) {
     if !from.is_dir() {
         return;
     }
-    let ms = capfleet_actors::clock::now_ms();
+    let ms = capfleet_wire::clock::now_ms();
     let to = worker.dir.join(FENCED_DIR).join(format!("{id}-{ms}"));
     let moved = std::fs::create_dir_all(worker.dir.join(FENCED_DIR))
         .and_then(|()| std::fs::rename(&from, &to));

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_nats::jetstream::{self, AckKind};
-use capfleet_actors::run::Stop;
+use capfleet_engine::run::Stop;
 use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot, watch};
 
 use super::Worker;

@@ -1,5 +1,5 @@
 //! The worker's own metrics (`capfleet_worker_*`), beside its runs' (one registry
-//! across the runs it holds, `capfleet_actors::telemetry::metrics`) in the
+//! across the runs it holds, `capfleet_engine::telemetry::metrics`) in the
 //! exposition `--metrics-addr` serves: the runs and leases it holds now, the queue's
 //! depth as it last read it, the runs it took over from another worker's journal,
 //! how each run it held ended here, and its lease renewals.

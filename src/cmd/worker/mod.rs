@@ -29,7 +29,7 @@ use futures::StreamExt as _;
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 
-use capfleet_actors::telemetry::metrics::{FleetMetrics, Metrics};
+use capfleet_engine::telemetry::metrics::{FleetMetrics, Metrics};
 
 use self::metrics::WorkerMetrics;
 use crate::cmd::run::EXIT_INVALID;
@@ -41,7 +41,7 @@ use crate::signals::StopSignals;
 use crate::style::{ColorChoice, Style};
 use crate::telemetry::metrics_http::MetricsServer;
 use crate::telemetry::{Telemetry, TelemetryArgs};
-use capfleet_actors::clock::now_ms;
+use capfleet_wire::clock::now_ms;
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\

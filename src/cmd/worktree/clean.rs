@@ -8,8 +8,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use capfleet_actors::workspace::RunWorkspaces;
-use capfleet_actors::workspace::clean::clean;
+use capfleet_engine::workspace::RunWorkspaces;
+use capfleet_engine::workspace::clean::clean;
 
 use super::{EXIT_REFUSED, EXIT_USAGE, RunRef};
 use crate::cmd::runs::RunState;
@@ -81,7 +81,7 @@ pub(crate) fn run(args: CleanArgs, color: ColorChoice) -> ExitCode {
 /// The finished runs `--all` or `--older-than` select (a running one never).
 fn finished_runs(args: &CleanArgs) -> Vec<RunRef> {
     let base = args.dir.clone().unwrap_or_else(|| PathBuf::from("."));
-    let now = capfleet_actors::clock::now_ms();
+    let now = capfleet_wire::clock::now_ms();
     RunDir::all(&base)
         .unwrap_or_default()
         .iter()

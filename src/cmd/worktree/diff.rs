@@ -6,9 +6,9 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-use capfleet_actors::workspace::artifacts::ARTIFACTS_DIR;
-use capfleet_actors::workspace::diff::{Change, diff};
-use capfleet_actors::workspace::{RunWorkspaces, Workspace};
+use capfleet_engine::workspace::artifacts::ARTIFACTS_DIR;
+use capfleet_engine::workspace::diff::{Change, diff};
+use capfleet_engine::workspace::{RunWorkspaces, Workspace};
 
 use super::{EXIT_USAGE, RunRef, said, session};
 use crate::fleet::run_dir::RunDir;

@@ -9,11 +9,11 @@
 
 use std::process::ExitCode;
 
-use capfleet_actors::workspace::WorkspaceError;
-use capfleet_actors::workspace::commit::commit;
-use capfleet_actors::workspace::diff::diff;
-use capfleet_actors::workspace::merge::{Intent, MergeOutcome, merge};
-use capfleet_actors::workspace::vet::Vetter;
+use capfleet_engine::workspace::WorkspaceError;
+use capfleet_engine::workspace::commit::commit;
+use capfleet_engine::workspace::diff::diff;
+use capfleet_engine::workspace::merge::{Intent, MergeOutcome, merge};
+use capfleet_engine::workspace::vet::Vetter;
 
 use super::{EXIT_REFUSED, EXIT_USAGE, RunRef, said, session};
 use crate::style::{ColorChoice, Style};
@@ -113,7 +113,7 @@ pub(crate) fn run(args: MergeArgs, color: ColorChoice) -> ExitCode {
 
 /// Vet the worktree's changes; commit them unless a likely secret is among them.
 fn commit_vetted(
-    w: &capfleet_actors::workspace::Workspace,
+    w: &capfleet_engine::workspace::Workspace,
     run_id: &str,
 ) -> Result<Option<String>, WorkspaceError> {
     let mut vetter = Vetter::new(&w.paths);

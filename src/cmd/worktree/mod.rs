@@ -8,7 +8,7 @@ pub(crate) mod merge;
 
 use std::path::PathBuf;
 
-use capfleet_actors::workspace::{RunWorkspaces, Workspace};
+use capfleet_engine::workspace::{RunWorkspaces, Workspace};
 
 use crate::fleet::run_dir::RunDir;
 use crate::style::Style;

@@ -29,9 +29,9 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use capfleet_actors::bindings::a2a::outbound::{self, Offer, TaskFrames};
-use capfleet_actors::bindings::a2a::{Method, Spelling};
-use capfleet_actors::sync::lock;
+use capfleet_wire::bindings::a2a::outbound::{self, Offer, TaskFrames};
+use capfleet_wire::bindings::a2a::{Method, Spelling};
+use capfleet_wire::sync::lock;
 use serde_json::{Value, json};
 
 use super::script::Script;
@@ -209,7 +209,7 @@ async fn rpc(State(s): State<Arc<Server>>, headers: HeaderMap, body: String) -> 
             id: task,
             context,
         };
-        let state = capfleet_actors::bindings::a2a::TaskState::Canceled;
+        let state = capfleet_wire::bindings::a2a::TaskState::Canceled;
         let result = t.task_obj(state, None, Vec::new(), Vec::new());
         return json_response(json!({"jsonrpc": "2.0", "id": id, "result": result}));
     }

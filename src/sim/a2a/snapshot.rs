@@ -1,8 +1,8 @@
 //! What a sim task has said so far, as `GetTask` / `tasks/get` answers it (durable
 //! runs read a cut turn's task back from it).
 
-use capfleet_actors::bindings::a2a::outbound::TaskFrames;
-use capfleet_actors::bindings::a2a::{Spelling, TaskState};
+use capfleet_wire::bindings::a2a::outbound::TaskFrames;
+use capfleet_wire::bindings::a2a::{Spelling, TaskState};
 use serde_json::{Value, json};
 
 /// What a task has said so far, as `GetTask` / `tasks/get` answers it: its agent

@@ -10,8 +10,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
-use capfleet_actors::bindings::a2a::{Spelling, TaskState, datapart};
-use capfleet_actors::protocol::{CapEvent, Decision, PlanEntry as CapPlanEntry, RiskLevel};
+use capfleet_engine::protocol::{CapEvent, Decision, PlanEntry as CapPlanEntry, RiskLevel};
+use capfleet_wire::bindings::a2a::{Spelling, TaskState, datapart};
 use serde_json::{Value, json};
 use tokio::sync::mpsc::Sender;
 
@@ -19,7 +19,7 @@ use super::outbox::Drops;
 use super::snapshot::Snapshot;
 use crate::sim::frames::PAD_MARK;
 use crate::sim::steps::{Ask, FloodGen, Flow, Frontend, PlanEntry, Stop, ToolStep, Usage, chunks};
-use capfleet_actors::bindings::a2a::outbound::TaskFrames;
+use capfleet_wire::bindings::a2a::outbound::TaskFrames;
 
 /// What the task's SSE responses read.
 #[derive(Debug)]
@@ -56,7 +56,7 @@ impl A2aTurn {
     }
 
     fn frame(&self, v: Value) -> io::Result<()> {
-        capfleet_actors::sync::lock(&self.snapshot).record(&v);
+        capfleet_wire::sync::lock(&self.snapshot).record(&v);
         self.send(Out::Frame(v))
     }
 

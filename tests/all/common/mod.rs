@@ -97,8 +97,8 @@ use std::path::PathBuf;
 
 use std::time::Duration;
 
-use capfleet_actors::root::{Orchestrator, RootArgs};
-use capfleet_actors::session::{SessionError, SessionMsg, TurnResult};
+use capfleet_engine::root::{Orchestrator, RootArgs};
+use capfleet_engine::session::{SessionError, SessionMsg, TurnResult};
 use ractor::ActorRef;
 use ractor::rpc::CallResult;
 

@@ -4,12 +4,12 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use capfleet_actors::driver::LaunchSpec;
-use capfleet_actors::events::urn;
-use capfleet_actors::manifest::Manifest;
-use capfleet_actors::protocol::SessionConfig;
-use capfleet_actors::registry::Binding;
-use capfleet_actors::session::SessionSpec;
+use capfleet_engine::manifest::Manifest;
+use capfleet_engine::protocol::SessionConfig;
+use capfleet_engine::session::SessionSpec;
+use capfleet_wire::driver::LaunchSpec;
+use capfleet_wire::events::urn;
+use capfleet_wire::registry::Binding;
 
 use super::procs::EnvMarker;
 

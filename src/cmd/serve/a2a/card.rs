@@ -10,8 +10,8 @@ use std::sync::Arc;
 use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
-use capfleet_actors::bindings::a2a::Spelling;
-use capfleet_actors::bindings::a2a::outbound::{self, Offer};
+use capfleet_wire::bindings::a2a::Spelling;
+use capfleet_wire::bindings::a2a::outbound::{self, Offer};
 
 use super::{Exposed, Host};
 use crate::cmd::serve::error::ApiError;

@@ -9,7 +9,7 @@
 //! -32003: the card declares no push notifications, A2A §3.3.4) and
 //! `GetExtendedAgentCard` (`UnsupportedOperation`, -32004: it declares no extended card).
 
-use capfleet_actors::bindings::a2a::{Method, Spelling};
+use capfleet_wire::bindings::a2a::{Method, Spelling};
 use serde_json::Value;
 
 use super::rpc::RpcError;

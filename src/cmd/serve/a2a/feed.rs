@@ -6,10 +6,10 @@
 //! open reach the task as `input-required` ([`super::input`]); requests and answers
 //! the policy decided stay on the server.
 
-use capfleet_actors::bindings::a2a::{TaskState, datapart};
-use capfleet_actors::events::{EventBody, SessionEvent, TurnOutcome, UsageTotals};
-use capfleet_actors::protocol::HasMeta as _;
-use capfleet_actors::protocol::{CapEvent, Channel};
+use capfleet_engine::protocol::HasMeta as _;
+use capfleet_engine::protocol::{CapEvent, Channel};
+use capfleet_wire::bindings::a2a::{TaskState, datapart};
+use capfleet_wire::events::{EventBody, SessionEvent, TurnOutcome, UsageTotals};
 use serde_json::{Value, json};
 
 use super::task::{Artifact, Msg, Part, Task, Update};
@@ -154,7 +154,7 @@ mod tests {
     use super::*;
     use std::sync::Arc;
 
-    use capfleet_actors::protocol::{StopReason, Usage};
+    use capfleet_engine::protocol::{StopReason, Usage};
 
     fn event(body: EventBody) -> SessionEvent {
         SessionEvent {

@@ -11,10 +11,10 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use capfleet_actors::answerer::HumanQuestion;
-use capfleet_actors::bindings::a2a::TaskState;
-use capfleet_actors::events::{EventBody, Published, SUBSCRIBER_CAPACITY};
-use capfleet_actors::protocol::{CapEvent, Channel};
+use capfleet_engine::answerer::HumanQuestion;
+use capfleet_engine::protocol::{CapEvent, Channel};
+use capfleet_wire::bindings::a2a::TaskState;
+use capfleet_wire::events::{EventBody, Published, SUBSCRIBER_CAPACITY};
 use serde_json::Value;
 use tokio::sync::mpsc;
 
@@ -101,7 +101,7 @@ impl FleetHost {
             .routing
             .start
             .iter()
-            .map(|s| capfleet_actors::events::urn(&fleet.name, s))
+            .map(|s| capfleet_wire::events::urn(&fleet.name, s))
             .collect();
         let (entry, stops) = Server::entry(&fleet, &run, &caller.name);
         let context = message

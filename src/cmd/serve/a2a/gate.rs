@@ -4,8 +4,8 @@
 //! the events before it, and a stream ends at `input-required`. So a question is
 //! asked once its request's event has reached the task (or after [`GATE_WAIT`]).
 
-use capfleet_actors::answerer::HumanQuestion;
-use capfleet_actors::protocol::CapEvent;
+use capfleet_engine::answerer::HumanQuestion;
+use capfleet_engine::protocol::CapEvent;
 
 /// How long a question waits for its request's event before it is asked anyway.
 const GATE_WAIT: std::time::Duration = std::time::Duration::from_secs(2);

@@ -6,11 +6,11 @@
 //! text (read as at the terminal, [`crate::human::reply::decision`]: only a clear yes
 //! grants a permission; an ask's answer is the text itself).
 
-use capfleet_actors::answerer::HumanQuestion;
-use capfleet_actors::bindings::a2a::datapart;
-use capfleet_actors::bindings::a2a::spelling::Part as WirePart;
-use capfleet_actors::events::requests::{Answer, OpenRequest};
-use capfleet_actors::protocol::CapEvent;
+use capfleet_engine::answerer::HumanQuestion;
+use capfleet_engine::protocol::CapEvent;
+use capfleet_wire::bindings::a2a::datapart;
+use capfleet_wire::bindings::a2a::spelling::Part as WirePart;
+use capfleet_wire::events::requests::{Answer, OpenRequest};
 use serde_json::Value;
 
 use super::task::{Msg, Part};
@@ -108,7 +108,7 @@ fn shaped(form: Option<&Value>, text: &str) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use capfleet_actors::protocol::{Decision, RiskLevel};
+    use capfleet_engine::protocol::{Decision, RiskLevel};
     use serde_json::json;
 
     fn permission() -> OpenRequest {

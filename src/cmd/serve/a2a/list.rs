@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use capfleet_actors::bindings::a2a::{Spelling, TaskState};
+use capfleet_wire::bindings::a2a::{Spelling, TaskState};
 use serde_json::{Value, json};
 
 use super::envelope;

@@ -12,7 +12,7 @@
 //!   `input-required` and the client's answers; [`gate`]: a question held until the
 //!   events before it have reached the task.
 //!
-//! The wire types are the engine's (`capfleet_actors::bindings::a2a`), shared with
+//! The wire types are the engine's (`capfleet_wire::bindings::a2a`), shared with
 //! the A2A driver and the simulator.
 
 mod agent;
@@ -33,8 +33,8 @@ use std::sync::{Arc, Mutex};
 
 use axum::Router;
 use axum::routing::{get, post};
-use capfleet_actors::bindings::a2a::spelling::Part as WirePart;
-use capfleet_actors::sync::lock;
+use capfleet_wire::bindings::a2a::spelling::Part as WirePart;
+use capfleet_wire::sync::lock;
 use serde_json::Value;
 
 use super::auth::Caller;
@@ -109,7 +109,7 @@ impl Host {
                 "task {task_id} is {} and waits for no input; a new turn is a message \
                  without taskId in its context",
                 task.state()
-                    .spelled(capfleet_actors::bindings::a2a::Spelling::V03)
+                    .spelled(capfleet_wire::bindings::a2a::Spelling::V03)
             )));
         };
         let reply = input::answer(&q.request, message, &caller.name);

@@ -17,7 +17,7 @@ use axum::extract::{ConnectInfo, Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use capfleet_actors::bindings::a2a::{CAP_EXTENSION, Method, Spelling};
+use capfleet_wire::bindings::a2a::{CAP_EXTENSION, Method, Spelling};
 use serde_json::{Value, json};
 
 use super::envelope::{self, Op};

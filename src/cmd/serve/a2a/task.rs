@@ -10,11 +10,11 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
-use capfleet_actors::answerer::HumanQuestion;
-use capfleet_actors::bindings::a2a::TaskState;
-use capfleet_actors::bindings::a2a::outbound::TaskFrames;
-use capfleet_actors::clock::{now_ms, rfc3339_ms};
-use capfleet_actors::sync::lock;
+use capfleet_engine::answerer::HumanQuestion;
+use capfleet_wire::bindings::a2a::TaskState;
+use capfleet_wire::bindings::a2a::outbound::TaskFrames;
+use capfleet_wire::clock::{now_ms, rfc3339_ms};
+use capfleet_wire::sync::lock;
 use serde_json::Value;
 use tokio::sync::broadcast;
 
@@ -223,7 +223,7 @@ impl Task {
         })
     }
 
-    pub(super) fn frames(&self, spelling: capfleet_actors::bindings::a2a::Spelling) -> TaskFrames {
+    pub(super) fn frames(&self, spelling: capfleet_wire::bindings::a2a::Spelling) -> TaskFrames {
         TaskFrames {
             spelling,
             id: self.id.clone(),
@@ -255,7 +255,7 @@ impl Task {
                 inner.state = *state;
                 inner.updated_ms = now_ms();
                 if let (true, Some((family, name))) = (state.is_terminal(), &self.ends) {
-                    let state = state.spelled(capfleet_actors::bindings::a2a::Spelling::V03);
+                    let state = state.spelled(capfleet_wire::bindings::a2a::Spelling::V03);
                     family
                         .get_or_create(&A2aTaskLabels {
                             name: name.clone(),
@@ -372,7 +372,7 @@ fn remember(inner: &mut Inner, m: Msg) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use capfleet_actors::bindings::a2a::Spelling;
+    use capfleet_wire::bindings::a2a::Spelling;
 
     fn text(id: &str, t: &str) -> Update {
         Update::Message(Msg {
