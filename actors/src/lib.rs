@@ -12,7 +12,7 @@
 //! 3. [`session`] and [`workspace`];
 //! 4. [`router`], and the fleet floor: [`fleet`], [`answerer`], [`journal`],
 //!    [`budget`], [`tap`], [`telemetry`] — the consumers read the bus, never a session;
-//! 5. [`root`] and [`run`], which assemble the tree.
+//! 5. [`root`] and [`run`], which assemble the tree ([`death`]: what a child's death does).
 //!
 //! [`protocol`], [`manifest`] and [`tomldoc`] live in the `capfleet-protocol` crate and are
 //! re-exported here at the paths the engine and its users name them by.
@@ -22,6 +22,7 @@ pub mod bindings;
 pub mod budget;
 pub mod chaos;
 pub mod clock;
+pub mod death;
 pub mod driver;
 pub mod error;
 pub mod events;
