@@ -23,6 +23,9 @@ pub enum TreeError {
     /// An actor of the tree did not answer (it stopped or crashed meanwhile).
     #[error("the {what} is not answering: {reason}")]
     Unreachable { what: &'static str, reason: String },
+    /// A child of the root died; the root hands it out no more.
+    #[error(transparent)]
+    Died(#[from] crate::death::ChildDeath),
     /// A session was asked for while the fleet shuts down.
     #[error("{urn}: not started, the fleet is shutting down")]
     ShuttingDown { urn: String },

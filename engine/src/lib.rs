@@ -9,7 +9,7 @@
 //! 2. [`router`], and the fleet floor: [`fleet`], [`answerer`], [`journal`],
 //!    [`budget`], [`tap`], [`telemetry`] — the consumers read the bus, never a session;
 //! 3. [`resume`] (what a resumed run goes on from) and [`chaos`]' spec, schedule and report;
-//! 4. [`root`] and [`run`], which assemble the tree.
+//! 4. [`root`] and [`run`], which assemble the tree ([`death`]: what a child's death does).
 //!
 //! [`protocol`], [`manifest`] and [`tomldoc`] live in the `capfleet-protocol` crate and are
 //! re-exported here at the paths the engine and its users name them by.
@@ -17,6 +17,7 @@
 pub mod answerer;
 pub mod budget;
 pub mod chaos;
+pub mod death;
 pub mod error;
 pub mod fault;
 pub mod fleet;

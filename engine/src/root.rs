@@ -10,18 +10,23 @@
 //! ```
 //!
 //! Journal, budget and telemetry see every session's events through bounded
-//! channels. The router joins this tree with fleets. A crashed answerer is restarted
-//! (with its policy, human and research spec; research jobs in flight are lost with
-//! it) and told the fleet again; a crashed journal, budget or telemetry is reported and the
-//! run continues without it; a crashed fleet stops the tree.
+//! channels. The router joins this tree with fleets. Every death of a child is reported
+//! and handled as [`crate::death`] says: the answerer is restarted (with its policy,
+//! human and research spec) and told the fleet again; a dead journal, budget or fleet
+//! fails the run (whoever runs the tree is told through [`RootArgs::deaths`]); a dead
+//! telemetry or metrics tap degrades the run. A dead child is never handed out again:
+//! asking for it is [`TreeError::Died`].
 
-use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SpawnErr, SupervisionEvent};
+use ractor::{
+    Actor, ActorCell, ActorProcessingErr, ActorRef, RpcReplyPort, SpawnErr, SupervisionEvent,
+};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use crate::answerer::research::ResearchSpec;
 use crate::answerer::{Answerer, AnswererArgs, AnswererMsg, HumanQuestion, Policy};
 use crate::budget::{Budget, BudgetBook, BudgetMsg, BudgetSnapshot};
+use crate::death::{self, Child, ChildDeath, DeathSink};
 use crate::error::TreeError;
 use crate::fault::FaultSink;
 use crate::fleet::{Fleet, FleetArgs, FleetEvent, FleetMsg};
@@ -29,6 +34,7 @@ use crate::journal::{Journal, JournalArgs, JournalMsg, JournalSpec, JournalTally
 use crate::session::{SessionMsg, SessionSpec};
 use crate::tap::TapMsg;
 use crate::telemetry::feed::{MetricsFeed, MetricsTap};
+use crate::telemetry::metrics::Metrics;
 use crate::telemetry::{Counters, Telemetry, TelemetryMsg, TreeTelemetry};
 use capfleet_wire::events::Durable;
 use capfleet_wire::events::Published;
@@ -45,6 +51,9 @@ pub struct RootArgs {
     pub journal: Option<JournalSpec>,
     /// Where a failed write of the journal is reported (the run fails with it).
     pub faults: Option<FaultSink>,
+    /// Where a child's death is reported (the run stops on a fatal one); without
+    /// one, deaths are logged, traced and counted only.
+    pub deaths: Option<DeathSink>,
     /// How permissions are decided before anyone is asked.
     pub policy: Policy,
     /// The budget's limits and where it alerts (default: no limits).
@@ -67,6 +76,7 @@ impl RootArgs {
             fleet_name: fleet_name.into(),
             journal: None,
             faults: None,
+            deaths: None,
             policy: Policy::default(),
             budget: BudgetBook::default(),
             human: None,
@@ -77,26 +87,89 @@ impl RootArgs {
     }
 }
 
+/// A child of the root, or how it died.
+type Live<M> = Result<ActorRef<M>, ChildDeath>;
+
 pub enum RootMsg {
     Fleet(RpcReplyPort<ActorRef<FleetMsg>>),
-    Budget(RpcReplyPort<ActorRef<BudgetMsg>>),
-    Telemetry(RpcReplyPort<ActorRef<TelemetryMsg>>),
+    Budget(RpcReplyPort<Live<BudgetMsg>>),
+    Telemetry(RpcReplyPort<Live<TelemetryMsg>>),
     /// A sender into the journal (for records that are not a session's), if any.
-    JournalTap(RpcReplyPort<Option<mpsc::Sender<Published>>>),
+    JournalTap(RpcReplyPort<Result<Option<mpsc::Sender<Published>>, ChildDeath>>),
     /// A handle to wait for the journal to be on disk, if there is a journal.
-    JournalDurable(RpcReplyPort<Option<Durable>>),
+    JournalDurable(RpcReplyPort<Result<Option<Durable>, ChildDeath>>),
     /// Close every session, finish the journal; reply with what it kept.
     Shutdown(RpcReplyPort<JournalTally>),
 }
 
 pub struct RootState {
-    journal: Option<ActorRef<JournalMsg>>,
-    budget: ActorRef<BudgetMsg>,
-    telemetry: ActorRef<TelemetryMsg>,
+    /// `None` when the tree keeps no journal.
+    journal: Option<Live<JournalMsg>>,
+    budget: Live<BudgetMsg>,
+    telemetry: Live<TelemetryMsg>,
+    /// The metrics tap, while it lives (only with metrics).
+    metrics_tap: Option<ActorCell>,
     answerer: ActorRef<AnswererMsg>,
     fleet: ActorRef<FleetMsg>,
     /// What a restarted answerer starts from.
     answerer_args: AnswererSeed,
+    /// Where deaths are reported.
+    reports: Reports,
+    /// Shutting down: the children stopping now are no deaths.
+    closing: bool,
+}
+
+/// Where the root reports a child's death.
+struct Reports {
+    span: tracing::Span,
+    metrics: Option<Metrics>,
+    deaths: Option<DeathSink>,
+}
+
+impl RootState {
+    /// Which child `cell` is, if it is one (the router is linked here too).
+    fn child(&self, cell: &ActorCell) -> Option<Child> {
+        let id = cell.get_id();
+        [
+            (Child::Answerer, Some(self.answerer.get_cell())),
+            (Child::Fleet, Some(self.fleet.get_cell())),
+            (Child::Budget, cell_of(&self.budget)),
+            (Child::Telemetry, cell_of(&self.telemetry)),
+            (Child::Journal, self.journal.as_ref().and_then(cell_of)),
+            (Child::Metrics, self.metrics_tap.clone()),
+        ]
+        .into_iter()
+        .find_map(|(child, c)| c.is_some_and(|c| c.get_id() == id).then_some(child))
+    }
+
+    /// `child` died of `cause`: report it, hand it out no more, and handle it. An
+    /// error fails the root (the fleet's death).
+    async fn bury(
+        &mut self,
+        myself: &ActorRef<RootMsg>,
+        child: Child,
+        cause: String,
+    ) -> Result<(), ActorProcessingErr> {
+        let death = ChildDeath { child, cause };
+        let r = &self.reports;
+        death::report(&death, &r.span, r.metrics.as_ref(), r.deaths.as_ref());
+        match child {
+            Child::Answerer => {
+                self.answerer = spawn_answerer(myself, &self.answerer_args).await?;
+                self.answerer.cast(AnswererMsg::Fleet(self.fleet.clone()))?;
+            }
+            Child::Journal => self.journal = Some(Err(death)),
+            Child::Budget => self.budget = Err(death),
+            Child::Telemetry => self.telemetry = Err(death),
+            Child::Metrics => self.metrics_tap = None,
+            Child::Fleet => return Err(death.into()),
+        }
+        Ok(())
+    }
+}
+
+fn cell_of<M>(live: &Live<M>) -> Option<ActorCell> {
+    live.as_ref().ok().map(ActorRef::get_cell)
 }
 
 /// The answerer's start arguments, kept to restart it.
@@ -161,6 +234,7 @@ impl Actor for Root {
         if let Some(j) = &journal {
             taps.push(("journal", ractor::call!(j, JournalMsg::Subscribe)?));
         }
+        let mut metrics_tap = None;
         if let Some(m) = &args.telemetry.metrics {
             let feed = MetricsFeed::new(m.clone());
             let (tap, _) =
@@ -169,8 +243,14 @@ impl Actor for Root {
             for (name, tx) in &taps {
                 m.watch_queue(name, tx);
             }
+            metrics_tap = Some(tap.get_cell());
         }
         let taps = taps.into_iter().map(|(_, tx)| tx).collect();
+        let reports = Reports {
+            span: args.telemetry.span.clone(),
+            metrics: args.telemetry.metrics.clone(),
+            deaths: args.deaths,
+        };
         let seed = AnswererSeed {
             policy: args.policy,
             human: args.human,
@@ -187,12 +267,15 @@ impl Actor for Root {
         let (fleet, _) = Actor::spawn_linked(None, Fleet, fleet_args, myself.get_cell()).await?;
         answerer.cast(AnswererMsg::Fleet(fleet.clone()))?;
         Ok(RootState {
-            journal,
-            budget,
-            telemetry,
+            journal: journal.map(Ok),
+            budget: Ok(budget),
+            telemetry: Ok(telemetry),
+            metrics_tap,
             answerer,
             fleet,
             answerer_args: seed,
+            reports,
+            closing: false,
         })
     }
 
@@ -214,25 +297,28 @@ impl Actor for Root {
             }
             RootMsg::JournalTap(reply) => {
                 let tx = match &st.journal {
-                    Some(j) => ractor::call!(j, JournalMsg::Subscribe).ok(),
-                    None => None,
+                    Some(Ok(j)) => Ok(ractor::call!(j, JournalMsg::Subscribe).ok()),
+                    Some(Err(death)) => Err(death.clone()),
+                    None => Ok(None),
                 };
                 let _caller_gone = reply.send(tx);
             }
             RootMsg::JournalDurable(reply) => {
                 let durable = match &st.journal {
-                    Some(j) => ractor::call!(j, JournalMsg::Durable).ok(),
-                    None => None,
+                    Some(Ok(j)) => Ok(ractor::call!(j, JournalMsg::Durable).ok()),
+                    Some(Err(death)) => Err(death.clone()),
+                    None => Ok(None),
                 };
                 let _caller_gone = reply.send(durable);
             }
             RootMsg::Shutdown(reply) => {
+                st.closing = true;
                 if let Err(e) = ractor::call!(st.fleet, FleetMsg::Shutdown) {
                     tracing::error!("fleet shutdown: {e}");
                 }
                 let written = match &st.journal {
-                    Some(j) => ractor::call!(j, JournalMsg::Finish).unwrap_or_default(),
-                    None => JournalTally::default(),
+                    Some(Ok(j)) => ractor::call!(j, JournalMsg::Finish).unwrap_or_default(),
+                    _ => JournalTally::default(),
                 };
                 // Every child gone (and its state with it: the run's span ends with the
                 // tree) before the caller goes on to flush the telemetry.
@@ -252,24 +338,17 @@ impl Actor for Root {
         evt: SupervisionEvent,
         st: &mut RootState,
     ) -> Result<(), ActorProcessingErr> {
-        let SupervisionEvent::ActorFailed(cell, err) = evt else {
-            return Ok(());
+        let (cell, cause) = match evt {
+            SupervisionEvent::ActorFailed(cell, err) => (cell, err.to_string()),
+            SupervisionEvent::ActorTerminated(cell, _, reason) => {
+                (cell, reason.unwrap_or_else(|| "stopped".into()))
+            }
+            _ => return Ok(()),
         };
-        if cell.get_id() == st.answerer.get_id() {
-            tracing::error!("answerer crashed ({err}); restarting it");
-            st.answerer = spawn_answerer(&myself, &st.answerer_args).await?;
-            st.answerer.cast(AnswererMsg::Fleet(st.fleet.clone()))?;
-        } else if st
-            .journal
-            .as_ref()
-            .is_some_and(|j| j.get_id() == cell.get_id())
-        {
-            tracing::error!("journal crashed ({err}); the run continues without it");
-            st.journal = None;
-        } else if cell.get_id() == st.fleet.get_id() {
-            return Err(format!("fleet supervisor crashed: {err}").into());
+        match st.child(&cell) {
+            Some(child) if !st.closing => st.bury(&myself, child, cause).await,
+            _ => Ok(()),
         }
-        Ok(())
     }
 }
 
@@ -335,23 +414,25 @@ impl Orchestrator {
         ractor::call!(budget, TapMsg::Snapshot).map_err(|e| TreeError::unreachable("budget", e))
     }
 
-    /// The budget actor (the router reads it before turns start and after they end).
+    /// The budget actor (the router reads it before turns start and after they end);
+    /// [`TreeError::Died`] once it died.
     pub async fn budget_actor(&self) -> Result<ActorRef<BudgetMsg>, TreeError> {
-        ractor::call!(self.root, RootMsg::Budget)
-            .map_err(|e| TreeError::unreachable("supervision tree", e))
+        Ok(ractor::call!(self.root, RootMsg::Budget)
+            .map_err(|e| TreeError::unreachable("supervision tree", e))??)
     }
 
-    /// A sender into the journal, when the tree keeps one. Drop it before
-    /// [`Orchestrator::shutdown`], or the journal waits for it.
-    pub async fn journal_tap(&self) -> Option<mpsc::Sender<Published>> {
-        ractor::call!(self.root, RootMsg::JournalTap).ok().flatten()
+    /// A sender into the journal, when the tree keeps one ([`TreeError::Died`] once
+    /// it died). Drop it before [`Orchestrator::shutdown`], or the journal waits for it.
+    pub async fn journal_tap(&self) -> Result<Option<mpsc::Sender<Published>>, TreeError> {
+        Ok(ractor::call!(self.root, RootMsg::JournalTap)
+            .map_err(|e| TreeError::unreachable("supervision tree", e))??)
     }
 
-    /// A handle to wait for the journal to have what was published on disk.
-    pub async fn journal_durable(&self) -> Option<Durable> {
-        ractor::call!(self.root, RootMsg::JournalDurable)
-            .ok()
-            .flatten()
+    /// A handle to wait for the journal to have what was published on disk, when the
+    /// tree keeps one ([`TreeError::Died`] once it died).
+    pub async fn journal_durable(&self) -> Result<Option<Durable>, TreeError> {
+        Ok(ractor::call!(self.root, RootMsg::JournalDurable)
+            .map_err(|e| TreeError::unreachable("supervision tree", e))??)
     }
 
     /// The root, to link further actors (the router) under it.
@@ -359,10 +440,10 @@ impl Orchestrator {
         self.root.get_cell()
     }
 
-    /// Fleet counters so far.
+    /// Fleet counters so far ([`TreeError::Died`] once the telemetry tap died).
     pub async fn counters(&self) -> Result<Counters, TreeError> {
         let t = ractor::call!(self.root, RootMsg::Telemetry)
-            .map_err(|e| TreeError::unreachable("supervision tree", e))?;
+            .map_err(|e| TreeError::unreachable("supervision tree", e))??;
         ractor::call!(t, TapMsg::Snapshot).map_err(|e| TreeError::unreachable("telemetry", e))
     }
 

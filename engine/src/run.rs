@@ -1,7 +1,8 @@
 //! One fleet run, end to end: the supervision tree, every session, the router; the
-//! task to the start sessions; budget crossings, disk faults and stop signals turned
-//! into a stop (`SIGINT` cooperative; `SIGTERM`/`SIGHUP` halting every agent at once;
-//! a second signal cutting the kill grace short, see [`capfleet_wire::process::halt`]); the
+//! task to the start sessions; budget crossings, disk faults, a fatal death in the
+//! tree ([`crate::death`]) and stop signals turned into a stop (`SIGINT` cooperative;
+//! `SIGTERM`/`SIGHUP` halting every agent at once; a second signal cutting the kill
+//! grace short, see [`capfleet_wire::process::halt`]); the
 //! workspaces collected (diffs, vetting, commits, tests, the plan, transcripts at
 //! each session's end); the report when the run has ended. The application adds the
 //! view and the exit code.
@@ -22,6 +23,7 @@ use tracing::Instrument;
 use crate::answerer::research::ResearchSpec;
 use crate::answerer::{HumanQuestion, Policy};
 use crate::budget::{BudgetBook, BudgetLimits, BudgetScope, BudgetSnapshot};
+use crate::death::{ChildDeath, DEATHS_CAPACITY, Handling};
 use crate::error::TreeError;
 use crate::fault::{DiskFault, FAULTS_CAPACITY};
 use crate::journal::{JournalSpec, JournalTally};
@@ -97,6 +99,8 @@ pub struct RunReport {
     pub journal: JournalTally,
     /// Writes of the run's record that failed (the run failed with the first).
     pub faults: Vec<DiskFault>,
+    /// Children of the tree that died (a fatal one failed the run).
+    pub deaths: Vec<ChildDeath>,
     /// Each workspace after the run (diff, vetting, commit, tests).
     pub workspaces: Vec<SessionReport>,
     /// The stored final master plan.
@@ -152,6 +156,7 @@ async fn run_until<S: Into<Stop>>(
 ) -> Result<RunReport, TreeError> {
     let (alerts_tx, mut alerts) = mpsc::channel(16);
     let (faults_tx, mut faults) = mpsc::channel(FAULTS_CAPACITY);
+    let (deaths_tx, mut deaths) = mpsc::channel(DEATHS_CAPACITY);
     // The GenAI conventions' workflow span: a coordinated run of several agents.
     let run_span = tracing::info_span!(
         "fleet.run",
@@ -184,6 +189,7 @@ async fn run_until<S: Into<Stop>>(
         fleet_name: spec.fleet.clone(),
         journal: spec.journal,
         faults: Some(faults_tx.clone()),
+        deaths: Some(deaths_tx),
         policy: spec.policy,
         budget: budget_book(spec.budget, alerts_tx, spec.resume.as_ref()),
         human: spec.human,
@@ -192,8 +198,9 @@ async fn run_until<S: Into<Stop>>(
         telemetry: telemetry.clone(),
     })
     .await?;
+    // A journal that died meanwhile: its death is on its way to the loop below.
     let mut sinks = watchers.clone();
-    sinks.extend(tree.journal_tap().await);
+    sinks.extend(tree.journal_tap().await.ok().flatten());
     let mut resume = spec.resume;
     let seq_of = |segment: &str| {
         let of = urn(&spec.fleet, segment);
@@ -252,7 +259,7 @@ async fn run_until<S: Into<Stop>>(
         subscribers
     });
     let mut sinks = watchers;
-    sinks.extend(tree.journal_tap().await);
+    sinks.extend(tree.journal_tap().await.ok().flatten());
     let marks = resume
         .as_mut()
         .map(|r| std::mem::take(&mut r.recovered.commits))
@@ -264,8 +271,9 @@ async fn run_until<S: Into<Stop>>(
         sinks,
         abort_on_error: spec.abort_on_error,
         telemetry,
-        budget: tree.budget_actor().await.ok(),
-        durable: tree.journal_durable().await,
+        // No router without the budget: a run never spends unbudgeted.
+        budget: Some(tree.budget_actor().await?),
+        durable: tree.journal_durable().await.ok().flatten(),
         preamble,
         recovered: resume.map(|r| router_recovery(r, router_seq)),
         candidates: phase.as_ref().map(|p| {
@@ -300,6 +308,7 @@ async fn run_until<S: Into<Stop>>(
     let mut stop = Stops::default();
     drop(faults_tx);
     let mut disk_faults = Vec::new();
+    let mut child_deaths = Vec::new();
     let outcome = loop {
         tokio::select! {
             r = &mut ended => break match r {
@@ -328,6 +337,13 @@ async fn run_until<S: Into<Stop>>(
                 disk_faults.push(fault);
                 let _none_listen = stop_starting.send(true);
                 let _gone = router.cast(RouterMsg::Stop { outcome: RunOutcome::DiskFailed, reason, signal: None });
+            }
+            Some(death) = deaths.recv() => {
+                if death.handling() == Handling::FailsRun {
+                    let _none_listen = stop_starting.send(true);
+                    let _gone = router.cast(RouterMsg::Stop { outcome: RunOutcome::TreeFailed, reason: death.to_string(), signal: None });
+                }
+                child_deaths.push(death);
             }
             signal = signals.recv(), if stop.listening => {
                 if let Some((reason, signal)) = stop.on(signal.map(Into::into)) {
@@ -370,7 +386,7 @@ async fn run_until<S: Into<Stop>>(
             test_timeout: p.test_timeout,
             agents,
             marks,
-            durable: tree.journal_durable().await,
+            durable: tree.journal_durable().await.ok().flatten(),
         };
         let router_urn = urn(&spec.fleet, ROUTER_URN_SEGMENT);
         let gather = async {
@@ -437,11 +453,18 @@ async fn run_until<S: Into<Stop>>(
     while let Ok(fault) = faults.try_recv() {
         disk_faults.push(fault);
     }
+    child_deaths.extend(std::iter::from_fn(|| deaths.try_recv().ok()));
+    let fatal = child_deaths
+        .iter()
+        .any(|d| d.handling() == Handling::FailsRun);
     let outcome = match outcome {
         RunOutcome::Completed | RunOutcome::SessionFailed | RunOutcome::BudgetExceeded
             if !disk_faults.is_empty() =>
         {
             RunOutcome::DiskFailed
+        }
+        RunOutcome::Completed | RunOutcome::SessionFailed | RunOutcome::BudgetExceeded if fatal => {
+            RunOutcome::TreeFailed
         }
         o => o,
     };
@@ -451,6 +474,7 @@ async fn run_until<S: Into<Stop>>(
         counters,
         journal,
         faults: disk_faults,
+        deaths: child_deaths,
         workspaces,
         plan_doc,
         signal: stop.first,
@@ -552,6 +576,7 @@ fn record_outcome(run: &tracing::Span, outcome: RunOutcome) {
         RunOutcome::SessionFailed => "a session failed",
         RunOutcome::BudgetExceeded => "the budget was exceeded",
         RunOutcome::DiskFailed => "the run's records could not be written",
+        RunOutcome::TreeFailed => "a part of the supervision tree died",
     };
     trace::fail(run, &name, failed);
 }

@@ -98,5 +98,6 @@ mod stop_signals;
 mod test_results;
 mod toolchain;
 mod tree;
+mod tree_deaths;
 mod wire_hostile;
 mod workspaces;

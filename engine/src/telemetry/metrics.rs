@@ -110,6 +110,12 @@ pub struct SessionLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ChildLabels {
+    /// A child of the root: `journal`, `budget`, `telemetry`, `metrics`, …
+    pub child: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct MailboxLabels {
     pub mailbox: String,
 }
@@ -176,6 +182,8 @@ pub struct FleetMetrics {
     pub stray_frames: Family<SessionLabels, Counter>,
     /// Turns not re-issued after failing twice in a row the same way (cap.error poison_turn).
     pub poison_turns: Family<SessionLabels, Counter>,
+    /// Children of the root that died (`crate::death`).
+    pub tree_deaths: Family<ChildLabels, Counter>,
     pub mailbox_depth: Family<MailboxLabels, Gauge>,
     pub agent_processes: Gauge,
     pub spans: SpanStats,
@@ -329,6 +337,12 @@ impl FleetMetrics {
             COUNTER,
             Family::default(),
         );
+        let tree_deaths = b.add(
+            "tree_deaths",
+            "Children of the supervision tree's root that died (journal, budget, telemetry, metrics, …)",
+            COUNTER,
+            Family::default(),
+        );
         let mailbox_depth = b.add(
             "mailbox_depth",
             "Messages waiting in the bounded queues (taps, router deliveries)",
@@ -393,6 +407,7 @@ impl FleetMetrics {
             malformed_frames,
             stray_frames,
             poison_turns,
+            tree_deaths,
             mailbox_depth,
             agent_processes,
             spans,

@@ -179,6 +179,10 @@ impl Seen {
                 || "the run's records could not be written".into(),
                 ToString::to_string,
             )),
+            RunOutcome::TreeFailed => Some(r.deaths.first().map_or_else(
+                || "a part of the supervision tree died".into(),
+                ToString::to_string,
+            )),
         };
         end.worktrees = r
             .workspaces

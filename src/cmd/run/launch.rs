@@ -74,7 +74,9 @@ pub(crate) fn exit_code(r: &RunReport) -> u8 {
 pub(crate) fn code_of(outcome: RunOutcome, signal: Option<Signal>) -> u8 {
     match outcome {
         RunOutcome::Completed => 0,
-        RunOutcome::SessionFailed | RunOutcome::DiskFailed => EXIT_SESSION_FAILED,
+        RunOutcome::SessionFailed | RunOutcome::DiskFailed | RunOutcome::TreeFailed => {
+            EXIT_SESSION_FAILED
+        }
         RunOutcome::BudgetExceeded => EXIT_BUDGET,
         RunOutcome::Interrupted => signal.map_or(EXIT_INTERRUPTED, Signal::exit_code),
     }

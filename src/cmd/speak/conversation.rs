@@ -562,9 +562,8 @@ fn fleet_ended(end: FleetEnd) -> Ended {
         Some(RunOutcome::Completed) => ("success", false),
         Some(RunOutcome::BudgetExceeded) => ("error_max_budget_usd", false),
         Some(RunOutcome::Interrupted) => ("error_during_execution", true),
-        Some(RunOutcome::SessionFailed | RunOutcome::DiskFailed) | None => {
-            ("error_during_execution", false)
-        }
+        Some(RunOutcome::SessionFailed | RunOutcome::DiskFailed | RunOutcome::TreeFailed)
+        | None => ("error_during_execution", false),
     };
     Ended {
         subtype,

@@ -313,6 +313,9 @@ pub enum RunOutcome {
     Interrupted,
     /// A write of the run's record failed (journal, transcript, artifact).
     DiskFailed,
+    /// A part of the supervision tree the run cannot go on without died (the
+    /// journal, the budget, the fleet: `crate::death`).
+    TreeFailed,
 }
 
 /// A signal that stops a run (or a chat) from outside, as journaled (`SIGTERM`).

@@ -4,7 +4,8 @@
 //! crossing is recorded once (`budget_exceeded` record), whether it arrived as an
 //! alert mid-turn or was read from the settled budget before a turn starts or after
 //! one ends — so no turn starts past a limit and no run that crossed one ends
-//! `completed`, however the crossing raced the run's end.
+//! `completed`, however the crossing raced the run's end. A budget that does not answer
+//! (it died) stops the run `tree_failed`.
 
 use super::Core;
 use crate::budget::{BudgetScope, Crossing};
@@ -38,7 +39,11 @@ impl Core {
                     self.on_crossing(c, snap.overshoot(c)).await;
                 }
             }
-            Err(e) => tracing::error!("the budget is not answering: {e}"),
+            // Fail closed: no turn spends without a budget that sees it.
+            Err(e) => {
+                let reason = format!("the budget is not answering ({e}): no turn may spend");
+                self.stop(RunOutcome::TreeFailed, &reason, None).await;
+            }
         }
     }
 

@@ -154,8 +154,12 @@ impl AgentHost {
         };
         let err = crate::style::Style::for_stderr(crate::style::ColorChoice::Never);
         let (orchestrator, faults) = crate::cmd::one_session::tree(setup, err).await?;
+        let durable = orchestrator.journal_durable().await.map_err(|e| {
+            eprintln!("{} {e}", err.err("error:"));
+            std::process::ExitCode::FAILURE
+        })?;
         let health = Arc::new(Health {
-            durable: orchestrator.journal_durable().await,
+            durable,
             faults: Mutex::new(faults),
             failed: Mutex::new(None),
         });
