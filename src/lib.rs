@@ -29,7 +29,6 @@ mod runtime;
 mod secrets;
 mod shipped;
 mod signals;
-mod sim;
 mod style;
 mod submission;
 mod tally;

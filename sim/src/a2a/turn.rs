@@ -17,8 +17,8 @@ use tokio::sync::mpsc::Sender;
 
 use super::outbox::Drops;
 use super::snapshot::Snapshot;
-use crate::sim::frames::PAD_MARK;
-use crate::sim::steps::{Ask, FloodGen, Flow, Frontend, PlanEntry, Stop, ToolStep, Usage, chunks};
+use crate::frames::PAD_MARK;
+use crate::steps::{Ask, FloodGen, Flow, Frontend, PlanEntry, Stop, ToolStep, Usage, chunks};
 use capfleet_actors::bindings::a2a::outbound::TaskFrames;
 
 /// What the task's SSE responses read.
