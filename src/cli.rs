@@ -7,7 +7,6 @@ use clap::{CommandFactory, Parser, Subcommand};
 
 use crate::cmd;
 use crate::shipped::OWN_MANIFEST;
-use crate::sim;
 use crate::style::ColorChoice;
 
 const AFTER_HELP: &str = "\
@@ -96,7 +95,7 @@ enum Command {
     /// List the workers present in NATS: labels, runs held, last heartbeat; the queue's depth.
     Workers(cmd::workers::WorkersArgs),
     /// Run the scripted simulator agent (stream-json or terminal UI).
-    Sim(Box<sim::SimArgs>),
+    Sim(Box<capfleet_sim::SimArgs>),
     /// Print a shell completion script: `capfleet completions bash > /etc/bash_completion.d/capfleet`.
     Completions {
         #[arg(value_enum)]
@@ -154,7 +153,7 @@ pub(crate) fn main() -> ExitCode {
         Some(Command::Diff(args)) => cmd::worktree::diff::run(args, cli.color),
         Some(Command::Merge(args)) => cmd::worktree::merge::run(args, cli.color),
         Some(Command::Clean(args)) => cmd::worktree::clean::run(args, cli.color),
-        Some(Command::Sim(args)) => sim::run(*args),
+        Some(Command::Sim(args)) => capfleet_sim::run(*args),
         Some(Command::Completions { shell }) => {
             clap_complete::generate(
                 shell,

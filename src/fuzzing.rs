@@ -6,7 +6,6 @@
 use axum::http::HeaderMap;
 use axum::http::header::CONTENT_TYPE;
 
-use crate::cmd::serve::submission::Submission;
 use crate::fleet;
 
 /// A fleet.toml (`src`, named `origin` in every finding) read and validated as `run`,
@@ -26,7 +25,7 @@ pub fn fleet_toml(origin: &str, src: &str) -> Result<Vec<String>, String> {
 }
 
 /// The body of a `POST /v1/runs` sent with `content_type`, read as the server reads
-/// it (`Submission::parse`): the names of the files it would write beside the fleet,
+/// it (`Submission::parse` by its media type): the names of the files it would write beside the fleet,
 /// or the message of the error it would answer.
 pub fn serve_body(content_type: &str, body: &[u8]) -> Result<Vec<String>, String> {
     let mut headers = HeaderMap::new();
@@ -34,7 +33,7 @@ pub fn serve_body(content_type: &str, body: &[u8]) -> Result<Vec<String>, String
         .parse()
         .map_err(|e| format!("content type {content_type:?}: {e}"))?;
     headers.insert(CONTENT_TYPE, kind);
-    Submission::parse(&headers, body)
+    crate::cmd::serve::body::submission(&headers, body)
         .map(|s| s.files.into_keys().collect())
         .map_err(|e| e.to_string())
 }

@@ -11,6 +11,7 @@ use tokio::sync::mpsc;
 
 use crate::style::Style;
 
+pub(crate) mod event_line;
 pub(crate) mod fit;
 pub(crate) mod reply;
 pub(crate) mod table;

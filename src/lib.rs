@@ -6,23 +6,35 @@
 
 mod agents;
 mod cli;
+mod client;
 // The verbs and the human at the terminal are what prints to stdout; nothing else does.
 #[allow(clippy::print_stdout)]
 mod cmd;
+mod enqueue;
 mod fleet;
 #[doc(hidden)]
 pub mod fuzzing;
 #[allow(clippy::print_stdout)]
 mod human;
+mod launch;
 mod logging;
 mod nats;
 mod notify;
+mod one_fleet;
+mod one_session;
+mod orphans;
+mod resume;
+mod runs;
+mod runtime;
 mod secrets;
 mod shipped;
 mod signals;
-mod sim;
 mod style;
+mod submission;
+mod tally;
 mod telemetry;
+mod unattended;
+mod workspaces;
 
 use std::process::ExitCode;
 

@@ -17,10 +17,7 @@ use crate::fleet::run_dir::{LATEST, Orchestrator, Owner, RunDir};
 use crate::human::fit::Fit;
 use crate::style::{ColorChoice, Style};
 
-mod line;
-
-use line::session_of;
-pub(crate) use line::{Look, clock, line, line_at, row};
+use crate::human::event_line::{Look, line_at, session_of};
 
 /// How often `--follow` looks for new records.
 const POLL: Duration = Duration::from_millis(200);
@@ -286,7 +283,7 @@ fn from_nats(args: &LogArgs, urls: &str, color: ColorChoice) -> ExitCode {
         );
         return ExitCode::from(2);
     }
-    let runtime = match crate::cmd::one_session::runtime() {
+    let runtime = match crate::runtime::runtime() {
         Ok(rt) => rt,
         Err(code) => return code,
     };

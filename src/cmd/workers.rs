@@ -33,7 +33,7 @@ pub(crate) fn run(args: WorkersArgs, color: ColorChoice) -> ExitCode {
         );
         return ExitCode::from(2);
     };
-    let runtime = match crate::cmd::one_session::runtime() {
+    let runtime = match crate::runtime::runtime() {
         Ok(rt) => rt,
         Err(code) => return code,
     };

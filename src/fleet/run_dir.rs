@@ -359,6 +359,32 @@ fn random_suffix() -> u16 {
     (h.finish() & 0xffff) as u16
 }
 
+/// The artifacts directory inside a run's directory.
+pub(crate) const ARTIFACTS: &str = "artifacts";
+
+/// Every file under `root`, as paths relative to it (sorted).
+pub(crate) fn files(root: &Path) -> Vec<(String, u64)> {
+    let mut out = Vec::new();
+    let mut dirs = vec![root.to_owned()];
+    while let Some(dir) = dirs.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in entries.filter_map(Result::ok) {
+            let Ok(meta) = e.metadata() else { continue };
+            if meta.is_dir() {
+                dirs.push(e.path());
+            } else if meta.is_file()
+                && let Ok(rel) = e.path().strip_prefix(root)
+            {
+                out.push((rel.display().to_string(), meta.len()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

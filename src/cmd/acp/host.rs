@@ -92,7 +92,7 @@ pub(super) enum Ended {
         last_error: Option<String>,
     },
     /// A fleet's run ([`super::fleet`]).
-    Fleet(Box<crate::cmd::one_fleet::FleetEnd>),
+    Fleet(Box<crate::one_fleet::FleetEnd>),
 }
 
 impl Ended {

@@ -141,7 +141,7 @@ impl AcpArgs {
 
 pub(crate) fn run(args: AcpArgs, color: ColorChoice) -> ExitCode {
     let telemetry = args.telemetry.clone();
-    crate::cmd::one_session::run_verb(color, &telemetry, async |t| acp(args, color, t).await)
+    crate::runtime::run_verb(color, &telemetry, async |t| acp(args, color, t).await)
 }
 
 async fn acp(args: AcpArgs, color: ColorChoice, telemetry: &Telemetry) -> ExitCode {
@@ -172,7 +172,7 @@ async fn acp(args: AcpArgs, color: ColorChoice, telemetry: &Telemetry) -> ExitCo
     // Before any agent exists: from here on the signals end the sessions first.
     let mut signals = StopSignals::all();
     let (human_tx, questions) = mpsc::channel(16);
-    let setup = crate::cmd::one_session::Setup {
+    let setup = crate::one_session::Setup {
         verb: "acp",
         agent_type: &agent,
         journal: args.journal.clone(),
@@ -182,9 +182,9 @@ async fn acp(args: AcpArgs, color: ColorChoice, telemetry: &Telemetry) -> ExitCo
             max_risk: None,
         },
         human: Some(human_tx),
-        telemetry,
+        traceparent: telemetry.traceparent(),
     };
-    let (orchestrator, mut faults) = match crate::cmd::one_session::tree(setup, err).await {
+    let (orchestrator, mut faults) = match crate::one_session::tree(setup, err).await {
         Ok(t) => t,
         Err(code) => return code,
     };
@@ -213,7 +213,7 @@ async fn acp(args: AcpArgs, color: ColorChoice, telemetry: &Telemetry) -> ExitCo
             ExitCode::from(EXIT_INTERRUPTED)
         }
     };
-    crate::cmd::one_session::finish(orchestrator, code, err).await
+    crate::one_session::finish(orchestrator, code, err).await
 }
 
 /// How the connection ended, as the exit code.
@@ -242,7 +242,7 @@ async fn acp_fleet(
             return ExitCode::from(EXIT_USAGE);
         }
     };
-    if let Err(e) = crate::cmd::one_fleet::FleetAgent::check(&path).await {
+    if let Err(e) = crate::one_fleet::FleetAgent::check(&path).await {
         eprintln!("{} {e}", err.err("error:"));
         return ExitCode::from(EXIT_USAGE);
     }

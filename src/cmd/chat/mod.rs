@@ -41,7 +41,7 @@ const EXIT_INTERRUPTED: u8 = 130;
 
 pub(crate) fn run(args: ChatArgs, color: ColorChoice) -> ExitCode {
     let telemetry = args.telemetry.clone();
-    crate::cmd::one_session::run_verb(color, &telemetry, async |t| chat(args, color, t).await)
+    crate::runtime::run_verb(color, &telemetry, async |t| chat(args, color, t).await)
 }
 
 async fn chat(args: ChatArgs, color: ColorChoice, telemetry: &Telemetry) -> ExitCode {
@@ -58,27 +58,27 @@ async fn chat(args: ChatArgs, color: ColorChoice, telemetry: &Telemetry) -> Exit
         eprintln!("{} {missing}", err_style.err("error:"));
         return ExitCode::from(EXIT_USAGE);
     }
-    if crate::cmd::unattended::is_unattended(&spec) {
-        crate::cmd::unattended::warn(&spec, err_style);
+    if crate::unattended::is_unattended(&spec) {
+        crate::unattended::warn(&spec, err_style);
     }
     // Before any agent exists: from here on, SIGTERM/SIGHUP shut the tree down.
     let mut signals = StopSignals::terminations();
     let interactive = std::io::stdin().is_terminal();
     let (human_tx, human_rx) = mpsc::channel(16);
-    let one = crate::cmd::one_session::Setup {
+    let one = crate::one_session::Setup {
         verb: "chat",
         agent_type: &args.agent,
         journal: args.journal.clone(),
         policy: args.policy(),
         human: interactive.then_some(human_tx),
-        telemetry,
+        traceparent: telemetry.traceparent(),
     };
-    let crate::cmd::one_session::OneSession {
+    let crate::one_session::OneSession {
         orchestrator,
         session,
         events: events_rx,
         mut faults,
-    } = match crate::cmd::one_session::start(one, spec, err_style).await {
+    } = match crate::one_session::start(one, spec, err_style).await {
         Ok(one) => one,
         Err(code) => return code,
     };
@@ -205,7 +205,7 @@ async fn run_turn(
     prompt: String,
     input: &mut crate::human::Input,
 ) -> TurnEnd {
-    let mut rx = crate::cmd::one_session::ask(session, prompt, None);
+    let mut rx = crate::one_session::ask(session, prompt, None);
     let mut interrupts = 0;
     loop {
         tokio::select! {

@@ -14,10 +14,10 @@ use std::sync::Arc;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle, TermLike};
 
 use super::screen::Screen;
-use super::view::{Row, Seen};
 use crate::human::fit::Fit;
 use crate::human::table::{Cell, Col, Overflow, Table, cell, with_unit};
 use crate::style::Style;
+use crate::tally::{Row, Seen};
 
 pub(super) struct Board {
     view: MultiProgress,

@@ -12,19 +12,20 @@ use capfleet_engine::telemetry::metrics::FleetMetrics;
 use capfleet_wire::events::{SUBSCRIBER_CAPACITY, urn};
 use tokio::sync::mpsc;
 
+use super::RunArgs;
 use super::board;
-use super::launch::{self, Launch};
 use super::summary;
 use super::totals::Totals;
 use super::view::{self, Mode};
 use super::workspaces;
-use super::{EXIT_SESSION_FAILED, RunArgs};
-use crate::cmd::unattended;
 use crate::fleet::run_dir::RunLock;
 use crate::fleet::{Fleet, RunDir};
 use crate::human::Input;
 use crate::human::fit::Fit;
+use crate::launch::EXIT_SESSION_FAILED;
+use crate::launch::{self, Launch};
 use crate::notify::{Notifier, NotifyStats, notices};
+use crate::unattended;
 
 /// How long the webhooks may go on delivering after the run's end (the run's exit
 /// waits at most this long for them).
@@ -58,7 +59,7 @@ pub(super) async fn execute(
         Ok(h) => h,
         Err(e) => {
             eprintln!("{} {e}", err.err("error:"));
-            return ExitCode::from(super::EXIT_INVALID);
+            return ExitCode::from(crate::launch::EXIT_INVALID);
         }
     };
     let run_telemetry = RunTelemetry {
@@ -77,7 +78,7 @@ pub(super) async fn execute(
             }
             Err(e) => {
                 eprintln!("{} {e}", err.err("error:"));
-                return ExitCode::from(super::EXIT_INVALID);
+                return ExitCode::from(crate::launch::EXIT_INVALID);
             }
         },
         _ => None,
@@ -124,8 +125,8 @@ pub(super) async fn execute(
     // Before any agent starts: a workspace that cannot be made fails the run; a
     // resumed run's are reused as they are.
     let prepared = match &resume {
-        Some(_) => workspaces::reuse(&mut fleet, &run, commit),
-        None => workspaces::prepare(&mut fleet, &run, commit).await,
+        Some(_) => crate::workspaces::reuse(&mut fleet, &run, commit),
+        None => crate::workspaces::prepare(&mut fleet, &run, commit).await,
     };
     let workspace = match prepared {
         Ok(phase) => phase,
@@ -218,7 +219,7 @@ pub(super) async fn execute(
         }
     }
     if fleet.chaos.is_some() {
-        crate::cmd::chaos::report::at_run_end(&run, mode == Mode::Json, color).await;
+        super::chaos_report::at_run_end(&run, mode == Mode::Json, color).await;
     }
     let outcome = report
         .as_ref()
@@ -279,9 +280,9 @@ fn new_run(args: &RunArgs, err: Style) -> Result<(RunDir, RunLock), ExitCode> {
             eprintln!("{} cannot lock the run directory: {e}", err.err("error:"));
             return Err(ExitCode::FAILURE);
         }
-        None => return Err(ExitCode::from(super::EXIT_INVALID)),
+        None => return Err(ExitCode::from(crate::launch::EXIT_INVALID)),
     };
-    if let Err(e) = super::resume::remember(&run, args) {
+    if let Err(e) = remember(&run, args) {
         eprintln!("{} {e}", err.err("error:"));
         return Err(ExitCode::FAILURE);
     }
@@ -290,7 +291,7 @@ fn new_run(args: &RunArgs, err: Style) -> Result<(RunDir, RunLock), ExitCode> {
 
 /// Kill and report what dead runs in `dir` left running.
 fn sweep(dir: &std::path::Path, err: Style) {
-    for k in super::orphans::sweep(dir) {
+    for k in crate::orphans::sweep(dir) {
         let line = format!(
             "{} killed {} process(es) left running by run {} (its capfleet, pid {}, is dead)",
             err.warn("warning:"),
@@ -317,4 +318,18 @@ async fn answer_questions(
         eprintln!("\n{} asks:", q.urn);
         input.ask_human(q).await;
     }
+}
+
+/// Keep, beside the new run's journal, what its resume needs.
+fn remember(run: &RunDir, args: &RunArgs) -> Result<(), crate::resume::ResumeError> {
+    let Some(fleet) = args.fleets.first() else {
+        return Ok(());
+    };
+    crate::resume::remember(
+        run,
+        fleet,
+        args.task.clone(),
+        args.commit,
+        args.chaos.clone(),
+    )
 }

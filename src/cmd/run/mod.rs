@@ -3,18 +3,16 @@
 
 mod args;
 mod board;
+mod chaos_report;
 mod dry_run;
 mod execute;
-pub(crate) mod launch;
 mod lines;
-pub(crate) mod orphans;
-pub(crate) mod resume;
 mod screen;
 mod summary;
 mod supervise;
 mod totals;
-pub(crate) mod view;
-pub(crate) mod workspaces;
+mod view;
+mod workspaces;
 
 use std::process::ExitCode;
 
@@ -22,21 +20,17 @@ pub(crate) use args::RunArgs;
 
 use crate::fleet::{self, Loaded};
 use crate::human::fit::Fit;
+use crate::launch::EXIT_INVALID;
+use crate::resume;
 use crate::signals::StopSignals;
 use crate::style::{ColorChoice, Style};
 use crate::telemetry::Telemetry;
-
-/// Exit codes (documented in `--help`).
-pub(crate) const EXIT_SESSION_FAILED: u8 = 1;
-pub(crate) const EXIT_INVALID: u8 = 2;
-pub(crate) const EXIT_BUDGET: u8 = 3;
-pub(crate) const EXIT_INTERRUPTED: u8 = 130;
 
 pub(crate) fn run(args: RunArgs, color: ColorChoice) -> ExitCode {
     if args.resume_on_crash {
         return supervise::supervise(&args);
     }
-    let runtime = match crate::cmd::one_session::runtime() {
+    let runtime = match crate::runtime::runtime() {
         Ok(rt) => rt,
         Err(code) => return code,
     };

@@ -9,13 +9,13 @@ use capfleet_engine::run::RunReport;
 use capfleet_wire::events::urn;
 
 use super::totals::{SessionTotals, Totals};
-use super::view::Seen;
 use super::workspaces;
-use crate::cmd::unattended;
 use crate::fleet::{Fleet, RunDir};
 use crate::human::fit::Fit;
 use crate::human::table::{Col, Overflow, Table, cell, with_unit};
 use crate::style::Style;
+use crate::tally::Seen;
+use crate::unattended;
 
 /// The rows' columns: name, state, turns, tokens in and out, cost, the fleet's
 /// budget, restarts, the pause and race marks. Name, state and cost stay on the
@@ -186,7 +186,7 @@ fn pause_mark(row: &SessionTotals) -> String {
         return String::new();
     }
     let until = row.paused_until_ms.map_or_else(String::new, |ms| {
-        format!(", until {} UTC", crate::cmd::log::clock(ms))
+        format!(", until {} UTC", crate::human::event_line::clock(ms))
     });
     format!("  paused {}x{until}", row.pauses)
 }

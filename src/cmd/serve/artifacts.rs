@@ -20,10 +20,9 @@ use super::error::{ApiError, ErrorBody, json_response};
 use super::extract::ApiPath;
 use super::routes::valid_id;
 use super::state::Server;
-use super::submission::plain_relative;
+use crate::fleet::plain_relative;
+use crate::fleet::run_dir::{ARTIFACTS, files};
 
-/// The artifacts directory inside a run's directory.
-pub(crate) const ARTIFACTS: &str = "artifacts";
 /// A workspace's diff, in its session's artifacts.
 pub(super) const DIFF: &str = "diff.patch";
 
@@ -100,29 +99,6 @@ impl Source {
                 .ok_or_else(|| ApiError::NoArtifact(rel.to_owned())),
         }
     }
-}
-
-/// Every file under `root`, as paths relative to it (sorted).
-pub(crate) fn files(root: &FsPath) -> Vec<(String, u64)> {
-    let mut out = Vec::new();
-    let mut dirs = vec![root.to_owned()];
-    while let Some(dir) = dirs.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            continue;
-        };
-        for e in entries.filter_map(Result::ok) {
-            let Ok(meta) = e.metadata() else { continue };
-            if meta.is_dir() {
-                dirs.push(e.path());
-            } else if meta.is_file()
-                && let Ok(rel) = e.path().strip_prefix(root)
-            {
-                out.push((rel.display().to_string(), meta.len()));
-            }
-        }
-    }
-    out.sort();
-    out
 }
 
 /// One stored artifact.

@@ -17,11 +17,12 @@ use serde::Serialize;
 use serde_json::Value;
 use utoipa::ToSchema;
 
-use super::artifacts::{DIFF, artifacts_dir, files};
+use super::artifacts::{DIFF, artifacts_dir};
 use super::error::{ApiError, ErrorBody, json_response};
 use super::extract::ApiPath;
 use super::state::Server;
 use crate::fleet::run_dir::JOURNAL_FILE;
+use crate::fleet::run_dir::files;
 
 /// The code of a vetting finding's `cap.error`, as it appears in a journal line.
 const VETTING: &str = "\"git_dirty\"";

@@ -1,5 +1,5 @@
 //! One admitted run, driven to its end by the engine `capfleet run` uses: the
-//! workspaces provisioned, the spec built (`crate::cmd::run::launch`), `run_fleet`
+//! workspaces provisioned, the spec built (`crate::launch`), `run_fleet`
 //! with a tally of every event for the run's live view (`GET /v1/runs/{id}`), the
 //! journal ended, the run's share freed and the queued runs that fit then started.
 //! What the fleet's policy leaves open goes to the API's clients ([`super::asks`]),
@@ -16,9 +16,9 @@ use tracing::Instrument as _;
 
 use super::asks;
 use super::state::{Pending, RunState, Server};
-use crate::cmd::run::launch::{self, InProcess};
-use crate::cmd::run::view;
+use crate::launch::{self, InProcess};
 use crate::notify::{Notifier, notices};
+use crate::tally;
 use capfleet_wire::clock::now_ms;
 
 /// How long a run's own webhook may go on delivering after the run's end.
@@ -153,7 +153,7 @@ async fn tally(
     notifier: Notifier,
 ) {
     while let Some(e) = rx.recv().await {
-        entry.update(|p| view::update(&mut p.seen, &e));
+        entry.update(|p| tally::update(&mut p.seen, &e));
         if let Some(n) = notices::of_event(&e, &entry.id, &entry.fleet) {
             notifier.send(&n);
         }

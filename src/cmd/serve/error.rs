@@ -7,17 +7,8 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use utoipa::ToSchema;
 
-/// One reason a fleet was rejected, as `run --dry-run` prints it.
-#[derive(Debug, Clone, Serialize, ToSchema)]
-pub(crate) struct Finding {
-    /// The file the finding is in (`fleet.toml`, or a file of `files`).
-    pub origin: String,
-    pub line: Option<usize>,
-    /// The dotted key (`sessions[1].agent`), empty for the file as a whole.
-    pub key: String,
-    /// The whole finding, as printed.
-    pub message: String,
-}
+pub(crate) use crate::submission::Finding;
+use crate::submission::SubmissionError;
 
 /// The stable codes of the API's errors: what clients match on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
@@ -233,5 +224,18 @@ pub(crate) fn json_response(status: StatusCode, value: &impl Serialize) -> Respo
             format!(r#"{{"code":"internal","message":"encoding the response: {e}"}}"#),
         )
             .into_response(),
+    }
+}
+
+impl From<SubmissionError> for ApiError {
+    fn from(e: SubmissionError) -> ApiError {
+        match e {
+            SubmissionError::BadRequest(m) => ApiError::BadRequest(m),
+            SubmissionError::InvalidFleet(f) => ApiError::InvalidFleet(f),
+            SubmissionError::UnsupportedMedia { got, want } => {
+                ApiError::UnsupportedMedia { got, want }
+            }
+            SubmissionError::Internal(m) => ApiError::Internal(m),
+        }
     }
 }

@@ -21,6 +21,7 @@ mod args;
 pub(crate) mod artifacts;
 mod asks;
 pub(crate) mod auth;
+pub(crate) mod body;
 mod changes;
 mod conns;
 mod console;
@@ -37,7 +38,6 @@ mod queued;
 mod remote;
 mod routes;
 mod state;
-pub(crate) mod submission;
 mod sweep;
 mod validate;
 mod view;
@@ -53,7 +53,7 @@ use args::{ServeCommand, TokenCommand};
 use capfleet_engine::telemetry::metrics::FleetMetrics;
 use capfleet_wire::process::halt::{self, Urgency};
 
-use crate::cmd::run::EXIT_INVALID;
+use crate::launch::EXIT_INVALID;
 use crate::notify::{Notifier, Workers};
 use crate::signals::StopSignals;
 use crate::style::{ColorChoice, Style};
@@ -90,7 +90,7 @@ pub(crate) fn run(args: ServeArgs, color: ColorChoice) -> ExitCode {
     }
     // Before any thread: the descriptors the server may hold.
     let nofile = fds::raise_nofile();
-    let runtime = match crate::cmd::one_session::runtime() {
+    let runtime = match crate::runtime::runtime() {
         Ok(rt) => rt,
         Err(code) => return code,
     };
@@ -144,7 +144,7 @@ async fn serve(args: ServeArgs, nofile: u64, color: ColorChoice) -> ExitCode {
                     listener.local_addr().unwrap_or(args.addr),
                 ),
                 &data_dir,
-                &telemetry,
+                telemetry.traceparent(),
             )
             .await;
             let code = match exposed {

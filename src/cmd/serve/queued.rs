@@ -16,9 +16,9 @@ use serde_json::json;
 
 use super::driver::{self, RunHooks};
 use super::state::{Admission, Pending, Server};
-use super::submission::{FLEET_FILE, INPUT_DIR, Submission};
-use crate::cmd::run::EXIT_INVALID;
 use crate::fleet::run_dir::{RunDir, RunDirError};
+use crate::launch::EXIT_INVALID;
+use crate::submission::{FLEET_FILE, INPUT_DIR, Submission};
 
 /// What a queued run starts with (beside its `input/`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -110,7 +110,7 @@ async fn pending(server: &Server, run: &RunDir) -> Result<Option<Pending>, Strin
         .load(&input, queued.cwd.as_deref(), &server.allow_roots)
         .await
         .map_err(|e| match e {
-            super::error::ApiError::InvalidFleet(findings) => findings
+            crate::submission::SubmissionError::InvalidFleet(findings) => findings
                 .iter()
                 .map(|f| f.message.as_str())
                 .collect::<Vec<_>>()

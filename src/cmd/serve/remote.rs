@@ -23,8 +23,8 @@ use super::error::ApiError;
 use super::events::{Filter, end, message};
 use super::state::RunState;
 use super::view::{Budget, Links, RunView};
-use crate::cmd::runs::{self, JournalRead};
 use crate::nats::{Nats, NatsError};
+use crate::runs::{self, JournalRead};
 
 /// After a `run_ended`, the stream ends when nothing follows within this.
 const END_QUIET: Duration = Duration::from_secs(1);

@@ -26,11 +26,11 @@ use super::extract::{ApiPath, ApiQuery, json_body};
 use super::metrics::RequestLabels;
 use super::origin;
 use super::state::{Admission, Cancelled, Pending, RunState, Server};
-use super::submission::{FLEET_FILE, INPUT_DIR, Submission};
 use super::view::{Created, Links, RunPage, RunView, Status};
 use super::{api, artifacts, changes, console, driver, events, graph, overview, validate};
-use crate::cmd::submit::queue::QueueError;
+use crate::enqueue::QueueError;
 use crate::fleet::RunDir;
+use crate::submission::{FLEET_FILE, INPUT_DIR, Submission};
 
 /// Runs listed per page by default, and at most.
 const PAGE: usize = 50;
@@ -216,12 +216,12 @@ async fn queue(
         .get("traceparent")
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
-    let queued = crate::cmd::submit::queue::enqueue(nats, replicas, submission, &[], traceparent)
+    let queued = crate::enqueue::enqueue(nats, replicas, submission, &[], traceparent)
         .await
         .map_err(|e| {
             server.metrics.submitted("invalid");
             match e {
-                QueueError::Invalid(e) => e,
+                QueueError::Invalid(e) => e.into(),
                 QueueError::Labels(e) => ApiError::BadRequest(e.to_string()),
                 QueueError::Nats(e) => ApiError::Internal(e.to_string()),
             }
@@ -266,13 +266,13 @@ async fn submit(
     if server.draining() {
         return Err(refused("draining", ApiError::Draining));
     }
-    let submission = Submission::parse(&headers, &body).map_err(|e| refused("invalid", e))?;
+    let submission = super::body::submission(&headers, &body).map_err(|e| refused("invalid", e))?;
     if let Some((nats, replicas)) = &server.queue {
         return queue(&server, nats, *replicas, &submission, &headers, &caller).await;
     }
     let cwd = submission
         .cwd(&server.allow_roots)
-        .map_err(|e| refused("invalid", e))?;
+        .map_err(|e| refused("invalid", e.into()))?;
     let run = RunDir::create_in(&server.runs_dir)
         .map_err(|e| ApiError::Internal(format!("cannot make the run directory: {e}")))?;
     let discard = |e: ApiError, result: &str| {
@@ -283,14 +283,14 @@ async fn submit(
     };
     let input = run.path.join(INPUT_DIR);
     if let Err(e) = submission.write(&input) {
-        return Err(discard(e, "invalid"));
+        return Err(discard(e.into(), "invalid"));
     }
     let loaded = match submission
         .load(&input, cwd.as_deref(), &server.allow_roots)
         .await
     {
         Ok(l) => l,
-        Err(e) => return Err(discard(e, "invalid")),
+        Err(e) => return Err(discard(e.into(), "invalid")),
     };
     let (sessions, max) = (loaded.fleet.sessions.len(), server.limits.max_sessions);
     if sessions > max {
@@ -420,7 +420,7 @@ fn all_views(server: &Arc<Server>) -> Vec<RunView> {
     let known: std::collections::HashSet<String> = views.iter().map(|v| v.id.clone()).collect();
     for run in RunDir::all_in(&server.runs_dir).unwrap_or_default() {
         if !known.contains(&run.id) {
-            views.push(RunView::of_row(crate::cmd::runs::row(&run)));
+            views.push(RunView::of_row(crate::runs::row(&run)));
         }
     }
     views.sort_by(|a, b| a.id.cmp(&b.id));
@@ -447,7 +447,7 @@ async fn show(
     let row = tokio::task::spawn_blocking(move || {
         let dir = runs_dir.join(&asked);
         (valid_id(&asked) && dir.is_dir()).then(|| {
-            crate::cmd::runs::row(&RunDir {
+            crate::runs::row(&RunDir {
                 id: asked,
                 path: dir,
             })

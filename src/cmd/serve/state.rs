@@ -16,9 +16,9 @@ use utoipa::ToSchema;
 
 use super::auth::{Failures, Tokens};
 use super::metrics::ServerMetrics;
-use crate::cmd::run::view::Seen;
 use crate::fleet::Fleet;
 use crate::fleet::run_dir::{RunDir, RunLock};
+use crate::tally::Seen;
 
 /// Admission limits.
 #[derive(Debug, Clone, Copy)]
@@ -450,7 +450,7 @@ impl Server {
 /// A queued run that will never start: ended in its journal as interrupted, by `by`
 /// (as a restarted server reads it back), its queued marker gone.
 fn dequeued(run: &RunDir, entry: &RunEntry, by: &str) {
-    let code = crate::cmd::run::EXIT_INTERRUPTED;
+    let code = crate::launch::EXIT_INTERRUPTED;
     let record = serde_json::json!({
         "type": "run_ended",
         "run_id": run.id,

@@ -2,17 +2,17 @@
 //! dir): a run whose journal never ended, whose lock is free and whose capfleet's pid
 //! is gone is ended in its journal as interrupted (`run_ended` with the reason), and
 //! the agents it left behind — found by their `CAPFLEET_AGENT` marker, as `capfleet
-//! run`'s own sweep does (`crate::cmd::run::orphans`) — are killed. Both are said
+//! run`'s own sweep does (`crate::orphans`) — are killed. Both are said
 //! on stderr.
 
 use std::path::Path;
 
 use serde_json::json;
 
-use crate::cmd::run::EXIT_INTERRUPTED;
-use crate::cmd::run::orphans::{self, alive};
-use crate::cmd::runs::{self, RunState};
 use crate::fleet::run_dir::{Orchestrator, RunDir};
+use crate::launch::EXIT_INTERRUPTED;
+use crate::orphans::{self, alive};
+use crate::runs::{self, RunState};
 
 /// A run left marked running, now ended.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -15,7 +15,7 @@ use utoipa::ToSchema;
 
 use super::error::{ApiError, ErrorBody, Finding, json_response};
 use super::state::Server;
-use super::submission::{FLEET_FILE, INPUT_DIR, Submission};
+use crate::submission::{FLEET_FILE, INPUT_DIR, Submission, SubmissionError};
 
 /// What a validation found.
 #[derive(Debug, Serialize, ToSchema)]
@@ -46,7 +46,7 @@ pub(crate) async fn validate(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let submission = Submission::parse(&headers, &body)?;
+    let submission = super::body::submission(&headers, &body)?;
     let cwd = match submission.cwd(&server.allow_roots) {
         Ok(c) => c,
         Err(e) => return Ok(invalid(vec![finding(&e)])),
@@ -62,8 +62,8 @@ pub(crate) async fn validate(
         .await
     {
         Ok(l) => l,
-        Err(ApiError::InvalidFleet(findings)) => return Ok(invalid(findings)),
-        Err(e) => return Err(e),
+        Err(SubmissionError::InvalidFleet(findings)) => return Ok(invalid(findings)),
+        Err(e) => return Err(e.into()),
     };
     let (sessions, max) = (loaded.fleet.sessions.len(), server.limits.max_sessions);
     let mut findings = Vec::new();
@@ -83,7 +83,7 @@ pub(crate) async fn validate(
 }
 
 /// A refusal that is about the fleet as a whole, as a finding.
-fn finding(e: &ApiError) -> Finding {
+fn finding(e: &dyn std::fmt::Display) -> Finding {
     Finding {
         origin: FLEET_FILE.into(),
         line: None,

@@ -8,7 +8,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::state::{RunEntry, RunState, Server};
-use crate::cmd::runs::{self, RunRow};
+use crate::runs::{self, RunRow};
 
 #[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct SessionView {

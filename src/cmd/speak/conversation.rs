@@ -26,8 +26,8 @@ use super::inbound::{Inbound, Message, spawn_reader};
 use super::out::Out;
 use super::transcript::Transcript;
 use super::{EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE};
-use crate::cmd::one_fleet::FleetEnd;
-use crate::cmd::one_session::refuse;
+use crate::one_fleet::FleetEnd;
+use crate::one_session::refuse;
 use crate::signals::StopSignals;
 
 /// How long a turn's reply waits for its `turn_ended` event to be read.

@@ -6,7 +6,7 @@
 //! turn with the turn's usage and the process's cumulative cost.
 //!
 //! With `--fleet` a whole fleet answers: each user message is one run of it
-//! ([`crate::cmd::one_fleet`], shared with `acp --fleet`).
+//! ([`crate::one_fleet`], shared with `acp --fleet`).
 //!
 //! - [`args`]: the flags (capfleet's, Claude's that mean something, Claude's that do not);
 //! - [`answerer`]: who answers, a session or a fleet;
@@ -33,7 +33,7 @@ use tokio::sync::mpsc;
 
 pub(crate) use args::SpeakArgs;
 
-use crate::cmd::one_fleet::{FleetAgent, FleetSetup};
+use crate::one_fleet::{FleetAgent, FleetSetup};
 use crate::signals::StopSignals;
 use crate::style::{ColorChoice, Style};
 use crate::telemetry::Telemetry;
@@ -65,7 +65,7 @@ pub(crate) fn run(mut args: SpeakArgs, color: ColorChoice) -> ExitCode {
         return ExitCode::from(EXIT_USAGE);
     }
     let telemetry = args.telemetry.clone();
-    crate::cmd::one_session::run_verb(color, &telemetry, async |t| speak(args, color, t).await)
+    crate::runtime::run_verb(color, &telemetry, async |t| speak(args, color, t).await)
 }
 
 async fn speak(args: SpeakArgs, color: ColorChoice, telemetry: &Telemetry) -> ExitCode {
@@ -94,15 +94,15 @@ async fn speak(args: SpeakArgs, color: ColorChoice, telemetry: &Telemetry) -> Ex
     // Before any agent exists: from here on the signals end the session first.
     let signals = StopSignals::all();
     let (human_tx, human_rx) = mpsc::channel(16);
-    let one = crate::cmd::one_session::Setup {
+    let one = crate::one_session::Setup {
         verb: "speak",
         agent_type: args.agent.as_deref().unwrap_or_default(),
         journal: args.journal.clone(),
         policy: args.policy(),
         human: args.prompts_upstream().then_some(human_tx),
-        telemetry,
+        traceparent: telemetry.traceparent(),
     };
-    let one = match crate::cmd::one_session::start(one, spec, err).await {
+    let one = match crate::one_session::start(one, spec, err).await {
         Ok(one) => one,
         Err(code) => return code,
     };
@@ -116,7 +116,7 @@ async fn speak(args: SpeakArgs, color: ColorChoice, telemetry: &Telemetry) -> Ex
     let code = conversation::Conversation::new(&args, answerer)
         .run(ends)
         .await;
-    crate::cmd::one_session::finish(one.orchestrator, code, err).await
+    crate::one_session::finish(one.orchestrator, code, err).await
 }
 
 /// A fleet answers: one run per user message, each its own supervision tree.

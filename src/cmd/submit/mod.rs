@@ -2,12 +2,10 @@
 //! fleet goes with the files it references, wherever they are ([`bundle`]: scripts,
 //! manifests, nested fleets, an `@file` task, any `--file`); with `--wait` the run's events follow (as
 //! `capfleet log` prints them, or NDJSON with `--json`), the stream resumed with
-//! `Last-Event-ID` whenever it drops, and the exit code is the run's. `capfleet runs
-//! --server URL` ([`remote_runs`]) lists a server's runs.
+//! `Last-Event-ID` whenever it drops, and the exit code is the run's.
 
 mod bundle;
-mod client;
-pub(crate) mod queue;
+mod queue;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -17,10 +15,10 @@ use futures::StreamExt as _;
 use reqwest::Method;
 use serde_json::{Map, Value, json};
 
-use crate::cmd::run::{EXIT_INTERRUPTED, EXIT_INVALID, EXIT_SESSION_FAILED};
+use crate::client::{Client, ClientError, failed, token};
+use crate::launch::{EXIT_INVALID, EXIT_SESSION_FAILED};
 use crate::nats::NatsArgs;
 use crate::style::{ColorChoice, Style};
-use client::{Client, ClientError};
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
@@ -90,15 +88,11 @@ const RECONNECT_PAUSE: Duration = Duration::from_millis(500);
 const RECONNECTS: u32 = 120;
 
 pub(crate) fn run(args: SubmitArgs, color: ColorChoice) -> ExitCode {
-    let runtime = match crate::cmd::one_session::runtime() {
+    let runtime = match crate::runtime::runtime() {
         Ok(rt) => rt,
         Err(code) => return code,
     };
     runtime.block_on(submit(args, color))
-}
-
-fn token(var: &str) -> Option<String> {
-    std::env::var(var).ok().filter(|t| !t.trim().is_empty())
 }
 
 async fn submit(args: SubmitArgs, color: ColorChoice) -> ExitCode {
@@ -195,7 +189,7 @@ async fn follow(client: &Client, id: &str, json: bool, style: Style) -> Result<(
             if json {
                 println!("{}", event.data);
             } else if let Ok(Value::Object(record)) = serde_json::from_str::<Value>(&event.data) {
-                println!("{}", crate::cmd::log::line(&record, style));
+                println!("{}", crate::human::event_line::line(&record, style));
             }
         }
         drops += 1;
@@ -206,33 +200,6 @@ async fn follow(client: &Client, id: &str, json: bool, style: Style) -> Result<(
         }
         tokio::time::sleep(RECONNECT_PAUSE).await;
     }
-}
-
-/// Say why a request failed; the exit code (a rejected fleet or token is a usage
-/// error, the run's `2`; anything else `1`).
-fn failed(e: &ClientError, err: Style) -> ExitCode {
-    if let ClientError::Api { body, status, .. } = e {
-        if let Some(findings) = body["findings"].as_array() {
-            for f in findings {
-                eprintln!(
-                    "{} {}",
-                    err.err("error:"),
-                    f["message"].as_str().unwrap_or("")
-                );
-            }
-        } else {
-            eprintln!("{} {e}", err.err("error:"));
-        }
-        if matches!(status, 400 | 401 | 403 | 415) {
-            return ExitCode::from(EXIT_INVALID);
-        }
-        if *status == 503 {
-            return ExitCode::from(EXIT_INTERRUPTED);
-        }
-        return ExitCode::from(EXIT_SESSION_FAILED);
-    }
-    eprintln!("{} {e}", err.err("error:"));
-    ExitCode::from(EXIT_SESSION_FAILED)
 }
 
 /// Why a submission could not be put together.
@@ -272,65 +239,4 @@ fn submission(args: &SubmitArgs) -> Result<Value, SubmissionError> {
         body.insert("cwd".into(), json!(cwd));
     }
     Ok(Value::Object(body))
-}
-
-/// `capfleet runs --server URL`: the server's runs, as `capfleet runs` prints its own.
-pub(crate) fn remote_runs(
-    server: &str,
-    token_env: &str,
-    json: bool,
-    color: ColorChoice,
-) -> ExitCode {
-    let err = Style::for_stderr(color);
-    let runtime = match crate::cmd::one_session::runtime() {
-        Ok(rt) => rt,
-        Err(code) => return code,
-    };
-    runtime.block_on(async {
-        let client = match Client::new(server, token(token_env)) {
-            Ok(c) => c,
-            Err(e) => return failed(&e, err),
-        };
-        let mut runs = Vec::new();
-        let mut after: Option<String> = None;
-        loop {
-            let path = match &after {
-                Some(a) => format!("/v1/runs?limit=500&after={a}"),
-                None => "/v1/runs?limit=500".to_owned(),
-            };
-            let page = match client.call(Method::GET, &path, None).await {
-                Ok(p) => p,
-                Err(e) => return failed(&e, err),
-            };
-            runs.extend(page["runs"].as_array().cloned().unwrap_or_default());
-            match page["next_after"].as_str() {
-                Some(a) => after = Some(a.to_owned()),
-                None => break,
-            }
-        }
-        if json {
-            for r in &runs {
-                println!("{r}");
-            }
-            return ExitCode::SUCCESS;
-        }
-        println!(
-            "{:<24} {:<12} {:>10} {:>8}  {:<10} exit",
-            "run", "state", "cost", "sessions", "fleet"
-        );
-        for r in &runs {
-            println!(
-                "{:<24} {:<12} {:>10} {:>8}  {:<10} {}",
-                r["id"].as_str().unwrap_or(""),
-                r["state"].as_str().unwrap_or(""),
-                format!("${:.4}", r["budget"]["spent_usd"].as_f64().unwrap_or(0.0)),
-                r["sessions"].as_array().map_or(0, Vec::len),
-                r["fleet"].as_str().unwrap_or("-"),
-                r["exit_code"]
-                    .as_u64()
-                    .map_or_else(|| "-".to_owned(), |c| c.to_string()),
-            );
-        }
-        ExitCode::SUCCESS
-    })
 }

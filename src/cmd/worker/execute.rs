@@ -1,8 +1,8 @@
 //! One queued run on this worker: its directory `.capfleet/runs/<run-id>/` (the id
 //! the submitter gave it), the submission written into `input/` and validated as
-//! `serve` validates a `POST /v1/runs` body (`crate::cmd::serve::submission`), then
+//! `serve` validates a `POST /v1/runs` body (`crate::submission`), then
 //! run to its end on the engine `serve` runs submissions on
-//! (`crate::cmd::run::launch::in_process`), with nobody to ask (the policy's open
+//! (`crate::launch::in_process`), with nobody to ask (the policy's open
 //! questions are answered fail-safe), its journal published as it is written
 //! (`crate::nats::replica`).
 //!
@@ -21,16 +21,16 @@ use tokio::sync::{mpsc, watch};
 use tracing::Instrument as _;
 
 use super::Worker;
-use crate::cmd::run::launch::{self, InProcess};
-use crate::cmd::run::resume::{self, Verdict};
-use crate::cmd::run::{EXIT_INVALID, EXIT_SESSION_FAILED};
-use crate::cmd::serve::artifacts::{ARTIFACTS, files};
-use crate::cmd::serve::error::ApiError;
-use crate::cmd::serve::submission::{FLEET_FILE, INPUT_DIR, Submission};
 use crate::fleet::RunDir;
 use crate::fleet::run_dir::RUNS_DIR;
+use crate::fleet::run_dir::{ARTIFACTS, files};
+use crate::launch::{self, InProcess};
+use crate::launch::{EXIT_INVALID, EXIT_SESSION_FAILED};
 use crate::nats::queue::RunMessage;
 use crate::nats::replica::{Ended, Replica};
+use crate::resume::{self, Verdict};
+use crate::submission::SubmissionError;
+use crate::submission::{FLEET_FILE, INPUT_DIR, Submission};
 
 /// Whether a run's outcome is journaled (then it may be acked).
 #[derive(Debug)]
@@ -117,7 +117,7 @@ async fn run(
         // Taken over: the journal as the stream has it, and what a resume needs.
         tracing::info!(run = %m.id, records = records.len(), "taking the run over: its journal replayed from JetStream");
         let written = write_journal(&run, &records).and_then(|()| {
-            resume::remember_fleet(&run, &fleet_file, submission.task.clone(), false)
+            resume::remember(&run, &fleet_file, submission.task.clone(), false, None)
                 .map_err(|e| e.to_string())
         });
         if let Err(e) = written {
@@ -164,7 +164,7 @@ async fn run(
             Ok(l) => l,
             Err(e) => return end(&run, EXIT_SESSION_FAILED, &e.to_string()),
         };
-        if let Err(e) = resume::remember_fleet(&run, &fleet_file, submission.task.clone(), false) {
+        if let Err(e) = resume::remember(&run, &fleet_file, submission.task.clone(), false, None) {
             return end(&run, EXIT_SESSION_FAILED, &e.to_string());
         }
         (lock, None)
@@ -335,9 +335,9 @@ fn prefix_len(path: &std::path::Path, lines: usize) -> u64 {
 }
 
 /// A submission this worker cannot run: its journal says why, and ends.
-fn refuse(worker: &Worker, run: &RunDir, e: &ApiError) -> Outcome {
+fn refuse(worker: &Worker, run: &RunDir, e: &SubmissionError) -> Outcome {
     let reason = match e {
-        ApiError::InvalidFleet(findings) => findings
+        SubmissionError::InvalidFleet(findings) => findings
             .iter()
             .map(|f| f.message.clone())
             .collect::<Vec<_>>()

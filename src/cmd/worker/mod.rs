@@ -32,7 +32,7 @@ use tokio::task::JoinSet;
 use capfleet_engine::telemetry::metrics::{FleetMetrics, Metrics};
 
 use self::metrics::WorkerMetrics;
-use crate::cmd::run::EXIT_INVALID;
+use crate::launch::EXIT_INVALID;
 use crate::nats::lease::Leases;
 use crate::nats::presence::{Presence, announce};
 use crate::nats::queue;
@@ -139,7 +139,7 @@ impl Worker {
 }
 
 pub(crate) fn run(args: WorkerArgs, color: ColorChoice) -> ExitCode {
-    let runtime = match crate::cmd::one_session::runtime() {
+    let runtime = match crate::runtime::runtime() {
         Ok(rt) => rt,
         Err(code) => return code,
     };

@@ -12,8 +12,8 @@ use capfleet_engine::workspace::RunWorkspaces;
 use capfleet_engine::workspace::clean::clean;
 
 use super::{EXIT_REFUSED, EXIT_USAGE, RunRef};
-use crate::cmd::runs::RunState;
 use crate::fleet::run_dir::RunDir;
+use crate::runs::RunState;
 use crate::style::{ColorChoice, Style};
 
 #[derive(Debug, clap::Args)]
@@ -85,7 +85,7 @@ fn finished_runs(args: &CleanArgs) -> Vec<RunRef> {
     RunDir::all(&base)
         .unwrap_or_default()
         .iter()
-        .map(crate::cmd::runs::row)
+        .map(crate::runs::row)
         .filter(|r| r.state != RunState::Running)
         .filter(|r| {
             args.older_than.is_none_or(|age| {

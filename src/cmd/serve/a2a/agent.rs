@@ -34,7 +34,7 @@ use super::rpc::RpcError;
 use super::task::{Subscription, Task, Update};
 use super::{Tasks, prompt_of, unique_id};
 use crate::agents::{SessionRequest, session_spec};
-use crate::cmd::one_session::refuse;
+use crate::one_session::refuse;
 
 /// A context without a turn this long is closed.
 pub(super) const IDLE: Duration = Duration::from_secs(15 * 60);
@@ -127,33 +127,34 @@ impl Health {
 }
 
 /// What starting an exposed agent needs.
-pub(super) struct AgentLaunch<'a> {
+pub(super) struct AgentLaunch {
     pub name: String,
     pub tasks: Tasks,
     pub manifest: Arc<Manifest>,
     pub cwd: PathBuf,
     pub journal: PathBuf,
     pub max_contexts: usize,
-    pub telemetry: &'a crate::telemetry::Telemetry,
+    /// The trace the agent's workflow continues.
+    pub traceparent: Option<String>,
 }
 
 impl AgentHost {
     /// Start the agent's tree (no session yet) and the task that puts its questions
     /// to the clients; `Err` once said on stderr.
     pub(super) async fn start(
-        launch: AgentLaunch<'_>,
+        launch: AgentLaunch,
     ) -> Result<Arc<AgentHost>, std::process::ExitCode> {
         let (human, questions) = mpsc::channel(16);
-        let setup = crate::cmd::one_session::Setup {
+        let setup = crate::one_session::Setup {
             verb: "a2a",
             agent_type: &launch.name,
             journal: Some(launch.journal),
             policy: Policy::default(),
             human: Some(human),
-            telemetry: launch.telemetry,
+            traceparent: launch.traceparent,
         };
         let err = crate::style::Style::for_stderr(crate::style::ColorChoice::Never);
-        let (orchestrator, faults) = crate::cmd::one_session::tree(setup, err).await?;
+        let (orchestrator, faults) = crate::one_session::tree(setup, err).await?;
         let durable = orchestrator.journal_durable().await.map_err(|e| {
             eprintln!("{} {e}", err.err("error:"));
             std::process::ExitCode::FAILURE

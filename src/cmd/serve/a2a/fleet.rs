@@ -23,11 +23,11 @@ use super::gate::Gate;
 use super::rpc::RpcError;
 use super::task::{Msg, Part, Subscription, Task, Update};
 use super::{ExposeError, Tasks, input, prompt_of, unique_id};
-use crate::cmd::one_session::refuse;
 use crate::cmd::serve::auth::Caller;
 use crate::cmd::serve::driver::{self, RunHooks};
 use crate::cmd::serve::state::{Admission, Pending, RunEntry, RunState, Server};
 use crate::fleet::RunDir;
+use crate::one_session::refuse;
 
 /// The answer's text kept at most.
 const MAX_ANSWER: usize = 256 * 1024;

@@ -39,7 +39,6 @@ use serde_json::Value;
 
 use super::auth::Caller;
 use super::state::Server;
-use crate::telemetry::Telemetry;
 use agent::{AgentHost, AgentLaunch};
 pub(crate) use card::Base;
 use fleet::FleetHost;
@@ -234,7 +233,7 @@ pub(crate) async fn expose(
     plain: bool,
     base: Base,
     data_dir: &Path,
-    telemetry: &Telemetry,
+    traceparent: Option<String>,
 ) -> Result<Arc<Exposed>, ExposeError> {
     let mut hosts = HashMap::new();
     let cwd = std::env::current_dir().map_err(ExposeError::DataDir)?;
@@ -259,7 +258,7 @@ pub(crate) async fn expose(
             cwd: cwd.clone(),
             journal,
             max_contexts: server.limits.max_sessions,
-            telemetry,
+            traceparent: traceparent.clone(),
         })
         .await
         .map_err(|_| bad("its supervision tree did not start".into()))?;

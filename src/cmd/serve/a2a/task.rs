@@ -18,8 +18,8 @@ use capfleet_wire::sync::lock;
 use serde_json::Value;
 use tokio::sync::broadcast;
 
-use crate::cmd::one_session::refuse;
 use crate::cmd::serve::metrics::A2aTaskLabels;
+use crate::one_session::refuse;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 

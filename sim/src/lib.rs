@@ -156,7 +156,7 @@ pub(crate) enum SpellingArg {
 
 /// Arguments of `capfleet sim`.
 #[derive(Debug, clap::Args)]
-pub(crate) struct SimArgs {
+pub struct SimArgs {
     /// Protocol spoken on stdio.
     #[arg(long, value_enum, default_value = "stream-json")]
     mode: Mode,
@@ -264,7 +264,7 @@ const DEFAULT_TOOLS: &[&str] = &[
     "AskUserQuestion",
 ];
 
-pub(crate) fn run(args: SimArgs) -> ExitCode {
+pub fn run(args: SimArgs) -> ExitCode {
     let script = match load(&args) {
         Ok(script) => script,
         Err(message) => {

@@ -15,8 +15,14 @@ use capfleet_engine::run::{
 use capfleet_wire::events::{Published, RunOutcome, Signal, urn};
 use tokio::sync::mpsc;
 
-use super::{EXIT_BUDGET, EXIT_INTERRUPTED, EXIT_SESSION_FAILED, workspaces};
 use crate::fleet::{Fleet, OnError, RunDir};
+use crate::workspaces;
+
+/// Exit codes (documented in `--help`).
+pub(crate) const EXIT_SESSION_FAILED: u8 = 1;
+pub(crate) const EXIT_INVALID: u8 = 2;
+pub(crate) const EXIT_BUDGET: u8 = 3;
+pub(crate) const EXIT_INTERRUPTED: u8 = 130;
 
 /// What a run gets beside its fleet and directory.
 pub(crate) struct Launch {

@@ -7,11 +7,9 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use axum::http::HeaderMap;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use super::error::{ApiError, Finding};
 pub(crate) use crate::fleet::plain_relative;
 use crate::fleet::{self, FleetErrors, Loaded};
 
@@ -19,6 +17,31 @@ use crate::fleet::{self, FleetErrors, Loaded};
 pub(crate) const INPUT_DIR: &str = "input";
 /// The fleet's file name in it.
 pub(crate) const FLEET_FILE: &str = "fleet.toml";
+
+/// One reason a fleet was rejected, as `run --dry-run` prints it.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub(crate) struct Finding {
+    /// The file the finding is in (`fleet.toml`, or a file of `files`).
+    pub origin: String,
+    pub line: Option<usize>,
+    /// The dotted key (`sessions[1].agent`), empty for the file as a whole.
+    pub key: String,
+    /// The whole finding, as printed.
+    pub message: String,
+}
+
+/// Why a submission was not taken (the server answers each with its API error).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum SubmissionError {
+    #[error("{0}")]
+    BadRequest(String),
+    #[error("the fleet is invalid: {} finding(s)", .0.len())]
+    InvalidFleet(Vec<Finding>),
+    #[error("content type `{got}`: send {want}")]
+    UnsupportedMedia { got: String, want: &'static str },
+    #[error("{0}")]
+    Internal(String),
+}
 
 /// What a client submitted.
 #[derive(Debug, Default, Serialize, Deserialize, ToSchema)]
@@ -39,22 +62,22 @@ pub(crate) struct Submission {
 }
 
 impl Submission {
-    /// The body as a submission, by its content type.
-    pub(crate) fn parse(headers: &HeaderMap, body: &[u8]) -> Result<Submission, ApiError> {
-        let kind = super::origin::media_type(headers);
+    /// The body as a submission, by its media type (`kind`: the content type without
+    /// its parameters, lower case).
+    pub(crate) fn parse(kind: &str, body: &[u8]) -> Result<Submission, SubmissionError> {
         let text = || {
             String::from_utf8(body.to_vec())
-                .map_err(|_| ApiError::BadRequest("the body is not UTF-8".into()))
+                .map_err(|_| SubmissionError::BadRequest("the body is not UTF-8".into()))
         };
-        let s = match kind.as_str() {
+        let s = match kind {
             "application/toml" => Submission {
                 fleet: text()?,
                 ..Submission::default()
             },
             "application/json" => serde_json::from_slice(body)
-                .map_err(|e| ApiError::BadRequest(format!("the JSON body: {e}")))?,
+                .map_err(|e| SubmissionError::BadRequest(format!("the JSON body: {e}")))?,
             other => {
-                return Err(ApiError::UnsupportedMedia {
+                return Err(SubmissionError::UnsupportedMedia {
                     got: other.to_owned(),
                     want: "application/toml or application/json",
                 });
@@ -65,23 +88,23 @@ impl Submission {
 
     /// A submission carried as JSON by other means (a queued run's message), checked
     /// as a request's body is.
-    pub(crate) fn from_json(value: serde_json::Value) -> Result<Submission, ApiError> {
+    pub(crate) fn from_json(value: serde_json::Value) -> Result<Submission, SubmissionError> {
         let s: Submission = serde_json::from_value(value)
-            .map_err(|e| ApiError::BadRequest(format!("the submission: {e}")))?;
+            .map_err(|e| SubmissionError::BadRequest(format!("the submission: {e}")))?;
         s.checked()
     }
 
     /// Refuse a task read from a file and a file outside the input directory.
-    fn checked(self) -> Result<Submission, ApiError> {
+    fn checked(self) -> Result<Submission, SubmissionError> {
         let s = self;
         if s.task.as_deref().is_some_and(|t| t.starts_with('@')) {
-            return Err(ApiError::BadRequest(
+            return Err(SubmissionError::BadRequest(
                 "`task` is the task's text (a file reference `@…` is read on the server only from `files`, through the fleet's own `task`)".into(),
             ));
         }
         for name in s.files.keys() {
             if !plain_relative(name) || name == FLEET_FILE {
-                return Err(ApiError::BadRequest(format!(
+                return Err(SubmissionError::BadRequest(format!(
                     "`files`: `{name}` is not a plain relative path (no `..`, not absolute, not {FLEET_FILE})"
                 )));
             }
@@ -90,11 +113,11 @@ impl Submission {
     }
 
     /// `cwd`, canonical, if it is a directory inside one of `roots`.
-    pub(crate) fn cwd(&self, roots: &[PathBuf]) -> Result<Option<PathBuf>, ApiError> {
+    pub(crate) fn cwd(&self, roots: &[PathBuf]) -> Result<Option<PathBuf>, SubmissionError> {
         let Some(cwd) = &self.cwd else {
             return Ok(None);
         };
-        let refuse = |why: String| ApiError::BadRequest(format!("`cwd` `{cwd}`: {why}"));
+        let refuse = |why: String| SubmissionError::BadRequest(format!("`cwd` `{cwd}`: {why}"));
         if roots.is_empty() {
             return Err(refuse(
                 "this server takes no cwd (start it with --allow-root DIR)".into(),
@@ -115,13 +138,15 @@ impl Submission {
     /// Write the fleet and its files into `input` (made). A file that cannot be
     /// written where its name says (a name too long, a directory in the way) is the
     /// client's error, naming it.
-    pub(crate) fn write(&self, input: &Path) -> Result<(), ApiError> {
-        let io = |e: std::io::Error| ApiError::Internal(format!("writing the submission: {e}"));
+    pub(crate) fn write(&self, input: &Path) -> Result<(), SubmissionError> {
+        let io =
+            |e: std::io::Error| SubmissionError::Internal(format!("writing the submission: {e}"));
         std::fs::create_dir_all(input).map_err(io)?;
         std::fs::write(input.join(FLEET_FILE), &self.fleet).map_err(io)?;
         for (name, text) in &self.files {
             let path = input.join(name);
-            let bad = |e: std::io::Error| ApiError::BadRequest(format!("`files`: `{name}`: {e}"));
+            let bad =
+                |e: std::io::Error| SubmissionError::BadRequest(format!("`files`: `{name}`: {e}"));
             if let Some(dir) = path.parent() {
                 std::fs::create_dir_all(dir).map_err(bad)?;
             }
@@ -140,14 +165,14 @@ impl Submission {
         input: &Path,
         cwd: Option<&Path>,
         roots: Option<&[PathBuf]>,
-    ) -> Result<Loaded, ApiError> {
+    ) -> Result<Loaded, SubmissionError> {
         let path = input.join(FLEET_FILE);
         let task = self.task.as_deref();
         let loaded = match roots {
             Some(roots) => fleet::load_submitted(&path, task, cwd, roots).await,
             None => fleet::load_in(&path, task, cwd).await,
         };
-        loaded.map_err(|errors| ApiError::InvalidFleet(findings(&errors, input)))
+        loaded.map_err(|errors| SubmissionError::InvalidFleet(findings(&errors, input)))
     }
 
     /// Load and validate the fleet written into `input` to run it here, confined to
@@ -157,7 +182,7 @@ impl Submission {
         input: &Path,
         cwd: Option<&Path>,
         roots: &[PathBuf],
-    ) -> Result<Loaded, ApiError> {
+    ) -> Result<Loaded, SubmissionError> {
         let loaded = self.load_fleet(input, cwd, Some(roots)).await?;
         let missing: Vec<Finding> = loaded
             .fleet
@@ -173,7 +198,7 @@ impl Submission {
             })
             .collect();
         if !missing.is_empty() {
-            return Err(ApiError::InvalidFleet(missing));
+            return Err(SubmissionError::InvalidFleet(missing));
         }
         Ok(loaded)
     }
@@ -196,52 +221,4 @@ fn findings(errors: &FleetErrors, input: &Path) -> Vec<Finding> {
             }
         })
         .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use axum::http::HeaderValue;
-    use axum::http::header::CONTENT_TYPE;
-
-    fn headers(kind: &'static str) -> HeaderMap {
-        let mut h = HeaderMap::new();
-        h.insert(CONTENT_TYPE, HeaderValue::from_static(kind));
-        h
-    }
-
-    #[test]
-    fn bodies_by_content_type() {
-        let s = Submission::parse(&headers("application/toml"), b"[fleet]\n").unwrap();
-        assert_eq!(s.fleet, "[fleet]\n");
-        let s = Submission::parse(
-            &headers("application/json; charset=utf-8"),
-            br#"{"fleet":"x","task":"t","files":{"s/a.toml":"y"}}"#,
-        )
-        .unwrap();
-        assert_eq!((s.fleet.as_str(), s.task.as_deref()), ("x", Some("t")));
-        for kind in ["image/png", "text/plain", "text/toml", ""] {
-            assert!(
-                matches!(
-                    Submission::parse(&headers(kind), b"[fleet]\n"),
-                    Err(ApiError::UnsupportedMedia { .. })
-                ),
-                "{kind}"
-            );
-        }
-        for bad in [
-            r#"{"fleet":"x","files":{"../a":"y"}}"#,
-            r#"{"fleet":"x","files":{"/etc/a":"y"}}"#,
-            r#"{"fleet":"x","task":"@/etc/passwd"}"#,
-            r#"{"fleet":"x","other":1}"#,
-        ] {
-            assert!(
-                matches!(
-                    Submission::parse(&headers("application/json"), bad.as_bytes()),
-                    Err(ApiError::BadRequest(_))
-                ),
-                "{bad}"
-            );
-        }
-    }
 }

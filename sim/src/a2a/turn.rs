@@ -10,15 +10,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
-use capfleet_engine::protocol::{CapEvent, Decision, PlanEntry as CapPlanEntry, RiskLevel};
 use capfleet_wire::bindings::a2a::{Spelling, TaskState, datapart};
+use capfleet_wire::protocol::{CapEvent, Decision, PlanEntry as CapPlanEntry, RiskLevel};
 use serde_json::{Value, json};
 use tokio::sync::mpsc::Sender;
 
 use super::outbox::Drops;
 use super::snapshot::Snapshot;
-use crate::sim::frames::PAD_MARK;
-use crate::sim::steps::{Ask, FloodGen, Flow, Frontend, PlanEntry, Stop, ToolStep, Usage, chunks};
+use crate::frames::PAD_MARK;
+use crate::steps::{Ask, FloodGen, Flow, Frontend, PlanEntry, Stop, ToolStep, Usage, chunks};
 use capfleet_wire::bindings::a2a::outbound::TaskFrames;
 
 /// What the task's SSE responses read.

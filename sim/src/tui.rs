@@ -1,7 +1,7 @@
 //! `--mode tui`: an interactive terminal agent for the PTY binding.
 //!
 //! Output conventions (after ANSI stripping) are listed in the module
-//! documentation of [`crate::sim`]; `config/agents/sim-tui.toml` parses them.
+//! documentation of [the crate root](crate); `config/agents/sim-tui.toml` parses them.
 
 use std::collections::VecDeque;
 use std::io::{self, BufWriter, StdoutLock, Write};

@@ -147,7 +147,7 @@ impl Seen {
         let r = match report {
             Ok(r) => r,
             Err(e) => {
-                if let Err(e) = run.record_end(crate::cmd::run::EXIT_SESSION_FAILED) {
+                if let Err(e) = run.record_end(crate::launch::EXIT_SESSION_FAILED) {
                     tracing::error!("{e}");
                 }
                 end.error = Some(format!("the fleet could not run: {e}"));

@@ -1,47 +1,17 @@
-//! `capfleet runs`: the runs of a data dir (`.capfleet/runs/` under the current
-//! directory or `--dir`), oldest first, each with its state — `completed`, `failed`
+//! The runs of a data dir (`.capfleet/runs/`) as `capfleet runs` lists them and
+//! `capfleet serve` answers them: each with its state — `completed`, `failed`
 //! (a session failed, a budget was exceeded, the disk failed), `interrupted` (a
 //! signal stopped it, or its capfleet died before the run ended), `running` with its
 //! capfleet's pid —, its cost (the `cap.usage` estimates in its journal), its
 //! sessions and its start time.
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
-use std::process::ExitCode;
+use std::path::Path;
 
 use serde::Serialize;
 use serde_json::Value;
 
 use crate::fleet::run_dir::{Orchestrator, RunDir};
-use crate::human::fit::Fit;
-use crate::human::table::{Col, Overflow, Table, cell};
-use crate::style::{ColorChoice, Style};
-
-#[derive(Debug, clap::Args)]
-#[command(after_help = "\
-Examples:
-  capfleet runs
-      the runs started from this directory, oldest first
-  capfleet runs --json
-      one JSON object per run
-  capfleet runs --server http://127.0.0.1:7878
-      the runs of a `capfleet serve` (token from $CAPFLEET_TOKEN)
-
-Exit codes: 0 listed (also when there are none), 1 the runs directory cannot be read.")]
-pub(crate) struct RunsArgs {
-    /// The directory the runs were started from (default: the current directory).
-    #[arg(long, value_name = "DIR")]
-    pub dir: Option<PathBuf>,
-    /// One JSON object per line instead of the table.
-    #[arg(long)]
-    pub json: bool,
-    /// List the runs of this `capfleet serve` instead (its base URL).
-    #[arg(long, value_name = "URL", conflicts_with = "dir")]
-    pub server: Option<String>,
-    /// With --server: the environment variable holding the bearer token.
-    #[arg(long, value_name = "VAR", default_value = "CAPFLEET_TOKEN")]
-    pub token_env: String,
-}
 
 /// Where a run stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -72,77 +42,6 @@ pub(crate) struct RunRow {
     pub ended_ms: Option<u64>,
     pub exit_code: Option<u8>,
 }
-
-pub(crate) fn run(args: RunsArgs, color: ColorChoice) -> ExitCode {
-    if let Some(server) = &args.server {
-        return crate::cmd::submit::remote_runs(server, &args.token_env, args.json, color);
-    }
-    let err = Style::for_stderr(color);
-    let base = args.dir.unwrap_or_else(|| PathBuf::from("."));
-    let runs = match RunDir::all(&base) {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("{} {e}", err.err("error:"));
-            return ExitCode::FAILURE;
-        }
-    };
-    let rows: Vec<RunRow> = runs.iter().map(row).collect();
-    if args.json {
-        for r in &rows {
-            if let Ok(line) = serde_json::to_string(r) {
-                println!("{line}");
-            }
-        }
-        return ExitCode::SUCCESS;
-    }
-    let fit = Fit::stdout();
-    if rows.is_empty() {
-        let line = format!("no runs under {}", fit.path(&base.join(".capfleet/runs")));
-        println!("{}", fit.wrap(&line, 4));
-        return ExitCode::SUCCESS;
-    }
-    let mut table = Table::new(&COLUMNS);
-    table.row(
-        ["run", "state", "cost", "sessions", "started (UTC)"]
-            .map(cell)
-            .to_vec(),
-    );
-    for r in &rows {
-        let state = match (r.state, r.pid, &r.outcome) {
-            (RunState::Running, Some(pid), _) => format!("running (pid {pid})"),
-            (RunState::Failed, _, Some(o)) => format!("failed ({o})"),
-            (s, _, _) => serde_json::to_value(s)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_owned))
-                .unwrap_or_default(),
-        };
-        let started = r.started_ms.map_or_else(
-            || "-".to_owned(),
-            |ms| capfleet_wire::clock::rfc3339_secs(i64::try_from(ms / 1000).unwrap_or(0)),
-        );
-        table.row(vec![
-            cell(&r.run),
-            cell(state),
-            cell(format!("${:.4}", r.cost_usd)),
-            cell(r.sessions.to_string()),
-            cell(started),
-        ]);
-    }
-    for line in table.lines(&fit, Overflow::Next).concat() {
-        println!("{line}");
-    }
-    ExitCode::SUCCESS
-}
-
-/// The table's columns: run, state, cost, sessions, start; the run and its state
-/// stay on the row's line longest.
-const COLUMNS: [Col; 5] = [
-    Col::left("", 24, 0),
-    Col::left(" ", 22, 1),
-    Col::left(" ", 10, 2).right(),
-    Col::left(" ", 8, 4).right(),
-    Col::left("  ", 0, 3),
-];
 
 /// What the run's lock and journal say about it.
 pub(crate) fn row(run: &RunDir) -> RunRow {
@@ -252,7 +151,7 @@ impl JournalRead {
                     .or_else(|| {
                         let outcome = serde_json::from_value(rec["outcome"].clone()).ok()?;
                         let signal = serde_json::from_value(rec["signal"].clone()).ok();
-                        Some(crate::cmd::run::launch::code_of(outcome, signal))
+                        Some(crate::launch::code_of(outcome, signal))
                     });
                 if code.is_some() {
                     read.exit_code = code;
@@ -318,7 +217,7 @@ mod tests {
         let engine = [r#"{"type":"run_ended","outcome":"interrupted","signal":"SIGTERM"}"#];
         assert_eq!(read(&engine).exit_code, Some(143));
         let engine = [r#"{"type":"run_ended","outcome":"budget_exceeded"}"#];
-        assert_eq!(read(&engine).exit_code, Some(crate::cmd::run::EXIT_BUDGET));
+        assert_eq!(read(&engine).exit_code, Some(crate::launch::EXIT_BUDGET));
         lines.push(r#"{"type":"cap","event":{"kind":"cap.usage","cost_usd_estimate":0.5}}"#);
         lines.push(r#"{"type":"st"#);
         let r = read(&lines);

@@ -1,12 +1,16 @@
 //! The client side of `capfleet serve`'s API, for `capfleet submit` and `capfleet runs
 //! --server`: JSON requests with the bearer token, and a run's event stream.
 
+use std::process::ExitCode;
 use std::time::Duration;
 
 use capfleet_wire::bindings::sse::lines;
 use eventsource_stream::{Event, Eventsource as _};
 use futures::{Stream, StreamExt as _};
 use serde_json::Value;
+
+use crate::launch::{EXIT_INTERRUPTED, EXIT_INVALID, EXIT_SESSION_FAILED};
+use crate::style::Style;
 
 /// The most bytes one event of a run's stream may take: an event is one journal record,
 /// an agent's line (1 MiB unless its manifest raises `max_line_bytes`) in its envelope.
@@ -136,4 +140,35 @@ fn api_error(url: String, status: u16, body: Value) -> ClientError {
         status,
         body: Box::new(body),
     }
+}
+
+pub(crate) fn token(var: &str) -> Option<String> {
+    std::env::var(var).ok().filter(|t| !t.trim().is_empty())
+}
+
+/// Say why a request failed; the exit code (a rejected fleet or token is a usage
+/// error, the run's `2`; anything else `1`).
+pub(crate) fn failed(e: &ClientError, err: Style) -> ExitCode {
+    if let ClientError::Api { body, status, .. } = e {
+        if let Some(findings) = body["findings"].as_array() {
+            for f in findings {
+                eprintln!(
+                    "{} {}",
+                    err.err("error:"),
+                    f["message"].as_str().unwrap_or("")
+                );
+            }
+        } else {
+            eprintln!("{} {e}", err.err("error:"));
+        }
+        if matches!(status, 400 | 401 | 403 | 415) {
+            return ExitCode::from(EXIT_INVALID);
+        }
+        if *status == 503 {
+            return ExitCode::from(EXIT_INTERRUPTED);
+        }
+        return ExitCode::from(EXIT_SESSION_FAILED);
+    }
+    eprintln!("{} {e}", err.err("error:"));
+    ExitCode::from(EXIT_SESSION_FAILED)
 }

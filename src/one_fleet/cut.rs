@@ -10,9 +10,9 @@ use capfleet_wire::events::{RunOutcome, SUBSCRIBER_CAPACITY};
 use tokio::sync::mpsc;
 
 use super::{FleetAgent, FleetEnd, FleetError, load, watch};
-use crate::cmd::run::{resume, workspaces};
 use crate::fleet::RunDir;
 use crate::fleet::run_dir::RunLock;
+use crate::{resume, workspaces};
 
 /// A cut run made ready to go on.
 pub(super) struct CutRun {
@@ -90,7 +90,7 @@ impl CutRun {
 /// The end of the run `run` that never began: `stop` came while the cut run before
 /// it was being finished (its journal ended, so it is not taken for a cut one).
 pub(super) fn stopped_before(run: &RunDir, stop: &Stop) -> FleetEnd {
-    if let Err(e) = run.record_end(crate::cmd::run::EXIT_INTERRUPTED) {
+    if let Err(e) = run.record_end(crate::launch::EXIT_INTERRUPTED) {
         tracing::error!("{e}");
     }
     let why = match stop {

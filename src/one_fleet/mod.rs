@@ -29,9 +29,9 @@ use tokio::sync::{mpsc, oneshot};
 
 pub(crate) use watch::Worktree;
 
-use crate::cmd::run::launch::{self, Launch};
-use crate::cmd::run::workspaces;
 use crate::fleet::{self, RunDir};
+use crate::launch::{self, Launch};
+use crate::workspaces;
 
 /// A fleet answering as one agent: the runs of one conversation.
 pub(crate) struct FleetAgent {
@@ -248,12 +248,12 @@ impl FleetAgent {
             .lock(&self.path)
             .map_err(|e| FleetError::RunDir(e.to_string()))?;
         // A run cut short (this process killed) is finished by `capfleet run --resume`.
-        crate::cmd::run::resume::remember_fleet(&run, &self.path, Some(task.clone()), false)
+        crate::resume::remember(&run, &self.path, Some(task.clone()), false, None)
             .map_err(|e| FleetError::RunDir(e.to_string()))?;
         let workspace = match workspaces::prepare(&mut fleet, &run, false).await {
             Ok(w) => w,
             Err(e) => {
-                if let Err(e) = run.record_end(crate::cmd::run::EXIT_SESSION_FAILED) {
+                if let Err(e) = run.record_end(crate::launch::EXIT_SESSION_FAILED) {
                     tracing::error!("{e}");
                 }
                 return Err(FleetError::Workspaces(e.to_string()));

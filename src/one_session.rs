@@ -1,4 +1,4 @@
-//! What `chat`, `speak` and `acp` share: the runtime, and one session under the full
+//! What `chat`, `speak`, `acp` and serve's A2A agents share: one session under the full
 //! supervision tree (root, answerer, fleet, session, driver) in a trace of its own,
 //! a workflow of one agent (the GenAI conventions' `invoke_workflow`, as a fleet's run).
 
@@ -14,49 +14,7 @@ use capfleet_wire::events::{Published, SUBSCRIBER_CAPACITY};
 use ractor::ActorRef;
 use tokio::sync::mpsc;
 
-use crate::style::{ColorChoice, Style};
-use crate::telemetry::{Telemetry, TelemetryArgs};
-
-/// Run `verb` in a fresh [`runtime`] with its span pipeline from `telemetry` (bad
-/// telemetry flags: exit 2), finishing the pipeline after it. The runtime does not
-/// wait for a blocked read of stdin at the end.
-pub(crate) fn run_verb(
-    color: ColorChoice,
-    telemetry: &TelemetryArgs,
-    verb: impl AsyncFnOnce(&Telemetry) -> ExitCode,
-) -> ExitCode {
-    let runtime = match runtime() {
-        Ok(rt) => rt,
-        Err(code) => return code,
-    };
-    let code = runtime.block_on(async {
-        let telemetry = match Telemetry::start(color, telemetry) {
-            Ok(t) => t,
-            Err(e) => {
-                crate::logging::init(color);
-                eprintln!("{} {e}", Style::for_stderr(color).err("error:"));
-                return ExitCode::from(2);
-            }
-        };
-        let code = verb(&telemetry).await;
-        telemetry.finish().await;
-        code
-    });
-    runtime.shutdown_background();
-    code
-}
-
-/// The runtime of a verb that drives agents (two workers); `Err` once said on stderr.
-pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| {
-            eprintln!("capfleet: cannot start the runtime: {e}");
-            ExitCode::FAILURE
-        })
-}
+use crate::style::Style;
 
 /// How the session's tree is set up.
 pub(crate) struct Setup<'a> {
@@ -67,7 +25,9 @@ pub(crate) struct Setup<'a> {
     pub policy: Policy,
     /// Where what the policy leaves open is asked (else: denied fail-safe).
     pub human: Option<mpsc::Sender<HumanQuestion>>,
-    pub telemetry: &'a Telemetry,
+    /// The trace the workflow continues (the command's `TRACEPARENT`, when spans are
+    /// exported).
+    pub traceparent: Option<String>,
 }
 
 /// The running tree and its one session.
@@ -116,8 +76,8 @@ pub(crate) async fn tree(
         gen_ai.workflow.name = setup.verb,
         cap.agent.type = setup.agent_type,
     );
-    if let Some(tp) = setup.telemetry.traceparent() {
-        capfleet_wire::events::trace::adopt_parent(&span, &tp);
+    if let Some(tp) = &setup.traceparent {
+        capfleet_wire::events::trace::adopt_parent(&span, tp);
     }
     let (faults_tx, faults) = mpsc::channel(capfleet_engine::fault::FAULTS_CAPACITY);
     let orchestrator = Orchestrator::start(RootArgs {

@@ -1,6 +1,6 @@
 //! The sim script: its data model, and its loading and validation from TOML.
 //!
-//! See the module documentation of [`crate::sim`] and `config/sim/README.md`
+//! See the module documentation of [the crate root](crate) and `config/sim/README.md`
 //! for the format. Every error names the script's origin (file path or
 //! `<inline>`), the 1-based turn and step, and the offending key.
 

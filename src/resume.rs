@@ -18,7 +18,6 @@ use capfleet_engine::resume::recover;
 use capfleet_engine::run::Resume;
 use serde::{Deserialize, Serialize};
 
-use super::RunArgs;
 use crate::fleet::RunDir;
 use crate::fleet::run_dir::{Orchestrator, RunDirError, RunLock};
 
@@ -68,32 +67,10 @@ fn io_at(path: &Path) -> impl FnOnce(io::Error) -> ResumeError + '_ {
     }
 }
 
-/// Keep, beside the new run's journal, what its resume needs.
-pub(super) fn remember(run: &RunDir, args: &RunArgs) -> Result<(), ResumeError> {
-    let Some(fleet) = args.fleets.first() else {
-        return Ok(());
-    };
-    save(
-        run,
-        fleet,
-        args.task.clone(),
-        args.commit,
-        args.chaos.clone(),
-    )
-}
-
 /// Keep, beside the journal of `run` (of `fleet` with `task`), what `run --resume`
-/// needs to go on with it (a fleet answering as one agent keeps it for each run).
-pub(crate) fn remember_fleet(
-    run: &RunDir,
-    fleet: &Path,
-    task: Option<String>,
-    commit: bool,
-) -> Result<(), ResumeError> {
-    save(run, fleet, task, commit, None)
-}
-
-fn save(
+/// needs to go on with it (`run` keeps it for each run, a fleet answering as one
+/// agent for each of its runs).
+pub(crate) fn remember(
     run: &RunDir,
     fleet: &Path,
     task: Option<String>,
@@ -124,7 +101,7 @@ pub(crate) struct Opened {
 }
 
 /// Find run `id` (or `latest`) under the current directory; refused while it runs.
-pub(super) fn open(id: &str) -> Result<Opened, ResumeError> {
+pub(crate) fn open(id: &str) -> Result<Opened, ResumeError> {
     let cwd = std::env::current_dir().map_err(io_at(Path::new(".")))?;
     open_in(&cwd, id)
 }

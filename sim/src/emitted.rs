@@ -1,6 +1,6 @@
 //! `--emitted FILE`: the sim's own record of the turn results it writes, which the
 //! chaos report compares with the journal (events lost,
-//! `capfleet_engine::chaos::report::events`). Each result is recorded in two lines
+//! the engine's `chaos::report::events`). Each result is recorded in two lines
 //! around its write, so a process killed between the two is seen to have had a
 //! result in flight:
 //!

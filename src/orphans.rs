@@ -20,7 +20,7 @@ pub(crate) struct Killed {
 }
 
 /// Kill what the dead runs under `base` left running; what was killed, per run.
-pub(super) fn sweep(base: &Path) -> Vec<Killed> {
+pub(crate) fn sweep(base: &Path) -> Vec<Killed> {
     sweep_in(&base.join(RUNS_DIR))
 }
 

@@ -68,7 +68,7 @@ impl Script {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::script;
+    use crate::script;
 
     #[test]
     fn every_delay_is_divided_and_nothing_else_changes() {

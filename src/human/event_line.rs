@@ -54,7 +54,7 @@ pub(crate) fn row(
 }
 
 /// The session a record belongs to: the last URN segment, a `session` field, or `-`.
-pub(super) fn session_of(rec: &Map<String, Value>) -> &str {
+pub(crate) fn session_of(rec: &Map<String, Value>) -> &str {
     if let Some(urn) = rec.get("urn").and_then(Value::as_str) {
         return urn.rsplit('/').next().unwrap_or(urn);
     }
