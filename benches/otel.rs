@@ -20,10 +20,10 @@ mod support;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use capfleet::TracePipeline;
 use capfleet_actors::events::{EventBody, TurnOutcome};
 use capfleet_actors::run::RunTelemetry;
 use capfleet_actors::telemetry::config::TraceConfig;
-use capfleet_actors::telemetry::pipeline::TracePipeline;
 use serde_json::{Value, json};
 use support::figures::ms;
 use support::survivors;

@@ -9,6 +9,7 @@
 //! (a panicking actor is caught by ractor and the run ends on a normal path).
 
 pub(crate) mod metrics_http;
+pub(crate) mod pipeline;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -16,8 +17,8 @@ use std::sync::Arc;
 use capfleet_actors::events::trace::TRACEPARENT;
 use capfleet_actors::telemetry::config::{TelemetryError, TraceConfig};
 use capfleet_actors::telemetry::metrics::SpanStats;
-use capfleet_actors::telemetry::pipeline::TracePipeline;
 
+use self::pipeline::TracePipeline;
 use crate::style::ColorChoice;
 
 /// The flags shared by `run` and `chat`.
