@@ -20,9 +20,9 @@ mod support;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use capfleet::TracePipeline;
 use capfleet_engine::run::RunTelemetry;
 use capfleet_engine::telemetry::config::TraceConfig;
-use capfleet_engine::telemetry::pipeline::TracePipeline;
 use capfleet_wire::events::{EventBody, TurnOutcome};
 use serde_json::{Value, json};
 use support::figures::ms;

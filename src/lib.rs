@@ -1,8 +1,9 @@
 //! capfleet: an orchestrator of command-line AI agents over CAP (`cap-protocol/v1`).
 //!
 //! The application as a library: the binary (`src/main.rs`) calls [`main`], the fuzz
-//! crate drives the app's decoders of untrusted input through [`fuzzing`]. Every other
-//! module is private: this is no API.
+//! crate drives the app's decoders of untrusted input through [`fuzzing`], the span
+//! tests and the otel bench build the binary's span pipeline ([`TracePipeline`]).
+//! Every other module is private: this is no API.
 
 mod agents;
 mod cli;
@@ -39,6 +40,9 @@ mod workspaces;
 use std::process::ExitCode;
 
 use capfleet_wire::process::keeper;
+
+#[doc(hidden)]
+pub use telemetry::pipeline::TracePipeline;
 
 /// The `capfleet` command: its arguments from the process's.
 pub fn main() -> ExitCode {

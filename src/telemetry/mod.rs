@@ -9,15 +9,16 @@
 //! (a panicking actor is caught by ractor and the run ends on a normal path).
 
 pub(crate) mod metrics_http;
+pub(crate) mod pipeline;
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use capfleet_engine::telemetry::config::{TelemetryError, TraceConfig};
 use capfleet_engine::telemetry::metrics::SpanStats;
-use capfleet_engine::telemetry::pipeline::TracePipeline;
 use capfleet_wire::events::trace::TRACEPARENT;
 
+use self::pipeline::TracePipeline;
 use crate::style::ColorChoice;
 
 /// The flags shared by `run` and `chat`.

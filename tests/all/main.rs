@@ -92,6 +92,7 @@ mod session_policy;
 mod sim_acp;
 mod sim_stream_json;
 mod sim_tui;
+mod span_after_panic;
 mod speak;
 mod speak_fleet;
 mod stop_signals;

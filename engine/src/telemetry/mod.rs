@@ -4,9 +4,11 @@
 //!   restarts), a tap every run has, for its report;
 //! - [`metrics`] and [`feed`]: the Prometheus metrics of a run (`--metrics-addr`), fed
 //!   by a tap from every published event;
-//! - [`pipeline`], [`config`], [`counted`], [`trace_file`], [`openinference`]: the span
-//!   pipeline to OTLP and/or a JSON-lines file, configured by flags and the standard
-//!   `OTEL_*` variables (OpenInference span kinds as an option).
+//! - [`config`], [`counted`], [`trace_file`], [`openinference`]: the parts of the span
+//!   pipeline to OTLP and/or a JSON-lines file (where spans go by the flags and the
+//!   standard `OTEL_*` variables, the counted batch queue, the trace file, OpenInference
+//!   span kinds as an option); the binary assembles them, with the OTLP exporter and
+//!   the `tracing` subscriber (`src/telemetry/pipeline.rs`).
 //!
 //! The W3C `traceparent` in and out of the process, and `int` for span attributes,
 //! are in [`capfleet_wire::events::trace`]: the session opens spans too, below this floor.
@@ -47,7 +49,6 @@ pub mod counters;
 pub mod feed;
 pub mod metrics;
 pub mod openinference;
-pub mod pipeline;
 pub mod trace_file;
 
 pub use counters::{Counters, Telemetry, TelemetryMsg};

@@ -3,14 +3,15 @@
 //! pipeline's shutdown on the normal exit path still exports them, parent links intact.
 //! (One test, which installs the process's global subscriber: nextest runs it in a
 //! process of its own. The spans use a `capfleet_engine` target: the pipeline exports
-//! capfleet's spans only.)
+//! capfleet's spans only.) The pipeline is the binary's (`src/telemetry/pipeline.rs`)
+//! over the engine's parts.
 
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use serde_json::Value;
 use tracing_subscriber::layer::SubscriberExt;
 
+use capfleet::TracePipeline;
 use capfleet_engine::telemetry::config::TraceConfig;
-use capfleet_engine::telemetry::pipeline::TracePipeline;
 
 struct Panicky;
 

@@ -1,23 +1,35 @@
-//! The span pipeline: `tracing` spans → `tracing-opentelemetry` → the OpenTelemetry
-//! SDK → OTLP (HTTP/protobuf or gRPC) and/or the trace file, each behind a bounded,
-//! counted batch queue ([`super::counted`]), with OpenInference span kinds added when
-//! asked ([`super::openinference`]).
+//! The span pipeline the binary sets up: `tracing` spans → `tracing-opentelemetry` →
+//! the OpenTelemetry SDK → OTLP (HTTP/protobuf or gRPC) and/or the trace file, each
+//! behind the engine's bounded, counted batch queue (`telemetry::counted`), with
+//! OpenInference span kinds added when asked (`telemetry::openinference`). The engine
+//! opens the spans and keeps those parts; the exporters and the subscriber are the
+//! binary's.
 //!
 //! Only capfleet's own spans are exported (targets `capfleet`, `capfleet_engine` and `capfleet_wire`):
 //! ractor wraps each actor's life in spans of its own, which would otherwise become
 //! long-lived parents and split a turn over several traces. With nothing configured
 //! there is no pipeline at all, and capfleet's spans stay disabled callsites.
 //!
-//! Build it inside the tokio runtime (the gRPC channel lives there) and
-//! [`TracePipeline::shutdown`] it before the runtime ends: that flushes what is queued.
+//! Build it inside the tokio runtime (the gRPC channel and the HTTP requests live
+//! there) and [`TracePipeline::shutdown`] it before the runtime ends: that flushes
+//! what is queued.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use capfleet_engine::telemetry::config::{
+    ENV_RESOURCE_ATTRIBUTES, ENV_SERVICE_NAME, OtlpTarget, Protocol, TelemetryError, TraceConfig,
+    queue_size,
+};
+use capfleet_engine::telemetry::counted;
+use capfleet_engine::telemetry::metrics::{ReasonLabels, SpanStats};
+use capfleet_engine::telemetry::openinference::{self, Kinds};
+use capfleet_engine::telemetry::trace_file::TraceFile;
 use opentelemetry::KeyValue;
 use opentelemetry::trace::TracerProvider as _;
-use opentelemetry_otlp::{SpanExporter as OtlpExporter, WithExportConfig};
+use opentelemetry_http::{Bytes, HttpClient, HttpError, Request, Response};
+use opentelemetry_otlp::{SpanExporter as OtlpExporter, WithExportConfig, WithHttpConfig};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use tracing::Level;
@@ -25,19 +37,13 @@ use tracing_subscriber::Layer;
 use tracing_subscriber::filter::Targets;
 use tracing_subscriber::registry::LookupSpan;
 
-use super::config::{
-    ENV_RESOURCE_ATTRIBUTES, ENV_SERVICE_NAME, OtlpTarget, Protocol, TelemetryError, TraceConfig,
-    queue_size,
-};
-use super::counted;
-use super::metrics::{ReasonLabels, SpanStats};
-use super::openinference::{self, Kinds};
-use super::trace_file::TraceFile;
-
 /// The service name when neither `OTEL_SERVICE_NAME` nor `OTEL_RESOURCE_ATTRIBUTES` names one.
-pub const SERVICE_NAME: &str = "capfleet";
+pub(crate) const SERVICE_NAME: &str = "capfleet";
 /// How long the exit path waits for the last spans to be exported.
-pub const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long one OTLP/HTTP request may take, unless `OTEL_EXPORTER_OTLP_[TRACES_]TIMEOUT`
+/// (milliseconds) says otherwise: the OTLP default.
+const HTTP_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A running span pipeline.
 #[derive(Debug)]
@@ -75,7 +81,7 @@ impl TracePipeline {
         let mut pending = Vec::new();
         let mut builder = SdkTracerProvider::builder().with_resource(resource(env));
         if let Some(t) = &target {
-            let exporter = otlp_exporter(t)?;
+            let exporter = otlp_exporter(t, env)?;
             let processor = counted::batch(Kinds::new(exporter, kinds), queue, stats.clone());
             pending.push(processor.pending());
             builder = builder.with_span_processor(processor);
@@ -168,21 +174,67 @@ impl TracePipeline {
     }
 }
 
-fn otlp_exporter(t: &OtlpTarget) -> Result<OtlpExporter, TelemetryError> {
-    // reqwest is built on rustls without a provider (the A2A binding's choice).
-    capfleet_wire::driver::a2a::crypto_provider();
+fn otlp_exporter(
+    t: &OtlpTarget,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<OtlpExporter, TelemetryError> {
+    let failed = |e: &dyn std::fmt::Display| TelemetryError::Exporter(e.to_string());
     let built = match t.protocol {
         Protocol::Grpc => OtlpExporter::builder()
             .with_tonic()
             .with_endpoint(t.endpoint.clone())
             .build(),
-        Protocol::HttpProtobuf => OtlpExporter::builder()
-            .with_http()
-            .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
-            .with_endpoint(t.endpoint.clone())
-            .build(),
+        Protocol::HttpProtobuf => {
+            // reqwest is built on rustls without a provider: install the process's.
+            capfleet_wire::driver::a2a::crypto_provider();
+            let client = reqwest::Client::builder()
+                .timeout(http_timeout(env))
+                .build()
+                .map_err(|e| failed(&e))?;
+            let on_runtime = OnRuntime {
+                client,
+                runtime: tokio::runtime::Handle::try_current().map_err(|e| failed(&e))?,
+            };
+            OtlpExporter::builder()
+                .with_http()
+                .with_http_client(on_runtime)
+                .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
+                .with_endpoint(t.endpoint.clone())
+                .build()
+        }
     };
-    built.map_err(|e| TelemetryError::Exporter(e.to_string()))
+    built.map_err(|e| failed(&e))
+}
+
+/// `OTEL_EXPORTER_OTLP_TRACES_TIMEOUT`, then `OTEL_EXPORTER_OTLP_TIMEOUT` (milliseconds),
+/// else the OTLP default.
+fn http_timeout(env: impl Fn(&str) -> Option<String>) -> Duration {
+    [
+        "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT",
+        "OTEL_EXPORTER_OTLP_TIMEOUT",
+    ]
+    .into_iter()
+    .find_map(|k| env(k)?.trim().parse().ok())
+    .map_or(HTTP_TIMEOUT, Duration::from_millis)
+}
+
+/// The OTLP/HTTP client: the async reqwest client the binary already has, each request
+/// run on the command's tokio runtime (the SDK's batch thread, which awaits it, has no
+/// reactor of its own).
+#[derive(Debug)]
+struct OnRuntime {
+    client: reqwest::Client,
+    runtime: tokio::runtime::Handle,
+}
+
+#[async_trait::async_trait]
+impl HttpClient for OnRuntime {
+    async fn send_bytes(&self, request: Request<Bytes>) -> Result<Response<Bytes>, HttpError> {
+        let client = self.client.clone();
+        self.runtime
+            .spawn(async move { client.send_bytes(request).await })
+            .await?
+    }
 }
 
 /// The SDK's resource (`OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`, telemetry.sdk.*),
