@@ -1,9 +1,10 @@
 //! The checker's merge series (issue 36): `capfleet merge` of a finished `--commit`
 //! run's session branches, one after another as a user merges them, `SIGKILL`ed at
-//! a seeded moment — a seeded session, a seeded time after its merge journaled its
-//! intent (`merge_started`: inside its checkout, its ref update, before its end is
-//! journaled) or after its start when it finishes a cut one, or after its process
-//! ended (between sessions) — then every merge run again, each to exit 0, and the end
+//! a seeded moment — a seeded session, and in its merge a seeded time into its
+//! checkout (after its intent, `merge_started`, or after its start when it finishes
+//! a cut one), right after it wrote the index (`HEAD` not yet moved), right after
+//! it moved main (its end not yet journaled), or after its process ended (between
+//! sessions) — then every merge run again, each to exit 0, and the end
 //! compared with an uninterrupted pass: main's history (each commit's tree, parents
 //! and message), the refs, `HEAD`, no git lock left, a clean tree, and the merges the
 //! run directory records as made (each once, with its outcome, on main).
@@ -310,6 +311,27 @@ pub(crate) fn whole(f: &Fixture) -> Merged {
     Merged { end: end(f), spans }
 }
 
+/// Poll (every 50 µs, at most 60 s) until `done` holds or `child` ended: whether
+/// it still runs.
+fn until(child: &mut Child, mut done: impl FnMut() -> bool) -> bool {
+    let t = Instant::now();
+    while !done() {
+        if child.try_wait().unwrap().is_some() {
+            return false;
+        }
+        assert!(t.elapsed() < Duration::from_secs(60), "no moment in 60 s");
+        std::thread::sleep(Duration::from_micros(50));
+    }
+    child.try_wait().unwrap().is_none()
+}
+
+/// A file's identity and time: changed when git renames a new one over it.
+fn stamp(path: &Path) -> Option<(u64, i64, i64)> {
+    use std::os::unix::fs::MetadataExt as _;
+    let m = std::fs::metadata(path).ok()?;
+    Some((m.ino(), m.mtime(), m.mtime_nsec()))
+}
+
 /// `git status` lines of every file, untracked ones each named.
 fn statuses(f: &Fixture) -> BTreeSet<String> {
     git(f, &["status", "--porcelain", "--untracked-files=all"])
@@ -358,6 +380,7 @@ pub(crate) fn cut(
         let (from, head, before) = (journal_len(f), git(f, &["rev-parse", "HEAD"]), statuses(f));
         // A merge that finishes a cut one journals no new intent: timed from its start.
         let finishing = open(f, &key);
+        let index = stamp(&f.path().join(".git/index"));
         let mut child = start(f, s);
         let (since, span, after) = if finishing {
             (
@@ -369,19 +392,39 @@ pub(crate) fn cut(
             let seen = intent_journaled(f, from, &key, &mut child);
             (seen, whole.spans[k].after_intent, "merge_started")
         };
-        let d = Duration::from_micros(at.below(span.as_micros() as u64 * 5 / 4 + 1));
-        std::thread::sleep((since + d).saturating_duration_since(Instant::now()));
-        let us = d.as_micros();
-        if child.try_wait().unwrap().is_some() {
+        // Where the kill lands: a seeded time into the checkout, right after the
+        // index is written (the checkout done, HEAD not yet moved), right after HEAD
+        // moved (its end not yet journaled), or after the end (between sessions).
+        let (alive, what) = match at.below(4) {
+            0 => {
+                let d = Duration::from_micros(at.below(span.as_micros() as u64 + 1));
+                let alive = until(&mut child, || since.elapsed() >= d);
+                (alive, format!("{} µs after {s}'s {after}", d.as_micros()))
+            }
+            1 => {
+                let alive = until(&mut child, || stamp(&f.path().join(".git/index")) != index);
+                (alive, format!("right after {s}'s merge wrote the index"))
+            }
+            2 => {
+                let main = f.path().join(".git/refs/heads/main");
+                let moved = || std::fs::read_to_string(&main).is_ok_and(|h| h != head);
+                (
+                    until(&mut child, moved),
+                    format!("right after {s}'s merge moved main"),
+                )
+            }
+            _ => (until(&mut child, || false), format!("after {s}'s merge")),
+        };
+        if !alive {
             moments.push(format!(
-                "stop {stop}: {us} µs after {s}'s {after}, its merge ended (between sessions)"
+                "stop {stop}: {what}: it had ended (between sessions)"
             ));
             continue;
         }
         send(&child, libc::SIGKILL);
         child.wait().unwrap();
         moments.push(format!(
-            "stop {stop}: SIGKILL {us} µs after {s}'s {after}: {}",
+            "stop {stop}: SIGKILL {what}: {}",
             left(f, from, &key, &head, &before)
         ));
     }
