@@ -6,6 +6,8 @@
 pub(crate) mod capfleet;
 #[path = "../../tests/all/common/checker.rs"]
 pub(crate) mod checker;
+#[path = "../../tests/all/common/checker_merge.rs"]
+pub(crate) mod checker_merge;
 #[path = "../../tests/all/common/durable.rs"]
 pub(crate) mod durable;
 #[path = "../../tests/all/common/procs.rs"]

@@ -1,10 +1,12 @@
 //! The stop-anywhere checker in the suite (issue 36, point 6): one seed of every
 //! series (`common::checker::SERIES`: SIGKILL, SIGINT and SIGTERM at a time, at a
-//! journal line count, right after a chosen record, kills of the resumes, a kill
-//! during `--commit`'s end-of-run pass, stops between a mention and its turn's end
-//! on a fleet whose mentioning agent keeps working 700 ms after it), each resumed to
-//! its end and compared with an uninterrupted run. Many seeds: `cargo bench --bench
-//! durable`. A failing seed names its series, seed and moments.
+//! journal line count, right after a chosen record, kills of the resumes, a second
+//! signal during a stop (SIGINT then SIGINT, SIGINT then SIGKILL), a kill during
+//! `--commit`'s end-of-run pass, kills during `capfleet merge` of the run's branches,
+//! stops between a mention and its turn's end on a fleet whose mentioning agent
+//! keeps working 700 ms after it), each resumed (or merged again) to its end and
+//! compared with an uninterrupted run. Many seeds: `cargo bench --bench durable`. A
+//! failing seed names its series, seed and moments.
 
 use crate::common::checker::{SERIES, Series, seeds};
 
@@ -13,7 +15,10 @@ const SEEDS: usize = 1;
 
 fn run(name: &str, base: u64) {
     let s: &Series = SERIES.iter().find(|s| s.name == name).unwrap();
-    let failed = seeds(s, base, SEEDS);
+    let failed: Vec<String> = seeds(s, base, SEEDS)
+        .into_iter()
+        .filter_map(Result::err)
+        .collect();
     assert!(failed.is_empty(), "{}", failed.join("\n"));
 }
 
@@ -48,8 +53,20 @@ fn stops_of_the_resumes_end_as_an_uninterrupted_run() {
 }
 
 #[test]
+fn a_second_signal_during_a_stop_ends_as_an_uninterrupted_run() {
+    run("sigint-sigint", 0x36_0501);
+    run("sigint-sigkill", 0x36_0502);
+}
+
+#[test]
 fn a_kill_during_commit_ends_as_an_uninterrupted_run() {
     run("sigkill-in-commit", 0x36_0301);
+}
+
+#[test]
+fn kills_during_merge_end_as_an_uninterrupted_merge() {
+    run("sigkill-in-merge", 0x36_0601);
+    run("sigkill-in-merges", 0x36_0602);
 }
 
 #[test]

@@ -6,7 +6,8 @@
 //! journal as a kill right after git's write leaves it) finds the commit on the
 //! branch and records it instead of committing again; one cut before git's write
 //! commits once. A `capfleet merge` cut after its checkout, before `HEAD` moved, is
-//! finished by the next one (the merge journaled as started), not redone.
+//! finished by the next one (the merge journaled as started), not redone; one cut
+//! after `HEAD` moved is recorded as made.
 
 use std::time::Duration;
 
@@ -249,6 +250,22 @@ fn a_merge_cut_before_head_moved_is_finished_not_redone() {
     let b = f.git(&["rev-parse", &format!("capfleet/{run}/b")]);
     assert_eq!(f.git(&["rev-parse", "HEAD^2"]), b);
     assert_eq!(f.read("b.txt"), "b\n");
+    // One cut after HEAD moved, before its end was journaled: the next merge records
+    // the merge the cut one made, and makes none.
+    cut_last(&f);
+    let found = f.capfleet(&["merge", "latest", "b"]);
+    assert_eq!(found.status.code(), Some(0), "{}", stderr(&found));
+    assert!(
+        stdout(&found).contains("made by the cut merge"),
+        "{}",
+        stdout(&found)
+    );
+    let end = f.journal().pop().unwrap();
+    assert_eq!(
+        (&end["outcome"], &end["found"]),
+        (&"merged".into(), &true.into())
+    );
+    assert_eq!(end["sha"], f.git(&["rev-parse", "HEAD"]).trim());
     // Each merge journaled as started once (the finish starts nothing).
     let j = f.journal();
     let started: Vec<&Value> = j.iter().filter(|r| r["type"] == "merge_started").collect();
@@ -316,9 +333,10 @@ fn a_commit_cut_inside_git_clears_its_stale_locks_and_commits_once() {
 }
 
 /// A `capfleet merge` killed inside git's checkout leaves a half-checked-out tree
-/// (the session's file written, the index not yet) and git's locks (the index's,
-/// the branch's ref): the next merge removes the locks no live process holds and
-/// finishes the checkout; an edit made since the cut is refused, never overwritten.
+/// (the session's file written, or cut short, the index not yet) and git's locks
+/// (the index's, the branch's ref): the next merge removes the locks no live process
+/// holds and finishes the checkout; an edit made since the cut is refused, never
+/// overwritten.
 #[test]
 fn a_merge_cut_inside_its_checkout_is_finished_by_the_next_merge() {
     let f = committed("merge-cut-checkout");
@@ -349,7 +367,14 @@ fn a_merge_cut_inside_its_checkout_is_finished_by_the_next_merge() {
         stderr(&refused)
     );
     assert_eq!(f.read("README.md"), "mine\n");
+    // Another branch's merge meanwhile: refused, the cut one named to finish first.
+    let other = f.capfleet(&["merge", "latest", "b"]);
+    assert_eq!(other.status.code(), Some(1), "{}", stderr(&other));
+    let finish = format!("capfleet merge {} a", f.run_id());
+    assert!(stderr(&other).contains(&finish), "{}", stderr(&other));
     f.write("README.md", "x\n");
+    // The file the checkout was writing, cut short.
+    f.write("a.txt", "a");
     plant();
     let again = f.capfleet(&["merge", "latest", "a"]);
     assert_eq!(again.status.code(), Some(0), "{}", stderr(&again));

@@ -18,82 +18,19 @@
 //! again, a turn that completed during the stop is replayed where that resume took it
 //! — with the same assertions.
 
-use std::collections::BTreeMap;
-use std::path::Path;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
-
 use crate::common::EnvMarker;
-use crate::common::durable::{Moments, as_uninterrupted, completed, diffs, same_work, six, stop};
+use crate::common::durable::{
+    Moments, as_uninterrupted, completed, diffs, emitted, journaled, same_work, six, stop,
+    usage_as_billed,
+};
 use crate::common::repo::{Fixture, stderr};
 
 const KILLS: usize = 30;
 /// Clean stops (SIGTERM, SIGINT), each signal.
 const STOPS: usize = 8;
-
-/// Tokens in and out and cost, summed.
-#[derive(Debug, Default, Clone, Copy, PartialEq)]
-struct Spend {
-    input: u64,
-    output: u64,
-    cost: f64,
-}
-
-impl Spend {
-    /// `v`'s tokens and its cost (`cost`: the field that holds it).
-    fn add(&mut self, v: &Value, cost: &str) {
-        self.input += v["input_tokens"].as_u64().unwrap_or(0);
-        self.output += v["output_tokens"].as_u64().unwrap_or(0);
-        self.cost += v[cost].as_f64().unwrap_or(0.0);
-    }
-
-    fn minus(self, o: Spend) -> Spend {
-        Spend {
-            input: self.input - o.input,
-            output: self.output - o.output,
-            cost: self.cost - o.cost,
-        }
-    }
-
-    fn within(self, o: Spend) -> bool {
-        self.input <= o.input && self.output <= o.output && self.cost <= o.cost + 1e-9
-    }
-}
-
-/// What the journal's `cap.usage` events add up to.
-fn journaled(j: &[Value]) -> Spend {
-    let mut s = Spend::default();
-    for r in j
-        .iter()
-        .filter(|r| r["type"] == "cap" && r["event"]["kind"] == "cap.usage")
-    {
-        s.add(&r["event"], "cost_usd_estimate");
-    }
-    s
-}
-
-/// What the sims recorded, in all (each result is recorded before it is written, its
-/// `written` line after); and each agent process's last result, in all.
-fn emitted(path: &Path) -> (Spend, Spend) {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let mut all = Spend::default();
-    let mut last: BTreeMap<u64, Value> = BTreeMap::new();
-    for line in text.lines() {
-        let v: Value = serde_json::from_str(line).unwrap();
-        if v.get("written").is_some() {
-            continue;
-        }
-        all.add(&v, "cost_usd");
-        last.insert(v["pid"].as_u64().unwrap(), v);
-    }
-    let mut lasts = Spend::default();
-    for v in last.values() {
-        lasts.add(v, "cost_usd");
-    }
-    (all, lasts)
-}
 
 #[test]
 fn thirty_sigkills_and_resumes_end_as_an_uninterrupted_run() {
@@ -226,11 +163,8 @@ fn stopped_and_resumed(signal: libc::c_int, wanted: usize, seed: u64, marker: &s
     if let Err(e) = same_work(&diffs(&repo), &diffs(&whole)) {
         panic!("after {kills} stops: {e}");
     }
-    let (all, lasts) = emitted(&file);
-    let kept = journaled(&j);
-    assert!(
-        kept.within(all) && all.minus(kept).within(lasts),
-        "journaled {kept:?}, emitted {all:?} (last results {lasts:?})"
-    );
+    if let Err(e) = usage_as_billed(&j, &file) {
+        panic!("{e}");
+    }
     assert!(m.processes().is_empty());
 }

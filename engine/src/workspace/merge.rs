@@ -1,17 +1,20 @@
 //! `capfleet merge <run-id> <session>`: the session's branch into the current branch
 //! (coding §7.4's three-way merge). Never auto-resolves: a conflict is computed in
 //! memory first and reported (`merge_conflict`) with nothing changed; a dirty tree
-//! on either side is refused (`git_dirty`). Otherwise a fast-forward when possible,
-//! else a merge commit; the working tree is checked out safely before `HEAD` moves.
+//! on either side is refused (`git_dirty`) unless the branch is already merged
+//! (nothing changes). Otherwise a fast-forward when possible, else a merge commit;
+//! the working tree is checked out safely before `HEAD` moves.
 //!
 //! Never done twice: the merge's [`Intent`] (`HEAD`, the branch, the merged tree) is
 //! handed to the caller to journal before anything changes. A merge cut between its
 //! checkout and `HEAD`'s move leaves the merged tree checked out on the old `HEAD`:
 //! given the intent back, [`merge`] finds that state and only moves `HEAD` (one merge
-//! commit); one cut after is already merged (`UpToDate`). A kill inside git's own
-//! writes leaves its lock files and maybe a half-checked-out tree: the next merge
-//! removes the locks no live process holds ([`super::locks`]) and finishes the
-//! checkout when every changed file holds what the checkout wrote or what was there.
+//! commit); one cut after `HEAD` moved, before its end was journaled, finds `HEAD`
+//! to be what the intent makes and reports that merge (`found`), making nothing. A
+//! kill inside git's own writes leaves its lock files and maybe a half-checked-out
+//! tree: the next merge removes the locks no live process holds ([`super::locks`])
+//! and finishes the checkout when every changed file holds what the checkout wrote
+//! (or the start of it: the file it was writing) or what was there.
 
 use std::path::Path;
 
@@ -28,11 +31,15 @@ use super::status::{uncommitted, uncommitted_in};
 pub enum MergeOutcome {
     /// The current branch already has the session's work.
     UpToDate,
+    /// `found`: made by a cut merge (`HEAD` moved before its end was journaled),
+    /// found on `HEAD` and only reported now.
     FastForward {
         sha: String,
+        found: bool,
     },
     Merged {
         sha: String,
+        found: bool,
     },
 }
 
@@ -123,11 +130,20 @@ pub fn merge(
     let theirs = found
         .and_then(|b| b.get().peel_to_commit())
         .ctx(format!("cannot find branch {branch}"), &workdir)?;
+    // A cut merge that moved HEAD before its end was journaled: made, reported now.
+    if let Some(made) = pending.and_then(|i| made_by(&ours, i)) {
+        return Ok(made);
+    }
     let descends = |a, b| {
         target
             .graph_descendant_of(a, b)
             .ctx("cannot walk history", &workdir)
     };
+    // Already merged: nothing to change, whatever the working tree holds (another
+    // branch's cut merge, say).
+    if ours.id() == theirs.id() || descends(ours.id(), theirs.id())? {
+        return Ok(MergeOutcome::UpToDate);
+    }
     // A cut merge's checkout, done (or finished now): only `HEAD` is left to move.
     let resumed = match pending
         .filter(|i| i.ours == ours.id().to_string() && i.theirs == theirs.id().to_string())
@@ -143,9 +159,6 @@ pub fn merge(
             files: dirty,
             fix: "; commit or stash them first".into(),
         });
-    }
-    if ours.id() == theirs.id() || descends(ours.id(), theirs.id())? {
-        return Ok(MergeOutcome::UpToDate);
     }
     let intent = |tree: git2::Oid| Intent {
         branch: branch.clone(),
@@ -172,6 +185,7 @@ pub fn merge(
         .ctx("cannot move the branch", &workdir)?;
         return Ok(MergeOutcome::FastForward {
             sha: theirs.id().to_string(),
+            found: false,
         });
     }
     let mut index = target
@@ -211,12 +225,30 @@ pub fn merge(
         .ctx("cannot commit the merge", &workdir)?;
     Ok(MergeOutcome::Merged {
         sha: sha.to_string(),
+        found: false,
     })
+}
+
+/// `head` is what the cut merge `intent` made: the branch's head it fast-forwarded
+/// to, or a commit of its tree on its two parents (`HEAD` before, the branch).
+fn made_by(head: &git2::Commit<'_>, intent: &Intent) -> Option<MergeOutcome> {
+    let sha = head.id().to_string();
+    if sha == intent.ours {
+        return None;
+    }
+    if sha == intent.theirs {
+        return Some(MergeOutcome::FastForward { sha, found: true });
+    }
+    let parents: Vec<String> = head.parent_ids().map(|p| p.to_string()).collect();
+    (parents == [intent.ours.as_str(), intent.theirs.as_str()]
+        && head.tree_id().to_string() == intent.tree)
+        .then_some(MergeOutcome::Merged { sha, found: true })
 }
 
 /// A checkout of `intent.tree` over `ours` that a kill cut half-way: every file that
 /// differs from `ours` holds either its `ours` content or its `intent.tree` content
-/// (what the checkout wrote), so the checkout is finished by force. Anything else
+/// (what the checkout wrote) or, the one it was writing, the start of the latter, so
+/// the checkout is finished by force. Anything else
 /// (an edit made since) is refused as dirty; `false` when there is nothing to finish.
 fn finish_checkout(
     repo: &Repository,
@@ -245,7 +277,10 @@ fn finish_checkout(
                 .flatten();
             let (was, will) = (blob(&ours, path), blob(&theirs, path));
             // A file in neither tree is an untracked one of the user's: not touched.
-            (was.is_some() || will.is_some()) && now != was && now != will
+            (was.is_some() || will.is_some())
+                && now != was
+                && now != will
+                && !cut_short(repo, &on_disk, will)
         })
         .collect();
     if !foreign.is_empty() {
@@ -260,6 +295,16 @@ fn finish_checkout(
     repo.checkout_tree(theirs.as_object(), Some(&mut force))
         .ctx("cannot finish the cut merge's checkout", workdir)?;
     Ok(checked_out(repo, &intent.tree))
+}
+
+/// `path` holds the start of blob `will`, shorter: the file the cut checkout was
+/// writing (git writes a checked-out file in place, not by a rename).
+fn cut_short(repo: &Repository, path: &Path, will: Option<git2::Oid>) -> bool {
+    let (Some(will), Ok(now)) = (will, std::fs::read(path)) else {
+        return false;
+    };
+    repo.find_blob(will)
+        .is_ok_and(|b| now.len() < b.content().len() && b.content().starts_with(&now))
 }
 
 /// The index holds `tree` and the working tree matches the index.

@@ -5,8 +5,10 @@
 //!
 //! Never twice: the merge's intent is appended to the run's journal (`merge_started`,
 //! synced) before anything changes and its end (`merged`) after; a merge cut between
-//! the two is found in the journal and finished from where git is, not redone.
+//! the two is found in the journal and finished from where git is, not redone (one
+//! cut after `HEAD` moved is recorded as that merge, `found`).
 
+use std::collections::BTreeMap;
 use std::process::ExitCode;
 
 use capfleet_engine::workspace::WorkspaceError;
@@ -65,7 +67,8 @@ pub(crate) fn run(args: MergeArgs, color: ColorChoice) -> ExitCode {
     };
     let branch = w.branch().unwrap_or_default();
     let key = format!("merge:{branch}");
-    let pending = pending(&run, &key);
+    let mut open = open_merges(&run);
+    let pending = open.remove(&key);
     let mut started = |i: &Intent| {
         let mut record = serde_json::to_value(i).unwrap_or_default();
         record["type"] = "merge_started".into();
@@ -77,13 +80,16 @@ pub(crate) fn run(args: MergeArgs, color: ColorChoice) -> ExitCode {
     };
     let merged = merge(w, &here, pending.as_ref(), &mut started);
     if let Ok(outcome) = &merged {
-        let (how, sha) = match outcome {
-            MergeOutcome::UpToDate => ("up_to_date", None),
-            MergeOutcome::FastForward { sha } => ("fast_forward", Some(sha)),
-            MergeOutcome::Merged { sha } => ("merged", Some(sha)),
+        let (how, sha, found) = match outcome {
+            MergeOutcome::UpToDate => ("up_to_date", None, false),
+            MergeOutcome::FastForward { sha, found } => ("fast_forward", Some(sha), *found),
+            MergeOutcome::Merged { sha, found } => ("merged", Some(sha), *found),
         };
-        let record =
+        let mut record =
             serde_json::json!({ "type": "merged", "key": key, "outcome": how, "sha": sha });
+        if found {
+            record["found"] = true.into();
+        }
         if let Err(e) = run.append(record) {
             eprintln!(
                 "{} the merge is made; journaling it failed: {e}",
@@ -96,18 +102,39 @@ pub(crate) fn run(args: MergeArgs, color: ColorChoice) -> ExitCode {
             println!("{branch}: already merged");
             ExitCode::SUCCESS
         }
-        Ok(MergeOutcome::FastForward { sha }) => {
-            println!("{branch}: fast-forward to {sha}");
+        Ok(MergeOutcome::FastForward { sha, found }) => {
+            println!("{branch}: fast-forward to {sha}{}", by_the_cut(found));
             ExitCode::SUCCESS
         }
-        Ok(MergeOutcome::Merged { sha }) => {
-            println!("{branch}: merged as {sha}");
+        Ok(MergeOutcome::Merged { sha, found }) => {
+            println!("{branch}: merged as {sha}{}", by_the_cut(found));
             ExitCode::SUCCESS
         }
         Err(e) => {
             eprintln!("{} {e}", err.err("error:"));
+            // A dirty tree another branch's cut merge left: that merge finishes it.
+            if matches!(e, WorkspaceError::Dirty { .. }) {
+                for cut in open.keys().filter_map(|k| k.strip_prefix("merge:")) {
+                    let session = cut.rsplit('/').next().unwrap_or(cut);
+                    eprintln!(
+                        "{} the merge of {cut} was cut and is unfinished: \
+                         `capfleet merge {} {session}` finishes it",
+                        err.warn("hint:"),
+                        all.run_id
+                    );
+                }
+            }
             ExitCode::from(EXIT_REFUSED)
         }
+    }
+}
+
+/// What a merge found made by a cut one adds to its line.
+fn by_the_cut(found: bool) -> &'static str {
+    if found {
+        " (made by the cut merge; recorded now)"
+    } else {
+        ""
     }
 }
 
@@ -137,19 +164,30 @@ fn commit_vetted(
     Ok(commit(w, &message, &w.session)?.map(|c| c.sha))
 }
 
-/// The merge `key` the run's journal has as started and not as ended.
-fn pending(run: &crate::fleet::RunDir, key: &str) -> Option<Intent> {
-    let text = std::fs::read_to_string(run.journal()).ok()?;
-    let mut open = None;
+/// The merges the run's journal has as started and not as ended, by key.
+fn open_merges(run: &crate::fleet::RunDir) -> BTreeMap<String, Intent> {
+    let text = std::fs::read_to_string(run.journal()).unwrap_or_default();
+    let mut open = BTreeMap::new();
     for v in text
         .lines()
-        .filter(|l| l.contains(key))
+        .filter(|l| l.contains("\"merge:"))
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|v| v["key"] == key)
     {
+        let Some(key) = v["key"].as_str().map(str::to_owned) else {
+            continue;
+        };
         match v["type"].as_str() {
-            Some("merge_started") => open = serde_json::from_value(v).ok(),
-            Some("merged") => open = None,
+            Some("merge_started") => match serde_json::from_value(v) {
+                Ok(intent) => {
+                    open.insert(key, intent);
+                }
+                Err(_) => {
+                    open.remove(&key);
+                }
+            },
+            Some("merged") => {
+                open.remove(&key);
+            }
             _ => {}
         }
     }

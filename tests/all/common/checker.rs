@@ -3,13 +3,17 @@
 //! (`cargo bench --bench durable`: `CAPFLEET_CHECKER_SEEDS` seeds per series, 30 by
 //! default). A [`Series`] stops a fleet at seeded moments — a time into its agents'
 //! work, a count of journal lines, right after a chosen record or text — by a
-//! signal, then each resume too when it stops more than once, resumes it to the end
-//! and compares it with an uninterrupted run of the same fleet: every delivery and
-//! turn once, the same deliveries and their outcomes, the same completed turns per
-//! session, plan, joins fired and usage of the completed turns, the same work in
-//! every worktree as `docs/guide/durability.md` promises it ([`same_work`]), the
-//! same commits with `--commit`, and `capfleet runs` listing it `completed`. A failing seed panics
-//! with the series, the seed and every stop's moment, so that it replays.
+//! signal (or two, the second while the first one's stop is under way), then each
+//! resume too when it stops more than once, resumes it to the end and compares it
+//! with an uninterrupted run of the same fleet: every delivery and turn once, the
+//! same deliveries and their outcomes, the same completed turns per session, plan,
+//! joins fired and usage and cost of the completed turns, all the usage journaled
+//! being what the agents billed, the same work in every worktree as
+//! `docs/guide/durability.md` promises it ([`same_work`]), the same commits with `--commit`, and `capfleet
+//! runs` listing it `completed` at the journal's cost. A merge series kills
+//! `capfleet merge` of a finished run's branches instead ([`checker_merge`]). A
+//! failing seed panics with the series, the seed and every stop's moment, so that it
+//! replays.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -20,7 +24,11 @@ use serde_json::Value;
 
 use super::EnvMarker;
 use super::capfleet::journal_so_far;
-use super::durable::{Moments, as_uninterrupted, diffs, same_work, six, stop};
+use super::checker_merge::{self, Merged, wide};
+use super::durable::{
+    Moments, as_uninterrupted, diffs, emitted, journaled, mentioning, same_work, send, six, stop,
+    usage_as_billed, waited_out,
+};
 use super::repo::Fixture;
 
 /// Where a stop lands.
@@ -35,6 +43,10 @@ pub(crate) enum At {
     /// Right after the journal holds this text (the first start only; a later stop
     /// is timed).
     Text(&'static str),
+    /// During `capfleet merge` of the finished run's session branches, one after
+    /// another: a seeded session, a seeded time after its intent is journaled (or
+    /// after its start, for one finishing a cut merge), or between sessions.
+    Merge,
 }
 
 /// The fleet a series runs.
@@ -44,6 +56,8 @@ pub(crate) enum Fleet {
     Six,
     /// `a` mentions `b` and keeps working 700 ms after its mention.
     Mention,
+    /// Three sessions whose branches merge with checkouts of a few hundred files.
+    Wide,
 }
 
 /// A series of the checker: a fleet, how it is stopped and where.
@@ -57,6 +71,9 @@ pub(crate) struct Series {
     pub stops: usize,
     /// `run --commit`: the end-of-run pass commits each worktree.
     pub commit: bool,
+    /// A second signal, a seeded time after the first (within 25 ms), if the stop
+    /// it began is still under way.
+    pub then: Option<libc::c_int>,
 }
 
 /// Every series the checker runs.
@@ -81,15 +98,13 @@ pub(crate) const SERIES: &[Series] = &[
     ),
     series("sigkill-resumes", Fleet::Six, libc::SIGKILL, At::Time, 3),
     series("sigterm-resumes", Fleet::Six, libc::SIGTERM, At::Time, 2),
+    twice("sigint-sigint", libc::SIGINT, libc::SIGINT),
+    twice("sigint-sigkill", libc::SIGINT, libc::SIGKILL),
+    in_commit("sigkill-in-commit", At::Record("commit_started")),
+    in_commit("sigkill-in-merge", At::Merge),
     Series {
-        commit: true,
-        ..series(
-            "sigkill-in-commit",
-            Fleet::Six,
-            libc::SIGKILL,
-            At::Record("commit_started"),
-            1,
-        )
+        stops: 2,
+        ..in_commit("sigkill-in-merges", At::Merge)
     },
     series(
         "sigkill-after-mention",
@@ -121,6 +136,28 @@ const fn series(
         at,
         stops,
         commit: false,
+        then: None,
+    }
+}
+
+/// `first`, then `second` during the stop, at a time, on the six sessions.
+const fn twice(name: &'static str, first: libc::c_int, second: libc::c_int) -> Series {
+    Series {
+        then: Some(second),
+        ..series(name, Fleet::Six, first, At::Time, 1)
+    }
+}
+
+/// A `SIGKILL` `at` a moment of a run with `--commit`: its end-of-run pass, or a
+/// merge of its branches after it (on the wide fleet).
+const fn in_commit(name: &'static str, at: At) -> Series {
+    let fleet = match at {
+        At::Merge => Fleet::Wide,
+        _ => Fleet::Six,
+    };
+    Series {
+        commit: true,
+        ..series(name, fleet, libc::SIGKILL, at, 1)
     }
 }
 
@@ -128,35 +165,8 @@ const fn series(
 fn fixture(fleet: Fleet, m: &EnvMarker, emitted: &Path) -> (Fixture, &'static str) {
     match fleet {
         Fleet::Six => (six(m, emitted), "fleets/six.toml"),
-        Fleet::Mention => {
-            let f = Fixture::git_repo(&[("README.md", "x\n")]);
-            let (k, v) = m.pair();
-            f.write(
-                "a.toml",
-                "[[turn]]\nsteps = [{ say = \"@cap://b check the frame format\" }, \
-                 { sleep_ms = 700 }, { write = \"a.md\", content = \"a\\n\" }, { say = \"\\ndone\" }]\n",
-            );
-            f.write(
-                "b.toml",
-                "[[turn]]\nsteps = [{ sleep_ms = 100 }, { write = \"b.md\", content = \"b\\n\" }, \
-                 { say = \"checked\" }]\n",
-            );
-            let session = |n: &str| {
-                format!(
-                    "[[sessions]]\nname = \"{n}\"\nagent = \"sim\"\nscript = \"{n}.toml\"\n\
-                     env = {{ {k} = \"{v}\" }}\n\n"
-                )
-            };
-            f.write(
-                "fleet.toml",
-                &format!(
-                    "[fleet]\nname = \"f\"\nstart = \"a\"\ntask = \"go\"\n\n{}{}",
-                    session("a"),
-                    session("b")
-                ),
-            );
-            (f, "fleet.toml")
-        }
+        Fleet::Wide => (wide(m, emitted), "fleet.toml"),
+        Fleet::Mention => (mentioning(m, emitted), "fleet.toml"),
     }
 }
 
@@ -167,7 +177,8 @@ struct Outcome {
     turns: BTreeMap<String, usize>,
     plan: BTreeMap<String, String>,
     joins: Vec<(u64, Vec<String>)>,
-    usage: BTreeMap<String, (u64, u64)>,
+    /// Tokens in and out and cost (in nano-dollars: sums exact) per session.
+    usage: BTreeMap<String, (u64, u64, i64)>,
     commits: BTreeMap<String, usize>,
 }
 
@@ -219,6 +230,7 @@ fn outcome(j: &[Value]) -> Outcome {
             let u = o.usage.entry(str_of(&r["urn"])).or_default();
             u.0 += r["event"]["input_tokens"].as_u64().unwrap_or(0);
             u.1 += r["event"]["output_tokens"].as_u64().unwrap_or(0);
+            u.2 += (r["event"]["cost_usd_estimate"].as_f64().unwrap_or(0.0) * 1e9).round() as i64;
         }
     }
     o.joins.sort();
@@ -233,13 +245,16 @@ pub(crate) struct Whole {
     records: BTreeMap<String, usize>,
     /// Its agents' work: from its first turn to its end.
     work: Duration,
+    /// Its branches merged (a merge series).
+    merged: Option<Merged>,
 }
 
 /// Run `s`'s fleet once without a stop.
 pub(crate) fn whole(s: &Series) -> Whole {
     let m = EnvMarker::new(&format!("checker-{}", s.name));
     let usage = tempfile::tempdir().unwrap();
-    let (f, fleet) = fixture(s.fleet, &m, &usage.path().join("whole.jsonl"));
+    let billed = usage.path().join("whole.jsonl");
+    let (f, fleet) = fixture(s.fleet, &m, &billed);
     let t = Instant::now();
     let mut args = vec!["run", fleet];
     if s.commit {
@@ -255,7 +270,13 @@ pub(crate) fn whole(s: &Series) -> Whole {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    let work = t.elapsed().saturating_sub(starting);
     let j = f.journal();
+    let (all, kept) = (emitted(&billed).0, journaled(&j));
+    assert!(
+        kept.within(all) && all.within(kept),
+        "uninterrupted, all usage journaled: {kept:?} of {all:?}"
+    );
     let mut records = BTreeMap::new();
     for r in &j {
         *records
@@ -267,7 +288,8 @@ pub(crate) fn whole(s: &Series) -> Whole {
         diffs: diffs(&f),
         lines: j.len(),
         records,
-        work: t.elapsed().saturating_sub(starting),
+        work,
+        merged: matches!(s.at, At::Merge).then(|| checker_merge::whole(&f)),
     }
 }
 
@@ -283,9 +305,9 @@ fn wait_for(f: &Fixture, mut done: impl FnMut(&[Value]) -> bool) {
     }
 }
 
-/// Run seed `seed` of series `s` against `whole`: panics, naming the series, the
-/// seed and the stops' moments, if the run stopped and resumed differs.
-pub(crate) fn check(s: &Series, whole: &Whole, seed: u64) {
+/// Run seed `seed` of series `s` against `whole`: its stops' moments; panics, naming
+/// the series, the seed and the moments, if the run stopped and resumed differs.
+pub(crate) fn check(s: &Series, whole: &Whole, seed: u64) -> String {
     let mut moments = Vec::new();
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         stopped_and_resumed(s, whole, seed, &mut moments)
@@ -302,81 +324,34 @@ pub(crate) fn check(s: &Series, whole: &Whole, seed: u64) {
             moments.join("; ")
         );
     }
+    moments.join("; ")
 }
 
 fn stopped_and_resumed(s: &Series, whole: &Whole, seed: u64, moments: &mut Vec<String>) {
     let m = EnvMarker::new(&format!("checker-{}-{seed}", s.name));
     let usage = tempfile::tempdir().unwrap();
-    let (f, fleet) = fixture(s.fleet, &m, &usage.path().join("cut.jsonl"));
+    let billed = usage.path().join("cut.jsonl");
+    let (f, fleet) = fixture(s.fleet, &m, &billed);
     let mut at = Moments(seed | 1);
-    let work = whole.work.as_millis() as u64;
     let mut args: Vec<String> = vec!["run".into(), fleet.into()];
     if s.commit {
         args.push("--commit".into());
     }
-    for i in 0..s.stops {
-        let before = journal_so_far(f.path());
-        let argv: Vec<&str> = args.iter().map(String::as_str).collect();
-        let mut child = f
-            .command(&argv)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let n = before.len();
-        let moment = match (s.at, i) {
-            (At::Text(text), 0) => {
-                wait_for(&f, |j| {
-                    j[n.min(j.len())..]
-                        .iter()
-                        .any(|r| r.to_string().contains(text))
-                });
-                format!("right after the journal held {text:?}")
+    if let Some(merged) = &whole.merged {
+        // The run to its end, then its merges stopped.
+        finished(&f, &args);
+        checker_merge::cut(&f, merged, &mut at, s.stops, moments);
+    } else {
+        for i in 0..s.stops {
+            if !stopped(s, whole, &f, &args, &mut at, i, moments) {
+                break;
             }
-            (At::Lines, _) => {
-                let more = at.next(1, (whole.lines as u64 * 3 / 4).max(2)).as_millis() as usize;
-                wait_for(&f, |j| j.len() >= n + more || ended(j, n));
-                format!("at {} journal lines (+{more})", n + more)
-            }
-            (At::Record(kind), _) => {
-                let of = whole.records.get(kind).copied().unwrap_or(1).max(1) as u64;
-                let k = at.next(1, of + 1).as_millis() as usize;
-                let before_k = before.iter().filter(|r| r["type"] == kind).count();
-                wait_for(&f, |j| {
-                    j.iter().filter(|r| r["type"] == kind).count() >= before_k + k || ended(j, n)
-                });
-                format!("right after {kind} #{k} of this start")
-            }
-            (At::Time | At::Text(_), _) => {
-                wait_for(&f, |j| {
-                    j[n.min(j.len())..]
-                        .iter()
-                        .any(|r| r["type"] == "turn_started")
-                        || ended(j, n)
-                });
-                let d = at.next(work / 20, (work / 3).max(work / 20 + 1));
-                std::thread::sleep(d);
-                format!("{} ms into the agents' work", d.as_millis())
-            }
-        };
-        if child.try_wait().unwrap().is_some() {
-            moments.push(format!("stop {}: {moment}, after the run ended", i + 1));
-            break;
+            assert!(m.processes().is_empty(), "agents left: {:?}", m.processes());
+            // A resume takes `--commit` from the run's journal.
+            args = vec!["run".into(), "--resume".into(), f.run_id()];
         }
-        moments.push(format!("stop {} by signal {}: {moment}", i + 1, s.signal));
-        stop(&mut child, s.signal, &moments.join("; "));
-        assert!(m.processes().is_empty(), "agents left: {:?}", m.processes());
-        // A resume takes `--commit` from the run's journal.
-        args = vec!["run".into(), "--resume".into(), f.run_id()];
+        finished(&f, &args);
     }
-    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
-    let last = f.capfleet(&argv);
-    assert_eq!(
-        last.status.code(),
-        Some(0),
-        "the last resume: {}",
-        String::from_utf8_lossy(&last.stderr)
-    );
     let j = f.journal();
     let expected = whole
         .outcome
@@ -391,6 +366,9 @@ fn stopped_and_resumed(s: &Series, whole: &Whole, seed: u64, moments: &mut Vec<S
         o, whole.outcome,
         "the run stopped and resumed against the uninterrupted one"
     );
+    if let Err(e) = usage_as_billed(&j, &billed) {
+        panic!("{e}");
+    }
     if let Err(e) = same_work(&diffs(&f), &whole.diffs) {
         panic!("{e}");
     }
@@ -401,7 +379,111 @@ fn stopped_and_resumed(s: &Series, whole: &Whole, seed: u64, moments: &mut Vec<S
         .collect();
     assert_eq!(listed.len(), 1, "{listed:?}");
     assert_eq!(listed[0]["state"], "completed", "capfleet runs: {listed:?}");
+    let cost = listed[0]["cost_usd"].as_f64().unwrap_or(-1.0);
+    assert!(
+        (cost - journaled(&j).cost).abs() < 1e-9,
+        "capfleet runs' cost {cost} against the journal's {:?}",
+        journaled(&j)
+    );
     assert!(m.processes().is_empty());
+}
+
+/// `capfleet <args>` in `f` to its end: exit 0.
+fn finished(f: &Fixture, args: &[String]) {
+    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+    let last = f.capfleet(&argv);
+    assert_eq!(
+        last.status.code(),
+        Some(0),
+        "the last start {args:?}: {}",
+        String::from_utf8_lossy(&last.stderr)
+    );
+}
+
+/// Start `i` of series `s` (`args`) in `f`, stopped at its seeded moment (said in
+/// `moments`): false if the run ended first.
+fn stopped(
+    s: &Series,
+    whole: &Whole,
+    f: &Fixture,
+    args: &[String],
+    at: &mut Moments,
+    i: usize,
+    moments: &mut Vec<String>,
+) -> bool {
+    let before = journal_so_far(f.path());
+    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut child = f
+        .command(&argv)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let n = before.len();
+    let work = whole.work.as_millis() as u64;
+    let moment = match (s.at, i) {
+        (At::Text(text), 0) => {
+            wait_for(f, |j| {
+                j[n.min(j.len())..]
+                    .iter()
+                    .any(|r| r.to_string().contains(text))
+            });
+            format!("right after the journal held {text:?}")
+        }
+        (At::Lines, _) => {
+            let more = at.next(1, (whole.lines as u64 * 3 / 4).max(2)).as_millis() as usize;
+            wait_for(f, |j| j.len() >= n + more || ended(j, n));
+            format!("at {} journal lines (+{more})", n + more)
+        }
+        (At::Record(kind), _) => {
+            let of = whole.records.get(kind).copied().unwrap_or(1).max(1) as u64;
+            let k = at.next(1, of + 1).as_millis() as usize;
+            let before_k = before.iter().filter(|r| r["type"] == kind).count();
+            wait_for(f, |j| {
+                j.iter().filter(|r| r["type"] == kind).count() >= before_k + k || ended(j, n)
+            });
+            format!("right after {kind} #{k} of this start")
+        }
+        (At::Time | At::Text(_) | At::Merge, _) => {
+            wait_for(f, |j| {
+                j[n.min(j.len())..]
+                    .iter()
+                    .any(|r| r["type"] == "turn_started")
+                    || ended(j, n)
+            });
+            let d = at.next(work / 20, (work / 3).max(work / 20 + 1));
+            std::thread::sleep(d);
+            format!("{} ms into the agents' work", d.as_millis())
+        }
+    };
+    if child.try_wait().unwrap().is_some() {
+        moments.push(format!("stop {}: {moment}, after the run ended", i + 1));
+        return false;
+    }
+    moments.push(format!("stop {} by signal {}: {moment}", i + 1, s.signal));
+    let Some(second) = s.then else {
+        stop(&mut child, s.signal, &moments.join("; "));
+        return true;
+    };
+    // A clean stop takes some milliseconds: the second signal within 25 ms of the
+    // first, unless capfleet ended before.
+    send(&child, s.signal);
+    let first = Instant::now();
+    let d = Duration::from_micros(at.below(25_000));
+    while first.elapsed() < d && child.try_wait().unwrap().is_none() {
+        std::thread::sleep(Duration::from_micros(100));
+    }
+    let then = if child.try_wait().unwrap().is_none() {
+        send(&child, second);
+        format!("signal {second}")
+    } else {
+        "no signal (the stop had ended)".to_owned()
+    };
+    if let Some(last) = moments.last_mut() {
+        last.push_str(&format!(", then {then} {} µs after it", d.as_micros()));
+    }
+    waited_out(&mut child, &moments.join("; "));
+    true
 }
 
 /// The start past record `n` has ended its run.
@@ -409,16 +491,16 @@ fn ended(j: &[Value], n: usize) -> bool {
     j[n.min(j.len())..].iter().any(|r| r["type"] == "run_ended")
 }
 
-/// Seeds `0..n` of series `s`, each from `base`: the failures, each message naming
-/// its seed and moments (the bench goes on past one; the suite's test panics).
-pub(crate) fn seeds(s: &Series, base: u64, n: usize) -> Vec<String> {
+/// Seeds `0..n` of series `s`, each from `base`: per seed, its stops' moments or its
+/// failure, naming its seed and moments (the bench goes on past one; the suite's
+/// test panics).
+pub(crate) fn seeds(s: &Series, base: u64, n: usize) -> Vec<Result<String, String>> {
     let whole = whole(s);
     (0..n as u64)
-        .filter_map(|i| {
+        .map(|i| {
             let seed = base.wrapping_add(i.wrapping_mul(0x9e37_79b9));
             std::panic::catch_unwind(|| check(s, &whole, seed))
-                .err()
-                .map(|e| e.downcast_ref::<String>().cloned().unwrap_or_default())
+                .map_err(|e| e.downcast_ref::<String>().cloned().unwrap_or_default())
         })
         .collect()
 }

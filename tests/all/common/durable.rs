@@ -82,6 +82,11 @@ impl Moments {
         self.0
     }
 
+    /// A number in `0..n`.
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n.max(1)
+    }
+
     /// A moment in `lo..hi` milliseconds.
     pub(crate) fn next(&mut self, lo: u64, hi: u64) -> Duration {
         Duration::from_millis(lo + self.next_u64() % (hi - lo))
@@ -99,10 +104,21 @@ pub(crate) fn moments(seed: u64, n: usize, span: Duration) -> Vec<Duration> {
 /// Send `signal` to capfleet `child` and wait for it; then no agent it started may
 /// outlive it by 1 s (asserted, `what` naming the stop).
 pub(crate) fn stop(child: &mut Child, signal: libc::c_int, what: &str) -> ExitStatus {
+    send(child, signal);
+    waited_out(child, what)
+}
+
+/// Send `signal` to capfleet `child` (started by this test, not yet reaped).
+pub(crate) fn send(child: &Child, signal: libc::c_int) {
     // SAFETY: kill(2) on the child this test started (not yet reaped).
     unsafe {
         libc::kill(child.id() as i32, signal);
     }
+}
+
+/// Wait for capfleet `child` to end; then no agent it started may outlive it by 1 s
+/// (asserted, `what` naming the stop).
+pub(crate) fn waited_out(child: &mut Child, what: &str) -> ExitStatus {
     let status = child.wait().unwrap();
     assert!(
         wait_until(Duration::from_secs(1), Duration::from_millis(10), || {
@@ -112,6 +128,84 @@ pub(crate) fn stop(child: &mut Child, signal: libc::c_int, what: &str) -> ExitSt
         processes_marked_by(child.id())
     );
     status
+}
+
+/// Tokens in and out and cost, summed.
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
+pub(crate) struct Spend {
+    pub input: u64,
+    pub output: u64,
+    pub cost: f64,
+}
+
+impl Spend {
+    /// `v`'s tokens and its cost (`cost`: the field that holds it).
+    fn add(&mut self, v: &Value, cost: &str) {
+        self.input += v["input_tokens"].as_u64().unwrap_or(0);
+        self.output += v["output_tokens"].as_u64().unwrap_or(0);
+        self.cost += v[cost].as_f64().unwrap_or(0.0);
+    }
+
+    pub(crate) fn minus(self, o: Spend) -> Spend {
+        Spend {
+            input: self.input - o.input,
+            output: self.output - o.output,
+            cost: self.cost - o.cost,
+        }
+    }
+
+    pub(crate) fn within(self, o: Spend) -> bool {
+        self.input <= o.input && self.output <= o.output && self.cost <= o.cost + 1e-9
+    }
+}
+
+/// What the journal's `cap.usage` events add up to.
+pub(crate) fn journaled(j: &[Value]) -> Spend {
+    let mut s = Spend::default();
+    for r in j
+        .iter()
+        .filter(|r| r["type"] == "cap" && r["event"]["kind"] == "cap.usage")
+    {
+        s.add(&r["event"], "cost_usd_estimate");
+    }
+    s
+}
+
+/// What the sims recorded at `path` (`CAPFLEET_SIM_EMITTED`), in all (each result
+/// is recorded before it is written, its `written` line after); and each agent
+/// process's last result, in all.
+pub(crate) fn emitted(path: &Path) -> (Spend, Spend) {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let mut all = Spend::default();
+    let mut last: BTreeMap<u64, Value> = BTreeMap::new();
+    for line in text.lines() {
+        let v: Value = serde_json::from_str(line).unwrap();
+        if v.get("written").is_some() {
+            continue;
+        }
+        all.add(&v, "cost_usd");
+        last.insert(v["pid"].as_u64().unwrap(), v);
+    }
+    let mut lasts = Spend::default();
+    for v in last.values() {
+        lasts.add(v, "cost_usd");
+    }
+    (all, lasts)
+}
+
+/// The usage journal `j` holds is what the sims billed (recorded at `emitted`): all
+/// of it is in the journal but, at most, the last result of an agent killed with
+/// capfleet before capfleet could journal it (or before the agent wrote it).
+pub(crate) fn usage_as_billed(j: &[Value], emitted_at: &Path) -> Result<(), String> {
+    let (all, lasts) = emitted(emitted_at);
+    let kept = journaled(j);
+    if kept.within(all) && all.minus(kept).within(lasts) {
+        Ok(())
+    } else {
+        Err(format!(
+            "journaled {kept:?}, emitted {all:?} (last results {lasts:?})"
+        ))
+    }
 }
 
 /// A git checkout with the demo fleet and its scripts in it (`fleets/demo.toml`).
@@ -206,6 +300,39 @@ pub(crate) fn six(m: &EnvMarker, emitted: &Path) -> Fixture {
     let worker = repo.read("sim/fleet-worker-a.toml");
     assert!(worker.contains("@cap://worker-b"), "the mention");
     repo
+}
+
+/// A git checkout with two sessions: `a` mentions `b` and keeps working 700 ms after
+/// its mention; the marker and the usage file in each session's environment.
+pub(crate) fn mentioning(m: &EnvMarker, emitted: &Path) -> Fixture {
+    let f = Fixture::git_repo(&[("README.md", "x\n")]);
+    let (k, v) = m.pair();
+    f.write(
+        "a.toml",
+        "[[turn]]\nsteps = [{ say = \"@cap://b check the frame format\" }, \
+         { sleep_ms = 700 }, { write = \"a.md\", content = \"a\\n\" }, { say = \"\\ndone\" }]\n",
+    );
+    f.write(
+        "b.toml",
+        "[[turn]]\nsteps = [{ sleep_ms = 100 }, { write = \"b.md\", content = \"b\\n\" }, \
+         { say = \"checked\" }]\n",
+    );
+    let session = |n: &str| {
+        format!(
+            "[[sessions]]\nname = \"{n}\"\nagent = \"sim\"\nscript = \"{n}.toml\"\n\
+             env = {{ {k} = \"{v}\", CAPFLEET_SIM_EMITTED = \"{}\" }}\n\n",
+            emitted.display()
+        )
+    };
+    f.write(
+        "fleet.toml",
+        &format!(
+            "[fleet]\nname = \"f\"\nstart = \"a\"\ntask = \"go\"\n\n{}{}",
+            session("a"),
+            session("b")
+        ),
+    );
+    f
 }
 
 /// The diff of each session's worktree in `f`'s last run, by session.

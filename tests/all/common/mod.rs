@@ -23,7 +23,7 @@
 //!   fleet), their `chaos` records and their report.
 //! - [`checker`]: the stop-anywhere checker (issue 36): a fleet stopped at seeded
 //!   moments, resumed to its end, compared with an uninterrupted run (shared with the
-//!   `durable` bench).
+//!   `durable` bench); [`checker_merge`] its merge series (`capfleet merge` killed).
 //! - [`disk`]: disks that fail (a full tmpfs, a read-only one, `/dev/full`).
 //! - [`fake_llm`]: the scripted fake LLM (`tests/support/fake_llm.py`) as a
 //!   RAII handle, plus a tiny blocking HTTP client.
@@ -59,6 +59,7 @@ pub(crate) mod chaos_run;
 pub(crate) mod chat;
 pub(crate) mod chat_json;
 pub(crate) mod checker;
+pub(crate) mod checker_merge;
 pub(crate) mod console;
 pub(crate) mod disk;
 pub(crate) mod durable;
