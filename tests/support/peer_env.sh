@@ -93,6 +93,11 @@ capfleet_codex_env() { # PORT WORKDIR [HOME_DIR]
   HOME=$(_capfleet_home "${3:-}"); export HOME
   _capfleet_common "$port"
   export CODEX_HOME="$HOME/.codex"
+  # Where the system has bubblewrap, Codex runs a command as `bwrap … codex-linux-sandbox`
+  # through an alias it makes under CODEX_HOME, and makes none when CODEX_HOME lies in the
+  # temp dir (the command then fails, no item). A user's ~/.codex never does: keep the
+  # throw-away home's CODEX_HOME outside TMPDIR by moving TMPDIR inside the home.
+  export TMPDIR="$HOME/tmp"; mkdir -p "$TMPDIR"
   _capfleet_seed codex-config.toml "$CODEX_HOME/config.toml" "$port" "$cwd"
   export FAKE_API_KEY=dummy
   # run: codex exec --json --skip-git-repo-check "PROMPT" </dev/null
