@@ -338,7 +338,7 @@ async fn turn(
     let end = match result {
         Ok(r) => {
             let end = TurnEnd::new(stop_reason(&r.stop_reason), false);
-            let usage = lock(mapper).end_turn(r.usage.as_ref(), end.stop_reason.clone());
+            let usage = lock(mapper).end_turn(r.usage.as_ref(), end.stop_reason);
             if let Some(u) = usage {
                 sink.send_one(DriverOutput::Event(u)).await;
             }
