@@ -19,8 +19,8 @@
 
 use tokio::sync::mpsc;
 
-use crate::telemetry::metrics::{ChildLabels, Metrics};
 use capfleet_wire::events::trace;
+use crate::telemetry::metrics::{ChildLabels, Metrics};
 
 /// Deaths reported at most this many at once (each child dies once).
 pub const DEATHS_CAPACITY: usize = 8;
