@@ -165,6 +165,9 @@ fn print_text(
     for (binding, reason) in &sel.skipped {
         println!("{}  {binding}: {reason}", style.dim("skipped "));
     }
+    for f in &r.flags {
+        println!("{}  {f}", style.bold("flag    "));
+    }
     if r.warnings.is_empty() {
         println!("{}  none", style.bold("warnings"));
     }
@@ -199,6 +202,7 @@ fn print_json(
         "binding": sel.binding.as_str(),
         "skipped": sel.skipped.iter().map(|(b, why)| json!({"binding": b.as_str(), "reason": why.to_string()})).collect::<Vec<_>>(),
         "warnings": r.warnings.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        "flags": r.flags.iter().map(|f| json!({"flag": f.flag, "used": f.used, "why": f.why})).collect::<Vec<_>>(),
         "manifest": r.manifest,
     });
     let mut out = out;

@@ -3,7 +3,9 @@
 //! permission request, answered by policy or denied fail-safe), Gemini CLI 0.61.0
 //! (a write through capfleet's `fs/*` with a permission; one turn answered),
 //! opencode 1.18.33 (one turn answered) and codex-acp 0.16.0 (a shell command
-//! asked for over `session/request_permission`, allowed by policy, run). What went
+//! asked for over `session/request_permission`, allowed by policy, run); and
+//! claude-agent-acp's `usage_update`s as one `cap.usage` per turn, its cost the fake
+//! LLM's usage of that turn. What went
 //! over the wire is read back from the SDK's trace of every JSON-RPC message on
 //! capfleet's stderr.
 //!
@@ -302,6 +304,85 @@ fn claude_agent_acp_write_denied_fail_safe() {
     );
     assert!(texts(ev).contains("all done"), "{}", texts(ev));
     assert_claude_wire(&run, "reject");
+}
+
+/// claude-agent-acp 0.23.1 sends `usage_update` at each turn's end (Claude Code's
+/// cumulative cost, the context in use) and the turn's tokens in the prompt response:
+/// capfleet's one `cap.usage` per turn holds that turn's tokens and cost, equal to the
+/// fake LLM's usage of the turn priced as Claude Code prices the model it asked for (not the session's
+/// running total).
+#[test]
+fn claude_agent_acp_usage_per_turn_is_the_fake_llms() {
+    let fake = FakeLlm::start();
+    let (ws, home) = dirs();
+    fake.script(json!([{"text": "alpha answer"}, {"text": "beta answer"}]));
+    let peer = Peer {
+        fake: &fake,
+        env: "claude",
+        manifest: "claude-agent-acp.toml",
+        argv: vec![path_of("claude-agent-acp")],
+    };
+    let tasks = ["alpha-task", "beta-task"];
+    let (ev, code, trace) = chat(&peer, ws.path(), home.path(), &tasks, &[]);
+    assert_eq!(code, Some(0), "{ev:#?}");
+    let updates = messages(&trace)
+        .iter()
+        .filter(|m| !m.sent && m.body["params"]["update"]["sessionUpdate"] == "usage_update")
+        .count();
+    assert!(
+        updates >= 2,
+        "claude-agent-acp sent usage_update: {updates}"
+    );
+    let model = fake.requests_to("/v1/messages");
+    let usages = of_kind(&ev, "cap.usage");
+    assert_eq!(usages.len(), 2, "one cap.usage per turn: {usages:#?}");
+    for (turn, u) in usages.iter().enumerate() {
+        // A turn's requests carry its task, and not the next one's.
+        let mine: Vec<&Value> = model
+            .iter()
+            .filter(|r| {
+                let body = r["body"].to_string();
+                body.contains(tasks[turn]) && tasks[turn + 1..].iter().all(|t| !body.contains(t))
+            })
+            .collect();
+        assert!(!mine.is_empty(), "turn {} reached the model", turn + 1);
+        let sum = |k: &str| {
+            mine.iter()
+                .map(|r| r["usage"][k].as_u64().expect("fake usage"))
+                .sum::<u64>()
+        };
+        let (input, output) = (sum("input_tokens"), sum("output_tokens"));
+        let e = &u["event"];
+        assert_eq!(u["turn"], turn as u64 + 1, "{u}");
+        assert_eq!(
+            (e["input_tokens"].as_u64(), e["output_tokens"].as_u64()),
+            (Some(input), Some(output)),
+            "{u}"
+        );
+        // Priced per request, at the price Claude Code gives the model it asked for.
+        let priced: f64 = mine
+            .iter()
+            .map(|r| {
+                let (i, o) = common::fake_llm::claude_usd_per_token(
+                    r["body"]["model"].as_str().unwrap_or(""),
+                );
+                r["usage"]["input_tokens"].as_u64().unwrap_or(0) as f64 * i
+                    + r["usage"]["output_tokens"].as_u64().unwrap_or(0) as f64 * o
+            })
+            .sum();
+        let cost = e["cost_usd_estimate"].as_f64().expect("cost");
+        assert!(
+            (cost - priced).abs() < 1e-6,
+            "turn {}: cost {cost} != {priced}: {u}",
+            turn + 1
+        );
+        assert!(
+            e["_meta"]["acp.context_size"]
+                .as_u64()
+                .is_some_and(|s| s > 0),
+            "{u}"
+        );
+    }
 }
 
 #[test]

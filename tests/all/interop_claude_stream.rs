@@ -11,6 +11,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::fake_llm::{USD_PER_INPUT_TOKEN, USD_PER_OUTPUT_TOKEN};
 use common::{EnvMarker, FakeLlm, claude_env_in, kill_group, peer, wait_until};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -27,10 +28,6 @@ const TEXT_TURN_2: &str = "Second turn: plain text only.";
 const COMMAND: &str = "echo hello > out.txt";
 const TASK_1: &str = "Create out.txt containing hello.";
 const TASK_2: &str = "Anything else?";
-
-/// Claude Code prices the fake's model as Opus: $5/M input, $25/M output tokens.
-const USD_PER_INPUT_TOKEN: f64 = 5e-6;
-const USD_PER_OUTPUT_TOKEN: f64 = 25e-6;
 
 /// One scenario's world: the fake LLM (scripted), HOME, workdir, env, env marker.
 struct World {

@@ -433,3 +433,54 @@ fn binding_wire_names() {
         assert_eq!(serde_json::to_string(&b).expect("json"), format!("\"{b}\""));
     }
 }
+
+/// The shipped Gemini manifest starts `gemini --acp` where the installed binary's
+/// `--help` lists it (the suite's pinned Gemini CLI), `--experimental-acp` where it
+/// does not (an older CLI, stood in for by a script printing an older help), and
+/// keeps `--acp` saying why when the help cannot be read. No version is compared.
+#[test]
+fn gemini_flag_is_settled_by_the_installed_binarys_help() {
+    let shipped =
+        std::fs::read_to_string(crate::common::repo_root().join("config/agents/gemini-acp.toml"))
+            .expect("shipped gemini-acp.toml");
+    let resolve = |path_dirs: Vec<PathBuf>| {
+        let config = RegistryConfig {
+            path_dirs,
+            shipped: vec![("gemini-acp".into(), shipped.clone())],
+            probe_timeout: Some(Duration::from_secs(60)),
+            ..RegistryConfig::default()
+        };
+        let rt = tokio::runtime::Runtime::new().expect("runtime");
+        rt.block_on(Registry::new(config).resolve("gemini-acp"))
+            .expect("resolved")
+    };
+    let acp_argv = |r: &Resolved| match &r.manifest.fast_path.acp_stdio {
+        capfleet_engine::manifest::AcpFastPath::Argv(a) => a.clone(),
+        other => panic!("{other:?}"),
+    };
+    let pinned = crate::common::peer("gemini");
+    let real = resolve(vec![pinned.parent().expect("bin dir").to_owned()]);
+    assert_eq!(acp_argv(&real)[1], "--acp", "{:?}", real.flags);
+    assert_eq!(real.flags[0].used, "--acp");
+    let tmp = Tmp::new();
+    let bin = tmp.dir("old");
+    write_script(
+        &bin.join("gemini"),
+        "echo '      --experimental-acp    Starts the agent in ACP mode  [boolean]'",
+    );
+    let old = resolve(vec![bin]);
+    assert_eq!(acp_argv(&old)[1], "--experimental-acp", "{:?}", old.flags);
+    assert_eq!(old.manifest.startup.command[1], "--experimental-acp");
+    assert!(
+        old.flags[0].why.contains("does not list --acp"),
+        "{:?}",
+        old.flags
+    );
+    let missing = resolve(vec![tmp.dir("empty")]);
+    assert_eq!(acp_argv(&missing)[1], "--acp");
+    assert!(
+        missing.flags[0].why.contains("not found on PATH"),
+        "{:?}",
+        missing.flags
+    );
+}

@@ -5,6 +5,9 @@ permission and says the outcome; "perm-many N" asks N at once and counts the all
 "elicit" asks a form elicitation (a name) and says the action and content it got back;
 "crash" dies mid-prompt ("crash-once": only the first time in this cwd). Advertises loadSession; a load is announced as text.
 Advertises session/close too: a close is recorded in ".closed" (the session id) in the cwd.
+"perm-withdrawn" asks a permission, then cancels its own request ($/cancel_request) and says the outcome it got.
+"cost X" reports a usage_update with X as the session's cumulative USD cost. With ACP_ECHO_RESUME=1 it also
+advertises session/resume; a resume is announced as text ("[resumed ID] ").
 """
 import asyncio
 import json
@@ -15,7 +18,8 @@ from acp import run_agent, text_block, update_agent_message_text
 from acp.schema import (AgentCapabilities, CloseSessionResponse, ElicitationFormSessionMode,
                         ElicitationSchema, ElicitationStringPropertySchema, InitializeResponse,
                         LoadSessionResponse, NewSessionResponse, PermissionOption, PromptResponse,
-                        SessionCapabilities, SessionCloseCapabilities, ToolCallUpdate)
+                        ResumeSessionResponse, SessionCapabilities, SessionCloseCapabilities,
+                        SessionResumeCapabilities, ToolCallUpdate, UsageUpdate)
 
 
 class Echo:
@@ -23,7 +27,8 @@ class Echo:
         self.conn, self.cancelled, self.loaded = conn, set(), None
 
     async def initialize(self, protocol_version, **_):
-        close = SessionCapabilities(close=SessionCloseCapabilities())
+        resume = SessionResumeCapabilities() if os.environ.get("ACP_ECHO_RESUME") == "1" else None
+        close = SessionCapabilities(close=SessionCloseCapabilities(), resume=resume)
         caps = AgentCapabilities(load_session=True, session_capabilities=close)
         return InitializeResponse(protocol_version=protocol_version, agent_capabilities=caps)
 
@@ -33,6 +38,10 @@ class Echo:
     async def load_session(self, cwd, session_id, **_):
         self.loaded = session_id
         return LoadSessionResponse()
+
+    async def resume_session(self, cwd, session_id, **_):
+        self.loaded = f"resumed {session_id}"
+        return ResumeSessionResponse()
 
     async def cancel(self, session_id, **_):
         self.cancelled.add(session_id)
@@ -49,7 +58,8 @@ class Echo:
         text = "".join(getattr(b, "text", "") for b in prompt)
         sid = session_id
         if self.loaded:
-            await self.say(sid, f"[loaded {self.loaded}] ")
+            seen = self.loaded if self.loaded.startswith("resumed ") else f"loaded {self.loaded}"
+            await self.say(sid, f"[{seen}] ")
             self.loaded = None
         if text == "slow":
             self.cancelled.discard(sid)
@@ -72,6 +82,19 @@ class Echo:
             await self.say(sid, f"outcome={getattr(o, 'option_id', None) or o.outcome}")
             if sid in self.cancelled:
                 return PromptResponse(stop_reason="cancelled")
+        elif text == "perm-withdrawn":
+            raw = self.conn._conn  # the SDK sends no $/cancel_request itself: its raw connection does
+            rid = raw._next_request_id
+            opts = [PermissionOption(option_id="ok", name="Allow", kind="allow_once")]
+            tc = ToolCallUpdate(tool_call_id="w1", title="rm -rf build", kind="execute")
+            asked = asyncio.create_task(self.conn.request_permission(session_id=sid, tool_call=tc, options=opts))
+            await asyncio.sleep(0.3)
+            await raw.send_notification("$/cancel_request", {"requestId": rid})
+            o = (await asked).outcome
+            await self.say(sid, f"outcome={getattr(o, 'option_id', None) or o.outcome}")
+        elif text.startswith("cost "):
+            cost = {"amount": float(text.split()[1]), "currency": "USD"}
+            await self.conn.session_update(sid, UsageUpdate(session_update="usage_update", used=7, size=100, cost=cost))
         elif text.startswith("perm-many "):
             n = int(text.split()[1])
             opts = [PermissionOption(option_id="ok", name="Allow", kind="allow_once")]

@@ -98,10 +98,21 @@ pub(crate) fn read(r: &mut Reader, root: &DeTable<'_>) -> Read {
     let revision = read_revision(r, root, at);
 
     let probe = r.table(root, "", "probe").map(|(pt, _)| {
-        r.unknown_keys(pt, "probe", &["command", "version_pattern"]);
+        r.unknown_keys(
+            pt,
+            "probe",
+            &[
+                "command",
+                "version_pattern",
+                "x-help_command",
+                "x-flag_fallbacks",
+            ],
+        );
         Probe {
             command: argv(r, pt, "probe", "command"),
             version_pattern: r.string(pt, "probe", "version_pattern"),
+            help_command: argv(r, pt, "probe", "x-help_command"),
+            flag_fallbacks: flag_fallbacks(r, pt),
         }
     });
 
@@ -208,6 +219,28 @@ fn read_revision(r: &mut Reader, root: &DeTable<'_>, agent: &DeTable<'_>) -> Opt
         );
     }
     top.or(nested)
+}
+
+/// `probe.x-flag_fallbacks`: `"NEW=OLD"` flags, both non-empty; they need
+/// `probe.x-help_command` (the output that tells which one the binary takes).
+fn flag_fallbacks(r: &mut Reader, pt: &DeTable<'_>) -> Vec<String> {
+    let key = "probe.x-flag_fallbacks";
+    let Some(list) = r.strings(pt, "probe", "x-flag_fallbacks") else {
+        return Vec::new();
+    };
+    let span = Reader::span_of(pt, "x-flag_fallbacks");
+    if !list.is_empty() && !pt.contains_key("x-help_command") {
+        r.invalid(key, span.clone(), "needs probe.x-help_command");
+    }
+    for f in &list {
+        if !f
+            .split_once('=')
+            .is_some_and(|(new, old)| !new.is_empty() && !old.is_empty())
+        {
+            r.invalid(key, span.clone(), format!("{f:?} is not NEW=OLD"));
+        }
+    }
+    list
 }
 
 /// A non-empty argv.

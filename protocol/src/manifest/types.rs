@@ -38,6 +38,23 @@ pub struct Probe {
     /// Regex on the command's output whose first group is the version.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub version_pattern: Option<String>,
+    /// Experimental (`x-help_command`): the argv whose output lists the flags the
+    /// installed version takes (e.g. `["gemini", "--help"]`), read for
+    /// [`Probe::flag_fallbacks`].
+    #[serde(rename = "x-help_command", skip_serializing_if = "Option::is_none")]
+    pub help_command: Option<Vec<String>>,
+    /// Experimental (`x-flag_fallbacks`, each `"NEW=OLD"`): a flag of the launch argvs
+    /// that the help output does not list is replaced by its older spelling
+    /// (`"--acp=--experimental-acp"`). Decided by the installed binary, not by a version.
+    #[serde(rename = "x-flag_fallbacks", skip_serializing_if = "Vec::is_empty")]
+    pub flag_fallbacks: Vec<String>,
+}
+
+impl Probe {
+    /// The `(new, old)` spellings of [`Probe::flag_fallbacks`] (validated `NEW=OLD`).
+    pub fn fallbacks(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.flag_fallbacks.iter().filter_map(|f| f.split_once('='))
+    }
 }
 
 /// `[startup]`.

@@ -270,3 +270,19 @@ fn dechunk(mut b: &[u8]) -> Result<Vec<u8>, String> {
         b = b.get(n + 2..).unwrap_or(&[]);
     }
 }
+
+/// Claude Code prices the fake's model as Opus: $5/M input, $25/M output tokens.
+pub(crate) const USD_PER_INPUT_TOKEN: f64 = 5e-6;
+pub(crate) const USD_PER_OUTPUT_TOKEN: f64 = 25e-6;
+/// Claude Code prices a Sonnet model at $3/M input, $15/M output tokens.
+pub(crate) const SONNET_USD_PER_TOKEN: (f64, f64) = (3e-6, 15e-6);
+
+/// Claude Code's USD per (input, output) token for the `model` a request named:
+/// Sonnet's, else Opus's.
+pub(crate) fn claude_usd_per_token(model: &str) -> (f64, f64) {
+    if model.contains("sonnet") {
+        SONNET_USD_PER_TOKEN
+    } else {
+        (USD_PER_INPUT_TOKEN, USD_PER_OUTPUT_TOKEN)
+    }
+}

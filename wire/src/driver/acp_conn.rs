@@ -1,10 +1,18 @@
 //! The ACP connection of one driver generation, on the `agent-client-protocol` crate:
 //! `initialize` (advertising the fs/terminal capabilities the manifest lets us
-//! serve), `session/new` or `session/load`, then prompts as turns, and
+//! serve), `session/new`, or for a resume `session/resume` where the agent
+//! advertises it (no replay) else `session/load`, then prompts as turns (each with
+//! one `cap.usage` from its usage reports, [`crate::bindings::acp::usage`]), and
 //! `session/close` when the session ends deliberately (if the agent offers it).
 //! Agent -> client
 //! traffic: `session/update` (mapped, in order, credit-bounded), permission
 //! requests, and the reverse RPC served by [`crate::rpc`].
+//!
+//! Request cancellation (`$/cancel_request`) both ways: an agent that cancels its
+//! request has it withdrawn (a permission answered `cancelled`, an elicitation
+//! `cancel`, a reverse RPC call stopped and answered -32800); capfleet cancels its
+//! own `session/close` left unanswered past [`CLOSE_WAIT`] (and the SDK its
+//! `session/prompt` when the session ends mid-turn).
 //!
 //! The agent's output is read through [`super::acp_lines`] (bounded lines, and at
 //! most two windows of them queued in the SDK: its markers come back through the
@@ -24,10 +32,10 @@ use agent_client_protocol::v1::schema::{
     ElicitationCapabilities, ElicitationFormCapabilities, Error as V1Error, FileSystemCapabilities,
     InitializeRequest, LoadSessionRequest, NewSessionRequest, PromptRequest,
     RequestPermissionOutcome, RequestPermissionRequest, RequestPermissionResponse,
-    SelectedPermissionOutcome, TextContent,
+    ResumeSessionRequest, SelectedPermissionOutcome, TextContent,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
-use agent_client_protocol::{Agent, Client, Lines, UntypedMessage};
+use agent_client_protocol::{Agent, Client, Lines, RequestCancellation, UntypedMessage};
 use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{Semaphore, mpsc};
@@ -125,6 +133,8 @@ pub(super) async fn run(
                         responder: Responder<Value>,
                         cx: ConnectionTo<Agent>| {
                 let (perms, host, rpc) = (perms.clone(), host.clone(), rpc.clone());
+                // Set when the agent sends `$/cancel_request` for this request.
+                let cancel = responder.cancellation();
                 // Past the cap, the dispatch loop waits here: the agent's further
                 // output stays in its pipe until a request in flight ends.
                 let Ok(slot) = in_flight.clone().acquire_owned().await else {
@@ -134,11 +144,20 @@ pub(super) async fn run(
                 cx.spawn(async move {
                     let _slot = slot;
                     if req.method == "session/request_permission" {
-                        permission(&perms, req.params, responder).await
+                        permission(&perms, req.params, responder, &cancel).await
                     } else if req.method == acp_elicit::METHOD {
-                        elicit(&host, req.params, responder).await
+                        elicit(&host, req.params, responder, &cancel).await
                     } else {
-                        reverse_rpc(rpc.as_deref(), &req.method, req.params, responder).await
+                        let call = reverse_rpc(rpc.as_deref(), &req.method, req.params);
+                        match cancel.run_until_cancelled(call).await {
+                            Ok(v) => responder.respond(v),
+                            Err(e) => {
+                                if cancel.is_cancelled() {
+                                    tracing::info!(method = %req.method, "call cancelled by the agent");
+                                }
+                                responder.respond_with_error(e)
+                            }
+                        }
                     }
                 })
             },
@@ -172,9 +191,11 @@ async fn main_loop(
         .block_task()
         .await?;
     let can_load = init.agent_capabilities.load_session;
-    let can_close = init.agent_capabilities.session_capabilities.close.is_some();
+    let sessions = &init.agent_capabilities.session_capabilities;
+    let (can_resume, can_close) = (sessions.resume.is_some(), sessions.close.is_some());
     let sink = conn.perms.sink().clone();
     let loaded = match conn.resume_id.clone() {
+        Some(id) if can_resume => resume(&cx, &conn, id).await,
         Some(id) if can_load => load(&cx, &conn, id, loading).await,
         _ => None,
     };
@@ -188,7 +209,7 @@ async fn main_loop(
             (r.session_id.to_string(), false)
         }
     };
-    tracing::info!(session = %sid, resumed, can_load, "ACP session open");
+    tracing::info!(session = %sid, resumed, can_resume, can_load, "ACP session open");
     sink.send_one(DriverOutput::Ready {
         resume_id: Some(sid.clone()),
         resumed,
@@ -205,7 +226,7 @@ async fn main_loop(
             Some(Cmd::Cancel) => {}
             Some(Cmd::Prompt(text)) => {
                 lock(&mapper).next_turn();
-                if !turn(&cx, &conn, &sid, text, &mut cmds).await {
+                if !turn(&cx, &conn, &mapper, &sid, text, &mut cmds).await {
                     break;
                 }
             }
@@ -239,6 +260,22 @@ async fn load(
     }
 }
 
+/// `session/resume` of `id` (the agent advertises it: nothing is replayed): `None`
+/// when the agent refuses it, and a new session is opened instead, as for a load.
+async fn resume(cx: &ConnectionTo<Agent>, conn: &Conn, id: String) -> Option<String> {
+    let resumed = cx
+        .send_request(ResumeSessionRequest::new(id.clone(), conn.cwd.clone()))
+        .block_task()
+        .await;
+    match resumed {
+        Ok(_) => Some(id),
+        Err(e) => {
+            tracing::warn!(session = %id, "session/resume refused ({e}); a new session instead");
+            None
+        }
+    }
+}
+
 /// The session is ending deliberately. An agent that offers `session/close` is told
 /// (it cancels any work and frees the session: claude-agent-acp 0.23.1 ignores end
 /// of input, but exits at once after a close); whatever still waits on a human is
@@ -247,17 +284,19 @@ async fn close(cx: &ConnectionTo<Agent>, conn: &Conn, sid: &str, can_close: bool
     if cx.is_incoming_closed() {
         return; // the agent is gone
     }
-    let reply = can_close.then(|| {
-        cx.send_request(CloseSessionRequest::new(sid.to_owned()))
-            .block_task()
-    });
+    let sent = can_close.then(|| cx.send_request(CloseSessionRequest::new(sid.to_owned())));
     conn.perms.cancel_all().await;
     conn.host.cancel_all().await;
-    let Some(reply) = reply else { return };
-    match tokio::time::timeout(CLOSE_WAIT, reply).await {
+    let Some(sent) = sent else { return };
+    let handle = sent.cancellation_handle();
+    match tokio::time::timeout(CLOSE_WAIT, sent.block_task()).await {
         Ok(Ok(_)) => tracing::debug!(session = %sid, "ACP session closed"),
         Ok(Err(e)) => tracing::warn!(session = %sid, "session/close failed: {e}"),
-        Err(_) => tracing::warn!(session = %sid, "session/close unanswered after {CLOSE_WAIT:?}"),
+        Err(_) => {
+            // Told, not just dropped: the agent may stop closing what is gone.
+            let told = handle.cancel().is_ok();
+            tracing::warn!(session = %sid, cancel_request = told, "session/close unanswered after {CLOSE_WAIT:?}, cancelled");
+        }
     }
 }
 
@@ -265,6 +304,7 @@ async fn close(cx: &ConnectionTo<Agent>, conn: &Conn, sid: &str, can_close: bool
 async fn turn(
     cx: &ConnectionTo<Agent>,
     conn: &Conn,
+    mapper: &Mutex<AcpMapper>,
     sid: &str,
     text: String,
     cmds: &mut mpsc::Receiver<Cmd>,
@@ -296,7 +336,14 @@ async fn turn(
     };
     let sink = perms.sink();
     let end = match result {
-        Ok(r) => TurnEnd::new(stop_reason(&r.stop_reason), false),
+        Ok(r) => {
+            let end = TurnEnd::new(stop_reason(&r.stop_reason), false);
+            let usage = lock(mapper).end_turn(r.usage.as_ref(), end.stop_reason);
+            if let Some(u) = usage {
+                sink.send_one(DriverOutput::Event(u)).await;
+            }
+            end
+        }
         Err(e) => {
             // The agent died or refused the prompt: nothing stays open.
             perms.cancel_all().await;
@@ -310,7 +357,15 @@ async fn turn(
                 _ => ErrorKind::Other("acp_prompt_failed".into()),
             };
             let ev = CapEvent::error(code, message, true);
-            sink.send_one(DriverOutput::Event(ev)).await;
+            let usage = lock(mapper).end_turn(None, StopReason::Error);
+            sink.send(
+                usage
+                    .into_iter()
+                    .chain([ev])
+                    .map(DriverOutput::Event)
+                    .collect(),
+            )
+            .await;
             TurnEnd {
                 stop_reason: StopReason::Error,
                 is_error: true,
@@ -322,11 +377,12 @@ async fn turn(
 }
 
 /// `session/request_permission` -> `cap.permission.request`, answered back onto the
-/// offered options; cancelled when the turn is.
+/// offered options; cancelled when the turn is, or when the agent cancels it.
 async fn permission(
     perms: &Perms,
     params: Value,
     responder: Responder<Value>,
+    cancel: &RequestCancellation,
 ) -> Result<(), agent_client_protocol::Error> {
     let req: RequestPermissionRequest = match serde_json::from_value(params) {
         Ok(r) => r,
@@ -349,7 +405,10 @@ async fn permission(
             "title": f.title, "kind": f.kind, "input": f.raw_input,
             "tool_call_id": req.tool_call.tool_call_id.to_string(),
         });
-        perms.ask(&tool, intent, risk_of(f.kind.as_ref())).await
+        tokio::select! {
+            d = perms.ask(&tool, intent, risk_of(f.kind.as_ref())) => d,
+            () = cancel.cancelled() => None,
+        }
     };
     let outcome = match decision.and_then(|d| option_for(&req.options, d)) {
         Some(id) => RequestPermissionOutcome::Selected(SelectedPermissionOutcome::new(id)),
@@ -365,11 +424,9 @@ async fn reverse_rpc(
     rpc: Option<&Rpc>,
     method: &str,
     params: Value,
-    responder: Responder<Value>,
-) -> Result<(), agent_client_protocol::Error> {
+) -> Result<Value, agent_client_protocol::Error> {
     let Some(rpc) = rpc else {
-        return responder
-            .respond_with_error(acp_error(&RpcError::Unsupported("capabilities.coding")));
+        return Err(acp_error(&RpcError::Unsupported("capabilities.coding")));
     };
     let cap = match method {
         "fs/read_text_file" => "cap.fs.read".to_owned(),
@@ -381,15 +438,12 @@ async fn reverse_rpc(
         "terminal/release" => "cap.terminal.release".to_owned(),
         other => match other.strip_prefix("_cap/") {
             Some(rest) => format!("cap.{rest}"),
-            None => {
-                return responder
-                    .respond_with_error(acp_error(&RpcError::MethodNotFound(other.to_owned())));
-            }
+            None => return Err(acp_error(&RpcError::MethodNotFound(other.to_owned()))),
         },
     };
     match rpc.call(&cap, params).await {
-        Ok(v) => responder.respond(to_acp(method, v)),
-        Err(e) => responder.respond_with_error(acp_error(&e)),
+        Ok(v) => Ok(to_acp(method, v)),
+        Err(e) => Err(acp_error(&e)),
     }
 }
 

@@ -4,7 +4,9 @@
 //! requires it), a form elicitation comes back `accept` with the answer, `decline`
 //! or (withdrawn by a cancel) `cancel`, a session ending mid-turn withdraws what
 //! waits and sends `session/close`, and agent -> client requests in flight are
-//! capped. And the line gate of [`super::acp_lines`] on its own: the lines handed to
+//! capped; a permission the agent cancels itself (`$/cancel_request`) is withdrawn
+//! and answered `cancelled`; `usage_update`s make one `cap.usage` per turn; a resume
+//! is `session/resume` where the agent advertises it, else `session/load`. And the line gate of [`super::acp_lines`] on its own: the lines handed to
 //! the SDK stay within two windows of the markers that came back.
 
 use std::path::PathBuf;
@@ -92,13 +94,21 @@ struct Harness {
     probe: ActorRef<OutputBatch>,
     _child: tokio::process::Child,
     ws: tempfile::TempDir,
+    /// The first output after `initialize`: `Ready`.
+    ready: DriverOutput,
 }
 
 impl Harness {
     async fn start() -> Harness {
+        Harness::resuming(None, false).await
+    }
+
+    /// Started with `resume_id`; `advertise` makes the agent offer `session/resume`.
+    async fn resuming(resume_id: Option<&str>, advertise: bool) -> Harness {
         let ws = tempfile::tempdir().expect("ws");
         let mut child = tokio::process::Command::new(python())
             .arg(support("acp_echo_agent.py"))
+            .env("ACP_ECHO_RESUME", if advertise { "1" } else { "0" })
             .current_dir(ws.path())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -116,14 +126,16 @@ impl Harness {
             host: host.clone(),
             rpc: None,
             cwd: ws.path().to_path_buf(),
-            resume_id: None,
+            resume_id: resume_id.map(str::to_owned),
             max_line: crate::process::lines::DEFAULT_MAX_LINE,
         };
         let (cmds, cmd_rx) = mpsc::channel(8);
         let (i, o) = (stdin.expect("stdin"), stdout.expect("stdout"));
         tokio::spawn(acp_conn::run(conn, i, o, cmd_rx));
-        assert!(matches!(next(&mut rx).await, DriverOutput::Ready { .. }));
+        let ready = next(&mut rx).await;
+        assert!(matches!(ready, DriverOutput::Ready { .. }), "{ready:?}");
         Harness {
+            ready,
             rx,
             cmds,
             perms,
@@ -202,6 +214,76 @@ async fn cancel_answers_pending_permissions_cancelled() {
         !h.perms.answer(&req_id, Decision::AllowOnce),
         "already answered"
     );
+}
+
+#[tokio::test]
+async fn a_permission_the_agent_cancels_is_withdrawn_and_answered_cancelled() {
+    let mut h = Harness::start().await;
+    h.prompt("perm-withdrawn").await;
+    let req_id = h.next_request().await;
+    // Nobody answers, and no session/cancel: the agent's `$/cancel_request` must.
+    let (text, withdrawn, end) = h.rest_of_turn().await;
+    assert!(withdrawn, "the session is told the request was withdrawn");
+    assert_eq!(text, "outcome=cancelled", "the agent saw `cancelled`");
+    assert_eq!(end, StopReason::EndTurn, "the turn itself goes on");
+    assert!(
+        !h.perms.answer(&req_id, Decision::AllowOnce),
+        "already answered"
+    );
+}
+
+#[tokio::test]
+async fn usage_updates_make_one_cap_usage_per_turn() {
+    let mut h = Harness::start().await;
+    // The session's cumulative cost 0.5, then 0.75, then no report.
+    let mut per_turn = Vec::new();
+    for prompt in ["cost 0.5", "cost 0.75", "echo: none"] {
+        h.prompt(prompt).await;
+        let mut usages = Vec::new();
+        loop {
+            match next(&mut h.rx).await {
+                DriverOutput::Event(CapEvent::Usage(u)) => usages.push(u),
+                DriverOutput::TurnEnd(_) => break,
+                _ => {}
+            }
+        }
+        assert!(usages.len() <= 1, "one cap.usage per turn: {usages:?}");
+        per_turn.push(usages.pop());
+    }
+    let cost = |u: &Option<crate::protocol::Usage>| u.as_ref().and_then(|u| u.cost_usd());
+    assert_eq!(cost(&per_turn[0]), Some(0.5));
+    assert_eq!(
+        cost(&per_turn[1]),
+        Some(0.25),
+        "the increase, not the total"
+    );
+    assert!(per_turn[2].is_none(), "a turn with no report has none");
+    let meta = per_turn[0]
+        .as_ref()
+        .and_then(|u| u.meta.clone())
+        .expect("meta");
+    assert_eq!(meta["acp.context_used"], 7);
+    assert_eq!(meta["acp.context_size"], 100);
+}
+
+#[tokio::test]
+async fn resume_is_session_resume_where_advertised_else_session_load() {
+    for (advertise, said) in [
+        (true, "[resumed echo-old] hi"),
+        (false, "[loaded echo-old] hi"),
+    ] {
+        let mut h = Harness::resuming(Some("echo-old"), advertise).await;
+        let DriverOutput::Ready {
+            resume_id, resumed, ..
+        } = &h.ready
+        else {
+            unreachable!()
+        };
+        assert_eq!((resume_id.as_deref(), *resumed), (Some("echo-old"), true));
+        h.prompt("echo: hi").await;
+        let (text, _, _) = h.rest_of_turn().await;
+        assert_eq!(text, said, "advertised resume: {advertise}");
+    }
 }
 
 #[tokio::test]

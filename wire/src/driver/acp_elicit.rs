@@ -2,13 +2,15 @@
 //! carrying the requested JSON Schema. Answered, it is `accept` with the answer as
 //! the content (each value in the type its property asks for: a terminal gives
 //! text); declined (by the human, or fail-safe with nobody to ask), `decline`;
-//! withdrawn (the turn cancelled, the agent or session gone), `cancel`. A URL
+//! withdrawn (the turn cancelled, the agent or session gone, or the agent's own
+//! `$/cancel_request`), `cancel`. A URL
 //! elicitation is declined (capfleet opens no browsers), as is any mode it does
 //! not know.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use agent_client_protocol::RequestCancellation;
 use agent_client_protocol::v1::Responder;
 use agent_client_protocol::v1::schema::{
     CreateElicitationRequest, CreateElicitationResponse, ElicitationAcceptAction,
@@ -27,6 +29,7 @@ pub(super) async fn elicit(
     host: &Arc<SessionHost>,
     params: Value,
     responder: Responder<Value>,
+    cancel: &RequestCancellation,
 ) -> Result<(), agent_client_protocol::Error> {
     let req: CreateElicitationRequest = match serde_json::from_value(params) {
         Ok(r) => r,
@@ -39,7 +42,10 @@ pub(super) async fn elicit(
     let action = match &req.mode {
         ElicitationMode::Form(form) => {
             let schema = serde_json::to_value(&form.requested_schema).unwrap_or(Value::Null);
-            let reply = host.ask(req.message.clone(), Some(schema.clone())).await;
+            let reply = tokio::select! {
+                r = host.ask(req.message.clone(), Some(schema.clone())) => r,
+                () = cancel.cancelled() => Reply::Withdrawn,
+            };
             action_for(reply, &schema)
         }
         ElicitationMode::Url(u) => {

@@ -2,7 +2,7 @@
 //! audit records go out through the driver's credit-bounded sink; asks (`cap.user_io.input`, ACP
 //! form elicitations) become `cap.ask_user` answered by the session
 //! (`DriverMsg::Answer`: a value, or `None` declined), or withdrawn on cancel,
-//! agent death or stop.
+//! agent death or stop, or when the agent cancels its request.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::Value;
 use tokio::sync::oneshot;
 
+use super::acp_perms::Open;
 use super::{DriverOutput, OutputSink};
 use crate::protocol::CapEvent;
 use crate::rpc::host::{BoxFuture, Reply};
@@ -74,6 +75,7 @@ impl Host for Arc<SessionHost> {
             let ask_id = format!("acp-ask-{}", me.seq.fetch_add(1, Ordering::Relaxed));
             let (tx, rx) = oneshot::channel();
             lock(&me.asks).insert(ask_id.clone(), tx);
+            let _open = Open::new(&me.asks, &me.sink, ask_id.clone());
             let event = CapEvent::ask_user(&ask_id, prompt, form);
             if !me.sink.send_one(DriverOutput::Event(event)).await {
                 lock(&me.asks).remove(&ask_id);

@@ -1,7 +1,9 @@
 //! Open ACP permission requests of one driver: each waits on a oneshot for the CAP
 //! decision (or `None`: cancelled). `allow_always` is remembered per session and
 //! tool. Also the [`Approver`] of vetted terminal commands (coding §7.2), which asks
-//! through the same path.
+//! through the same path. A waiter that goes away unanswered (the agent cancelled
+//! its request with `$/cancel_request`) takes its request off the table through
+//! [`Open`], and the session is told it was withdrawn.
 
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
@@ -56,12 +58,14 @@ impl Perms {
         let req_id = format!("acp-perm-{}", self.seq.fetch_add(1, Ordering::Relaxed));
         let (tx, rx) = oneshot::channel();
         lock(&self.pending).insert(req_id.clone(), tx);
+        let open = Open::new(&self.pending, &self.sink, req_id.clone());
         let event = CapEvent::permission_request(&req_id, tool, Some(intent), risk);
         if !self.sink.send_one(DriverOutput::Event(event)).await {
             lock(&self.pending).remove(&req_id);
             return None;
         }
         let decision = rx.await.ok().flatten();
+        drop(open);
         if decision == Some(Decision::AllowAlways) {
             lock(&self.always).insert(tool.to_owned());
         }
@@ -86,6 +90,38 @@ impl Perms {
             withdrawn.push(DriverOutput::Withdrawn { req_id });
         }
         self.sink.send(withdrawn).await;
+    }
+}
+
+/// An open request (a permission, an ask) in `table` while its waiter waits: should
+/// the waiter be dropped with the request still there, the request is taken off and
+/// the session told it was withdrawn (from a task: a drop cannot wait on the sink).
+pub(super) struct Open<'a, T> {
+    table: &'a Mutex<HashMap<String, oneshot::Sender<T>>>,
+    sink: &'a OutputSink,
+    id: String,
+}
+
+impl<'a, T> Open<'a, T> {
+    pub(super) fn new(
+        table: &'a Mutex<HashMap<String, oneshot::Sender<T>>>,
+        sink: &'a OutputSink,
+        id: String,
+    ) -> Self {
+        Open { table, sink, id }
+    }
+}
+
+impl<T> Drop for Open<'_, T> {
+    fn drop(&mut self) {
+        if lock(self.table).remove(&self.id).is_none() {
+            return; // answered or withdrawn already
+        }
+        let (sink, req_id) = (self.sink.clone(), std::mem::take(&mut self.id));
+        tracing::info!(%req_id, "request cancelled by the agent, withdrawn");
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move { sink.send_one(DriverOutput::Withdrawn { req_id }).await });
+        }
     }
 }
 

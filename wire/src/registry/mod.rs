@@ -13,8 +13,13 @@
 //!
 //! A source that has a manifest which fails validation is an error (never skipped
 //! silently). A name containing `/` or ending in `.toml` is loaded as a file directly.
+//!
+//! Whatever the source, a manifest with `[probe] x-flag_fallbacks` then has its flag
+//! spellings settled against the installed binary's help ([`flags`]), unless probing
+//! is disabled.
 
 pub mod binding;
+mod flags;
 mod probe;
 
 use std::fmt;
@@ -22,6 +27,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub use binding::{Binding, Selection, SkipReason, candidates, select_binding};
+pub use flags::FlagChoice;
 pub use probe::PROBE_STDOUT_MAX;
 
 use crate::manifest::{Manifest, ManifestErrors, ManifestWarning, Validated};
@@ -101,6 +107,8 @@ pub struct Resolved {
     pub manifest: Manifest,
     pub source: Source,
     pub warnings: Vec<ManifestWarning>,
+    /// Flag spellings settled against the installed binary (`[probe] x-flag_fallbacks`).
+    pub flags: Vec<FlagChoice>,
 }
 
 /// Why resolution failed. Every variant surfaces as `cap_manifest_missing`.
@@ -147,8 +155,18 @@ impl Registry {
         &self.config
     }
 
-    /// Resolve `name` (or a manifest path) to a validated manifest.
+    /// Resolve `name` (or a manifest path) to a validated manifest, its flag
+    /// spellings settled against the installed binary.
     pub async fn resolve(&self, name: &str) -> Result<Resolved, RegistryError> {
+        let mut r = self.find(name).await?;
+        if let Some(timeout) = self.config.probe_timeout {
+            r.flags = flags::settle(&mut r.manifest, &self.config.path_dirs, timeout).await;
+        }
+        Ok(r)
+    }
+
+    /// The first source's manifest for `name` (or a manifest path).
+    async fn find(&self, name: &str) -> Result<Resolved, RegistryError> {
         if name.contains('/') || name.ends_with(".toml") {
             let path = PathBuf::from(name);
             return load_file(&path, Source::File(path.clone()));
@@ -224,6 +242,7 @@ impl Registry {
                         manifest: v.manifest,
                         source: Source::Probe(binary),
                         warnings: v.warnings,
+                        flags: Vec::new(),
                     }),
                     Err(errors) => Err(ProbeHard(RegistryError::ProbeInvalid { binary, errors })),
                 }
@@ -287,6 +306,7 @@ fn resolved(
             manifest: v.manifest,
             source,
             warnings: v.warnings,
+            flags: Vec::new(),
         }),
         Err(errors) => Err(RegistryError::Invalid {
             origin: source,

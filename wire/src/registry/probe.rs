@@ -1,4 +1,5 @@
-//! `<binary> --cap-manifest` (spec §5 option 4), bounded in time and output size.
+//! `<binary> --cap-manifest` (spec §5 option 4), bounded in time and output size;
+//! and any other such probe (`<binary> --help` for [`super::flags`]).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
@@ -42,8 +43,14 @@ async fn read_capped<R: AsyncRead + Unpin>(r: Option<R>, max: usize) -> Vec<u8> 
 }
 
 pub(crate) async fn run(binary: &Path, timeout: Duration) -> ProbeOutcome {
-    let spec = SpawnSpec::new(binary)
-        .arg("--cap-manifest")
+    run_args(binary, &["--cap-manifest".to_owned()], timeout).await
+}
+
+/// `binary args...`, bounded the same way (the help probe of [`super::flags`]).
+pub(crate) async fn run_args(binary: &Path, args: &[String], timeout: Duration) -> ProbeOutcome {
+    let spec = args
+        .iter()
+        .fold(SpawnSpec::new(binary), |spec, a| spec.arg(a))
         .stdio(Io::Null, Io::Piped, Io::Piped);
     let mut attempts = 0;
     let mut group = loop {

@@ -5,7 +5,8 @@
 //! content, once per call and file, also a coding `diff` `cap.artifact`),
 //! `tool_call_update` -> `cap.tool_call.delta` with new content, `cap.tool_call.end`
 //! once completed/failed (preceded by a `start` when the agent never sent the
-//! `tool_call`: Gemini CLI announces a gated call only in its permission request), `plan` -> `cap.plan`, `usage_update` -> `cap.usage`. A kind
+//! `tool_call`: Gemini CLI announces a gated call only in its permission request), `plan` -> `cap.plan`, `usage_update` kept for the turn's one `cap.usage`
+//! ([`super::usage`]). A kind
 //! this build does not know (or cannot parse) is kept verbatim in the `_meta` of a
 //! system-channel `cap.text_chunk` with empty text, and counted.
 
@@ -17,7 +18,8 @@ use std::collections::HashSet;
 
 use serde_json::{Map, Value, json};
 
-use crate::protocol::{CapEvent, Channel, HasMeta, PlanEntry, PlanStatus, Priority, Usage};
+use super::usage::TurnUsage;
+use crate::protocol::{CapEvent, Channel, HasMeta, PlanEntry, PlanStatus, Priority, StopReason};
 
 /// The `_meta` key carrying an unmapped update verbatim.
 pub const META_UNMAPPED: &str = "acp.session_update";
@@ -35,6 +37,8 @@ pub struct AcpMapper {
     started: HashSet<String>,
     /// Diffs already turned into artifacts this turn: (call, path, new text length).
     diffs: HashSet<(String, std::path::PathBuf, usize)>,
+    /// The usage reports, folded per turn.
+    usage: TurnUsage,
 }
 
 /// Tool call ids remembered per turn; past it, updates of unseen ids get no `start`.
@@ -84,6 +88,16 @@ impl AcpMapper {
         self.turn += 1;
         self.started.clear();
         self.diffs.clear();
+    }
+
+    /// The turn's one `cap.usage` (its `usage_update`s and the response's tokens),
+    /// if it reported any.
+    pub fn end_turn(
+        &mut self,
+        tokens: Option<&agent_client_protocol::v1::schema::Usage>,
+        stop: StopReason,
+    ) -> Option<CapEvent> {
+        self.usage.end_turn(tokens, stop)
     }
 
     /// Remember a started call; true if it was not known yet.
@@ -169,16 +183,8 @@ impl AcpMapper {
                 vec![CapEvent::plan(entries)]
             }
             SessionUpdate::UsageUpdate(u) => {
-                // ACP reports the context window in use; CAP carries it as input tokens.
-                let usage = Usage {
-                    input_tokens: Some(u.used).into(),
-                    ..Usage::default()
-                };
-                let mut ev = CapEvent::Usage(usage);
-                let mut m = Map::new();
-                m.insert("acp.context_size".into(), json!(u.size));
-                *ev.meta_mut() = Some(m);
-                vec![ev]
+                self.usage.update(&u);
+                vec![]
             }
             SessionUpdate::UserMessageChunk(_)
             | SessionUpdate::AvailableCommandsUpdate(_)
@@ -265,7 +271,9 @@ mod tests {
         let u = m.on_update(&upd(
             json!({"sessionUpdate": "usage_update", "used": 10, "size": 100}),
         ));
-        assert!(matches!(&u[..], [CapEvent::Usage(_)]));
+        assert!(u.is_empty(), "kept for the turn's end");
+        let end = m.end_turn(None, StopReason::EndTurn);
+        assert!(matches!(&end, Some(CapEvent::Usage(_))), "{end:?}");
         let odd = json!({"sessionUpdate": "hologram", "x": [1, 2]});
         let k = m.on_update(&upd(odd.clone()));
         assert_eq!(k[0].meta().and_then(|mm| mm.get(META_UNMAPPED)), Some(&odd));

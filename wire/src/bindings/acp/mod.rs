@@ -6,6 +6,7 @@
 pub mod diff;
 pub mod mapper;
 pub mod permission;
+pub mod usage;
 
 pub use mapper::AcpMapper;
 pub use permission::{option_for, risk_of, stop_reason};
