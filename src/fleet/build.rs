@@ -14,6 +14,7 @@ use capfleet_engine::session::DEFAULT_TURN_TIMEOUT;
 use capfleet_engine::tomldoc::Location;
 use capfleet_engine::workspace::repo;
 use capfleet_wire::events::JOURNAL_MAX_BYTES;
+use capfleet_wire::process::sandbox::{self, SandboxSpec};
 use capfleet_wire::supervision::RestartPolicy;
 use capfleet_wire::supervision::rate_limit::RateLimitPolicy;
 
@@ -69,6 +70,12 @@ pub(super) async fn build(file: &FleetFile, cx: &Context<'_>) -> Result<Fleet, V
         match session(s, &name, turn_timeout, cx, &mut manifests).await {
             Ok(mut fs) => {
                 fs.spec.rate_limit = rate_limit;
+                if s.sandbox.or(f.sandbox).unwrap_or(false) {
+                    match confinement(s, file) {
+                        Ok(spec) => fs.spec.launch.sandbox = Some(spec),
+                        Err(e) => errors.push(e),
+                    }
+                }
                 sessions.push(fs);
             }
             Err(e) => errors.extend(e),
@@ -349,6 +356,27 @@ pub(super) async fn session(
         paths: s.paths.clone(),
         test_command: s.test_command.clone(),
     })
+}
+
+/// The sandbox of a session under `sandbox = "workspace"`, refused (before anything
+/// spawns) on a host with no backend for it.
+fn confinement(s: &SessionEntry, file: &FleetFile) -> Result<SandboxSpec, FleetError> {
+    let mut spec = file.sandbox.clone().unwrap_or_default();
+    // The runs' journals and blobs, wherever the run was started from.
+    if let Ok(here) = std::env::current_dir() {
+        spec.hidden.push(here.join(".capfleet"));
+    }
+    match sandbox::availability().choose(spec.backend) {
+        Ok(_) => Ok(spec),
+        Err(e) => Err(FleetError::InvalidValue {
+            at: s.at.clone(),
+            reason: format!(
+                "session {:?} asks for sandbox = \"workspace\" and this host cannot give it: {e} \
+                 (install bubblewrap, or run on a kernel with Landlock; or set sandbox = \"none\")",
+                s.name.value
+            ),
+        }),
+    }
 }
 
 fn route(when: &[String], action: &ActionEntry) -> Route {
