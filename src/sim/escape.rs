@@ -54,10 +54,7 @@ pub(super) fn report() -> String {
     let parent = unsafe { libc::getppid() };
     line("kill-capfleet", kill(parent));
     line("ptrace-capfleet", ptrace(parent));
-    line(
-        "proc-mem-capfleet",
-        read(&PathBuf::from(format!("/proc/{parent}/mem"))),
-    );
+    line("proc-mem-capfleet", open_mem(parent));
     if let Some(victim) = var("CAPFLEET_ESCAPE_VICTIM").and_then(|v| v.parse::<i32>().ok()) {
         line(
             "see-other-process",
@@ -134,6 +131,16 @@ fn ptrace(pid: i32) -> Result<(), String> {
         }
     }
     Err(std::io::Error::last_os_error().to_string())
+}
+
+/// Opening `/proc/<pid>/mem` is where the kernel checks the right to ptrace.
+fn open_mem(pid: i32) -> Result<(), String> {
+    if pid <= 1 {
+        return Err(format!("pid {pid}: capfleet is not in this pid namespace"));
+    }
+    std::fs::File::open(format!("/proc/{pid}/mem"))
+        .map(drop)
+        .map_err(|e| e.to_string())
 }
 
 fn connect(addr: &str) -> Result<(), String> {
