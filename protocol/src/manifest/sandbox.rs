@@ -42,7 +42,7 @@ pub(crate) fn read_sandbox(
                 r.invalid(
                     &join(P, key),
                     Reader::span_of(t, key),
-                    &format!("`{p}`: a path starts with `~/` (the home directory) or `/`"),
+                    format!("`{p}`: a path starts with `~/` (the home directory) or `/`"),
                 );
             }
         }
