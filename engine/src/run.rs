@@ -226,6 +226,12 @@ async fn run_until<S: Into<Stop>>(
         .map(|s| (s.name.clone(), s.launch.manifest.agent.name.clone()))
         .collect();
     let names = agents.iter().map(|(name, _)| name.clone()).collect();
+    // Each confined session's test command runs in the sandbox its agent runs in.
+    let sandboxes: std::collections::HashMap<_, _> = spec
+        .sessions
+        .iter()
+        .filter_map(|s| Some((s.name.clone(), s.launch.resolved_sandbox().ok()??)))
+        .collect();
     let mut sessions = spec.sessions;
     for s in &mut sessions {
         s.recovered = resume
@@ -387,6 +393,7 @@ async fn run_until<S: Into<Stop>>(
             agents,
             marks,
             durable: tree.journal_durable().await.ok().flatten(),
+            sandboxes,
         };
         let router_urn = urn(&spec.fleet, ROUTER_URN_SEGMENT);
         let gather = async {

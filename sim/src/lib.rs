@@ -110,6 +110,7 @@ mod acp_turn;
 mod client;
 mod edit;
 mod emitted;
+mod escape;
 mod fields;
 mod frames;
 mod inbound;

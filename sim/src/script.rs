@@ -96,6 +96,7 @@ const STEP_KINDS: &[&str] = &[
     "oversize",
     "late",
     "echo",
+    "escape",
     "error",
     "rpc",
     "run",
@@ -319,6 +320,11 @@ fn parse_step(loc: &Loc<'_>, value: &toml::Value) -> Result<Step, ScriptError> {
             f.only(&["echo"])?;
             f.flag_true("echo")?;
             Step::Echo
+        }
+        "escape" => {
+            f.only(&["escape"])?;
+            f.flag_true("escape")?;
+            Step::Escape
         }
         "rpc" => {
             f.only(&["rpc", "params"])?;

@@ -52,6 +52,8 @@ pub(super) enum Step {
         delay_ms: u64,
     },
     Echo,
+    /// The escape kit's attempts, reported as the turn's text ([`super::escape`]).
+    Escape,
     /// With `status`, an API error as Claude Code reports one (`api_error_status`).
     Error {
         message: String,
@@ -325,6 +327,7 @@ pub(super) fn run_turn<F: Frontend>(
                 fe.say(text, chunk.unwrap_or(header.chunk), delay)?
             }
             Step::Echo => fe.say(&format!("echo: {prompt}"), header.chunk, default_delay)?,
+            Step::Escape => fe.say(&super::escape::report(), header.chunk, default_delay)?,
             Step::Think(text) => fe.think(text)?,
             Step::Tool(tool) => fe.tool(tool)?,
             Step::Plan(entries) => fe.plan(entries)?,

@@ -54,6 +54,7 @@ impl Script {
                 | Step::Raw(_)
                 | Step::Oversize { .. }
                 | Step::Echo
+                | Step::Escape
                 | Step::Error { .. }
                 | Step::Rpc { .. }
                 | Step::Run { .. }

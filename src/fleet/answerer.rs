@@ -159,6 +159,7 @@ pub(super) async fn build(
         paths: Vec::new(),
         test_command: None,
         raw_bytes: false,
+        sandbox: None,
     };
     // The research's own timeout ends it; the turn timeout is only a backstop.
     let mut researcher = session(&entry, fleet, a.timeout * 2, cx, manifests).await?;

@@ -14,13 +14,14 @@ use capfleet_engine::session::DEFAULT_TURN_TIMEOUT;
 use capfleet_engine::tomldoc::Location;
 use capfleet_engine::workspace::repo;
 use capfleet_wire::events::JOURNAL_MAX_BYTES;
+use capfleet_wire::process::sandbox::{self, SandboxSpec};
 use capfleet_wire::supervision::RestartPolicy;
 use capfleet_wire::supervision::rate_limit::RateLimitPolicy;
 
 use super::config::{ActionEntry, At, AutoAnswer, FleetFile, HUMAN, SessionEntry, names_manifest};
 use super::error::FleetError;
-use super::{Budgets, Fleet, FleetSession, SPEAK_FLEET_ENV};
-use crate::agents::{SessionRequest, registry, session_spec};
+use super::{Budgets, Fleet, FleetSession, SIM_EMITTED_ENV, SIM_STATE_ENV, SPEAK_FLEET_ENV};
+use crate::agents::{SIM_SCRIPT_ENV, SessionRequest, registry, session_spec};
 
 /// Where relative paths start and what the task override is.
 pub(super) struct Context<'a> {
@@ -69,6 +70,12 @@ pub(super) async fn build(file: &FleetFile, cx: &Context<'_>) -> Result<Fleet, V
         match session(s, &name, turn_timeout, cx, &mut manifests).await {
             Ok(mut fs) => {
                 fs.spec.rate_limit = rate_limit;
+                if s.sandbox.or(f.sandbox).unwrap_or(false) {
+                    match confinement(s, file, &fs.spec.launch.env) {
+                        Ok(spec) => fs.spec.launch.sandbox = Some(spec),
+                        Err(e) => errors.push(e),
+                    }
+                }
                 sessions.push(fs);
             }
             Err(e) => errors.extend(e),
@@ -349,6 +356,40 @@ pub(super) async fn session(
         paths: s.paths.clone(),
         test_command: s.test_command.clone(),
     })
+}
+
+/// The sandbox of a session under `sandbox = "workspace"`, refused (before anything
+/// spawns) on a host with no backend for it.
+fn confinement(
+    s: &SessionEntry,
+    file: &FleetFile,
+    env: &[(String, String)],
+) -> Result<SandboxSpec, FleetError> {
+    let mut spec = file.sandbox.clone().unwrap_or_default();
+    // The files the fleet hands the session by name: a simulator's script and a
+    // nested fleet read, a simulator's state written.
+    for (k, v) in env {
+        match k.as_str() {
+            SIM_SCRIPT_ENV | SPEAK_FLEET_ENV => spec.readable.push(PathBuf::from(v)),
+            SIM_STATE_ENV | SIM_EMITTED_ENV => spec.writable.push(PathBuf::from(v)),
+            _ => {}
+        }
+    }
+    // The runs' journals and blobs, wherever the run was started from.
+    if let Ok(here) = std::env::current_dir() {
+        spec.hidden.push(here.join(".capfleet"));
+    }
+    match sandbox::availability().choose(spec.backend) {
+        Ok(_) => Ok(spec),
+        Err(e) => Err(FleetError::InvalidValue {
+            at: s.at.clone(),
+            reason: format!(
+                "session {:?} asks for sandbox = \"workspace\" and this host cannot give it: {e} \
+                 (install bubblewrap, or run on a kernel with Landlock; or set sandbox = \"none\")",
+                s.name.value
+            ),
+        }),
+    }
 }
 
 fn route(when: &[String], action: &ActionEntry) -> Route {

@@ -54,6 +54,8 @@ pub(crate) struct FleetFile {
     pub notify: Option<super::notify::NotifySection>,
     /// `[chaos]`: the run's faults, if any.
     pub chaos: Option<capfleet_engine::chaos::spec::ChaosSpec>,
+    /// `[sandbox]`: the details of the sessions' sandbox, if any.
+    pub sandbox: Option<capfleet_wire::process::sandbox::SandboxSpec>,
 }
 
 /// `[fleet]`.
@@ -94,6 +96,8 @@ pub(crate) struct FleetSection {
     /// How long a question waits for a remote answer (`capfleet serve`) before its
     /// fail-safe answer (default: the server's `--ask-timeout`).
     pub ask_timeout: Option<Duration>,
+    /// `sandbox = "workspace"` (true) or `"none"`: the sessions' default.
+    pub sandbox: Option<bool>,
 }
 
 /// A session's `agent` names a manifest file (relative to the fleet file), not a
@@ -134,6 +138,8 @@ pub(crate) struct SessionEntry {
     pub test_command: Option<TestCommand>,
     /// A PTY session's raw terminal output journaled too (`cap.pty.raw_bytes`).
     pub raw_bytes: bool,
+    /// `sandbox = "workspace"` (true) or `"none"`, over the fleet's default.
+    pub sandbox: Option<bool>,
 }
 
 /// One `[[routes]]` entry.

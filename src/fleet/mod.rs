@@ -16,6 +16,7 @@ pub(crate) mod error;
 mod notify;
 mod read;
 pub(crate) mod run_dir;
+mod sandbox;
 mod validate;
 
 use std::path::{Path, PathBuf};

@@ -19,7 +19,9 @@ use super::error::FleetError;
 
 pub(super) type Reader = tomldoc::Reader<FleetError>;
 
-const TOP_KEYS: &[&str] = &["fleet", "sessions", "routes", "answerer", "notify", "chaos"];
+const TOP_KEYS: &[&str] = &[
+    "fleet", "sessions", "routes", "answerer", "notify", "chaos", "sandbox",
+];
 const FLEET_KEYS: &[&str] = &[
     "name",
     "start",
@@ -40,6 +42,7 @@ const FLEET_KEYS: &[&str] = &[
     "rate_limit_backoff",
     "answer_from",
     "ask_timeout",
+    "sandbox",
 ];
 const SESSION_KEYS: &[&str] = &[
     "name",
@@ -60,6 +63,7 @@ const SESSION_KEYS: &[&str] = &[
     "paths",
     "test_command",
     "raw_bytes",
+    "sandbox",
 ];
 const ROUTE_KEYS: &[&str] = &["when", "route_to", "fan_out", "collect", "mode"];
 
@@ -99,7 +103,9 @@ pub(super) fn read(r: &mut Reader, root: &DeTable<'_>) -> FleetFile {
     let answerer = super::answerer::read_answerer(r, root);
     let notify = super::notify::read(r, root);
     let chaos = super::chaos::read(r, root, &sessions);
+    let sandbox = super::sandbox::read(r, root);
     FleetFile {
+        sandbox,
         fleet,
         sessions,
         routes,
@@ -167,7 +173,7 @@ fn number_at(r: &mut Reader, t: &DeTable<'_>, path: &str, key: &str) -> Option<A
 }
 
 /// A string from a fixed set of names.
-fn choice<T: Copy>(
+pub(super) fn choice<T: Copy>(
     r: &mut Reader,
     t: &DeTable<'_>,
     path: &str,
@@ -232,6 +238,7 @@ fn read_fleet(r: &mut Reader, t: &DeTable<'_>, span: Range<usize>) -> FleetSecti
             at: a.at,
         }),
         ask_timeout: duration(r, t, path, "ask_timeout"),
+        sandbox: super::sandbox::read_mode(r, t, path),
     }
 }
 
@@ -299,6 +306,7 @@ fn read_session(
         paths: read_paths(r, t, path),
         test_command: read_test_command(r, t, path),
         raw_bytes: r.boolean(t, path, "raw_bytes").unwrap_or(false),
+        sandbox: super::sandbox::read_mode(r, t, path),
     };
     Some(entry)
 }

@@ -16,7 +16,7 @@ fn run(cmd: TestCommand, dir: &Path, timeout: Duration) -> TestRun {
         .enable_all()
         .build()
         .unwrap();
-    rt.block_on(run_tests(&cmd, dir, timeout, "test-results"))
+    rt.block_on(run_tests(&cmd, dir, timeout, "test-results", None))
         .expect("the command runs")
 }
 

@@ -44,6 +44,9 @@ pub struct CollectSpec {
     pub marks: HashMap<String, CommitMark>,
     /// To have a commit's start on disk before it is made.
     pub durable: Option<Durable>,
+    /// The sandbox of each session that has one, by session name: its test command
+    /// runs inside.
+    pub sandboxes: HashMap<String, capfleet_wire::process::sandbox::Sandbox>,
 }
 
 /// One session's workspace after the run.
@@ -161,7 +164,8 @@ async fn collect_one(
     }
     if let (Some(cmd), true) = (&ws.test_command, spec.tests) {
         let label = format!("{urn}/tests");
-        match run_tests(cmd, &ws.cwd, spec.test_timeout, &label).await {
+        let sandbox = spec.sandboxes.get(&ws.session);
+        match run_tests(cmd, &ws.cwd, spec.test_timeout, &label, sandbox).await {
             Ok(run) => {
                 let failed = run.failed();
                 report.tests = Some(test_line(&run.result, !failed));

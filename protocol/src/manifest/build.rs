@@ -23,6 +23,7 @@ pub(crate) struct Read {
     pub cost: Cost,
     pub limits: Limits,
     pub a2a: super::a2a::A2aOptions,
+    pub sandbox: super::sandbox::SandboxPaths,
     pub patterns: Patterns,
 }
 
@@ -37,6 +38,7 @@ const TOP: &[&str] = &[
     "capabilities",
     "cost",
     "limits",
+    "sandbox",
 ];
 
 /// A section table (or `empty` when absent) with its header span.
@@ -157,6 +159,7 @@ pub(crate) fn read(r: &mut Reader, root: &DeTable<'_>) -> Read {
 
     let limits = super::limits::read_limits(r, root, &empty);
     let a2a = super::a2a::read_a2a(r, root, &empty);
+    let sandbox = super::sandbox::read_sandbox(r, root, &empty);
 
     let mut patterns = Patterns::default();
     let parse = super::parse_section::read_parse(r, root, &empty, &mut patterns);
@@ -191,6 +194,7 @@ pub(crate) fn read(r: &mut Reader, root: &DeTable<'_>) -> Read {
         cost,
         limits,
         a2a,
+        sandbox,
         patterns,
     }
 }

@@ -18,6 +18,7 @@ mod limits;
 mod parse_section;
 pub mod patterns;
 mod reader;
+pub mod sandbox;
 pub mod types;
 
 use std::path::Path;
@@ -59,6 +60,9 @@ pub struct Manifest {
     /// `[x-a2a]` (capfleet extension): how the A2A binding reaches its peer.
     #[serde(rename = "x-a2a", skip_serializing_if = "a2a::A2aOptions::is_default")]
     pub a2a: a2a::A2aOptions,
+    /// `[sandbox]` (capfleet extension): the agent's state paths under a sandbox.
+    #[serde(skip_serializing_if = "sandbox::SandboxPaths::is_empty")]
+    pub sandbox: sandbox::SandboxPaths,
     /// Every pattern, compiled (multi-line) from the fields above.
     #[serde(skip)]
     pub patterns: Patterns,
@@ -107,6 +111,7 @@ impl Manifest {
             cost: read.cost,
             limits: read.limits,
             a2a: read.a2a,
+            sandbox: read.sandbox,
             patterns: read.patterns,
         };
         Ok(Validated { manifest, warnings })

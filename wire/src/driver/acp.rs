@@ -72,7 +72,11 @@ impl Wire for AcpWire {
         let rpc = match &launch.manifest.capabilities.coding {
             Some(caps) => {
                 let approver = Arc::new(TerminalApprover(perms.clone()));
-                let rpc = Rpc::new(caps.clone(), &cwd, TermConfig::default(), approver)
+                let term = TermConfig {
+                    sandbox: launch.resolved_sandbox()?.map(Arc::new),
+                    ..TermConfig::default()
+                };
+                let rpc = Rpc::new(caps.clone(), &cwd, term, approver)
                     .map_err(|e| LaunchError::Config {
                         urn: urn.clone(),
                         message: e.to_string(),

@@ -11,6 +11,7 @@ use tokio::process::{ChildStdin, ChildStdout};
 use crate::chaos::conn::ConnFaults;
 use crate::chaos::interpose::{self, ByteFaults, FrameMode};
 use crate::manifest::Manifest;
+use crate::process::sandbox::{Confined, Sandbox, SandboxError, SandboxSpec};
 use crate::process::stderr_ring::{RingConfig, StderrRing};
 use crate::process::{Io, ProcessGroup, SpawnSpec};
 use crate::protocol::SessionConfig;
@@ -46,6 +47,9 @@ pub struct LaunchSpec {
     /// A chaos run's connection faults on this session (A2A): its requests go through
     /// a fault proxy ([`crate::chaos::conn`]). `None`: straight to the peer.
     pub conn_faults: Option<ConnFaults>,
+    /// `sandbox = "workspace"`: every process of the session (agent, terminals) runs
+    /// confined to its workspace, `config.cwd` ([`crate::process::sandbox`]).
+    pub sandbox: Option<SandboxSpec>,
 }
 
 /// The shapes of agent a driver reaches: each binding's wire admits some of them
@@ -90,6 +94,37 @@ impl LaunchSpec {
             shape: Shape::LongLived,
             byte_faults: None,
             conn_faults: None,
+            sandbox: None,
+        }
+    }
+
+    /// The session's sandbox resolved for its workspace (`None`: unconfined).
+    pub fn resolved_sandbox(&self) -> Result<Option<Sandbox>, LaunchError> {
+        let Some(spec) = &self.sandbox else {
+            return Ok(None);
+        };
+        let cwd = std::path::Path::new(&self.config.cwd);
+        Sandbox::resolve(spec, cwd, &self.manifest.sandbox)
+            .map(Some)
+            .map_err(|e| self.sandbox_error(e))
+    }
+
+    /// The confinement `program` is spawned in (`None`: unconfined).
+    pub fn confine(&self, program: &std::path::Path) -> Result<Option<Arc<Confined>>, LaunchError> {
+        let Some(sandbox) = self.resolved_sandbox()? else {
+            return Ok(None);
+        };
+        let confined = sandbox
+            .confine(program)
+            .map_err(|e| self.sandbox_error(e))?;
+        tracing::debug!(urn = %self.urn, backend = %sandbox.backend, "agent confined");
+        Ok(Some(Arc::new(confined)))
+    }
+
+    fn sandbox_error(&self, e: SandboxError) -> LaunchError {
+        LaunchError::Config {
+            urn: self.urn.clone(),
+            message: e.to_string(),
         }
     }
 
@@ -178,7 +213,8 @@ impl LaunchSpec {
             .args(args)
             .cwd(cwd.as_ref())
             .stdio(Io::Piped, Io::Piped, Io::Piped)
-            .marked(&self.urn);
+            .marked(&self.urn)
+            .confined(self.confine(&program)?);
         for (k, v) in &self.env {
             spec = spec.env(k, v);
         }

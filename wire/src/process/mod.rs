@@ -9,12 +9,15 @@
 //! when an agent dies), and [`halt`] (how urgently agents are being ended: a stop
 //! signal cuts every wait short at once), and [`keeper`] (the process that kills every
 //! group still registered when capfleet dies, by whatever means), and [`environ`] (the
-//! variables no child inherits: the application's secrets).
+//! variables no child inherits: the application's secrets), and [`sandbox`] (a
+//! session's processes confined to its workspace: every spawn of a [`SpawnSpec`]
+//! with [`SpawnSpec::confined`] runs inside).
 
 pub mod environ;
 pub mod halt;
 pub mod keeper;
 pub mod lines;
+pub mod sandbox;
 pub mod stderr_ring;
 pub mod sweep;
 
@@ -22,6 +25,7 @@ use std::ffi::{OsStr, OsString};
 use std::io;
 use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
@@ -69,6 +73,8 @@ pub struct SpawnSpec {
     /// A unique value put in the environment as [`sweep::MARKER_KEY`], so processes
     /// that leave the group are still found and killed with it.
     pub marker: Option<String>,
+    /// The sandbox the process runs in (see [`sandbox`]); `None`: unconfined.
+    pub confined: Option<Arc<sandbox::Confined>>,
 }
 
 impl SpawnSpec {
@@ -101,6 +107,12 @@ impl SpawnSpec {
         self
     }
 
+    /// Run the process inside `confined` (`None`: unconfined).
+    pub fn confined(mut self, confined: Option<Arc<sandbox::Confined>>) -> Self {
+        self.confined = confined;
+        self
+    }
+
     pub fn stdio(mut self, stdin: Io, stdout: Io, stderr: Io) -> Self {
         (self.stdin, self.stdout, self.stderr) = (stdin, stdout, stderr);
         self
@@ -117,12 +129,18 @@ impl SpawnSpec {
     /// session leader itself (a PTY: `setsid` fails in a process-group leader). A
     /// session leader leads its own group, so [`ProcessGroup::from_leader`] applies.
     pub fn session_command(&self) -> Command {
-        let mut cmd = Command::new(&self.program);
+        let mut cmd = match &self.confined {
+            Some(c) => c.command(&self.args),
+            None => {
+                let mut cmd = Command::new(&self.program);
+                cmd.args(&self.args);
+                cmd
+            }
+        };
         for name in environ::withheld() {
             cmd.env_remove(name);
         }
-        cmd.args(&self.args)
-            .envs(self.env.iter().map(|(k, v)| (k, v)))
+        cmd.envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(self.stdin.stdio())
             .stdout(self.stdout.stdio())
             .stderr(self.stderr.stdio())
@@ -145,6 +163,7 @@ impl SpawnSpec {
     pub fn spawn(&self) -> io::Result<ProcessGroup> {
         let mut group = ProcessGroup::spawn(self.command())?;
         group.marker = self.marker.clone();
+        group.confined = self.confined.clone();
         Ok(group)
     }
 }
@@ -193,6 +212,8 @@ pub struct ProcessGroup {
     marker: Option<String>,
     /// The marker sweep ran after the group was killed: drop need not repeat it.
     swept: bool,
+    /// The sandbox it runs in, kept (its private `TMPDIR`) as long as the group.
+    confined: Option<Arc<sandbox::Confined>>,
 }
 
 impl Drop for ProcessGroup {
@@ -240,7 +261,14 @@ impl ProcessGroup {
             settled: false,
             marker,
             swept: false,
+            confined: None,
         })
+    }
+
+    /// Keep `confined` (the sandbox the group was spawned in) as long as the group.
+    pub fn holding(mut self, confined: Option<Arc<sandbox::Confined>>) -> Self {
+        self.confined = confined;
+        self
     }
 
     pub fn pgid(&self) -> i32 {

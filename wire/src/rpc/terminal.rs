@@ -7,7 +7,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::os::unix::process::ExitStatusExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -19,6 +19,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use super::error::RpcError;
+use crate::process::sandbox::Sandbox;
 use crate::process::{DEFAULT_GRACE, Io, SpawnSpec};
 use crate::sync::lock;
 
@@ -32,6 +33,8 @@ pub struct TermConfig {
     pub concurrent_max: Option<u32>,
     /// SIGTERM -> SIGKILL grace (spec: 5 s).
     pub kill_grace: Duration,
+    /// The session's sandbox: every terminal runs inside it.
+    pub sandbox: Option<Arc<Sandbox>>,
 }
 
 impl Default for TermConfig {
@@ -41,6 +44,7 @@ impl Default for TermConfig {
             retention: Duration::from_secs(60),
             concurrent_max: None,
             kill_grace: DEFAULT_GRACE,
+            sandbox: None,
         }
     }
 }
@@ -150,10 +154,17 @@ impl Terminals {
         }
         // Marked: what leaves the terminal's group is still found (and by the keeper,
         // should capfleet die).
+        let confined = match &self.cfg.sandbox {
+            Some(s) => Some(Arc::new(s.confine(Path::new(&p.command)).map_err(|e| {
+                RpcError::TerminalUnavailable(format!("cannot confine {:?}: {e}", p.command))
+            })?)),
+            None => None,
+        };
         let mut spec = SpawnSpec::new(&p.command)
             .args(&p.args)
             .stdio(Io::Null, Io::Piped, Io::Piped)
-            .marked("terminal");
+            .marked("terminal")
+            .confined(confined);
         if let Some(cwd) = &p.cwd {
             spec = spec.cwd(cwd);
         }

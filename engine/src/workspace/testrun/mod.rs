@@ -20,6 +20,7 @@ use super::error::{Context, WorkspaceError};
 use crate::protocol::Nullable;
 use crate::protocol::coding::{TestResult, TestSuite};
 use capfleet_wire::process::lines::{LineItem, LineReader};
+use capfleet_wire::process::sandbox::Sandbox;
 use capfleet_wire::process::{DEFAULT_GRACE, Io, SpawnSpec};
 pub use summary::{Counts, Parsers, Suite, Summary};
 
@@ -78,16 +79,29 @@ impl TestRun {
     }
 }
 
-/// Run `cmd` in `cwd`, up to `timeout`.
+/// Run `cmd` in `cwd`, up to `timeout`, inside `sandbox` when the session has one.
 pub async fn run_tests(
     cmd: &TestCommand,
     cwd: &Path,
     timeout: Duration,
     label: &str,
+    sandbox: Option<&Sandbox>,
 ) -> Result<TestRun, WorkspaceError> {
     let argv = cmd.wrapped();
     let started = Instant::now();
+    let confined = match sandbox {
+        Some(s) => Some(std::sync::Arc::new(
+            s.confine(Path::new(&argv[0]))
+                .map_err(|e| std::io::Error::other(e.to_string()))
+                .ctx(
+                    format!("cannot confine the test command `{}`", cmd.display()),
+                    cwd,
+                )?,
+        )),
+        None => None,
+    };
     let mut group = SpawnSpec::new(&argv[0])
+        .confined(confined)
         .args(&argv[1..])
         .cwd(cwd)
         .stdio(Io::Null, Io::Piped, Io::Null)

@@ -90,7 +90,8 @@ impl Wire for PtyWire {
             .args(&argv[1..])
             .cwd(&launch.config.cwd)
             .env("TERM", "xterm-256color")
-            .marked(&launch.urn);
+            .marked(&launch.urn)
+            .confined(launch.confine(&program)?);
         for (k, v) in &launch.env {
             spec = spec.env(k, v);
         }
@@ -101,13 +102,13 @@ impl Wire for PtyWire {
         let child = pty_process::Command::from(spec.session_command())
             .spawn(pts)
             .map_err(|e| spawn_error(launch, &shown, e))?;
-        let group = ProcessGroup::from_leader(child, spec.marker.clone()).map_err(|source| {
-            LaunchError::Spawn {
+        let group = ProcessGroup::from_leader(child, spec.marker.clone())
+            .map_err(|source| LaunchError::Spawn {
                 urn: launch.urn.clone(),
                 program: shown.clone(),
                 source,
-            }
-        })?;
+            })?
+            .holding(spec.confined.clone());
         tracing::info!(urn = %launch.urn, pgid = group.pgid(), argv = ?argv, "agent spawned on a pty");
 
         let caps = &launch.manifest.capabilities;

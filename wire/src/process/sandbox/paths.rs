@@ -1,0 +1,169 @@
+//! The paths a sandbox is made of: `~/` expanded, the git directories a worktree
+//! needs, the roots hidden (none inside another), an agent's install found, a missing
+//! state path created.
+
+use std::path::{Path, PathBuf};
+
+use super::SandboxError;
+
+/// `path` made absolute with symbolic links resolved.
+pub(super) fn canonical(path: &Path) -> Result<PathBuf, SandboxError> {
+    std::fs::canonicalize(path).map_err(|source| SandboxError::Io {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+/// A manifest's `~/x` under `home`; `None` when there is no home to put it under.
+fn expand(p: &str, home: Option<&Path>) -> Option<PathBuf> {
+    match p.strip_prefix("~/") {
+        Some(rest) => home.map(|h| h.join(rest)),
+        None => Some(PathBuf::from(p)),
+    }
+}
+
+pub(super) fn expand_all(list: &[String], home: Option<&Path>) -> Vec<PathBuf> {
+    list.iter().filter_map(|p| expand(p, home)).collect()
+}
+
+/// The git directories of a worktree (its `.git` a file naming its admin directory)
+/// or a checkout.
+#[derive(Debug, Default)]
+pub(super) struct GitDirs {
+    /// The worktree's own admin directory (`<repo>/.git/worktrees/<name>`): its index
+    /// and `HEAD`, written by `git add` and `git commit`.
+    pub admin: Option<PathBuf>,
+    /// The repository's shared git directory (objects, refs), read.
+    pub common: Option<PathBuf>,
+    /// The repository's own checkout, hidden (it holds other sessions' work).
+    pub repository: Option<PathBuf>,
+}
+
+pub(super) fn git_dirs(workspace: &Path) -> GitDirs {
+    let dot_git = workspace.join(".git");
+    let Ok(text) = std::fs::read_to_string(&dot_git) else {
+        return GitDirs::default();
+    };
+    let Some(admin) = text
+        .trim()
+        .strip_prefix("gitdir:")
+        .map(|d| workspace.join(d.trim()))
+        .and_then(|d| std::fs::canonicalize(d).ok())
+    else {
+        return GitDirs::default();
+    };
+    let common = std::fs::read_to_string(admin.join("commondir"))
+        .ok()
+        .and_then(|c| std::fs::canonicalize(admin.join(c.trim())).ok());
+    let repository = common
+        .as_ref()
+        .filter(|c| c.file_name().is_some_and(|n| n == ".git"))
+        .and_then(|c| c.parent().map(Path::to_owned));
+    GitDirs {
+        admin: Some(admin),
+        common,
+        repository,
+    }
+}
+
+/// Each path once, in order, made canonical where it exists.
+pub(super) fn dedup(list: Vec<PathBuf>) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = Vec::new();
+    for p in list {
+        let p = std::fs::canonicalize(&p).unwrap_or(p);
+        if !out.contains(&p) {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// The hidden roots that exist, none inside another.
+pub(super) fn roots(list: Vec<PathBuf>) -> Vec<PathBuf> {
+    let existing: Vec<PathBuf> = list.into_iter().filter(|p| p.exists()).collect();
+    existing
+        .iter()
+        .filter(|p| !existing.iter().any(|q| q != *p && p.starts_with(q)))
+        .cloned()
+        .collect()
+}
+
+/// Where a program inside a hidden root is installed, made readable: the tree above
+/// its topmost `node_modules` (an npm package's dependencies), else its directory;
+/// both for the path as found on `PATH` and for the file it links to.
+pub(super) fn install_roots(program: &Path, hidden: &[PathBuf]) -> Vec<PathBuf> {
+    let real = std::fs::canonicalize(program).unwrap_or_else(|_| program.to_owned());
+    let mut out = Vec::new();
+    for p in [program.to_owned(), real] {
+        if !hidden.iter().any(|h| p.starts_with(h)) {
+            continue;
+        }
+        let top_modules = p
+            .ancestors()
+            .filter(|a| a.file_name().is_some_and(|n| n == "node_modules"))
+            .last()
+            .and_then(Path::parent);
+        if let Some(root) = top_modules.or_else(|| p.parent()) {
+            out.push(root.to_owned());
+        }
+    }
+    out
+}
+
+/// Create a missing writable path: an empty file when its name has an extension
+/// (`~/.claude.json`), else a directory.
+pub(super) fn create_missing(path: &Path) -> Result<(), SandboxError> {
+    if path.exists() {
+        return Ok(());
+    }
+    let io = |source| SandboxError::Io {
+        path: path.to_owned(),
+        source,
+    };
+    if path.extension().is_some() {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(io)?;
+        }
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .map(drop)
+            .map_err(io)
+    } else {
+        std::fs::create_dir_all(path).map_err(io)
+    }
+}
+
+/// The entries to grant read on so that everything but `hidden` is readable
+/// (Landlock allows, it cannot deny): walking down from `/`, an entry that holds a
+/// hidden root is entered, one that is or lies in a hidden root skipped, any other
+/// granted whole.
+pub(super) fn complement(hidden: &[PathBuf]) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    walk(Path::new("/"), hidden, &mut out);
+    out
+}
+
+fn walk(dir: &Path, hidden: &[PathBuf], out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let p = entry.path();
+        let real = std::fs::canonicalize(&p).unwrap_or_else(|_| p.clone());
+        if hidden
+            .iter()
+            .any(|h| real.starts_with(h) || p.starts_with(h))
+        {
+            continue;
+        }
+        let holds_hidden = hidden.iter().any(|h| h.starts_with(&p));
+        let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+        if holds_hidden && is_dir {
+            walk(&p, hidden, out);
+        } else if !hidden.iter().any(|h| h.starts_with(&real)) {
+            out.push(p);
+        }
+    }
+}

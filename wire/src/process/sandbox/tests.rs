@@ -1,0 +1,109 @@
+//! Each backend, on `sh`: the workspace and `TMPDIR` written, nothing beside them,
+//! a hidden file unread.
+
+use super::*;
+use crate::process::{Io, SpawnSpec};
+
+struct Planted {
+    _dir: tempfile::TempDir,
+    home: PathBuf,
+    ws: PathBuf,
+    beside: PathBuf,
+}
+
+fn planted() -> Planted {
+    let dir = tempfile::tempdir().expect("dir");
+    let home = dir.path().join("home");
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(home.join(".ssh")).expect("home");
+    std::fs::create_dir_all(&ws).expect("ws");
+    std::fs::write(home.join(".ssh/id_test"), "SECRET").expect("key");
+    Planted {
+        beside: dir.path().join("beside"),
+        home,
+        ws,
+        _dir: dir,
+    }
+}
+
+async fn run_inside(backend: BackendChoice, p: &Planted, script: &str) -> String {
+    let spec = SandboxSpec {
+        hidden: vec![p.home.clone()],
+        backend,
+        ..SandboxSpec::default()
+    };
+    let sandbox = Sandbox::resolve(&spec, &p.ws, &SandboxPaths::default()).expect("resolve");
+    let confined = Arc::new(sandbox.confine(Path::new("sh")).expect("confine"));
+    let mut g = SpawnSpec::new("sh")
+        .args(["-c", script])
+        .env("H", &p.home)
+        .env("B", &p.beside)
+        .cwd(&p.ws)
+        .stdio(Io::Null, Io::Piped, Io::Null)
+        .confined(Some(confined))
+        .spawn()
+        .expect("spawn");
+    let mut out = String::new();
+    let mut stdout = g.child().stdout.take().expect("piped");
+    tokio::io::AsyncReadExt::read_to_string(&mut stdout, &mut out)
+        .await
+        .expect("read");
+    g.wait().await.expect("wait");
+    out
+}
+
+const SCRIPT: &str = r#"
+echo in > ./inside && echo ws-ok
+echo t > "$TMPDIR/t" && echo tmp-ok
+echo x > "$B" && echo beside-WRITTEN
+cat "$H/.ssh/id_test" && echo home-READ
+true
+"#;
+
+async fn confines(backend: BackendChoice) {
+    let p = planted();
+    let out = run_inside(backend, &p, SCRIPT).await;
+    assert!(out.contains("ws-ok"), "{backend:?}: {out}");
+    assert!(out.contains("tmp-ok"), "{backend:?}: {out}");
+    assert!(!out.contains("WRITTEN"), "{backend:?}: {out}");
+    assert!(!out.contains("SECRET"), "{backend:?}: {out}");
+    assert!(
+        !p.beside.exists(),
+        "{backend:?}: wrote beside the workspace"
+    );
+    assert_eq!(
+        std::fs::read_to_string(p.ws.join("inside")).ok().as_deref(),
+        Some("in\n")
+    );
+}
+
+#[tokio::test]
+async fn bubblewrap_confines_writes_and_hides_the_home() {
+    confines(BackendChoice::Bubblewrap).await;
+}
+
+#[tokio::test]
+async fn landlock_confines_writes_and_hides_the_home() {
+    confines(BackendChoice::Landlock).await;
+}
+
+#[test]
+fn a_forced_absence_is_refused_naming_what_is_missing() {
+    let none = Availability {
+        bubblewrap: Err("no bwrap".into()),
+        landlock_abi: 0,
+        forced: None,
+    };
+    let e = none.choose(BackendChoice::Auto).expect_err("refused");
+    assert!(e.to_string().contains("no bwrap"), "{e}");
+    assert!(e.to_string().contains("Landlock"), "{e}");
+    let only_landlock = Availability {
+        landlock_abi: 7,
+        ..none
+    };
+    assert_eq!(
+        only_landlock.choose(BackendChoice::Auto).ok(),
+        Some(Backend::Landlock)
+    );
+    assert!(only_landlock.choose(BackendChoice::Bubblewrap).is_err());
+}
