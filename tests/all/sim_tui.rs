@@ -341,8 +341,10 @@ async fn ctrl_c_cancels_the_turn() {
     let mut term = Term::script(script).await;
     term.ready().await;
     term.type_text(b"go\r").await;
-    term.wait_for("spinner", |l| {
-        l.last().is_some_and(|l| l.ends_with("Working…"))
+    // The said line first, then the spinner under it: a Ctrl-C sent on the spinner
+    // alone may land before the line is drawn (a loaded machine did so).
+    term.wait_for("the said line and the spinner", |l| {
+        l.iter().any(|l| l == "working on it") && l.last().is_some_and(|l| l.ends_with("Working…"))
     })
     .await;
     let sent = Instant::now();
