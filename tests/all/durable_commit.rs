@@ -206,6 +206,13 @@ fn a_commit_started_and_not_recorded_is_found_on_its_branch_or_made_once() {
 }
 
 /// Drop the journal's last line (the `merged` record a kill before it leaves out).
+/// `capfleet merge latest <branch>` that exits 0 saying `says`.
+fn merge_says(f: &Fixture, branch: &str, says: &str) {
+    let out = f.capfleet(&["merge", "latest", branch]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stdout(&out).contains(says), "{}", stdout(&out));
+}
+
 fn cut_last(f: &Fixture) {
     let path = f.run_dir().join("journal.jsonl");
     let text = std::fs::read_to_string(&path).unwrap();
@@ -228,13 +235,7 @@ fn a_merge_cut_before_head_moved_is_finished_not_redone() {
     let a = head(&f);
     f.git(&["reset", "-q", "--soft", &base]);
     cut_last(&f);
-    let again = f.capfleet(&["merge", "latest", "a"]);
-    assert_eq!(again.status.code(), Some(0), "{}", stderr(&again));
-    assert!(
-        stdout(&again).contains("fast-forward"),
-        "{}",
-        stdout(&again)
-    );
+    merge_says(&f, "a", "fast-forward");
     assert_eq!(head(&f), a);
 
     // A merge commit cut after its checkout: finished with one merge commit.
@@ -242,9 +243,7 @@ fn a_merge_cut_before_head_moved_is_finished_not_redone() {
     assert!(stdout(&merged).contains("merged as"), "{}", stdout(&merged));
     f.git(&["reset", "-q", "--soft", "HEAD~1"]);
     cut_last(&f);
-    let again = f.capfleet(&["merge", "latest", "b"]);
-    assert_eq!(again.status.code(), Some(0), "{}", stderr(&again));
-    assert!(stdout(&again).contains("merged as"), "{}", stdout(&again));
+    merge_says(&f, "b", "merged as");
     let merges = f.git(&["rev-list", "--merges", "--count", "HEAD"]);
     assert_eq!(merges.trim(), "1", "one merge commit");
     let b = f.git(&["rev-parse", &format!("capfleet/{run}/b")]);
@@ -253,13 +252,7 @@ fn a_merge_cut_before_head_moved_is_finished_not_redone() {
     // One cut after HEAD moved, before its end was journaled: the next merge records
     // the merge the cut one made, and makes none.
     cut_last(&f);
-    let found = f.capfleet(&["merge", "latest", "b"]);
-    assert_eq!(found.status.code(), Some(0), "{}", stderr(&found));
-    assert!(
-        stdout(&found).contains("made by the cut merge"),
-        "{}",
-        stdout(&found)
-    );
+    merge_says(&f, "b", "made by the cut merge");
     let end = f.journal().pop().unwrap();
     assert_eq!(
         (&end["outcome"], &end["found"]),
@@ -376,13 +369,7 @@ fn a_merge_cut_inside_its_checkout_is_finished_by_the_next_merge() {
     // The file the checkout was writing, cut short.
     f.write("a.txt", "a");
     plant();
-    let again = f.capfleet(&["merge", "latest", "a"]);
-    assert_eq!(again.status.code(), Some(0), "{}", stderr(&again));
-    assert!(
-        stdout(&again).contains("fast-forward"),
-        "{}",
-        stdout(&again)
-    );
+    merge_says(&f, "a", "fast-forward");
     assert_eq!(f.git(&["rev-parse", "HEAD"]).trim(), a);
     assert!(locks.iter().all(|l| !l.exists()), "stale locks removed");
     let status = f.git(&["status", "--porcelain", "--untracked-files=no"]);

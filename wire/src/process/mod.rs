@@ -279,6 +279,18 @@ impl ProcessGroup {
         &mut self.child
     }
 
+    /// A test's read of the whole (piped) stdout, then the wait for the exit.
+    #[cfg(test)]
+    pub(crate) async fn stdout_to_end(&mut self) -> String {
+        let mut out = String::new();
+        let mut stdout = self.child().stdout.take().expect("piped");
+        tokio::io::AsyncReadExt::read_to_string(&mut stdout, &mut out)
+            .await
+            .expect("read");
+        self.wait().await.expect("wait");
+        out
+    }
+
     /// Wait for the leader to exit (does not wait for the rest of the group).
     pub async fn wait(&mut self) -> io::Result<ExitStatus> {
         self.child.wait().await
@@ -565,12 +577,7 @@ mod tests {
             .stdio(Io::Null, Io::Piped, Io::Null)
             .spawn()
             .expect("spawn");
-        let mut out = String::new();
-        let mut stdout = g.child().stdout.take().expect("piped");
-        tokio::io::AsyncReadExt::read_to_string(&mut stdout, &mut out)
-            .await
-            .expect("read");
-        g.wait().await.expect("wait");
+        let out = g.stdout_to_end().await;
         let canon = std::fs::canonicalize(&dir).expect("canon");
         let parts: Vec<&str> = out.split('|').collect();
         assert_eq!(parts[0], "v1");

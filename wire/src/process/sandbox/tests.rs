@@ -43,13 +43,7 @@ async fn run_inside(backend: BackendChoice, p: &Planted, script: &str) -> String
         .confined(Some(confined))
         .spawn()
         .expect("spawn");
-    let mut out = String::new();
-    let mut stdout = g.child().stdout.take().expect("piped");
-    tokio::io::AsyncReadExt::read_to_string(&mut stdout, &mut out)
-        .await
-        .expect("read");
-    g.wait().await.expect("wait");
-    out
+    g.stdout_to_end().await
 }
 
 const SCRIPT: &str = r#"
