@@ -24,7 +24,7 @@ fn drawn(doc: &str) -> Graph {
         .expect("the crate-graph block is not closed by <!-- /crate-graph -->");
     doc[start..start + end]
         .lines()
-        .filter(|l| l.contains("->"))
+        .filter(|l| l.contains("->") && !l.starts_with("<!--"))
         .map(|l| {
             let (crate_and_dir, deps) = l.split_once("->").unwrap();
             let mut words = crate_and_dir.split_whitespace();
