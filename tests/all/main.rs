@@ -97,6 +97,7 @@ mod research;
 mod router;
 mod run_cli;
 mod run_human;
+mod sandbox_agents;
 mod sandbox_escape;
 mod screen_width;
 mod serve;
