@@ -73,6 +73,7 @@ mod router;
 mod run_cli;
 mod run_human;
 mod sandbox_escape;
+mod sandbox_visible;
 mod screen_width;
 mod serve;
 mod serve_a2a;
