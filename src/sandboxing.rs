@@ -223,7 +223,11 @@ pub(crate) fn lines(sb: &Sandbox, ws: &Workspace<'_>) -> Vec<String> {
 
 /// The row mark of a confined session in a run's summary.
 pub(crate) fn mark(sb: &Sandbox) -> String {
-    format!("sandboxed ({}, network {})", sb.backend, sb.network.as_str())
+    format!(
+        "sandboxed ({}, network {})",
+        sb.backend,
+        sb.network.as_str()
+    )
 }
 
 fn shown(p: &Path) -> String {

@@ -95,8 +95,9 @@ fn the_dry_run_the_journal_and_the_summary_say_each_sessions_sandbox() {
         .collect();
     assert_eq!(writable[0], worktree.to_str().expect("utf-8"), "{rec}");
     assert!(
-        (sb["hidden"].as_array().expect("hidden").iter())
-            .any(|h| h.as_str().is_some_and(|h| std::path::Path::new(h) == std::env::temp_dir())),
+        (sb["hidden"].as_array().expect("hidden").iter()).any(|h| h
+            .as_str()
+            .is_some_and(|h| std::path::Path::new(h) == std::env::temp_dir())),
         "the temporary directory hidden: {rec}"
     );
 }
@@ -129,7 +130,10 @@ fn resolve_says_the_sandbox_one_agent_would_get() {
         text.contains("sandbox workspace on bubblewrap, network none"),
         "{text}"
     );
-    assert!(!text.contains("not enforced"), "bubblewrap, no network: {text}");
+    assert!(
+        !text.contains("not enforced"),
+        "bubblewrap, no network: {text}"
+    );
 }
 
 #[test]
@@ -186,7 +190,9 @@ fn a_session_whose_sandbox_cannot_be_had_never_starts() {
     );
     let journal = f.journal();
     assert!(
-        !journal.iter().any(|r| r["type"] == "cap" || r["type"] == "turn_started"),
+        !journal
+            .iter()
+            .any(|r| r["type"] == "cap" || r["type"] == "turn_started"),
         "an agent spoke: {journal:#?}"
     );
 }
@@ -231,7 +237,10 @@ fn a_resumed_run_keeps_the_sandbox_its_journal_holds() {
         .filter(|r| r["type"] == "cap")
         .filter_map(|r| r["event"]["text"].as_str().map(str::to_owned))
         .collect();
-    assert!(text.contains("escape write-bashrc: blocked"), "{text}\n{err}");
+    assert!(
+        text.contains("escape write-bashrc: blocked"),
+        "{text}\n{err}"
+    );
     assert!(text.contains("escape read-ssh: blocked"), "{text}\n{err}");
     assert!(!home.path().join(".bashrc").exists(), "{err}");
 }
@@ -257,8 +266,9 @@ fn killed_leaves_nothing(backend: &str) {
     let seen = m.processes();
     if backend == "bubblewrap" {
         assert!(
-            seen.iter().any(|p| std::fs::read_to_string(format!("/proc/{p}/comm"))
-                .is_ok_and(|c| c.trim() == "bwrap")),
+            seen.iter()
+                .any(|p| std::fs::read_to_string(format!("/proc/{p}/comm"))
+                    .is_ok_and(|c| c.trim() == "bwrap")),
             "bubblewrap among {seen:?}"
         );
     }

@@ -38,7 +38,10 @@ pub(super) fn sandboxes(sessions: &[SessionSpec]) -> Result<Sandboxes, TreeError
             urn: s.urn().to_owned(),
             reason,
         };
-        let Some(sandbox) = s.launch.resolved_sandbox().map_err(|e| refused(e.to_string()))?
+        let Some(sandbox) = s
+            .launch
+            .resolved_sandbox()
+            .map_err(|e| refused(e.to_string()))?
         else {
             continue;
         };

@@ -220,7 +220,10 @@ impl ChatArgs {
                      or run on a kernel with Landlock; or --sandbox none)"
                 )
             };
-            let sandbox = spec.launch.resolved_sandbox().map_err(|e| refused(e.to_string()))?;
+            let sandbox = spec
+                .launch
+                .resolved_sandbox()
+                .map_err(|e| refused(e.to_string()))?;
             if let Some(sb) = sandbox {
                 let tried = sb.confine(&spec.launch.program());
                 tried.map_err(|e| refused(e.to_string()))?;

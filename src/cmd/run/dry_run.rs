@@ -199,7 +199,12 @@ fn print_session(s: &FleetSession, st: Style) {
 fn sandbox(s: &FleetSession) -> Planned {
     let launch = &s.spec.launch;
     let cwd = std::path::Path::new(&launch.config.cwd);
-    Planned::of(launch.sandbox.as_ref(), s.spec.binding, cwd, &launch.manifest)
+    Planned::of(
+        launch.sandbox.as_ref(),
+        s.spec.binding,
+        cwd,
+        &launch.manifest,
+    )
 }
 
 fn workspace_of(s: &FleetSession) -> Workspace<'_> {

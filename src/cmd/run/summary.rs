@@ -67,7 +67,9 @@ pub(super) fn print(fleet: &Fleet, r: &RunReport, t: &Totals, seen: &Seen, run: 
             cell(row.restarts.to_string()),
             cell(pause_mark(row)),
             cell(race_mark(&r.races, &row.name, s)),
-            r.sandboxes.get(&row.name).map(|sb| (crate::sandboxing::mark(sb), String::new())),
+            r.sandboxes
+                .get(&row.name)
+                .map(|sb| (crate::sandboxing::mark(sb), String::new())),
         ]);
     }
     let total = &t.total;
