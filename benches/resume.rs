@@ -460,6 +460,7 @@ fn durable_events(seq: u64, urn: &Arc<str>) -> EventBody {
             agent: "sim".into(),
             binding: "stream_json".into(),
             cwd: Some("/work/repo".into()),
+            sandbox: None,
         },
         5 => EventBody::Join {
             route: 0,

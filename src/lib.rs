@@ -27,6 +27,7 @@ mod orphans;
 mod resume;
 mod runs;
 mod runtime;
+mod sandboxing;
 mod secrets;
 mod shipped;
 mod signals;

@@ -29,6 +29,10 @@ pub enum TreeError {
     /// A session was asked for while the fleet shuts down.
     #[error("{urn}: not started, the fleet is shutting down")]
     ShuttingDown { urn: String },
+    /// A session asked for a sandbox it cannot have: the run is refused before
+    /// anything spawns.
+    #[error("{urn}: sandbox = \"workspace\" cannot be had: {reason}; nothing was started")]
+    Sandbox { urn: String, reason: String },
     /// A session actor failed to start.
     #[error("{urn}: cannot start the session: {reason}")]
     Session { urn: String, reason: String },

@@ -8,6 +8,7 @@
 //! view and the exit code.
 
 mod chaos;
+mod preamble;
 mod start;
 mod stops;
 mod timed;
@@ -39,6 +40,7 @@ use crate::workspace::{ArtifactStore, Workspace, transcript};
 use capfleet_wire::events::trace::{self, adopt_parent, int};
 use capfleet_wire::events::{EventBody, Published, ROUTER_URN_SEGMENT, RunOutcome, Signal, urn};
 
+pub use self::preamble::Sandboxes;
 use self::stops::Stops;
 
 /// Everything a run needs, validated.
@@ -109,6 +111,8 @@ pub struct RunReport {
     pub signal: Option<Signal>,
     /// The races the router decided (winner, the candidates it cancelled).
     pub races: Vec<crate::router::RaceWon>,
+    /// The confined sessions' sandboxes, as journaled.
+    pub sandboxes: Sandboxes,
 }
 
 /// What stops a run from outside: a signal the application received, or a cancel of
@@ -150,10 +154,15 @@ pub async fn run_fleet_stoppable(
 }
 
 async fn run_until<S: Into<Stop>>(
-    spec: RunSpec,
+    mut spec: RunSpec,
     watchers: Vec<mpsc::Sender<Published>>,
     mut signals: mpsc::Receiver<S>,
 ) -> Result<RunReport, TreeError> {
+    // Before anything spawns: every confined session's sandbox, its test command's too.
+    if let Some(r) = &spec.resume {
+        preamble::keep_journaled(&mut spec.sessions, &r.recovered.sandboxes);
+    }
+    let sandboxes = preamble::sandboxes(&spec.sessions)?;
     let (alerts_tx, mut alerts) = mpsc::channel(16);
     let (faults_tx, mut faults) = mpsc::channel(FAULTS_CAPACITY);
     let (deaths_tx, mut deaths) = mpsc::channel(DEATHS_CAPACITY);
@@ -219,19 +228,13 @@ async fn run_until<S: Into<Stop>>(
     if let Some(p) = &phase {
         p.store.report_faults_to(faults_tx.clone());
     }
-    let preamble = preamble(&spec.sessions, phase.as_ref());
+    let preamble = preamble::records(&spec.sessions, phase.as_ref(), &sandboxes);
     let agents: Vec<(String, String)> = spec
         .sessions
         .iter()
         .map(|s| (s.name.clone(), s.launch.manifest.agent.name.clone()))
         .collect();
     let names = agents.iter().map(|(name, _)| name.clone()).collect();
-    // Each confined session's test command runs in the sandbox its agent runs in.
-    let sandboxes: std::collections::HashMap<_, _> = spec
-        .sessions
-        .iter()
-        .filter_map(|s| Some((s.name.clone(), s.launch.resolved_sandbox().ok()??)))
-        .collect();
     let mut sessions = spec.sessions;
     for s in &mut sessions {
         s.recovered = resume
@@ -393,7 +396,7 @@ async fn run_until<S: Into<Stop>>(
             agents,
             marks,
             durable: tree.journal_durable().await.ok().flatten(),
-            sandboxes,
+            sandboxes: sandboxes.clone(),
         };
         let router_urn = urn(&spec.fleet, ROUTER_URN_SEGMENT);
         let gather = async {
@@ -486,6 +489,7 @@ async fn run_until<S: Into<Stop>>(
         plan_doc,
         signal: stop.first,
         races,
+        sandboxes,
     })
 }
 
@@ -528,27 +532,6 @@ fn router_recovery(r: Resume, seq: u64) -> RouterRecovery {
         seq,
         resumed,
     }
-}
-
-/// What the journal holds of the run before its task goes out: each session as it is
-/// started, each workspace as it was provisioned.
-fn preamble(sessions: &[SessionSpec], phase: Option<&WorkspacePhase>) -> Vec<EventBody> {
-    let started = sessions.iter().map(|s| EventBody::Session {
-        name: s.name.clone(),
-        agent: s.launch.manifest.agent.name.clone(),
-        binding: s.binding.as_str().to_owned(),
-        cwd: Some(s.launch.config.cwd.clone()).filter(|c| !c.is_empty()),
-    });
-    let workspaces = phase
-        .into_iter()
-        .flat_map(|p| &p.workspaces)
-        .map(|w| EventBody::Worktree {
-            session: w.session.clone(),
-            path: w.path.display().to_string(),
-            branch: w.branch().map(str::to_owned),
-            base: w.base().map(str::to_owned),
-        });
-    started.chain(workspaces).collect()
 }
 
 /// A budget crossing: instantaneous, under the run (the stop it causes is sent in it).

@@ -7,6 +7,8 @@ use capfleet_wire::registry::{Resolved, Selection, select_binding};
 use serde_json::json;
 
 use crate::agents::registry;
+use crate::sandboxing::{Planned, Workspace};
+use std::path::PathBuf;
 
 /// Where the agent's binary is, or why it is not there.
 type Binary = Result<std::path::PathBuf, String>;
@@ -26,6 +28,13 @@ pub(crate) struct ResolveArgs {
     /// Print one JSON object (source, binding, skipped bindings, warnings, manifest).
     #[arg(long)]
     json: bool,
+    /// Also say the sandbox a session of this agent would get here (`sandbox =
+    /// "workspace"` in the current directory, with the --sandbox-* details): the
+    /// backend, what it may write and read, what it cannot see, what is not enforced.
+    #[arg(long)]
+    sandbox: bool,
+    #[command(flatten)]
+    details: crate::sandboxing::SandboxFlags,
 }
 
 pub(crate) fn run(args: ResolveArgs, color: ColorChoice) -> ExitCode {
@@ -58,9 +67,17 @@ pub(crate) fn run(args: ResolveArgs, color: ColorChoice) -> ExitCode {
         );
     }
     let peer = a2a_peer(&runtime, &resolved, &selection);
+    let sandbox = args.sandbox.then(|| planned(&args, &resolved, &selection));
     let printed = if args.json {
-        print_json(&args.agent, &resolved, &selection, &binary, peer.as_ref())
+        print_json(&args.agent, &resolved, &selection, &binary, peer.as_ref()).map(|mut out| {
+            if let Some((planned, ws)) = &sandbox {
+                out["sandbox"] = planned.json(&Workspace::Resolved);
+                out["sandbox_cwd"] = json!(ws.display().to_string());
+            }
+            Some(out)
+        })
     } else {
+        let said = (sandbox.as_ref()).map_or_else(Vec::new, |(p, _)| p.lines(&Workspace::Resolved));
         if let Some(peer) = &peer {
             print_peer(peer, Style::for_stdout(color));
         }
@@ -69,9 +86,17 @@ pub(crate) fn run(args: ResolveArgs, color: ColorChoice) -> ExitCode {
             &resolved,
             &selection,
             &binary,
+            &said,
             Style::for_stdout(color),
         )
+        .map(|()| None)
     };
+    let printed = printed.and_then(|out| match out {
+        Some(out) => serde_json::to_string_pretty(&out)
+            .map(|text| println!("{text}"))
+            .map_err(|e| e.to_string()),
+        None => Ok(()),
+    });
     match printed {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -142,6 +167,7 @@ fn print_text(
     r: &Resolved,
     sel: &Selection,
     binary: &Binary,
+    sandbox: &[String],
     style: Style,
 ) -> Result<(), String> {
     let toml = r
@@ -174,6 +200,9 @@ fn print_text(
     for w in &r.warnings {
         println!("{}  {w}", style.warn("warning "));
     }
+    for line in sandbox {
+        println!("{}  {line}", style.bold("sandbox "));
+    }
     println!();
     println!("{}", style.dim("# validated manifest, defaults applied"));
     print!("{toml}");
@@ -186,7 +215,7 @@ fn print_json(
     sel: &Selection,
     binary: &Binary,
     peer: Option<&PeerCard>,
-) -> Result<(), String> {
+) -> Result<serde_json::Value, String> {
     let a2a = peer.map(|p| match p {
         Ok(d) => json!({"card": d.card, "spelling": d.choice.spelling.as_str(), "endpoint": d.choice.endpoint}),
         Err(e) => json!({"error": e}),
@@ -209,7 +238,13 @@ fn print_json(
     if let Some(a2a) = a2a {
         out["a2a"] = a2a;
     }
-    let text = serde_json::to_string_pretty(&out).map_err(|e| e.to_string())?;
-    println!("{text}");
-    Ok(())
+    Ok(out)
+}
+
+/// The sandbox a session of the agent would get in the current directory.
+fn planned(args: &ResolveArgs, r: &Resolved, sel: &Selection) -> (Planned, PathBuf) {
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    let spec = args.details.spec(&[]);
+    let planned = Planned::of(Some(&spec), sel.binding, &cwd, &r.manifest);
+    (planned, cwd)
 }

@@ -20,8 +20,8 @@ use capfleet_wire::supervision::rate_limit::RateLimitPolicy;
 
 use super::config::{ActionEntry, At, AutoAnswer, FleetFile, HUMAN, SessionEntry, names_manifest};
 use super::error::FleetError;
-use super::{Budgets, Fleet, FleetSession, SIM_EMITTED_ENV, SIM_STATE_ENV, SPEAK_FLEET_ENV};
-use crate::agents::{SIM_SCRIPT_ENV, SessionRequest, registry, session_spec};
+use super::{Budgets, Fleet, FleetSession, SPEAK_FLEET_ENV};
+use crate::agents::{SessionRequest, registry, session_spec};
 
 /// Where relative paths start and what the task override is.
 pub(super) struct Context<'a> {
@@ -366,19 +366,7 @@ fn confinement(
     env: &[(String, String)],
 ) -> Result<SandboxSpec, FleetError> {
     let mut spec = file.sandbox.clone().unwrap_or_default();
-    // The files the fleet hands the session by name: a simulator's script and a
-    // nested fleet read, a simulator's state written.
-    for (k, v) in env {
-        match k.as_str() {
-            SIM_SCRIPT_ENV | SPEAK_FLEET_ENV => spec.readable.push(PathBuf::from(v)),
-            SIM_STATE_ENV | SIM_EMITTED_ENV => spec.writable.push(PathBuf::from(v)),
-            _ => {}
-        }
-    }
-    // The runs' journals and blobs, wherever the run was started from.
-    if let Ok(here) = std::env::current_dir() {
-        spec.hidden.push(here.join(".capfleet"));
-    }
+    crate::sandboxing::complete(&mut spec, env);
     match sandbox::availability().choose(spec.backend) {
         Ok(_) => Ok(spec),
         Err(e) => Err(FleetError::InvalidValue {

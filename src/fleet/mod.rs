@@ -254,6 +254,11 @@ impl Fleet {
             for (key, value) in [(SIM_STATE_ENV, dir), (SIM_EMITTED_ENV, emitted)] {
                 if !launch.env.iter().any(|(k, _)| k == key) {
                     launch.env.push((key.into(), value.display().to_string()));
+                    // Inside the run's directory, hidden: written through its sandbox.
+                    if let Some(sandbox) = launch.sandbox.as_mut().filter(|_| key == SIM_STATE_ENV)
+                    {
+                        sandbox.writable.push(value);
+                    }
                 }
             }
         }

@@ -99,6 +99,7 @@ mod run_cli;
 mod run_human;
 mod sandbox_agents;
 mod sandbox_escape;
+mod sandbox_visible;
 mod screen_width;
 mod serve;
 mod serve_a2a;

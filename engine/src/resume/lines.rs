@@ -52,6 +52,11 @@ pub(super) struct Line<'a> {
     pub(super) sha: Option<Cow<'a, str>>,
     #[serde(default)]
     pub(super) seed_pos: Option<u64>,
+    /// A `session` record's name and sandbox.
+    #[serde(default, borrow)]
+    pub(super) name: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    pub(super) sandbox: Option<&'a RawValue>,
 }
 
 /// A journal line read, its event decoded if it is a session's.

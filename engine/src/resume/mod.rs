@@ -131,6 +131,8 @@ pub struct Recovered {
     pub collected: bool,
     /// The chaos `self_kill`s journaled (a chaos run's resume goes on after them).
     pub self_kills: SelfKills,
+    /// Each confined session's sandbox, by name, as its `session` record holds it.
+    pub sandboxes: crate::run::Sandboxes,
 }
 
 /// The `self_kill` records of a chaos run's journal.
@@ -282,6 +284,18 @@ fn on_router(
             r.collected = false;
         }
         "worktree" => r.worktrees = true,
+        "session" => {
+            let sandbox = line.sandbox.map(|raw| serde_json::from_str(raw.get()));
+            match (&line.name, sandbox) {
+                (Some(name), Some(Ok(sandbox))) => {
+                    r.sandboxes.insert(name.clone().into_owned(), sandbox);
+                }
+                (name, Some(Err(e))) => {
+                    tracing::error!(?name, "a session record's sandbox unreadable: {e}");
+                }
+                _ => {}
+            }
+        }
         "routed" => {
             if let (Some(key), Some(to)) = (line.key.clone(), line.to.clone()) {
                 routed.push((key.into_owned(), to.into_owned()));

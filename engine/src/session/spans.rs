@@ -70,6 +70,26 @@ fn outcome_str(o: TurnOutcome) -> &'static str {
     }
 }
 
+/// The session's sandbox on its span (`cap.sandbox.*`; the paths joined by `:`, what
+/// the backend does not enforce by `; `): resolved as each of its spawns resolves it.
+fn record_sandbox(session: &Span, spec: &SessionSpec) {
+    if session.is_disabled() {
+        return;
+    }
+    let Ok(Some(sb)) = spec.launch.resolved_sandbox() else {
+        return;
+    };
+    let join = |paths: &[std::path::PathBuf]| {
+        let list: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+        list.join(":")
+    };
+    session.record("cap.sandbox.backend", sb.backend.to_string().as_str());
+    session.record("cap.sandbox.network", sb.network.as_str());
+    session.record("cap.sandbox.writable", join(&sb.writable).as_str());
+    session.record("cap.sandbox.readable", join(&sb.readable).as_str());
+    session.record("cap.sandbox.unenforced", sb.unenforced.join("; ").as_str());
+}
+
 impl Spans {
     pub(super) fn new(spec: &SessionSpec, parent: &Span) -> Self {
         let agent = &spec.launch.manifest.agent;
@@ -97,7 +117,13 @@ impl Spans {
             gen_ai.request.model = who.model.as_deref(),
             gen_ai.conversation.id = %who.urn,
             cap.session.state = Empty,
+            cap.sandbox.backend = Empty,
+            cap.sandbox.network = Empty,
+            cap.sandbox.writable = Empty,
+            cap.sandbox.readable = Empty,
+            cap.sandbox.unenforced = Empty,
         );
+        record_sandbox(&session, spec);
         Spans {
             session,
             turn: None,

@@ -11,6 +11,7 @@ use capfleet_wire::supervision::rate_limit::OnRateLimit;
 use capfleet_wire::supervision::{Restart, RestartPolicy};
 
 use crate::agents::{SessionRequest, registry, session_spec};
+use crate::sandboxing::{SandboxFlags, SandboxMode};
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
@@ -28,6 +29,15 @@ Permission requests: --deny-tool, then --allow-tool, then --max-risk decide firs
 what they leave open is asked at the terminal, or, with no terminal, denied (fail-safe). \
 Every decision is recorded with the rule that made it. Ctrl-C cancels the turn; again, \
 ends the session.
+
+Sandbox: --sandbox workspace confines the agent, its terminals and all they run to --cwd: \
+they write only there, in a private TMPDIR and in the agent's own state paths (its \
+manifest's [sandbox]); they cannot see the rest of the home, the temporary directory or \
+the repository (bubblewrap) or read it (Landlock). --sandbox-network none leaves them \
+their own loopback only; --sandbox-writable / --sandbox-readable PATH add a path; \
+--sandbox-backend picks bubblewrap or Landlock (default: bubblewrap where it can make its \
+namespaces). A host with neither refuses the chat before anything starts (exit 2). \
+`capfleet resolve AGENT --sandbox` says what the agent would get; docs/guide/sandboxing.md.
 
 Traces: --otlp URL (or OTEL_EXPORTER_OTLP_ENDPOINT) exports one trace per chat, rooted \
 at `chat`; --trace-file writes the same spans as JSON lines. The agent gets TRACEPARENT.
@@ -101,6 +111,12 @@ pub(crate) struct ChatArgs {
     /// Extra environment for the agent, KEY=VALUE (repeatable).
     #[arg(long, value_parser = parse_env)]
     pub env: Vec<(String, String)>,
+    /// none (default) | workspace: the agent and everything it runs confined to --cwd
+    /// (see below).
+    #[arg(long, value_enum, default_value = "none", value_name = "MODE")]
+    pub sandbox: SandboxMode,
+    #[command(flatten)]
+    pub sandbox_details: SandboxFlags,
     #[command(flatten)]
     pub telemetry: crate::telemetry::TelemetryArgs,
 }
@@ -195,6 +211,24 @@ impl ChatArgs {
         spec.turn_timeout = seconds("--turn-timeout-s", self.turn_timeout_s)?;
         spec.max_turns = self.max_turns;
         spec.rate_limit.on = self.on_rate_limit;
+        if self.sandbox == SandboxMode::Workspace {
+            spec.launch.sandbox = Some(self.sandbox_details.spec(&spec.launch.env));
+            // Refused here, before anything spawns, when it cannot be had.
+            let refused = |e: String| {
+                format!(
+                    "--sandbox workspace: this host cannot give it: {e} (install bubblewrap, \
+                     or run on a kernel with Landlock; or --sandbox none)"
+                )
+            };
+            let sandbox = spec
+                .launch
+                .resolved_sandbox()
+                .map_err(|e| refused(e.to_string()))?;
+            if let Some(sb) = sandbox {
+                let tried = sb.confine(&spec.launch.program());
+                tried.map_err(|e| refused(e.to_string()))?;
+            }
+        }
         Ok(spec)
     }
 }

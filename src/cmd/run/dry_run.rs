@@ -1,5 +1,6 @@
 //! `capfleet run --dry-run`: the validated plan — sessions (agent, binding, cwd,
-//! policy), routes, budgets, the journal's bound — as text or JSON; nothing is spawned.
+//! policy, sandbox), routes, budgets, the journal's bound — as text or JSON; nothing
+//! is spawned.
 
 use std::process::ExitCode;
 
@@ -10,6 +11,7 @@ use serde_json::{Value, json};
 
 use super::RunArgs;
 use crate::fleet::{Fleet, FleetSession};
+use crate::sandboxing::{Planned, Workspace};
 use crate::style::Style;
 
 pub(super) fn print(fleets: &[Fleet], args: &RunArgs, style: Style) -> ExitCode {
@@ -189,6 +191,32 @@ fn print_session(s: &FleetSession, st: Style) {
     for (k, v) in &spec.launch.env {
         println!("      env {k}={v}");
     }
+    for line in sandbox(s).lines(&workspace_of(s)) {
+        println!("      {line}");
+    }
+}
+
+fn sandbox(s: &FleetSession) -> Planned {
+    let launch = &s.spec.launch;
+    let cwd = std::path::Path::new(&launch.config.cwd);
+    Planned::of(
+        launch.sandbox.as_ref(),
+        s.spec.binding,
+        cwd,
+        &launch.manifest,
+    )
+}
+
+fn workspace_of(s: &FleetSession) -> Workspace<'_> {
+    if s.coding {
+        Workspace::MadeAtStart(std::path::Path::new(&s.spec.launch.config.cwd))
+    } else {
+        Workspace::Resolved
+    }
+}
+
+fn sandbox_json(s: &FleetSession) -> Value {
+    sandbox(s).json(&workspace_of(s))
 }
 
 fn plan_json(f: &Fleet) -> Value {
@@ -212,6 +240,7 @@ fn plan_json(f: &Fleet) -> Value {
                 "workspace": s.coding,
                 "paths": s.paths,
                 "test_command": s.test_command,
+                "sandbox": sandbox_json(s),
             })
         })
         .collect();

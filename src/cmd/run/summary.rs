@@ -18,9 +18,10 @@ use crate::tally::Seen;
 use crate::unattended;
 
 /// The rows' columns: name, state, turns, tokens in and out, cost, the fleet's
-/// budget, restarts, the pause and race marks. Name, state and cost stay on the
-/// row's line longest; the budget and the marks go to the next line first.
-const COLUMNS: [Col; 10] = [
+/// budget, restarts, the pause and race marks, the sandbox (backend, network). Name,
+/// state and cost stay on the row's line longest; the budget and the marks go to the
+/// next line first.
+const COLUMNS: [Col; 11] = [
     Col::left("  ", 20, 0),
     Col::left(" ", 12, 1),
     Col::left(" ", 3, 3).right().label("turns "),
@@ -31,6 +32,7 @@ const COLUMNS: [Col; 10] = [
     Col::left("  ", 0, 3).label("restarts "),
     Col::left("", 0, 5),
     Col::left("", 0, 5),
+    Col::left("  ", 0, 5),
 ];
 
 /// Per session: turns, tokens, cost, restarts; then the fleet and where the journal is.
@@ -65,6 +67,9 @@ pub(super) fn print(fleet: &Fleet, r: &RunReport, t: &Totals, seen: &Seen, run: 
             cell(row.restarts.to_string()),
             cell(pause_mark(row)),
             cell(race_mark(&r.races, &row.name, s)),
+            r.sandboxes
+                .get(&row.name)
+                .map(|sb| (crate::sandboxing::mark(sb), String::new())),
         ]);
     }
     let total = &t.total;

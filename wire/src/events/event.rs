@@ -141,13 +141,19 @@ pub enum EventBody {
         arrived: Vec<String>,
         fired: bool,
     },
-    /// A session of the run, as it was started (recorded before the task goes out).
+    /// A session of the run, as it was started (recorded before the task goes out),
+    /// with the sandbox every process of it is spawned in (`sandbox = "workspace"`:
+    /// backend, network, what it may write and read, what it cannot see, what the
+    /// backend does not enforce; each spawn adds a private `TMPDIR`). A resumed run
+    /// keeps the sandbox journaled here.
     Session {
         name: String,
         agent: String,
         binding: String,
         #[serde(skip_serializing_if = "Option::is_none")]
         cwd: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        sandbox: Option<Box<crate::process::sandbox::Sandbox>>,
     },
     /// A session's workspace, as provisioned (recorded before the task goes out):
     /// a resumed run reuses it as it is.

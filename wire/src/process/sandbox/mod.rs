@@ -48,6 +48,16 @@ pub enum Network {
     None,
 }
 
+impl Network {
+    /// Its name in a fleet's `[sandbox]`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Network::Host => "host",
+            Network::None => "none",
+        }
+    }
+}
+
 /// Which backend a sandbox asks for.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -160,6 +170,21 @@ impl Sandbox {
             hidden: paths::roots(paths::dedup(hidden)),
             unenforced,
         })
+    }
+
+    /// The spec that resolves to this sandbox again (a resumed run keeps the sandbox
+    /// its journal holds): the same backend and network, every path it had.
+    pub fn as_spec(&self) -> SandboxSpec {
+        SandboxSpec {
+            network: self.network,
+            writable: self.writable.clone(),
+            readable: self.readable.clone(),
+            hidden: self.hidden.clone(),
+            backend: match self.backend {
+                Backend::Bubblewrap => BackendChoice::Bubblewrap,
+                Backend::Landlock => BackendChoice::Landlock,
+            },
+        }
     }
 
     /// Everything needed to spawn `program` inside: a private `TMPDIR`, the agent's

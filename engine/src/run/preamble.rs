@@ -1,0 +1,79 @@
+//! What a run settles before its task goes out, and journals first: each session's
+//! sandbox, resolved once before anything of the run spawns (a session that asked
+//! for one and cannot have it refuses the run: it never starts unconfined), and a
+//! resumed run's sessions kept in the sandbox their journal holds; then the
+//! `session` records (each with its sandbox) and the `worktree` records.
+
+use std::collections::HashMap;
+
+use capfleet_wire::events::EventBody;
+use capfleet_wire::process::sandbox::Sandbox;
+
+use super::WorkspacePhase;
+use crate::error::TreeError;
+use crate::session::SessionSpec;
+
+/// The confined sessions' sandboxes, by session name.
+pub type Sandboxes = HashMap<String, Sandbox>;
+
+/// A resumed run's sessions go on in the sandbox their `session` records journaled,
+/// whatever the fleet says now (a server's forced sandbox is not in the fleet file;
+/// a fleet edited since cannot lower it). A session journaled without one keeps the
+/// fleet's choice.
+pub(super) fn keep_journaled(sessions: &mut [SessionSpec], journaled: &Sandboxes) {
+    for s in sessions {
+        if let Some(sandbox) = journaled.get(&s.name) {
+            s.launch.sandbox = Some(sandbox.as_spec());
+        }
+    }
+}
+
+/// Each confined session's sandbox, resolved for its workspace and tried once for
+/// its program (the missing state paths made, the backend's arguments or ruleset
+/// built): the first that cannot be had is the run's error, before anything spawns.
+pub(super) fn sandboxes(sessions: &[SessionSpec]) -> Result<Sandboxes, TreeError> {
+    let mut out = Sandboxes::new();
+    for s in sessions {
+        let refused = |reason: String| TreeError::Sandbox {
+            urn: s.urn().to_owned(),
+            reason,
+        };
+        let Some(sandbox) = s
+            .launch
+            .resolved_sandbox()
+            .map_err(|e| refused(e.to_string()))?
+        else {
+            continue;
+        };
+        let tried = sandbox.confine(&s.launch.program());
+        tried.map_err(|e| refused(e.to_string()))?;
+        out.insert(s.name.clone(), sandbox);
+    }
+    Ok(out)
+}
+
+/// What the journal holds of the run before its task goes out: each session as it is
+/// started (with its sandbox), each workspace as it was provisioned.
+pub(super) fn records(
+    sessions: &[SessionSpec],
+    phase: Option<&WorkspacePhase>,
+    sandboxes: &Sandboxes,
+) -> Vec<EventBody> {
+    let started = sessions.iter().map(|s| EventBody::Session {
+        name: s.name.clone(),
+        agent: s.launch.manifest.agent.name.clone(),
+        binding: s.binding.as_str().to_owned(),
+        cwd: Some(s.launch.config.cwd.clone()).filter(|c| !c.is_empty()),
+        sandbox: sandboxes.get(&s.name).cloned().map(Box::new),
+    });
+    let workspaces = phase
+        .into_iter()
+        .flat_map(|p| &p.workspaces)
+        .map(|w| EventBody::Worktree {
+            session: w.session.clone(),
+            path: w.path.display().to_string(),
+            branch: w.branch().map(str::to_owned),
+            base: w.base().map(str::to_owned),
+        });
+    started.chain(workspaces).collect()
+}
