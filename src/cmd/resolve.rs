@@ -6,11 +6,11 @@ use std::process::ExitCode;
 use capfleet_wire::registry::{Resolved, Selection, select_binding};
 use serde_json::json;
 
-use crate::agents::registry;
+use capfleet_app::agents::registry;
 
 /// Where the agent's binary is, or why it is not there.
 type Binary = Result<std::path::PathBuf, String>;
-use crate::style::{ColorChoice, Style};
+use capfleet_app::style::{ColorChoice, Style};
 
 #[derive(Debug, clap::Args)]
 #[command(
@@ -48,7 +48,7 @@ pub(crate) fn run(args: ResolveArgs, color: ColorChoice) -> ExitCode {
         }
     };
     let selection = select_binding(&resolved.manifest, capfleet_wire::driver::SUPPORTED);
-    let binary = crate::agents::binary_status(&resolved.manifest);
+    let binary = capfleet_app::agents::binary_status(&resolved.manifest);
     if let Err(missing) = &binary {
         let style = Style::for_stderr(color);
         eprintln!(

@@ -10,7 +10,7 @@ use capfleet_engine::session::SessionSpec;
 use capfleet_wire::supervision::rate_limit::OnRateLimit;
 use capfleet_wire::supervision::{Restart, RestartPolicy};
 
-use crate::agents::{SessionRequest, registry, session_spec};
+use capfleet_app::agents::{SessionRequest, registry, session_spec};
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
@@ -102,7 +102,7 @@ pub(crate) struct ChatArgs {
     #[arg(long, value_parser = parse_env)]
     pub env: Vec<(String, String)>,
     #[command(flatten)]
-    pub telemetry: crate::telemetry::TelemetryArgs,
+    pub telemetry: capfleet_app::telemetry::TelemetryArgs,
 }
 
 fn parse_mode(s: &str) -> Result<PermissionMode, String> {

@@ -9,8 +9,8 @@ use capfleet_wire::supervision::rate_limit;
 use serde_json::{Value, json};
 
 use super::RunArgs;
-use crate::fleet::{Fleet, FleetSession};
-use crate::style::Style;
+use capfleet_app::fleet::{Fleet, FleetSession};
+use capfleet_app::style::Style;
 
 pub(super) fn print(fleets: &[Fleet], args: &RunArgs, style: Style) -> ExitCode {
     for fleet in fleets {

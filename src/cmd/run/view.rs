@@ -16,10 +16,10 @@ use tokio::sync::mpsc;
 
 use super::board::Board;
 use super::lines::Texts;
-use crate::human::event_line as log;
-use crate::human::fit::Fit;
-use crate::style::{self, Style};
-use crate::tally::{Seen, update};
+use capfleet_app::human::event_line as log;
+use capfleet_app::human::fit::Fit;
+use capfleet_app::style::{self, Style};
+use capfleet_app::tally::{Seen, update};
 
 /// How the run is shown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

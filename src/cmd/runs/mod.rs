@@ -1,5 +1,5 @@
 //! `capfleet runs`: the runs of a data dir (`.capfleet/runs/` under the current
-//! directory or `--dir`), oldest first, as [`crate::runs`] reads them; with
+//! directory or `--dir`), oldest first, as [`capfleet_app::runs`] reads them; with
 //! `--server`, those of a `capfleet serve` ([`remote`]).
 
 mod remote;
@@ -7,11 +7,11 @@ mod remote;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use crate::fleet::run_dir::RunDir;
-use crate::human::fit::Fit;
-use crate::human::table::{Col, Overflow, Table, cell};
-use crate::runs::{RunRow, RunState, row};
-use crate::style::{ColorChoice, Style};
+use capfleet_app::fleet::run_dir::RunDir;
+use capfleet_app::human::fit::Fit;
+use capfleet_app::human::table::{Col, Overflow, Table, cell};
+use capfleet_app::runs::{RunRow, RunState, row};
+use capfleet_app::style::{ColorChoice, Style};
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
