@@ -5,6 +5,30 @@
 //! ([`common`]). nextest still runs every test in a process of its own, so tests
 //! that install signal handlers or global state stay isolated. Select an area with
 //! `cargo nextest run --test all <area>::` or `./tests/run.sh <area>`.
+//!
+//! The web console is tested in a real browser (`console_browser.rs`, the server its
+//! tests share, and a module a concern under `console_browser/`: `runs`, `approvals`,
+//! `keyboard`, `phone` — at 390 px no page overflows, the run's sessions are cards inside
+//! their box, and nothing shifts while the page redraws — and `wrong_token`): Debian's
+//! `chromium`, headless, driven over WebDriver by `chromedriver` (Debian's
+//! `chromium-driver`; both installed by `.ci/run` and `tests/run.sh`, no browser
+//! download) with the `thirtyfour` client (reqwest, plain HTTP to loopback).
+//! `common/browser.rs` starts chromedriver on a port it picks (`--port=0`) in a process
+//! group of its own with an environment marker every chromium process inherits, and
+//! ends the session, the group and whatever still has the marker (chromium's crash
+//! handler starts a session of its own) when the test ends or fails; `HOME`, `TMPDIR`
+//! and the profile are a temporary directory. Screenshots of each page go to
+//! `<target>/test-artifacts/console/` (`$CAPFLEET_TEST_ARTIFACTS`), a timed-out wait
+//! saves one. `common/console.rs` knows the console's `data-testid`s and routes; both
+//! files and `common/procs.rs` are shared with `benches/console.rs` by `#[path]`.
+//! `benches/support/serve.rs` is `capfleet serve` for the `serve` and `console` benches.
+//! `common/a2a_peer.rs` (an A2A peer process killed on drop, the simulator's `--mode
+//! a2a`, the remote manifest naming it) is shared with the A2A and chaos benches the same
+//! way, through `benches/support/`; `benches/support/figures.rs` is the benches' timing
+//! arithmetic (fastest of passes, ms, ratios), included alone by the benches that need
+//! nothing else of `support`. The fake LLM (`tests/support/fake_llm.py`, Python's
+//! stdlib only) is its server and command line; `tests/support/fake_llm_wire/` its state,
+//! its HTTP handler and one module per API it speaks (Anthropic, OpenAI, Gemini).
 
 mod common;
 
@@ -14,6 +38,7 @@ mod a2a_sim;
 mod acp_agent;
 mod acp_echo;
 mod acp_peers;
+mod architecture_doc;
 mod artifacts;
 mod audit_risk;
 mod budget;
@@ -72,6 +97,7 @@ mod research;
 mod router;
 mod run_cli;
 mod run_human;
+mod sandbox_agents;
 mod sandbox_escape;
 mod screen_width;
 mod serve;

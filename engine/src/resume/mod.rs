@@ -37,6 +37,41 @@
 //! A tool call's start is named for its turn
 //! ([`ToolsRun`](crate::session::tools_run::ToolsRun): its name and input decoded
 //! only while the turn has room to name one), for a re-issued prompt.
+//!
+//! # Native resume
+//!
+//! Native resume is the binding's resume id, one mechanism for all: the driver reports it
+//! (`DriverOutput::ResumeId`, or the ready's `resume_id`), the session journals it
+//! (`resume_id`, `cap.session.ready`), [`recover`] reads the last one back into
+//! [`SessionRecovery::resume_id`], and the session's driver slot starts the next driver
+//! with it (`Start::resume_id`; `Wire::resumes` says whether the cut turn's partial text
+//! is then left out). Stream-json starts `--resume <session_id>`; ACP sends
+//! `session/resume` when the agent's `initialize` advertises
+//! `sessionCapabilities.resume`, else `session/load` when it advertises `loadSession`
+//! (the updates the load replays are dropped; a refused resume or load opens a new
+//! session and the partial text goes with the prompt); A2A's id is a `ResumePoint` — the
+//! `contextId` and the task of the turn in flight — and the cut turn's prompt reads that
+//! task back (ended: its result; running: followed with `SubscribeToTask`; gone: sent
+//! again). The same path serves a restart within a run.
+//!
+//! # The end-of-run pass and merges
+//!
+//! A run whose `run_ended` is not `interrupted` and whose workspaces were `collected` (or
+//! that had none) had ended: said, nothing changed; one cut before `collected` is resumed,
+//! its deliveries all replayed, to finish the end-of-run pass: `workspace/collect.rs`
+//! (`commit_once`) skips a commit recorded as made and looks for one started and not
+//! recorded on the branch (`commit::made_on`) before it journals and syncs a new start and
+//! commits; a stale git lock no live process holds open is cleared first
+//! (`workspace::locks`). `capfleet merge` journals its `workspace::merge::Intent` (HEAD,
+//! the branch, the tree) as `merge_started` (synced) before the checkout and `merged`
+//! after; a started intent whose checkout a kill cut is finished when every changed file
+//! holds the old content, the intent's, or the start of the intent's; one whose HEAD is
+//! already the intent's result is reported as made (`merged` with `found`). The fleet
+//! file is compared with the copy kept in the run directory (`--force` takes the change,
+//! journaled). A torn last line is reported and cut. The checker
+//! (`tests/all/common/checker.rs`, `checker_merge.rs`; `benches/durable.rs` over many
+//! seeds) stops runs and merges at seeded moments and compares each end with an
+//! uninterrupted one.
 
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};

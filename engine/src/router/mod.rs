@@ -4,6 +4,43 @@
 //! turns under `max_concurrent`, stops the run on a budget breach (a session on its
 //! own budget's), on Ctrl-C or on a failure under `on_error = "abort"`, and reports
 //! how the run ended.
+//!
+//! # Records
+//!
+//! Every delivery is a `routed` record (`from`, `to`, `via`, and `key`, its idempotency
+//! key `<to>#<n>`: the target's n-th delivery of the run): the fleet's task comes `from`
+//! `fleet` (`via` `task`), a plan entry from `plan`, a route's or a mention's from the
+//! sessions whose output it carries. The router waits for the journal to sync it (and its
+//! plan entry's `in_progress`) before the session gets its prompt (`journal::Durable`,
+//! once at the end of each router message for every delivery the message made), and
+//! records its end as `delivered` (`key`, the session's `turn` and its `outcome`, or the
+//! `error` that kept it from running; a route's delivery refused because its session
+//! reached `max_turns` is the exit fleet validation asks a route cycle to have, not a
+//! failure of the run). A route's join state is a `join` record (`route`, the sessions
+//! `arrived` since it last fired, `fired`) whenever it changes. Before the task goes out
+//! the router records the run's `session`s (name, agent, binding, cwd) and `worktree`s
+//! (session, path, branch, base), synced with the task's delivery.
+//!
+//! # Queues and the order at a turn's end
+//!
+//! A session runs one turn at a time; what arrives while it is busy waits in its queue
+//! (at most `QUEUE_MAX`, 16), in arrival order — except planned work: a master-plan entry
+//! goes before the deliveries that arrived after the plan was adopted
+//! (`QueueOrder::PlanFirst`, the fleet's `queue = "plan_first"`, default); `queue =
+//! "arrival"` keeps arrival order throughout. When a turn completes the router, in this
+//! order: marks its plan entry `completed`; adopts a master plan from it (the first one);
+//! hands out the plan entries that are now ready (each to its session, started now or
+//! queued); delivers the turn's `@cap://` mentions; fires the routes. A plan entry is
+//! `in_progress` when its turn starts (a `plan_entry` record right after its `routed`
+//! record), not when it is handed out.
+//!
+//! A route fires on `<session>.done` for each session in its `when`: a session is done
+//! when it has completed a turn since the route last fired and is idle now — no turn
+//! running, no delivery waiting for it (its queue or `max_concurrent` admission), none of
+//! its own master-plan entries pending or in progress. A join (`when` of several) fires
+//! once all are done; a race (`collect`, `mode = "first"`) is won by the first candidate
+//! done: the router records `race_won` (`winner`, `cancelled`) and cancels the candidates
+//! still running (their cancelled turn is no failure).
 
 mod dispatch;
 pub mod mentions;

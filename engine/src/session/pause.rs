@@ -13,6 +13,31 @@
 //! the prompt back once ready). A cancel during a pause ends the turn at once (the
 //! agent is not working on it); a close ends the session as from any other state.
 //! Only one retry goes out per pause, and the next pause backs off further.
+//!
+//! A rate limit pauses, it is no crash (`session/pause.rs`, the pure part in
+//! `supervision/rate_limit.rs`): a `cap.error` `rate_limit` during a turn is noted
+//! with the reset its message or details name (a delay, a clock time in a named or
+//! the local zone, a timestamp); when that attempt ends — a turn end in error or the
+//! driver's exit — the session publishes `paused` (delay, resume time, `reset` or
+//! `backoff`), moves to state `paused` and sets a timer instead of ending the turn
+//! or asking the restart tracker. At the timer the turn's prompt goes out again with
+//! its partial output (to the same driver if it is up, else through `StartDriver`
+//! and the ready that sends a pending prompt). The turn timeout does not fire while
+//! paused; a cancel ends the paused turn at once. Backoff (no reset given) is
+//! `rate_limit_backoff` (1 min) doubling per pause to 1 h; past `max_pause` (6 h in
+//! all since the last completed turn) or with `on_rate_limit = "fail"` the turn fails
+//! as before. The ACP driver files a failed `session/prompt` whose message reads as
+//! a rate limit (`bindings/error_text.rs`: the APIs' error types, a `429` word, the
+//! agents' own usage-limit sentences, taken from their sources) as `rate_limit`, and
+//! so does the stream-json `result` mapper for an error without an HTTP status
+//! (`error_during_execution` whose text says `rate_limit_error: …`). Claude Code's
+//! `rate_limit_event` frames (`stream_json/rate_limit.rs`; written only under a
+//! subscription sign-in) map to a `rate_limit` `cap.error` when `rejected` (details
+//! `source` = `rate_limit_event`, `limit_type`, `resetsAt`) and to a
+//! `rate_limit_warning` `cap.error` when `allowed_warning` (journaled, counted in
+//! `capfleet_rate_limit_warnings_total`, never a failure). A structured reset
+//! outranks one read from text in the same attempt, and the `paused` record then
+//! names `source` `rate_limit_event` and its `limit_type`.
 
 use std::time::Duration;
 

@@ -12,6 +12,44 @@
 //! Content-Security-Policy ([`CSP`]: scripts and styles from the server only, no
 //! inline script, no `eval`, requests to the server only, never framed), `nosniff`
 //! and no referrer.
+//!
+//! # The console's API
+//!
+//! API the console added (each in the OpenAPI document, guarded like the rest):
+//! `GET /v1/me` (the token's name and role), `GET /v1/asks` (open questions of every run,
+//! each with `run` and `fleet`; a permission's `why`, the risk's reasons from
+//! `_meta."capfleet.risk"`, carried on `OpenRequest::Permission.why`), `POST
+//! /v1/fleets/validate` (a submission checked in a temporary directory, nothing run:
+//! `valid`, `findings` with lines, `warnings`), `GET /v1/runs/{id}/fleet` (`graph.rs`: the
+//! fleet's sessions and routes, kept on the `RunEntry` at admission), `GET
+//! /v1/runs/{id}/changes` (`changes.rs`: each session's `diff.patch` and the journal's
+//! `git_dirty` vetting findings), `SessionView.pauses`/`paused_until_ms`,
+//! `RunView.trace_url` (`--trace-ui`; the `serve.run` span's trace id), and the `409
+//! ask_closed` body's `answered_by`.
+//!
+//! # The contract the browser tests hold the console to
+//!
+//! - routes: `#/runs`, `#/runs/<run-id>`, `#/runs/<run-id>/sessions/<session>`, `#/approvals`;
+//! - `data-testid`s: `login-token` (input), `login-submit`, `login-error`; `runs-table`,
+//!   `run-row` (`data-run-id`, child `run-state`); `fleet-toml` (textarea), `fleet-upload`,
+//!   `fleet-files`, `fleet-task`, `validate-findings` (each `finding` with `data-line`),
+//!   `validate-verdict`, `submit-run`; on a run: `run-state`, `cancel-run`,
+//!   `stream-status`, `sessions-table` in its box `sessions-box`, `session-row` (`data-session`; children `session-state`,
+//!   `session-cost`, `session-turn`, `session-restarts`, `session-pauses`,
+//!   `session-tokens`, `trace-link`), `cost-bar` (`data-spent`, `data-limit`), `plan`
+//!   (entries `plan-entry` with `data-state`), `route-graph` (svg; nodes `graph-node` with
+//!   `data-session`, or `data-pseudo` `task`/`plan`; edges `graph-edge` with `data-from`,
+//!   `data-to`, `data-kind`: `task`, `pipe`, `join`, `fan_out`, `race`, `collect`, `plan`, `mention`, `delivery`; those under way have class `active`), `changes` (links
+//!   `changes-link`), `artifacts` (`artifact-link`); on a session: `session-row` (a `dl`
+//!   with the same children), `event-list`, `event-filter` (select), `event-row`
+//!   (`data-kind`, `data-id`), `event-fold`, `event-detail`, `event-count`, `diff` (files
+//!   `diff-file` with `data-path`; findings `diff-finding`), `no-diff`; approvals:
+//!   `approvals-list`, `approval` (`data-ask-id`, `data-run-id`, `data-kind`),
+//!   `approval-tool`, `approval-risk`, `approval-why`, `approval-input`,
+//!   `approval-prompt`, `approve-once`, `approve-always`, `deny` (also an ask's decline),
+//!   `ask-option`, `ask-text`, `ask-answer`, `answered` (ours), `answered-by` (a 409:
+//!   "Already answered by X"), `answer-error`; header: `whoami`, `logout`,
+//!   `approvals-count`.
 
 use std::sync::LazyLock;
 
@@ -51,8 +89,8 @@ macro_rules! asset {
     };
 }
 
-/// Every asset but the page (one module per page or concept; see
-/// docs/ARCHITECTURE.md, "Web console").
+/// Every asset but the page (one module per page or concept; the module doc lists
+/// them).
 const ASSETS: &[Asset] = &[
     asset!("console.css", CSS),
     asset!("app.js", JS),

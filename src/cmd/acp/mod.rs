@@ -11,6 +11,27 @@
 //! - [`wire`]: stdio, bounded both ways.
 //!
 //! stdout carries protocol messages only; diagnostics go to stderr.
+//!
+//! `capfleet acp` (`src/cmd/acp/`) is capfleet as an ACP agent on the official
+//! `agent-client-protocol` crate's agent side (`server.rs`): one tree per process,
+//! one session of the agent per ACP session (`host.rs`, started through the tree's
+//! `Spawner`), each session's events forwarded as `session/update`s by a task of its
+//! own (`updates.rs`: chunks of a burst joined, tool calls, plans) and counted, so a
+//! `session/prompt` is answered only after its turn's updates (usage and cost in
+//! `_meta`). The SDK queues outgoing messages without a bound; `wire.rs` counts
+//! updates queued against lines written and a forwarder waits past 64, so a client
+//! that stops reading stalls the inner agent's output, not capfleet's memory.
+//! Permissions the policy leaves open go to the client as
+//! `session/request_permission`; asks are declined (ACP v1 has no way to put them).
+//! After each turn the session's record (agent, inner conversation id, the
+//! conversation's text up to 256 KiB) is written whole under the state dir
+//! (`store.rs`); `session/load` in another process replays it and resumes the
+//! inner agent natively. With `--fleet` the conversations are `fleet.rs`'s (below);
+//! `hosting.rs` is the one face the server sees of either: it reads a loaded
+//! session's record (refused when another agent's or fleet's) and hands it, its cwd
+//! the client's, to the agent's host or the fleet's to replay and go on with. ACP
+//! runs on stdio, one client a process: a fleet conversation keeps that connection
+//! for the updates of its runs.
 
 mod fleet;
 mod host;

@@ -27,7 +27,7 @@ pub(crate) struct ReportArgs {
     /// The run id (a directory of .capfleet/runs) or `latest`.
     #[arg(default_value = LATEST)]
     pub run: String,
-    /// The report as one JSON object (its shape: docs/ARCHITECTURE.md, "Chaos report").
+    /// The report as one JSON object (its shape: the doc of capfleet-engine's `chaos::report`).
     #[arg(long, conflicts_with = "openmetrics")]
     pub json: bool,
     /// The report's figures as OpenMetrics text (`capfleet_chaos_*`).

@@ -1,6 +1,14 @@
 //! `capfleet runs`: the runs of a data dir (`.capfleet/runs/` under the current
 //! directory or `--dir`), oldest first, as [`capfleet_app::runs`] reads them; with
 //! `--server`, those of a `capfleet serve` ([`remote`]).
+//!
+//! `capfleet runs` (`src/cmd/runs/`, the rows in `app/src/runs.rs`): every run directory, oldest first, with its
+//! state read from its lock (held: `running`, with the lock file's pid) and journal
+//! (`run_ended`'s outcome: `completed`, `interrupted`, anything else `failed`; no
+//! `run_ended` and a free lock: `interrupted`), the sum of its `cap.usage` cost
+//! estimates, the sessions that started a turn, and its first record's time.
+//! `capfleet clean --all` / `--older-than AGE` run `clean`'s never-lose-work rules on
+//! every run that is not running (and started before now - AGE).
 
 mod remote;
 

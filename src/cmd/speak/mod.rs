@@ -17,6 +17,18 @@
 //! - [`frames`]: the frame shapes; [`out`]: stdout.
 //!
 //! stdout carries protocol frames only; diagnostics go to stderr.
+//!
+//! capfleet is an agent too (`src/cmd/speak/`): `capfleet speak` runs one session under
+//! the same tree as `chat` and translates its events into Claude Code's stream-json
+//! (`transcript.rs`: chunks gathered per burst into one `assistant` block, tool calls as
+//! `tool_use`/`tool_result` pairs, a `result` per turn written after the turn's
+//! `turn_ended` event); the answerer's `human` channel goes upstream as `can_use_tool`
+//! (`conversation.rs`), denied fail-safe once stdin has ended. It exits as Claude Code
+//! does (2.1.197, measured): once stdin has ended, 0 when the last `result` is a success
+//! and 1 when it is an error (an upstream `interrupt`'s included); 130 only for a
+//! signal. Frame builders of the
+//! orchestrator side (`bindings/stream_json/outbound.rs`: control responses, the text
+//! of a user frame) serve the sim and `speak` too.
 
 mod answerer;
 mod args;

@@ -15,6 +15,49 @@
 //! `signals` is pure, `interpose` and `conn` import nothing but `sync` (the drivers
 //! install them). Every fault is an [`EventBody::Chaos`](crate::events::EventBody::Chaos)
 //! record, published (and so journaled) before the fault is applied, and a `chaos` span.
+//!
+//! # The byte interposer
+//!
+//! `ByteFaults` (`ByteFault::{Slow, Garble, Truncate, StallStdin}`) is installed where
+//! agent I/O is set up: `LaunchSpec::spawn_piped` (every pipe driver: stream-json, `codex
+//! exec`, ACP; the interposer's `Reader` / `Writer` over the child's pipes) and the PTY
+//! wire's start. `Reader`/`Writer` are enums: `Direct` (the bare pipe, one `match` per
+//! poll) or `Interposed`; with nothing armed an interposed reader reads one atomic flag
+//! and passes the bytes. Armed:
+//!
+//! | fault | what the driver reads (or writes) |
+//! |---|---|
+//! | `garble { fraction, frames }` | each byte of the next N frames replaced with probability `fraction` by a random byte (never itself, never `\n`: each garbled line is one malformed frame, `parse_failed`) |
+//! | `truncate { frames }` | the next N frames cut at a random point (a line keeps its `\n`) |
+//! | `slow { bytes_per_sec, for_ms }` | reads bounded to about 50 ms' worth, each followed by the pause the rate gives |
+//! | `stall_stdin { for_ms }` | the driver's writes wait (as on a full pipe); the end of input is never held |
+//!
+//! A frame is a line for the pipe bindings and one read for the terminal. The randomness
+//! is a ChaCha8 stream from the handle's seed, drawn in the order the bytes pass. Each
+//! injection is a `chaos.byte_fault` span that ends when the fault is spent.
+//!
+//! # The connection faults
+//!
+//! `ConnFaults` (`ConnFault::{Latency, Drop, Http5xx, Refuse}`) is a loopback TCP proxy
+//! per session, Toxiproxy-like: the A2A wire's start asks the handle for a `Route` to the
+//! peer's base URL; every request whose authority is the peer's goes through it
+//! (`Route::redirect`): plain `http://` to the proxy with the peer's `Host`; `https://`
+//! keeps the host name, its port set to the proxy's and the name resolved to loopback, so
+//! TLS is never terminated and the peer's certificate is still checked.
+//!
+//! | fault | effect |
+//! |---|---|
+//! | `latency { ms, for_ms }` | each chunk, each way, delayed |
+//! | `drop` | the open connections closed now (the driver resubscribes); with none open, the next response cut after its first chunk |
+//! | `http_5xx { status }` | the next request answered by the proxy with that status; on a TLS peer the connection is closed instead (`applied_as = "drop"`) |
+//! | `refuse { for_ms }` | as a peer going down: connections and listener closed, listening again on the same port after |
+//!
+//! Each injection is a `chaos.conn_fault` span; metrics
+//! `capfleet_chaos_io_faults_total{session,fault}`,
+//! `capfleet_chaos_bytes_garbled_total{session}`,
+//! `capfleet_chaos_frames_truncated_total{session}`. The driver treats each as the same
+//! trouble from a real agent or network. The interposer's cost with nothing armed is part
+//! 6 of `cargo bench --bench session`.
 
 pub mod conn;
 pub mod interpose;

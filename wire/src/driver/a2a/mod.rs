@@ -10,6 +10,49 @@
 //! stream (bounded per event, [`sse`]) through the binding's frame mapper. Started
 //! with a resume id (a [`ResumePoint`]), it goes on in that conversation and takes up
 //! the cut turn's task.
+//!
+//! # The card and the spelling
+//!
+//! The card is read from `.well-known/agent-card.json`, else `.well-known/agent.json`,
+//! beneath the base URL's path as the SDKs' resolvers look, then at the host's root
+//! (`card.rs` reads 1.0's `supportedInterfaces` and 0.3's `url` / `preferredTransport` /
+//! `protocolVersion`). The chosen interface is shown in `resolve` and in the session's
+//! `cap.session.ready` as `_meta."capfleet.a2a"` (`url`, `spelling`). `spelling.rs` (in
+//! `bindings::a2a`) holds everything the two spellings differ in (method names,
+//! `A2A-Version`, `A2A-Extensions` / `X-A2A-Extensions`, states, roles, `kind`
+//! discriminators). A card with the CAP extension has it activated on every request: the
+//! official SDKs hand an agent the extensions its client asked for.
+//!
+//! # The output task
+//!
+//! [`conn`] owns the HTTP client (reqwest on rustls with ring; connect and first-byte
+//! timeouts from `[x-a2a]`, defaults 10 s and 30 s; no timeout on a turn, the session's
+//! turn timeout rules; redirects only on the same host; plain `http://` only to loopback
+//! unless `allow_http`). It takes the session's commands (prompt, answer, cancel) from a
+//! channel of 8, sends streaming messages in the conversation's `contextId`, and maps each
+//! SSE frame (`bindings::sse::lines` cuts whole lines, at most `max_line_bytes` per
+//! event; eventsource-stream parses each line once) with the frame mapper: text parts ->
+//! `cap.text_chunk`; data parts marked `_meta."cap.kind"` -> that CAP event;
+//! `input-required` -> the marked ask or permission request, answered by a message to the
+//! same task carrying a marked answer part (asked once per connection:
+//! `bindings/a2a/asked.rs`); an `input-required` that asks nothing ends the turn and keeps
+//! the task (Gemini CLI's A2A server ends every turn so); Gemini CLI's tool-call data
+//! parts -> `cap.permission.request` / `cap.tool_call.*`; `auth-required` ->
+//! `auth_error`; artifact updates -> `cap.artifact` (chunks joined); terminal states end
+//! the turn. A stream that drops mid-turn is resumed with `SubscribeToTask` /
+//! `tasks/resubscribe` (4 tries, 100 ms doubling); then, or when the peer cannot be
+//! reached, the connection's death, restarted per policy. A restart finding a peer this
+//! process reached before not listening yet tries again, 50 ms doubling to 1 s, until the
+//! init timeout. `cap.cancel` is `CancelTask` / `tasks/cancel`. A 401/403 is `auth_error`
+//! naming the scheme and the variable, never the value. Every request carries the turn
+//! span's W3C `traceparent`.
+//!
+//! The simulator serves the same (`sim --mode a2a`), and so does `capfleet serve
+//! --expose`, both building frames and cards with `bindings/a2a/outbound.rs`. Proven
+//! against real servers (`tests/all/a2a_peers.rs`): the official Python SDK (a2a-sdk,
+//! 1.0 routes and 0.3 compat), the JS SDK (@a2a-js/sdk) and Gemini CLI's own A2A server.
+//! A2A is written here over reqwest rather than on an SDK: no Rust A2A SDK speaks both
+//! spellings the peers use.
 
 mod auth;
 mod conn;

@@ -89,25 +89,78 @@ pub(super) fn roots(list: Vec<PathBuf>) -> Vec<PathBuf> {
 }
 
 /// Where a program inside a hidden root is installed, made readable: the tree above
-/// its topmost `node_modules` (an npm package's dependencies), else its directory;
-/// both for the path as found on `PATH` and for the file it links to.
+/// its topmost `node_modules` (an npm package's dependencies), the Python virtual
+/// environment holding it (`pyvenv.cfg`) with the installation it was made from
+/// (aider in a venv of a pyenv Python), else its directory; for the path as found on
+/// `PATH`, for the file it links to and for a script's interpreter (its `#!` line,
+/// `env NAME` looked up on `PATH`). Only what lies in a hidden root is listed.
 pub(super) fn install_roots(program: &Path, hidden: &[PathBuf]) -> Vec<PathBuf> {
-    let real = std::fs::canonicalize(program).unwrap_or_else(|_| program.to_owned());
+    let in_hidden = |p: &Path| hidden.iter().any(|h| p.starts_with(h));
+    let mut found = vec![program.to_owned()];
+    found.extend(interpreter(program));
     let mut out = Vec::new();
-    for p in [program.to_owned(), real] {
-        if !hidden.iter().any(|h| p.starts_with(h)) {
-            continue;
-        }
-        let top_modules = p
-            .ancestors()
-            .filter(|a| a.file_name().is_some_and(|n| n == "node_modules"))
-            .last()
-            .and_then(Path::parent);
-        if let Some(root) = top_modules.or_else(|| p.parent()) {
-            out.push(root.to_owned());
+    for p in found {
+        let real = std::fs::canonicalize(&p).unwrap_or_else(|_| p.clone());
+        for q in [p, real] {
+            if in_hidden(&q) {
+                out.extend(install_root(&q).into_iter().filter(|r| in_hidden(r)));
+            }
         }
     }
     out
+}
+
+fn install_root(p: &Path) -> Vec<PathBuf> {
+    let top_modules = p
+        .ancestors()
+        .filter(|a| a.file_name().is_some_and(|n| n == "node_modules"))
+        .last()
+        .and_then(Path::parent);
+    if let Some(root) = top_modules {
+        return vec![root.to_owned()];
+    }
+    if let Some(venv) = p
+        .ancestors()
+        .skip(1)
+        .find(|a| a.join("pyvenv.cfg").is_file())
+    {
+        return std::iter::once(venv.to_owned())
+            .chain(venv_base(venv))
+            .collect();
+    }
+    p.parent().map(Path::to_owned).into_iter().collect()
+}
+
+/// The installation a virtual environment was made from: its `pyvenv.cfg`'s
+/// `home = <prefix>/bin`, as `<prefix>` (the interpreter's standard library beside).
+fn venv_base(venv: &Path) -> Option<PathBuf> {
+    let cfg = std::fs::read_to_string(venv.join("pyvenv.cfg")).ok()?;
+    let home = cfg.lines().find_map(|l| {
+        let (k, v) = l.split_once('=')?;
+        (k.trim() == "home").then(|| PathBuf::from(v.trim()))
+    })?;
+    match home.file_name() {
+        Some(n) if n == "bin" => home.parent().map(Path::to_owned),
+        _ => Some(home),
+    }
+}
+
+/// The interpreter a script names on its `#!` line (`/usr/bin/env NAME`: NAME on
+/// `PATH`), if it is one.
+fn interpreter(script: &Path) -> Option<PathBuf> {
+    use std::io::Read;
+    let mut head = [0u8; 256];
+    let n = std::fs::File::open(script).ok()?.read(&mut head).ok()?;
+    let line = head[..n].strip_prefix(b"#!")?;
+    let line = line.split(|&b| b == b'\n').next()?;
+    let line = std::str::from_utf8(line).ok()?;
+    let mut words = line.split_whitespace();
+    let first = PathBuf::from(words.next()?);
+    if first.file_name().is_some_and(|n| n == "env") {
+        let name = words.find(|w| !w.starts_with('-') && !w.contains('='))?;
+        return crate::process::find_program(Path::new(name), Path::new("/"), None);
+    }
+    Some(first)
 }
 
 /// Create a missing writable path: an empty file when its name has an extension

@@ -1,5 +1,5 @@
 //! Each backend, on `sh`: the workspace and `TMPDIR` written, nothing beside them,
-//! a hidden file unread.
+//! a hidden file unread; an agent installed in a hidden root found (venv, npm).
 
 use super::*;
 use crate::process::{Io, SpawnSpec};
@@ -100,4 +100,38 @@ fn a_forced_absence_is_refused_naming_what_is_missing() {
         Some(Backend::Landlock)
     );
     assert!(only_landlock.choose(BackendChoice::Bubblewrap).is_err());
+}
+
+/// An agent installed in a hidden root: a Python venv's script brings the venv and the
+/// installation it was made from (its `#!` interpreter links there); an npm package's
+/// bin brings the tree above `node_modules`; nothing outside the hidden root is listed.
+#[test]
+fn an_install_in_a_hidden_root_is_found_for_venvs_and_npm_packages() {
+    use std::os::unix::fs::symlink;
+    let dir = tempfile::tempdir().expect("dir");
+    let home = std::fs::canonicalize(dir.path()).expect("home");
+    let (venv, py) = (home.join("venv"), home.join("py"));
+    std::fs::create_dir_all(venv.join("bin")).expect("venv");
+    std::fs::create_dir_all(py.join("bin")).expect("py");
+    std::fs::write(py.join("bin/python3.11"), "").expect("python");
+    symlink(py.join("bin/python3.11"), venv.join("bin/python3")).expect("link");
+    let cfg = format!("home = {}\nversion = 3.11.7\n", py.join("bin").display());
+    std::fs::write(venv.join("pyvenv.cfg"), cfg).expect("cfg");
+    let tool = venv.join("bin/tool");
+    let shebang = format!("#!{}\nimport tool\n", venv.join("bin/python3").display());
+    std::fs::write(&tool, shebang).expect("tool");
+    let hidden = vec![home.clone()];
+    let roots = paths::install_roots(&tool, &hidden);
+    assert!(roots.contains(&venv) && roots.contains(&py), "{roots:?}");
+    let pkg = home.join("n/node_modules/pkg");
+    std::fs::create_dir_all(&pkg).expect("pkg");
+    std::fs::create_dir_all(home.join("n/node_modules/.bin")).expect("bin");
+    std::fs::write(pkg.join("cli.js"), "#!/usr/bin/env sh\n").expect("cli");
+    symlink("../pkg/cli.js", home.join("n/node_modules/.bin/cli")).expect("link");
+    let roots = paths::install_roots(&home.join("n/node_modules/.bin/cli"), &hidden);
+    assert!(!roots.is_empty(), "{roots:?}");
+    assert!(
+        roots.iter().all(|r| *r == home.join("n")),
+        "only the package's tree, nothing outside the hidden root: {roots:?}"
+    );
 }
