@@ -6,8 +6,8 @@ use std::process::ExitCode;
 use clap::{CommandFactory, Parser, Subcommand};
 
 use crate::cmd;
-use crate::shipped::OWN_MANIFEST;
-use crate::style::ColorChoice;
+use capfleet_app::shipped::OWN_MANIFEST;
+use capfleet_app::style::ColorChoice;
 
 const AFTER_HELP: &str = "\
 Getting started:
@@ -134,7 +134,7 @@ pub(crate) fn main() -> ExitCode {
                 | Command::Worker(_)
         )
     ) {
-        crate::logging::init(cli.color);
+        capfleet_app::logging::init(cli.color);
     }
     match cli.command {
         Some(Command::Resolve(args)) => cmd::resolve::run(args, cli.color),

@@ -1,49 +1,25 @@
 //! capfleet: an orchestrator of command-line AI agents over CAP (`cap-protocol/v1`).
 //!
-//! The application as a library: the binary (`src/main.rs`) calls [`main`], the fuzz
-//! crate drives the app's decoders of untrusted input through [`fuzzing`], the span
-//! tests and the otel bench build the binary's span pipeline ([`TracePipeline`]).
-//! Every other module is private: this is no API.
+//! The binary as a library: the binary (`src/main.rs`) calls [`main`], the fuzz crate
+//! drives the app's decoders of untrusted input through [`fuzzing`], the span tests and
+//! the otel bench build the binary's span pipeline ([`TracePipeline`]). Every other
+//! module is private: this is no API. The verbs (`cmd/<verb>/`) parse their arguments
+//! and print; what they share is the app crate (`capfleet-app`), the server its own
+//! crate (`capfleet-server`).
 
-mod agents;
 mod cli;
-mod client;
-// The verbs and the human at the terminal are what prints to stdout; nothing else does.
+// The verbs are what prints to stdout (with the app's `human`); nothing else does.
 #[allow(clippy::print_stdout)]
 mod cmd;
-mod enqueue;
-mod fleet;
 #[doc(hidden)]
 pub mod fuzzing;
-#[allow(clippy::print_stdout)]
-mod human;
-mod launch;
-mod logging;
-mod nats;
-mod notify;
-mod one_fleet;
-mod one_session;
-mod orphans;
-mod resume;
-mod runs;
-mod runtime;
-mod sandboxing;
-mod secrets;
-mod shipped;
-mod signals;
-mod style;
-mod submission;
-mod tally;
-mod telemetry;
-mod unattended;
-mod workspaces;
 
 use std::process::ExitCode;
 
 use capfleet_wire::process::keeper;
 
 #[doc(hidden)]
-pub use telemetry::pipeline::TracePipeline;
+pub use capfleet_app::telemetry::pipeline::TracePipeline;
 
 /// The `capfleet` command: its arguments from the process's.
 pub fn main() -> ExitCode {

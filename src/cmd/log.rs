@@ -13,11 +13,11 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::fleet::run_dir::{LATEST, Orchestrator, Owner, RunDir};
-use crate::human::fit::Fit;
-use crate::style::{ColorChoice, Style};
+use capfleet_app::fleet::run_dir::{LATEST, Orchestrator, Owner, RunDir};
+use capfleet_app::human::fit::Fit;
+use capfleet_app::style::{ColorChoice, Style};
 
-use crate::human::event_line::{Look, line_at, session_of};
+use capfleet_app::human::event_line::{Look, line_at, session_of};
 
 /// How often `--follow` looks for new records.
 const POLL: Duration = Duration::from_millis(200);
@@ -52,7 +52,7 @@ pub(crate) struct LogArgs {
     /// Read the run's journal from NATS JetStream (a run queued with `submit --nats`),
     /// from any host.
     #[command(flatten)]
-    pub nats: crate::nats::NatsArgs,
+    pub nats: capfleet_app::nats::NatsArgs,
 }
 
 pub(crate) fn run(args: LogArgs, color: ColorChoice) -> ExitCode {
@@ -283,7 +283,7 @@ fn from_nats(args: &LogArgs, urls: &str, color: ColorChoice) -> ExitCode {
         );
         return ExitCode::from(2);
     }
-    let runtime = match crate::runtime::runtime() {
+    let runtime = match capfleet_app::runtime::runtime() {
         Ok(rt) => rt,
         Err(code) => return code,
     };

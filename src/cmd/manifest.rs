@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use capfleet_engine::manifest::Manifest;
 
-use crate::style::{ColorChoice, Style};
+use capfleet_app::style::{ColorChoice, Style};
 
 #[derive(Debug, clap::Subcommand)]
 pub(crate) enum ManifestCommand {

@@ -18,8 +18,8 @@ pub(crate) mod worktree;
 use std::path::Path;
 use std::process::ExitCode;
 
-use crate::fleet::run_dir::RunDir;
-use crate::style::{ColorChoice, Style};
+use capfleet_app::fleet::run_dir::RunDir;
+use capfleet_app::style::{ColorChoice, Style};
 
 /// The run `id` (a directory of `.capfleet/runs`, or `latest`) under `dir` (default:
 /// the current directory) for the verbs that read a run (`log`, `chaos report`); when

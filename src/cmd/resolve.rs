@@ -6,13 +6,13 @@ use std::process::ExitCode;
 use capfleet_wire::registry::{Resolved, Selection, select_binding};
 use serde_json::json;
 
-use crate::agents::registry;
-use crate::sandboxing::{Planned, Workspace};
+use capfleet_app::agents::registry;
+use capfleet_app::sandboxing::{Planned, Workspace};
 use std::path::PathBuf;
 
 /// Where the agent's binary is, or why it is not there.
 type Binary = Result<std::path::PathBuf, String>;
-use crate::style::{ColorChoice, Style};
+use capfleet_app::style::{ColorChoice, Style};
 
 #[derive(Debug, clap::Args)]
 #[command(
@@ -34,7 +34,7 @@ pub(crate) struct ResolveArgs {
     #[arg(long)]
     sandbox: bool,
     #[command(flatten)]
-    details: crate::sandboxing::SandboxFlags,
+    details: capfleet_app::sandboxing::SandboxFlags,
 }
 
 pub(crate) fn run(args: ResolveArgs, color: ColorChoice) -> ExitCode {
@@ -57,7 +57,7 @@ pub(crate) fn run(args: ResolveArgs, color: ColorChoice) -> ExitCode {
         }
     };
     let selection = select_binding(&resolved.manifest, capfleet_wire::driver::SUPPORTED);
-    let binary = crate::agents::binary_status(&resolved.manifest);
+    let binary = capfleet_app::agents::binary_status(&resolved.manifest);
     if let Err(missing) = &binary {
         let style = Style::for_stderr(color);
         eprintln!(

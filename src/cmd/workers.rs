@@ -4,9 +4,9 @@
 
 use std::process::ExitCode;
 
-use crate::nats::NatsArgs;
-use crate::nats::presence;
-use crate::style::{ColorChoice, Style};
+use capfleet_app::nats::NatsArgs;
+use capfleet_app::nats::presence;
+use capfleet_app::style::{ColorChoice, Style};
 use capfleet_wire::clock::now_ms;
 
 #[derive(Debug, clap::Args)]
@@ -33,7 +33,7 @@ pub(crate) fn run(args: WorkersArgs, color: ColorChoice) -> ExitCode {
         );
         return ExitCode::from(2);
     };
-    let runtime = match crate::runtime::runtime() {
+    let runtime = match capfleet_app::runtime::runtime() {
         Ok(rt) => rt,
         Err(code) => return code,
     };
@@ -45,7 +45,7 @@ pub(crate) fn run(args: WorkersArgs, color: ColorChoice) -> ExitCode {
             .await?;
         let workers = presence::all(&store).await?;
         let depth = nats.queue_depth(args.nats.replicas).await?;
-        Ok::<_, crate::nats::NatsError>((workers, depth))
+        Ok::<_, capfleet_app::nats::NatsError>((workers, depth))
     });
     let (workers, depth) = match read {
         Ok(r) => r,

@@ -3,7 +3,7 @@
 //! pipeline's shutdown on the normal exit path still exports them, parent links intact.
 //! (One test, which installs the process's global subscriber: nextest runs it in a
 //! process of its own. The spans use a `capfleet_engine` target: the pipeline exports
-//! capfleet's spans only.) The pipeline is the binary's (`src/telemetry/pipeline.rs`)
+//! capfleet's spans only.) The pipeline is the binary's (`app/src/telemetry/pipeline.rs`)
 //! over the engine's parts.
 
 use ractor::{Actor, ActorProcessingErr, ActorRef};

@@ -8,7 +8,7 @@
 //!   pipeline to OTLP and/or a JSON-lines file (where spans go by the flags and the
 //!   standard `OTEL_*` variables, the counted batch queue, the trace file, OpenInference
 //!   span kinds as an option); the binary assembles them, with the OTLP exporter and
-//!   the `tracing` subscriber (`src/telemetry/pipeline.rs`).
+//!   the `tracing` subscriber (`app/src/telemetry/pipeline.rs`).
 //!
 //! The W3C `traceparent` in and out of the process, and `int` for span attributes,
 //! are in [`capfleet_wire::events::trace`]: the session opens spans too, below this floor.

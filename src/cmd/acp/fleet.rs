@@ -1,5 +1,5 @@
 //! The sessions `capfleet acp --fleet` hosts: each ACP session is one conversation
-//! with the fleet ([`crate::one_fleet`], shared with `speak --fleet`), its id
+//! with the fleet ([`capfleet_app::one_fleet`], shared with `speak --fleet`), its id
 //! the conversation's first run id; each `session/prompt` one run of the fleet in
 //! the client's cwd, its answering session's events sent as `session/update`s while
 //! it runs, the coding sessions' final diff offered as ACP `diff` content (one
@@ -25,7 +25,7 @@ use super::host::{Ended, HostError, recorded, replay, save, send_update};
 use super::store::{Record, Role, Store};
 use super::updates::Updates;
 use super::wire::Backlog;
-use crate::one_fleet::{FleetAgent, FleetEnd, FleetSetup, Stopper, Worktree};
+use capfleet_app::one_fleet::{FleetAgent, FleetEnd, FleetSetup, Stopper, Worktree};
 
 /// How long the runs stopped by a signal may take to end their agents.
 const RUN_STOP: Duration = Duration::from_secs(10);

@@ -24,7 +24,7 @@ use tokio::sync::{mpsc, watch};
 use super::store::{Record, Role, Store, StoreError};
 use super::updates::{Updates, replayed};
 use super::wire::Backlog;
-use crate::agents::{SessionRequest, session_spec};
+use capfleet_app::agents::{SessionRequest, session_spec};
 
 /// How long a turn's reply waits for its `turn_ended` event to be forwarded.
 const CATCH_UP: Duration = Duration::from_secs(2);
@@ -92,7 +92,7 @@ pub(super) enum Ended {
         last_error: Option<String>,
     },
     /// A fleet's run ([`super::fleet`]).
-    Fleet(Box<crate::one_fleet::FleetEnd>),
+    Fleet(Box<capfleet_app::one_fleet::FleetEnd>),
 }
 
 impl Ended {

@@ -49,10 +49,10 @@ use capfleet_engine::answerer::Policy;
 use capfleet_engine::protocol::PermissionMode;
 use tokio::sync::mpsc;
 
-use crate::agents::registry;
-use crate::signals::StopSignals;
-use crate::style::{ColorChoice, Style};
-use crate::telemetry::Telemetry;
+use capfleet_app::agents::registry;
+use capfleet_app::signals::StopSignals;
+use capfleet_app::style::{ColorChoice, Style};
+use capfleet_app::telemetry::Telemetry;
 
 /// Exit codes.
 const EXIT_FAILED: u8 = 1;
@@ -136,7 +136,7 @@ pub(crate) struct AcpArgs {
     #[arg(long, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
     #[command(flatten)]
-    pub telemetry: crate::telemetry::TelemetryArgs,
+    pub telemetry: capfleet_app::telemetry::TelemetryArgs,
 }
 
 fn parse_mode(s: &str) -> Result<PermissionMode, String> {
@@ -162,7 +162,7 @@ impl AcpArgs {
 
 pub(crate) fn run(args: AcpArgs, color: ColorChoice) -> ExitCode {
     let telemetry = args.telemetry.clone();
-    crate::runtime::run_verb(color, &telemetry, async |t| acp(args, color, t).await)
+    capfleet_app::runtime::run_verb(color, &telemetry, async |t| acp(args, color, t).await)
 }
 
 async fn acp(args: AcpArgs, color: ColorChoice, telemetry: &Telemetry) -> ExitCode {
@@ -193,7 +193,7 @@ async fn acp(args: AcpArgs, color: ColorChoice, telemetry: &Telemetry) -> ExitCo
     // Before any agent exists: from here on the signals end the sessions first.
     let mut signals = StopSignals::all();
     let (human_tx, questions) = mpsc::channel(16);
-    let setup = crate::one_session::Setup {
+    let setup = capfleet_app::one_session::Setup {
         verb: "acp",
         agent_type: &agent,
         journal: args.journal.clone(),
@@ -205,7 +205,7 @@ async fn acp(args: AcpArgs, color: ColorChoice, telemetry: &Telemetry) -> ExitCo
         human: Some(human_tx),
         traceparent: telemetry.traceparent(),
     };
-    let (orchestrator, mut faults) = match crate::one_session::tree(setup, err).await {
+    let (orchestrator, mut faults) = match capfleet_app::one_session::tree(setup, err).await {
         Ok(t) => t,
         Err(code) => return code,
     };
@@ -234,7 +234,7 @@ async fn acp(args: AcpArgs, color: ColorChoice, telemetry: &Telemetry) -> ExitCo
             ExitCode::from(EXIT_INTERRUPTED)
         }
     };
-    crate::one_session::finish(orchestrator, code, err).await
+    capfleet_app::one_session::finish(orchestrator, code, err).await
 }
 
 /// How the connection ended, as the exit code.
@@ -263,7 +263,7 @@ async fn acp_fleet(
             return ExitCode::from(EXIT_USAGE);
         }
     };
-    if let Err(e) = crate::one_fleet::FleetAgent::check(&path).await {
+    if let Err(e) = capfleet_app::one_fleet::FleetAgent::check(&path).await {
         eprintln!("{} {e}", err.err("error:"));
         return ExitCode::from(EXIT_USAGE);
     }

@@ -27,7 +27,7 @@ use tokio::sync::mpsc;
 use super::host::{Ended, HostError};
 use super::hosting::Hosting;
 use super::wire::{self, Backlog};
-use crate::one_session::refuse;
+use capfleet_app::one_session::refuse;
 
 /// Who decided a permission the client answered.
 const RULE_CLIENT: &str = "acp-client";

@@ -12,7 +12,7 @@ pub(crate) enum ChaosCommand {
 
 pub(crate) fn run(
     command: ChaosCommand,
-    color: crate::style::ColorChoice,
+    color: capfleet_app::style::ColorChoice,
 ) -> std::process::ExitCode {
     match command {
         ChaosCommand::Report(args) => report::run(&args, color),

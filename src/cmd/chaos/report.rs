@@ -8,8 +8,8 @@ use std::process::ExitCode;
 
 use capfleet_engine::chaos::report::Report;
 
-use crate::fleet::run_dir::{LATEST, Orchestrator};
-use crate::style::{ColorChoice, Style};
+use capfleet_app::fleet::run_dir::{LATEST, Orchestrator};
+use capfleet_app::style::{ColorChoice, Style};
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\

@@ -10,8 +10,8 @@ use capfleet_engine::session::SessionSpec;
 use capfleet_wire::supervision::rate_limit::OnRateLimit;
 use capfleet_wire::supervision::{Restart, RestartPolicy};
 
-use crate::agents::{SessionRequest, registry, session_spec};
-use crate::sandboxing::{SandboxFlags, SandboxMode};
+use capfleet_app::agents::{SessionRequest, registry, session_spec};
+use capfleet_app::sandboxing::{SandboxFlags, SandboxMode};
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
@@ -118,7 +118,7 @@ pub(crate) struct ChatArgs {
     #[command(flatten)]
     pub sandbox_details: SandboxFlags,
     #[command(flatten)]
-    pub telemetry: crate::telemetry::TelemetryArgs,
+    pub telemetry: capfleet_app::telemetry::TelemetryArgs,
 }
 
 fn parse_mode(s: &str) -> Result<PermissionMode, String> {

@@ -30,9 +30,9 @@ use tokio::sync::{mpsc, watch};
 
 pub(crate) use args::ChatArgs;
 
-use crate::signals::StopSignals;
-use crate::style::{ColorChoice, Style};
-use crate::telemetry::Telemetry;
+use capfleet_app::signals::StopSignals;
+use capfleet_app::style::{ColorChoice, Style};
+use capfleet_app::telemetry::Telemetry;
 
 /// Exit codes.
 const EXIT_FAILED: u8 = 1;
@@ -41,7 +41,7 @@ const EXIT_INTERRUPTED: u8 = 130;
 
 pub(crate) fn run(args: ChatArgs, color: ColorChoice) -> ExitCode {
     let telemetry = args.telemetry.clone();
-    crate::runtime::run_verb(color, &telemetry, async |t| chat(args, color, t).await)
+    capfleet_app::runtime::run_verb(color, &telemetry, async |t| chat(args, color, t).await)
 }
 
 async fn chat(args: ChatArgs, color: ColorChoice, telemetry: &Telemetry) -> ExitCode {
@@ -54,18 +54,20 @@ async fn chat(args: ChatArgs, color: ColorChoice, telemetry: &Telemetry) -> Exit
         }
     };
     // Nothing is spawned for an agent that is not there.
-    if let Some(missing) = crate::agents::missing_agent(&spec, "give its command with --argv") {
+    if let Some(missing) =
+        capfleet_app::agents::missing_agent(&spec, "give its command with --argv")
+    {
         eprintln!("{} {missing}", err_style.err("error:"));
         return ExitCode::from(EXIT_USAGE);
     }
-    if crate::unattended::is_unattended(&spec) {
-        crate::unattended::warn(&spec, err_style);
+    if capfleet_app::unattended::is_unattended(&spec) {
+        capfleet_app::unattended::warn(&spec, err_style);
     }
     // Before any agent exists: from here on, SIGTERM/SIGHUP shut the tree down.
     let mut signals = StopSignals::terminations();
     let interactive = std::io::stdin().is_terminal();
     let (human_tx, human_rx) = mpsc::channel(16);
-    let one = crate::one_session::Setup {
+    let one = capfleet_app::one_session::Setup {
         verb: "chat",
         agent_type: &args.agent,
         journal: args.journal.clone(),
@@ -73,12 +75,12 @@ async fn chat(args: ChatArgs, color: ColorChoice, telemetry: &Telemetry) -> Exit
         human: interactive.then_some(human_tx),
         traceparent: telemetry.traceparent(),
     };
-    let crate::one_session::OneSession {
+    let capfleet_app::one_session::OneSession {
         orchestrator,
         session,
         events: events_rx,
         mut faults,
-    } = match crate::one_session::start(one, spec, err_style).await {
+    } = match capfleet_app::one_session::start(one, spec, err_style).await {
         Ok(one) => one,
         Err(code) => return code,
     };
@@ -88,7 +90,7 @@ async fn chat(args: ChatArgs, color: ColorChoice, telemetry: &Telemetry) -> Exit
         render::Mode::new(args.json, args.show_thoughts, Style::for_stdout(color)),
         shown_tx,
     ));
-    let input = crate::human::Input::spawn(interactive, human_rx, err_style);
+    let input = capfleet_app::human::Input::spawn(interactive, human_rx, err_style);
     let resizes = winsize::forward(session.clone());
 
     let code = tokio::select! {
@@ -134,7 +136,7 @@ const QUIT: &str = "/quit";
 async fn drive(
     args: &ChatArgs,
     session: &ActorRef<SessionMsg>,
-    mut input: crate::human::Input,
+    mut input: capfleet_app::human::Input,
     mut turns_shown: watch::Receiver<u32>,
     style: Style,
 ) -> ExitCode {
@@ -203,9 +205,9 @@ enum TurnEnd {
 async fn run_turn(
     session: &ActorRef<SessionMsg>,
     prompt: String,
-    input: &mut crate::human::Input,
+    input: &mut capfleet_app::human::Input,
 ) -> TurnEnd {
-    let mut rx = crate::one_session::ask(session, prompt, None);
+    let mut rx = capfleet_app::one_session::ask(session, prompt, None);
     let mut interrupts = 0;
     loop {
         tokio::select! {

@@ -11,7 +11,7 @@ use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 
 use super::Totals;
-use crate::style::Style;
+use capfleet_app::style::Style;
 
 pub(super) struct Mode {
     json: bool,

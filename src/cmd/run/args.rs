@@ -3,7 +3,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use crate::telemetry::TelemetryArgs;
+use capfleet_app::telemetry::TelemetryArgs;
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
@@ -90,7 +90,7 @@ pub(crate) struct RunArgs {
     #[command(flatten)]
     pub telemetry: TelemetryArgs,
     #[command(flatten)]
-    pub notify: crate::notify::NotifyArgs,
+    pub notify: capfleet_app::notify::NotifyArgs,
     /// Inject faults from a seed: the `[chaos]` keys inline, e.g.
     /// `seed=7,kill=0.2/turn,hang=1/min,target=worker-*` (replaces the fleet's [chaos]).
     #[arg(long, value_name = "SPEC", conflicts_with_all = ["resume", "dry_run"])]

@@ -1,10 +1,10 @@
 //! The live view on a terminal, drawn with indicatif: one row per session in fleet
 //! order (a session the fleet does not name, after them), the fleet's total and,
 //! with a budget, its bar. Every row fits the terminal's width: its columns shrink
-//! to their values, then the least needed are left out (`crate::human::table`), and
+//! to their values, then the least needed are left out (`capfleet_app::human::table`), and
 //! indicatif cuts what still would not fit, so none wraps; a resize (SIGWINCH)
 //! redraws them at the new width. While the board is
-//! up, diagnostics go above it (`crate::logging::above`), and it is off the screen
+//! up, diagnostics go above it (`capfleet_app::logging::above`), and it is off the screen
 //! while the human answers a question ([`hold`]); when the run ends it is cleared,
 //! and the summary on stderr is the one copy of the rows left.
 
@@ -14,10 +14,10 @@ use std::sync::Arc;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle, TermLike};
 
 use super::screen::Screen;
-use crate::human::fit::Fit;
-use crate::human::table::{Cell, Col, Overflow, Table, cell, with_unit};
-use crate::style::Style;
-use crate::tally::{Row, Seen};
+use capfleet_app::human::fit::Fit;
+use capfleet_app::human::table::{Cell, Col, Overflow, Table, cell, with_unit};
+use capfleet_app::style::Style;
+use capfleet_app::tally::{Row, Seen};
 
 pub(super) struct Board {
     view: MultiProgress,
@@ -50,7 +50,7 @@ impl Board {
         for urn in order {
             board.row(urn);
         }
-        crate::logging::above(Some(board.view.clone()));
+        capfleet_app::logging::above(Some(board.view.clone()));
         board
     }
 
@@ -123,7 +123,7 @@ impl Board {
 
     /// Take the board off the screen; diagnostics go straight to stderr again.
     pub(super) fn clear(self) {
-        crate::logging::above(None);
+        capfleet_app::logging::above(None);
         let _shown = self.view.clear();
     }
 }
@@ -140,7 +140,7 @@ pub(super) struct Held(MultiProgress);
 
 /// Hold the board, if one is drawn.
 pub(super) fn hold() -> Option<Held> {
-    let view = crate::logging::view()?;
+    let view = capfleet_app::logging::view()?;
     let _shown = view.clear();
     view.set_draw_target(ProgressDrawTarget::hidden());
     Some(Held(view))

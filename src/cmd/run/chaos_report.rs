@@ -3,8 +3,8 @@
 
 use capfleet_engine::chaos::report::Report;
 
-use crate::fleet::run_dir::RunDir;
-use crate::style::{ColorChoice, Style};
+use capfleet_app::fleet::run_dir::RunDir;
+use capfleet_app::style::{ColorChoice, Style};
 
 /// How long the agents of a run that just ended get to be gone before one still alive
 /// is an orphan (the keeper's own budget).

@@ -10,9 +10,9 @@ use capfleet_wire::supervision::rate_limit;
 use serde_json::{Value, json};
 
 use super::RunArgs;
-use crate::fleet::{Fleet, FleetSession};
-use crate::sandboxing::{Planned, Workspace};
-use crate::style::Style;
+use capfleet_app::fleet::{Fleet, FleetSession};
+use capfleet_app::style::Style;
+use capfleet_app::sandboxing::{Planned, Workspace};
 
 pub(super) fn print(fleets: &[Fleet], args: &RunArgs, style: Style) -> ExitCode {
     for fleet in fleets {

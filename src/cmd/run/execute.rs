@@ -1,6 +1,6 @@
 //! Running a validated fleet: the run directory and journal, the supervision tree
 //! with every session and the router (`capfleet_engine::run::run_fleet`), the live
-//! view, the stop signals (`crate::signals`), the summary and the exit code.
+//! view, the stop signals (`capfleet_app::signals`), the summary and the exit code.
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -18,22 +18,22 @@ use super::summary;
 use super::totals::Totals;
 use super::view::{self, Mode};
 use super::workspaces;
-use crate::fleet::run_dir::RunLock;
-use crate::fleet::{Fleet, RunDir};
-use crate::human::Input;
-use crate::human::fit::Fit;
-use crate::launch::EXIT_SESSION_FAILED;
-use crate::launch::{self, Launch};
-use crate::notify::{Notifier, NotifyStats, notices};
-use crate::unattended;
+use capfleet_app::fleet::run_dir::RunLock;
+use capfleet_app::fleet::{Fleet, RunDir};
+use capfleet_app::human::Input;
+use capfleet_app::human::fit::Fit;
+use capfleet_app::launch::EXIT_SESSION_FAILED;
+use capfleet_app::launch::{self, Launch};
+use capfleet_app::notify::{Notifier, NotifyStats, notices};
+use capfleet_app::unattended;
 
 /// How long the webhooks may go on delivering after the run's end (the run's exit
 /// waits at most this long for them).
 const NOTIFY_GRACE: std::time::Duration = std::time::Duration::from_secs(3);
-use crate::signals::StopSignals;
-use crate::style::{ColorChoice, Style};
-use crate::telemetry::Telemetry;
-use crate::telemetry::metrics_http::MetricsServer;
+use capfleet_app::signals::StopSignals;
+use capfleet_app::style::{ColorChoice, Style};
+use capfleet_app::telemetry::Telemetry;
+use capfleet_server::metrics_http::MetricsServer;
 
 /// A new run, or one resumed in place.
 pub(super) enum Target {
@@ -59,7 +59,7 @@ pub(super) async fn execute(
         Ok(h) => h,
         Err(e) => {
             eprintln!("{} {e}", err.err("error:"));
-            return ExitCode::from(crate::launch::EXIT_INVALID);
+            return ExitCode::from(capfleet_app::launch::EXIT_INVALID);
         }
     };
     let run_telemetry = RunTelemetry {
@@ -78,7 +78,7 @@ pub(super) async fn execute(
             }
             Err(e) => {
                 eprintln!("{} {e}", err.err("error:"));
-                return ExitCode::from(crate::launch::EXIT_INVALID);
+                return ExitCode::from(capfleet_app::launch::EXIT_INVALID);
             }
         },
         _ => None,
@@ -125,8 +125,8 @@ pub(super) async fn execute(
     // Before any agent starts: a workspace that cannot be made fails the run; a
     // resumed run's are reused as they are.
     let prepared = match &resume {
-        Some(_) => crate::workspaces::reuse(&mut fleet, &run, commit),
-        None => crate::workspaces::prepare(&mut fleet, &run, commit).await,
+        Some(_) => capfleet_app::workspaces::reuse(&mut fleet, &run, commit),
+        None => capfleet_app::workspaces::prepare(&mut fleet, &run, commit).await,
     };
     let workspace = match prepared {
         Ok(phase) => phase,
@@ -280,7 +280,7 @@ fn new_run(args: &RunArgs, err: Style) -> Result<(RunDir, RunLock), ExitCode> {
             eprintln!("{} cannot lock the run directory: {e}", err.err("error:"));
             return Err(ExitCode::FAILURE);
         }
-        None => return Err(ExitCode::from(crate::launch::EXIT_INVALID)),
+        None => return Err(ExitCode::from(capfleet_app::launch::EXIT_INVALID)),
     };
     if let Err(e) = remember(&run, args) {
         eprintln!("{} {e}", err.err("error:"));
@@ -291,7 +291,7 @@ fn new_run(args: &RunArgs, err: Style) -> Result<(RunDir, RunLock), ExitCode> {
 
 /// Kill and report what dead runs in `dir` left running.
 fn sweep(dir: &std::path::Path, err: Style) {
-    for k in crate::orphans::sweep(dir) {
+    for k in capfleet_app::orphans::sweep(dir) {
         let line = format!(
             "{} killed {} process(es) left running by run {} (its capfleet, pid {}, is dead)",
             err.warn("warning:"),
@@ -321,11 +321,11 @@ async fn answer_questions(
 }
 
 /// Keep, beside the new run's journal, what its resume needs.
-fn remember(run: &RunDir, args: &RunArgs) -> Result<(), crate::resume::ResumeError> {
+fn remember(run: &RunDir, args: &RunArgs) -> Result<(), capfleet_app::resume::ResumeError> {
     let Some(fleet) = args.fleets.first() else {
         return Ok(());
     };
-    crate::resume::remember(
+    capfleet_app::resume::remember(
         run,
         fleet,
         args.task.clone(),

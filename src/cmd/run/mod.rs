@@ -18,19 +18,19 @@ use std::process::ExitCode;
 
 pub(crate) use args::RunArgs;
 
-use crate::fleet::{self, Loaded};
-use crate::human::fit::Fit;
-use crate::launch::EXIT_INVALID;
-use crate::resume;
-use crate::signals::StopSignals;
-use crate::style::{ColorChoice, Style};
-use crate::telemetry::Telemetry;
+use capfleet_app::fleet::{self, Loaded};
+use capfleet_app::human::fit::Fit;
+use capfleet_app::launch::EXIT_INVALID;
+use capfleet_app::resume;
+use capfleet_app::signals::StopSignals;
+use capfleet_app::style::{ColorChoice, Style};
+use capfleet_app::telemetry::Telemetry;
 
 pub(crate) fn run(args: RunArgs, color: ColorChoice) -> ExitCode {
     if args.resume_on_crash {
         return supervise::supervise(&args);
     }
-    let runtime = match crate::runtime::runtime() {
+    let runtime = match capfleet_app::runtime::runtime() {
         Ok(rt) => rt,
         Err(code) => return code,
     };
@@ -40,7 +40,7 @@ pub(crate) fn run(args: RunArgs, color: ColorChoice) -> ExitCode {
 async fn main(args: RunArgs, color: ColorChoice) -> ExitCode {
     let err = Style::for_stderr(color);
     if args.dry_run {
-        crate::logging::init(color);
+        capfleet_app::logging::init(color);
     }
     // First of all (before any manifest probe or agent): from here on SIGINT, SIGTERM
     // and SIGHUP stop the run instead of ending capfleet at once.
@@ -51,7 +51,7 @@ async fn main(args: RunArgs, color: ColorChoice) -> ExitCode {
     {
         Ok(t) => t,
         Err(e) => {
-            crate::logging::init(color);
+            capfleet_app::logging::init(color);
             eprintln!("{} {e}", err.err("error:"));
             return ExitCode::from(EXIT_INVALID);
         }
@@ -89,7 +89,7 @@ async fn load_and_run(
         Some(o) => (vec![o.fleet.clone()], o.task.clone()),
         None => (args.fleets.clone(), args.task.clone()),
     };
-    // Said as they fit the terminal (`crate::human::fit`).
+    // Said as they fit the terminal (`capfleet_app::human::fit`).
     let fit = Fit::stderr();
     let say = |line: String| eprintln!("{}", fit.wrap(&line, 4));
     let mut loaded = Vec::new();
@@ -118,7 +118,7 @@ async fn load_and_run(
     for l in &loaded {
         for spec in l.fleet.specs() {
             let fix = "set the session's `argv` in the fleet";
-            if let Some(missing) = crate::agents::missing_agent(spec, fix) {
+            if let Some(missing) = capfleet_app::agents::missing_agent(spec, fix) {
                 if args.dry_run {
                     say(format!("{} {missing}", err.warn("warning:")));
                 } else {

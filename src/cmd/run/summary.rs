@@ -1,6 +1,6 @@
 //! The summary a run ends with, on stderr: the outcome, one row per session and the
 //! fleet's total (columns that do not fit the terminal go on the row's next line,
-//! `crate::human::table`), budget crossings, unattended and unpriced sessions, the
+//! `capfleet_app::human::table`), budget crossings, unattended and unpriced sessions, the
 //! workspaces, and where the journal is.
 
 use capfleet_engine::budget::{BudgetScope, BudgetSnapshot, Crossing};
@@ -10,12 +10,12 @@ use capfleet_wire::events::urn;
 
 use super::totals::{SessionTotals, Totals};
 use super::workspaces;
-use crate::fleet::{Fleet, RunDir};
-use crate::human::fit::Fit;
-use crate::human::table::{Col, Overflow, Table, cell, with_unit};
-use crate::style::Style;
-use crate::tally::Seen;
-use crate::unattended;
+use capfleet_app::fleet::{Fleet, RunDir};
+use capfleet_app::human::fit::Fit;
+use capfleet_app::human::table::{Col, Overflow, Table, cell, with_unit};
+use capfleet_app::style::Style;
+use capfleet_app::tally::Seen;
+use capfleet_app::unattended;
 
 /// The rows' columns: name, state, turns, tokens in and out, cost, the fleet's
 /// budget, restarts, the pause and race marks, the sandbox (backend, network). Name,
@@ -69,7 +69,7 @@ pub(super) fn print(fleet: &Fleet, r: &RunReport, t: &Totals, seen: &Seen, run: 
             cell(race_mark(&r.races, &row.name, s)),
             r.sandboxes
                 .get(&row.name)
-                .map(|sb| (crate::sandboxing::mark(sb), String::new())),
+                .map(|sb| (capfleet_app::sandboxing::mark(sb), String::new())),
         ]);
     }
     let total = &t.total;
@@ -191,7 +191,7 @@ fn pause_mark(row: &SessionTotals) -> String {
         return String::new();
     }
     let until = row.paused_until_ms.map_or_else(String::new, |ms| {
-        format!(", until {} UTC", crate::human::event_line::clock(ms))
+        format!(", until {} UTC", capfleet_app::human::event_line::clock(ms))
     });
     format!("  paused {}x{until}", row.pauses)
 }

@@ -9,8 +9,8 @@ use capfleet_engine::run::RunReport;
 use capfleet_wire::events::{RunOutcome, urn};
 use serde::Serialize;
 
-use crate::fleet::{Fleet, RunDir};
-use crate::tally::Seen;
+use capfleet_app::fleet::{Fleet, RunDir};
+use capfleet_app::tally::Seen;
 
 /// One session's share, in the fleet's order.
 #[derive(Debug, Serialize)]

@@ -6,13 +6,13 @@
 //!
 //! # The board and the lines
 //!
-//! The tally is `src/tally.rs`'s. On a terminal that is not `TERM=dumb`, the live board (`board.rs`): indicatif's `MultiProgress` on stdout, one row per
+//! The tally is `app/src/tally.rs`'s. On a terminal that is not `TERM=dumb`, the live board (`board.rs`): indicatif's `MultiProgress` on stdout, one row per
 //! session in fleet order, fit to the terminal's width at every draw (below), redrawn
 //! every 100 ms while events come and at once on `SIGWINCH`. `screen.rs` ends each
 //! row with a line feed instead of indicatif's padding into a wrap, so a terminal
 //! that reflows its lines on a resize keeps the rows apart; when it narrows, the
 //! redraw also clears the lines the reflow added. While the board is up, tracing's
-//! stderr writer (`src/logging.rs`; also the stop signals' notes) prints each line
+//! stderr writer (`app/src/logging.rs`; also the stop signals' notes) prints each line
 //! above it (indicatif's `suspend`), and while the human answers a question it is
 //! off the screen; at the end it is cleared, and the summary on stderr is the one
 //! copy of the rows. Otherwise one line per event as `capfleet log` prints it, a
@@ -22,15 +22,15 @@
 //! every chunk (that was 35–40% of `run`'s CPU on a long answer). With `--json`, the
 //! events as NDJSON and a last `run_totals` record (`totals.rs`: the summary's rows,
 //! in fleet order). Everything printed for a person goes through one width helper,
-//! `src/human/fit.rs` (`Fit`: the stream's width — its terminal's, else `COLUMNS`,
+//! `app/src/human/fit.rs` (`Fit`: the stream's width — its terminal's, else `COLUMNS`,
 //! else none, which keeps the lines whole with absolute paths —, paths shown relative
 //! to the working directory or with `~`, lines broken between words) and
-//! `src/human/table.rs` (columns with a rank: declared widths when they fit, else each
+//! `app/src/human/table.rs` (columns with a rank: declared widths when they fit, else each
 //! column as wide as its values, else the highest ranks moved to the row's indented
 //! next line, or left out on the board): the header, the board, tracing's lines
-//! (`src/logging.rs`), the summary (`run/summary.rs`), `runs` and `log`'s rows (`log/line.rs`; a
+//! (`app/src/logging.rs`), the summary (`run/summary.rs`), `runs` and `log`'s rows (`log/line.rs`; a
 //! summary goes on under itself). Colour follows `--color`,
-//! `NO_COLOR` and `TERM=dumb` (`src/style.rs`). `chat` prints a turn's end (its
+//! `NO_COLOR` and `TERM=dumb` (`app/src/style.rs`). `chat` prints a turn's end (its
 //! line ended) before the REPL prompts again.
 
 use std::io::{IsTerminal, Write};
@@ -45,10 +45,10 @@ use tokio::sync::mpsc;
 
 use super::board::Board;
 use super::lines::Texts;
-use crate::human::event_line as log;
-use crate::human::fit::Fit;
-use crate::style::{self, Style};
-use crate::tally::{Seen, update};
+use capfleet_app::human::event_line as log;
+use capfleet_app::human::fit::Fit;
+use capfleet_app::style::{self, Style};
+use capfleet_app::tally::{Seen, update};
 
 /// How the run is shown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -5,10 +5,10 @@
 use capfleet_engine::run::{RunReport, WorkspacePhase};
 use capfleet_engine::workspace::Kind;
 
-use crate::fleet::RunDir;
-use crate::human::fit::Fit;
-use crate::human::table::{Col, Overflow, Table, cell, with_unit};
-use crate::style::Style;
+use capfleet_app::fleet::RunDir;
+use capfleet_app::human::fit::Fit;
+use capfleet_app::human::table::{Col, Overflow, Table, cell, with_unit};
+use capfleet_app::style::Style;
 
 /// One line per provisioned workspace, before the run.
 pub(super) fn announce(phase: &WorkspacePhase, fit: &Fit) {

@@ -1,8 +1,8 @@
 //! `capfleet runs`: the runs of a data dir (`.capfleet/runs/` under the current
-//! directory or `--dir`), oldest first, as [`crate::runs`] reads them; with
+//! directory or `--dir`), oldest first, as [`capfleet_app::runs`] reads them; with
 //! `--server`, those of a `capfleet serve` ([`remote`]).
 //!
-//! `capfleet runs` (`src/cmd/runs/`, the rows in `src/runs.rs`): every run directory, oldest first, with its
+//! `capfleet runs` (`src/cmd/runs/`, the rows in `app/src/runs.rs`): every run directory, oldest first, with its
 //! state read from its lock (held: `running`, with the lock file's pid) and journal
 //! (`run_ended`'s outcome: `completed`, `interrupted`, anything else `failed`; no
 //! `run_ended` and a free lock: `interrupted`), the sum of its `cap.usage` cost
@@ -15,11 +15,11 @@ mod remote;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use crate::fleet::run_dir::RunDir;
-use crate::human::fit::Fit;
-use crate::human::table::{Col, Overflow, Table, cell};
-use crate::runs::{RunRow, RunState, row};
-use crate::style::{ColorChoice, Style};
+use capfleet_app::fleet::run_dir::RunDir;
+use capfleet_app::human::fit::Fit;
+use capfleet_app::human::table::{Col, Overflow, Table, cell};
+use capfleet_app::runs::{RunRow, RunState, row};
+use capfleet_app::style::{ColorChoice, Style};
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\

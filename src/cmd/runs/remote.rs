@@ -4,13 +4,13 @@ use std::process::ExitCode;
 
 use reqwest::Method;
 
-use crate::client::{Client, failed, token};
-use crate::style::{ColorChoice, Style};
+use capfleet_app::client::{Client, failed, token};
+use capfleet_app::style::{ColorChoice, Style};
 
 /// `capfleet runs --server URL`: the server's runs, as `capfleet runs` prints its own.
 pub(super) fn runs(server: &str, token_env: &str, json: bool, color: ColorChoice) -> ExitCode {
     let err = Style::for_stderr(color);
-    let runtime = match crate::runtime::runtime() {
+    let runtime = match capfleet_app::runtime::runtime() {
         Ok(rt) => rt,
         Err(code) => return code,
     };

@@ -1,5 +1,5 @@
 //! Who answers `speak`'s turns: one session of an agent (`--agent`), or a whole
-//! fleet, one run per turn (`--fleet`, [`crate::one_fleet`]).
+//! fleet, one run per turn (`--fleet`, [`capfleet_app::one_fleet`]).
 
 use capfleet_engine::protocol::CancelScope;
 use capfleet_engine::session::{SessionError, SessionMsg, TurnResult};
@@ -8,7 +8,7 @@ use ractor::ActorRef;
 use tokio::sync::{mpsc, oneshot};
 
 use super::inbound::Message;
-use crate::one_fleet::{FleetAgent, FleetEnd, FleetTurn};
+use capfleet_app::one_fleet::{FleetAgent, FleetEnd, FleetTurn};
 
 pub(super) enum Answerer {
     Session(ActorRef<SessionMsg>),
@@ -54,7 +54,7 @@ impl Answerer {
         match self {
             Answerer::Session(session) => Pending::Session {
                 session: session.clone(),
-                reply: crate::one_session::ask(session, message.text, message.traceparent),
+                reply: capfleet_app::one_session::ask(session, message.text, message.traceparent),
             },
             Answerer::Fleet { agent, events } => match agent
                 .start(

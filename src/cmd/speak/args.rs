@@ -10,7 +10,7 @@ use capfleet_engine::answerer::Policy;
 use capfleet_engine::protocol::PermissionMode;
 use capfleet_engine::session::SessionSpec;
 
-use crate::agents::{SessionRequest, registry, session_spec};
+use capfleet_app::agents::{SessionRequest, registry, session_spec};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub(crate) enum InputFormat {
@@ -150,7 +150,7 @@ pub(crate) struct SpeakArgs {
     #[command(flatten)]
     pub ignored: IgnoredClaudeFlags,
     #[command(flatten)]
-    pub telemetry: crate::telemetry::TelemetryArgs,
+    pub telemetry: capfleet_app::telemetry::TelemetryArgs,
 }
 
 /// Claude Code flags a driver passes that mean nothing for capfleet: accepted so the

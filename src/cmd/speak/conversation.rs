@@ -26,9 +26,9 @@ use super::inbound::{Inbound, Message, spawn_reader};
 use super::out::Out;
 use super::transcript::Transcript;
 use super::{EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE};
-use crate::one_fleet::FleetEnd;
-use crate::one_session::refuse;
-use crate::signals::StopSignals;
+use capfleet_app::one_fleet::FleetEnd;
+use capfleet_app::one_session::refuse;
+use capfleet_app::signals::StopSignals;
 
 /// How long a turn's reply waits for its `turn_ended` event to be read.
 const CATCH_UP: Duration = Duration::from_secs(2);

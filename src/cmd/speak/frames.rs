@@ -176,7 +176,7 @@ fn usage_json(u: &UsageTotals) -> Value {
 
 /// The `artifact` frame naming a fleet run's journal, so the driver's own journal
 /// refers to it (`_meta."capfleet.run"`: id, journal, outcome).
-pub(super) fn journal_artifact(end: &crate::one_fleet::FleetEnd) -> Value {
+pub(super) fn journal_artifact(end: &capfleet_app::one_fleet::FleetEnd) -> Value {
     json!({
         "type": "artifact",
         "artifact_id": format!("{}/journal", end.run_id),

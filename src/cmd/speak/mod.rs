@@ -6,7 +6,7 @@
 //! turn with the turn's usage and the process's cumulative cost.
 //!
 //! With `--fleet` a whole fleet answers: each user message is one run of it
-//! ([`crate::one_fleet`], shared with `acp --fleet`).
+//! ([`capfleet_app::one_fleet`], shared with `acp --fleet`).
 //!
 //! - [`args`]: the flags (capfleet's, Claude's that mean something, Claude's that do not);
 //! - [`answerer`]: who answers, a session or a fleet;
@@ -45,10 +45,10 @@ use tokio::sync::mpsc;
 
 pub(crate) use args::SpeakArgs;
 
-use crate::one_fleet::{FleetAgent, FleetSetup};
-use crate::signals::StopSignals;
-use crate::style::{ColorChoice, Style};
-use crate::telemetry::Telemetry;
+use capfleet_app::one_fleet::{FleetAgent, FleetSetup};
+use capfleet_app::signals::StopSignals;
+use capfleet_app::style::{ColorChoice, Style};
+use capfleet_app::telemetry::Telemetry;
 
 /// Exit codes.
 const EXIT_FAILED: u8 = 1;
@@ -77,7 +77,7 @@ pub(crate) fn run(mut args: SpeakArgs, color: ColorChoice) -> ExitCode {
         return ExitCode::from(EXIT_USAGE);
     }
     let telemetry = args.telemetry.clone();
-    crate::runtime::run_verb(color, &telemetry, async |t| speak(args, color, t).await)
+    capfleet_app::runtime::run_verb(color, &telemetry, async |t| speak(args, color, t).await)
 }
 
 async fn speak(args: SpeakArgs, color: ColorChoice, telemetry: &Telemetry) -> ExitCode {
@@ -99,14 +99,15 @@ async fn speak(args: SpeakArgs, color: ColorChoice, telemetry: &Telemetry) -> Ex
             return ExitCode::from(EXIT_USAGE);
         }
     };
-    if let Some(missing) = crate::agents::missing_agent(&spec, "point --agent at a manifest") {
+    if let Some(missing) = capfleet_app::agents::missing_agent(&spec, "point --agent at a manifest")
+    {
         eprintln!("{} {missing}", err.err("error:"));
         return ExitCode::from(EXIT_USAGE);
     }
     // Before any agent exists: from here on the signals end the session first.
     let signals = StopSignals::all();
     let (human_tx, human_rx) = mpsc::channel(16);
-    let one = crate::one_session::Setup {
+    let one = capfleet_app::one_session::Setup {
         verb: "speak",
         agent_type: args.agent.as_deref().unwrap_or_default(),
         journal: args.journal.clone(),
@@ -114,7 +115,7 @@ async fn speak(args: SpeakArgs, color: ColorChoice, telemetry: &Telemetry) -> Ex
         human: args.prompts_upstream().then_some(human_tx),
         traceparent: telemetry.traceparent(),
     };
-    let one = match crate::one_session::start(one, spec, err).await {
+    let one = match capfleet_app::one_session::start(one, spec, err).await {
         Ok(one) => one,
         Err(code) => return code,
     };
@@ -128,7 +129,7 @@ async fn speak(args: SpeakArgs, color: ColorChoice, telemetry: &Telemetry) -> Ex
     let code = conversation::Conversation::new(&args, answerer)
         .run(ends)
         .await;
-    crate::one_session::finish(one.orchestrator, code, err).await
+    capfleet_app::one_session::finish(one.orchestrator, code, err).await
 }
 
 /// A fleet answers: one run per user message, each its own supervision tree.

@@ -4,7 +4,7 @@
 //! task, and `--file`s — each under a normalised name, the references rewritten to
 //! those names (the rest of the text kept byte for byte, so the server's findings
 //! keep their lines). The server takes only plain relative names
-//! ([`crate::submission`]); these are.
+//! ([`capfleet_app::submission`]); these are.
 //!
 //! A name is the file's path from the fleet's directory, each step up spelled `_up`
 //! (`../sim/a.toml` is `_up/sim/a.toml`), symlinks resolved. Every fleet, nested ones
@@ -20,8 +20,8 @@ use std::path::{Component, Path, PathBuf};
 use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
-use crate::fleet::config::names_manifest;
-use crate::submission::FLEET_FILE;
+use capfleet_app::fleet::config::names_manifest;
+use capfleet_app::submission::FLEET_FILE;
 
 /// A step up from the fleet's directory in a name.
 const UP: &str = "_up";
@@ -322,7 +322,11 @@ mod tests {
                 "team-inner.toml"
             ]
         );
-        assert!(names.iter().all(|n| crate::submission::plain_relative(n)));
+        assert!(
+            names
+                .iter()
+                .all(|n| capfleet_app::submission::plain_relative(n))
+        );
         assert_eq!(
             b.fleet,
             "[fleet]\n# a comment\ntask = \"@_up/tasks/t.md\"\n\n[[sessions]]\nname = \"a\"\nagent = \"sim\"\nscript = \"_up/sim/a.toml\"\n\n[[sessions]]\nname = \"b\"\nagent = \"_up/agents/x.toml\"\nscript = \"b.toml\"\n\n[[sessions]]\nname = \"c\"\nagent = \"capfleet\"\nfleet = \"team-inner.toml\"\ncwd = \"../work\"\n"

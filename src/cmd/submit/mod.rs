@@ -15,10 +15,10 @@ use futures::StreamExt as _;
 use reqwest::Method;
 use serde_json::{Map, Value, json};
 
-use crate::client::{Client, ClientError, failed, token};
-use crate::launch::{EXIT_INVALID, EXIT_SESSION_FAILED};
-use crate::nats::NatsArgs;
-use crate::style::{ColorChoice, Style};
+use capfleet_app::client::{Client, ClientError, failed, token};
+use capfleet_app::launch::{EXIT_INVALID, EXIT_SESSION_FAILED};
+use capfleet_app::nats::NatsArgs;
+use capfleet_app::style::{ColorChoice, Style};
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
@@ -88,7 +88,7 @@ const RECONNECT_PAUSE: Duration = Duration::from_millis(500);
 const RECONNECTS: u32 = 120;
 
 pub(crate) fn run(args: SubmitArgs, color: ColorChoice) -> ExitCode {
-    let runtime = match crate::runtime::runtime() {
+    let runtime = match capfleet_app::runtime::runtime() {
         Ok(rt) => rt,
         Err(code) => return code,
     };
@@ -189,7 +189,7 @@ async fn follow(client: &Client, id: &str, json: bool, style: Style) -> Result<(
             if json {
                 println!("{}", event.data);
             } else if let Ok(Value::Object(record)) = serde_json::from_str::<Value>(&event.data) {
-                println!("{}", crate::human::event_line::line(&record, style));
+                println!("{}", capfleet_app::human::event_line::line(&record, style));
             }
         }
         drops += 1;

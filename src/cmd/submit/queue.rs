@@ -1,4 +1,4 @@
-//! `capfleet submit --nats URL`: the run queued in NATS JetStream ([`crate::enqueue`])
+//! `capfleet submit --nats URL`: the run queued in NATS JetStream ([`capfleet_app::enqueue`])
 //! for a `capfleet worker`, its id printed.
 
 use std::process::ExitCode;
@@ -6,11 +6,11 @@ use std::process::ExitCode;
 use serde_json::{Value, json};
 
 use super::SubmitArgs;
-use crate::enqueue::{QueueError, enqueue};
-use crate::launch::{EXIT_INVALID, EXIT_SESSION_FAILED};
-use crate::nats::NatsArgs;
-use crate::style::Style;
-use crate::submission::{Submission, SubmissionError};
+use capfleet_app::enqueue::{QueueError, enqueue};
+use capfleet_app::launch::{EXIT_INVALID, EXIT_SESSION_FAILED};
+use capfleet_app::nats::NatsArgs;
+use capfleet_app::style::Style;
+use capfleet_app::submission::{Submission, SubmissionError};
 
 /// `capfleet submit --nats URL`: the run queued, its id printed.
 pub(super) async fn submit(args: &SubmitArgs, urls: &str, body: Value, err: Style) -> ExitCode {

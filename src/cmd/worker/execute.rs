@@ -1,10 +1,10 @@
 //! One queued run on this worker: its directory `.capfleet/runs/<run-id>/` (the id
 //! the submitter gave it), the submission written into `input/` and validated as
-//! `serve` validates a `POST /v1/runs` body (`crate::submission`), then
+//! `serve` validates a `POST /v1/runs` body (`capfleet_app::submission`), then
 //! run to its end on the engine `serve` runs submissions on
-//! (`crate::launch::in_process`), with nobody to ask (the policy's open
+//! (`capfleet_app::launch::in_process`), with nobody to ask (the policy's open
 //! questions are answered fail-safe), its journal published as it is written
-//! (`crate::nats::replica`).
+//! (`capfleet_app::nats::replica`).
 //!
 //! A run whose journal JetStream already has (its worker died, or lost its lease) is
 //! taken over: the journal replayed from the stream into this worker's run directory,
@@ -21,16 +21,16 @@ use tokio::sync::{mpsc, watch};
 use tracing::Instrument as _;
 
 use super::Worker;
-use crate::fleet::RunDir;
-use crate::fleet::run_dir::RUNS_DIR;
-use crate::fleet::run_dir::{ARTIFACTS, files};
-use crate::launch::{self, InProcess};
-use crate::launch::{EXIT_INVALID, EXIT_SESSION_FAILED};
-use crate::nats::queue::RunMessage;
-use crate::nats::replica::{Ended, Replica};
-use crate::resume::{self, Verdict};
-use crate::submission::SubmissionError;
-use crate::submission::{FLEET_FILE, INPUT_DIR, Submission};
+use capfleet_app::fleet::RunDir;
+use capfleet_app::fleet::run_dir::RUNS_DIR;
+use capfleet_app::fleet::run_dir::{ARTIFACTS, files};
+use capfleet_app::launch::{self, InProcess};
+use capfleet_app::launch::{EXIT_INVALID, EXIT_SESSION_FAILED};
+use capfleet_app::nats::queue::RunMessage;
+use capfleet_app::nats::replica::{Ended, Replica};
+use capfleet_app::resume::{self, Verdict};
+use capfleet_app::submission::SubmissionError;
+use capfleet_app::submission::{FLEET_FILE, INPUT_DIR, Submission};
 
 /// Whether a run's outcome is journaled (then it may be acked).
 #[derive(Debug)]

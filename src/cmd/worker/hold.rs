@@ -20,8 +20,8 @@ use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot, watch};
 
 use super::Worker;
 use super::execute::{self, Outcome};
-use crate::nats::lease::Lease;
-use crate::nats::queue::RunMessage;
+use capfleet_app::nats::lease::Lease;
+use capfleet_app::nats::queue::RunMessage;
 
 /// A handed-back run is offered again this long after the other lease's lapse
 /// (JetStream removes an expired key within a moment).

@@ -16,7 +16,7 @@ pub(crate) struct ResultLabels {
 }
 
 pub(crate) struct WorkerMetrics {
-    /// Shared with the metrics server (`crate::telemetry::metrics_http`).
+    /// Shared with the metrics server (`capfleet_server::metrics_http`).
     pub registry: std::sync::Arc<Registry>,
     pub runs_held: Gauge,
     pub leases_held: Gauge,

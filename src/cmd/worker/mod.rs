@@ -1,5 +1,5 @@
 //! `capfleet worker --nats URL`: a host's share of the runs queued in NATS
-//! JetStream (`crate::nats::queue`). The worker pulls a run only when it has a free
+//! JetStream (`capfleet_app::nats::queue`). The worker pulls a run only when it has a free
 //! slot (`--max-runs`), from the consumers of every subset of its labels in turn,
 //! holds it under a lease ([`hold`]: heartbeats, fencing, the ack once the outcome
 //! is journaled) and runs it as `capfleet run` would ([`execute`]: its directory under
@@ -32,15 +32,15 @@ use tokio::task::JoinSet;
 use capfleet_engine::telemetry::metrics::{FleetMetrics, Metrics};
 
 use self::metrics::WorkerMetrics;
-use crate::launch::EXIT_INVALID;
-use crate::nats::lease::Leases;
-use crate::nats::presence::{Presence, announce};
-use crate::nats::queue;
-use crate::nats::{Nats, NatsArgs};
-use crate::signals::StopSignals;
-use crate::style::{ColorChoice, Style};
-use crate::telemetry::metrics_http::MetricsServer;
-use crate::telemetry::{Telemetry, TelemetryArgs};
+use capfleet_app::launch::EXIT_INVALID;
+use capfleet_app::nats::lease::Leases;
+use capfleet_app::nats::presence::{Presence, announce};
+use capfleet_app::nats::queue;
+use capfleet_app::nats::{Nats, NatsArgs};
+use capfleet_app::signals::StopSignals;
+use capfleet_app::style::{ColorChoice, Style};
+use capfleet_app::telemetry::{Telemetry, TelemetryArgs};
+use capfleet_server::metrics_http::MetricsServer;
 use capfleet_wire::clock::now_ms;
 
 #[derive(Debug, clap::Args)]
@@ -139,7 +139,7 @@ impl Worker {
 }
 
 pub(crate) fn run(args: WorkerArgs, color: ColorChoice) -> ExitCode {
-    let runtime = match crate::runtime::runtime() {
+    let runtime = match capfleet_app::runtime::runtime() {
         Ok(rt) => rt,
         Err(code) => return code,
     };
@@ -158,7 +158,7 @@ enum StartError {
     #[error("{0}")]
     Labels(#[from] queue::LabelError),
     #[error("{0}")]
-    Nats(#[from] crate::nats::NatsError),
+    Nats(#[from] capfleet_app::nats::NatsError),
     #[error("{}: {source}", path.display())]
     Dir {
         path: PathBuf,
@@ -295,7 +295,7 @@ async fn start(
             })
     };
     let dir = canonical(&dir)?;
-    crate::secrets::withhold(&[]);
+    capfleet_app::secrets::withhold(&[]);
     let allow_roots = args
         .allow_roots
         .iter()

@@ -12,9 +12,9 @@ use capfleet_engine::workspace::RunWorkspaces;
 use capfleet_engine::workspace::clean::clean;
 
 use super::{EXIT_REFUSED, EXIT_USAGE, RunRef};
-use crate::fleet::run_dir::RunDir;
-use crate::runs::RunState;
-use crate::style::{ColorChoice, Style};
+use capfleet_app::fleet::run_dir::RunDir;
+use capfleet_app::runs::RunState;
+use capfleet_app::style::{ColorChoice, Style};
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
@@ -85,7 +85,7 @@ fn finished_runs(args: &CleanArgs) -> Vec<RunRef> {
     RunDir::all(&base)
         .unwrap_or_default()
         .iter()
-        .map(crate::runs::row)
+        .map(capfleet_app::runs::row)
         .filter(|r| r.state != RunState::Running)
         .filter(|r| {
             args.older_than.is_none_or(|age| {

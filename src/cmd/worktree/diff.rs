@@ -11,8 +11,8 @@ use capfleet_engine::workspace::diff::{Change, diff};
 use capfleet_engine::workspace::{RunWorkspaces, Workspace};
 
 use super::{EXIT_USAGE, RunRef, said, session};
-use crate::fleet::run_dir::RunDir;
-use crate::style::{ColorChoice, Style};
+use capfleet_app::fleet::run_dir::RunDir;
+use capfleet_app::style::{ColorChoice, Style};
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\

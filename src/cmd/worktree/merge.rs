@@ -18,7 +18,7 @@ use capfleet_engine::workspace::merge::{Intent, MergeOutcome, merge};
 use capfleet_engine::workspace::vet::Vetter;
 
 use super::{EXIT_REFUSED, EXIT_USAGE, RunRef, said, session};
-use crate::style::{ColorChoice, Style};
+use capfleet_app::style::{ColorChoice, Style};
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
@@ -165,7 +165,7 @@ fn commit_vetted(
 }
 
 /// The merges the run's journal has as started and not as ended, by key.
-fn open_merges(run: &crate::fleet::RunDir) -> BTreeMap<String, Intent> {
+fn open_merges(run: &capfleet_app::fleet::RunDir) -> BTreeMap<String, Intent> {
     let text = std::fs::read_to_string(run.journal()).unwrap_or_default();
     let mut open = BTreeMap::new();
     for v in text

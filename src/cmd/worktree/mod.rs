@@ -10,8 +10,8 @@ use std::path::PathBuf;
 
 use capfleet_engine::workspace::{RunWorkspaces, Workspace};
 
-use crate::fleet::run_dir::RunDir;
-use crate::style::Style;
+use capfleet_app::fleet::run_dir::RunDir;
+use capfleet_app::style::Style;
 
 /// Exit code for a refusal (`git_dirty`, `merge_conflict`, work that would be lost).
 pub(crate) const EXIT_REFUSED: u8 = 1;

@@ -1,0 +1,387 @@
+//! The headless server `capfleet serve` starts. Clients submit fleets over HTTP
+//! (`POST /v1/runs`), which run on the engine `capfleet run` uses (the same
+//! validation, journal, workspaces and artifacts, under `--data-dir/runs/`), watch
+//! them (`GET /v1/runs/{id}`), answer what their policy leaves open ([`asks`]) and
+//! cancel them, and read their artifacts and diffs ([`artifacts`]). No web page but
+//! the console gets in ([`origin`]); bearer tokens ([`auth`], always: a server without
+//! a token file makes one) guard every route but the probes; agents inherit none of
+//! the server's secrets ([`capfleet_app::secrets`]); admission ([`state`]) bounds the runs
+//! and sessions at once and queues the next ones; SIGTERM/SIGINT drain the server
+//! ([`drain`]).
+//!
+//! ```text
+//! routes (auth, metrics) -> submission (parse, write input/, validate)
+//!                        -> state (admit | queue | 429) -> driver (run_fleet_stoppable)
+//! ```
+//!
+//! Its public surface is what the binary's `serve` verb (`src/cmd/serve.rs`) and the
+//! `run`/`worker` verbs use: [`ServeArgs`] and [`run`], the token file's [`add_token`],
+//! the stand-alone `/metrics` server ([`metrics_http`]), the fuzz crate's [`fuzzing`].
+
+mod a2a;
+mod answers;
+mod api;
+mod args;
+mod artifacts;
+mod asks;
+mod auth;
+mod body;
+mod changes;
+mod conns;
+mod console;
+mod driver;
+mod error;
+mod events;
+mod extract;
+mod fds;
+#[doc(hidden)]
+pub mod fuzzing;
+mod graph;
+mod metrics;
+pub mod metrics_http;
+mod origin;
+mod overview;
+mod queued;
+mod remote;
+mod routes;
+mod schema;
+mod state;
+mod sweep;
+mod validate;
+mod view;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use args::{ServeArgs, ServeCommand, TokenCommand};
+pub use auth::{Role, TokenError, add as add_token};
+use capfleet_engine::telemetry::metrics::FleetMetrics;
+use capfleet_wire::process::halt::{self, Urgency};
+
+use capfleet_app::launch::EXIT_INVALID;
+use capfleet_app::notify::{Notifier, Workers};
+use capfleet_app::signals::StopSignals;
+use capfleet_app::style::{ColorChoice, Style};
+use capfleet_app::telemetry::Telemetry;
+use state::{Limits, Server};
+
+/// How long open connections (event streams of ended runs, idle keep-alives) get to
+/// close once the runs are over.
+const CLOSE_GRACE: Duration = Duration::from_secs(5);
+
+/// Serve as `args` say (`capfleet serve` without `token add`) until a signal has
+/// drained the runs.
+pub fn run(args: ServeArgs, color: ColorChoice) -> ExitCode {
+    // Before any thread: the descriptors the server may hold.
+    let nofile = fds::raise_nofile();
+    let runtime = match capfleet_app::runtime::runtime() {
+        Ok(rt) => rt,
+        Err(code) => return code,
+    };
+    runtime.block_on(serve(args, nofile, color))
+}
+
+/// The connection limits for the open-file limit `nofile` (the cap said on stderr).
+fn conn_limits(args: &ServeArgs, nofile: u64) -> conns::ConnLimits {
+    let reserved = fds::reserve(args.max_sessions);
+    let (max, lowered) = fds::connection_cap(args.max_connections, nofile, reserved);
+    if let Some(why) = lowered {
+        capfleet_app::logging::note(&format!("capfleet: {why}"));
+    }
+    eprintln!(
+        "capfleet: at most {max} connections (open-file limit {nofile}, {reserved} kept for the runs); headers within {}s, idle ones closed after {}s",
+        args.header_timeout.as_secs_f64(),
+        args.idle_timeout.as_secs_f64()
+    );
+    conns::ConnLimits {
+        max,
+        header_timeout: args.header_timeout,
+        idle_timeout: args.idle_timeout,
+    }
+}
+
+async fn serve(args: ServeArgs, nofile: u64, color: ColorChoice) -> ExitCode {
+    let err = Style::for_stderr(color);
+    // Before anything: signals drain the server instead of ending it.
+    let signals = StopSignals::all();
+    let telemetry = match Telemetry::start(color, &args.telemetry) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("{} {e}", err.err("error:"));
+            return ExitCode::from(EXIT_INVALID);
+        }
+    };
+    let code = match bind(&args, &telemetry).await {
+        Ok((server, listener, serving, workers)) => {
+            let data_dir = server
+                .runs_dir
+                .parent()
+                .unwrap_or(&server.runs_dir)
+                .to_owned();
+            let exposed = a2a::expose(
+                server.clone(),
+                &args.expose,
+                &args.expose_fleet,
+                args.a2a_plain,
+                a2a::Base::new(
+                    args.public_url.as_deref(),
+                    listener.local_addr().unwrap_or(args.addr),
+                ),
+                &data_dir,
+                telemetry.traceparent(),
+            )
+            .await;
+            let code = match exposed {
+                Ok(exposed) => {
+                    let limits = conn_limits(&args, nofile);
+                    // Said once everything is up (tests and scripts wait for this line).
+                    eprintln!("{serving}");
+                    listen(
+                        server,
+                        listener,
+                        limits,
+                        signals,
+                        args.drain_timeout,
+                        exposed,
+                    )
+                    .await
+                }
+                Err(e) => {
+                    eprintln!("{} {e}", err.err("error:"));
+                    ExitCode::from(EXIT_INVALID)
+                }
+            };
+            workers.finish(CLOSE_GRACE).await;
+            code
+        }
+        Err(e) => {
+            eprintln!("{} {e}", err.err("error:"));
+            ExitCode::from(EXIT_INVALID)
+        }
+    };
+    telemetry.finish().await;
+    code
+}
+
+/// Why the server does not start.
+#[derive(Debug, thiserror::Error)]
+enum StartError {
+    #[error("{0}")]
+    Tokens(#[from] auth::TokenError),
+    #[error("{0}")]
+    PublicUrl(#[from] origin::PublicUrlError),
+    #[error(
+        "--addr {0} is not a loopback address: a server other machines reach needs --token-file (`capfleet serve token add NAME --role ROLE`)"
+    )]
+    Open(SocketAddr),
+    #[error("--max-runs and --max-sessions must be at least 1")]
+    Limits,
+    #[error("the data dir: {0}")]
+    DataDir(std::io::Error),
+    #[error("--allow-root {}: {source}", path.display())]
+    AllowRoot {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Notify(String),
+    #[error("{0}")]
+    Nats(#[from] capfleet_app::nats::NatsError),
+    #[error("--addr {addr}: cannot listen: {source}")]
+    Listen {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+}
+
+async fn bind(
+    args: &ServeArgs,
+    telemetry: &Telemetry,
+) -> Result<(Arc<Server>, tokio::net::TcpListener, String, Workers), StartError> {
+    if args.token_file.is_none() && !args.addr.ip().is_loopback() {
+        return Err(StartError::Open(args.addr));
+    }
+    if args.max_runs == 0 || args.max_sessions == 0 {
+        return Err(StartError::Limits);
+    }
+    let origins = Arc::new(origin::Origins::new(
+        args.addr.ip(),
+        args.public_url.as_deref(),
+    )?);
+    let data_dir = match &args.data_dir {
+        Some(d) => d.clone(),
+        None => std::env::current_dir()
+            .map_err(StartError::DataDir)?
+            .join(".capfleet"),
+    };
+    let runs_dir: PathBuf = data_dir.join("runs");
+    std::fs::create_dir_all(&runs_dir).map_err(StartError::DataDir)?;
+    let runs_dir = std::fs::canonicalize(&runs_dir).map_err(StartError::DataDir)?;
+    let tokens = server_tokens(args, &data_dir)?;
+    capfleet_app::secrets::withhold(&[args.notify.notify_secret_env.as_str()]);
+    let allow_roots = args
+        .allow_roots
+        .iter()
+        .map(|p| {
+            std::fs::canonicalize(p)
+                .and_then(|c| {
+                    c.is_dir().then_some(c).ok_or_else(|| {
+                        std::io::Error::new(std::io::ErrorKind::NotADirectory, "not a directory")
+                    })
+                })
+                .map_err(|source| StartError::AllowRoot {
+                    path: p.clone(),
+                    source,
+                })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let hook = args.notify.spec().map_err(StartError::Notify)?;
+    sweep::report(&runs_dir);
+    let listener = tokio::net::TcpListener::bind(args.addr)
+        .await
+        .map_err(|source| StartError::Listen {
+            addr: args.addr,
+            source,
+        })?;
+    let addr = listener.local_addr().map_err(|source| StartError::Listen {
+        addr: args.addr,
+        source,
+    })?;
+    let serving = format!(
+        "capfleet: serving on http://{addr} (bearer tokens); runs in {}",
+        runs_dir.display()
+    );
+    let limits = Limits {
+        max_runs: args.max_runs,
+        max_sessions: args.max_sessions,
+        queue: args.queue,
+    };
+    let metrics = Arc::new(FleetMetrics::new(
+        telemetry.span_stats().unwrap_or_default(),
+    ));
+    let mut server = Server::new(runs_dir, tokens, limits, metrics);
+    server.origins = origins;
+    server.ask_timeout = args.ask_timeout;
+    server.allow_roots = allow_roots;
+    server.trace_ui = args
+        .trace_ui
+        .as_deref()
+        .map(|u| u.trim_end_matches('/').to_owned());
+    if let Some(urls) = &args.nats.urls {
+        let nats = args.nats.connect(urls, "capfleet-serve").await?;
+        nats.runs_stream(args.nats.replicas).await?;
+        server.queue = Some((nats, args.nats.replicas));
+    }
+    let (notifier, workers) = Notifier::start(hook.into_iter().collect(), &server.metrics.notify);
+    server.notifier = notifier;
+    let server = Arc::new(server);
+    queued::resume(&server).await;
+    Ok((server, listener, serving, workers))
+}
+
+/// The token file (`--token-file`, else `<data dir>/tokens.txt`, made at the first
+/// start with an admin token whose secret is printed here, once); refused without a
+/// token in it.
+// The first token's secret goes to stdout, once (as `serve token add` prints one).
+#[allow(clippy::print_stdout)]
+fn server_tokens(args: &ServeArgs, data_dir: &std::path::Path) -> Result<auth::Tokens, StartError> {
+    let path = match &args.token_file {
+        Some(p) => p.clone(),
+        None => data_dir.join(TOKEN_FILE),
+    };
+    let (tokens, made) = auth::for_server(&path, args.token_file.is_none())?;
+    if let Some(secret) = made {
+        eprintln!(
+            "capfleet: no --token-file: made {} with the admin token `{}`; its secret, shown this once:",
+            path.display(),
+            auth::FIRST_TOKEN
+        );
+        println!("{secret}");
+    }
+    Ok(tokens)
+}
+
+/// The token file in the data dir, when no `--token-file` names one.
+const TOKEN_FILE: &str = "tokens.txt";
+
+/// Serve until a signal has drained the runs, then close.
+async fn listen(
+    server: Arc<Server>,
+    listener: tokio::net::TcpListener,
+    limits: conns::ConnLimits,
+    signals: StopSignals,
+    drain_timeout: Duration,
+    exposed: Arc<a2a::Exposed>,
+) -> ExitCode {
+    let (closing, closed) = tokio::sync::watch::channel(false);
+    let app = routes::router(server.clone(), exposed.router());
+    let mut served = tokio::spawn(conns::serve(listener, app, limits, server.clone(), closed));
+    tokio::select! {
+        () = drain(&server, &exposed, signals, drain_timeout) => {}
+        stopped = &mut served => {
+            tracing::error!("the server stopped: {stopped:?}");
+            server.drain();
+            server.cancel_all("shutdown");
+            server.idle().await;
+            exposed.shutdown().await;
+            return ExitCode::FAILURE;
+        }
+    }
+    // The runs are over: the exposed agents' sessions close, their agents with them.
+    exposed.shutdown().await;
+    closing.send_replace(true);
+    if tokio::time::timeout(CLOSE_GRACE, &mut served)
+        .await
+        .is_err()
+    {
+        served.abort();
+    }
+    eprintln!("capfleet: every run has ended; the server stopped");
+    ExitCode::SUCCESS
+}
+
+/// The first signal stops admissions (the queued runs stay queued on disk for the
+/// next start, [`queued`]; the exposed agents take no new message) and lets the running runs and A2A turns go on for
+/// `timeout`; then, or at a second signal, they are cancelled (journaled as cancelled
+/// by shutdown). A signal after that kills every agent now.
+async fn drain(
+    server: &Server,
+    exposed: &a2a::Exposed,
+    mut signals: StopSignals,
+    timeout: Duration,
+) {
+    let first = signals.recv().await;
+    capfleet_app::logging::note(&format!(
+        "capfleet: {first}: draining: no new runs; the running ones have {}s to finish",
+        timeout.as_secs_f64()
+    ));
+    server.drain();
+    exposed.close();
+    let idle = async {
+        server.idle().await;
+        exposed.idle().await;
+    };
+    tokio::select! {
+        () = idle => return,
+        () = tokio::time::sleep(timeout) => {
+            capfleet_app::logging::note("capfleet: the drain timeout has passed: cancelling every run");
+        }
+        again = signals.recv() => {
+            capfleet_app::logging::note(&format!("capfleet: {again} again: cancelling every run now"));
+            halt::escalate(Urgency::Halt);
+        }
+    }
+    server.cancel_all("shutdown");
+    exposed.cancel_all();
+    tokio::select! {
+        () = server.idle() => {}
+        again = signals.recv() => {
+            capfleet_app::logging::note(&format!("capfleet: {again}: killing every agent now"));
+            halt::escalate(Urgency::Force);
+            server.idle().await;
+        }
+    }
+}
