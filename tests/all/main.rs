@@ -27,6 +27,7 @@ mod chaos_soak;
 mod chat_repl;
 mod cli;
 mod closed_stdout;
+mod codex_app_server;
 mod codex_exec;
 mod console;
 mod console_browser;
