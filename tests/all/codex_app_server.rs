@@ -215,3 +215,72 @@ fn a_killed_app_server_is_a_restart_that_resumes_the_thread() {
         "the resumed thread's history is sent again: {resumed}"
     );
 }
+
+/// `capfleet resolve codex --json` with `bin` first on `PATH`.
+fn resolve(dir: &std::path::Path, bin: &std::path::Path) -> Value {
+    let path = std::env::var("PATH").unwrap_or_default();
+    let out = common::capfleet::capfleet(dir)
+        .args(["resolve", "codex", "--json"])
+        .env("PATH", format!("{}:{path}", bin.display()))
+        .env("HOME", dir)
+        .output()
+        .expect("capfleet resolve");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("resolve --json")
+}
+
+/// The shipped Codex manifest takes app-server where the installed `codex --help`
+/// lists it (the pinned 0.171.0), else `codex exec --json`; `resolve` says which and
+/// why.
+#[test]
+fn resolve_says_app_server_where_codex_has_it_and_exec_where_not() {
+    let dir = tempfile::tempdir().expect("dir");
+    let pinned = common::peer("codex");
+    let real = resolve(dir.path(), pinned.parent().expect("bin dir"));
+    assert_eq!(real["binding"], "codex_app_server", "{real:#}");
+    assert_eq!(real["flags"][0]["flag"], "fast_path.x-codex_app_server");
+    assert_eq!(real["flags"][0]["used"], "kept");
+    assert!(
+        real["flags"][0]["why"]
+            .as_str()
+            .unwrap_or("")
+            .contains("lists app-server"),
+        "{real:#}"
+    );
+    // An older Codex (its help without app-server) is driven through exec.
+    let old = dir.path().join("old");
+    std::fs::create_dir(&old).expect("old");
+    let script = old.join("codex");
+    std::fs::write(
+        &script,
+        "#!/bin/sh\ncase \"$1\" in --version) echo 'codex-cli 0.40.0';; \
+         *) printf 'Commands:\\n  exec   Run Codex non-interactively\\n';; esac\n",
+    )
+    .expect("script");
+    std::fs::set_permissions(
+        &script,
+        <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o755),
+    )
+    .expect("chmod");
+    let older = resolve(dir.path(), &old);
+    assert_eq!(older["binding"], "codex_exec", "{older:#}");
+    assert_eq!(older["flags"][0]["used"], "dropped");
+    assert!(
+        older["flags"][0]["why"]
+            .as_str()
+            .unwrap_or("")
+            .contains("does not list app-server"),
+        "{older:#}"
+    );
+    let skipped: Vec<&Value> = older["skipped"]
+        .as_array()
+        .expect("skipped")
+        .iter()
+        .map(|s| &s["binding"])
+        .collect();
+    assert!(skipped.contains(&&json!("codex_app_server")), "{older:#}");
+}

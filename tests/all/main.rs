@@ -29,6 +29,7 @@ mod cli;
 mod closed_stdout;
 mod codex_app_server;
 mod codex_exec;
+mod codex_fleet;
 mod console;
 mod console_browser;
 mod demo_story;

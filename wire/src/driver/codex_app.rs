@@ -122,16 +122,15 @@ impl Wire for CodexAppWire {
                 },
             );
             tokio::pin!(lines);
+            // Control ends when the session closes its commands (or the server goes):
+            // the writer, and with it the server's input, ends then too.
             let talk = async {
                 let writing = codex_app_conn::writer(out_rx, stdin);
-                let (done, ()) = tokio::join!(
-                    async {
-                        let done = codex_app_conn::control(control).await;
-                        done
-                    },
-                    writing
-                );
-                done
+                tokio::pin!(writing);
+                tokio::select! {
+                    done = codex_app_conn::control(control) => done,
+                    () = &mut writing => Err(codex_app_conn::CallError::Gone),
+                }
             };
             tokio::select! {
                 end = &mut lines => end,
