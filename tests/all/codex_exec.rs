@@ -10,12 +10,13 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use common::EnvMarker;
-use common::chat::{Run, assert_no_survivor, chat};
+use common::chat::Run;
+use common::codex::Via;
 
 use crate::common;
 
-/// `capfleet chat codex --json` with these tasks against `fake`, Codex found on the
-/// session's `PATH`; SIGINT after `interrupt` if given.
+/// `capfleet chat codex --json` on `codex exec` with these tasks against `fake`;
+/// SIGINT after `interrupt` if given.
 fn codex_chat(fake: &common::FakeLlm, tasks: &[&str], interrupt: Option<Duration>) -> Run {
     codex_chat_marked(fake.port(), tasks, interrupt, &EnvMarker::new("codex-exec"))
 }
@@ -27,27 +28,8 @@ fn codex_chat_marked(
     interrupt: Option<Duration>,
     marker: &EnvMarker,
 ) -> Run {
-    let codex = common::peer("codex");
-    let bin = codex.parent().expect("bin dir");
-    let home = tempfile::tempdir().expect("home");
     let work = tempfile::tempdir().expect("work");
-    let mut env: Vec<String> = common::peers::peer_env("codex", port, home.path(), work.path())
-        .into_iter()
-        .filter(|(k, _)| k != "PATH")
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect();
-    let path = std::env::var("PATH").unwrap_or_default();
-    env.push(format!("PATH={}:{path}", bin.display()));
-    let mut args = vec!["--cwd", work.path().to_str().expect("utf8")];
-    for task in tasks {
-        args.extend(["--task", task]);
-    }
-    for kv in &env {
-        args.extend(["--env", kv.as_str()]);
-    }
-    let run = chat("codex", &args, marker, interrupt);
-    assert_no_survivor(marker);
-    run
+    common::codex::codex_chat(Via::Exec, port, work.path(), tasks, &[], interrupt, marker)
 }
 
 fn outcomes(run: &Run) -> Vec<&str> {
@@ -161,15 +143,7 @@ fn a_failed_turn_is_an_error_not_a_crash_and_the_thread_goes_on() {
 
 /// The command lines of the marked processes that are Codex turns (`codex exec`).
 fn codex_turns(marker: &EnvMarker) -> Vec<(i32, String)> {
-    marker
-        .processes()
-        .into_iter()
-        .filter_map(|pid| {
-            let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-            let line = String::from_utf8_lossy(&raw).replace('\0', " ");
-            line.contains(" exec ").then_some((pid, line))
-        })
-        .collect()
+    common::codex::processes_with(marker, " exec ")
 }
 
 /// A Codex turn process killed mid-turn (SIGKILL to its group while the fake LLM is

@@ -321,7 +321,7 @@ fn binding_selection() {
     use Binding::*;
     use SkipReason::*;
     let all = "grpc = \"localhost:1\"\nstream_json = [\"b\"]\nacp_stdio = true\na2a_serve_at = \"http://h\"";
-    const EVERYTHING: [Binding; 6] = Binding::PRIORITY;
+    const EVERYTHING: [Binding; 7] = Binding::PRIORITY;
     type Row = (
         &'static str,
         &'static [Binding],
@@ -343,6 +343,7 @@ fn binding_selection() {
             &[
                 (Grpc, NotSupportedByBuild),
                 (StreamJson, NotSupportedByBuild),
+                (CodexAppServer, NotDeclared),
                 (CodexExec, NotDeclared),
             ],
         ),
@@ -353,6 +354,7 @@ fn binding_selection() {
             &[
                 (Grpc, NotDeclared),
                 (StreamJson, NotDeclared),
+                (CodexAppServer, NotDeclared),
                 (CodexExec, NotDeclared),
             ],
         ),
@@ -360,6 +362,16 @@ fn binding_selection() {
             "x-codex_exec = [\"codex\", \"exec\", \"--json\"]",
             &EVERYTHING,
             CodexExec,
+            &[
+                (Grpc, NotDeclared),
+                (StreamJson, NotDeclared),
+                (CodexAppServer, NotDeclared),
+            ],
+        ),
+        (
+            "x-codex_app_server = [\"codex\", \"app-server\"]\nx-codex_exec = [\"codex\", \"exec\", \"--json\"]",
+            &EVERYTHING,
+            CodexAppServer,
             &[(Grpc, NotDeclared), (StreamJson, NotDeclared)],
         ),
         (
@@ -369,6 +381,7 @@ fn binding_selection() {
             &[
                 (Grpc, NotDeclared),
                 (StreamJson, NotDeclared),
+                (CodexAppServer, NotDeclared),
                 (CodexExec, NotDeclared),
                 (AcpStdio, NotDeclared),
             ],
@@ -380,6 +393,7 @@ fn binding_selection() {
             &[
                 (Grpc, NotDeclared),
                 (StreamJson, NotDeclared),
+                (CodexAppServer, NotDeclared),
                 (CodexExec, NotDeclared),
                 (AcpStdio, NotDeclared),
                 (A2a, NotDeclared),
@@ -392,6 +406,7 @@ fn binding_selection() {
             &[
                 (Grpc, NotSupportedByBuild),
                 (StreamJson, NotSupportedByBuild),
+                (CodexAppServer, NotDeclared),
                 (CodexExec, NotDeclared),
                 (AcpStdio, NotSupportedByBuild),
                 (A2a, NotSupportedByBuild),
@@ -422,6 +437,7 @@ fn binding_wire_names() {
         [
             "grpc",
             "stream_json",
+            "codex_app_server",
             "codex_exec",
             "acp_stdio",
             "a2a",

@@ -49,7 +49,9 @@ pub(super) const MAX_QUIET: Duration = Duration::from_secs(30);
 /// can hide).
 pub(super) const fn ends_by_frame(binding: Binding) -> bool {
     match binding {
-        Binding::StreamJson | Binding::CodexExec | Binding::AcpStdio => true,
+        Binding::StreamJson | Binding::CodexAppServer | Binding::CodexExec | Binding::AcpStdio => {
+            true
+        }
         Binding::A2a | Binding::Pty | Binding::Grpc => false,
     }
 }

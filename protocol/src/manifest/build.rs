@@ -108,13 +108,15 @@ pub(crate) fn read(r: &mut Reader, root: &DeTable<'_>) -> Read {
                 "version_pattern",
                 "x-help_command",
                 "x-flag_fallbacks",
+                "x-help_requires",
             ],
         );
         Probe {
             command: argv(r, pt, "probe", "command"),
             version_pattern: r.string(pt, "probe", "version_pattern"),
             help_command: argv(r, pt, "probe", "x-help_command"),
-            flag_fallbacks: flag_fallbacks(r, pt),
+            flag_fallbacks: help_pairs(r, pt, "x-flag_fallbacks", "NEW=OLD"),
+            help_requires: help_pairs(r, pt, "x-help_requires", "FAST_PATH=WORD"),
         }
     });
 
@@ -225,23 +227,24 @@ fn read_revision(r: &mut Reader, root: &DeTable<'_>, agent: &DeTable<'_>) -> Opt
     top.or(nested)
 }
 
-/// `probe.x-flag_fallbacks`: `"NEW=OLD"` flags, both non-empty; they need
-/// `probe.x-help_command` (the output that tells which one the binary takes).
-fn flag_fallbacks(r: &mut Reader, pt: &DeTable<'_>) -> Vec<String> {
-    let key = "probe.x-flag_fallbacks";
-    let Some(list) = r.strings(pt, "probe", "x-flag_fallbacks") else {
+/// `probe.x-flag_fallbacks` (`"NEW=OLD"` flags) and `probe.x-help_requires`
+/// (`"FAST_PATH=WORD"`): pairs, both sides non-empty; they need
+/// `probe.x-help_command` (the output that tells what the binary takes).
+fn help_pairs(r: &mut Reader, pt: &DeTable<'_>, name: &str, shape: &str) -> Vec<String> {
+    let key = join("probe", name);
+    let Some(list) = r.strings(pt, "probe", name) else {
         return Vec::new();
     };
-    let span = Reader::span_of(pt, "x-flag_fallbacks");
+    let span = Reader::span_of(pt, name);
     if !list.is_empty() && !pt.contains_key("x-help_command") {
-        r.invalid(key, span.clone(), "needs probe.x-help_command");
+        r.invalid(&key, span.clone(), "needs probe.x-help_command");
     }
     for f in &list {
         if !f
             .split_once('=')
             .is_some_and(|(new, old)| !new.is_empty() && !old.is_empty())
         {
-            r.invalid(key, span.clone(), format!("{f:?} is not NEW=OLD"));
+            r.invalid(&key, span.clone(), format!("{f:?} is not {shape}"));
         }
     }
     list

@@ -25,6 +25,7 @@ pub(crate) fn read_fast_path(r: &mut Reader, root: &DeTable<'_>, empty: &DeTable
             "acp_stdio",
             "a2a_serve_at",
             "x-codex_exec",
+            "x-codex_app_server",
             TRACEPARENT_KEY,
         ],
     );
@@ -32,6 +33,7 @@ pub(crate) fn read_fast_path(r: &mut Reader, root: &DeTable<'_>, empty: &DeTable
     for (key, slot) in [
         ("stream_json", &mut fp.stream_json),
         ("x-codex_exec", &mut fp.codex_exec),
+        ("x-codex_app_server", &mut fp.codex_app_server),
     ] {
         if let Some(v) = ft.get(key)
             && let Some(a) = argv_or_false(r, &join("fast_path", key), v)

@@ -48,12 +48,22 @@ pub struct Probe {
     /// (`"--acp=--experimental-acp"`). Decided by the installed binary, not by a version.
     #[serde(rename = "x-flag_fallbacks", skip_serializing_if = "Vec::is_empty")]
     pub flag_fallbacks: Vec<String>,
+    /// Experimental (`x-help_requires`, each `"FAST_PATH=WORD"`): a fast path kept only
+    /// when the help output lists the word (`"x-codex_app_server=app-server"`); else it
+    /// is dropped and selection falls to the next binding.
+    #[serde(rename = "x-help_requires", skip_serializing_if = "Vec::is_empty")]
+    pub help_requires: Vec<String>,
 }
 
 impl Probe {
     /// The `(new, old)` spellings of [`Probe::flag_fallbacks`] (validated `NEW=OLD`).
     pub fn fallbacks(&self) -> impl Iterator<Item = (&str, &str)> {
         self.flag_fallbacks.iter().filter_map(|f| f.split_once('='))
+    }
+
+    /// The `(fast path, word)` pairs of [`Probe::help_requires`].
+    pub fn requires(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.help_requires.iter().filter_map(|f| f.split_once('='))
     }
 }
 
@@ -203,6 +213,10 @@ pub struct FastPath {
     /// process per turn (the prompt on its stdin, `resume <thread id>` for the next).
     #[serde(rename = "x-codex_exec")]
     pub codex_exec: ArgvFastPath,
+    /// `x-codex_app_server` (a capfleet extension): the argv of one long-lived
+    /// `codex app-server` per session (JSON-RPC over stdio: a thread, turns on it).
+    #[serde(rename = "x-codex_app_server")]
+    pub codex_app_server: ArgvFastPath,
     /// `x-stream_json_traceparent` (a capfleet extension, default `false`): the agent
     /// reads a top-level `traceparent` (W3C) on each stream-json `user` frame and
     /// parents that message's work with it. Only then does the stream-json driver

@@ -60,6 +60,7 @@ pub(crate) mod chat;
 pub(crate) mod chat_json;
 pub(crate) mod checker;
 pub(crate) mod checker_merge;
+pub(crate) mod codex;
 pub(crate) mod console;
 pub(crate) mod disk;
 pub(crate) mod durable;

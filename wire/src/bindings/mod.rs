@@ -3,6 +3,7 @@
 
 pub mod a2a;
 pub mod acp;
+pub mod codex_app;
 pub mod codex_exec;
 pub mod error_text;
 pub mod pty;

@@ -20,7 +20,7 @@
 //!
 //! `ByteFaults` (`ByteFault::{Slow, Garble, Truncate, StallStdin}`) is installed where
 //! agent I/O is set up: `LaunchSpec::spawn_piped` (every pipe driver: stream-json, `codex
-//! exec`, ACP; the interposer's `Reader` / `Writer` over the child's pipes) and the PTY
+//! app-server`, `codex exec`, ACP; the interposer's `Reader` / `Writer` over the child's pipes) and the PTY
 //! wire's start. `Reader`/`Writer` are enums: `Direct` (the bare pipe, one `match` per
 //! poll) or `Interposed`; with nothing armed an interposed reader reads one atomic flag
 //! and passes the bytes. Armed:

@@ -44,6 +44,8 @@ mod acp_host;
 mod acp_lines;
 mod acp_perms;
 pub mod actor;
+pub mod codex_app;
+mod codex_app_conn;
 pub mod codex_exec;
 pub mod death;
 pub mod launch;
@@ -151,6 +153,7 @@ const fn driver_of(binding: Binding) -> Option<Starter> {
     match binding {
         Binding::StreamJson => Some(start::<stream_json::StreamJsonWire>),
         Binding::CodexExec => Some(start::<codex_exec::CodexExecWire>),
+        Binding::CodexAppServer => Some(start::<codex_app::CodexAppWire>),
         Binding::AcpStdio => Some(start::<acp::AcpWire>),
         Binding::Pty => Some(start::<pty::PtyWire>),
         Binding::A2a => Some(start::<a2a::A2aWire>),
@@ -203,7 +206,11 @@ pub fn natural_shape(binding: Binding, manifest: &crate::manifest::Manifest) -> 
     match binding {
         Binding::CodexExec => Shape::PerTurn,
         Binding::A2a => a2a::connect_shape(manifest),
-        Binding::StreamJson | Binding::AcpStdio | Binding::Pty | Binding::Grpc => Shape::LongLived,
+        Binding::StreamJson
+        | Binding::CodexAppServer
+        | Binding::AcpStdio
+        | Binding::Pty
+        | Binding::Grpc => Shape::LongLived,
     }
 }
 
@@ -212,7 +219,11 @@ pub fn natural_shape(binding: Binding, manifest: &crate::manifest::Manifest) -> 
 pub const fn spawns_process(binding: Binding) -> bool {
     match binding {
         Binding::A2a => false,
-        Binding::StreamJson | Binding::CodexExec | Binding::AcpStdio | Binding::Pty => true,
+        Binding::StreamJson
+        | Binding::CodexAppServer
+        | Binding::CodexExec
+        | Binding::AcpStdio
+        | Binding::Pty => true,
         Binding::Grpc => true,
     }
 }
@@ -394,6 +405,7 @@ mod tests {
             SUPPORTED,
             [
                 Binding::StreamJson,
+                Binding::CodexAppServer,
                 Binding::CodexExec,
                 Binding::AcpStdio,
                 Binding::A2a,

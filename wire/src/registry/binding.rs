@@ -11,6 +11,10 @@ use crate::manifest::Manifest;
 pub enum Binding {
     Grpc,
     StreamJson,
+    /// `codex app-server`, one long-lived process per session speaking JSON-RPC (a
+    /// capfleet extension: `fast_path.x-codex_app_server`); placed before `codex exec`,
+    /// which the same manifest declares for a Codex without `app-server`.
+    CodexAppServer,
     /// `codex exec --json`, one process per turn (a capfleet extension:
     /// `fast_path.x-codex_exec`); placed with stream-json.
     CodexExec,
@@ -21,20 +25,22 @@ pub enum Binding {
 
 impl Binding {
     /// Spec §6 priority, best first.
-    pub const PRIORITY: [Binding; 6] = [
+    pub const PRIORITY: [Binding; 7] = [
         Binding::Grpc,
         Binding::StreamJson,
+        Binding::CodexAppServer,
         Binding::CodexExec,
         Binding::AcpStdio,
         Binding::A2a,
         Binding::Pty,
     ];
 
-    /// Wire name: `grpc`, `stream_json`, `codex_exec`, `acp_stdio`, `a2a`, `pty`.
+    /// Wire name: `grpc`, `stream_json`, `codex_app_server`, `codex_exec`, `acp_stdio`, `a2a`, `pty`.
     pub fn as_str(self) -> &'static str {
         match self {
             Binding::Grpc => "grpc",
             Binding::StreamJson => "stream_json",
+            Binding::CodexAppServer => "codex_app_server",
             Binding::CodexExec => "codex_exec",
             Binding::AcpStdio => "acp_stdio",
             Binding::A2a => "a2a",
@@ -53,6 +59,7 @@ impl Binding {
             Binding::Grpc => fp.grpc.is_supported(),
             Binding::StreamJson => fp.stream_json.is_supported(),
             Binding::CodexExec => fp.codex_exec.is_supported(),
+            Binding::CodexAppServer => fp.codex_app_server.is_supported(),
             Binding::AcpStdio => fp.acp_stdio.is_supported(),
             Binding::A2a => fp.a2a_serve_at.is_supported(),
             Binding::Pty => true,

@@ -6,6 +6,11 @@
 //! `startup.command` and every fast-path argv. When the help cannot be read (not on
 //! `PATH`, failed, timed out) the manifest's spelling is kept and the choice says why.
 //! No version number is compared: a fork or a backport decides by what it prints.
+//!
+//! The same output settles `x-help_requires` (`"FAST_PATH=WORD"`): a fast path kept
+//! only when the help lists the word (Codex's `x-codex_app_server` needs its
+//! `app-server` command); else it is dropped, and binding selection falls to the
+//! next one the manifest declares (`x-codex_exec`). Unreadable help keeps it.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -40,13 +45,20 @@ pub(crate) async fn settle(
     let Some(help) = m.probe.as_ref().and_then(|p| p.help_command.clone()) else {
         return Vec::new();
     };
+    let owned = |(a, b): (&str, &str)| (a.to_owned(), b.to_owned());
     let pairs: Vec<(String, String)> = m
         .probe
         .iter()
         .flat_map(|p| p.fallbacks())
-        .map(|(n, o)| (n.to_owned(), o.to_owned()))
+        .map(owned)
         .collect();
-    if pairs.is_empty() {
+    let requires: Vec<(String, String)> = m
+        .probe
+        .iter()
+        .flat_map(|p| p.requires())
+        .map(owned)
+        .collect();
+    if pairs.is_empty() && requires.is_empty() {
         return Vec::new();
     }
     let shown = format!("`{}`", help.join(" "));
@@ -61,7 +73,26 @@ pub(crate) async fn settle(
             ProbeOutcome::Spawn(e) => Err(format!("{shown} cannot run: {e}")),
         },
     };
-    let mut choices = Vec::with_capacity(pairs.len());
+    let mut choices = Vec::with_capacity(pairs.len() + requires.len());
+    for (key, word) in requires {
+        let (used, why) = match &output {
+            Ok(text) if lists(text, &word) => ("kept", format!("{shown} lists {word}")),
+            Ok(_) => match fast_path(m, &key) {
+                Some(slot) => {
+                    *slot = ArgvFastPath::Unsupported;
+                    ("dropped", format!("{shown} does not list {word}"))
+                }
+                None => ("kept", format!("no argv fast path {key}")),
+            },
+            Err(e) => ("kept", format!("{e}; the manifest's fast path kept")),
+        };
+        tracing::info!(fast_path = %key, used, %why, "fast path settled by the help");
+        choices.push(FlagChoice {
+            flag: format!("fast_path.{key}"),
+            used: used.to_owned(),
+            why,
+        });
+    }
     for (new, old) in pairs {
         let (used, why) = match &output {
             Ok(text) if lists(text, &new) => (new.clone(), format!("{shown} lists it")),
@@ -106,11 +137,26 @@ fn lists(text: &str, flag: &str) -> bool {
     })
 }
 
+/// The argv fast path a manifest key names (`x-codex_app_server`).
+fn fast_path<'m>(m: &'m mut Manifest, key: &str) -> Option<&'m mut ArgvFastPath> {
+    let fp = &mut m.fast_path;
+    match key {
+        "stream_json" => Some(&mut fp.stream_json),
+        "x-codex_exec" => Some(&mut fp.codex_exec),
+        "x-codex_app_server" => Some(&mut fp.codex_app_server),
+        _ => None,
+    }
+}
+
 /// Every launch argv of the manifest.
 fn argvs(m: &mut Manifest) -> Vec<&mut Vec<String>> {
     let fp = &mut m.fast_path;
     let mut out = vec![&mut m.startup.command];
-    for a in [&mut fp.stream_json, &mut fp.codex_exec] {
+    for a in [
+        &mut fp.stream_json,
+        &mut fp.codex_exec,
+        &mut fp.codex_app_server,
+    ] {
         if let ArgvFastPath::Argv(v) = a {
             out.push(v);
         }

@@ -65,8 +65,19 @@ impl Totals {
         }
     }
 
+    /// The sum of two counts (calls of one turn).
+    pub(crate) fn plus(self, o: Totals) -> Totals {
+        Totals {
+            input_tokens: self.input_tokens + o.input_tokens,
+            cached_input_tokens: self.cached_input_tokens + o.cached_input_tokens,
+            cache_write_input_tokens: self.cache_write_input_tokens + o.cache_write_input_tokens,
+            output_tokens: self.output_tokens + o.output_tokens,
+            reasoning_output_tokens: self.reasoning_output_tokens + o.reasoning_output_tokens,
+        }
+    }
+
     /// As `cap.usage` (CAP's `input_tokens` exclude cache reads).
-    fn usage(self, model: Option<&str>) -> Usage {
+    pub(crate) fn usage(self, model: Option<&str>) -> Usage {
         Usage {
             model_id: model.map(str::to_owned).into(),
             input_tokens: self
