@@ -17,6 +17,42 @@
 //! Its public surface is what the binary's `serve` verb (`src/cmd/serve.rs`) and the
 //! `run`/`worker` verbs use: [`ServeArgs`] and [`run`], the token file's [`add_token`],
 //! the stand-alone `/metrics` server ([`metrics_http`]), the fuzz crate's [`fuzzing`].
+//!
+//! # One file per concept
+//!
+//! | file | what it does |
+//! |---|---|
+//! | this file | flags checked (a non-loopback `--addr` needs `--token-file`, `--allow-root`s exist, `--notify`'s secret, `--public-url`), the token file (made with an admin token when none is named), the server's secrets withheld from agents (`app/src/secrets.rs`), the start sweep, bind, serve, the drain on SIGTERM/SIGINT |
+//! | `origin.rs` | the checks every request passes first, before its body is read: `Host` one of the server's (its listening address, `localhost` on loopback, `--public-url`; else 421: DNS rebinding), `Origin` absent or the server's own (else 403: a page of another origin), a body only `application/json` or `application/toml` (else 415: what forms and `no-cors` fetches send) |
+//! | `conns.rs`, `fds.rs` | the accept loop on hyper's HTTP/1 server (axum's router per request): header deadline, idle closing (a request is in flight until its response body ends), the connection cap (past it the oldest idle connection is evicted, or the new one refused with 503), each closing counted by why; the soft `RLIMIT_NOFILE` raised to the hard one and the cap kept below it, less a reserve per session |
+//! | `queued.rs` | queued runs on disk (`queued.json` beside `input/`, synced before the `201`), left queued by the drain and taken up again, checked as a submission, by the next start |
+//! | `sweep.rs` | at start: runs of the data dir whose capfleet died without ending them get `run_ended` (interrupted); their agents are killed by marker (`app/src/orphans.rs`) |
+//! | `auth.rs` | the token file (`NAME ROLE SHA256-HEX`), `token add`, the server's file made at its first start (or refused with no token in it), constant-time check of every digest, roles by method and path, slowed failures per address |
+//! | `routes.rs` | the routes (each registered with `utoipa_axum::routes!` from its handler's `#[utoipa::path]`), the auth middleware, the `http.request` span and request count per route pattern (`MatchedPath`), submit / list / show / cancel / asks |
+//! | `api.rs` | `GET /openapi.json`: the document the routes made, plus what `auth.rs` enforces (bearer scheme, `x-capfleet-role` from `Role::needed`, 401/403 answers); the probes and the document are open |
+//! | `args.rs` | `ServeArgs`: the verb's flags, read here at the start (the binary's `serve` verb only parses them) |
+//! | `schema.rs` | the app's `Submission` and `Finding` described to the API document (the app has no utoipa; unit tests hold the copies to what the app's types read and write) |
+//! | `extract.rs` | typed query and path parameters and JSON bodies whose refusals are `ApiError`s (JSON with a `code`), not axum's plain text |
+//! | `body.rs`, `app/src/submission.rs` | the body (`application/toml` or JSON with `files` and `cwd`) written to the run's `input/`, `cwd` checked inside the allowed roots, loaded with `fleet::load_submitted` (the dry run's findings; a session's own `cwd` inside the allowed roots too, `[notify]` signed only with a secret file of the submission) |
+//! | `state.rs` | the runs (`RunEntry`: progress under a std mutex never held across an await, a `watch` of its state, its stop channel) and admission: `max_runs`, `max_sessions`, a FIFO queue of `queue`, drain |
+//! | `driver.rs` | one admitted run: workspaces, `run_fleet_stoppable`, the tally, the end; the queued runs that fit are started from here |
+//! | `events.rs` | the SSE stream: the journal file tailed per subscriber (ids = record positions); raw PTY records left out unless `?include_raw=1` |
+//! | `asks.rs` | the run's `HumanQuestion`s (the answerer's human channel) held open for the API and notified, answered with `remote:<token>` as the rule, or fail-safe at the fleet's `ask_timeout` (else `--ask-timeout`), withdrawn at the run's end |
+//! | `answers.rs` | an ask's answer checked against its form (the JSON Schema subset of CAP §7.5: consts, `oneOf`, types, an object's questions, an array's items) before it reaches the agent: `422` with what it takes, the ask left open |
+//! | `artifacts.rs` | the run's `artifacts/` listed and served (canonical paths checked inside it), the workspaces' `diff.patch` |
+//! | `view.rs`, `error.rs`, `metrics.rs`, `metrics_http.rs` | the run's JSON, the errors' JSON (`code`), the server's own metrics |
+//! | `graph.rs`, `changes.rs`, `validate.rs`, `overview.rs` | a run's fleet as a graph; each session's diff and vetting findings; a fleet checked without running; who the token is and every run's open questions (the web console's reads, below) |
+//! | `console/` | the web console's page and assets (below) |
+//! | `a2a/` | A2A expose (`--expose`, `--expose-fleet`; below) |
+//!
+//! A run is stopped alone with `run::Stop::Cancel(reason)` on `run_fleet_stoppable`'s
+//! channel: cooperative like SIGINT, and unlike a signal it leaves the process-wide
+//! urgency (`process::halt`) alone, so cancelling one run never hurries another's
+//! agents. The server's own signals never reach `run_fleet`: the drain cancels each run
+//! with `cancelled by shutdown`, and only a signal during the drain raises the urgency.
+//! The server's "human" is its clients: each run's `RunSpec.human` channel feeds
+//! `asks.rs` (unless the fleet says `auto_answer`), so a question waits — its turn
+//! suspended — for a `POST .../asks/{ask_id}` or its timeout.
 
 mod a2a;
 mod answers;

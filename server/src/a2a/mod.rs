@@ -14,6 +14,26 @@
 //!
 //! The wire types are the engine's (`capfleet_wire::bindings::a2a`), shared with
 //! the A2A driver and the simulator.
+//!
+//! A2A expose (spec §11.2) publishes agents and fleets as A2A peers under
+//! `/a2a/<name>/`, on the A2A wire types the driver and the simulator use
+//! (`capfleet_wire::bindings::a2a`: `spelling.rs` names both spellings' methods and the server tells
+//! them apart by name, `outbound.rs` builds the frames and the card, `datapart.rs` the
+//! marked CAP parts). One file per concept:
+//!
+//! | file | what it does |
+//! |---|---|
+//! | this module | the exposed agents and fleets by name, their routes (merged beside the API's, their own auth), the bounded task table (256 per name, ended ones evicted first), answers to `input-required` |
+//! | `card.rs` | the card from the manifest (or fleet), the extension (required unless `--a2a-plain`), both interfaces, the bearer scheme; public; also at the root `/.well-known/agent-card.json` when one agent or fleet is exposed; its URLs from `--public-url`'s origin, else the listening address (never a `Host` header's name) |
+//! | `envelope.rs` | what every request passes before it runs: the JSON-RPC envelope (`jsonrpc` "2.0", a `method`, a scalar `id`: else -32600), object `params` (-32602), a client message's `messageId`, user `role` and parts, a non-negative `historyLength`, `returnImmediately` (0.3: `blocking: false`; absent, a send waits, as v1.0 says); push-config methods -32003, `GetExtendedAgentCard` -32004 |
+//! | `list.rs` | `ListTasks` / `tasks/list`: filters by context, status and status time, pages of 1–100 (50) newest first behind a cursor token, `totalSize`, artifacts only when asked, `historyLength` as `GetTask` |
+//! | `rpc.rs` | JSON-RPC dispatch in either spelling; a request that does not activate the `cap-protocol/v1` extension refused with -32008 (spec §13.5) unless `--a2a-plain`; roles by method (`read` get/resubscribe, `run` send/cancel, `approve` answer), SSE streams (the task first, then its updates until it ends or waits) |
+//! | `task.rs` | a task: state, bounded history (chunks of a message joined) and artifacts, its queued questions, a bounded broadcast of spelling-free updates rendered per stream (a stream that lags is ended; its client resubscribes); its end counted in `capfleet_server_a2a_tasks_total` |
+//! | `feed.rs` | session events to updates (§11.3): text as status-update messages, tool calls / plans / thoughts / errors as marked data parts (only to clients that activated the extension), artifacts, usage summed onto the terminal state |
+//! | `input.rs` | a `HumanQuestion` as `input-required` (text and marked part), the client's answer (marked part or text) as an `Answer` with rule `a2a:<token>` (a plain client's text read as the terminal's is, `app/src/human/reply.rs`: only a clear yes allows) |
+//! | `gate.rs` | the gate that holds a question until its request's event (published before it, on the other road) has reached the task, so no stream ends at `input-required` before the events that preceded it |
+//! | `agent.rs` | an exposed agent: one tree (`one_session::tree`, the answerer's human channel = the clients) for the server's life, one session per context spawned under an `a2a.context` span that adopts the inbound `traceparent` (`Spawner::spawn_in`), each message's turn under its own request's `traceparent` (`SessionMsg::Ask`), a forwarder per context to its current task; a turn's end reported once the journal has it on disk (`Durable::sync`), a failed journal write failing the turn and every later message (a failed write is a failed turn); idle contexts closed after 15 min, at most `--max-sessions`; the drain stops new messages, waits for turns in flight with the runs, cancels them past `--drain-timeout`, and closes the tree |
+//! | `fleet.rs` | an exposed fleet: each task a run through the server's admission and `driver.rs` (`Pending.hooks`: extra subscribers, the human channel; `Pending.traceparent`, which `serve.run` adopts, as for a submitted run), followed to its end; the answer the start sessions' last turn text |
 
 mod agent;
 mod card;
