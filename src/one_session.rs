@@ -146,5 +146,5 @@ pub(crate) fn refuse(q: HumanQuestion, why: &str) {
     tracing::warn!(request = q.request.id(), "{why}: answered fail-safe");
     let _session_gone = q
         .session
-        .cast(capfleet_wire::events::requests::fail_safe(&q.request));
+        .cast(capfleet_wire::events::fail_safe(&q.request));
 }

@@ -17,7 +17,7 @@ use capfleet_engine::root::{Orchestrator, RootArgs};
 use capfleet_engine::session::SessionMsg;
 use capfleet_engine::telemetry::TelemetryMsg;
 use capfleet_engine::telemetry::TreeTelemetry;
-use capfleet_engine::telemetry::feed::MetricsTapMsg;
+use capfleet_engine::telemetry::MetricsTapMsg;
 use capfleet_engine::telemetry::metrics::{FleetMetrics, Metrics};
 use common::EnvMarker;
 use ractor::ActorRef;

@@ -19,7 +19,12 @@
 //! `EventBody::Chaos` record, published (and so journaled) before the fault is
 //! applied, and a `chaos` span.
 
-pub mod apply;
-pub mod report;
-pub mod schedule;
-pub mod spec;
+pub(crate) mod apply;
+pub(crate) mod report;
+pub(crate) mod schedule;
+pub(crate) mod spec;
+
+pub use report::events::{EMITTED, Events};
+pub use report::{Mttr, Report};
+pub use report::metrics::SERIES;
+pub use spec::{ChaosSpec, Entry, Raw, Target};

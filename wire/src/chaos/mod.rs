@@ -16,9 +16,14 @@
 //! install them). Every fault is an [`EventBody::Chaos`](crate::events::EventBody::Chaos)
 //! record, published (and so journaled) before the fault is applied, and a `chaos` span.
 
-pub mod conn;
-pub mod interpose;
-pub mod signals;
+pub(crate) mod conn;
+pub(crate) mod interpose;
+pub(crate) mod signals;
+
+pub use conn::{ConnFault, ConnFaults};
+pub use interpose::{ByteFault, ByteFaults};
+pub use interpose::metrics::IoMetrics;
+pub use signals::SignalFault;
 
 use serde::{Deserialize, Serialize};
 

@@ -2,6 +2,7 @@
 //! a hidden file unread.
 
 use super::*;
+use super::probe::Availability;
 use crate::process::{Io, SpawnSpec};
 
 struct Planted {
