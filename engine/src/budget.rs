@@ -108,7 +108,7 @@ impl Crossing {
 
 /// The budget's book-keeping.
 #[derive(Debug, Default)]
-pub(crate) struct BudgetBook {
+pub struct BudgetBook {
     snap: BudgetSnapshot,
     limits: BudgetLimits,
     alerts: Option<mpsc::Sender<Crossing>>,

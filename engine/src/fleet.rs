@@ -16,8 +16,8 @@ use crate::error::TreeError;
 use crate::session::{Session, SessionArgs, SessionMsg, SessionSpec};
 use crate::telemetry::TreeTelemetry;
 use crate::telemetry::metrics::{SessionInfo, UNKNOWN_MODEL};
-use capfleet_wire::events::Published;
 use capfleet_wire::events::Decider;
+use capfleet_wire::events::Published;
 
 /// How long `Shutdown` waits for sessions to close before stopping them.
 pub(crate) const SHUTDOWN_DEADLINE: Duration = Duration::from_secs(10);
@@ -26,7 +26,6 @@ pub(crate) struct Fleet;
 
 /// Start arguments of the fleet.
 pub(crate) struct FleetArgs {
-    pub name: String,
     /// Who decides the sessions' requests (the answerer, handed down by the root).
     pub answerer: Option<Decider>,
     /// Every session also publishes here (journal, budget, telemetry).

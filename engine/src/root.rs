@@ -258,7 +258,6 @@ impl Actor for Root {
         };
         let answerer = spawn_answerer(&myself, &seed).await?;
         let fleet_args = FleetArgs {
-            name: args.fleet_name,
             answerer: Some(answerer.get_derived()),
             taps,
             events: args.fleet_events,

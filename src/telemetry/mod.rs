@@ -14,8 +14,8 @@ pub(crate) mod pipeline;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use capfleet_engine::telemetry::{TelemetryError, TraceConfig};
 use capfleet_engine::telemetry::metrics::SpanStats;
+use capfleet_engine::telemetry::{TelemetryError, TraceConfig};
 use capfleet_wire::events::trace::TRACEPARENT;
 
 use self::pipeline::TracePipeline;

@@ -181,7 +181,11 @@ pub(crate) fn answer_line(reply: &str) -> Option<&str> {
 /// The answer `reply` gives `request`, validated: a decision that never approves
 /// above `max`, an option of the form, or free text; `None` in the answer value
 /// declines the ask.
-pub(crate) fn verdict(request: &OpenRequest, reply: &str, max: RiskLevel) -> Result<Answer, Invalid> {
+pub(crate) fn verdict(
+    request: &OpenRequest,
+    reply: &str,
+    max: RiskLevel,
+) -> Result<Answer, Invalid> {
     let line = answer_line(reply).ok_or(Invalid::NoMarker)?;
     let word = line.trim_matches(|c: char| c == '`' || c == '"' || c == '.' || c == '*');
     if word.is_empty() {

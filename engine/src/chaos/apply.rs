@@ -3,10 +3,10 @@
 //! `conn::ConnFault`), with the `detail` their record says;
 //! and the handles a session of a chaos run is given ([`install`]).
 
-use capfleet_wire::chaos::{ConnFault, ConnFaults};
 use capfleet_wire::chaos::IoMetrics;
-use capfleet_wire::chaos::{ByteFault, ByteFaults};
 use capfleet_wire::chaos::SignalFault;
+use capfleet_wire::chaos::{ByteFault, ByteFaults};
+use capfleet_wire::chaos::{ConnFault, ConnFaults};
 use capfleet_wire::chaos::{FaultKind, Reach};
 use capfleet_wire::driver::LaunchSpec;
 use capfleet_wire::registry::Binding;

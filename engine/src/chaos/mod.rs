@@ -25,6 +25,6 @@ pub(crate) mod schedule;
 pub(crate) mod spec;
 
 pub use report::events::{EMITTED, Events};
-pub use report::{Mttr, Report};
 pub use report::metrics::SERIES;
+pub use report::{Mttr, Report};
 pub use spec::{ChaosSpec, Entry, Raw, Target};

@@ -23,6 +23,7 @@ pub(crate) fn reference(bytes: &[u8]) -> String {
 }
 
 /// The file a reference names under `dir` (the journal's directory), if it is one.
+#[cfg(test)]
 pub(crate) fn path_of(dir: &Path, reference: &str) -> Option<PathBuf> {
     let hex = reference.strip_prefix(SCHEME)?;
     let ok = hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit());
@@ -31,6 +32,7 @@ pub(crate) fn path_of(dir: &Path, reference: &str) -> Option<PathBuf> {
 
 /// Read the blob `reference` names under `dir` (the journal's directory), checked
 /// against its digest.
+#[cfg(test)]
 pub(crate) fn read(dir: &Path, reference: &str) -> io::Result<Vec<u8>> {
     let path = path_of(dir, reference).ok_or_else(|| {
         io::Error::new(

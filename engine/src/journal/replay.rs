@@ -51,7 +51,10 @@ pub(crate) fn scan(path: &Path, mut each: impl FnMut(&[u8]) -> bool) -> io::Resu
 /// `batch` takes, in order, the lines of a batch that end with a line feed and are
 /// not empty (without it), and says for each whether it is a record. Every batch
 /// is whole lines of at most a few MiB (or one longer line).
-pub(crate) fn scan_batches(path: &Path, mut batch: impl FnMut(&[&[u8]]) -> Vec<bool>) -> io::Result<Tail> {
+pub(crate) fn scan_batches(
+    path: &Path,
+    mut batch: impl FnMut(&[&[u8]]) -> Vec<bool>,
+) -> io::Result<Tail> {
     let mut file = std::fs::File::open(path)?;
     let mut tail = Tail::default();
     let mut offset = 0u64;

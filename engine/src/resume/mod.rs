@@ -100,7 +100,7 @@ pub struct Recovered {
 
 /// The `self_kill` records of a chaos run's journal.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct SelfKills {
+pub struct SelfKills {
     /// How many.
     pub count: u32,
     /// The last one's place in the seeded sequence.

@@ -177,6 +177,7 @@ impl MasterPlan {
     }
 
     /// Nothing left to run or waiting on a dependency that can still complete.
+    #[cfg(test)]
     pub(crate) fn is_settled(&self) -> bool {
         self.ready().is_empty()
             && !self

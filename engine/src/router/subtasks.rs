@@ -18,7 +18,10 @@ pub(crate) enum SubtaskError {
 }
 
 /// The block's subtasks assigned to targets: explicit `to` first, the rest round-robin.
-pub(crate) fn assign(text: &str, targets: &[String]) -> Result<Vec<(String, String)>, SubtaskError> {
+pub(crate) fn assign(
+    text: &str,
+    targets: &[String],
+) -> Result<Vec<(String, String)>, SubtaskError> {
     let body = block(text).ok_or(SubtaskError::Missing)?;
     let items: Vec<Value> =
         serde_json::from_str(body).map_err(|e| SubtaskError::Malformed(e.to_string()))?;

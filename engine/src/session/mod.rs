@@ -193,7 +193,7 @@ pub enum SessionMsg {
 }
 
 /// A message of the session to itself; opaque outside the session.
-pub(crate) struct Internal(Own);
+pub struct Internal(Own);
 
 /// The session's own messages.
 enum Own {

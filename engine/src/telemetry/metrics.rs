@@ -10,7 +10,11 @@
 mod labels;
 
 pub use labels::ReasonLabels;
-pub(crate) use labels::{AgentLabels, AskLabels, ChildLabels, DecisionLabels, KindLabels, LimitLabels, MailboxLabels, PauseLabels, RestartLabels, ScopeLabels, SessionLabels, StateLabels, TokenLabels, TurnLabels, UsageLabels};
+pub use labels::{
+    AgentLabels, AskLabels, ChildLabels, DecisionLabels, KindLabels, LimitLabels, MailboxLabels,
+    PauseLabels, RestartLabels, ScopeLabels, SessionLabels, StateLabels, TokenLabels, TurnLabels,
+    UsageLabels,
+};
 
 use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
@@ -35,7 +39,7 @@ pub(crate) const UNKNOWN_MODEL: &str = "unknown";
 
 /// Turn latency buckets: 50 ms to about 7 minutes.
 #[derive(Clone)]
-pub(crate) struct LatencyBuckets;
+pub struct LatencyBuckets;
 
 impl MetricConstructor<Histogram> for LatencyBuckets {
     fn new_metric(&self) -> Histogram {
@@ -55,7 +59,7 @@ type FloatGauge = Gauge<f64, AtomicU64>;
 
 /// Who a session is, for the `agent` and `model` labels.
 #[derive(Debug, Clone)]
-pub(crate) struct SessionInfo {
+pub struct SessionInfo {
     pub agent: String,
     pub model: String,
 }

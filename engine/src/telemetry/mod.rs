@@ -51,11 +51,14 @@ pub mod metrics;
 pub mod openinference;
 pub(crate) mod trace_file;
 
-pub use config::{ENV_RESOURCE_ATTRIBUTES, ENV_SERVICE_NAME, OtlpTarget, Protocol, TelemetryError, TraceConfig, queue_size};
+pub use config::{
+    ENV_RESOURCE_ATTRIBUTES, ENV_SERVICE_NAME, OtlpTarget, Protocol, TelemetryError, TraceConfig,
+    queue_size,
+};
 pub use feed::MetricsTapMsg;
 pub use trace_file::TraceFile;
 
-pub use counters::{TelemetryMsg};
+pub use counters::TelemetryMsg;
 pub(crate) use counters::{Counters, Telemetry};
 
 /// What a supervision tree reports to: the span its sessions' spans hang under (the

@@ -21,7 +21,7 @@ use capfleet_wire::clock::rfc3339_secs;
 
 /// Where a keyed commit of a run stood when the run was cut (read from its journal).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum CommitMark {
+pub enum CommitMark {
     /// Journaled as started on branch head `parent`, never as made.
     Started { parent: String },
     /// Made: `sha`.

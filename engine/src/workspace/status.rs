@@ -14,7 +14,10 @@ pub(crate) fn uncommitted(dir: &Path) -> Result<Vec<String>, WorkspaceError> {
 }
 
 /// The uncommitted paths of `repo`; `untracked`: count untracked files too.
-pub(crate) fn uncommitted_in(repo: &Repository, untracked: bool) -> Result<Vec<String>, WorkspaceError> {
+pub(crate) fn uncommitted_in(
+    repo: &Repository,
+    untracked: bool,
+) -> Result<Vec<String>, WorkspaceError> {
     let mut opts = StatusOptions::new();
     opts.include_untracked(untracked)
         .recurse_untracked_dirs(untracked)

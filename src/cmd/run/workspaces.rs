@@ -108,9 +108,7 @@ pub(super) fn summary(r: &RunReport, run: &RunDir, s: Style, fit: &Fit) {
     if let Some(doc) = &r.plan_doc {
         say(&format!("  plan_doc {}", fit.path(doc)), 4);
     }
-    let artifacts = run
-        .path
-        .join(capfleet_engine::workspace::ARTIFACTS_DIR);
+    let artifacts = run.path.join(capfleet_engine::workspace::ARTIFACTS_DIR);
     if artifacts.is_dir() {
         say(&format!("  artifacts {}", fit.path(&artifacts)), 4);
     }

@@ -68,12 +68,19 @@ fn module_graph(src: &Path) -> Edges {
             modules.insert(name);
         }
     }
-    let mut edges: Edges = modules.iter().map(|m| (m.clone(), BTreeMap::new())).collect();
+    let mut edges: Edges = modules
+        .iter()
+        .map(|m| (m.clone(), BTreeMap::new()))
+        .collect();
     for module in &modules {
         for file in module_files(src, module) {
             let text = fs::read_to_string(&file).unwrap();
             let depth = module_depth(src, &file);
-            let shown = file.strip_prefix(repo_root()).unwrap_or(&file).display().to_string();
+            let shown = file
+                .strip_prefix(repo_root())
+                .unwrap_or(&file)
+                .display()
+                .to_string();
             for (to, line) in top_level_paths(&text, depth) {
                 if &to != module && modules.contains(&to) {
                     let out = edges.get_mut(module).unwrap();
@@ -195,7 +202,9 @@ fn top_level_paths(text: &str, depth: usize) -> Vec<(String, usize)> {
 }
 
 fn is_ident(t: &str) -> bool {
-    t.chars().next().is_some_and(|c| c.is_alphabetic() || c == '_')
+    t.chars()
+        .next()
+        .is_some_and(|c| c.is_alphabetic() || c == '_')
 }
 
 /// `text` with comments and string/char literals blanked (newlines kept, for lines).
@@ -228,7 +237,8 @@ fn code_only(text: &str) -> String {
                     i += 1;
                 }
             }
-        } else if b[i] == 'r' && (rest(1) == Some('"') || rest(1) == Some('#'))
+        } else if b[i] == 'r'
+            && (rest(1) == Some('"') || rest(1) == Some('#'))
             && (i == 0 || !(b[i - 1].is_alphanumeric() || b[i - 1] == '_'))
         {
             // A raw string r"…" / r#"…"#.

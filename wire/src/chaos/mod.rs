@@ -21,8 +21,8 @@ pub(crate) mod interpose;
 pub(crate) mod signals;
 
 pub use conn::{ConnFault, ConnFaults};
-pub use interpose::{ByteFault, ByteFaults};
 pub use interpose::metrics::IoMetrics;
+pub use interpose::{ByteFault, ByteFaults};
 pub use signals::SignalFault;
 
 use serde::{Deserialize, Serialize};

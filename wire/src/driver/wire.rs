@@ -46,7 +46,12 @@ pub(crate) struct Started<W> {
 
 impl<W> Started<W> {
     /// A wire whose peer is the agent process (group) it started.
-    pub(crate) fn process(wire: W, group: ProcessGroup, stderr: StderrRing, output: OutputTask) -> Self {
+    pub(crate) fn process(
+        wire: W,
+        group: ProcessGroup,
+        stderr: StderrRing,
+        output: OutputTask,
+    ) -> Self {
         Started {
             wire,
             peer: Peer::Process(group),

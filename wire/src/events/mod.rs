@@ -15,12 +15,17 @@ mod state;
 pub mod trace;
 mod usage;
 
-pub use requests::{Answer, AnswerTo, Decide, Decider, MAX_CONTEXT, META_RESEARCH, OpenRequest, RULE_NO_HUMAN, fail_safe, fail_safe_by};
+pub use requests::{
+    Answer, AnswerTo, Decide, Decider, MAX_CONTEXT, META_RESEARCH, OpenRequest, RULE_NO_HUMAN,
+    fail_safe, fail_safe_by,
+};
 
 use std::sync::Arc;
 
 pub use durable::{Durable, JOURNAL_MAX_BYTES};
-pub use event::{EventBody, Prompt, RouteVia, RunOutcome, SessionEvent, Signal, TextFrom, TurnOutcome};
+pub use event::{
+    EventBody, Prompt, RouteVia, RunOutcome, SessionEvent, Signal, TextFrom, TurnOutcome,
+};
 pub use publisher::{Publisher, ROUTER_URN_SEGMENT, urn};
 pub use state::SessionState;
 pub use usage::UsageTotals;

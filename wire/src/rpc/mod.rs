@@ -31,14 +31,14 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
+pub use audit::Audited;
 use audit::audited_path;
-pub use audit::{Audited};
 pub(crate) use audit::{AuditAction, RULE_UNATTENDED};
 pub(crate) use error::RpcError;
 pub(crate) use host::Host;
 pub(crate) use scope::Scope;
-pub use terminal::{TermConfig};
-pub(crate) use terminal::{Terminals};
+pub use terminal::TermConfig;
+pub(crate) use terminal::Terminals;
 pub(crate) use vetting::Vet;
 pub(crate) use watch::{WatchConfig, Watches};
 

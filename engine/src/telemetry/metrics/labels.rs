@@ -3,46 +3,46 @@
 use prometheus_client::encoding::EncodeLabelSet;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(crate) struct StateLabels {
+pub struct StateLabels {
     pub state: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(crate) struct TurnLabels {
+pub struct TurnLabels {
     pub session: String,
     pub agent: String,
     pub outcome: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(crate) struct RestartLabels {
+pub struct RestartLabels {
     pub session: String,
     pub cause: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(crate) struct PauseLabels {
+pub struct PauseLabels {
     pub session: String,
     /// `reset` (the agent said when), `rate_limit_event` or `backoff`.
     pub source: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(crate) struct LimitLabels {
+pub struct LimitLabels {
     pub session: String,
     /// `five_hour`, `seven_day`, … (`unknown` when the agent did not say).
     pub limit_type: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(crate) struct AskLabels {
+pub struct AskLabels {
     pub session: String,
     /// `permission` or `ask`.
     pub kind: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(crate) struct DecisionLabels {
+pub struct DecisionLabels {
     pub kind: String,
     /// `allow_once`, `allow_always`, `deny`; `answered` or `declined` for an ask.
     pub decision: String,
@@ -51,14 +51,14 @@ pub(crate) struct DecisionLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(crate) struct UsageLabels {
+pub struct UsageLabels {
     pub session: String,
     pub agent: String,
     pub model: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(crate) struct TokenLabels {
+pub struct TokenLabels {
     pub session: String,
     pub agent: String,
     pub model: String,
@@ -67,34 +67,34 @@ pub(crate) struct TokenLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(crate) struct ScopeLabels {
+pub struct ScopeLabels {
     /// `fleet`, or a session's URN.
     pub scope: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(crate) struct KindLabels {
+pub struct KindLabels {
     pub kind: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(crate) struct SessionLabels {
+pub struct SessionLabels {
     pub session: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(crate) struct ChildLabels {
+pub struct ChildLabels {
     /// A child of the root: `journal`, `budget`, `telemetry`, `metrics`, …
     pub child: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(crate) struct MailboxLabels {
+pub struct MailboxLabels {
     pub mailbox: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(crate) struct AgentLabels {
+pub struct AgentLabels {
     pub agent: String,
 }
 

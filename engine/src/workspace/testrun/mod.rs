@@ -19,9 +19,9 @@ use serde_json::{Map, Value};
 use super::error::{Context, WorkspaceError};
 use crate::protocol::Nullable;
 use crate::protocol::coding::{TestResult, TestSuite};
-use capfleet_wire::process::{LineItem, LineReader};
 use capfleet_wire::process::sandbox::Sandbox;
 use capfleet_wire::process::{DEFAULT_GRACE, Io, SpawnSpec};
+use capfleet_wire::process::{LineItem, LineReader};
 pub(crate) use summary::{Counts, Parsers, Summary};
 
 /// Output kept in a `test_result`, at most (the spec's 64 KB).

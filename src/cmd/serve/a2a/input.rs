@@ -8,8 +8,8 @@
 
 use capfleet_engine::answerer::HumanQuestion;
 use capfleet_engine::protocol::CapEvent;
-use capfleet_wire::bindings::a2a::datapart;
 use capfleet_wire::bindings::a2a::Part as WirePart;
+use capfleet_wire::bindings::a2a::datapart;
 use capfleet_wire::events::{Answer, OpenRequest};
 use serde_json::Value;
 

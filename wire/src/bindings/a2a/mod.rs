@@ -24,7 +24,7 @@ pub use spelling::Part;
 
 pub use card::{CAP_EXTENSION, Card};
 pub(crate) use card::{CardError, Choice, SchemeKind};
-pub use frames::{FrameMapper};
-pub(crate) use frames::{Mapped};
+pub use frames::FrameMapper;
+pub(crate) use frames::Mapped;
 pub(crate) use resume::ResumePoint;
 pub use spelling::{Method, Spelling, TaskState};

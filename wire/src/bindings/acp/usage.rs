@@ -53,7 +53,11 @@ impl TurnUsage {
 
     /// The turn's `cap.usage`, from what it reported (`None`: nothing), and a clean
     /// slate for the next turn.
-    pub(crate) fn end_turn(&mut self, tokens: Option<&TurnTokens>, stop: StopReason) -> Option<CapEvent> {
+    pub(crate) fn end_turn(
+        &mut self,
+        tokens: Option<&TurnTokens>,
+        stop: StopReason,
+    ) -> Option<CapEvent> {
         let (cost, context, foreign) = (self.cost.take(), self.context.take(), self.foreign.take());
         if cost.is_none() && context.is_none() && foreign.is_none() && tokens.is_none() {
             return None;

@@ -16,5 +16,5 @@ mod items;
 pub(crate) mod mapper;
 
 pub(crate) use argv::build_argv;
-pub use mapper::{CodexExecMapper, Totals};
 pub(crate) use mapper::Output;
+pub use mapper::{CodexExecMapper, Totals};

@@ -173,12 +173,6 @@ impl Settle {
         Some(self.last_output + quiet)
     }
 
-    /// Whether `line` is the agent's idle prompt.
-    #[cfg(test)]
-    pub(crate) fn is_idle_line(&self, line: &str) -> bool {
-        self.idle.iter().any(|re| re.is_match(line))
-    }
-
     /// The verdict at `now`, given what the screen shows.
     pub(crate) fn evaluate(&mut self, now: Instant, view: &impl View) -> Verdict {
         let Some(due) = self.deadline() else {

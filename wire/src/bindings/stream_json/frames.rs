@@ -136,10 +136,10 @@ impl<'de: 'a, 'a> Deserialize<'de> for Content<'a> {
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str("a string or an array of content blocks")
             }
-            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+            fn visit_borrowed_str<E: de::Error>(self, _text: &'de str) -> Result<Self::Value, E> {
                 Ok(Content::Text)
             }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+            fn visit_str<E: de::Error>(self, _text: &str) -> Result<Self::Value, E> {
                 Ok(Content::Text)
             }
             fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {

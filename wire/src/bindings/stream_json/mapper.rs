@@ -205,7 +205,10 @@ impl StreamJsonMapper {
             }
             Frame::RateLimitEvent(f) => self.on_rate_limit_event(f, out),
             Frame::Unknown(ty) => {
-                tracing::trace!(frame_type = ty.as_str(), "stream-json frame of a type not mapped");
+                tracing::trace!(
+                    frame_type = ty.as_str(),
+                    "stream-json frame of a type not mapped"
+                );
                 false
             }
             Frame::Untyped => false,

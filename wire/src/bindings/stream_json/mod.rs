@@ -30,5 +30,5 @@ pub(crate) mod todos;
 pub use argv::{ArgvError, ArgvWarning, build_argv};
 pub use control::{PendingKind, ResponseError};
 pub use mapper::StreamJsonMapper;
-pub use output::{ControlAck, MapperStats, Output};
 pub(crate) use output::TurnEnd;
+pub use output::{ControlAck, MapperStats, Output};

@@ -1,8 +1,8 @@
 //! Each backend, on `sh`: the workspace and `TMPDIR` written, nothing beside them,
 //! a hidden file unread.
 
-use super::*;
 use super::probe::Availability;
+use super::*;
 use crate::process::{Io, SpawnSpec};
 
 struct Planted {
