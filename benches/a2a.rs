@@ -113,7 +113,7 @@ async fn session(url: &str) -> (Orchestrator, ractor::ActorRef<SessionMsg>) {
         SessionConfig::new(cwd),
     );
     launch.shape =
-        Shape::Connect(capfleet_wire::driver::a2a::connect_addr(url).expect("a loopback address"));
+        Shape::Connect(capfleet_wire::driver::connect_addr(url).expect("a loopback address"));
     let spec = SessionSpec::new("a2a", launch, Binding::A2a);
     let session = orchestrator
         .spawn_session(spec, vec![])

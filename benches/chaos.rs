@@ -31,7 +31,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-use capfleet_engine::chaos::report::{Events, Mttr, Report};
+use capfleet_engine::chaos::{Events, Mttr, Report};
 use capfleet_wire::chaos::{FaultKind, Reach};
 use serde_json::Value;
 

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use capfleet::TracePipeline;
 use capfleet_engine::run::RunTelemetry;
-use capfleet_engine::telemetry::config::TraceConfig;
+use capfleet_engine::telemetry::TraceConfig;
 use capfleet_wire::events::{EventBody, TurnOutcome};
 use serde_json::{Value, json};
 use support::figures::ms;

@@ -51,7 +51,7 @@ const CONNECT: Duration = Duration::from_secs(10);
 
 impl Client {
     pub fn new(server: &str, token: Option<String>) -> Result<Client, ClientError> {
-        capfleet_wire::driver::a2a::crypto_provider();
+        capfleet_wire::driver::crypto_provider();
         let http = reqwest::Client::builder()
             .connect_timeout(CONNECT)
             .build()

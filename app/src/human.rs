@@ -5,7 +5,7 @@
 use std::io::{BufRead, Read, Write};
 
 use capfleet_engine::answerer::{HumanQuestion, RULE_HUMAN};
-use capfleet_wire::events::requests::OpenRequest;
+use capfleet_wire::events::OpenRequest;
 use serde_json::{Map, Value};
 use tokio::sync::mpsc;
 

@@ -144,7 +144,5 @@ pub fn ask(
 /// Answer `q` fail-safe (deny / no answer), saying why.
 pub fn refuse(q: HumanQuestion, why: &str) {
     tracing::warn!(request = q.request.id(), "{why}: answered fail-safe");
-    let _session_gone = q
-        .session
-        .cast(capfleet_wire::events::requests::fail_safe(&q.request));
+    let _session_gone = q.session.cast(capfleet_wire::events::fail_safe(&q.request));
 }

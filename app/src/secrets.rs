@@ -16,5 +16,5 @@ pub(crate) const SECRETS: &[&str] = &[
 /// Withhold [`SECRETS`] and `more` (e.g. a `--notify-secret-env` of another name)
 /// from every process spawned from now on.
 pub fn withhold(more: &[&str]) {
-    capfleet_wire::process::environ::withhold(SECRETS.iter().chain(more).copied());
+    capfleet_wire::process::withhold(SECRETS.iter().chain(more).copied());
 }

@@ -7,7 +7,7 @@ use crate::measure::{
 };
 use crate::tree::{Kind, sim_spec, start_tree, wait_mark, watch};
 use capfleet_engine::session::SessionMsg;
-use capfleet_wire::chaos::interpose::ByteFaults;
+use capfleet_wire::chaos::ByteFaults;
 use capfleet_wire::events::{Published, SUBSCRIBER_CAPACITY};
 use std::path::Path;
 use std::time::{Duration, Instant};

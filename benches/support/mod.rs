@@ -131,7 +131,7 @@ pub(crate) async fn run_with(
 /// The benches' runtime: two workers (the machine's cores, as `capfleet` runs), with
 /// rustls' provider installed (reqwest and the A2A driver need one).
 pub(crate) fn runtime() -> tokio::runtime::Runtime {
-    capfleet_wire::driver::a2a::crypto_provider();
+    capfleet_wire::driver::crypto_provider();
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -16,7 +16,7 @@ use crate::tap::{Tap, TapHandler, TapMsg};
 use capfleet_wire::events::{EventBody, SessionEvent, UsageTotals};
 
 /// The budget actor.
-pub type Budget = Tap<BudgetBook>;
+pub(crate) type Budget = Tap<BudgetBook>;
 /// Its messages.
 pub type BudgetMsg = TapMsg<BudgetSnapshot>;
 
@@ -116,7 +116,7 @@ pub struct BudgetBook {
 
 impl BudgetBook {
     /// A book that alerts on `alerts` when a limit is crossed.
-    pub fn with_limits(limits: BudgetLimits, alerts: mpsc::Sender<Crossing>) -> Self {
+    pub(crate) fn with_limits(limits: BudgetLimits, alerts: mpsc::Sender<Crossing>) -> Self {
         BudgetBook {
             snap: BudgetSnapshot {
                 limit_usd: limits.total_usd,

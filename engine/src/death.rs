@@ -26,7 +26,7 @@ use capfleet_wire::events::trace;
 pub const DEATHS_CAPACITY: usize = 8;
 
 /// Where deaths go: whoever runs the tree stops the run on a fatal one.
-pub type DeathSink = mpsc::Sender<ChildDeath>;
+pub(crate) type DeathSink = mpsc::Sender<ChildDeath>;
 
 /// A child of the root.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -79,7 +79,7 @@ impl TreeError {
 }
 
 /// How to get past an I/O error on a file capfleet must write.
-pub fn fix(e: &std::io::Error) -> &'static str {
+pub(crate) fn fix(e: &std::io::Error) -> &'static str {
     use std::io::ErrorKind::*;
     match e.kind() {
         PermissionDenied | ReadOnlyFilesystem => {
@@ -95,7 +95,7 @@ pub fn fix(e: &std::io::Error) -> &'static str {
 /// [`TreeError::Journal`].
 #[derive(Debug, thiserror::Error)]
 #[error("cannot open the journal {}: {source}", path.display())]
-pub struct JournalOpen {
+pub(crate) struct JournalOpen {
     pub path: PathBuf,
     #[source]
     pub source: std::io::Error,

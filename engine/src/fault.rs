@@ -10,7 +10,7 @@ use tokio::sync::mpsc;
 
 /// How long a writer keeps retrying a write that failed for want of a descriptor
 /// ([`out_of_descriptors`]) before it counts as a fault.
-pub const DESCRIPTOR_PATIENCE: std::time::Duration = std::time::Duration::from_secs(60);
+pub(crate) const DESCRIPTOR_PATIENCE: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// `EMFILE` or `ENFILE`: no descriptor free now (the process's or the system's). A
 /// transient want, not a broken disk: the write is tried again once one is free.
@@ -34,10 +34,10 @@ pub struct DiskFault {
 }
 
 /// Where faults go.
-pub type FaultSink = mpsc::Sender<DiskFault>;
+pub(crate) type FaultSink = mpsc::Sender<DiskFault>;
 
 /// Report `fault` to `sink` (if any) and the log.
-pub fn report(sink: Option<&FaultSink>, fault: DiskFault) {
+pub(crate) fn report(sink: Option<&FaultSink>, fault: DiskFault) {
     tracing::error!(path = %fault.path.display(), kept = %fault.kept, "{fault}");
     if let Some(tx) = sink
         && tx.try_send(fault).is_err()

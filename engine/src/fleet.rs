@@ -16,17 +16,16 @@ use crate::error::TreeError;
 use crate::session::{Session, SessionArgs, SessionMsg, SessionSpec};
 use crate::telemetry::TreeTelemetry;
 use crate::telemetry::metrics::{SessionInfo, UNKNOWN_MODEL};
+use capfleet_wire::events::Decider;
 use capfleet_wire::events::Published;
-use capfleet_wire::events::requests::Decider;
 
 /// How long `Shutdown` waits for sessions to close before stopping them.
-pub const SHUTDOWN_DEADLINE: Duration = Duration::from_secs(10);
+pub(crate) const SHUTDOWN_DEADLINE: Duration = Duration::from_secs(10);
 
-pub struct Fleet;
+pub(crate) struct Fleet;
 
 /// Start arguments of the fleet.
-pub struct FleetArgs {
-    pub name: String,
+pub(crate) struct FleetArgs {
     /// Who decides the sessions' requests (the answerer, handed down by the root).
     pub answerer: Option<Decider>,
     /// Every session also publishes here (journal, budget, telemetry).
@@ -65,7 +64,7 @@ pub enum FleetMsg {
     ShutdownDeadline,
 }
 
-pub struct FleetState {
+pub(crate) struct FleetState {
     args: FleetArgs,
     sessions: HashMap<ractor::ActorId, (String, ActorRef<SessionMsg>)>,
     shutdown_replies: Vec<RpcReplyPort<()>>,

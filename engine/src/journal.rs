@@ -25,7 +25,7 @@
 //! reported and left out.
 
 mod batch;
-pub mod blobs;
+pub(crate) mod blobs;
 pub mod replay;
 
 use std::path::PathBuf;
@@ -40,7 +40,7 @@ use crate::fault::{DESCRIPTOR_PATIENCE, DiskFault, FaultSink, out_of_descriptors
 use capfleet_wire::events::{Durable, JOURNAL_MAX_BYTES, Published, SUBSCRIBER_CAPACITY};
 
 /// The longest a record waits in memory before it is written and synced.
-pub const FLUSH_EVERY: Duration = Duration::from_millis(100);
+pub(crate) const FLUSH_EVERY: Duration = Duration::from_millis(100);
 
 /// Where the journal goes and how large it may grow.
 #[derive(Debug, Clone, PartialEq, Eq)]

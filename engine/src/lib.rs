@@ -20,7 +20,7 @@ pub mod chaos;
 pub mod death;
 pub mod error;
 pub mod fault;
-pub mod fleet;
+mod fleet;
 pub mod journal;
 pub mod pricing;
 pub mod resume;
@@ -28,7 +28,7 @@ pub mod root;
 pub mod router;
 pub mod run;
 pub mod session;
-pub mod tap;
+mod tap;
 pub mod telemetry;
 pub mod workspace;
 

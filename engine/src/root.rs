@@ -39,7 +39,7 @@ use crate::telemetry::{Counters, Telemetry, TelemetryMsg, TreeTelemetry};
 use capfleet_wire::events::Durable;
 use capfleet_wire::events::Published;
 
-pub struct Root;
+pub(crate) struct Root;
 
 /// How long the root's shutdown waits for its children to stop.
 const CHILDREN_DEADLINE: std::time::Duration = std::time::Duration::from_secs(5);
@@ -90,7 +90,7 @@ impl RootArgs {
 /// A child of the root, or how it died.
 type Live<M> = Result<ActorRef<M>, ChildDeath>;
 
-pub enum RootMsg {
+pub(crate) enum RootMsg {
     Fleet(RpcReplyPort<ActorRef<FleetMsg>>),
     Budget(RpcReplyPort<Live<BudgetMsg>>),
     Telemetry(RpcReplyPort<Live<TelemetryMsg>>),
@@ -102,7 +102,7 @@ pub enum RootMsg {
     Shutdown(RpcReplyPort<JournalTally>),
 }
 
-pub struct RootState {
+pub(crate) struct RootState {
     /// `None` when the tree keeps no journal.
     journal: Option<Live<JournalMsg>>,
     budget: Live<BudgetMsg>,
@@ -258,7 +258,6 @@ impl Actor for Root {
         };
         let answerer = spawn_answerer(&myself, &seed).await?;
         let fleet_args = FleetArgs {
-            name: args.fleet_name,
             answerer: Some(answerer.get_derived()),
             taps,
             events: args.fleet_events,

@@ -9,127 +9,35 @@
 
 mod chaos;
 mod preamble;
+mod spec;
 mod start;
 mod stops;
 mod timed;
 
-use std::path::PathBuf;
+pub use spec::{Resume, RunReport, RunSpec, RunTelemetry, Stop, WorkspacePhase};
+
 use std::sync::Arc;
-use std::time::Duration;
 
 use ractor::Actor;
 use tokio::sync::{mpsc, watch};
 use tracing::Instrument;
 
-use crate::answerer::research::ResearchSpec;
-use crate::answerer::{HumanQuestion, Policy};
-use crate::budget::{BudgetBook, BudgetLimits, BudgetScope, BudgetSnapshot};
-use crate::death::{ChildDeath, DEATHS_CAPACITY, Handling};
+use crate::budget::{BudgetBook, BudgetLimits, BudgetScope};
+use crate::death::{DEATHS_CAPACITY, Handling};
 use crate::error::TreeError;
-use crate::fault::{DiskFault, FAULTS_CAPACITY};
-use crate::journal::{JournalSpec, JournalTally};
-use crate::resume::Recovered;
+use crate::fault::FAULTS_CAPACITY;
 use crate::root::{Orchestrator, RootArgs};
-use crate::router::{Router, RouterArgs, RouterMsg, RouterRecovery, RoutingSpec};
+use crate::router::{Router, RouterArgs, RouterMsg, RouterRecovery};
 use crate::session::SessionSpec;
-use crate::telemetry::metrics::Metrics;
-use crate::telemetry::{Counters, TreeTelemetry};
+use crate::telemetry::TreeTelemetry;
 use crate::workspace::candidates::Candidates;
-use crate::workspace::collect::{CollectSpec, SessionReport, collect, publish_plan_doc};
-use crate::workspace::{ArtifactStore, Workspace, transcript};
+use crate::workspace::collect::{CollectSpec, collect, publish_plan_doc};
+use crate::workspace::transcript;
 use capfleet_wire::events::trace::{self, adopt_parent, int};
 use capfleet_wire::events::{EventBody, Published, ROUTER_URN_SEGMENT, RunOutcome, Signal, urn};
 
 pub use self::preamble::Sandboxes;
 use self::stops::Stops;
-
-/// Everything a run needs, validated.
-pub struct RunSpec {
-    pub fleet: String,
-    pub sessions: Vec<SessionSpec>,
-    pub routing: RoutingSpec,
-    pub policy: Policy,
-    pub budget: BudgetLimits,
-    pub journal: Option<JournalSpec>,
-    pub human: Option<mpsc::Sender<HumanQuestion>>,
-    /// The research answerer (`[answerer]`), if the fleet has one.
-    pub research: Option<ResearchSpec>,
-    pub abort_on_error: bool,
-    pub telemetry: RunTelemetry,
-    /// Artifacts and the coding sessions' workspaces (provisioned before the run).
-    pub workspace: Option<WorkspacePhase>,
-    /// A run resumed from its journal (`capfleet run --resume`): what it goes on from.
-    pub resume: Option<Resume>,
-    /// A chaos run's faults (`[chaos]`, `--chaos`).
-    pub chaos: Option<Arc<crate::chaos::spec::ChaosSpec>>,
-}
-
-/// What a resumed run goes on from: its journal read back, and the change of its
-/// fleet accepted with `--force` (journaled in the `resumed` record).
-pub struct Resume {
-    pub recovered: Recovered,
-    pub fleet_changed: Option<String>,
-}
-
-/// What a run does with artifacts and workspaces.
-pub struct WorkspacePhase {
-    pub run_id: String,
-    pub store: Arc<ArtifactStore>,
-    pub workspaces: Vec<Workspace>,
-    /// Commit each worktree's work on its branch at the end (`--commit`).
-    pub commit: bool,
-    /// How long a session's test command may run.
-    pub test_timeout: Duration,
-}
-
-/// What a run reports to besides its watchers.
-#[derive(Debug, Clone, Default)]
-pub struct RunTelemetry {
-    /// The run's metrics (served by the application), fed by a tap.
-    pub metrics: Option<Metrics>,
-    /// A W3C `traceparent` the run's root span continues (the caller's trace).
-    pub traceparent: Option<String>,
-}
-
-/// How the run went.
-#[derive(Debug, Clone)]
-pub struct RunReport {
-    pub outcome: RunOutcome,
-    pub budget: BudgetSnapshot,
-    pub counters: Counters,
-    /// What the journal kept (and cut, and lost).
-    pub journal: JournalTally,
-    /// Writes of the run's record that failed (the run failed with the first).
-    pub faults: Vec<DiskFault>,
-    /// Children of the tree that died (a fatal one failed the run).
-    pub deaths: Vec<ChildDeath>,
-    /// Each workspace after the run (diff, vetting, commit, tests).
-    pub workspaces: Vec<SessionReport>,
-    /// The stored final master plan.
-    pub plan_doc: Option<PathBuf>,
-    /// The signal that stopped the run, if one did (the first one).
-    pub signal: Option<Signal>,
-    /// The races the router decided (winner, the candidates it cancelled).
-    pub races: Vec<crate::router::RaceWon>,
-    /// The confined sessions' sandboxes, as journaled.
-    pub sandboxes: Sandboxes,
-}
-
-/// What stops a run from outside: a signal the application received, or a cancel of
-/// this run alone (a server's client, a server's shutdown) with the reason journaled.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Stop {
-    Signal(Signal),
-    /// Stop cooperatively, as `SIGINT` does, but touch no other run's agents: the
-    /// process-wide urgency ([`capfleet_wire::process::halt`]) is left as it is.
-    Cancel(String),
-}
-
-impl From<Signal> for Stop {
-    fn from(signal: Signal) -> Self {
-        Stop::Signal(signal)
-    }
-}
 
 /// Run the fleet until it ends or a signal arrives on `signals`: then every session is
 /// cancelled and closed (their agents' groups killed at once unless the signal is

@@ -19,7 +19,7 @@ use capfleet_wire::events::{Published, SUBSCRIBER_CAPACITY, SessionEvent};
 const SNAPSHOT_REQUESTS: usize = 16;
 
 /// What a tap does with events, and what it reports.
-pub trait TapHandler: Send + 'static {
+pub(crate) trait TapHandler: Send + 'static {
     type Snapshot: Send + 'static;
 
     fn on_event(&mut self, event: &SessionEvent);
@@ -37,7 +37,7 @@ pub enum TapMsg<S> {
 }
 
 /// The tap actor over handler `H`.
-pub struct Tap<H>(std::marker::PhantomData<fn() -> H>);
+pub(crate) struct Tap<H>(std::marker::PhantomData<fn() -> H>);
 
 impl<H> Default for Tap<H> {
     fn default() -> Self {
@@ -45,7 +45,7 @@ impl<H> Default for Tap<H> {
     }
 }
 
-pub struct TapState<H: TapHandler> {
+pub(crate) struct TapState<H: TapHandler> {
     tx: mpsc::Sender<Published>,
     snapshots: mpsc::Sender<RpcReplyPort<H::Snapshot>>,
     drain: AbortHandle,

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use capfleet_engine::answerer::HumanQuestion;
 use capfleet_engine::protocol::Decision;
-use capfleet_wire::events::requests::{Answer, AnswerTo, OpenRequest, fail_safe_by};
+use capfleet_wire::events::{Answer, AnswerTo, OpenRequest, fail_safe_by};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;

@@ -107,7 +107,7 @@ pub(crate) fn run(args: ResolveArgs, color: ColorChoice) -> ExitCode {
 }
 
 /// What the A2A peer's card says, when A2A is the binding: read as a start reads it.
-type PeerCard = Result<capfleet_wire::driver::a2a::Discovery, String>;
+type PeerCard = Result<capfleet_wire::driver::Discovery, String>;
 
 fn a2a_peer(runtime: &tokio::runtime::Runtime, r: &Resolved, sel: &Selection) -> Option<PeerCard> {
     use capfleet_engine::manifest::AddressFastPath;
@@ -117,7 +117,7 @@ fn a2a_peer(runtime: &tokio::runtime::Runtime, r: &Resolved, sel: &Selection) ->
     let AddressFastPath::Address(base) = &r.manifest.fast_path.a2a_serve_at else {
         return None;
     };
-    let found = runtime.block_on(capfleet_wire::driver::a2a::discover(base, &r.manifest.a2a));
+    let found = runtime.block_on(capfleet_wire::driver::discover(base, &r.manifest.a2a));
     Some(found.map_err(|e| e.to_string()))
 }
 

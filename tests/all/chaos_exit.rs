@@ -7,12 +7,12 @@
 
 use std::time::{Duration, Instant};
 
-use capfleet_engine::chaos::spec::ChaosSpec;
+use capfleet_engine::chaos::ChaosSpec;
 use capfleet_engine::protocol::CapEvent;
 use capfleet_engine::session::{SessionError, SessionMsg, TurnResult};
 use capfleet_wire::chaos::FaultKind;
 use capfleet_wire::events::{EventBody, Published, SUBSCRIBER_CAPACITY, TurnOutcome};
-use capfleet_wire::supervision::policy::{ExitCause, Restart};
+use capfleet_wire::supervision::{ExitCause, Restart};
 use tokio::sync::mpsc;
 
 use crate::common::{self, EnvMarker};

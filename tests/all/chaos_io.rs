@@ -19,8 +19,8 @@ use capfleet_engine::manifest::Manifest;
 use capfleet_engine::protocol::{CapEvent, ErrorKind, SessionConfig};
 use capfleet_engine::root::Orchestrator;
 use capfleet_engine::session::{SessionMsg, SessionSpec, TurnResult};
-use capfleet_wire::chaos::conn::{ConnFault, ConnFaults};
-use capfleet_wire::chaos::interpose::{ByteFault, ByteFaults};
+use capfleet_wire::chaos::{ByteFault, ByteFaults};
+use capfleet_wire::chaos::{ConnFault, ConnFaults};
 use capfleet_wire::driver::{LaunchSpec, Shape};
 use capfleet_wire::events::{EventBody, Published, SUBSCRIBER_CAPACITY, TurnOutcome, urn};
 use capfleet_wire::registry::Binding;
@@ -239,7 +239,7 @@ async fn a2a(rig: &Rig, script: &str, faults: &ConnFaults) -> Peer {
     let manifest = Manifest::parse(&text, &path.display().to_string())
         .unwrap()
         .manifest;
-    let addr = capfleet_wire::driver::a2a::connect_addr(&sim.url).expect("the sim's address");
+    let addr = capfleet_wire::driver::connect_addr(&sim.url).expect("the sim's address");
     let mut launch = LaunchSpec::new(
         urn(FLEET, "a"),
         manifest.into(),

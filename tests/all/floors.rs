@@ -10,6 +10,8 @@ use std::process::Command;
 
 use crate::common::repo_root;
 
+mod cycles;
+
 /// What the engine must never pull in, however deep.
 const NOT_UNDER_THE_ENGINE: [&str; 5] = ["axum", "utoipa", "indicatif", "clap", "async-nats"];
 

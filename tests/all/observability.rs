@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use capfleet_engine::chaos::report::metrics::SERIES as CHAOS_SERIES;
+use capfleet_engine::chaos::SERIES as CHAOS_SERIES;
 use capfleet_engine::telemetry::metrics::FleetMetrics;
 use serde_json::Value;
 use yaml_rust2::{Yaml, YamlLoader};

@@ -11,7 +11,7 @@ use serde_json::Value;
 use tracing_subscriber::layer::SubscriberExt;
 
 use capfleet::TracePipeline;
-use capfleet_engine::telemetry::config::TraceConfig;
+use capfleet_engine::telemetry::TraceConfig;
 
 struct Panicky;
 

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use capfleet_engine::protocol::coding::TestResult;
-use capfleet_engine::workspace::testrun::{TestCommand, TestRun, run_tests};
+use capfleet_engine::workspace::{TestCommand, TestRun, run_tests};
 
 use crate::common;
 

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use capfleet_engine::answerer::research::{DEFAULT_PARALLEL, DEFAULT_TIMEOUT, ResearchSpec};
+use capfleet_engine::answerer::{DEFAULT_PARALLEL, DEFAULT_TIMEOUT, ResearchSpec};
 use capfleet_engine::manifest::Manifest;
 use capfleet_engine::protocol::{PermissionMode, RiskLevel};
 use capfleet_engine::tomldoc::Location;

@@ -17,7 +17,7 @@
 use std::collections::HashMap;
 use std::ops::Range;
 
-use capfleet_engine::chaos::spec::{ChaosSpec, Entry, Raw, Target};
+use capfleet_engine::chaos::{ChaosSpec, Entry, Raw, Target};
 use capfleet_engine::tomldoc::join;
 use toml::de::{DeTable, DeValue};
 

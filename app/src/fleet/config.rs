@@ -7,7 +7,7 @@ use capfleet_engine::protocol::{PermissionMode, RiskLevel};
 use capfleet_engine::router::QueueOrder;
 use capfleet_engine::router::{CollectMode, Split};
 use capfleet_engine::tomldoc::Location;
-use capfleet_engine::workspace::testrun::TestCommand;
+use capfleet_engine::workspace::TestCommand;
 use capfleet_wire::supervision::Restart;
 use capfleet_wire::supervision::rate_limit::OnRateLimit;
 
@@ -53,7 +53,7 @@ pub(crate) struct FleetFile {
     /// `[notify]`: the run's webhook, if any.
     pub notify: Option<super::notify::NotifySection>,
     /// `[chaos]`: the run's faults, if any.
-    pub chaos: Option<capfleet_engine::chaos::spec::ChaosSpec>,
+    pub chaos: Option<capfleet_engine::chaos::ChaosSpec>,
     /// `[sandbox]`: the details of the sessions' sandbox, if any.
     pub sandbox: Option<capfleet_wire::process::sandbox::SandboxSpec>,
 }

@@ -23,11 +23,11 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use capfleet_engine::answerer::Policy;
-use capfleet_engine::answerer::research::ResearchSpec;
+use capfleet_engine::answerer::ResearchSpec;
 use capfleet_engine::router::RoutingSpec;
 use capfleet_engine::session::SessionSpec;
 use capfleet_engine::tomldoc::Warning;
-use capfleet_engine::workspace::testrun::TestCommand;
+use capfleet_engine::workspace::TestCommand;
 use capfleet_wire::supervision::rate_limit::RateLimitPolicy;
 
 pub use chaos::inline as inline_chaos;
@@ -87,7 +87,7 @@ pub struct Fleet {
     /// `[notify]`: the run's webhook.
     pub notify: Option<crate::notify::NotifySpec>,
     /// `[chaos]` (or `capfleet run --chaos`, which replaces it): the run's faults.
-    pub chaos: Option<std::sync::Arc<capfleet_engine::chaos::spec::ChaosSpec>>,
+    pub chaos: Option<std::sync::Arc<capfleet_engine::chaos::ChaosSpec>>,
 }
 
 /// One session of a fleet.
@@ -250,7 +250,7 @@ impl Fleet {
                 continue;
             }
             let dir = run.sim_state(&s.spec.name);
-            let emitted = dir.join(capfleet_engine::chaos::report::events::EMITTED);
+            let emitted = dir.join(capfleet_engine::chaos::EMITTED);
             for (key, value) in [(SIM_STATE_ENV, dir), (SIM_EMITTED_ENV, emitted)] {
                 if !launch.env.iter().any(|(k, _)| k == key) {
                     launch.env.push((key.into(), value.display().to_string()));

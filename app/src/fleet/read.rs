@@ -7,7 +7,7 @@ use std::time::Duration;
 use capfleet_engine::protocol::{PermissionMode, RiskLevel};
 use capfleet_engine::router::{CollectMode, QueueOrder, Split};
 use capfleet_engine::tomldoc::{self, join};
-use capfleet_engine::workspace::testrun::TestCommand;
+use capfleet_engine::workspace::TestCommand;
 use capfleet_wire::supervision::Restart;
 use capfleet_wire::supervision::rate_limit::{self, OnRateLimit};
 use toml::de::{DeTable, DeValue};

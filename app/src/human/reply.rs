@@ -3,7 +3,7 @@
 //! extension (`serve`'s A2A face).
 
 use capfleet_engine::protocol::Decision;
-use capfleet_wire::events::requests::{Answer, OpenRequest};
+use capfleet_wire::events::{Answer, OpenRequest};
 use serde_json::Value;
 
 /// What a person replied: a permission's decision, or an ask's value (`None`

@@ -35,7 +35,7 @@ pub(super) async fn run(
     mut closing: watch::Receiver<bool>,
     outstanding: Arc<AtomicU64>,
 ) {
-    capfleet_wire::driver::a2a::crypto_provider();
+    capfleet_wire::driver::crypto_provider();
     let client = match reqwest::Client::builder()
         .timeout(ATTEMPT_TIMEOUT)
         .redirect(reqwest::redirect::Policy::none())

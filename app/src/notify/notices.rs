@@ -2,7 +2,7 @@
 //! answerer's human channel), a `budget_exceeded` record on the bus, the run's end.
 
 use capfleet_engine::answerer::HumanQuestion;
-use capfleet_wire::events::requests::OpenRequest;
+use capfleet_wire::events::OpenRequest;
 use capfleet_wire::events::{EventBody, SessionEvent};
 use serde_json::json;
 

@@ -13,8 +13,8 @@ pub mod pipeline;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use capfleet_engine::telemetry::config::{TelemetryError, TraceConfig};
 use capfleet_engine::telemetry::metrics::SpanStats;
+use capfleet_engine::telemetry::{TelemetryError, TraceConfig};
 use capfleet_wire::events::trace::TRACEPARENT;
 
 use self::pipeline::TracePipeline;

@@ -18,14 +18,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use capfleet_engine::telemetry::config::{
-    ENV_RESOURCE_ATTRIBUTES, ENV_SERVICE_NAME, OtlpTarget, Protocol, TelemetryError, TraceConfig,
-    queue_size,
-};
+use capfleet_engine::telemetry::TraceFile;
 use capfleet_engine::telemetry::counted;
 use capfleet_engine::telemetry::metrics::{ReasonLabels, SpanStats};
 use capfleet_engine::telemetry::openinference::{self, Kinds};
-use capfleet_engine::telemetry::trace_file::TraceFile;
+use capfleet_engine::telemetry::{
+    ENV_RESOURCE_ATTRIBUTES, ENV_SERVICE_NAME, OtlpTarget, Protocol, TelemetryError, TraceConfig,
+    queue_size,
+};
 use opentelemetry::KeyValue;
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_http::{Bytes, HttpClient, HttpError, Request, Response};
@@ -186,7 +186,7 @@ fn otlp_exporter(
             .build(),
         Protocol::HttpProtobuf => {
             // reqwest is built on rustls without a provider: install the process's.
-            capfleet_wire::driver::a2a::crypto_provider();
+            capfleet_wire::driver::crypto_provider();
             let client = reqwest::Client::builder()
                 .timeout(http_timeout(env))
                 .build()

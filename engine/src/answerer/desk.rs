@@ -28,14 +28,14 @@ use crate::fleet::FleetMsg;
 use crate::protocol::CancelScope;
 use crate::session::{SessionError, SessionMsg, TurnResult};
 use capfleet_wire::events::TurnOutcome;
-use capfleet_wire::events::requests::{Answer, AnswerTo, Decide, OpenRequest, fail_safe_by};
+use capfleet_wire::events::{Answer, AnswerTo, Decide, OpenRequest, fail_safe_by};
 
 /// How long a research session may take to close before it is stopped.
 const CLOSE_GRACE: Duration = Duration::from_secs(10);
 
 /// Why research gave no answer.
 #[derive(Debug, thiserror::Error)]
-pub enum Failure {
+pub(crate) enum Failure {
     #[error("the research answerer has no fleet to start its session in")]
     NoFleet,
     #[error("no temporary workspace for the researcher: {0}")]
@@ -67,7 +67,7 @@ struct Job {
 
 /// A finished job, from its task to the answerer.
 #[derive(Debug)]
-pub struct Done {
+pub(crate) struct Done {
     key: String,
     session: Arc<str>,
     reply: String,

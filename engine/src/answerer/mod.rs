@@ -8,8 +8,10 @@
 //! decided travels with the answer into the event stream and the journal. A research
 //! session's own requests are answered fail-safe: it asks nothing further.
 
-pub mod desk;
-pub mod research;
+pub(crate) mod desk;
+pub(crate) mod research;
+
+pub use research::{DEFAULT_PARALLEL, DEFAULT_TIMEOUT, ResearchSpec};
 
 use std::sync::Arc;
 
@@ -17,19 +19,19 @@ use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::sync::mpsc;
 
 use self::desk::{Desk, Done};
-use self::research::{RULE_RESEARCHER_ASKS, ResearchSpec};
+use self::research::RULE_RESEARCHER_ASKS;
 use crate::fleet::FleetMsg;
 use crate::protocol::{Decision, RiskLevel};
-use capfleet_wire::events::requests::{
+use capfleet_wire::events::{
     Answer, AnswerTo, Decide, OpenRequest, RULE_NO_HUMAN, fail_safe, fail_safe_by,
 };
 
 /// The rule name recorded for a human's answer.
 pub const RULE_HUMAN: &str = "human";
 /// The rule names recorded for policy decisions.
-pub const RULE_DENY_LIST: &str = "deny_tools";
-pub const RULE_ALLOW_LIST: &str = "allow_tools";
-pub const RULE_MAX_RISK: &str = "max_risk";
+pub(crate) const RULE_DENY_LIST: &str = "deny_tools";
+pub(crate) const RULE_ALLOW_LIST: &str = "allow_tools";
+pub(crate) const RULE_MAX_RISK: &str = "max_risk";
 
 /// The automatic part of answering: tool lists and a risk ceiling.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -73,9 +75,9 @@ pub struct HumanQuestion {
 }
 
 /// Messages of the answerer. Sessions reach it through a
-/// [`Decider`](capfleet_wire::events::requests::Decider) (`get_derived()` of its ref).
+/// [`Decider`](capfleet_wire::events::Decider) (`get_derived()` of its ref).
 #[derive(Debug)]
-pub enum AnswererMsg {
+pub(crate) enum AnswererMsg {
     /// Decide a session's open request.
     Decide(Decide),
     /// The fleet research sessions start in (sent once the fleet is up).
@@ -101,18 +103,18 @@ impl TryFrom<AnswererMsg> for Decide {
     }
 }
 
-pub struct Answerer;
+pub(crate) struct Answerer;
 
 /// Start arguments: the policy, where human questions go if a human is attached, and
 /// the research answerer if the fleet has one.
-pub struct AnswererArgs {
+pub(crate) struct AnswererArgs {
     pub policy: Policy,
     pub human: Option<mpsc::Sender<HumanQuestion>>,
     pub research: Option<ResearchSpec>,
 }
 
 /// The answerer's state.
-pub struct AnswererState {
+pub(crate) struct AnswererState {
     policy: Policy,
     human: Option<mpsc::Sender<HumanQuestion>>,
     desk: Option<Desk>,

@@ -10,22 +10,22 @@ use serde_json::{Map, Value, json};
 
 use crate::protocol::{Decision, RiskLevel};
 use crate::session::SessionSpec;
-use capfleet_wire::events::requests::{Answer, OpenRequest};
+use capfleet_wire::events::{Answer, OpenRequest};
 
 /// The marker of the researcher's answer line.
-pub const MARKER: &str = "ANSWER:";
+pub(crate) const MARKER: &str = "ANSWER:";
 /// At most this many researchers at once (`[answerer] parallel`).
 pub const DEFAULT_PARALLEL: usize = 4;
 /// How long one research may take, start to answer (`[answerer] timeout`).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
 /// The rule recorded for an answer the researcher gave.
-pub const RULE_RESEARCH: &str = "research";
+pub(crate) const RULE_RESEARCH: &str = "research";
 /// The rule recorded when research failed and the answer is fail-safe.
-pub const RULE_RESEARCH_FAIL_SAFE: &str = "research_fail_safe";
+pub(crate) const RULE_RESEARCH_FAIL_SAFE: &str = "research_fail_safe";
 /// The rule recorded for the researcher's own requests: it asks nothing further.
-pub const RULE_RESEARCHER_ASKS: &str = "researcher_asks_nothing";
+pub(crate) const RULE_RESEARCHER_ASKS: &str = "researcher_asks_nothing";
 /// Bytes of the researcher's reply kept in the answer's record.
-pub const MAX_REPLY: usize = 4096;
+pub(crate) const MAX_REPLY: usize = 4096;
 
 /// How research answers what the policy leaves open (fleet `[answerer]`).
 #[derive(Debug, Clone)]
@@ -47,7 +47,7 @@ pub struct ResearchSpec {
 
 /// Why a researcher's reply is not an answer.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum Invalid {
+pub(crate) enum Invalid {
     #[error("no line starts with {MARKER}")]
     NoMarker,
     #[error("the {MARKER} line is empty")]
@@ -67,7 +67,7 @@ pub enum Invalid {
 }
 
 /// The key identical open questions share: the request without its id.
-pub fn question_key(request: &OpenRequest) -> String {
+pub(crate) fn question_key(request: &OpenRequest) -> String {
     let v = match request {
         OpenRequest::Permission {
             tool,
@@ -89,7 +89,7 @@ pub fn question_key(request: &OpenRequest) -> String {
 
 /// The researcher's prompt: the question, the asking session's context and the
 /// options, and how to answer.
-pub fn prompt(request: &OpenRequest, asker: &str, context: &str, max: RiskLevel) -> String {
+pub(crate) fn prompt(request: &OpenRequest, asker: &str, context: &str, max: RiskLevel) -> String {
     let mut p = format!(
         "You answer, on behalf of the user, a question another coding agent's session \
          ({asker}) is waiting on. Nobody else can answer it. Investigate only by reading; \
@@ -170,7 +170,7 @@ fn questions(form: Option<&Value>) -> Vec<(String, Vec<String>)> {
 
 /// The researcher's answer: the rest of its reply's last line starting with
 /// [`MARKER`].
-pub fn answer_line(reply: &str) -> Option<&str> {
+pub(crate) fn answer_line(reply: &str) -> Option<&str> {
     reply
         .lines()
         .rev()
@@ -181,7 +181,11 @@ pub fn answer_line(reply: &str) -> Option<&str> {
 /// The answer `reply` gives `request`, validated: a decision that never approves
 /// above `max`, an option of the form, or free text; `None` in the answer value
 /// declines the ask.
-pub fn verdict(request: &OpenRequest, reply: &str, max: RiskLevel) -> Result<Answer, Invalid> {
+pub(crate) fn verdict(
+    request: &OpenRequest,
+    reply: &str,
+    max: RiskLevel,
+) -> Result<Answer, Invalid> {
     let line = answer_line(reply).ok_or(Invalid::NoMarker)?;
     let word = line.trim_matches(|c: char| c == '`' || c == '"' || c == '.' || c == '*');
     if word.is_empty() {

@@ -3,10 +3,10 @@
 //! `conn::ConnFault`), with the `detail` their record says;
 //! and the handles a session of a chaos run is given ([`install`]).
 
-use capfleet_wire::chaos::conn::{ConnFault, ConnFaults};
-use capfleet_wire::chaos::interpose::metrics::IoMetrics;
-use capfleet_wire::chaos::interpose::{ByteFault, ByteFaults};
-use capfleet_wire::chaos::signals::SignalFault;
+use capfleet_wire::chaos::IoMetrics;
+use capfleet_wire::chaos::SignalFault;
+use capfleet_wire::chaos::{ByteFault, ByteFaults};
+use capfleet_wire::chaos::{ConnFault, ConnFaults};
 use capfleet_wire::chaos::{FaultKind, Reach};
 use capfleet_wire::driver::LaunchSpec;
 use capfleet_wire::registry::Binding;
@@ -18,7 +18,7 @@ fn ms(d: std::time::Duration) -> u64 {
 }
 
 /// The signal fault of `kind`, with its parameters; `None` for other kinds.
-pub fn signal_fault(kind: FaultKind, params: &Params) -> Option<SignalFault> {
+pub(crate) fn signal_fault(kind: FaultKind, params: &Params) -> Option<SignalFault> {
     Some(match kind {
         FaultKind::Kill => SignalFault::Kill,
         FaultKind::Term => SignalFault::Term,
@@ -31,7 +31,7 @@ pub fn signal_fault(kind: FaultKind, params: &Params) -> Option<SignalFault> {
 }
 
 /// The byte fault of `kind` with its parameters, and its detail; `None` for others.
-pub fn byte_fault(kind: FaultKind, p: &Params) -> Option<(ByteFault, String)> {
+pub(crate) fn byte_fault(kind: FaultKind, p: &Params) -> Option<(ByteFault, String)> {
     Some(match kind {
         FaultKind::Slow => (
             ByteFault::Slow {
@@ -72,7 +72,7 @@ pub fn byte_fault(kind: FaultKind, p: &Params) -> Option<(ByteFault, String)> {
 
 /// The connection fault of `kind` with its parameters, and its detail; `None` for
 /// others.
-pub fn conn_fault(kind: FaultKind, p: &Params) -> Option<(ConnFault, String)> {
+pub(crate) fn conn_fault(kind: FaultKind, p: &Params) -> Option<(ConnFault, String)> {
     Some(match kind {
         FaultKind::Latency => (
             ConnFault::Latency {
@@ -106,7 +106,7 @@ pub fn conn_fault(kind: FaultKind, p: &Params) -> Option<(ConnFault, String)> {
 /// its faults need: byte faults when a byte fault targets it, connection faults when a
 /// connection fault does (none otherwise: no interposer at all), counted in `metrics` when the run has them. Each session's
 /// byte faults draw from their own seed (the run's seed and the session's name).
-pub fn install(
+pub(crate) fn install(
     spec: &ChaosSpec,
     (name, binding): (&str, Binding),
     launch: &mut LaunchSpec,

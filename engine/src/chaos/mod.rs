@@ -80,7 +80,12 @@
 //! keeps `--chaos` so each resume goes on with the same faults. The soak
 //! (`config/fleets/soak.toml`) runs sim agents `CAPFLEET_SIM_TIME_SCALE` times faster.
 
-pub mod apply;
-pub mod report;
-pub mod schedule;
-pub mod spec;
+pub(crate) mod apply;
+pub(crate) mod report;
+pub(crate) mod schedule;
+pub(crate) mod spec;
+
+pub use report::events::{EMITTED, Events};
+pub use report::metrics::SERIES;
+pub use report::{Mttr, Report};
+pub use spec::{ChaosSpec, Entry, Raw, Target};

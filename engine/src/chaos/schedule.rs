@@ -27,7 +27,7 @@ pub struct Decision {
 
 /// A timed fault: when (after the timeline's start), which kind, its position.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Timed {
+pub(crate) struct Timed {
     pub at: Duration,
     pub kind: FaultKind,
     pub seed_pos: u64,
@@ -96,7 +96,7 @@ impl ChaosSpec {
 
 /// The timed faults of a run, in time order (an iterator without end when a rule is
 /// per minute).
-pub struct Timeline {
+pub(crate) struct Timeline {
     seed: u64,
     /// Per rule: its kind, its targets among the run's sessions, its next time and
     /// how many it gave.
@@ -128,7 +128,7 @@ impl Stream {
 
 impl Timeline {
     /// The timeline of `spec` over the run's sessions (name and binding each).
-    pub fn new(spec: &ChaosSpec, sessions: &[(String, Binding)]) -> Timeline {
+    pub(crate) fn new(spec: &ChaosSpec, sessions: &[(String, Binding)]) -> Timeline {
         let mut streams = Vec::new();
         for rule in &spec.rules {
             if matches!(rule.rate, Rate::PerTurn(_)) {
@@ -160,7 +160,7 @@ impl Timeline {
     /// The timeline after its first `n` faults, its times counted from the n-th's
     /// (a resumed run goes on from the journal's last `self_kill`, whose moment is
     /// the resumed run's start).
-    pub fn skip_through(mut self, pos: u64) -> (Timeline, Duration) {
+    pub(crate) fn skip_through(mut self, pos: u64) -> (Timeline, Duration) {
         let mut base = Duration::ZERO;
         while self.next_pos <= pos {
             match self.next() {

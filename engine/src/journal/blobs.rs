@@ -8,11 +8,11 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 /// The blobs' directory, beside the journal.
-pub const BLOBS_DIR: &str = "blobs";
+pub(crate) const BLOBS_DIR: &str = "blobs";
 const SCHEME: &str = "sha256:";
 
 /// The reference of `bytes`: `sha256:<hex>`.
-pub fn reference(bytes: &[u8]) -> String {
+pub(crate) fn reference(bytes: &[u8]) -> String {
     let digest = ring::digest::digest(&ring::digest::SHA256, bytes);
     let mut out = String::with_capacity(SCHEME.len() + 64);
     out.push_str(SCHEME);
@@ -23,7 +23,8 @@ pub fn reference(bytes: &[u8]) -> String {
 }
 
 /// The file a reference names under `dir` (the journal's directory), if it is one.
-pub fn path_of(dir: &Path, reference: &str) -> Option<PathBuf> {
+#[cfg(test)]
+pub(crate) fn path_of(dir: &Path, reference: &str) -> Option<PathBuf> {
     let hex = reference.strip_prefix(SCHEME)?;
     let ok = hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit());
     ok.then(|| dir.join(BLOBS_DIR).join(hex))
@@ -31,7 +32,8 @@ pub fn path_of(dir: &Path, reference: &str) -> Option<PathBuf> {
 
 /// Read the blob `reference` names under `dir` (the journal's directory), checked
 /// against its digest.
-pub fn read(dir: &Path, reference: &str) -> io::Result<Vec<u8>> {
+#[cfg(test)]
+pub(crate) fn read(dir: &Path, reference: &str) -> io::Result<Vec<u8>> {
     let path = path_of(dir, reference).ok_or_else(|| {
         io::Error::new(
             io::ErrorKind::InvalidInput,

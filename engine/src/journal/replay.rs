@@ -43,7 +43,7 @@ const BATCH_BYTES: usize = 4 << 20;
 
 /// Read `path` line by line; `each` takes every line that ends with a line feed (without
 /// it) and says whether it is a record (parsed). The last line, if it is none, is torn.
-pub fn scan(path: &Path, mut each: impl FnMut(&[u8]) -> bool) -> io::Result<Tail> {
+pub(crate) fn scan(path: &Path, mut each: impl FnMut(&[u8]) -> bool) -> io::Result<Tail> {
     scan_batches(path, |lines| lines.iter().map(|l| each(l)).collect())
 }
 
@@ -51,7 +51,10 @@ pub fn scan(path: &Path, mut each: impl FnMut(&[u8]) -> bool) -> io::Result<Tail
 /// `batch` takes, in order, the lines of a batch that end with a line feed and are
 /// not empty (without it), and says for each whether it is a record. Every batch
 /// is whole lines of at most a few MiB (or one longer line).
-pub fn scan_batches(path: &Path, mut batch: impl FnMut(&[&[u8]]) -> Vec<bool>) -> io::Result<Tail> {
+pub(crate) fn scan_batches(
+    path: &Path,
+    mut batch: impl FnMut(&[&[u8]]) -> Vec<bool>,
+) -> io::Result<Tail> {
     let mut file = std::fs::File::open(path)?;
     let mut tail = Tail::default();
     let mut offset = 0u64;

@@ -13,6 +13,7 @@ mod budget;
 mod ended;
 mod keys;
 mod metrics;
+mod plan;
 mod reach;
 mod replaying;
 mod routes;
@@ -26,19 +27,19 @@ use capfleet_wire::events::trace::int;
 use capfleet_wire::events::{
     EventBody, Published, Publisher, RouteVia, RunOutcome, Signal, TurnOutcome, urn,
 };
-pub use replaying::RouterRecovery;
+pub(crate) use replaying::RouterRecovery;
 
 mod collect;
 
 /// Deliveries waiting for a busy session, at most (tai's `CAP_ROUTE_QUEUE_MAX`).
-pub const QUEUE_MAX: usize = 16;
+pub(crate) const QUEUE_MAX: usize = 16;
 
 /// The `from` of the fleet's task as routed to the start sessions.
-pub const FLEET_SOURCE: &str = "fleet";
+pub(crate) const FLEET_SOURCE: &str = "fleet";
 
 /// Why a turn was started, so its end can be accounted for.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Origin {
+pub(crate) enum Origin {
     Task,
     Route,
     Mention,
@@ -416,80 +417,6 @@ impl Core {
             self.dispatch_plan().await;
         }
         self.fire_routes(session).await;
-    }
-
-    /// The adopted master plan, statuses as they stand.
-    pub(super) fn master_plan(&self) -> Option<Vec<crate::protocol::PlanEntry>> {
-        self.plan.as_ref().map(MasterPlan::entries)
-    }
-
-    async fn adopt_plan(&mut self, r: &TurnResult) {
-        if self.plan.is_some() {
-            return;
-        }
-        let Some(entries) = r.events.iter().rev().find_map(|e| match e {
-            CapEvent::Plan(p) => Some(p.entries.clone()),
-            _ => None,
-        }) else {
-            return;
-        };
-        let names: HashSet<String> = self.slots.keys().cloned().collect();
-        match MasterPlan::from_entries(&entries, &names) {
-            Ok(Some(plan)) => {
-                for t in &plan.tasks {
-                    let body = EventBody::PlanEntry {
-                        id: t.id.clone(),
-                        assigned_to: t.assigned_to.clone(),
-                        status: t.status,
-                    };
-                    self.record(body).await;
-                }
-                self.plan = Some(plan);
-                self.plan_arrived = self.arrivals;
-            }
-            Ok(None) => {}
-            Err(e) => {
-                self.any_failed = true;
-                self.record(EventBody::RouteFailed {
-                    route: None,
-                    reason: format!("master plan rejected: {e}"),
-                })
-                .await;
-            }
-        }
-    }
-
-    async fn set_plan(&mut self, i: usize, status: PlanStatus) {
-        let Some(plan) = self.plan.as_mut() else {
-            return;
-        };
-        plan.set_status(i, status);
-        if let Some(t) = plan.tasks.get(i) {
-            let body = EventBody::PlanEntry {
-                id: t.id.clone(),
-                assigned_to: t.assigned_to.clone(),
-                status,
-            };
-            self.record(body).await;
-        }
-    }
-
-    async fn dispatch_plan(&mut self) {
-        let Some(plan) = self.plan.as_mut() else {
-            return;
-        };
-        for i in plan.dispatch_ready() {
-            let Some(t) = self.plan.as_ref().and_then(|p| p.tasks.get(i)).cloned() else {
-                continue;
-            };
-            let d = Delivery {
-                from: vec!["plan".into()],
-                text: t.content,
-                via: RouteVia::Plan,
-                origin: Origin::Plan(i),
-            };
-            self.deliver(&t.assigned_to, d).await;
-        }
     }
 
     /// Start what waits: each idle session's own queue, then the admission queue.

@@ -8,7 +8,7 @@ use regex::Regex;
 
 /// One mention: the target session's name and the message.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Mention {
+pub(crate) struct Mention {
     pub to: String,
     pub message: String,
 }
@@ -21,7 +21,7 @@ static MENTION: LazyLock<Regex> = LazyLock::new(|| {
 /// Every mention in `text`, in order, each once: the message runs to the end of its
 /// line, and the same mention (target and message) written again in one result is
 /// one delivery, not two.
-pub fn mentions(text: &str) -> Vec<Mention> {
+pub(crate) fn mentions(text: &str) -> Vec<Mention> {
     let mut found: Vec<Mention> = Vec::new();
     for c in MENTION.captures_iter(text) {
         let m = Mention {
@@ -36,7 +36,7 @@ pub fn mentions(text: &str) -> Vec<Mention> {
 }
 
 /// The target of a `_meta.cap.message_to` value (`cap://fleet/name` or `name`).
-pub fn target_of(urn_or_name: &str) -> &str {
+pub(crate) fn target_of(urn_or_name: &str) -> &str {
     let rest = urn_or_name.strip_prefix("cap://").unwrap_or(urn_or_name);
     rest.rsplit('/').next().unwrap_or(rest)
 }

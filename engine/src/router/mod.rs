@@ -43,24 +43,24 @@
 //! still running (their cancelled turn is no failure).
 
 mod dispatch;
-pub mod mentions;
-pub mod plan;
-pub mod spec;
-pub mod subtasks;
+pub(crate) mod mentions;
+pub(crate) mod plan;
+pub(crate) mod spec;
+pub(crate) mod subtasks;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use tokio::sync::mpsc;
 
-pub use dispatch::{FLEET_SOURCE, Origin, QUEUE_MAX, RouterRecovery};
+pub(crate) use dispatch::{Origin, RouterRecovery};
 pub use spec::{CollectMode, Picker, QueueOrder, Route, RouteAction, RoutingSpec, Split};
 
 use crate::session::{SessionError, SessionMsg, TurnResult};
 use capfleet_wire::events::{Published, RunOutcome, Signal};
 
-pub struct Router;
+pub(crate) struct Router;
 
 /// What the router needs.
-pub struct RouterArgs {
+pub(crate) struct RouterArgs {
     pub fleet: String,
     pub spec: RoutingSpec,
     /// Every session's name, in the fleet's order. Each is reached once it is up
@@ -87,7 +87,7 @@ pub struct RouterArgs {
     pub recovered: Option<RouterRecovery>,
 }
 
-pub enum RouterMsg {
+pub(crate) enum RouterMsg {
     /// Hand the task to the start sessions.
     Start,
     /// A session is up: what waited for it goes out.
@@ -140,7 +140,7 @@ pub struct RaceWon {
     pub cancelled: Vec<String>,
 }
 
-pub struct RouterState {
+pub(crate) struct RouterState {
     core: dispatch::Core,
     waiters: Vec<RpcReplyPort<RunOutcome>>,
 }

@@ -10,7 +10,7 @@ use crate::protocol::{HasMeta, PlanEntry, PlanStatus};
 
 /// One dispatchable entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PlanTask {
+pub(crate) struct PlanTask {
     pub id: String,
     pub content: String,
     /// The session name it is assigned to.
@@ -21,7 +21,7 @@ pub struct PlanTask {
 
 /// Why a master plan was rejected.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum PlanError {
+pub(crate) enum PlanError {
     #[error("plan entry `{entry}` is assigned to `{to}`, which is not a session of this fleet")]
     UnknownAssignee { entry: String, to: String },
     #[error("plan entry `{entry}` depends on `{dep}`, which is not an entry of the plan")]
@@ -36,7 +36,7 @@ pub enum PlanError {
 
 /// A validated master plan and its progress.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MasterPlan {
+pub(crate) struct MasterPlan {
     pub tasks: Vec<PlanTask>,
     /// Per task: handed to its session (its turn may still wait in the session's
     /// queue; it is `in_progress` only once that turn starts).
@@ -45,7 +45,7 @@ pub struct MasterPlan {
 
 impl MasterPlan {
     /// `None` when no entry is assigned (an agent's own local plan, not a master plan).
-    pub fn from_entries(
+    pub(crate) fn from_entries(
         entries: &[PlanEntry],
         sessions: &HashSet<String>,
     ) -> Result<Option<Self>, PlanError> {
@@ -139,7 +139,7 @@ impl MasterPlan {
     }
 
     /// Pending entries whose dependencies have all completed, in plan order.
-    pub fn ready(&self) -> Vec<usize> {
+    pub(crate) fn ready(&self) -> Vec<usize> {
         (0..self.tasks.len())
             .filter(|&i| {
                 let t = &self.tasks[i];
@@ -150,7 +150,7 @@ impl MasterPlan {
 
     /// The ready entries not handed out yet, in plan order; they count as handed out
     /// from now on.
-    pub fn dispatch_ready(&mut self) -> Vec<usize> {
+    pub(crate) fn dispatch_ready(&mut self) -> Vec<usize> {
         let fresh: Vec<usize> = self
             .ready()
             .into_iter()
@@ -163,21 +163,22 @@ impl MasterPlan {
     }
 
     /// `session` has an entry still to do (pending, or in progress).
-    pub fn has_open(&self, session: &str) -> bool {
+    pub(crate) fn has_open(&self, session: &str) -> bool {
         self.tasks.iter().any(|t| {
             t.assigned_to == session
                 && matches!(t.status, PlanStatus::Pending | PlanStatus::InProgress)
         })
     }
 
-    pub fn set_status(&mut self, index: usize, status: PlanStatus) {
+    pub(crate) fn set_status(&mut self, index: usize, status: PlanStatus) {
         if let Some(t) = self.tasks.get_mut(index) {
             t.status = status;
         }
     }
 
     /// Nothing left to run or waiting on a dependency that can still complete.
-    pub fn is_settled(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_settled(&self) -> bool {
         self.ready().is_empty()
             && !self
                 .tasks
@@ -186,7 +187,7 @@ impl MasterPlan {
     }
 
     /// The plan as `cap.plan` entries (for the `plan_doc` and the journal).
-    pub fn entries(&self) -> Vec<PlanEntry> {
+    pub(crate) fn entries(&self) -> Vec<PlanEntry> {
         self.tasks
             .iter()
             .map(|t| {

@@ -6,7 +6,7 @@ use serde_json::Value;
 
 /// Why a `cap-subtasks` block could not be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum SubtaskError {
+pub(crate) enum SubtaskError {
     #[error("no ```cap-subtasks block in the output")]
     Missing,
     #[error("the cap-subtasks block is not a JSON array of subtasks: {0}")]
@@ -18,7 +18,10 @@ pub enum SubtaskError {
 }
 
 /// The block's subtasks assigned to targets: explicit `to` first, the rest round-robin.
-pub fn assign(text: &str, targets: &[String]) -> Result<Vec<(String, String)>, SubtaskError> {
+pub(crate) fn assign(
+    text: &str,
+    targets: &[String],
+) -> Result<Vec<(String, String)>, SubtaskError> {
     let body = block(text).ok_or(SubtaskError::Missing)?;
     let items: Vec<Value> =
         serde_json::from_str(body).map_err(|e| SubtaskError::Malformed(e.to_string()))?;

@@ -9,7 +9,7 @@ use capfleet_wire::events::SessionState;
 use capfleet_wire::supervision::ExitCause;
 
 /// The session actor (see the module doc of [`crate::session`]).
-pub struct Session;
+pub(crate) struct Session;
 
 impl Actor for Session {
     type Msg = SessionMsg;

@@ -6,7 +6,7 @@ use serde_json::Value;
 use super::machine::Core;
 use crate::protocol::{CapCode, CapEvent, Decision, ErrorKind, HasMeta};
 use capfleet_wire::driver::DriverMsg;
-use capfleet_wire::events::requests::{Answer, META_RESEARCH};
+use capfleet_wire::events::{Answer, META_RESEARCH};
 use capfleet_wire::events::{EventBody, SessionState};
 
 impl Core {

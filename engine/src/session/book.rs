@@ -14,10 +14,10 @@ use super::turn::{Turn, TurnResult};
 use super::{Own, SessionError, SessionMsg};
 use crate::protocol::{CapEvent, StopReason};
 use capfleet_wire::driver::DriverMsg;
-use capfleet_wire::events::requests::OpenRequest;
+use capfleet_wire::events::OpenRequest;
 use capfleet_wire::events::{EventBody, Prompt, SessionState, TurnOutcome, UsageTotals};
 use capfleet_wire::supervision::ExitCause;
-use capfleet_wire::supervision::poison::{AttemptFailure, Verdict, poison_event};
+use capfleet_wire::supervision::{AttemptFailure, Verdict, poison_event};
 
 type Reply = RpcReplyPort<Result<TurnResult, SessionError>>;
 
@@ -407,7 +407,7 @@ impl Core {
 }
 
 /// The last `max` bytes of `text` (on a character boundary).
-pub fn tail(text: &str, max: usize) -> &str {
+pub(crate) fn tail(text: &str, max: usize) -> &str {
     let mut cut = text.len().saturating_sub(max);
     while !text.is_char_boundary(cut) {
         cut += 1;

@@ -13,9 +13,9 @@
 
 use super::machine::Core;
 use crate::chaos::apply;
-use capfleet_wire::chaos::conn::{ConnFault, ConnFaults};
-use capfleet_wire::chaos::interpose::{ByteFault, ByteFaults};
-use capfleet_wire::chaos::signals::SignalFault;
+use capfleet_wire::chaos::SignalFault;
+use capfleet_wire::chaos::{ByteFault, ByteFaults};
+use capfleet_wire::chaos::{ConnFault, ConnFaults};
 use capfleet_wire::chaos::{FaultKind, Reach};
 use capfleet_wire::driver::DriverMsg;
 use capfleet_wire::events::EventBody;

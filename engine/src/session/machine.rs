@@ -12,11 +12,11 @@ use super::slot::DriverSlot;
 use super::spans::Spans;
 use super::{SessionArgs, SessionError, SessionMsg, SessionSnapshot, SessionSpec};
 use capfleet_wire::driver::DriverMsg;
-use capfleet_wire::events::requests::Decider;
+use capfleet_wire::events::Decider;
 use capfleet_wire::events::{EventBody, Publisher, SessionState};
 
 /// The session's state (see [`super::Session`]).
-pub struct Core {
+pub(crate) struct Core {
     pub(super) spec: SessionSpec,
     pub(super) state: SessionState,
     /// `Close` was asked: the driver is shutting down, the session ends with it.

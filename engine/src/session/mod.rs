@@ -43,8 +43,8 @@ mod pause;
 mod recovery;
 mod slot;
 mod spans;
-pub mod tools_run;
-pub mod turn;
+pub(crate) mod tools_run;
+pub(crate) mod turn;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -52,15 +52,15 @@ use std::time::Duration;
 use ractor::RpcReplyPort;
 use tokio::sync::mpsc;
 
-pub use actor::Session;
-pub use book::tail;
-pub use recovery::SessionRecovery;
+pub(crate) use actor::Session;
+pub(crate) use book::tail;
+pub(crate) use recovery::SessionRecovery;
 pub use turn::TurnResult;
 
 use crate::protocol::CancelScope;
 use capfleet_wire::driver::LaunchSpec;
-use capfleet_wire::driver::sink::OutputBatch;
-use capfleet_wire::events::requests::{Answer, Decider};
+use capfleet_wire::driver::OutputBatch;
+use capfleet_wire::events::{Answer, Decider};
 use capfleet_wire::events::{Published, SessionState, UsageTotals};
 use capfleet_wire::registry::Binding;
 use capfleet_wire::supervision::rate_limit::RateLimitPolicy;
@@ -69,7 +69,7 @@ use capfleet_wire::supervision::{ExitCause, RestartPolicy};
 /// Default turn timeout (tai's `CAP_TURN_TIMEOUT`).
 pub const DEFAULT_TURN_TIMEOUT: Duration = Duration::from_secs(600);
 /// How long a cancelled turn may take to end before its agent is killed.
-pub const DEFAULT_CANCEL_GRACE: Duration = Duration::from_secs(5);
+pub(crate) const DEFAULT_CANCEL_GRACE: Duration = Duration::from_secs(5);
 
 /// Everything a session needs.
 #[derive(Debug, Clone)]
@@ -170,7 +170,7 @@ pub enum SessionMsg {
         reply: RpcReplyPort<Result<TurnResult, SessionError>>,
     },
     /// Answer an open permission request or ask (from the answerer, a human, the
-    /// fail-safe; they hold an [`AnswerTo`](capfleet_wire::events::requests::AnswerTo)).
+    /// fail-safe; they hold an [`AnswerTo`](capfleet_wire::events::AnswerTo)).
     Answer(Answer),
     /// Cancel the current turn, or the whole session.
     Cancel { scope: CancelScope, reason: String },

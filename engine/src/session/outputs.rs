@@ -9,7 +9,7 @@ use super::SessionMsg;
 use super::machine::Core;
 use crate::protocol::{CapEvent, HasMeta, StopReason, is_late_output};
 use capfleet_wire::driver::DriverOutput;
-use capfleet_wire::events::requests::{Decide, MAX_CONTEXT, OpenRequest, fail_safe};
+use capfleet_wire::events::{Decide, MAX_CONTEXT, OpenRequest, fail_safe};
 use capfleet_wire::events::{EventBody, SessionState, TurnOutcome};
 
 impl Core {

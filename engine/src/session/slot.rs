@@ -15,7 +15,7 @@ use tokio::sync::Semaphore;
 use super::machine::Core;
 use super::{Own, SessionError, SessionMsg, SessionSpec};
 use crate::protocol::StopReason;
-use capfleet_wire::driver::sink::DEFAULT_CREDITS;
+use capfleet_wire::driver::DEFAULT_CREDITS;
 use capfleet_wire::driver::{DriverArgs, DriverMsg, ExitCause, LaunchSpec, OutputSink};
 use capfleet_wire::events::trace::{TRACEPARENT, traceparent};
 use capfleet_wire::events::{EventBody, SessionState, TurnOutcome};

@@ -9,9 +9,9 @@
 use serde_json::Value;
 
 /// Tool calls named at most; the others are counted.
-pub const MAX_TOOLS_NAMED: usize = 8;
+pub(crate) const MAX_TOOLS_NAMED: usize = 8;
 /// Bytes of one tool call's title at most.
-pub const MAX_TOOL_TITLE: usize = 80;
+pub(crate) const MAX_TOOL_TITLE: usize = 80;
 
 /// The input fields that say what a tool call touched, the first one present taken.
 const ARG_KEYS: [&str; 6] = ["file_path", "path", "command", "pattern", "url", "query"];

@@ -14,13 +14,13 @@ use crate::protocol::{CapEvent, Channel, StopReason};
 use capfleet_wire::events::{TextFrom, TurnOutcome, UsageTotals};
 
 /// Events kept in a [`TurnResult`] at most.
-pub const MAX_TURN_EVENTS: usize = 10_000;
+pub(crate) const MAX_TURN_EVENTS: usize = 10_000;
 /// Bytes of joined assistant text kept in a [`TurnResult`] at most.
-pub const MAX_TURN_TEXT: usize = 1 << 20;
+pub(crate) const MAX_TURN_TEXT: usize = 1 << 20;
 /// Bytes of text and thoughts carried by the events kept in a [`TurnResult`] at most.
 /// The event count alone does not bound memory: 10 000 flood chunks of 16 KiB each
 /// would pin 160 MiB until the turn ends.
-pub const MAX_TURN_EVENT_TEXT: usize = 2 * MAX_TURN_TEXT;
+pub(crate) const MAX_TURN_EVENT_TEXT: usize = 2 * MAX_TURN_TEXT;
 
 /// What `ask` returns: the turn's events, how it ended, its usage and its text.
 #[derive(Debug, Clone, Serialize)]
@@ -59,7 +59,7 @@ pub(crate) struct Turn {
     /// is not the turn's.
     pub attempt_cut: bool,
     /// How the attempts failed, in a row (poison turns).
-    pub failures: capfleet_wire::supervision::poison::AttemptLog,
+    pub failures: capfleet_wire::supervision::AttemptLog,
     events: Vec<CapEvent>,
     /// Events counted as kept: those in `events`, and those of a replay no one reads
     /// again ([`Turn::count_unread`]).

@@ -57,18 +57,18 @@ pub enum TelemetryError {
     TraceFile { path: String, reason: String },
 }
 
-pub const ENV_TRACES_ENDPOINT: &str = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT";
-pub const ENV_ENDPOINT: &str = "OTEL_EXPORTER_OTLP_ENDPOINT";
-pub const ENV_TRACES_PROTOCOL: &str = "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL";
-pub const ENV_PROTOCOL: &str = "OTEL_EXPORTER_OTLP_PROTOCOL";
-pub const ENV_TRACES_EXPORTER: &str = "OTEL_TRACES_EXPORTER";
-pub const ENV_SDK_DISABLED: &str = "OTEL_SDK_DISABLED";
+pub(crate) const ENV_TRACES_ENDPOINT: &str = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT";
+pub(crate) const ENV_ENDPOINT: &str = "OTEL_EXPORTER_OTLP_ENDPOINT";
+pub(crate) const ENV_TRACES_PROTOCOL: &str = "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL";
+pub(crate) const ENV_PROTOCOL: &str = "OTEL_EXPORTER_OTLP_PROTOCOL";
+pub(crate) const ENV_TRACES_EXPORTER: &str = "OTEL_TRACES_EXPORTER";
+pub(crate) const ENV_SDK_DISABLED: &str = "OTEL_SDK_DISABLED";
 pub const ENV_SERVICE_NAME: &str = "OTEL_SERVICE_NAME";
 pub const ENV_RESOURCE_ATTRIBUTES: &str = "OTEL_RESOURCE_ATTRIBUTES";
-pub const ENV_BSP_MAX_QUEUE_SIZE: &str = "OTEL_BSP_MAX_QUEUE_SIZE";
+pub(crate) const ENV_BSP_MAX_QUEUE_SIZE: &str = "OTEL_BSP_MAX_QUEUE_SIZE";
 
 /// The batch queue's default size (the SDK's).
-pub const DEFAULT_QUEUE_SIZE: usize = 2048;
+pub(crate) const DEFAULT_QUEUE_SIZE: usize = 2048;
 
 fn setting(source: &str, value: &str, reason: impl Into<String>) -> TelemetryError {
     TelemetryError::Setting {

@@ -8,7 +8,7 @@ use crate::tap::{Tap, TapHandler, TapMsg};
 use capfleet_wire::events::{EventBody, SessionEvent, SessionState};
 
 /// The telemetry actor.
-pub type Telemetry = Tap<Counters>;
+pub(crate) type Telemetry = Tap<Counters>;
 /// Its messages.
 pub type TelemetryMsg = TapMsg<Counters>;
 
@@ -58,7 +58,7 @@ impl TapHandler for Counters {
 
 /// An event's kind: the CAP wire name (`cap.text_chunk`, …) or the session kind
 /// (`state`, `restart`, …).
-pub fn event_kind(body: &EventBody) -> &'static str {
+pub(crate) fn event_kind(body: &EventBody) -> &'static str {
     match body {
         EventBody::Cap { event } => event.kind(),
         EventBody::State { .. } => "state",

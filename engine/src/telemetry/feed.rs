@@ -14,23 +14,23 @@ use crate::protocol::{CapEvent, ErrorKind, HasMeta, Usage};
 use crate::tap::{Tap, TapHandler, TapMsg};
 use capfleet_wire::driver::STRAY_FRAME;
 use capfleet_wire::events::{EventBody, SessionEvent};
-use capfleet_wire::supervision::poison::POISON_TURN;
+use capfleet_wire::supervision::POISON_TURN;
 use capfleet_wire::supervision::rate_limit::{DETAIL_LIMIT_TYPE, RATE_LIMIT_WARNING};
 
 /// The metrics tap actor.
-pub type MetricsTap = Tap<MetricsFeed>;
+pub(crate) type MetricsTap = Tap<MetricsFeed>;
 /// Its messages.
 pub type MetricsTapMsg = TapMsg<()>;
 
 /// What the tap keeps between events: spending per session, for the budget gauges.
-pub struct MetricsFeed {
+pub(crate) struct MetricsFeed {
     metrics: Metrics,
     spent: HashMap<Arc<str>, f64>,
     total: f64,
 }
 
 impl MetricsFeed {
-    pub fn new(metrics: Metrics) -> Self {
+    pub(crate) fn new(metrics: Metrics) -> Self {
         MetricsFeed {
             metrics,
             spent: HashMap::new(),
@@ -357,11 +357,11 @@ mod tests {
     fn poison_turns_are_counted() {
         let m = Arc::new(FleetMetrics::default());
         let mut feed = MetricsFeed::new(m.clone());
-        let failure = capfleet_wire::supervision::poison::AttemptFailure {
+        let failure = capfleet_wire::supervision::AttemptFailure {
             code: Some("agent_exited".into()),
             cause: ExitCause::Exited { code: 3 },
         };
-        let event = capfleet_wire::supervision::poison::poison_event(1, 2, &failure);
+        let event = capfleet_wire::supervision::poison_event(1, 2, &failure);
         feed.on_event(&ev(EventBody::Cap { event }));
         let text = m.encode();
         let line = "capfleet_poison_turns_total{session=\"cap://f/a\"} 1";

@@ -7,11 +7,19 @@
 //! with `_bucket` / `_sum` / `_count`; [`FleetMetrics::series_names`] lists every name a
 //! scrape can carry, for the dashboard cross-check.
 
+mod labels;
+
+pub use labels::ReasonLabels;
+pub use labels::{
+    AgentLabels, AskLabels, ChildLabels, DecisionLabels, KindLabels, LimitLabels, MailboxLabels,
+    PauseLabels, RestartLabels, ScopeLabels, SessionLabels, StateLabels, TokenLabels, TurnLabels,
+    UsageLabels,
+};
+
 use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 
-use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::{Family, MetricConstructor};
 use prometheus_client::metrics::gauge::Gauge;
@@ -19,7 +27,7 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Metric, Registry};
 use tokio::sync::mpsc;
 
-use capfleet_wire::chaos::interpose::metrics::IoMetrics;
+use capfleet_wire::chaos::IoMetrics;
 use capfleet_wire::events::Published;
 use capfleet_wire::sync::lock;
 
@@ -27,110 +35,7 @@ use capfleet_wire::sync::lock;
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// The value of the `model` label when no model is known.
-pub const UNKNOWN_MODEL: &str = "unknown";
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct StateLabels {
-    pub state: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct TurnLabels {
-    pub session: String,
-    pub agent: String,
-    pub outcome: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct RestartLabels {
-    pub session: String,
-    pub cause: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct PauseLabels {
-    pub session: String,
-    /// `reset` (the agent said when), `rate_limit_event` or `backoff`.
-    pub source: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct LimitLabels {
-    pub session: String,
-    /// `five_hour`, `seven_day`, … (`unknown` when the agent did not say).
-    pub limit_type: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct AskLabels {
-    pub session: String,
-    /// `permission` or `ask`.
-    pub kind: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct DecisionLabels {
-    pub kind: String,
-    /// `allow_once`, `allow_always`, `deny`; `answered` or `declined` for an ask.
-    pub decision: String,
-    /// The rule that decided (`allow_tools`, `max_risk`, `human`, …).
-    pub rule: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct UsageLabels {
-    pub session: String,
-    pub agent: String,
-    pub model: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct TokenLabels {
-    pub session: String,
-    pub agent: String,
-    pub model: String,
-    /// `input`, `output`, `cache_read`, `cache_creation`, `thinking`.
-    pub r#type: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ScopeLabels {
-    /// `fleet`, or a session's URN.
-    pub scope: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct KindLabels {
-    pub kind: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct SessionLabels {
-    pub session: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ChildLabels {
-    /// A child of the root: `journal`, `budget`, `telemetry`, `metrics`, …
-    pub child: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct MailboxLabels {
-    pub mailbox: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct AgentLabels {
-    pub agent: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ReasonLabels {
-    /// `queue_full` (the batch queue was full), `export_failed`, or `unsent_at_exit`
-    /// (still queued for a hung endpoint when the process ended).
-    pub reason: String,
-}
+pub(crate) const UNKNOWN_MODEL: &str = "unknown";
 
 /// Turn latency buckets: 50 ms to about 7 minutes.
 #[derive(Clone)]

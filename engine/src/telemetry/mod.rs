@@ -43,15 +43,23 @@ macro_rules! pass_to_inner {
     };
 }
 
-pub mod config;
+pub(crate) mod config;
 pub mod counted;
-pub mod counters;
-pub mod feed;
+pub(crate) mod counters;
+pub(crate) mod feed;
 pub mod metrics;
 pub mod openinference;
-pub mod trace_file;
+pub(crate) mod trace_file;
 
-pub use counters::{Counters, Telemetry, TelemetryMsg};
+pub use config::{
+    ENV_RESOURCE_ATTRIBUTES, ENV_SERVICE_NAME, OtlpTarget, Protocol, TelemetryError, TraceConfig,
+    queue_size,
+};
+pub use feed::MetricsTapMsg;
+pub use trace_file::TraceFile;
+
+pub use counters::TelemetryMsg;
+pub(crate) use counters::{Counters, Telemetry};
 
 /// What a supervision tree reports to: the span its sessions' spans hang under (the
 /// run's), and the run's metrics when they are served.

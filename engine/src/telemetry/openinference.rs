@@ -10,9 +10,9 @@ use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::trace::{SpanData, SpanExporter};
 
 /// The environment variable turning the kinds on (`true` or `1`).
-pub const ENV_OPENINFERENCE: &str = "CAPFLEET_OTEL_OPENINFERENCE";
+pub(crate) const ENV_OPENINFERENCE: &str = "CAPFLEET_OTEL_OPENINFERENCE";
 /// The attribute OpenInference reads.
-pub const SPAN_KIND: &str = "openinference.span.kind";
+pub(crate) const SPAN_KIND: &str = "openinference.span.kind";
 
 /// Whether the environment (through `env`) asks for the kinds.
 pub fn wanted(env: impl Fn(&str) -> Option<String>) -> bool {
@@ -33,7 +33,7 @@ impl<E> Kinds<E> {
 }
 
 /// The OpenInference kind of `span`.
-pub fn kind(span: &SpanData) -> &'static str {
+pub(crate) fn kind(span: &SpanData) -> &'static str {
     let attr = |key: &str| {
         span.attributes
             .iter()

@@ -99,7 +99,7 @@ fn kind(k: &SpanKind) -> &'static str {
 }
 
 /// One span as its JSON line.
-pub fn span_json(span: &SpanData) -> Value {
+pub(crate) fn span_json(span: &SpanData) -> Value {
     let (code, message) = match &span.status {
         Status::Unset => ("unset", String::new()),
         Status::Ok => ("ok", String::new()),

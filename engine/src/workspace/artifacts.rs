@@ -20,7 +20,7 @@ use crate::protocol::{Artifact, CapEvent, HasMeta, Nullable};
 /// The artifacts directory's name inside a run directory.
 pub const ARTIFACTS_DIR: &str = "artifacts";
 /// `_meta` key naming the session an orchestrator-made artifact belongs to.
-pub const META_SESSION: &str = "capfleet.session";
+pub(crate) const META_SESSION: &str = "capfleet.session";
 
 /// A run's artifact directory.
 #[derive(Debug)]
@@ -135,7 +135,7 @@ impl ArtifactStore {
 }
 
 /// A `cap.artifact` for a stored file: `inline` is the content when it fits.
-pub fn artifact_event(
+pub(crate) fn artifact_event(
     id: &str,
     mime: &str,
     name: &str,
@@ -179,7 +179,7 @@ pub fn sanitize(name: &str) -> String {
 }
 
 /// `file://` + the absolute path, percent-encoding what a URI path cannot hold.
-pub fn file_uri(path: &Path) -> String {
+pub(crate) fn file_uri(path: &Path) -> String {
     let mut uri = String::from("file://");
     for b in path.to_string_lossy().bytes() {
         if b.is_ascii_alphanumeric() || b"/-._~".contains(&b) {

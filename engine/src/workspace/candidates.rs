@@ -14,7 +14,7 @@ use crate::protocol::CapEvent;
 use crate::protocol::coding::CodingArtifact;
 
 /// The candidates' workspaces, by session name.
-pub struct Candidates {
+pub(crate) struct Candidates {
     fleet: String,
     run_id: String,
     by_session: HashMap<String, Workspace>,
@@ -22,7 +22,7 @@ pub struct Candidates {
 }
 
 /// One candidate's work, for the picker.
-pub struct CandidateDiff {
+pub(crate) struct CandidateDiff {
     /// A Markdown section with the diff in a fenced block.
     pub text: String,
     /// The `cap.artifact` (diff) of it.
@@ -30,7 +30,7 @@ pub struct CandidateDiff {
 }
 
 impl Candidates {
-    pub fn new(
+    pub(crate) fn new(
         fleet: &str,
         run_id: &str,
         workspaces: &[Workspace],
@@ -48,7 +48,7 @@ impl Candidates {
     }
 
     /// The diff of `session`'s workspace now; `None` when it has none.
-    pub async fn diff(&self, session: &str) -> Option<CandidateDiff> {
+    pub(crate) async fn diff(&self, session: &str) -> Option<CandidateDiff> {
         let ws = self.by_session.get(session)?.clone();
         let store = self.store.clone();
         let made = tokio::task::spawn_blocking(move || {

@@ -206,7 +206,7 @@ fn clean_one(w: &Workspace, run_id: &str, force: bool) -> Result<Outcome, Worksp
 
 /// Commits on `branch` beyond `base` that the repository's `HEAD` does not contain
 /// (0 when the branch is gone).
-pub fn unmerged_commits(
+pub(crate) fn unmerged_commits(
     repository: &Repository,
     branch: &str,
     base: &str,
@@ -234,7 +234,7 @@ pub fn unmerged_commits(
 }
 
 /// Remove a worktree's directory and git's record of it.
-pub fn remove_worktree(repo: &Path, name: &str, path: &Path) -> Result<(), WorkspaceError> {
+pub(crate) fn remove_worktree(repo: &Path, name: &str, path: &Path) -> Result<(), WorkspaceError> {
     if path.exists() {
         std::fs::remove_dir_all(path).ctx("cannot remove the worktree", path)?;
     }

@@ -30,7 +30,7 @@ use capfleet_wire::events::{EventBody, Publisher, urn};
 
 /// What the end-of-run pass does.
 #[derive(Debug, Clone)]
-pub struct CollectSpec {
+pub(crate) struct CollectSpec {
     pub fleet: String,
     pub run_id: String,
     /// Commit each worktree's changes on its branch (`--commit`).
@@ -83,7 +83,7 @@ pub struct TestLine {
 }
 
 /// Collect every workspace, one after the other; then a `collected` record.
-pub async fn collect(
+pub(crate) async fn collect(
     spec: &CollectSpec,
     workspaces: &[Workspace],
     store: &Arc<ArtifactStore>,
@@ -343,7 +343,7 @@ fn join_error(e: tokio::task::JoinError, ws: &Workspace) -> WorkspaceError {
 }
 
 /// A vetting finding as a `cap.error` `git_dirty` warning.
-pub fn finding_event(f: &Finding, session: &str, urn: &str) -> CapEvent {
+pub(crate) fn finding_event(f: &Finding, session: &str, urn: &str) -> CapEvent {
     let mut event = CapEvent::error(
         ErrorKind::GitDirty,
         format!("{session}: {}", f.describe()),
@@ -414,7 +414,7 @@ async fn publish_json<T: serde::Serialize>(
 }
 
 /// The final master plan as a `plan_doc` artifact (`artifacts/plan_doc.json`).
-pub async fn publish_plan_doc(
+pub(crate) async fn publish_plan_doc(
     plan: &PlanDoc,
     store: &Arc<ArtifactStore>,
     publisher: &mut Publisher,

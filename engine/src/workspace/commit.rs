@@ -29,12 +29,12 @@ pub enum CommitMark {
 }
 
 /// The idempotency key of `session`'s commit in a run.
-pub fn key(session: &str) -> String {
+pub(crate) fn key(session: &str) -> String {
     format!("commit:{session}")
 }
 
 /// The head of `ws`'s branch (full sha); `Ok(None)` for a plain directory.
-pub fn head(ws: &Workspace) -> Result<Option<String>, WorkspaceError> {
+pub(crate) fn head(ws: &Workspace) -> Result<Option<String>, WorkspaceError> {
     if matches!(ws.kind, Kind::Plain) {
         return Ok(None);
     }
@@ -48,7 +48,7 @@ pub fn head(ws: &Workspace) -> Result<Option<String>, WorkspaceError> {
 
 /// The commit a cut run made on `ws`'s branch: its head, if that has `parent` as its
 /// only parent and `message` as its message.
-pub fn made_on(
+pub(crate) fn made_on(
     ws: &Workspace,
     parent: &str,
     message: &str,
@@ -75,7 +75,7 @@ pub fn made_on(
 /// worktree's index and HEAD, its branch's ref), those no live process holds
 /// ([`super::locks`]); call it only for a commit journaled as started and never as
 /// made. Returns the locks removed.
-pub fn clear_cut_locks(ws: &Workspace) -> Result<Vec<std::path::PathBuf>, WorkspaceError> {
+pub(crate) fn clear_cut_locks(ws: &Workspace) -> Result<Vec<std::path::PathBuf>, WorkspaceError> {
     let Some(branch) = ws.branch() else {
         return Ok(Vec::new());
     };

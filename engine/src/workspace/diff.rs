@@ -18,9 +18,9 @@ use super::record::{Kind, Workspace};
 use super::status::plain_files;
 
 /// Inline bytes of one artifact, at most; longer ones travel as a file URI.
-pub const INLINE_MAX: usize = 64 * 1024;
+pub(crate) const INLINE_MAX: usize = 64 * 1024;
 /// In a plain directory, files larger than this are shown as binary (not read).
-pub const MAX_TEXT: u64 = 16 << 20;
+pub(crate) const MAX_TEXT: u64 = 16 << 20;
 /// How far into a file binary detection looks (git's heuristic: a NUL byte).
 const SNIFF: usize = 8000;
 

@@ -17,7 +17,7 @@ use git2::Repository;
 /// The lock files a step on `repo` may have left: the index and HEAD of its git
 /// directory (a worktree's own), `packed-refs`, and each of `refs` (full ref names,
 /// in the common directory).
-pub fn candidates(repo: &Repository, refs: &[&str]) -> Vec<PathBuf> {
+pub(crate) fn candidates(repo: &Repository, refs: &[&str]) -> Vec<PathBuf> {
     let (own, common) = (repo.path(), repo.commondir());
     let mut out = vec![
         own.join("index.lock"),
@@ -35,7 +35,7 @@ pub fn candidates(repo: &Repository, refs: &[&str]) -> Vec<PathBuf> {
 
 /// Remove each of `locks` that exists and that no live process holds open; the
 /// removed ones are returned (each logged).
-pub fn clear_stale(locks: &[PathBuf]) -> std::io::Result<Vec<PathBuf>> {
+pub(crate) fn clear_stale(locks: &[PathBuf]) -> std::io::Result<Vec<PathBuf>> {
     let mut removed = Vec::new();
     for lock in locks.iter().filter(|l| l.exists()) {
         if held_open(lock)? {
@@ -58,7 +58,7 @@ pub fn clear_stale(locks: &[PathBuf]) -> std::io::Result<Vec<PathBuf>> {
 /// pointing at it). Processes whose descriptors cannot be read (another user's,
 /// when not root) cannot be checked: their locks are treated as held only if
 /// `/proc` itself cannot be read.
-pub fn held_open(path: &Path) -> std::io::Result<bool> {
+pub(crate) fn held_open(path: &Path) -> std::io::Result<bool> {
     let target = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned());
     for proc_entry in std::fs::read_dir("/proc")?.filter_map(Result::ok) {
         let name = proc_entry.file_name();

@@ -14,22 +14,27 @@
 //!
 //! Nothing here removes a worktree except `clean`, which refuses to lose work.
 
-pub mod artifacts;
-pub mod candidates;
+pub(crate) mod artifacts;
+pub(crate) mod candidates;
 pub mod clean;
-pub mod collect;
+pub(crate) mod collect;
 pub mod commit;
 pub mod diff;
 mod error;
-pub mod locks;
+pub(crate) mod locks;
 pub mod merge;
 pub mod provision;
-pub mod record;
+pub(crate) mod record;
 pub mod repo;
-pub mod status;
-pub mod testrun;
-pub mod transcript;
-pub mod vet;
+pub(crate) mod status;
+pub(crate) mod testrun;
+pub(crate) mod transcript;
+pub(crate) mod vet;
+
+pub use artifacts::{ARTIFACTS_DIR, sanitize};
+pub use record::RECORD_FILE;
+pub use testrun::{TestCommand, TestRun, run_tests};
+pub use vet::Vetter;
 
 use tokio::sync::mpsc;
 
@@ -41,14 +46,14 @@ use capfleet_wire::events::{Published, Publisher, urn};
 
 /// The directory (in a repository's working tree, or beside a plain session's cwd)
 /// that holds the worktrees.
-pub const WORKTREES_DIR: &str = ".cap-worktrees";
+pub(crate) const WORKTREES_DIR: &str = ".cap-worktrees";
 
 /// The last URN segment of the workspace records' stream.
-pub const WORKSPACE_URN_SEGMENT: &str = "workspace";
+pub(crate) const WORKSPACE_URN_SEGMENT: &str = "workspace";
 
 /// The workspace records' stream: artifacts and vetting warnings published under
 /// `cap://<fleet>/workspace` (numbered like a session's events), each naming its
 /// session in `_meta."capfleet.session"`, to the journal and the run's watchers.
-pub fn publisher(fleet: &str, sinks: Vec<mpsc::Sender<Published>>, after: u64) -> Publisher {
+pub(crate) fn publisher(fleet: &str, sinks: Vec<mpsc::Sender<Published>>, after: u64) -> Publisher {
     Publisher::continuing(urn(fleet, WORKSPACE_URN_SEGMENT), sinks, after)
 }

@@ -24,7 +24,7 @@ use super::repo;
 use super::testrun::TestCommand;
 
 /// Worktrees checked out at once, at most.
-pub const MAX_THREADS: usize = 8;
+pub(crate) const MAX_THREADS: usize = 8;
 
 /// One session that needs a workspace.
 #[derive(Debug, Clone)]
@@ -37,12 +37,12 @@ pub struct Request {
 }
 
 /// The branch of `session` in run `run_id`.
-pub fn branch_name(run_id: &str, session: &str) -> String {
+pub(crate) fn branch_name(run_id: &str, session: &str) -> String {
     format!("capfleet/{run_id}/{session}")
 }
 
 /// The worktree name git keeps (`.git/worktrees/<name>`): one path component.
-pub fn worktree_name(run_id: &str, session: &str) -> String {
+pub(crate) fn worktree_name(run_id: &str, session: &str) -> String {
     format!("capfleet-{run_id}-{session}")
 }
 

@@ -10,11 +10,11 @@ use super::error::{Context, WorkspaceError};
 
 /// Lines capfleet keeps in the repository's local exclude file (`info/exclude`), not
 /// in the user's `.gitignore`.
-pub const EXCLUDES: [&str; 2] = [".cap-worktrees/", ".capfleet/"];
+pub(crate) const EXCLUDES: [&str; 2] = [".cap-worktrees/", ".capfleet/"];
 
 /// The identity capfleet commits with when git has none configured.
-pub const FALLBACK_NAME: &str = "capfleet";
-pub const FALLBACK_EMAIL: &str = "capfleet@localhost";
+pub(crate) const FALLBACK_NAME: &str = "capfleet";
+pub(crate) const FALLBACK_EMAIL: &str = "capfleet@localhost";
 
 /// A resolved `base`: the repository's working directory and the commit.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,7 +30,7 @@ pub struct Base {
 }
 
 /// The repository `dir` is in, if any (`Ok(None)`: not in a git repository).
-pub fn discover(dir: &Path) -> Result<Option<Repository>, WorkspaceError> {
+pub(crate) fn discover(dir: &Path) -> Result<Option<Repository>, WorkspaceError> {
     match Repository::discover(dir) {
         Ok(repo) => Ok(Some(repo)),
         Err(e) if e.code() == git2::ErrorCode::NotFound => Ok(None),
@@ -65,7 +65,7 @@ pub fn resolve_base(dir: &Path, spec: Option<&str>) -> Result<Option<Base>, Work
 }
 
 /// The repository's working directory, canonical; a bare repository has none.
-pub fn workdir(repo: &Repository) -> Result<PathBuf, WorkspaceError> {
+pub(crate) fn workdir(repo: &Repository) -> Result<PathBuf, WorkspaceError> {
     let Some(dir) = repo.workdir() else {
         return Err(WorkspaceError::Repo {
             path: repo.path().to_owned(),
@@ -76,7 +76,7 @@ pub fn workdir(repo: &Repository) -> Result<PathBuf, WorkspaceError> {
 }
 
 /// The commit `spec` names.
-pub fn base_commit(repo: &Repository, spec: &str) -> Result<git2::Oid, WorkspaceError> {
+pub(crate) fn base_commit(repo: &Repository, spec: &str) -> Result<git2::Oid, WorkspaceError> {
     let path = repo.workdir().unwrap_or(repo.path()).to_owned();
     if spec == "HEAD" && repo.head().is_err() {
         return Err(WorkspaceError::Repo {
@@ -96,7 +96,7 @@ pub fn base_commit(repo: &Repository, spec: &str) -> Result<git2::Oid, Workspace
 
 /// Add [`EXCLUDES`] to the repository's `info/exclude` (shared by its worktrees)
 /// where missing.
-pub fn ensure_excludes(repo: &Repository) -> Result<(), WorkspaceError> {
+pub(crate) fn ensure_excludes(repo: &Repository) -> Result<(), WorkspaceError> {
     let info = repo.commondir().join("info");
     let path = info.join("exclude");
     let current = match std::fs::read_to_string(&path) {
@@ -131,7 +131,7 @@ pub fn ensure_excludes(repo: &Repository) -> Result<(), WorkspaceError> {
 }
 
 /// Who commits: the repository's configured identity, else capfleet's own.
-pub fn committer(repo: &Repository) -> Result<Signature<'static>, WorkspaceError> {
+pub(crate) fn committer(repo: &Repository) -> Result<Signature<'static>, WorkspaceError> {
     repo.signature()
         .or_else(|_| Signature::now(FALLBACK_NAME, FALLBACK_EMAIL))
         .ctx("cannot make a commit signature", repo.path())

@@ -8,13 +8,16 @@ use git2::{Repository, Status, StatusOptions};
 use super::error::{Context, WorkspaceError};
 
 /// The uncommitted paths of the repository at `dir` (relative, sorted).
-pub fn uncommitted(dir: &Path) -> Result<Vec<String>, WorkspaceError> {
+pub(crate) fn uncommitted(dir: &Path) -> Result<Vec<String>, WorkspaceError> {
     let repo = Repository::open(dir).ctx("cannot open the worktree", dir)?;
     uncommitted_in(&repo, true)
 }
 
 /// The uncommitted paths of `repo`; `untracked`: count untracked files too.
-pub fn uncommitted_in(repo: &Repository, untracked: bool) -> Result<Vec<String>, WorkspaceError> {
+pub(crate) fn uncommitted_in(
+    repo: &Repository,
+    untracked: bool,
+) -> Result<Vec<String>, WorkspaceError> {
     let mut opts = StatusOptions::new();
     opts.include_untracked(untracked)
         .recurse_untracked_dirs(untracked)
@@ -34,7 +37,7 @@ pub fn uncommitted_in(repo: &Repository, untracked: bool) -> Result<Vec<String>,
 }
 
 /// Every file under `dir` (relative, sorted); a missing directory has none.
-pub fn plain_files(dir: &Path) -> Result<Vec<String>, WorkspaceError> {
+pub(crate) fn plain_files(dir: &Path) -> Result<Vec<String>, WorkspaceError> {
     let mut out = Vec::new();
     if dir.is_dir() {
         walk(dir, dir, &mut out)?;

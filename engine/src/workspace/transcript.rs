@@ -28,15 +28,15 @@ use capfleet_wire::clock::{now_ms, rfc3339_ms};
 use capfleet_wire::events::{EventBody, Published, Publisher, SUBSCRIBER_CAPACITY};
 
 /// The transcript's file name in the session's artifact directory.
-pub const TRANSCRIPT_FILE: &str = "transcript.json";
+pub(crate) const TRANSCRIPT_FILE: &str = "transcript.json";
 /// A joined text event of the transcript holds at most this many bytes.
-pub const TEXT_RUN_MAX: usize = 1 << 20;
+pub(crate) const TEXT_RUN_MAX: usize = 1 << 20;
 /// The `kind` of the event marking where a transcript's text was first cut.
-pub const CUT_KIND: &str = "capfleet.transcript_cut";
+pub(crate) const CUT_KIND: &str = "capfleet.transcript_cut";
 
 /// Who the transcript is of.
 #[derive(Debug, Clone)]
-pub struct Subject {
+pub(crate) struct Subject {
     pub session: String,
     pub urn: String,
     /// The manifest's agent name.
@@ -46,7 +46,7 @@ pub struct Subject {
 
 /// Start writing `subject`'s transcript; returns the sender to subscribe to the
 /// session. `None` when its file cannot be created (reported to `faults`).
-pub fn spawn(
+pub(crate) fn spawn(
     subject: Subject,
     store: &Arc<ArtifactStore>,
     mut publisher: Publisher,

@@ -14,7 +14,7 @@ use serde::Serialize;
 use super::diff::{Change, FileChange};
 
 /// A binary file at least this large is flagged.
-pub const LARGE_BINARY: u64 = 1 << 20;
+pub(crate) const LARGE_BINARY: u64 = 1 << 20;
 
 /// Why a file is flagged.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -67,7 +67,7 @@ impl Finding {
 }
 
 /// `20.0 MB`, `512 B`.
-pub fn human_bytes(n: u64) -> String {
+pub(crate) fn human_bytes(n: u64) -> String {
     match n {
         n if n >= 1 << 30 => format!("{:.1} GB", n as f64 / f64::from(1u32 << 30)),
         n if n >= 1 << 20 => format!("{:.1} MB", n as f64 / f64::from(1u32 << 20)),
@@ -213,7 +213,7 @@ fn finding(path: &str, flag: Flag) -> Finding {
 
 /// A glob as an anchored regex matching the path itself or anything under it:
 /// `*` and `?` stay within one path segment, `**` spans segments.
-pub fn glob_regex(glob: &str) -> String {
+pub(crate) fn glob_regex(glob: &str) -> String {
     let g = glob.trim_start_matches("./").trim_end_matches('/');
     let mut re = String::from("^");
     let mut rest = g;

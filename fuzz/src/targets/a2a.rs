@@ -3,7 +3,7 @@
 
 use capfleet_wire::bindings::a2a::{Card, FrameMapper};
 use capfleet_wire::bindings::sse::lines;
-use capfleet_wire::process::lines::DEFAULT_MAX_LINE;
+use capfleet_wire::process::DEFAULT_MAX_LINE;
 use eventsource_stream::Eventsource;
 use futures::StreamExt;
 use serde_json::Value;

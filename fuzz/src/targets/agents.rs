@@ -5,7 +5,7 @@ use capfleet_engine::protocol::Decision;
 use capfleet_wire::bindings::acp::AcpMapper;
 use capfleet_wire::bindings::codex_exec::{CodexExecMapper, Totals};
 use capfleet_wire::bindings::stream_json::{PendingKind, StreamJsonMapper};
-use capfleet_wire::process::lines::{LineConfig, LineItem, LineReader};
+use capfleet_wire::process::{LineConfig, LineItem, LineReader};
 use serde_json::{Value, json};
 
 use super::{Framing, Memory, Target};

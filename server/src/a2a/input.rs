@@ -8,9 +8,9 @@
 
 use capfleet_engine::answerer::HumanQuestion;
 use capfleet_engine::protocol::CapEvent;
+use capfleet_wire::bindings::a2a::Part as WirePart;
 use capfleet_wire::bindings::a2a::datapart;
-use capfleet_wire::bindings::a2a::spelling::Part as WirePart;
-use capfleet_wire::events::requests::{Answer, OpenRequest};
+use capfleet_wire::events::{Answer, OpenRequest};
 use serde_json::Value;
 
 use super::task::{Msg, Part};

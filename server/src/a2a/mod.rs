@@ -53,7 +53,7 @@ use std::sync::{Arc, Mutex};
 
 use axum::Router;
 use axum::routing::{get, post};
-use capfleet_wire::bindings::a2a::spelling::Part as WirePart;
+use capfleet_wire::bindings::a2a::Part as WirePart;
 use capfleet_wire::sync::lock;
 use serde_json::Value;
 

@@ -19,7 +19,7 @@ use agent_client_protocol::{Agent, Client, Lines};
 use capfleet_engine::answerer::HumanQuestion;
 use capfleet_engine::protocol::Decision;
 use capfleet_engine::session::SessionError;
-use capfleet_wire::events::requests::{Answer, OpenRequest};
+use capfleet_wire::events::{Answer, OpenRequest};
 use capfleet_wire::events::{RunOutcome, TurnOutcome};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;

@@ -9,7 +9,7 @@ use std::io;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use capfleet_wire::process::lines::{LineConfig, LineItem, LineReader};
+use capfleet_wire::process::{LineConfig, LineItem, LineReader};
 use futures::{Sink, Stream};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::Notify;

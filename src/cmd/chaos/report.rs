@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use capfleet_engine::chaos::report::Report;
+use capfleet_engine::chaos::Report;
 
 use capfleet_app::fleet::run_dir::{LATEST, Orchestrator};
 use capfleet_app::style::{ColorChoice, Style};

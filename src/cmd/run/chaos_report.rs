@@ -1,7 +1,7 @@
 //! The chaos report `run` prints at the end of a chaos run (`capfleet chaos report`
 //! prints the same from the journal afterwards).
 
-use capfleet_engine::chaos::report::Report;
+use capfleet_engine::chaos::Report;
 
 use capfleet_app::fleet::run_dir::RunDir;
 use capfleet_app::style::{ColorChoice, Style};

@@ -108,9 +108,7 @@ pub(super) fn summary(r: &RunReport, run: &RunDir, s: Style, fit: &Fit) {
     if let Some(doc) = &r.plan_doc {
         say(&format!("  plan_doc {}", fit.path(doc)), 4);
     }
-    let artifacts = run
-        .path
-        .join(capfleet_engine::workspace::artifacts::ARTIFACTS_DIR);
+    let artifacts = run.path.join(capfleet_engine::workspace::ARTIFACTS_DIR);
     if artifacts.is_dir() {
         say(&format!("  artifacts {}", fit.path(&artifacts)), 4);
     }
@@ -119,8 +117,8 @@ pub(super) fn summary(r: &RunReport, run: &RunDir, s: Style, fit: &Fit) {
 /// The files stored for `session` under the run's artifacts, sorted.
 fn stored(run: &std::path::Path, session: &str) -> Vec<String> {
     let dir = run
-        .join(capfleet_engine::workspace::artifacts::ARTIFACTS_DIR)
-        .join(capfleet_engine::workspace::artifacts::sanitize(session));
+        .join(capfleet_engine::workspace::ARTIFACTS_DIR)
+        .join(capfleet_engine::workspace::sanitize(session));
     let mut names: Vec<String> = std::fs::read_dir(dir)
         .map(|d| {
             d.filter_map(Result::ok)

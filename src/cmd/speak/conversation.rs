@@ -13,7 +13,7 @@ use capfleet_engine::fault::DiskFault;
 use capfleet_engine::protocol::Decision;
 use capfleet_engine::session::{SessionError, TurnResult};
 use capfleet_wire::bindings::stream_json::outbound;
-use capfleet_wire::events::requests::{Answer, OpenRequest};
+use capfleet_wire::events::{Answer, OpenRequest};
 use capfleet_wire::events::{EventBody, Published, RunOutcome, TurnOutcome, UsageTotals};
 use serde_json::{Value, json};
 use tokio::io::AsyncReadExt;

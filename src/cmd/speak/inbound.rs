@@ -4,7 +4,7 @@
 //! a frame is counted and named on stderr, never fatal.
 
 use capfleet_wire::bindings::stream_json::outbound::user_text;
-use capfleet_wire::process::lines::{LineItem, LineReader};
+use capfleet_wire::process::{LineItem, LineReader};
 use serde_json::Value;
 use tokio::sync::mpsc;
 

@@ -14,7 +14,7 @@
 //! no worker could run ends its journal with the reason.
 
 use capfleet_engine::run::{RunTelemetry, Stop};
-use capfleet_engine::workspace::record::RECORD_FILE;
+use capfleet_engine::workspace::RECORD_FILE;
 use capfleet_wire::events::RunOutcome;
 use capfleet_wire::events::trace::adopt_parent;
 use tokio::sync::{mpsc, watch};

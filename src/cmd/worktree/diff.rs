@@ -6,7 +6,7 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-use capfleet_engine::workspace::artifacts::ARTIFACTS_DIR;
+use capfleet_engine::workspace::ARTIFACTS_DIR;
 use capfleet_engine::workspace::diff::{Change, diff};
 use capfleet_engine::workspace::{RunWorkspaces, Workspace};
 

@@ -11,11 +11,11 @@
 use std::collections::BTreeMap;
 use std::process::ExitCode;
 
+use capfleet_engine::workspace::Vetter;
 use capfleet_engine::workspace::WorkspaceError;
 use capfleet_engine::workspace::commit::commit;
 use capfleet_engine::workspace::diff::diff;
 use capfleet_engine::workspace::merge::{Intent, MergeOutcome, merge};
-use capfleet_engine::workspace::vet::Vetter;
 
 use super::{EXIT_REFUSED, EXIT_USAGE, RunRef, said, session};
 use capfleet_app::style::{ColorChoice, Style};

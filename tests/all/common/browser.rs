@@ -135,7 +135,7 @@ impl Browser {
         };
         // thirtyfour's reqwest is the engine's, built with rustls and no provider of
         // its own (plain HTTP here, but a client needs one).
-        capfleet_wire::driver::a2a::crypto_provider();
+        capfleet_wire::driver::crypto_provider();
         let driver = WebDriver::new(format!("http://127.0.0.1:{port}"), caps)
             .await
             .unwrap_or_else(|e| panic!("a chromium session ({}): {e}", chromium()));

@@ -74,7 +74,7 @@ static STATUS_429: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"(?:^|[^0-9.])429(?:$|[^0-9.])").expect("429"));
 
 /// The `cap.error` code of an error message, and whether retrying may help.
-pub fn classify(message: &str) -> (ErrorKind, bool) {
+pub(crate) fn classify(message: &str) -> (ErrorKind, bool) {
     let lower = message.to_lowercase();
     let has = |keys: &[&str]| keys.iter().any(|k| lower.contains(k));
     let near = NEAR.iter().any(|k| lower.trim_start().starts_with(k));
@@ -92,7 +92,8 @@ pub fn classify(message: &str) -> (ErrorKind, bool) {
 }
 
 /// True when the message names a rate or usage limit.
-pub fn is_rate_limit(message: &str) -> bool {
+#[cfg(test)]
+pub(crate) fn is_rate_limit(message: &str) -> bool {
     classify(message).0 == ErrorKind::RateLimit
 }
 

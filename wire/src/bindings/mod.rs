@@ -5,14 +5,14 @@ pub mod a2a;
 pub mod acp;
 pub mod codex_app;
 pub mod codex_exec;
-pub mod error_text;
+pub(crate) mod error_text;
 pub mod pty;
 pub mod risk;
 pub mod sse;
 pub mod stream_json;
 mod turn_end;
 
-pub use turn_end::TurnEnd;
+pub(crate) use turn_end::TurnEnd;
 
 /// The `cap.error` code of a well-formed frame that arrived where none may (a
 /// binding's own code: the spec's `parse_failed` is for output that cannot be parsed).

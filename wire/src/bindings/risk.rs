@@ -34,18 +34,18 @@ use serde_json::{Value, json};
 use crate::protocol::{CapEvent, HasMeta, RiskLevel};
 
 /// The `_meta` key with the agent's label, the content's rating and the reasons.
-pub const META_RISK: &str = "capfleet.risk";
+pub(crate) const META_RISK: &str = "capfleet.risk";
 /// Bytes of intent scanned at most; the rest is not looked at (and says so).
-pub const SCAN_BUDGET: usize = 64 * 1024;
+pub(crate) const SCAN_BUDGET: usize = 64 * 1024;
 /// Nesting levels of intent scanned at most.
-pub const MAX_DEPTH: usize = 8;
+pub(crate) const MAX_DEPTH: usize = 8;
 /// Reasons kept at most (the level counts every finding).
 const MAX_REASONS: usize = 8;
 /// Longest excerpt of a string quoted in a reason.
 const EXCERPT: usize = 80;
 
 /// Shell command patterns that make a `Bash` call high risk.
-pub const HIGH_RISK_PATTERNS: &[&str] = &[
+pub(crate) const HIGH_RISK_PATTERNS: &[&str] = &[
     r"\bsudo\b",
     r"\brm\s+(-\S+\s+)*-[a-zA-Z]*[rR]",
     r"\brm\s+(-\S+\s+)*--recursive\b",
@@ -63,13 +63,13 @@ pub const HIGH_RISK_PATTERNS: &[&str] = &[
 ];
 
 /// Commands that only read, when used without redirects.
-pub const READ_ONLY_COMMANDS: &[&str] = &[
+pub(crate) const READ_ONLY_COMMANDS: &[&str] = &[
     "ls", "pwd", "cat", "head", "tail", "wc", "grep", "rg", "echo", "which", "date", "whoami",
     "uname", "stat", "file", "tree", "du", "df",
 ];
 
 /// Paths whose change is hard to undo or leaks secrets (matched as substrings).
-pub const SENSITIVE_PATHS: &[&str] = &[
+pub(crate) const SENSITIVE_PATHS: &[&str] = &[
     "/etc/",
     "/usr/",
     "/bin/",
@@ -89,7 +89,7 @@ fn high_risk() -> &'static RegexSet {
 }
 
 /// The risk of one shell command line.
-pub fn command_risk(command: &str) -> RiskLevel {
+pub(crate) fn command_risk(command: &str) -> RiskLevel {
     if high_risk().is_match(command) {
         return RiskLevel::High;
     }
@@ -117,7 +117,7 @@ pub fn command_risk(command: &str) -> RiskLevel {
 
 /// The content's rating of one request, with what raised it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Assessment {
+pub(crate) struct Assessment {
     pub level: RiskLevel,
     pub reasons: Vec<String>,
 }
@@ -134,7 +134,7 @@ impl Assessment {
 }
 
 /// Rates `tool` and its `intent` by content alone, paths judged against `workspace`.
-pub fn content(tool: &str, intent: Option<&Value>, workspace: &Path) -> Assessment {
+pub(crate) fn content(tool: &str, intent: Option<&Value>, workspace: &Path) -> Assessment {
     let mut a = Assessment {
         level: RiskLevel::Low,
         reasons: Vec::new(),

@@ -59,9 +59,14 @@
 //! trouble from a real agent or network. The interposer's cost with nothing armed is part
 //! 6 of `cargo bench --bench session`.
 
-pub mod conn;
-pub mod interpose;
-pub mod signals;
+pub(crate) mod conn;
+pub(crate) mod interpose;
+pub(crate) mod signals;
+
+pub use conn::{ConnFault, ConnFaults};
+pub use interpose::metrics::IoMetrics;
+pub use interpose::{ByteFault, ByteFaults};
+pub use signals::SignalFault;
 
 use serde::{Deserialize, Serialize};
 

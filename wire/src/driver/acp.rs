@@ -26,7 +26,7 @@ use crate::rpc::{Rpc, TermConfig, WatchConfig};
 const CMD_QUEUE: usize = 8;
 
 /// The ACP wire of one agent process.
-pub struct AcpWire {
+pub(crate) struct AcpWire {
     cmds: Option<mpsc::Sender<Cmd>>,
     perms: Arc<Perms>,
     host: Arc<SessionHost>,

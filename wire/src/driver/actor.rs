@@ -24,7 +24,7 @@ use crate::process::stderr_ring::StderrRing;
 use crate::protocol::{CapCode, CapEvent, StopReason};
 
 /// The driver of one binding: the skeleton every binding shares.
-pub struct Driver<W>(PhantomData<fn() -> W>);
+pub(crate) struct Driver<W>(PhantomData<fn() -> W>);
 
 impl<W> Default for Driver<W> {
     fn default() -> Self {
@@ -43,7 +43,7 @@ struct Live<W> {
 }
 
 /// The state of one driver generation.
-pub struct DriverState<W> {
+pub(crate) struct DriverState<W> {
     launch: Arc<LaunchSpec>,
     sink: OutputSink,
     /// The id the next agent resumes with (per-turn agents learn it from each other).

@@ -36,11 +36,9 @@ use crate::sync::lock;
 const CMD_QUEUE: usize = 8;
 
 /// The wire of one app-server process.
-pub struct CodexAppWire {
+pub(crate) struct CodexAppWire {
     cmds: Option<mpsc::Sender<Cmd>>,
     shared: Arc<Shared>,
-    /// The turns counted so far (a restarted app-server goes on from them).
-    mapper: Arc<Mutex<AppMapper>>,
     urn: String,
 }
 
@@ -146,7 +144,6 @@ impl Wire for CodexAppWire {
         let wire = CodexAppWire {
             cmds: Some(cmd_tx),
             shared,
-            mapper,
             urn: launch.urn.clone(),
         };
         Ok(Started::process(wire, group, stderr, output))
@@ -199,10 +196,5 @@ impl CodexAppWire {
         {
             tracing::debug!(urn = %self.urn, "codex app-server connection gone; command dropped");
         }
-    }
-
-    /// What the mapper counted (lines, malformed, unknown, ignored).
-    pub fn stats(&self) -> crate::bindings::codex_app::MapperStats {
-        lock(&self.mapper).stats()
     }
 }

@@ -27,7 +27,7 @@ use crate::protocol::Decision;
 use crate::sync::lock;
 
 /// The wire of one turn's Codex process.
-pub struct CodexExecWire {
+pub(crate) struct CodexExecWire {
     input: Option<super::launch::AgentStdin>,
     mapper: Arc<Mutex<CodexExecMapper>>,
     pgid: i32,

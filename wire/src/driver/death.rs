@@ -17,13 +17,13 @@ use crate::process::{DEFAULT_GRACE, ProcessGroup};
 use crate::protocol::{CapEvent, ErrorKind};
 
 /// The `cap.error` code for an agent process that died under a pipe binding.
-pub const AGENT_EXITED: &str = "agent_exited";
+pub(crate) const AGENT_EXITED: &str = "agent_exited";
 /// The `cap.error` code for an agent killed because it hung.
-pub const AGENT_HUNG: &str = "agent_hung";
+pub(crate) const AGENT_HUNG: &str = "agent_hung";
 
 /// The `cap.error` announcing an abnormal end (`None` for a clean one), quoting the
 /// agent's last stderr lines.
-pub fn exit_event(cause: &ExitCause, stderr: &StderrRing) -> Option<CapEvent> {
+pub(crate) fn exit_event(cause: &ExitCause, stderr: &StderrRing) -> Option<CapEvent> {
     if !cause.is_abnormal() {
         return None;
     }
@@ -49,13 +49,13 @@ pub fn exit_event(cause: &ExitCause, stderr: &StderrRing) -> Option<CapEvent> {
 }
 
 /// How long an agent whose output ended gets to exit before its group is killed.
-pub const EXIT_WAIT: Duration = Duration::from_secs(2);
+pub(crate) const EXIT_WAIT: Duration = Duration::from_secs(2);
 
 /// After an agent's output ended: give the leader [`EXIT_WAIT`] to exit (less once a
 /// stop signal halts every agent, see [`halt`]), then kill whatever is left of its
 /// group (nothing of it outlives it), and classify the end. A connection has no exit
 /// status: its loss is the death.
-pub async fn reap(peer: &mut Peer, urn: &str) -> ExitCause {
+pub(crate) async fn reap(peer: &mut Peer, urn: &str) -> ExitCause {
     let group = match peer {
         Peer::Process(group) => group,
         Peer::Connection(addr) => {
@@ -83,21 +83,21 @@ pub async fn reap(peer: &mut Peer, urn: &str) -> ExitCause {
 
 /// Kill the agent's process group now, with the usual escalation (`SIGTERM`, grace,
 /// `SIGKILL`). A connection has nothing to kill: dropping the wire closes it.
-pub async fn kill(peer: &mut Peer) {
+pub(crate) async fn kill(peer: &mut Peer) {
     if let Peer::Process(group) = peer {
         let _status = group.kill(DEFAULT_GRACE).await;
     }
 }
 
 /// How long a deliberately ended agent gets to exit by itself before its group is killed.
-pub const SHUTDOWN_WAIT: Duration = Duration::from_secs(3);
+pub(crate) const SHUTDOWN_WAIT: Duration = Duration::from_secs(3);
 
 /// A deliberate end (the session closes): the agent has been `told` (its input closed,
 /// a hang-up, `session/close`); it gets [`SHUTDOWN_WAIT`] to exit (a connection: to
 /// close its side), then whatever is left of its group is killed. Once a stop signal
 /// halts every agent ([`halt::Urgency::Halt`]) the wait ends at once, also one under
 /// way. `who` names the agent in the log.
-pub async fn end_deliberately(
+pub(crate) async fn end_deliberately(
     peer: &mut Peer,
     output: &mut JoinHandle<OutputEnd>,
     urn: &str,
@@ -144,7 +144,7 @@ async fn unless_halted<F: std::future::Future>(wait: Duration, work: F) -> Waite
 /// How a driver ends once its agent's output closed and the end was reaped and
 /// reported: an abnormal end fails the driver (its session restarts it per policy),
 /// a clean exit stops it.
-pub fn ended(
+pub(crate) fn ended(
     myself: &ractor::ActorRef<DriverMsg>,
     cause: ExitCause,
 ) -> Result<(), ractor::ActorProcessingErr> {

@@ -178,9 +178,9 @@ impl LaunchSpec {
 
 /// An agent's stdin as its driver writes it: through the chaos interposer when the
 /// run has byte faults, else the bare pipe.
-pub type AgentStdin = interpose::Writer<ChildStdin>;
+pub(crate) type AgentStdin = interpose::Writer<ChildStdin>;
 /// An agent's stdout as its driver reads it (see [`AgentStdin`]).
-pub type AgentStdout = interpose::Reader<ChildStdout>;
+pub(crate) type AgentStdout = interpose::Reader<ChildStdout>;
 
 /// An agent started over pipes: its process group, its stdin and stdout, and the ring
 /// its stderr drains into.

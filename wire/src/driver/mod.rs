@@ -34,8 +34,8 @@
 //! these; a test of the binding's mapping beside it, and an end-to-end test of the
 //! sim or a real peer in `tests/all/`, complete it.
 
-pub mod a2a;
-pub mod acp;
+pub(crate) mod a2a;
+pub(crate) mod acp;
 mod acp_conn;
 #[cfg(test)]
 mod acp_conn_tests;
@@ -43,17 +43,20 @@ mod acp_elicit;
 mod acp_host;
 mod acp_lines;
 mod acp_perms;
-pub mod actor;
-pub mod codex_app;
+pub(crate) mod actor;
+pub(crate) mod codex_app;
 mod codex_app_conn;
-pub mod codex_exec;
-pub mod death;
-pub mod launch;
-pub mod pty;
+pub(crate) mod codex_exec;
+pub(crate) mod death;
+pub(crate) mod launch;
+pub(crate) mod pty;
 mod pump;
-pub mod sink;
-pub mod stream_json;
-pub mod wire;
+pub(crate) mod sink;
+pub(crate) mod stream_json;
+pub(crate) mod wire;
+
+pub use a2a::{Discovery, connect_addr, crypto_provider, discover};
+pub use sink::{DEFAULT_CREDITS, OutputBatch};
 
 use std::future::Future;
 use std::pin::Pin;
@@ -229,7 +232,7 @@ pub const fn spawns_process(binding: Binding) -> bool {
 }
 
 /// Whether this build has a driver for `binding`.
-pub const fn supported(binding: Binding) -> bool {
+pub(crate) const fn supported(binding: Binding) -> bool {
     driver_of(binding).is_some()
 }
 
@@ -287,9 +290,9 @@ pub(crate) fn oversize_line(len: u64, max: usize, terminated: bool) -> CapEvent 
 }
 
 /// The manifest key that raises the line cap, as messages name it.
-pub const MAX_LINE_KEY: &str = "`[limits] max_line_bytes`";
+pub(crate) const MAX_LINE_KEY: &str = "`[limits] max_line_bytes`";
 /// The `cap.error` code of a turn failed because its end was lost in a dropped line.
-pub const LINE_TOO_LONG: &str = "line_too_long";
+pub(crate) const LINE_TOO_LONG: &str = "line_too_long";
 
 /// The `cap.error` failing a turn whose end was (most likely) in a line of `len`
 /// bytes dropped over the cap of `max` bytes, said when the agent then went quiet or
@@ -392,8 +395,9 @@ pub enum DriverOutput {
     Audit(crate::rpc::Audited),
 }
 
+pub use crate::bindings::STRAY_FRAME;
 /// How a turn ended, as the binding reports it.
-pub use crate::bindings::{STRAY_FRAME, TurnEnd};
+pub(crate) use crate::bindings::TurnEnd;
 
 #[cfg(test)]
 mod tests {

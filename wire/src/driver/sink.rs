@@ -19,7 +19,7 @@ use super::DriverOutput;
 /// Batches in flight between one driver and its session.
 pub const DEFAULT_CREDITS: usize = 32;
 /// Outputs per batch at most (a reader sends what one read produced, up to this).
-pub const MAX_BATCH: usize = 512;
+pub(crate) const MAX_BATCH: usize = 512;
 
 /// A credit-bounded sender of output batches, tagged with the driver generation so a
 /// session ignores what a replaced driver still had in flight.

@@ -42,7 +42,7 @@ use super::pump::{Learned, pump};
 type Input = Box<dyn AsyncWrite + Send + Unpin>;
 
 /// The stream-json wire of one agent process (or connection).
-pub struct StreamJsonWire {
+pub(crate) struct StreamJsonWire {
     input: Option<Input>,
     mapper: Arc<Mutex<StreamJsonMapper>>,
     sink: OutputSink,

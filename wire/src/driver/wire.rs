@@ -18,7 +18,7 @@ use crate::process::stderr_ring::StderrRing;
 use crate::protocol::{CapEvent, Decision};
 
 /// What a wire `W` is started with.
-pub struct Start<'a, W> {
+pub(crate) struct Start<'a, W> {
     pub launch: &'a LaunchSpec,
     pub sink: &'a OutputSink,
     /// The conversation to resume natively, if any.
@@ -31,10 +31,10 @@ pub struct Start<'a, W> {
 }
 
 /// The agent's output, read to its end: the task the skeleton runs for one wire.
-pub type OutputTask = Pin<Box<dyn Future<Output = OutputEnd> + Send>>;
+pub(crate) type OutputTask = Pin<Box<dyn Future<Output = OutputEnd> + Send>>;
 
 /// A started wire: the binding's state, the peer it talks to, and its output task.
-pub struct Started<W> {
+pub(crate) struct Started<W> {
     pub wire: W,
     pub peer: Peer,
     /// The agent's stderr (empty for a terminal or a connection).
@@ -46,7 +46,12 @@ pub struct Started<W> {
 
 impl<W> Started<W> {
     /// A wire whose peer is the agent process (group) it started.
-    pub fn process(wire: W, group: ProcessGroup, stderr: StderrRing, output: OutputTask) -> Self {
+    pub(crate) fn process(
+        wire: W,
+        group: ProcessGroup,
+        stderr: StderrRing,
+        output: OutputTask,
+    ) -> Self {
         Started {
             wire,
             peer: Peer::Process(group),
@@ -57,7 +62,7 @@ impl<W> Started<W> {
 }
 
 /// Who is on the other end of a wire.
-pub enum Peer {
+pub(crate) enum Peer {
     /// An agent process in its own process group.
     Process(ProcessGroup),
     /// A connection to a peer that was already running (no process of ours).
@@ -66,7 +71,7 @@ pub enum Peer {
 
 /// How an agent's output ended, as its reader saw it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum OutputEnd {
+pub(crate) enum OutputEnd {
     /// End of file or a read error: the agent (or the connection) closed its output.
     Closed {
         /// The agent ended a turn on its wire before its output closed.
@@ -81,7 +86,7 @@ pub enum OutputEnd {
 
 impl OutputEnd {
     /// A closed output that taught nothing.
-    pub const CLOSED: OutputEnd = OutputEnd::Closed {
+    pub(crate) const CLOSED: OutputEnd = OutputEnd::Closed {
         turn_ended: false,
         resume_id: None,
     };
@@ -89,7 +94,7 @@ impl OutputEnd {
 
 /// What a wire did with an interrupt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Interrupt {
+pub(crate) enum Interrupt {
     /// Sent the binding's native way; the agent ends the turn itself.
     Sent,
     /// This agent cannot cancel a turn: the skeleton says so (`cap_cancel_unsupported`).
@@ -102,7 +107,7 @@ pub enum Interrupt {
 /// One binding's wire. Methods taking `&mut self` run inside the driver actor, one
 /// at a time; the hot path (the agent's output) runs in [`Started::output`], which
 /// the wire builds with static types (no dynamic dispatch per line).
-pub trait Wire: Send + Sized + 'static {
+pub(crate) trait Wire: Send + Sized + 'static {
     /// The agent as the log names it (`agent`, `ACP agent`).
     const WHO: &'static str;
     /// The agent is ready as soon as it is started (it prints nothing before its

@@ -10,10 +10,15 @@
 mod durable;
 mod event;
 mod publisher;
-pub mod requests;
+pub(crate) mod requests;
 mod state;
 pub mod trace;
 mod usage;
+
+pub use requests::{
+    Answer, AnswerTo, Decide, Decider, MAX_CONTEXT, META_RESEARCH, OpenRequest, RULE_NO_HUMAN,
+    fail_safe, fail_safe_by,
+};
 
 use std::sync::Arc;
 

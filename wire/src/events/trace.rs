@@ -51,12 +51,12 @@ pub fn strings(span: &tracing::Span, key: &'static str, values: &[&str]) {
 /// The OpenTelemetry GenAI instrumentations' switch for recording content: `true`
 /// records tool calls' arguments and results on their spans. Off by default, since
 /// content may hold what must never reach a trace store (secrets in a command line).
-pub const CAPTURE_CONTENT: &str = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT";
+pub(crate) const CAPTURE_CONTENT: &str = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT";
 /// The longest content value recorded, in bytes; a longer one is cut (and says so).
-pub const MAX_CONTENT: usize = 4096;
+pub(crate) const MAX_CONTENT: usize = 4096;
 
 /// Whether [`CAPTURE_CONTENT`] is `true` in capfleet's environment (read once).
-pub fn capture_content() -> bool {
+pub(crate) fn capture_content() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ON.get_or_init(|| {
         std::env::var(CAPTURE_CONTENT).is_ok_and(|v| v.trim().eq_ignore_ascii_case("true"))

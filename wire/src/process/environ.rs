@@ -31,12 +31,12 @@ where
 }
 
 /// The variables withheld from spawned processes.
-pub fn withheld() -> Vec<OsString> {
+pub(crate) fn withheld() -> Vec<OsString> {
     WITHHELD.read().unwrap_or_else(|p| p.into_inner()).clone()
 }
 
 /// Whether `name` is withheld.
-pub fn is_withheld(name: &str) -> bool {
+pub(crate) fn is_withheld(name: &str) -> bool {
     WITHHELD
         .read()
         .unwrap_or_else(|p| p.into_inner())
@@ -45,7 +45,7 @@ pub fn is_withheld(name: &str) -> bool {
 }
 
 /// `$name` as an agent would inherit it: unset when withheld.
-pub fn inherited(name: &str) -> Option<String> {
+pub(crate) fn inherited(name: &str) -> Option<String> {
     if is_withheld(name) {
         return None;
     }

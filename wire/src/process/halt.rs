@@ -46,12 +46,12 @@ pub fn escalate(to: Urgency) {
 }
 
 /// The urgency now.
-pub fn current() -> Urgency {
+pub(crate) fn current() -> Urgency {
     *URGENCY.borrow()
 }
 
 /// Resolves once the urgency is at least `level` (at once if it already is).
-pub async fn reached(level: Urgency) {
+pub(crate) async fn reached(level: Urgency) {
     let mut rx = URGENCY.subscribe();
     // The sender is a static: it is never dropped, so `wait_for` only ends on the level.
     let _level = rx.wait_for(|now| *now >= level).await;

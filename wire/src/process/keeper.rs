@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 pub const KEEPER_ARG: &str = "__keeper";
 
 /// How long the keeper goes on killing after capfleet's death, at most.
-pub const KEEP_LIMIT: Duration = Duration::from_secs(2);
+pub(crate) const KEEP_LIMIT: Duration = Duration::from_secs(2);
 
 /// capfleet's end of the socket pair, once the keeper runs.
 static CHANNEL: OnceLock<OwnedFd> = OnceLock::new();
@@ -64,11 +64,6 @@ pub fn start(program: &Path) -> io::Result<u32> {
         .set(ours)
         .map_err(|_| io::Error::new(io::ErrorKind::AlreadyExists, "the keeper already runs"))?;
     Ok(pid)
-}
-
-/// Whether this process has a keeper.
-pub fn running() -> bool {
-    CHANNEL.get().is_some()
 }
 
 /// Announce a process group capfleet just spawned (no-op without a keeper).

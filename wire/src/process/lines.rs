@@ -25,7 +25,7 @@ pub const DEFAULT_MAX_LINE: usize = crate::manifest::DEFAULT_MAX_LINE_BYTES as u
 /// Default read buffer: 16 KiB. A session's resident memory is dominated by its
 /// buffers (the fleet bench's per-session goal is 64 KiB), and longer lines are
 /// assembled across reads anyway; the session bench shows no throughput loss.
-pub const DEFAULT_READ_BUF: usize = 16 << 10;
+pub(crate) const DEFAULT_READ_BUF: usize = 16 << 10;
 
 /// Sizes of a [`LineReader`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

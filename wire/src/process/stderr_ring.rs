@@ -17,9 +17,9 @@ use tokio::task::JoinHandle;
 use crate::sync::lock;
 
 /// Default number of lines kept.
-pub const DEFAULT_LINES: usize = 50;
+pub(crate) const DEFAULT_LINES: usize = 50;
 /// Default longest kept line, in bytes.
-pub const DEFAULT_MAX_LINE: usize = 4 << 10;
+pub(crate) const DEFAULT_MAX_LINE: usize = 4 << 10;
 const READ_BUF: usize = 4 << 10;
 
 /// Sizes of a [`StderrRing`].

@@ -19,7 +19,7 @@ use crate::sync::lock;
 pub const MARKER_KEY: &str = "CAPFLEET_AGENT";
 
 /// `<label>#<capfleet pid>.<n>`: unique among this machine's live processes.
-pub fn unique_marker(label: &str) -> String {
+pub(crate) fn unique_marker(label: &str) -> String {
     use std::sync::atomic::{AtomicU64, Ordering};
     static NEXT: AtomicU64 = AtomicU64::new(1);
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
@@ -59,7 +59,7 @@ pub fn scan(key: &str, wanted: impl Fn(&[u8]) -> bool) -> Vec<(i32, Vec<u8>)> {
 }
 
 /// SIGKILL every live process carrying the marker; returns how many were found.
-pub fn kill_marked(key: &str, value: &str) -> usize {
+pub(crate) fn kill_marked(key: &str, value: &str) -> usize {
     let pids = processes_with_marker(key, value);
     pids.iter().for_each(|&pid| sigkill(pid));
     pids.len()
@@ -75,7 +75,7 @@ pub fn marker_owner(value: &[u8]) -> Option<u32> {
 
 /// SIGKILL every live process whose marker names `owner` as its capfleet (the
 /// keeper's sweep once `owner` died); returns how many were found.
-pub fn kill_marked_by(owner: u32) -> usize {
+pub(crate) fn kill_marked_by(owner: u32) -> usize {
     let found = scan(MARKER_KEY, |v| marker_owner(v) == Some(owner));
     found.iter().for_each(|&(pid, _)| sigkill(pid));
     found.len()
@@ -121,7 +121,7 @@ fn batch() -> MutexGuard<'static, Batch> {
 /// a fleet tearing down a thousand sessions at once scans a few times, not a thousand
 /// times a thousand processes. The scan runs off the async workers. Returns how many
 /// processes carried `value`.
-pub async fn kill_marked_shared(value: &str) -> usize {
+pub(crate) async fn kill_marked_shared(value: &str) -> usize {
     let (tx, rx) = oneshot::channel();
     let start = {
         let mut b = batch();

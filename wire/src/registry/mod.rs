@@ -18,7 +18,7 @@
 //! spellings settled against the installed binary's help ([`flags`]), unless probing
 //! is disabled.
 
-pub mod binding;
+pub(crate) mod binding;
 mod flags;
 mod probe;
 
@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub use binding::{Binding, Selection, SkipReason, candidates, select_binding};
-pub use flags::FlagChoice;
+pub(crate) use flags::FlagChoice;
 pub use probe::PROBE_STDOUT_MAX;
 
 use crate::manifest::{Manifest, ManifestErrors, ManifestWarning, Validated};
@@ -35,11 +35,11 @@ use crate::protocol::CapCode;
 use probe::ProbeOutcome;
 
 /// Default probe timeout.
-pub const DEFAULT_PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const DEFAULT_PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 /// The in-package manifest file name.
-pub const SIBLING_FILE: &str = "cap-agent.toml";
+pub(crate) const SIBLING_FILE: &str = "cap-agent.toml";
 /// The default system-wide directory.
-pub const SYSTEM_DIR: &str = "/usr/share/cap-agents";
+pub(crate) const SYSTEM_DIR: &str = "/usr/share/cap-agents";
 
 /// Every place the registry looks; all overridable (tests use temp dirs).
 #[derive(Debug, Clone, Default)]

@@ -113,4 +113,4 @@ impl Audited {
 }
 
 /// The rule of everything allowed under `tool_permission = "none"`.
-pub const RULE_UNATTENDED: &str = "tool_permission = \"none\"";
+pub(crate) const RULE_UNATTENDED: &str = "tool_permission = \"none\"";

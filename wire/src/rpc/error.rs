@@ -5,11 +5,11 @@ use serde_json::{Value, json};
 use crate::protocol::CapCode;
 
 /// JSON-RPC's own code for bad parameters (used for malformed requests and unknown ids).
-pub const INVALID_PARAMS: i32 = -32602;
+pub(crate) const INVALID_PARAMS: i32 = -32602;
 /// The JSON-RPC (and ACP) code of a request that was cancelled / not answered.
-pub const REQUEST_CANCELLED: i32 = -32800;
+pub(crate) const REQUEST_CANCELLED: i32 = -32800;
 /// JSON-RPC's code for a method this orchestrator does not serve.
-pub const METHOD_NOT_FOUND: i32 = -32601;
+pub(crate) const METHOD_NOT_FOUND: i32 = -32601;
 
 /// Why a reverse RPC failed.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]

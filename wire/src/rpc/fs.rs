@@ -11,10 +11,10 @@ use super::fs_open::{open_parent, open_read};
 use super::scope::Scope;
 
 /// Default byte cap of one `cap.fs.read` result.
-pub const DEFAULT_READ_CAP: u64 = 16 * 1024 * 1024;
+pub(crate) const DEFAULT_READ_CAP: u64 = 16 * 1024 * 1024;
 
 #[derive(Debug, Deserialize)]
-pub struct ReadParams {
+pub(crate) struct ReadParams {
     pub path: String,
     /// First line, 1-based.
     #[serde(default)]
@@ -25,7 +25,7 @@ pub struct ReadParams {
 }
 
 #[derive(Debug, Deserialize)]
-pub struct WriteParams {
+pub(crate) struct WriteParams {
     pub path: String,
     pub content: String,
     #[serde(default)]
@@ -37,7 +37,7 @@ pub struct WriteParams {
 }
 
 #[derive(Debug, Deserialize)]
-pub struct PathParams {
+pub(crate) struct PathParams {
     pub path: String,
     #[serde(default)]
     pub recursive: Option<bool>,
@@ -55,7 +55,7 @@ fn encode(bytes: Vec<u8>) -> (String, &'static str) {
 }
 
 /// `cap.fs.read`: the whole file, or a window of lines; never more than `cap` bytes.
-pub fn read(scope: &Scope, p: &ReadParams, cap: u64) -> Result<Value, RpcError> {
+pub(crate) fn read(scope: &Scope, p: &ReadParams, cap: u64) -> Result<Value, RpcError> {
     let resolved = scope.check(&p.path)?;
     let f = open_read(scope, &resolved)?;
     let meta = f.metadata().map_err(|e| RpcError::from_io(&e))?;
@@ -117,7 +117,7 @@ fn window(f: std::fs::File, first: u64, limit: Option<u64>, cap: u64) -> Result<
 }
 
 /// `cap.fs.write`: `create` and `overwrite` default to true.
-pub fn write(scope: &Scope, p: &WriteParams) -> Result<Value, RpcError> {
+pub(crate) fn write(scope: &Scope, p: &WriteParams) -> Result<Value, RpcError> {
     let bytes = match p.encoding.as_deref() {
         None | Some("utf-8") => p.content.as_bytes().to_vec(),
         Some("base64") => base64::engine::general_purpose::STANDARD
@@ -160,7 +160,7 @@ fn kind_name(t: std::fs::FileType) -> &'static str {
 }
 
 /// `cap.fs.exists`.
-pub fn exists(scope: &Scope, p: &PathParams) -> Result<Value, RpcError> {
+pub(crate) fn exists(scope: &Scope, p: &PathParams) -> Result<Value, RpcError> {
     let resolved = scope.check(&p.path)?;
     let dir = open_parent(scope, &resolved);
     Ok(match dir.and_then(|d| d.kind()) {
@@ -171,7 +171,7 @@ pub fn exists(scope: &Scope, p: &PathParams) -> Result<Value, RpcError> {
 }
 
 /// `cap.fs.list`: entries of a directory, recursively when asked (links not followed).
-pub fn list(scope: &Scope, p: &PathParams) -> Result<Value, RpcError> {
+pub(crate) fn list(scope: &Scope, p: &PathParams) -> Result<Value, RpcError> {
     let resolved = scope.check(&p.path)?;
     let f = open_read(scope, &resolved)?;
     let base = std::path::PathBuf::from(format!(
@@ -205,7 +205,7 @@ pub fn list(scope: &Scope, p: &PathParams) -> Result<Value, RpcError> {
 }
 
 /// `cap.fs.delete`: `recursive` only matters for directories.
-pub fn delete(scope: &Scope, p: &PathParams) -> Result<Value, RpcError> {
+pub(crate) fn delete(scope: &Scope, p: &PathParams) -> Result<Value, RpcError> {
     let resolved = scope.check(&p.path)?;
     if resolved == scope.root() {
         return Err(RpcError::Io("refusing to delete the scope root".into()));

@@ -45,7 +45,7 @@ fn open_err(scope: &Scope, path: &Path, e: &io::Error) -> RpcError {
 }
 
 /// Open an existing in-scope file or directory for reading.
-pub fn open_read(scope: &Scope, resolved: &Path) -> Result<File, RpcError> {
+pub(crate) fn open_read(scope: &Scope, resolved: &Path) -> Result<File, RpcError> {
     let f = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
@@ -55,7 +55,7 @@ pub fn open_read(scope: &Scope, resolved: &Path) -> Result<File, RpcError> {
 }
 
 /// An in-scope parent directory, held open, and the name inside it.
-pub struct InDir {
+pub(crate) struct InDir {
     dir: File,
     name: CString,
     path: PathBuf,
@@ -63,7 +63,7 @@ pub struct InDir {
 }
 
 /// Open the parent of `resolved` (which must be in scope) for `openat`/`unlinkat`.
-pub fn open_parent(scope: &Scope, resolved: &Path) -> Result<InDir, RpcError> {
+pub(crate) fn open_parent(scope: &Scope, resolved: &Path) -> Result<InDir, RpcError> {
     let (Some(parent), Some(name)) = (resolved.parent(), resolved.file_name()) else {
         return Err(RpcError::Io("no parent directory".into()));
     };
@@ -85,7 +85,7 @@ pub fn open_parent(scope: &Scope, resolved: &Path) -> Result<InDir, RpcError> {
 
 impl InDir {
     /// `openat(dir, name, O_WRONLY | O_NOFOLLOW | extra)`.
-    pub fn open_write(&self, extra: i32) -> Result<File, RpcError> {
+    pub(crate) fn open_write(&self, extra: i32) -> Result<File, RpcError> {
         let flags = libc::O_WRONLY | libc::O_NOFOLLOW | libc::O_CLOEXEC | extra;
         // SAFETY: both pointers are valid for the call; the mode is a plain integer.
         let fd = unsafe { libc::openat(self.dir.as_raw_fd(), self.name.as_ptr(), flags, 0o644) };
@@ -101,7 +101,7 @@ impl InDir {
     }
 
     /// `unlinkat(dir, name, 0 | AT_REMOVEDIR)`.
-    pub fn unlink(&self, dir: bool) -> Result<(), RpcError> {
+    pub(crate) fn unlink(&self, dir: bool) -> Result<(), RpcError> {
         let flags = if dir { libc::AT_REMOVEDIR } else { 0 };
         // SAFETY: both pointers are valid for the call.
         let rc = unsafe { libc::unlinkat(self.dir.as_raw_fd(), self.name.as_ptr(), flags) };
@@ -113,7 +113,7 @@ impl InDir {
     }
 
     /// The entry's type without following it.
-    pub fn kind(&self) -> Result<std::fs::FileType, RpcError> {
+    pub(crate) fn kind(&self) -> Result<std::fs::FileType, RpcError> {
         let at = PathBuf::from(format!("/proc/self/fd/{}", self.dir.as_raw_fd()))
             .join(std::ffi::OsStr::from_bytes(self.name.as_bytes()));
         std::fs::symlink_metadata(at)
@@ -122,7 +122,7 @@ impl InDir {
     }
 
     /// A path that reaches the checked directory itself (for recursive deletes).
-    pub fn dir_path(&self) -> PathBuf {
+    pub(crate) fn dir_path(&self) -> PathBuf {
         PathBuf::from(format!("/proc/self/fd/{}", self.dir.as_raw_fd()))
             .join(std::ffi::OsStr::from_bytes(self.name.as_bytes()))
     }

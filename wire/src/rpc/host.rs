@@ -11,7 +11,7 @@ use serde_json::Value;
 use super::Audited;
 use crate::protocol::CapEvent;
 
-pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+pub(crate) type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 
 /// How an ask ended.
 #[derive(Debug, Clone, PartialEq)]

@@ -3,16 +3,16 @@
 //! (§7.1) and terminal vetting (§7.2). A binding maps its wire names onto these
 //! (ACP: `fs/read_text_file` -> `cap.fs.read`, ...) and calls [`Rpc::call`].
 
-pub mod audit;
-pub mod error;
-pub mod fs;
-pub mod fs_open;
-pub mod host;
-pub mod scope;
-pub mod terminal;
-pub mod user_io;
-pub mod vetting;
-pub mod watch;
+pub(crate) mod audit;
+pub(crate) mod error;
+pub(crate) mod fs;
+pub(crate) mod fs_open;
+pub(crate) mod host;
+pub(crate) mod scope;
+pub(crate) mod terminal;
+pub(crate) mod user_io;
+pub(crate) mod vetting;
+pub(crate) mod watch;
 
 #[cfg(test)]
 mod scope_tests;
@@ -31,14 +31,16 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
+pub use audit::Audited;
 use audit::audited_path;
-pub use audit::{AuditAction, AuditOutcome, Audited, RULE_UNATTENDED};
-pub use error::RpcError;
-pub use host::Host;
-pub use scope::Scope;
-pub use terminal::{TermConfig, Terminals};
-pub use vetting::Vet;
-pub use watch::{WatchConfig, Watches};
+pub(crate) use audit::{AuditAction, RULE_UNATTENDED};
+pub(crate) use error::RpcError;
+pub(crate) use host::Host;
+pub(crate) use scope::Scope;
+pub use terminal::TermConfig;
+pub(crate) use terminal::Terminals;
+pub(crate) use vetting::Vet;
+pub(crate) use watch::{WatchConfig, Watches};
 
 use crate::manifest::{CodingCaps, FsScope};
 use crate::tomldoc::Wire as _;

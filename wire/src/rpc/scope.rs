@@ -82,7 +82,7 @@ fn project_root(dir: &Path) -> Option<PathBuf> {
 
 /// Resolve every symlink and `.`/`..` of an absolute path; components that do not
 /// exist are kept as they are (they cannot be links).
-pub fn resolve(path: &Path) -> PathBuf {
+pub(crate) fn resolve(path: &Path) -> PathBuf {
     let mut out = PathBuf::from("/");
     let mut queue: VecDeque<OsString> = VecDeque::new();
     push_front(&mut queue, path);

@@ -79,7 +79,7 @@ pub struct CreateParams {
 
 /// How a terminal ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Exit {
+pub(crate) struct Exit {
     pub code: Option<i32>,
     pub signal: Option<i32>,
     /// Killed by the orchestrator (not at the agent's request).

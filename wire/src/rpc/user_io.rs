@@ -15,7 +15,7 @@ use super::host::{Host, Reply};
 use crate::protocol::{CapEvent, Channel, HasMeta};
 
 #[derive(Deserialize)]
-pub struct Show {
+pub(crate) struct Show {
     #[serde(default)]
     pub title: String,
     #[serde(default)]
@@ -27,7 +27,7 @@ pub struct Show {
 }
 
 #[derive(Deserialize)]
-pub struct Input {
+pub(crate) struct Input {
     pub prompt: String,
     #[serde(default)]
     pub default: Option<String>,
@@ -36,7 +36,7 @@ pub struct Input {
 static SEQ: AtomicU64 = AtomicU64::new(1);
 
 /// `cap.user_io.show` / `cap.notify` (`method` names which, in `_meta`).
-pub async fn show(host: &Arc<dyn Host>, method: &str, p: Show) -> Result<Value, RpcError> {
+pub(crate) async fn show(host: &Arc<dyn Host>, method: &str, p: Show) -> Result<Value, RpcError> {
     let text = match (p.title.is_empty(), p.body.is_empty()) {
         (false, false) => format!("{}: {}", p.title, p.body),
         (false, true) => p.title.clone(),
@@ -61,7 +61,7 @@ pub async fn show(host: &Arc<dyn Host>, method: &str, p: Show) -> Result<Value, 
 }
 
 /// `cap.user_io.input`: the human's text, else the default, else denied.
-pub async fn input(host: &Arc<dyn Host>, p: Input) -> Result<Value, RpcError> {
+pub(crate) async fn input(host: &Arc<dyn Host>, p: Input) -> Result<Value, RpcError> {
     let text = match host.ask(p.prompt, None).await {
         Reply::Answered(Value::String(s)) => Some(s),
         Reply::Answered(other) => Some(other.to_string()),

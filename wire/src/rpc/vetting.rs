@@ -5,7 +5,7 @@ use crate::manifest::{CodingCaps, ToolPermission};
 
 /// The vetting verdict before any spawn.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Vet {
+pub(crate) enum Vet {
     /// Run it (allow-listed under `confirm`, or `none`: logged, unattended); the
     /// rule that allows it, for the audit.
     Allow(String),
@@ -18,7 +18,7 @@ pub enum Vet {
 /// Does a `tools_allowed`/`tools_denied` entry match this command line? An entry
 /// matches the program (`git`, `/usr/bin/git`), the whole line (`git status`), or a
 /// prefix ending in `*` (`git *`); `*` matches everything.
-pub fn matches(entry: &str, program: &str, line: &str) -> bool {
+pub(crate) fn matches(entry: &str, program: &str, line: &str) -> bool {
     let base = program.rsplit('/').next().unwrap_or(program);
     if entry == "*" || entry == program || entry == base || entry == line {
         return true;
@@ -30,7 +30,7 @@ pub fn matches(entry: &str, program: &str, line: &str) -> bool {
 }
 
 /// The command line as shown to the user and matched against the lists.
-pub fn command_line(program: &str, args: &[String]) -> String {
+pub(crate) fn command_line(program: &str, args: &[String]) -> String {
     std::iter::once(program)
         .chain(args.iter().map(String::as_str))
         .collect::<Vec<_>>()
@@ -38,7 +38,7 @@ pub fn command_line(program: &str, args: &[String]) -> String {
 }
 
 /// The verdict for `program args` under the manifest's coding caps.
-pub fn vet(caps: &CodingCaps, program: &str, args: &[String]) -> Vet {
+pub(crate) fn vet(caps: &CodingCaps, program: &str, args: &[String]) -> Vet {
     let line = command_line(program, args);
     if let Some(d) = caps
         .tools_denied

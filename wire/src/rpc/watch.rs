@@ -48,14 +48,14 @@ type Stamp = (u64, u64, SystemTime, bool);
 type Snapshot = HashMap<PathBuf, Stamp>;
 
 /// The watches of one session.
-pub struct Watches {
+pub(crate) struct Watches {
     cfg: WatchConfig,
     seq: AtomicU64,
     tasks: Mutex<HashMap<String, JoinHandle<()>>>,
 }
 
 impl Watches {
-    pub fn new(cfg: WatchConfig) -> Self {
+    pub(crate) fn new(cfg: WatchConfig) -> Self {
         Watches {
             cfg,
             seq: AtomicU64::new(1),
@@ -64,7 +64,7 @@ impl Watches {
     }
 
     /// Start watching `root` (already checked against the scope).
-    pub fn watch(
+    pub(crate) fn watch(
         &self,
         root: PathBuf,
         recursive: bool,
@@ -172,7 +172,7 @@ fn stamp(md: &std::fs::Metadata) -> Stamp {
 }
 
 /// The entries under `root` (itself included), without following symlinks.
-pub fn snapshot(root: &Path, recursive: bool, max: usize) -> Snapshot {
+pub(crate) fn snapshot(root: &Path, recursive: bool, max: usize) -> Snapshot {
     let mut snap = Snapshot::new();
     let Ok(md) = std::fs::symlink_metadata(root) else {
         return snap;
@@ -202,7 +202,7 @@ pub fn snapshot(root: &Path, recursive: bool, max: usize) -> Snapshot {
 }
 
 /// What changed between two snapshots, in a stable (path) order.
-pub fn diff(before: &Snapshot, now: &Snapshot) -> Vec<(PathBuf, FsEvent, Option<PathBuf>)> {
+pub(crate) fn diff(before: &Snapshot, now: &Snapshot) -> Vec<(PathBuf, FsEvent, Option<PathBuf>)> {
     let mut gone: Vec<_> = before.keys().filter(|p| !now.contains_key(*p)).collect();
     let mut born: Vec<_> = now.keys().filter(|p| !before.contains_key(*p)).collect();
     gone.sort();

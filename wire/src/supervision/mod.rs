@@ -61,8 +61,10 @@
 //! Measured: the [`crate::process::lines::LineReader`] reads 200 MiB of 63-byte NDJSON lines at about
 //! 1.5 GiB/s in a release build (about 100 MiB/s unoptimised).
 
-pub mod poison;
-pub mod policy;
+pub(crate) mod poison;
+pub(crate) mod policy;
 pub mod rate_limit;
 
-pub use policy::{Decision, ExitCause, Restart, RestartPolicy, RestartTracker, StopReason};
+pub use poison::{AttemptFailure, AttemptLog, POISON_TURN, Verdict, poison_event};
+
+pub use policy::{Decision, ExitCause, Restart, RestartPolicy, RestartTracker};

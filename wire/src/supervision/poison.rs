@@ -19,7 +19,7 @@ use super::ExitCause;
 use crate::protocol::{CapEvent, ErrorKind};
 
 /// Attempts of one turn failing the same way in a row that make it a poison turn.
-pub const POISON_AFTER: u32 = 2;
+pub(crate) const POISON_AFTER: u32 = 2;
 /// The `cap.error` code of a poison turn (a binding code: the spec has none).
 pub const POISON_TURN: &str = "poison_turn";
 
@@ -33,7 +33,7 @@ pub struct AttemptFailure {
 
 /// Whether `this` failure, following `previous` (the attempt just before, if it
 /// failed on its own), fails the same way: same code and same cause.
-pub fn same_way(previous: Option<&AttemptFailure>, this: &AttemptFailure) -> bool {
+pub(crate) fn same_way(previous: Option<&AttemptFailure>, this: &AttemptFailure) -> bool {
     previous == Some(this)
 }
 

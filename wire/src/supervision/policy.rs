@@ -38,15 +38,15 @@ pub enum Restart {
 }
 
 /// Default `max_restarts` within [`DEFAULT_WINDOW`].
-pub const DEFAULT_MAX_RESTARTS: u32 = 3;
+pub(crate) const DEFAULT_MAX_RESTARTS: u32 = 3;
 /// Default meltdown window.
-pub const DEFAULT_WINDOW: Duration = Duration::from_secs(60);
+pub(crate) const DEFAULT_WINDOW: Duration = Duration::from_secs(60);
 /// Default delay before the second restart inside the window (the first is immediate).
-pub const DEFAULT_BACKOFF_INITIAL: Duration = Duration::from_millis(100);
+pub(crate) const DEFAULT_BACKOFF_INITIAL: Duration = Duration::from_millis(100);
 /// Default cap of the backoff delay.
-pub const DEFAULT_BACKOFF_MAX: Duration = Duration::from_secs(10);
+pub(crate) const DEFAULT_BACKOFF_MAX: Duration = Duration::from_secs(10);
 /// Default growth factor of the backoff delay.
-pub const DEFAULT_BACKOFF_MULTIPLIER: u32 = 2;
+pub(crate) const DEFAULT_BACKOFF_MULTIPLIER: u32 = 2;
 
 /// A session's restart policy, as written in `fleet.toml` (durations as `*_s` / `*_ms`
 /// numbers); every field is optional and defaults to `transient`, 3 restarts within 60 s,

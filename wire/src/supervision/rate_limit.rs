@@ -33,14 +33,14 @@ use regex::{Captures, Regex};
 use serde_json::Value;
 
 /// Default first backoff step when the agent gives no reset time.
-pub const DEFAULT_BACKOFF: Duration = Duration::from_secs(60);
+pub(crate) const DEFAULT_BACKOFF: Duration = Duration::from_secs(60);
 /// Default longest backoff step.
-pub const DEFAULT_BACKOFF_CAP: Duration = Duration::from_secs(3600);
+pub(crate) const DEFAULT_BACKOFF_CAP: Duration = Duration::from_secs(3600);
 /// Default longest a session pauses in all (since its last completed turn).
-pub const DEFAULT_MAX_PAUSE: Duration = Duration::from_secs(6 * 3600);
+pub(crate) const DEFAULT_MAX_PAUSE: Duration = Duration::from_secs(6 * 3600);
 /// The shortest pause for a reset the agent gave: a reset "now" (or already past)
 /// still waits this long, so a paused session never retries in a loop.
-pub const MIN_PAUSE: Duration = Duration::from_secs(1);
+pub(crate) const MIN_PAUSE: Duration = Duration::from_secs(1);
 
 /// `details` key of a `cap.error` `rate_limit`: where the binding read the limit (a
 /// [`PauseSource`] name, e.g. `rate_limit_event`), when it read it from a structured

@@ -136,7 +136,7 @@ fn alive(pid: u32) -> bool {
 
 /// The live processes marked for one of `urns` by a capfleet in `ended` (whose run
 /// is over) or one no longer alive: the run's orphans, as `pid (marker)`.
-pub fn orphans(urns: &[String], ended: &[u32]) -> Vec<String> {
+pub(crate) fn orphans(urns: &[String], ended: &[u32]) -> Vec<String> {
     sweep::scan(sweep::MARKER_KEY, |v| {
         let Some(at) = v.iter().rposition(|b| *b == b'#') else {
             return false;

@@ -15,12 +15,12 @@ use prometheus_client::registry::Registry;
 use super::{Mttr, Report};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct KindLabels {
+pub(crate) struct KindLabels {
     pub kind: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct MttrLabels {
+pub(crate) struct MttrLabels {
     pub kind: String,
     /// `ready` (to the next `cap.session.ready`) or `turn` (to the turn's completion).
     pub to: String,
@@ -29,25 +29,25 @@ pub struct MttrLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct OutcomeLabels {
+pub(crate) struct OutcomeLabels {
     pub outcome: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct LostLabels {
+pub(crate) struct LostLabels {
     /// `fault` (a garble, truncate or self_kill explains it) or `unexplained`.
     pub cause: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct InFlightLabels {
+pub(crate) struct InFlightLabels {
     /// `journaled` (the reader got it all the same), `lost_to_fault` (a kill, term,
     /// hang or self_kill in its window) or `unexplained`.
     pub fate: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct InvariantLabels {
+pub(crate) struct InvariantLabels {
     pub invariant: String,
 }
 

@@ -56,14 +56,14 @@
 //! New fields may be added; none is removed or changes meaning within a schema version.
 
 mod display;
-pub mod events;
-pub mod faults;
-pub mod invariants;
+pub(crate) mod events;
+pub(crate) mod faults;
+pub(crate) mod invariants;
 mod line;
-pub mod metrics;
+pub(crate) mod metrics;
 mod pass;
 mod span;
-pub mod stats;
+pub(crate) mod stats;
 #[cfg(test)]
 mod tests;
 
@@ -72,15 +72,15 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-pub use events::{Events, InFlight};
-pub use faults::Fault;
-pub use invariants::Verdict;
+pub(crate) use events::{Events, InFlight};
+pub(crate) use faults::Fault;
+pub(crate) use invariants::Verdict;
 pub use stats::Mttr;
 
 use crate::journal::replay;
 
 /// The report's schema, in its JSON.
-pub const SCHEMA: &str = "capfleet.chaos.report/1";
+pub(crate) const SCHEMA: &str = "capfleet.chaos.report/1";
 
 /// A chaos run's report.
 #[derive(Debug, Clone, Serialize)]

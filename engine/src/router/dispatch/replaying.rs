@@ -22,7 +22,7 @@ type Ended = (String, String, Origin, Result<TurnResult, SessionError>);
 
 /// What the router of a resumed run goes on from.
 #[derive(Debug)]
-pub struct RouterRecovery {
+pub(crate) struct RouterRecovery {
     /// The recorded ends, in the order the router took them.
     pub replay: Vec<Replayed>,
     /// Router records the replay derives again (not journaled twice).

@@ -7,7 +7,7 @@
 mod cargo;
 mod node;
 mod pytest;
-pub mod summary;
+pub(crate) mod summary;
 
 use std::collections::VecDeque;
 use std::path::Path;
@@ -19,13 +19,13 @@ use serde_json::{Map, Value};
 use super::error::{Context, WorkspaceError};
 use crate::protocol::Nullable;
 use crate::protocol::coding::{TestResult, TestSuite};
-use capfleet_wire::process::lines::{LineItem, LineReader};
 use capfleet_wire::process::sandbox::Sandbox;
 use capfleet_wire::process::{DEFAULT_GRACE, Io, SpawnSpec};
-pub use summary::{Counts, Parsers, Suite, Summary};
+use capfleet_wire::process::{LineItem, LineReader};
+pub(crate) use summary::{Counts, Parsers, Summary};
 
 /// Output kept in a `test_result`, at most (the spec's 64 KB).
-pub const OUTPUT_MAX: usize = 64 * 1024;
+pub(crate) const OUTPUT_MAX: usize = 64 * 1024;
 
 /// A test command as `fleet.toml` writes it: a shell line or an argv.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -154,7 +154,7 @@ pub async fn run_tests(
 }
 
 /// The coding §6.3 payload.
-pub fn to_result(
+pub(crate) fn to_result(
     cmd: &TestCommand,
     summary: Option<Summary>,
     output: String,

@@ -10,14 +10,14 @@ use super::pytest::Pytest;
 
 /// Counts of one suite or of the whole run.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Counts {
+pub(crate) struct Counts {
     pub passed: u64,
     pub failed: u64,
     pub skipped: u64,
 }
 
 impl Counts {
-    pub fn add(&mut self, other: &Counts) {
+    pub(crate) fn add(&mut self, other: &Counts) {
         self.passed += other.passed;
         self.failed += other.failed;
         self.skipped += other.skipped;
@@ -26,7 +26,7 @@ impl Counts {
 
 /// One suite (a test binary, a file, a `describe` block).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Suite {
+pub(crate) struct Suite {
     pub name: String,
     pub counts: Counts,
     pub duration_ms: Option<u64>,
@@ -34,7 +34,7 @@ pub struct Suite {
 
 /// A parsed test run.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Summary {
+pub(crate) struct Summary {
     /// `cargo-test`, `cargo-nextest`, `pytest` or `node-test`.
     pub framework: &'static str,
     pub counts: Counts,
@@ -44,7 +44,7 @@ pub struct Summary {
 }
 
 /// A parser of one framework's output.
-pub trait Parser {
+pub(crate) trait Parser {
     fn line(&mut self, line: &str);
     /// The run as parsed, once the framework's summary was seen.
     fn summary(&self) -> Option<Summary>;
@@ -52,7 +52,7 @@ pub trait Parser {
 
 /// Every parser at once.
 #[derive(Default)]
-pub struct Parsers {
+pub(crate) struct Parsers {
     nextest: Nextest,
     cargo: CargoTest,
     pytest: Pytest,
@@ -61,7 +61,7 @@ pub struct Parsers {
 
 impl Parsers {
     /// One line of output (ANSI colours stripped here).
-    pub fn line(&mut self, raw: &str) {
+    pub(crate) fn line(&mut self, raw: &str) {
         let line = strip_ansi(raw);
         let line = line.trim_end_matches('\r');
         self.nextest.line(line);
@@ -72,7 +72,7 @@ impl Parsers {
 
     /// The first framework (nextest before cargo: nextest quotes libtest's lines)
     /// whose summary was seen.
-    pub fn summary(&self) -> Option<Summary> {
+    pub(crate) fn summary(&self) -> Option<Summary> {
         self.nextest
             .summary()
             .or_else(|| self.pytest.summary())
@@ -82,7 +82,7 @@ impl Parsers {
 }
 
 /// `line` without ANSI CSI sequences.
-pub fn strip_ansi(line: &str) -> std::borrow::Cow<'_, str> {
+pub(crate) fn strip_ansi(line: &str) -> std::borrow::Cow<'_, str> {
     static CSI: OnceLock<Regex> = OnceLock::new();
     if !line.contains('\x1b') {
         return std::borrow::Cow::Borrowed(line);
@@ -94,7 +94,7 @@ pub fn strip_ansi(line: &str) -> std::borrow::Cow<'_, str> {
 }
 
 /// Seconds as written (`0.32`, `12`) to milliseconds.
-pub fn secs_to_ms(secs: &str) -> Option<u64> {
+pub(crate) fn secs_to_ms(secs: &str) -> Option<u64> {
     let s: f64 = secs.parse().ok()?;
     (s.is_finite() && s >= 0.0).then(|| (s * 1000.0).round() as u64)
 }

@@ -15,7 +15,8 @@ use super::spelling::Spelling;
 pub const CAP_EXTENSION: &str = "cap-protocol/v1";
 
 /// The well-known card paths, newest first (the second is the 0.2-era name).
-pub const CARD_PATHS: [&str; 2] = ["/.well-known/agent-card.json", "/.well-known/agent.json"];
+pub(crate) const CARD_PATHS: [&str; 2] =
+    ["/.well-known/agent-card.json", "/.well-known/agent.json"];
 
 /// One interface the card offers.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]

@@ -19,7 +19,7 @@ use crate::protocol::{CapEvent, Decision, RiskLevel};
 /// The calls of one peer this dialect has seen: which were started, which wait for
 /// an approval.
 #[derive(Debug, Default)]
-pub struct CoderAgent {
+pub(crate) struct CoderAgent {
     started: HashSet<String>,
     awaiting: HashSet<String>,
 }
@@ -31,7 +31,7 @@ fn str_at<'a>(v: &'a Value, path: &[&str]) -> Option<&'a str> {
 impl CoderAgent {
     /// The CAP event a data part of this dialect means (`None`: not one of its tool
     /// calls, or nothing new).
-    pub fn on_data(&mut self, data: &Value) -> Option<CapEvent> {
+    pub(crate) fn on_data(&mut self, data: &Value) -> Option<CapEvent> {
         let call = str_at(data, &["request", "callId"])?.to_owned();
         let name = str_at(data, &["request", "name"]).unwrap_or("tool");
         let args = data
@@ -59,7 +59,7 @@ impl CoderAgent {
     }
 
     /// The data part answering the approval `req_id` asked for, if this dialect asked it.
-    pub fn answer(&mut self, req_id: &str, decision: Decision) -> Option<Value> {
+    pub(crate) fn answer(&mut self, req_id: &str, decision: Decision) -> Option<Value> {
         if !self.awaiting.remove(req_id) {
             return None;
         }
@@ -73,7 +73,8 @@ impl CoderAgent {
 
     /// Whether an approval is still unanswered (the task's `input-required` is then
     /// that question, not the turn's end).
-    pub fn is_awaiting(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_awaiting(&self) -> bool {
         !self.awaiting.is_empty()
     }
 }

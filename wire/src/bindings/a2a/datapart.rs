@@ -17,7 +17,7 @@ pub struct DataPartError {
 }
 
 /// The CAP kind a data part is marked with, if any.
-pub fn marked_kind(data: &Value) -> Option<&str> {
+pub(crate) fn marked_kind(data: &Value) -> Option<&str> {
     let meta = data.get("_meta")?.as_object()?;
     cap_value(meta, CAP_KIND)?.as_str()
 }

@@ -508,7 +508,7 @@ fn is_bare_task(r: &Value) -> bool {
 }
 
 /// The ask id of a plain agent's `input-required` (its answer is a text message).
-pub const PLAIN_ASK: &str = "a2a-input-required";
+pub(crate) const PLAIN_ASK: &str = "a2a-input-required";
 
 fn end(stop_reason: StopReason, is_error: bool) -> Mapped {
     Mapped::End {
@@ -518,6 +518,6 @@ fn end(stop_reason: StopReason, is_error: bool) -> Mapped {
 }
 
 /// `cap.error` `parse_failed`.
-pub fn parse_failed(what: &str) -> CapEvent {
+pub(crate) fn parse_failed(what: &str) -> CapEvent {
     CapEvent::error(ErrorKind::ParseFailed, format!("A2A stream: {what}"), false)
 }

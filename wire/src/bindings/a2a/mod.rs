@@ -9,18 +9,22 @@
 //! The driver that speaks it over HTTP is `driver::a2a`.
 
 mod asked;
-pub mod card;
-pub mod coder_agent;
+pub(crate) mod card;
+pub(crate) mod coder_agent;
 pub mod datapart;
 mod file_part;
-pub mod frames;
+pub(crate) mod frames;
 #[cfg(test)]
 mod frames_tests;
 pub mod outbound;
-pub mod resume;
-pub mod spelling;
+pub(crate) mod resume;
+pub(crate) mod spelling;
 
-pub use card::{CAP_EXTENSION, Card, CardError, Choice, Scheme, SchemeKind};
-pub use frames::{FrameMapper, Mapped};
-pub use resume::ResumePoint;
+pub use spelling::Part;
+
+pub use card::{CAP_EXTENSION, Card};
+pub(crate) use card::{CardError, Choice, SchemeKind};
+pub use frames::FrameMapper;
+pub(crate) use frames::Mapped;
+pub(crate) use resume::ResumePoint;
 pub use spelling::{Method, Spelling, TaskState};

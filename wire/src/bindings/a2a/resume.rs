@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 /// An A2A session's resume id.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ResumePoint {
+pub(crate) struct ResumePoint {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context: Option<String>,
     /// The task of a turn in flight.
@@ -20,13 +20,13 @@ pub struct ResumePoint {
 
 impl ResumePoint {
     /// As the session keeps it.
-    pub fn id(&self) -> String {
+    pub(crate) fn id(&self) -> String {
         serde_json::json!(self).to_string()
     }
 
     /// A resume id read back; one that is not this shape (a conversation id a user
     /// gave) is the context.
-    pub fn parse(id: &str) -> ResumePoint {
+    pub(crate) fn parse(id: &str) -> ResumePoint {
         serde_json::from_str(id).unwrap_or_else(|_| ResumePoint {
             context: Some(id.to_owned()),
             task: None,

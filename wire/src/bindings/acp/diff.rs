@@ -11,7 +11,7 @@ use crate::protocol::coding::CodingArtifact;
 use crate::protocol::{CapEvent, Nullable};
 
 /// The `cap.artifact` of one diff of tool call `call_id` (`n`: its index there).
-pub fn diff_artifact(call_id: &str, n: usize, d: &Diff) -> CapEvent {
+pub(crate) fn diff_artifact(call_id: &str, n: usize, d: &Diff) -> CapEvent {
     let patch = unified(&d.path, d.old_text.as_deref(), &d.new_text);
     let name = d
         .path
@@ -30,7 +30,7 @@ pub fn diff_artifact(call_id: &str, n: usize, d: &Diff) -> CapEvent {
 }
 
 /// `old` (None: a new file) to `new` at `path`, as a unified diff.
-pub fn unified(path: &Path, old: Option<&str>, new: &str) -> String {
+pub(crate) fn unified(path: &Path, old: Option<&str>, new: &str) -> String {
     let rel = Path::new(path.to_str().map_or("file", |p| p.trim_start_matches('/')));
     let old_path = old.map(|_| rel);
     let made = git2::Patch::from_buffers(

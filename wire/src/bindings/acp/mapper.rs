@@ -22,7 +22,7 @@ use super::usage::TurnUsage;
 use crate::protocol::{CapEvent, Channel, HasMeta, PlanEntry, PlanStatus, Priority, StopReason};
 
 /// The `_meta` key carrying an unmapped update verbatim.
-pub const META_UNMAPPED: &str = "acp.session_update";
+pub(crate) const META_UNMAPPED: &str = "acp.session_update";
 
 /// Maps the `session/update` notifications of one ACP session.
 #[derive(Debug, Default)]

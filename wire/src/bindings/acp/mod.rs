@@ -3,10 +3,10 @@
 //! tool kinds to risk levels. Wire types come from the `agent-client-protocol` crate;
 //! the connection and the process live in [`crate::driver::acp`].
 
-pub mod diff;
-pub mod mapper;
-pub mod permission;
-pub mod usage;
+pub(crate) mod diff;
+pub(crate) mod mapper;
+pub(crate) mod permission;
+pub(crate) mod usage;
 
 pub use mapper::AcpMapper;
-pub use permission::{option_for, risk_of, stop_reason};
+pub(crate) use permission::{option_for, risk_of, stop_reason};

@@ -8,7 +8,7 @@ use agent_client_protocol::v1::schema::{
 use crate::protocol::{Decision, RiskLevel, StopReason};
 
 /// read/search/think < edit/move/delete/fetch < execute; unknown kinds are medium.
-pub fn risk_of(kind: Option<&ToolKind>) -> RiskLevel {
+pub(crate) fn risk_of(kind: Option<&ToolKind>) -> RiskLevel {
     match kind {
         Some(ToolKind::Read | ToolKind::Search | ToolKind::Think | ToolKind::SwitchMode) => {
             RiskLevel::Low
@@ -20,7 +20,7 @@ pub fn risk_of(kind: Option<&ToolKind>) -> RiskLevel {
 
 /// The offered option for a decision: the exact kind first, then the nearest one of
 /// the same polarity; `None` when the agent offered nothing fitting (answer cancelled).
-pub fn option_for(options: &[PermissionOption], decision: Decision) -> Option<String> {
+pub(crate) fn option_for(options: &[PermissionOption], decision: Decision) -> Option<String> {
     let prefs: &[PermissionOptionKind] = match decision {
         Decision::AllowOnce => &[
             PermissionOptionKind::AllowOnce,
@@ -44,7 +44,7 @@ pub fn option_for(options: &[PermissionOption], decision: Decision) -> Option<St
 }
 
 /// ACP's `stopReason` as CAP's.
-pub fn stop_reason(s: &AcpStop) -> StopReason {
+pub(crate) fn stop_reason(s: &AcpStop) -> StopReason {
     match s {
         AcpStop::EndTurn => StopReason::EndTurn,
         AcpStop::MaxTokens | AcpStop::MaxTurnRequests => StopReason::MaxTokens,

@@ -21,15 +21,15 @@ use crate::protocol::{CapEvent, HasMeta, StopReason, Usage};
 /// Cost deltas are rounded to this many decimal places (float noise).
 const COST_DECIMALS: i32 = 10;
 /// The `_meta` key of the context window tokens in use.
-pub const META_CONTEXT_USED: &str = "acp.context_used";
+pub(crate) const META_CONTEXT_USED: &str = "acp.context_used";
 /// The `_meta` key of the context window size.
-pub const META_CONTEXT_SIZE: &str = "acp.context_size";
+pub(crate) const META_CONTEXT_SIZE: &str = "acp.context_size";
 /// The `_meta` key of a cost in a currency other than USD (`{amount, currency}`).
-pub const META_COST: &str = "acp.cost";
+pub(crate) const META_COST: &str = "acp.cost";
 
 /// The usage reports of one ACP session, folded per turn.
 #[derive(Debug, Default)]
-pub struct TurnUsage {
+pub(crate) struct TurnUsage {
     /// The highest cumulative USD cost seen in this connection.
     cost_seen: f64,
     /// This turn's: the last cumulative USD cost, the context, another currency.
@@ -40,7 +40,7 @@ pub struct TurnUsage {
 
 impl TurnUsage {
     /// Keep a `usage_update` for the turn's `cap.usage`.
-    pub fn update(&mut self, u: &UsageUpdate) {
+    pub(crate) fn update(&mut self, u: &UsageUpdate) {
         self.context = Some((u.used, u.size));
         match &u.cost {
             Some(c) if c.currency.eq_ignore_ascii_case("USD") && c.amount.is_finite() => {
@@ -53,7 +53,11 @@ impl TurnUsage {
 
     /// The turn's `cap.usage`, from what it reported (`None`: nothing), and a clean
     /// slate for the next turn.
-    pub fn end_turn(&mut self, tokens: Option<&TurnTokens>, stop: StopReason) -> Option<CapEvent> {
+    pub(crate) fn end_turn(
+        &mut self,
+        tokens: Option<&TurnTokens>,
+        stop: StopReason,
+    ) -> Option<CapEvent> {
         let (cost, context, foreign) = (self.cost.take(), self.context.take(), self.foreign.take());
         if cost.is_none() && context.is_none() && foreign.is_none() && tokens.is_none() {
             return None;

@@ -26,7 +26,7 @@ const BYPASS: &[&str] = &["--dangerously-bypass-approvals-and-sandbox", "--yolo"
 
 /// Why no argv could be built.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ArgvError {
+pub(crate) enum ArgvError {
     #[error("the manifest declares no fast_path.x-codex_exec")]
     Unsupported,
     #[error("session config sets model, but the manifest declares no startup.model_arg")]
@@ -39,7 +39,7 @@ pub enum ArgvError {
 }
 
 /// Codex's `--sandbox` value for a CAP permission mode.
-pub fn sandbox_for(mode: PermissionMode) -> &'static str {
+pub(crate) fn sandbox_for(mode: PermissionMode) -> &'static str {
     match mode {
         PermissionMode::Interactive => "read-only",
         PermissionMode::Confirm | PermissionMode::None => "workspace-write",
@@ -59,7 +59,7 @@ fn bypass_in(argv: &[String]) -> Option<String> {
 
 /// The argv of one turn's process. `fleet_argv`: the session's own argv from the
 /// fleet (replacing the manifest's, and trusted with a bypass flag).
-pub fn build_argv(
+pub(crate) fn build_argv(
     manifest: &Manifest,
     fleet_argv: Option<&[String]>,
     config: &SessionConfig,

@@ -16,9 +16,9 @@ use crate::bindings::{TurnEnd, error_text};
 use crate::protocol::{CapEvent, ErrorKind, HasMeta, StopReason, Usage};
 
 /// Unknown events kept verbatim per turn; the rest are only counted.
-pub const KEPT_UNKNOWN: usize = 16;
+pub(crate) const KEPT_UNKNOWN: usize = 16;
 /// `_meta` key of the unknown events kept on a turn's `cap.usage`.
-pub const META_UNKNOWN: &str = "capfleet.codex_exec.unknown";
+pub(crate) const META_UNKNOWN: &str = "capfleet.codex_exec.unknown";
 
 /// One result of mapping a line, in stream order.
 #[derive(Debug, Clone, PartialEq)]

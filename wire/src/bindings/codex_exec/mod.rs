@@ -11,9 +11,10 @@
 //! - `items`: one `item.*` event (messages, reasoning, commands, file changes, MCP
 //!   calls, web searches, todo lists) as CAP events, deduplicated across updates.
 
-pub mod argv;
+pub(crate) mod argv;
 mod items;
-pub mod mapper;
+pub(crate) mod mapper;
 
-pub use argv::{ArgvError, build_argv};
-pub use mapper::{CodexExecMapper, MapperStats, Output, Totals};
+pub(crate) use argv::build_argv;
+pub(crate) use mapper::Output;
+pub use mapper::{CodexExecMapper, Totals};

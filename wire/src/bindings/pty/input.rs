@@ -4,19 +4,19 @@
 use serde_json::Value;
 
 /// Bracketed paste start (`ESC [ 200 ~`).
-pub const PASTE_START: &[u8] = b"\x1b[200~";
+pub(crate) const PASTE_START: &[u8] = b"\x1b[200~";
 /// Bracketed paste end (`ESC [ 201 ~`).
-pub const PASTE_END: &[u8] = b"\x1b[201~";
+pub(crate) const PASTE_END: &[u8] = b"\x1b[201~";
 /// Texts longer than this are pasted (spec §6.1).
-pub const PASTE_OVER: usize = 1024;
+pub(crate) const PASTE_OVER: usize = 1024;
 /// The Enter key.
-pub const ENTER: u8 = b'\r';
+pub(crate) const ENTER: u8 = b'\r';
 /// Ctrl-C.
-pub const CTRL_C: u8 = 0x03;
+pub(crate) const CTRL_C: u8 = 0x03;
 
 /// When a prompt is typed as a bracketed paste.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Paste {
+pub(crate) enum Paste {
     /// The agent knows no bracketed paste: every line is typed.
     Never,
     /// Multi-line or longer than [`PASTE_OVER`] (spec §6.1, `pty.bracketed_paste`).
@@ -27,7 +27,7 @@ pub enum Paste {
 }
 
 impl Paste {
-    pub fn from_manifest(pty: &crate::manifest::Pty) -> Paste {
+    pub(crate) fn from_manifest(pty: &crate::manifest::Pty) -> Paste {
         match (pty.bracketed_paste, pty.paste_prompts) {
             (false, _) => Paste::Never,
             (true, false) => Paste::Long,
@@ -39,7 +39,7 @@ impl Paste {
 /// The bytes submitting `text`: wrapped in a bracketed paste as `paste` says;
 /// otherwise typed line by line (each `\n` an Enter). Always one buffer (the driver
 /// writes it in chunks while it keeps draining the agent's output).
-pub fn prompt_bytes(text: &str, paste: Paste) -> Vec<u8> {
+pub(crate) fn prompt_bytes(text: &str, paste: Paste) -> Vec<u8> {
     let paste = match paste {
         Paste::Never => false,
         Paste::Long => text.contains('\n') || text.len() > PASTE_OVER,
@@ -60,7 +60,7 @@ pub fn prompt_bytes(text: &str, paste: Paste) -> Vec<u8> {
 /// The keys answering an ask: `y`/`n` for booleans, the first string of an object
 /// form (one question per property), a string or number as typed. `None` (declined)
 /// types `n` to a yes/no question and Ctrl-C to anything else.
-pub fn answer_bytes(value: Option<&Value>, yes_no: bool) -> Vec<u8> {
+pub(crate) fn answer_bytes(value: Option<&Value>, yes_no: bool) -> Vec<u8> {
     let text = match value {
         None if yes_no => "n".to_owned(),
         None => return vec![CTRL_C],

@@ -5,15 +5,15 @@
 //! the process.
 
 mod classify;
-pub mod input;
-pub mod lines;
+pub(crate) mod input;
+pub(crate) mod lines;
 mod plan;
-pub mod redraw;
-pub mod screen;
-pub mod settle;
+pub(crate) mod redraw;
+pub(crate) mod screen;
+pub(crate) mod settle;
 
-pub use input::{Paste, answer_bytes, prompt_bytes};
+pub(crate) use input::{Paste, answer_bytes, prompt_bytes};
 pub use lines::LineParser;
 pub use redraw::RowScan;
 pub use screen::{Fed, Screen};
-pub use settle::{Settle, Verdict};
+pub(crate) use settle::{Settle, Verdict};

@@ -17,14 +17,14 @@ use regex::Regex;
 /// it completes (the journal is the replay and the audit) and never reads the screen's
 /// own scrollback, whose cells cost ~60 bytes each in vt100: 10,000 rows of 200
 /// columns would be ~120 MB per session once a long answer has scrolled through.
-pub const SCROLLBACK_CELLS: usize = 240_000;
+pub(crate) const SCROLLBACK_CELLS: usize = 240_000;
 /// Replies owed to the agent are capped: a query flood cannot grow memory.
 const MAX_PENDING_REPLIES: usize = 4096;
 
 /// Answers the queries vt100 leaves unhandled: cursor position (`CSI 6 n`), status
 /// (`CSI 5 n`), primary and secondary device attributes (`CSI c`, `CSI > c`).
 #[derive(Debug, Default)]
-pub struct Replies {
+pub(crate) struct Replies {
     pending: Vec<u8>,
 }
 

@@ -25,13 +25,13 @@ use std::time::{Duration, Instant};
 use regex::Regex;
 
 /// Silence that, with the idle prompt on screen, ends a turn (spec A3).
-pub const QUIET: Duration = Duration::from_millis(200);
+pub(crate) const QUIET: Duration = Duration::from_millis(200);
 /// Re-sent Enters at most, per prompt.
-pub const RESUBMITS_MAX: u8 = 3;
+pub(crate) const RESUBMITS_MAX: u8 = 3;
 
 /// What the evidence says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
+pub(crate) enum Verdict {
     /// The agent finished booting.
     Ready,
     /// The current turn is over.
@@ -57,7 +57,7 @@ enum Phase {
 
 /// The settle state machine.
 #[derive(Debug)]
-pub struct Settle {
+pub(crate) struct Settle {
     phase: Phase,
     idle: Vec<Regex>,
     ready_when: Option<Regex>,
@@ -68,7 +68,7 @@ pub struct Settle {
 }
 
 /// What the screen shows, for a verdict.
-pub trait View {
+pub(crate) trait View {
     fn last_line(&self) -> String;
     /// The line being edited (a TUI's input box may sit above its status rows).
     fn cursor_line(&self) -> String;
@@ -104,7 +104,7 @@ impl View for super::Screen {
 
 impl Settle {
     /// `ready_when` and `silence_ms` from `startup.ready_when`; `now` is the spawn.
-    pub fn new(
+    pub(crate) fn new(
         idle: Vec<Regex>,
         ready_when: Option<Regex>,
         silence_ms: Option<u64>,
@@ -121,29 +121,29 @@ impl Settle {
         }
     }
 
-    pub fn is_busy(&self) -> bool {
+    pub(crate) fn is_busy(&self) -> bool {
         matches!(self.phase, Phase::Busy { .. })
     }
 
-    pub fn is_booting(&self) -> bool {
+    pub(crate) fn is_booting(&self) -> bool {
         self.phase == Phase::Booting
     }
 
     /// Output arrived.
-    pub fn on_output(&mut self, now: Instant) {
+    pub(crate) fn on_output(&mut self, now: Instant) {
         self.last_output = now;
         self.armed = true;
     }
 
     /// A logical line was completed.
-    pub fn on_line(&mut self) {
+    pub(crate) fn on_line(&mut self) {
         if let Phase::Busy { lines, .. } = &mut self.phase {
             *lines += 1;
         }
     }
 
     /// A prompt was written.
-    pub fn submitted(&mut self, prompt: &str, now: Instant) {
+    pub(crate) fn submitted(&mut self, prompt: &str, now: Instant) {
         let probe: String = prompt
             .lines()
             .find(|l| !l.trim().is_empty())
@@ -161,7 +161,7 @@ impl Settle {
     }
 
     /// When to ask for a verdict; `None`: only new output can change anything.
-    pub fn deadline(&self) -> Option<Instant> {
+    pub(crate) fn deadline(&self) -> Option<Instant> {
         if !self.armed || self.phase == Phase::Idle {
             return None;
         }
@@ -173,13 +173,8 @@ impl Settle {
         Some(self.last_output + quiet)
     }
 
-    /// Whether `line` is the agent's idle prompt.
-    pub fn is_idle_line(&self, line: &str) -> bool {
-        self.idle.iter().any(|re| re.is_match(line))
-    }
-
     /// The verdict at `now`, given what the screen shows.
-    pub fn evaluate(&mut self, now: Instant, view: &impl View) -> Verdict {
+    pub(crate) fn evaluate(&mut self, now: Instant, view: &impl View) -> Verdict {
         let Some(due) = self.deadline() else {
             return Verdict::Wait;
         };

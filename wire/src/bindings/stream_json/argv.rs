@@ -25,7 +25,7 @@ use crate::manifest::{ArgvFastPath, Manifest};
 use crate::protocol::{PermissionMode, SessionConfig};
 
 /// Claude's flag routing permission prompts over the control protocol.
-pub const PERMISSION_PROMPT_FLAG: &str = "--permission-prompt-tool";
+pub(crate) const PERMISSION_PROMPT_FLAG: &str = "--permission-prompt-tool";
 
 /// Why no argv could be built.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -67,7 +67,7 @@ pub struct StreamJsonArgv {
 }
 
 /// Claude's `--permission-mode` value for a CAP permission mode.
-pub fn claude_permission_mode(mode: PermissionMode) -> &'static str {
+pub(crate) fn claude_permission_mode(mode: PermissionMode) -> &'static str {
     match mode {
         PermissionMode::None => "bypassPermissions",
         PermissionMode::Confirm | PermissionMode::Interactive => "default",

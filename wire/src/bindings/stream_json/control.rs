@@ -18,9 +18,9 @@ use super::risk;
 use crate::protocol::{CapCode, CapEvent, Decision, HasMeta};
 
 /// The tool whose permission request is really a question for the user.
-pub const ASK_USER_TOOL: &str = "AskUserQuestion";
+pub(crate) const ASK_USER_TOOL: &str = "AskUserQuestion";
 /// `_meta` key with the tool call a permission request / ask is about.
-pub const META_TOOL_USE_ID: &str = "claude.tool_use_id";
+pub(crate) const META_TOOL_USE_ID: &str = "claude.tool_use_id";
 
 /// What a pending request was turned into.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -219,7 +219,7 @@ impl StreamJsonMapper {
 }
 
 /// The prompt and form of an `AskUserQuestion` input.
-pub fn ask_form(input: &Value) -> (String, Value) {
+pub(crate) fn ask_form(input: &Value) -> (String, Value) {
     let questions = input
         .get("questions")
         .and_then(Value::as_array)

@@ -21,10 +21,10 @@ use serde_json::{Map, Value};
 ///
 /// (`Option<Cow<str>>` never borrows under serde's derive; this newtype does.)
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Str<'a>(pub Cow<'a, str>);
+pub(crate) struct Str<'a>(pub Cow<'a, str>);
 
 impl Str<'_> {
-    pub fn as_str(&self) -> &str {
+    pub(crate) fn as_str(&self) -> &str {
         &self.0
     }
 }
@@ -58,7 +58,7 @@ pub(crate) fn opt<'s>(s: &'s Option<Str<'_>>) -> Option<&'s str> {
 
 /// One inbound line.
 #[derive(Debug)]
-pub enum Frame<'a> {
+pub(crate) enum Frame<'a> {
     System(SystemFrame<'a>),
     Assistant(MessageFrame<'a>),
     User(MessageFrame<'a>),
@@ -79,14 +79,14 @@ pub enum Frame<'a> {
 
 impl<'a> Frame<'a> {
     /// Parses one line (trailing whitespace allowed).
-    pub fn parse(line: &'a [u8]) -> Result<Self, serde_json::Error> {
+    pub(crate) fn parse(line: &'a [u8]) -> Result<Self, serde_json::Error> {
         serde_json::from_slice(line)
     }
 }
 
 /// `system` (`init`, `status`, ...).
 #[derive(Debug, Default, Deserialize)]
-pub struct SystemFrame<'a> {
+pub(crate) struct SystemFrame<'a> {
     #[serde(borrow)]
     pub subtype: Option<Str<'a>>,
     #[serde(borrow)]
@@ -103,7 +103,7 @@ pub struct SystemFrame<'a> {
 
 /// `assistant` and `user`: one API message (for `assistant`, one content block).
 #[derive(Debug, Default, Deserialize)]
-pub struct MessageFrame<'a> {
+pub(crate) struct MessageFrame<'a> {
     #[serde(borrow)]
     pub message: Option<Message<'a>>,
     #[serde(borrow)]
@@ -111,7 +111,7 @@ pub struct MessageFrame<'a> {
 }
 
 #[derive(Debug, Default, Deserialize)]
-pub struct Message<'a> {
+pub(crate) struct Message<'a> {
     #[serde(borrow)]
     pub id: Option<Str<'a>>,
     #[serde(borrow)]
@@ -122,8 +122,9 @@ pub struct Message<'a> {
 
 /// `message.content`: a bare string (user prompts) or content blocks.
 #[derive(Debug)]
-pub enum Content<'a> {
-    Text(Str<'a>),
+pub(crate) enum Content<'a> {
+    /// A bare string (checked to be one; its text is not kept).
+    Text,
     Blocks(Vec<Block<'a>>),
 }
 
@@ -135,11 +136,11 @@ impl<'de: 'a, 'a> Deserialize<'de> for Content<'a> {
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str("a string or an array of content blocks")
             }
-            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
-                Ok(Content::Text(Str(Cow::Borrowed(v))))
+            fn visit_borrowed_str<E: de::Error>(self, _text: &'de str) -> Result<Self::Value, E> {
+                Ok(Content::Text)
             }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
-                Ok(Content::Text(Str(Cow::Owned(v.to_owned()))))
+            fn visit_str<E: de::Error>(self, _text: &str) -> Result<Self::Value, E> {
+                Ok(Content::Text)
             }
             fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
                 let mut blocks = Vec::with_capacity(seq.size_hint().unwrap_or(1));
@@ -155,7 +156,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for Content<'a> {
 
 /// One content block, flattened: `text`, `thinking`, `tool_use`, `tool_result`, ...
 #[derive(Debug, Default, Deserialize)]
-pub struct Block<'a> {
+pub(crate) struct Block<'a> {
     #[serde(borrow, rename = "type")]
     pub kind: Option<Str<'a>>,
     #[serde(borrow)]
@@ -177,7 +178,7 @@ pub struct Block<'a> {
 
 /// `stream_event` (with `--include-partial-messages`): a raw Anthropic SSE event.
 #[derive(Debug, Default, Deserialize)]
-pub struct StreamEventFrame<'a> {
+pub(crate) struct StreamEventFrame<'a> {
     #[serde(borrow)]
     pub event: Option<SseEvent<'a>>,
     #[serde(borrow)]
@@ -185,7 +186,7 @@ pub struct StreamEventFrame<'a> {
 }
 
 #[derive(Debug, Default, Deserialize)]
-pub struct SseEvent<'a> {
+pub(crate) struct SseEvent<'a> {
     #[serde(borrow, rename = "type")]
     pub kind: Option<Str<'a>>,
     pub index: Option<u64>,
@@ -194,13 +195,10 @@ pub struct SseEvent<'a> {
     /// `message_start` only.
     #[serde(borrow)]
     pub message: Option<Message<'a>>,
-    /// `content_block_start` only.
-    #[serde(borrow)]
-    pub content_block: Option<BlockStart<'a>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
-pub struct Delta<'a> {
+pub(crate) struct Delta<'a> {
     #[serde(borrow, rename = "type")]
     pub kind: Option<Str<'a>>,
     #[serde(borrow)]
@@ -209,15 +207,9 @@ pub struct Delta<'a> {
     pub thinking: Option<Str<'a>>,
 }
 
-#[derive(Debug, Default, Deserialize)]
-pub struct BlockStart<'a> {
-    #[serde(borrow, rename = "type")]
-    pub kind: Option<Str<'a>>,
-}
-
 /// `result`: the end of a turn.
 #[derive(Debug, Default, Deserialize)]
-pub struct ResultFrame<'a> {
+pub(crate) struct ResultFrame<'a> {
     #[serde(borrow)]
     pub subtype: Option<Str<'a>>,
     pub is_error: Option<bool>,
@@ -228,8 +220,6 @@ pub struct ResultFrame<'a> {
     pub stop_reason: Option<Str<'a>>,
     #[serde(borrow)]
     pub terminal_reason: Option<Str<'a>>,
-    #[serde(borrow)]
-    pub session_id: Option<Str<'a>>,
     pub num_turns: Option<u64>,
     /// Cumulative per process.
     pub total_cost_usd: Option<f64>,
@@ -245,14 +235,14 @@ pub struct ResultFrame<'a> {
 
 impl ResultFrame<'_> {
     /// The cumulative process cost in its newest available spelling.
-    pub fn cumulative_cost(&self) -> Option<f64> {
+    pub(crate) fn cumulative_cost(&self) -> Option<f64> {
         self.total_cost_usd.or(self.total_cost).or(self.cost_usd)
     }
 }
 
 /// `result.usage`: per turn.
 #[derive(Debug, Default, Deserialize)]
-pub struct ResultUsage {
+pub(crate) struct ResultUsage {
     pub input_tokens: Option<u64>,
     pub output_tokens: Option<u64>,
     pub cache_read_input_tokens: Option<u64>,
@@ -262,7 +252,7 @@ pub struct ResultUsage {
 
 /// `control_request` from the agent.
 #[derive(Debug, Default, Deserialize)]
-pub struct ControlRequestFrame<'a> {
+pub(crate) struct ControlRequestFrame<'a> {
     #[serde(borrow)]
     pub request_id: Option<Str<'a>>,
     #[serde(borrow)]
@@ -270,7 +260,7 @@ pub struct ControlRequestFrame<'a> {
 }
 
 #[derive(Debug, Default, Deserialize)]
-pub struct ControlRequestBody<'a> {
+pub(crate) struct ControlRequestBody<'a> {
     #[serde(borrow)]
     pub subtype: Option<Str<'a>>,
     #[serde(borrow)]
@@ -284,20 +274,20 @@ pub struct ControlRequestBody<'a> {
 
 /// `control_cancel_request`: the agent withdrew one of its requests.
 #[derive(Debug, Default, Deserialize)]
-pub struct ControlCancelFrame<'a> {
+pub(crate) struct ControlCancelFrame<'a> {
     #[serde(borrow)]
     pub request_id: Option<Str<'a>>,
 }
 
 /// `control_response`: the agent's answer to one of our control requests.
 #[derive(Debug, Default, Deserialize)]
-pub struct ControlResponseFrame<'a> {
+pub(crate) struct ControlResponseFrame<'a> {
     #[serde(borrow)]
     pub response: Option<ControlResponseBody<'a>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
-pub struct ControlResponseBody<'a> {
+pub(crate) struct ControlResponseBody<'a> {
     #[serde(borrow)]
     pub subtype: Option<Str<'a>>,
     #[serde(borrow)]
@@ -310,7 +300,7 @@ pub struct ControlResponseBody<'a> {
 /// `rate_limit_event`: `rate_limit_info` kept as JSON (read by `rate_limit.rs`, and
 /// handed on verbatim in the event's details).
 #[derive(Debug, Default, Deserialize)]
-pub struct RateLimitEventFrame {
+pub(crate) struct RateLimitEventFrame {
     pub rate_limit_info: Option<Value>,
 }
 

@@ -43,9 +43,9 @@ use crate::bindings::STRAY_FRAME;
 use crate::protocol::{CapEvent, ErrorKind, HasMeta, Nullable};
 
 /// Default limit of one line; longer lines are counted malformed.
-pub const DEFAULT_MAX_LINE_BYTES: usize = 64 * 1024 * 1024;
+pub(crate) const DEFAULT_MAX_LINE_BYTES: usize = 64 * 1024 * 1024;
 /// At most this many bytes of a bad line are quoted in its `cap.error`.
-pub const EXCERPT_BYTES: usize = 200;
+pub(crate) const EXCERPT_BYTES: usize = 200;
 
 /// What the latest `system/init` said about the session.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -204,7 +204,14 @@ impl StreamJsonMapper {
                 true
             }
             Frame::RateLimitEvent(f) => self.on_rate_limit_event(f, out),
-            Frame::Unknown(_) | Frame::Untyped => false,
+            Frame::Unknown(ty) => {
+                tracing::trace!(
+                    frame_type = ty.as_str(),
+                    "stream-json frame of a type not mapped"
+                );
+                false
+            }
+            Frame::Untyped => false,
         };
         if !handled {
             self.stats.ignored_frames += 1;
@@ -462,7 +469,7 @@ fn set(slot: &mut Option<String>, value: Option<&str>) {
 }
 
 /// `_meta` key holding the frame's `parent_tool_use_id` (sub-agent output).
-pub const META_PARENT_TOOL_USE_ID: &str = "claude.parent_tool_use_id";
+pub(crate) const META_PARENT_TOOL_USE_ID: &str = "claude.parent_tool_use_id";
 
 pub(super) fn with_parent(mut event: CapEvent, parent: Option<&str>) -> CapEvent {
     if let Some(p) = parent {

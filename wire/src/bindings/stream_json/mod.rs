@@ -13,22 +13,22 @@
 //! - [`outbound`]: the frames we write.
 //! - [`argv`]: the command line from manifest + session config.
 
-pub mod argv;
-pub mod control;
-pub mod frames;
-pub mod mapper;
+pub(crate) mod argv;
+pub(crate) mod control;
+pub(crate) mod frames;
+pub(crate) mod mapper;
 #[cfg(test)]
 mod mapper_tests;
 pub mod outbound;
-pub mod output;
+pub(crate) mod output;
 mod rate_limit;
 mod result;
-pub mod risk;
+pub(crate) mod risk;
 mod streaming;
-pub mod todos;
+pub(crate) mod todos;
 
-pub use argv::{ArgvError, ArgvWarning, StreamJsonArgv, build_argv, claude_permission_mode};
-pub use control::{PendingKind, PendingRequest, ResponseError};
-pub use mapper::{SessionInfo, StreamJsonMapper};
-pub use output::{ControlAck, MapperStats, Output, TurnEnd};
-pub use result::stop_reason;
+pub use argv::{ArgvError, ArgvWarning, build_argv};
+pub use control::{PendingKind, ResponseError};
+pub use mapper::StreamJsonMapper;
+pub(crate) use output::TurnEnd;
+pub use output::{ControlAck, MapperStats, Output};

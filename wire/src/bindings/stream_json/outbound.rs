@@ -7,7 +7,7 @@ use serde_json::{Map, Value, json};
 use crate::protocol::{Decision, UserInputInject};
 
 /// Deny message sent when the orchestrator gives none.
-pub const DEFAULT_DENY_MESSAGE: &str = "Denied by the user";
+pub(crate) const DEFAULT_DENY_MESSAGE: &str = "Denied by the user";
 
 fn line(v: Value) -> String {
     let mut s = v.to_string();
@@ -23,7 +23,7 @@ pub fn user_frame(text: &str) -> String {
 /// A user prompt carrying the W3C `traceparent` of the turn that sends it, for an
 /// agent whose manifest says it reads one (`fast_path.x-stream_json_traceparent`):
 /// `{"type":"user","message":{...},"traceparent":"00-…"}`.
-pub fn user_frame_traced(text: &str, traceparent: &str) -> String {
+pub(crate) fn user_frame_traced(text: &str, traceparent: &str) -> String {
     line(json!({
         "type": "user",
         "message": {"role": "user", "content": text},
@@ -32,7 +32,7 @@ pub fn user_frame_traced(text: &str, traceparent: &str) -> String {
 }
 
 /// A user message with arbitrary content (a string or content blocks).
-pub fn user_content(content: Value) -> String {
+pub(crate) fn user_content(content: Value) -> String {
     line(json!({"type": "user", "message": {"role": "user", "content": content}}))
 }
 
@@ -99,7 +99,7 @@ pub fn permission_response(
 /// The answer to an `AskUserQuestion` `can_use_tool`: allow with the original
 /// input plus `answers` (question text → chosen label; several labels are joined
 /// with `", "`).
-pub fn ask_answer(
+pub(crate) fn ask_answer(
     request_id: &str,
     original_input: &Value,
     answers: &Map<String, Value>,

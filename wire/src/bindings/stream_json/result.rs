@@ -119,7 +119,7 @@ fn classify(
 }
 
 /// Claude's (Anthropic's) `stop_reason` in CAP's vocabulary.
-pub fn stop_reason(s: Option<&str>) -> StopReason {
+pub(crate) fn stop_reason(s: Option<&str>) -> StopReason {
     match s {
         Some("max_tokens") => StopReason::MaxTokens,
         Some("tool_use") => StopReason::ToolUse,

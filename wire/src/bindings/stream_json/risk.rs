@@ -19,7 +19,7 @@ use crate::protocol::{PermissionScope, RiskLevel};
 
 /// The scope and risk of one tool call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Risk {
+pub(crate) struct Risk {
     pub scope: PermissionScope,
     pub level: RiskLevel,
 }
@@ -39,7 +39,7 @@ const WRITE_TOOLS: &[&str] = &["Edit", "MultiEdit", "Write", "NotebookEdit"];
 const SHELL_TOOLS: &[&str] = &["Bash", "exec", "shell"];
 
 /// Classifies a tool call by name and input (see the module table).
-pub fn classify(tool: &str, input: Option<&Value>) -> Risk {
+pub(crate) fn classify(tool: &str, input: Option<&Value>) -> Risk {
     let field = |k: &str| input.and_then(|i| i.get(k)).and_then(Value::as_str);
     if READ_TOOLS.contains(&tool) {
         return Risk {

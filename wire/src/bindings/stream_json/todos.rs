@@ -8,10 +8,10 @@ use serde_json::Value;
 use crate::protocol::{CapEvent, PlanEntry, PlanStatus, Priority};
 
 /// The tool whose calls carry the agent's plan.
-pub const TODO_TOOL: &str = "TodoWrite";
+pub(crate) const TODO_TOOL: &str = "TodoWrite";
 
 /// The `cap.plan` of a `TodoWrite` input; `None` when it holds no todo list.
-pub fn plan_of(input: &Value) -> Option<CapEvent> {
+pub(crate) fn plan_of(input: &Value) -> Option<CapEvent> {
     let todos = input.get("todos")?.as_array()?;
     let entries = todos
         .iter()

@@ -36,7 +36,7 @@ use std::time::Duration;
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
-pub use route::{Route, RouteError};
+pub(crate) use route::{Route, RouteError};
 
 use super::interpose::metrics::IoMetrics;
 use crate::sync::lock;

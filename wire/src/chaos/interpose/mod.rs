@@ -38,7 +38,7 @@
 //! what it did (`bytes_garbled`, `frames`); the counts are kept in [`ByteStats`] and,
 //! when the run serves metrics, in [`metrics::IoMetrics`].
 
-pub mod metrics;
+pub(crate) mod metrics;
 mod read;
 mod state;
 mod write;
@@ -46,8 +46,8 @@ mod write;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-pub use read::Reader;
-pub use write::Writer;
+pub(crate) use read::Reader;
+pub(crate) use write::Writer;
 
 use self::metrics::IoMetrics;
 use self::state::State;
@@ -206,7 +206,7 @@ impl ByteFaults {
 }
 
 /// The output of an agent: `reader` through `faults` when there are any, else bare.
-pub fn reader<R>(faults: Option<&ByteFaults>, inner: R, mode: FrameMode) -> Reader<R> {
+pub(crate) fn reader<R>(faults: Option<&ByteFaults>, inner: R, mode: FrameMode) -> Reader<R> {
     match faults {
         Some(f) => f.reader(inner, mode),
         None => Reader::Direct(inner),
@@ -214,7 +214,7 @@ pub fn reader<R>(faults: Option<&ByteFaults>, inner: R, mode: FrameMode) -> Read
 }
 
 /// The input of an agent: `writer` through `faults` when there are any, else bare.
-pub fn writer<W>(faults: Option<&ByteFaults>, inner: W) -> Writer<W> {
+pub(crate) fn writer<W>(faults: Option<&ByteFaults>, inner: W) -> Writer<W> {
     match faults {
         Some(f) => f.writer(inner),
         None => Writer::Direct(inner),

@@ -56,7 +56,7 @@
 
 mod auth;
 mod conn;
-pub mod error;
+pub(crate) mod error;
 mod http;
 mod negotiated;
 mod sse;
@@ -76,7 +76,7 @@ use crate::manifest::AddressFastPath;
 use crate::process::stderr_ring::StderrRing;
 use crate::protocol::{Decision, Meta};
 use conn::{Cmd, Conn, Reply};
-pub use error::A2aError;
+pub(crate) use error::A2aError;
 pub use http::crypto_provider;
 
 /// Commands in flight to the output task (they come from the session, one per
@@ -84,16 +84,16 @@ pub use http::crypto_provider;
 const COMMANDS: usize = 8;
 
 /// The `_meta` key of `cap.session.ready` naming the A2A peer and its spelling.
-pub const META_A2A: &str = "capfleet.a2a";
+pub(crate) const META_A2A: &str = "capfleet.a2a";
 
 /// The A2A wire of one connection.
-pub struct A2aWire {
+pub(crate) struct A2aWire {
     commands: Option<mpsc::Sender<Cmd>>,
     urn: String,
 }
 
 /// The base URL the manifest names.
-pub fn base_url(launch: &LaunchSpec) -> Result<&str, LaunchError> {
+pub(crate) fn base_url(launch: &LaunchSpec) -> Result<&str, LaunchError> {
     match &launch.manifest.fast_path.a2a_serve_at {
         AddressFastPath::Address(url) => Ok(url),
         AddressFastPath::Unsupported => Err(LaunchError::NoCommand {
@@ -120,7 +120,7 @@ pub fn connect_addr(base: &str) -> Option<std::net::SocketAddr> {
 /// The shape an A2A session is reached in: no process of ours, a connection to the
 /// peer the manifest's URL (`fast_path.a2a_serve_at`) names. An unresolvable host
 /// keeps the unspecified address; the start says why.
-pub fn connect_shape(manifest: &crate::manifest::Manifest) -> Shape {
+pub(crate) fn connect_shape(manifest: &crate::manifest::Manifest) -> Shape {
     let base = match &manifest.fast_path.a2a_serve_at {
         AddressFastPath::Address(url) => url.as_str(),
         AddressFastPath::Unsupported => "",

@@ -39,7 +39,7 @@ mod engine;
 use engine::{Cmd, Engine};
 
 /// The PTY wire of one agent process.
-pub struct PtyWire {
+pub(crate) struct PtyWire {
     cmds: mpsc::Sender<Cmd>,
     /// Set when the session closes us: what the agent prints from then on (a farewell
     /// on hang-up) is no turn's late output.

@@ -35,7 +35,7 @@ use tokio::process::Command;
 
 use crate::manifest::sandbox::SandboxPaths;
 
-pub use probe::{Availability, BACKEND_ENV, availability};
+pub use probe::availability;
 
 /// What a sandboxed session reaches of the network.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

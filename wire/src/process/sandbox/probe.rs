@@ -11,7 +11,7 @@ use super::{Backend, BackendChoice, Network, SandboxError};
 pub(super) const BWRAP: &str = "bwrap";
 
 /// Forces the backend every sandbox gets: `bubblewrap`, `landlock` or `none`.
-pub const BACKEND_ENV: &str = "CAPFLEET_SANDBOX_BACKEND";
+pub(crate) const BACKEND_ENV: &str = "CAPFLEET_SANDBOX_BACKEND";
 
 /// The Landlock ABI that scopes signals and abstract unix sockets.
 const LANDLOCK_SCOPES: i64 = 6;

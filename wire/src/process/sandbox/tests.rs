@@ -1,6 +1,7 @@
 //! Each backend, on `sh`: the workspace and `TMPDIR` written, nothing beside them,
 //! a hidden file unread; an agent installed in a hidden root found (venv, npm).
 
+use super::probe::Availability;
 use super::*;
 use crate::process::{Io, SpawnSpec};
 
