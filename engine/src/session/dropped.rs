@@ -36,25 +36,14 @@ use ractor::ActorRef;
 use super::machine::Core;
 use super::{Own, SessionMsg};
 use crate::protocol::{CapEvent, StopReason};
+use capfleet_wire::driver::turn_ends_by_frame;
 use capfleet_wire::driver::{lost_turn_end, oversize_of};
 use capfleet_wire::events::{EventBody, SessionState, TurnOutcome};
-use capfleet_wire::registry::Binding;
 
 /// Shortest quiet after a dropped line that fails the turn.
 pub(super) const MIN_QUIET: Duration = Duration::from_secs(2);
 /// Longest quiet needed, however long the turn ran before the drop.
 pub(super) const MAX_QUIET: Duration = Duration::from_secs(30);
-
-/// Whether `binding` ends a turn by a frame the agent sends (which a dropped line
-/// can hide).
-pub(super) const fn ends_by_frame(binding: Binding) -> bool {
-    match binding {
-        Binding::StreamJson | Binding::CodexAppServer | Binding::CodexExec | Binding::AcpStdio => {
-            true
-        }
-        Binding::A2a | Binding::Pty | Binding::Grpc => false,
-    }
-}
 
 /// How long the agent must stay quiet after a dropped line for the turn to fail:
 /// as long as the turn had run (`before`), within [`MIN_QUIET`]..=[`MAX_QUIET`].
@@ -87,7 +76,7 @@ impl Core {
         let Some(turn) = self.book.current().filter(|t| t.sent) else {
             return;
         };
-        if !ends_by_frame(self.spec.binding) {
+        if !turn_ends_by_frame(self.spec.binding) {
             return;
         }
         let grace = quiet_grace(turn.started.elapsed());
@@ -198,14 +187,5 @@ mod tests {
             let before = Duration::from_secs(secs);
             assert!(before + quiet_grace(before) <= 2 * before + MIN_QUIET);
         }
-    }
-
-    #[test]
-    fn only_frame_ended_bindings_are_watched() {
-        for b in [Binding::StreamJson, Binding::CodexExec, Binding::AcpStdio] {
-            assert!(ends_by_frame(b), "{b}");
-        }
-        assert!(!ends_by_frame(Binding::Pty));
-        assert!(!ends_by_frame(Binding::A2a));
     }
 }

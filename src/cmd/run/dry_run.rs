@@ -11,8 +11,8 @@ use serde_json::{Value, json};
 
 use super::RunArgs;
 use capfleet_app::fleet::{Fleet, FleetSession};
-use capfleet_app::style::Style;
 use capfleet_app::sandboxing::{Planned, Workspace};
+use capfleet_app::style::Style;
 
 pub(super) fn print(fleets: &[Fleet], args: &RunArgs, style: Style) -> ExitCode {
     for fleet in fleets {

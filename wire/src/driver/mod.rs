@@ -29,8 +29,9 @@
 //! The new variant then does not compile until each table of this contract has its
 //! arm: `driver_of` (which driver; [`SUPPORTED`] follows), [`natural_shape`] (how
 //! its agent is reached: a process per session, per turn, or a connection, worked out
-//! from the manifest here, never by the app) and [`spawns_process`] (which faults a
-//! chaos run may give it). Nothing above this crate names a binding but through
+//! from the manifest here, never by the app), [`spawns_process`] (which faults a
+//! chaos run may give it) and [`turn_ends_by_frame`] (whether a dropped line may hide
+//! a turn's end). Nothing above this crate names a binding but through
 //! these; a test of the binding's mapping beside it, and an end-to-end test of the
 //! sim or a real peer in `tests/all/`, complete it.
 
@@ -231,6 +232,19 @@ pub const fn spawns_process(binding: Binding) -> bool {
     }
 }
 
+/// Whether a turn on `binding` ends by a frame the agent sends (a result, a
+/// completion, a prompt's response), which a line dropped past the line cap can hide:
+/// the session then watches for the agent going quiet. A PTY turn ends by the screen,
+/// an A2A turn is read back from its task: nothing to watch.
+pub const fn turn_ends_by_frame(binding: Binding) -> bool {
+    match binding {
+        Binding::StreamJson | Binding::CodexAppServer | Binding::CodexExec | Binding::AcpStdio => {
+            true
+        }
+        Binding::A2a | Binding::Pty | Binding::Grpc => false,
+    }
+}
+
 /// Whether this build has a driver for `binding`.
 pub(crate) const fn supported(binding: Binding) -> bool {
     driver_of(binding).is_some()
@@ -419,5 +433,19 @@ mod tests {
         for b in Binding::PRIORITY {
             assert_eq!(supported(b), SUPPORTED.contains(&b), "{b}");
         }
+    }
+
+    #[test]
+    fn only_frame_ended_bindings_have_a_turn_end_a_dropped_line_can_hide() {
+        for b in [
+            Binding::StreamJson,
+            Binding::CodexAppServer,
+            Binding::CodexExec,
+            Binding::AcpStdio,
+        ] {
+            assert!(turn_ends_by_frame(b), "{b}");
+        }
+        assert!(!turn_ends_by_frame(Binding::Pty));
+        assert!(!turn_ends_by_frame(Binding::A2a));
     }
 }
