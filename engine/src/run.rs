@@ -36,8 +36,8 @@ use crate::workspace::transcript;
 use capfleet_wire::events::trace::{self, adopt_parent, int};
 use capfleet_wire::events::{EventBody, Published, ROUTER_URN_SEGMENT, RunOutcome, Signal, urn};
 
-pub use self::preamble::Sandboxes;
 use self::stops::Stops;
+pub use crate::resume::Sandboxes;
 
 /// Run the fleet until it ends or a signal arrives on `signals`: then every session is
 /// cancelled and closed (their agents' groups killed at once unless the signal is

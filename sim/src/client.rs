@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use super::frames::Out;
 use super::inbound::Inbound;
-use super::steps::{Flow, Stop};
+use super::script::steps::{Flow, Stop};
 
 /// What a client message means to a waiting turn.
 enum Event {

@@ -21,7 +21,7 @@ use std::path::PathBuf;
 use capfleet_wire::clock::now_ms;
 use serde_json::{Value, json};
 
-use super::steps::Usage;
+use super::script::steps::Usage;
 
 /// The record of the results one sim process writes.
 pub(super) struct Emitted {

@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use serde_json::{Value, json};
 
-use super::steps::{Stop, Usage};
+use super::script::steps::{Stop, Usage};
 
 /// Session-wide facts every frame repeats.
 #[derive(Debug, Clone)]

@@ -106,9 +106,7 @@
 
 mod a2a;
 mod acp;
-mod acp_turn;
 mod client;
-mod edit;
 mod emitted;
 mod escape;
 mod fields;
@@ -117,21 +115,18 @@ mod inbound;
 mod line_editor;
 mod listen;
 mod script;
-mod state;
-mod steps;
 mod stream_json;
 mod term;
 mod time_scale;
 mod tui;
 mod tui_full;
-mod tui_io;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use frames::Session;
 use script::Script;
-use state::StateDir;
+use script::state::StateDir;
 
 /// The protocol the sim speaks on stdio.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

@@ -11,8 +11,8 @@ use super::emitted::Emitted;
 use super::frames::{Session, TurnAcc, init_frame, result_frame, usage_json};
 use super::inbound::spawn_reader;
 use super::script::Script;
-use super::state::{StateDir, TurnPicker};
-use super::steps::{
+use super::script::state::{StateDir, TurnPicker};
+use super::script::steps::{
     Ask, FloodGen, Flow, Frontend, PlanEntry, Stop, ToolStep, Usage, chunks, run_turn,
 };
 

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use super::script::Script;
-use super::steps::Step;
+use super::script::steps::Step;
 
 /// A time scale: how many times faster than written the script runs.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -132,8 +132,12 @@ pub struct Recovered {
     /// The chaos `self_kill`s journaled (a chaos run's resume goes on after them).
     pub self_kills: SelfKills,
     /// Each confined session's sandbox, by name, as its `session` record holds it.
-    pub sandboxes: crate::run::Sandboxes,
+    pub sandboxes: Sandboxes,
 }
+
+/// The confined sessions' sandboxes, by session name (as journaled; a run settles
+/// them before its task goes out).
+pub type Sandboxes = HashMap<String, capfleet_wire::process::sandbox::Sandbox>;
 
 /// The `self_kill` records of a chaos run's journal.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]

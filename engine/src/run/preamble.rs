@@ -4,17 +4,12 @@
 //! resumed run's sessions kept in the sandbox their journal holds; then the
 //! `session` records (each with its sandbox) and the `worktree` records.
 
-use std::collections::HashMap;
-
 use capfleet_wire::events::EventBody;
-use capfleet_wire::process::sandbox::Sandbox;
 
 use super::WorkspacePhase;
 use crate::error::TreeError;
+use crate::resume::Sandboxes;
 use crate::session::SessionSpec;
-
-/// The confined sessions' sandboxes, by session name.
-pub type Sandboxes = HashMap<String, Sandbox>;
 
 /// A resumed run's sessions go on in the sandbox their `session` records journaled,
 /// whatever the fleet says now (a server's forced sandbox is not in the fleet file;

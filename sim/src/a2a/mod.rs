@@ -35,7 +35,7 @@ use capfleet_wire::sync::lock;
 use serde_json::{Value, json};
 
 use super::script::Script;
-use super::state::{StateDir, TurnPicker};
+use super::script::state::{StateDir, TurnPicker};
 use outbox::Outbox;
 use snapshot::Snapshot;
 use turn::{A2aTurn, Out};
@@ -280,8 +280,13 @@ fn send(s: &Arc<Server>, id: Value, params: &Value) -> Response {
             .pick(&server.script.turns, &prompt)
             .map(|(i, _)| i);
         let turn = picked.and_then(|i| server.script.turns.get(i).map(|t| (i, t)));
-        let played =
-            super::steps::run_turn(&mut fe, &server.script.header, turn, &prompt, &server.state);
+        let played = super::script::steps::run_turn(
+            &mut fe,
+            &server.script.header,
+            turn,
+            &prompt,
+            &server.state,
+        );
         if let Err(e) = played
             && e.kind() != io::ErrorKind::BrokenPipe
         {

@@ -18,7 +18,9 @@ use tokio::sync::mpsc::Sender;
 use super::outbox::Drops;
 use super::snapshot::Snapshot;
 use crate::frames::PAD_MARK;
-use crate::steps::{Ask, FloodGen, Flow, Frontend, PlanEntry, Stop, ToolStep, Usage, chunks};
+use crate::script::steps::{
+    Ask, FloodGen, Flow, Frontend, PlanEntry, Stop, ToolStep, Usage, chunks,
+};
 use capfleet_wire::bindings::a2a::outbound::TaskFrames;
 
 /// What the task's SSE responses read.

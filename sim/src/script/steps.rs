@@ -6,14 +6,14 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::edit::FileEdit;
-use super::fields::{Fields, ScriptError};
-use super::script::{Header, Turn};
-use super::state::StateDir;
+use crate::fields::{Fields, ScriptError};
+use crate::script::edit::FileEdit;
+use crate::script::state::StateDir;
+use crate::script::{Header, Turn};
 
 /// One scripted action.
 #[derive(Debug, Clone)]
-pub(super) enum Step {
+pub(crate) enum Step {
     Say {
         text: String,
         chunk: Option<usize>,
@@ -52,7 +52,7 @@ pub(super) enum Step {
         delay_ms: u64,
     },
     Echo,
-    /// The escape kit's attempts, reported as the turn's text ([`super::escape`]).
+    /// The escape kit's attempts, reported as the turn's text ([`crate::escape`]).
     Escape,
     /// With `status`, an API error as Claude Code reports one (`api_error_status`).
     Error {
@@ -82,7 +82,7 @@ pub(super) enum Step {
 }
 
 #[derive(Debug, Clone)]
-pub(super) struct ToolStep {
+pub(crate) struct ToolStep {
     pub name: String,
     pub input: Value,
     pub deltas: Vec<String>,
@@ -95,13 +95,13 @@ pub(super) struct ToolStep {
 
 impl ToolStep {
     /// The tool's final output: `output`, else the joined deltas.
-    pub(super) fn final_output(&self) -> String {
+    pub(crate) fn final_output(&self) -> String {
         self.output.clone().unwrap_or_else(|| self.deltas.concat())
     }
 }
 
 #[derive(Debug, Clone)]
-pub(super) struct PlanEntry {
+pub(crate) struct PlanEntry {
     pub id: String,
     pub content: String,
     pub status: String,
@@ -111,14 +111,14 @@ pub(super) struct PlanEntry {
 
 /// An ask: yes/no when `options` is empty.
 #[derive(Debug, Clone)]
-pub(super) struct Ask {
+pub(crate) struct Ask {
     pub question: String,
     pub options: Vec<String>,
 }
 
 impl Ask {
     /// The labels offered: the options, or `yes`/`no`.
-    pub(super) fn labels(&self) -> Vec<String> {
+    pub(crate) fn labels(&self) -> Vec<String> {
         if self.options.is_empty() {
             vec!["yes".to_string(), "no".to_string()]
         } else {
@@ -128,7 +128,7 @@ impl Ask {
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub(super) struct Usage {
+pub(crate) struct Usage {
     pub input_tokens: u64,
     pub output_tokens: u64,
     pub cache_read_tokens: u64,
@@ -137,7 +137,7 @@ pub(super) struct Usage {
 }
 
 impl Usage {
-    pub(super) fn add(&mut self, other: &Usage) {
+    pub(crate) fn add(&mut self, other: &Usage) {
         self.input_tokens += other.input_tokens;
         self.output_tokens += other.output_tokens;
         self.cache_read_tokens += other.cache_read_tokens;
@@ -147,13 +147,13 @@ impl Usage {
 }
 
 #[derive(Debug, Clone, Copy)]
-pub(super) struct Crash {
+pub(crate) struct Crash {
     pub kind: CrashKind,
     pub once: bool,
 }
 
 #[derive(Debug, Clone, Copy)]
-pub(super) enum CrashKind {
+pub(crate) enum CrashKind {
     Exit(i32),
     SigKill,
     Abort,
@@ -168,7 +168,7 @@ const STATUSES: &[&str] = &[
 ];
 const PRIORITIES: &[&str] = &["urgent", "high", "medium", "low"];
 
-pub(super) fn parse_plan_entry(f: &Fields<'_, '_>) -> Result<PlanEntry, ScriptError> {
+pub(crate) fn parse_plan_entry(f: &Fields<'_, '_>) -> Result<PlanEntry, ScriptError> {
     f.only(&["id", "content", "status", "priority", "_meta"])?;
     let status = f.str("status")?.unwrap_or_else(|| "pending".to_string());
     if !STATUSES.contains(&status.as_str()) {
@@ -198,7 +198,7 @@ pub(super) fn parse_plan_entry(f: &Fields<'_, '_>) -> Result<PlanEntry, ScriptEr
     })
 }
 
-pub(super) fn parse_usage(f: &Fields<'_, '_>) -> Result<Usage, ScriptError> {
+pub(crate) fn parse_usage(f: &Fields<'_, '_>) -> Result<Usage, ScriptError> {
     f.only(&[
         "input_tokens",
         "output_tokens",
@@ -217,14 +217,14 @@ pub(super) fn parse_usage(f: &Fields<'_, '_>) -> Result<Usage, ScriptError> {
 
 /// Whether a turn goes on after a step.
 #[derive(Debug, Clone, PartialEq)]
-pub(super) enum Flow {
+pub(crate) enum Flow {
     Next,
     Stop(Stop),
 }
 
 /// Why a turn ended early.
 #[derive(Debug, Clone, PartialEq)]
-pub(super) enum Stop {
+pub(crate) enum Stop {
     Interrupted,
     Error {
         message: String,
@@ -234,7 +234,7 @@ pub(super) enum Stop {
 }
 
 /// How a mode renders steps. Waiting methods watch for interrupts.
-pub(super) trait Frontend {
+pub(crate) trait Frontend {
     fn begin_turn(&mut self, prompt: &str) -> io::Result<()>;
     fn say(&mut self, text: &str, chunk: usize, delay: Duration) -> io::Result<Flow>;
     fn think(&mut self, text: &str) -> io::Result<Flow>;
@@ -301,7 +301,7 @@ fn acp_only(step: &str, what: &str) -> io::Error {
 }
 
 /// Plays one turn (`None`: the echo turn) through a frontend.
-pub(super) fn run_turn<F: Frontend>(
+pub(crate) fn run_turn<F: Frontend>(
     fe: &mut F,
     header: &Header,
     turn: Option<(usize, &Turn)>,
@@ -327,7 +327,7 @@ pub(super) fn run_turn<F: Frontend>(
                 fe.say(text, chunk.unwrap_or(header.chunk), delay)?
             }
             Step::Echo => fe.say(&format!("echo: {prompt}"), header.chunk, default_delay)?,
-            Step::Escape => fe.say(&super::escape::report(), header.chunk, default_delay)?,
+            Step::Escape => fe.say(&crate::escape::report(), header.chunk, default_delay)?,
             Step::Think(text) => fe.think(text)?,
             Step::Tool(tool) => fe.tool(tool)?,
             Step::Plan(entries) => fe.plan(entries)?,
@@ -407,7 +407,7 @@ fn crash_now(kind: CrashKind) -> ! {
 
 /// Splits `text` into pieces of about `size` bytes on char boundaries
 /// (`size == 0`: one piece).
-pub(super) fn chunks(text: &str, size: usize) -> Vec<&str> {
+pub(crate) fn chunks(text: &str, size: usize) -> Vec<&str> {
     if size == 0 || text.len() <= size {
         return vec![text];
     }
@@ -426,7 +426,7 @@ pub(super) fn chunks(text: &str, size: usize) -> Vec<&str> {
 
 /// The deterministic content of a flood: lines of 63 characters and `\n`,
 /// produced piece by piece so a 200 MB flood never sits in memory.
-pub(super) struct FloodGen {
+pub(crate) struct FloodGen {
     remaining: u64,
     position: u64,
 }
@@ -435,7 +435,7 @@ pub(super) struct FloodGen {
 const FLOOD_LINE: &str = "abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ_\n";
 
 impl FloodGen {
-    pub(super) fn new(bytes: u64) -> FloodGen {
+    pub(crate) fn new(bytes: u64) -> FloodGen {
         FloodGen {
             remaining: bytes,
             position: 0,
@@ -443,7 +443,7 @@ impl FloodGen {
     }
 
     /// Fills `buf` (cleared first) with up to `max` bytes; false when done.
-    pub(super) fn next_into(&mut self, buf: &mut String, max: usize) -> bool {
+    pub(crate) fn next_into(&mut self, buf: &mut String, max: usize) -> bool {
         buf.clear();
         let take = self.remaining.min(max as u64) as usize;
         while buf.len() < take {

@@ -9,15 +9,17 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::acp::{Incoming, Wire};
-use super::edit::{Change, FileEdit};
-use super::frames::PAD_MARK;
-use super::steps::{Ask, FloodGen, Flow, Frontend, PlanEntry, Stop, ToolStep, Usage, chunks};
+use crate::acp::{Incoming, Wire};
+use crate::frames::PAD_MARK;
+use crate::script::edit::{Change, FileEdit};
+use crate::script::steps::{
+    Ask, FloodGen, Flow, Frontend, PlanEntry, Stop, ToolStep, Usage, chunks,
+};
 
 /// JSON-RPC "internal error": how a scripted `error` step fails the prompt.
 const INTERNAL_ERROR: i64 = -32603;
 
-pub(super) struct AcpTurn<'w> {
+pub(crate) struct AcpTurn<'w> {
     wire: &'w mut Wire,
     prompt_id: Value,
     tools: u64,
@@ -52,7 +54,7 @@ fn message_of(e: &Value) -> String {
 }
 
 impl<'w> AcpTurn<'w> {
-    pub(super) fn new(wire: &'w mut Wire, prompt_id: Value) -> Self {
+    pub(crate) fn new(wire: &'w mut Wire, prompt_id: Value) -> Self {
         AcpTurn {
             wire,
             prompt_id,

@@ -3,23 +3,25 @@
 //! Output conventions (after ANSI stripping) are listed in the module
 //! documentation of [the crate root](crate); `config/agents/sim-tui.toml` parses them.
 
+pub(crate) mod screen;
+
 use std::collections::VecDeque;
 use std::io::{self, BufWriter, StdoutLock, Write};
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
-use super::frames::write_padding;
-use super::line_editor::LineEditor;
-use super::script::Script;
-use super::state::{StateDir, TurnPicker};
-use super::steps::{
+use crate::frames::write_padding;
+use crate::line_editor::LineEditor;
+use crate::script::Script;
+use crate::script::state::{StateDir, TurnPicker};
+use crate::script::steps::{
     Ask, FloodGen, Flow, Frontend, PlanEntry, Stop, ToolStep, Usage, chunks, run_turn,
 };
-use super::term::{
+use crate::term::{
     Input, RawMode, install_sigint, install_sigwinch, size, spawn_reader, take_interrupt,
 };
-use super::tui_full::FullScreen;
-use super::tui_io::summary;
+use crate::tui::screen::summary;
+use crate::tui_full::FullScreen;
 
 /// Options of the TUI mode.
 #[derive(Debug, Clone)]

@@ -6,10 +6,12 @@
 //! prompt and per text said), so a later sim process loads it: `session/load` replays
 //! it as `user_message_chunk` / `agent_message_chunk` updates before its answer, as
 //! agents do, and refuses a session it has no record of (-32002). Each prompt
-//! plays one script turn through [`super::acp_turn`] and is answered with its
+//! plays one script turn through [`crate::acp::turn`] and is answered with its
 //! `stopReason` (`cancelled` after a `session/cancel`). Agent -> client calls
 //! (permissions, `fs/*`, `terminal/*`, `_cap/*`) wait for their response while
 //! still noticing a cancel.
+
+mod turn;
 
 use std::io::{self, Read, Write};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, sync_channel};
@@ -17,11 +19,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::acp_turn::AcpTurn;
-use super::inbound::for_each_line;
-use super::script::Script;
-use super::state::{StateDir, TurnPicker};
-use super::steps::run_turn;
+use crate::acp::turn::AcpTurn;
+use crate::inbound::for_each_line;
+use crate::script::Script;
+use crate::script::state::{StateDir, TurnPicker};
+use crate::script::steps::run_turn;
 
 /// Client messages read ahead of the sim.
 const INBOX: usize = 256;
@@ -82,12 +84,12 @@ impl Wire {
     }
 
     /// A `session/update` of this session as one line of about `bytes` bytes, its
-    /// [`super::frames::PAD_MARK`] text streamed as padding; its newline if `newline`.
+    /// [`crate::frames::PAD_MARK`] text streamed as padding; its newline if `newline`.
     pub(super) fn oversize(&mut self, update: Value, bytes: u64, newline: bool) -> io::Result<()> {
         let params = json!({ "sessionId": self.session_id, "update": update });
         let msg = json!({ "jsonrpc": "2.0", "method": "session/update", "params": params });
         let mut out = self.out.lock();
-        super::frames::write_oversize(&mut out, &msg, bytes, newline)?;
+        crate::frames::write_oversize(&mut out, &msg, bytes, newline)?;
         out.flush()
     }
 

@@ -7,11 +7,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::line_editor::Key;
-use super::script::Script;
-use super::steps::{Flow, Stop};
-use super::term::{Input, take_interrupt, take_resize};
-use super::tui::{Options, Tui};
+use crate::line_editor::Key;
+use crate::script::Script;
+use crate::script::steps::{Flow, Stop};
+use crate::term::{Input, take_interrupt, take_resize};
+use crate::tui::{Options, Tui};
 
 const SPINNER: &[&str] = &["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
 const TICK: Duration = Duration::from_millis(20);
@@ -19,7 +19,7 @@ const SPIN_EVERY: Duration = Duration::from_millis(80);
 const PROMPT: &str = "\x1b[1;36m❯\x1b[0m ";
 
 impl Tui {
-    pub(super) fn boot(&mut self, script: &Script, options: &Options) -> io::Result<()> {
+    pub(crate) fn boot(&mut self, script: &Script, options: &Options) -> io::Result<()> {
         self.out.write_all(b"\x1b[?2004h")?;
         self.line(&format!(
             "\x1b[1;35m✻\x1b[0m \x1b[1mcapfleet sim\x1b[0m \x1b[2m· {} · session {}\x1b[0m",
@@ -43,7 +43,7 @@ impl Tui {
         self.line("\x1b[32m✓\x1b[0m capfleet sim ready")
     }
 
-    pub(super) fn cursor_report(&mut self, timeout: Duration) -> io::Result<Option<(u16, u16)>> {
+    pub(crate) fn cursor_report(&mut self, timeout: Duration) -> io::Result<Option<(u16, u16)>> {
         self.out.flush()?;
         let deadline = Instant::now() + timeout;
         while !self.eof && Instant::now() < deadline {
@@ -60,7 +60,7 @@ impl Tui {
     }
 
     /// Reads input for up to `timeout`; echoes typing when `echo`.
-    pub(super) fn pump(&mut self, timeout: Duration, echo: bool) -> io::Result<Vec<Key>> {
+    pub(crate) fn pump(&mut self, timeout: Duration, echo: bool) -> io::Result<Vec<Key>> {
         let mut keys = Vec::new();
         match self.rx.recv_timeout(timeout) {
             Ok(Input::Bytes(bytes)) => {
@@ -82,7 +82,7 @@ impl Tui {
     }
 
     /// A key arriving mid-turn: lines queue as the next prompts.
-    pub(super) fn key_in_turn(&mut self, key: Key) -> bool {
+    pub(crate) fn key_in_turn(&mut self, key: Key) -> bool {
         match key {
             Key::Submit(line) if !line.trim().is_empty() => self.queued.push_back(line),
             Key::Interrupt => return true,
@@ -93,7 +93,7 @@ impl Tui {
     }
 
     /// Shows the prompt and returns the next prompt; `None` at end of input.
-    pub(super) fn read_prompt(&mut self) -> io::Result<Option<String>> {
+    pub(crate) fn read_prompt(&mut self) -> io::Result<Option<String>> {
         if let Some(full) = &mut self.full {
             full.set_busy(false);
             self.spinner = None;
@@ -200,7 +200,7 @@ impl Tui {
     }
 
     /// Reads one answer line (echoed); stops on Ctrl-C or end of input.
-    pub(super) fn read_answer(&mut self) -> io::Result<Result<String, Stop>> {
+    pub(crate) fn read_answer(&mut self) -> io::Result<Result<String, Stop>> {
         self.out.flush()?;
         loop {
             if take_interrupt() {
@@ -229,7 +229,7 @@ impl Tui {
     }
 
     /// Waits `duration` with the spinner (when `spin`); stops on Ctrl-C.
-    pub(super) fn wait(&mut self, duration: Duration, spin: bool) -> io::Result<Flow> {
+    pub(crate) fn wait(&mut self, duration: Duration, spin: bool) -> io::Result<Flow> {
         let deadline = Instant::now() + duration;
         loop {
             if take_interrupt() {
@@ -257,7 +257,7 @@ impl Tui {
         }
     }
 
-    pub(super) fn spin(&mut self) -> io::Result<()> {
+    pub(crate) fn spin(&mut self) -> io::Result<()> {
         let frame = match self.spinner {
             Some((_, drawn)) if drawn.elapsed() < SPIN_EVERY => return Ok(()),
             Some((frame, _)) => (frame + 1) % SPINNER.len(),
@@ -277,7 +277,7 @@ impl Tui {
 
     /// Erases the spinner and ends an open line (full screen: the spinner stays
     /// until the turn ends).
-    pub(super) fn settle(&mut self) -> io::Result<()> {
+    pub(crate) fn settle(&mut self) -> io::Result<()> {
         if let Some(full) = &mut self.full {
             full.close_line();
             return Ok(());
@@ -293,7 +293,7 @@ impl Tui {
     }
 
     /// Prints one complete line.
-    pub(super) fn line(&mut self, text: &str) -> io::Result<()> {
+    pub(crate) fn line(&mut self, text: &str) -> io::Result<()> {
         self.settle()?;
         if let Some(full) = &mut self.full {
             full.line(text);
@@ -304,7 +304,7 @@ impl Tui {
     }
 
     /// Prints streamed text (newlines become CRLF).
-    pub(super) fn text(&mut self, text: &str) -> io::Result<()> {
+    pub(crate) fn text(&mut self, text: &str) -> io::Result<()> {
         if let Some(full) = &mut self.full {
             full.text(text);
             return self.redraw();
@@ -320,7 +320,7 @@ impl Tui {
     }
 
     /// Prints `text` as indented tool output lines.
-    pub(super) fn output(&mut self, text: &str) -> io::Result<()> {
+    pub(crate) fn output(&mut self, text: &str) -> io::Result<()> {
         for piece in text.lines() {
             self.line(&format!("  \x1b[2m⎿\x1b[0m {piece}"))?;
         }
@@ -328,7 +328,7 @@ impl Tui {
     }
 
     /// Reads y/yes/n/no (any case), asking again on other answers.
-    pub(super) fn read_yes_no(&mut self) -> io::Result<Result<bool, Stop>> {
+    pub(crate) fn read_yes_no(&mut self) -> io::Result<Result<bool, Stop>> {
         loop {
             match self.read_answer()? {
                 Ok(answer) => match answer.to_lowercase().as_str() {
@@ -344,7 +344,7 @@ impl Tui {
 
 /// A one-line summary of a tool input: its `command`, its only string
 /// value, or its JSON; at most 60 characters.
-pub(super) fn summary(input: &Value) -> String {
+pub(crate) fn summary(input: &Value) -> String {
     let strings: Vec<&str> = input
         .as_object()
         .into_iter()

@@ -17,12 +17,12 @@ use std::path::{Component, Path, PathBuf};
 
 use serde_json::json;
 
-use super::fields::{Fields, ScriptError};
-use super::steps::{Step, ToolStep};
+use crate::fields::{Fields, ScriptError};
+use crate::script::steps::{Step, ToolStep};
 
 /// What a file step does.
 #[derive(Debug, Clone, PartialEq)]
-pub(super) enum Change {
+pub(crate) enum Change {
     Text(String),
     Replace { old: String, new: String },
     Bytes(u64),
@@ -30,7 +30,7 @@ pub(super) enum Change {
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub(super) struct FileEdit {
+pub(crate) struct FileEdit {
     pub path: String,
     pub change: Change,
     /// How long its tool call is shown running (`duration_ms`, default 0).
@@ -39,7 +39,7 @@ pub(super) struct FileEdit {
 
 /// A file step once done.
 #[derive(Debug, Clone)]
-pub(super) struct Applied {
+pub(crate) struct Applied {
     pub path: PathBuf,
     /// The text before (a text write over an existing text file, an edit).
     pub old: Option<String>,
@@ -50,7 +50,7 @@ pub(super) struct Applied {
 }
 
 /// `write`, `edit` or `delete` step.
-pub(super) fn parse(f: &Fields<'_, '_>, kind: &str) -> Result<Step, ScriptError> {
+pub(crate) fn parse(f: &Fields<'_, '_>, kind: &str) -> Result<Step, ScriptError> {
     let path = f.req_str(kind)?;
     let p = Path::new(&path);
     let escapes = p
@@ -97,7 +97,7 @@ pub(super) fn parse(f: &Fields<'_, '_>, kind: &str) -> Result<Step, ScriptError>
 
 impl FileEdit {
     /// Do it, in the current directory.
-    pub(super) fn apply(&self) -> io::Result<Applied> {
+    pub(crate) fn apply(&self) -> io::Result<Applied> {
         let path = std::env::current_dir()?.join(&self.path);
         let summary = match &self.change {
             Change::Delete => {
@@ -147,7 +147,7 @@ impl FileEdit {
     }
 
     /// The tool call it is shown as (a failed one when `applied` is an error).
-    pub(super) fn as_tool(&self, applied: &io::Result<Applied>) -> ToolStep {
+    pub(crate) fn as_tool(&self, applied: &io::Result<Applied>) -> ToolStep {
         let (name, input) = match &self.change {
             Change::Delete => ("Delete", json!({ "file_path": self.path })),
             Change::Replace { old, new } => (

@@ -4,11 +4,15 @@
 //! for the format. Every error names the script's origin (file path or
 //! `<inline>`), the 1-based turn and step, and the offending key.
 
+pub(crate) mod edit;
+pub(crate) mod state;
+pub(crate) mod steps;
+
 use serde_json::Value;
 use toml::Table;
 
-use super::fields::{Fields, Loc, ScriptError};
-use super::steps::{
+use crate::fields::{Fields, Loc, ScriptError};
+use crate::script::steps::{
     Ask, Crash, CrashKind, PlanEntry, Step, ToolStep, parse_plan_entry, parse_usage,
 };
 
@@ -346,7 +350,7 @@ fn parse_step(loc: &Loc<'_>, value: &toml::Value) -> Result<Step, ScriptError> {
                 args: f.strings("args")?.unwrap_or_default(),
             }
         }
-        "write" | "edit" | "delete" => super::edit::parse(&f, kind)?,
+        "write" | "edit" | "delete" => crate::script::edit::parse(&f, kind)?,
         "artifact" => {
             f.only(&["artifact", "mime_type", "content"])?;
             let content = match table.get("content") {

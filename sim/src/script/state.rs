@@ -4,21 +4,21 @@
 use std::io;
 use std::path::PathBuf;
 
-use super::script::Turn;
+use crate::script::Turn;
 
 /// The directory holding one marker file per spent `once` crash step.
 #[derive(Debug, Clone, Default)]
-pub(super) struct StateDir {
+pub(crate) struct StateDir {
     dir: Option<PathBuf>,
 }
 
 impl StateDir {
-    pub(super) fn new(dir: Option<PathBuf>) -> StateDir {
+    pub(crate) fn new(dir: Option<PathBuf>) -> StateDir {
         StateDir { dir }
     }
 
     /// The file `name` in the state directory, if there is one (created).
-    pub(super) fn file(&self, name: &str) -> io::Result<Option<PathBuf>> {
+    pub(crate) fn file(&self, name: &str) -> io::Result<Option<PathBuf>> {
         let Some(dir) = &self.dir else {
             return Ok(None);
         };
@@ -28,7 +28,7 @@ impl StateDir {
 
     /// True the first time a (turn, step) asks; records the marker file
     /// `crash-t<turn>-s<step>` (0-based indices) so later runs get false.
-    pub(super) fn first_time(&self, turn: usize, step: usize) -> io::Result<bool> {
+    pub(crate) fn first_time(&self, turn: usize, step: usize) -> io::Result<bool> {
         let Some(dir) = &self.dir else {
             return Ok(true);
         };
@@ -51,13 +51,13 @@ impl StateDir {
 /// when the script is exhausted (the echo turn) — unless the script `repeat`s,
 /// when every turn is unused again.
 #[derive(Debug)]
-pub(super) struct TurnPicker {
+pub(crate) struct TurnPicker {
     used: Vec<bool>,
     repeat: bool,
 }
 
 impl TurnPicker {
-    pub(super) fn new(turns: &[Turn]) -> TurnPicker {
+    pub(crate) fn new(turns: &[Turn]) -> TurnPicker {
         TurnPicker {
             used: vec![false; turns.len()],
             repeat: false,
@@ -65,12 +65,12 @@ impl TurnPicker {
     }
 
     /// Start the script over once it is used up (the header's `repeat`).
-    pub(super) fn repeating(mut self, repeat: bool) -> TurnPicker {
+    pub(crate) fn repeating(mut self, repeat: bool) -> TurnPicker {
         self.repeat = repeat;
         self
     }
 
-    pub(super) fn pick<'t>(
+    pub(crate) fn pick<'t>(
         &mut self,
         turns: &'t [Turn],
         prompt: &str,
