@@ -73,7 +73,13 @@ fn script(fake: &FakeLlm) {
 }
 
 /// The fleet: every session `sandbox` ("none" or "workspace") on `backend`.
-fn fleet(sandbox: &str, backend: &str, fake: &FakeLlm, marker: &EnvMarker) -> String {
+fn fleet(
+    sandbox: &str,
+    backend: &str,
+    fake: &FakeLlm,
+    marker: &EnvMarker,
+    codex_exec: &Path,
+) -> String {
     let (k, v) = marker.pair();
     let path = |name: &str| common::peer(name).display().to_string();
     format!(
@@ -97,7 +103,7 @@ env = {{ {k} = "{v}" }}
 
 [[sessions]]
 name = "s-codex-exec"
-agent = "codex"
+agent = "{codex_manifest}"
 argv = ["{codex}", "exec", "--json", "--skip-git-repo-check", "--sandbox", "danger-full-access"]
 env = {{ {k} = "{v}" }}
 
@@ -119,6 +125,7 @@ argv = ["{aider}", "--no-fancy-input", "--no-pretty", "--no-check-update", "--no
 env = {{ {k} = "{v}", LITELLM_LOCAL_MODEL_COST_MAP = "True" }}
 "#,
         codex = path("codex"),
+        codex_manifest = codex_exec.display(),
         codex_acp = path("codex-acp"),
         aider = path("aider"),
         base = fake.url(),
@@ -159,7 +166,18 @@ fn run(sandbox: &str, backend: &str) -> Run {
     let fake = FakeLlm::start();
     script(&fake);
     let marker = EnvMarker::new("sbx-agents");
-    f.write("fleet.toml", &fleet(sandbox, backend, &fake, &marker));
+    // `codex exec --json` as a Codex without `app-server` gets it (the shipped
+    // manifest prefers the app-server where Codex has it).
+    let codex_exec = home.path().join("codex-exec.toml");
+    std::fs::write(
+        &codex_exec,
+        common::codex::manifest(common::codex::Via::Exec),
+    )
+    .expect("manifest");
+    f.write(
+        "fleet.toml",
+        &fleet(sandbox, backend, &fake, &marker, &codex_exec),
+    );
     let out = f
         .command(&["run", "fleet.toml"])
         .env_clear()

@@ -16,7 +16,7 @@ pub(crate) enum Via {
 }
 
 /// The shipped Codex manifest, for `via`.
-fn manifest(via: Via) -> String {
+pub(crate) fn manifest(via: Via) -> String {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/config/agents/codex.toml");
     let shipped = std::fs::read_to_string(path).expect("shipped codex manifest");
     match via {
