@@ -161,13 +161,7 @@ impl Wire for AcpWire {
 
     /// An ACP agent that ends its output without being asked is abnormal.
     fn end_of_output(cause: ExitCause) -> ExitCause {
-        if cause.is_abnormal() {
-            cause
-        } else {
-            ExitCause::DriverError {
-                message: "ACP agent closed the connection".into(),
-            }
-        }
+        super::death::unasked_end(cause, "ACP agent closed the connection")
     }
 }
 

@@ -179,13 +179,7 @@ impl Wire for CodexAppWire {
 
     /// An app-server that ends its output without being asked has died.
     fn end_of_output(cause: ExitCause) -> ExitCause {
-        if cause.is_abnormal() {
-            cause
-        } else {
-            ExitCause::DriverError {
-                message: "codex app-server closed its output".into(),
-            }
-        }
+        super::death::unasked_end(cause, "codex app-server closed its output")
     }
 }
 

@@ -154,3 +154,16 @@ pub(crate) fn ended(
     myself.stop(Some("agent exited".into()));
     Ok(())
 }
+
+/// A long-lived agent's output ended unasked: an abnormal exit stays what it is, a
+/// clean one is still a death, a driver error saying `what` (the wires whose clean
+/// end of output is never the agent's own end: ACP, the Codex app-server).
+pub(crate) fn unasked_end(cause: ExitCause, what: &str) -> ExitCause {
+    if cause.is_abnormal() {
+        cause
+    } else {
+        ExitCause::DriverError {
+            message: what.into(),
+        }
+    }
+}
