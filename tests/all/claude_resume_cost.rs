@@ -97,13 +97,19 @@ fn a_resumed_claude_process_does_not_charge_the_earlier_turns_again() {
             .collect()
     };
 
-    // The restart resumed the same Claude session.
-    let ready: Vec<&Value> = cap("cap.session.ready")
-        .into_iter()
-        .map(|e| &e["event"]["session_id"])
+    // The restart resumed the Claude session turn 1 made known.
+    let learned: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "resume_id")
+        .map(|e| &e["id"])
         .collect();
+    let ready = cap("cap.session.ready");
     assert_eq!(ready.len(), 2, "a ready per process\n{stdout}");
-    assert_eq!(ready[0], ready[1], "the same session, resumed\n{stdout}");
+    assert_eq!(learned.len(), 1, "Claude's session id, once\n{stdout}");
+    assert_eq!(
+        &ready[1]["event"]["session_id"], learned[0],
+        "the same session, resumed\n{stdout}"
+    );
 
     // Three model requests: turn 1, turn 2 cut by the kill, turn 2 again; the last
     // carries the conversation (turn 1's answer) that `--resume` restored.
