@@ -1,12 +1,15 @@
 //! A turn's cost across a restart of the real Claude Code (2.1.337) over stream-json,
 //! through `capfleet chat` with the shipped manifest, against the fake LLM. Turn 1
-//! answers; during turn 2 the Claude process is SIGKILLed mid-answer, capfleet starts
-//! it again with `--resume` (the same Claude session) and re-issues the turn, which
-//! answers. Since 2.1.337 a resumed process's first `total_cost_usd` also holds the
-//! conversation's earlier cost (turn 1's), so a cost taken as the rise of that total
-//! would charge turn 1 twice: each turn's `cap.usage` must be the price of its own
-//! answered model requests, and the chat's costs add up to every answered request's
-//! price once (the request cut by the kill was never answered, so never billed).
+//! answers; during turn 2 the Claude process is stopped by SIGTERM mid-answer (it exits
+//! 143, keeping the session's cost for a later `--resume`, as on any orderly exit; a
+//! SIGKILL loses it), capfleet starts it again with `--resume` (the same Claude
+//! session) and re-issues the turn, which answers. Since 2.1.337 a resumed process's
+//! first `total_cost_usd` also holds the conversation's earlier cost (turn 1's), so a
+//! cost taken as the rise of that total charges turn 1 twice (measured: turn 2 charged
+//! 0.094648 = 0.04728 of turn 1 + its own 0.047368): each turn's `cap.usage` must be the
+//! price of its own answered model request, and the chat's costs add up to every
+//! answered request's price once (the request cut by the stop was never answered, so
+//! never billed).
 
 use std::fs;
 use std::process::{Command, Stdio};
@@ -27,7 +30,7 @@ const CLAUDE_ARGV_WORD: &str = "--permission-prompt-tool";
 #[test]
 fn a_resumed_claude_process_does_not_charge_the_earlier_turns_again() {
     let fake = FakeLlm::start();
-    // The cut answer streams for ~10 s: the kill lands in the middle of it.
+    // The cut answer streams for ~10 s: the stop lands in the middle of it.
     let slow = "cut ".repeat(100);
     fake.script(json!([
         {"text": "First answer."},
@@ -62,7 +65,7 @@ fn a_resumed_claude_process_does_not_charge_the_earlier_turns_again() {
         }
     };
 
-    // Turn 2's answer is streaming: kill Claude (not capfleet).
+    // Turn 2's answer is streaming: stop Claude (not capfleet).
     let streaming = wait_until(RUN_TIMEOUT, POLL, || {
         fake.requests_to("/v1/messages").len() >= 2
     });
@@ -73,7 +76,8 @@ fn a_resumed_claude_process_does_not_charge_the_earlier_turns_again() {
     std::thread::sleep(Duration::from_millis(500));
     let claude = processes_with(&marker, CLAUDE_ARGV_WORD);
     assert_eq!(claude.len(), 1, "one Claude process: {claude:?}");
-    common::procs::sigkill(claude[0].0);
+    // SAFETY: kill(2) of a process this test's capfleet started, found by its marker.
+    unsafe { libc::kill(claude[0].0, libc::SIGTERM) };
 
     let exited = wait_until(RUN_TIMEOUT, POLL, || {
         matches!(child.try_wait(), Ok(Some(_)))
@@ -111,7 +115,7 @@ fn a_resumed_claude_process_does_not_charge_the_earlier_turns_again() {
         "the same session, resumed\n{stdout}"
     );
 
-    // Three model requests: turn 1, turn 2 cut by the kill, turn 2 again; the last
+    // Three model requests: turn 1, turn 2 cut by the stop, turn 2 again; the last
     // carries the conversation (turn 1's answer) that `--resume` restored.
     let model = fake.requests_to("/v1/messages");
     assert_eq!(model.len(), 3, "model requests: {model:#?}");
