@@ -63,7 +63,8 @@ pub(crate) enum Frame<'a> {
     Assistant(MessageFrame<'a>),
     User(MessageFrame<'a>),
     StreamEvent(StreamEventFrame<'a>),
-    Result(ResultFrame<'a>),
+    /// Boxed: the largest frame by far, and one per turn.
+    Result(Box<ResultFrame<'a>>),
     ControlRequest(ControlRequestFrame<'a>),
     ControlCancelRequest(ControlCancelFrame<'a>),
     ControlResponse(ControlResponseFrame<'a>),
