@@ -360,16 +360,7 @@ fn claude_agent_acp_usage_per_turn_is_the_fake_llms() {
             "{u}"
         );
         // Priced per request, at the price Claude Code gives the model it asked for.
-        let priced: f64 = mine
-            .iter()
-            .map(|r| {
-                let (i, o) = common::fake_llm::claude_usd_per_token(
-                    r["body"]["model"].as_str().unwrap_or(""),
-                );
-                r["usage"]["input_tokens"].as_u64().unwrap_or(0) as f64 * i
-                    + r["usage"]["output_tokens"].as_u64().unwrap_or(0) as f64 * o
-            })
-            .sum();
+        let priced = common::fake_llm::claude_cost(mine.iter().copied());
         let cost = e["cost_usd_estimate"].as_f64().expect("cost");
         assert!(
             (cost - priced).abs() < 1e-6,

@@ -1,4 +1,4 @@
-//! The real Claude Code 2.1.197 end to end THROUGH capfleet: `capfleet chat` with the
+//! The real Claude Code 2.1.337 end to end THROUGH capfleet: `capfleet chat` with the
 //! shipped `config/agents/claude-code.toml` (stream-json fast path) against the fake
 //! LLM. Turn 1 is a text, a `Bash` tool call that needs permission, and a final text;
 //! turn 2 is plain text. The permission request is answered by capfleet: by its policy
@@ -11,8 +11,8 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::fake_llm::{USD_PER_INPUT_TOKEN, USD_PER_OUTPUT_TOKEN};
-use common::{EnvMarker, FakeLlm, claude_env_in, kill_group, peer, wait_until};
+use common::fake_llm::claude_cost;
+use common::{EnvMarker, FakeLlm, claude_env_on_path, kill_group, wait_until};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -42,7 +42,6 @@ struct World {
 impl World {
     fn new(label: &str) -> World {
         let t0 = Instant::now();
-        let claude = peer("claude-code");
         let fake = FakeLlm::start();
         fake.script(json!([
             {
@@ -54,16 +53,8 @@ impl World {
         ]));
         let home = temp_dir("capfleet-claude-home.");
         let work = temp_dir("capfleet-claude-work.");
-        let mut env = claude_env_in(&fake, home.path(), work.path());
         // `claude` (the manifest's binary) must resolve on capfleet's PATH.
-        let bin_dir = claude.parent().expect("peer executable's directory");
-        let path = env
-            .iter()
-            .find(|(k, _)| k == "PATH")
-            .map(|(_, v)| v.clone())
-            .unwrap_or_default();
-        env.retain(|(k, _)| k != "PATH");
-        env.push(("PATH".into(), format!("{}:{path}", bin_dir.display())));
+        let env = claude_env_on_path(&fake, home.path(), work.path());
         World {
             fake,
             _home: home,
@@ -280,12 +271,12 @@ fn check_events(w: &World, events: &[Value], expect: &Expect, dump: &str) {
             turn + 1
         );
         let cost = ev["cost_usd_estimate"].as_f64().expect("cost_usd_estimate");
-        let priced = input as f64 * USD_PER_INPUT_TOKEN + output as f64 * USD_PER_OUTPUT_TOKEN;
+        let priced = claude_cost(reqs);
         assert!(cost > 0.0, "turn {} cost; {ctx}", turn + 1);
         // Per turn, not Claude's cumulative total_cost_usd.
         assert!(
             (cost - priced).abs() < 1e-6,
-            "turn {} cost {cost} != {priced} (per-turn Opus price); {ctx}",
+            "turn {} cost {cost} != {priced} (per-turn price of its requests); {ctx}",
             turn + 1
         );
     }

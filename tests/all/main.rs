@@ -50,6 +50,7 @@ mod chaos_seed;
 mod chaos_self_kill;
 mod chaos_soak;
 mod chat_repl;
+mod claude_resume_cost;
 mod cli;
 mod closed_stdout;
 mod codex_app_server;

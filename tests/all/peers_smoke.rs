@@ -1,5 +1,5 @@
 //! Proves the interop test infrastructure (`tests/all/common`) against the real
-//! pinned Claude Code 2.1.197 and the fake LLM, plus the `/proc` helpers.
+//! pinned Claude Code 2.1.337 and the fake LLM, plus the `/proc` helpers.
 //! A missing peer fails these tests (run `./tests/run.sh`, which installs it).
 
 use std::io::{BufRead, BufReader, Write};

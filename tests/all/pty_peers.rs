@@ -11,7 +11,8 @@ use common::chat::{Run, assert_no_survivor, chat_in};
 
 use crate::common;
 
-/// `capfleet chat AGENT --json` on `tasks` in `work`, the peer `program` run with `env`.
+/// `capfleet chat AGENT --json` on `tasks` in `work`, the peer `program` run with `env`
+/// and the arguments of the shipped manifest's command (`--argv` replaces it whole).
 fn chat_peer(
     agent: &str,
     tasks: &[&str],
@@ -29,7 +30,9 @@ fn chat_peer(
     for kv in &env {
         args.extend(["--env", kv.as_str()]);
     }
+    let shipped = common::sim::shipped(&format!("{agent}.toml"));
     args.extend(["--argv", program.to_str().expect("utf8")]);
+    args.extend(shipped.startup.command[1..].iter().map(String::as_str));
     chat_in(agent, &args, marker)
 }
 

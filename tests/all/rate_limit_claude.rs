@@ -1,4 +1,4 @@
-//! Rate limits of the real Claude Code 2.1.197 over stream-json, through `capfleet
+//! Rate limits of the real Claude Code 2.1.337 over stream-json, through `capfleet
 //! run`, against the fake LLM: an API key's 429 (Claude's retries off) and a
 //! subscription's limit, which Claude Code reports in `rate_limit_event` frames
 //! (issue 34, point 5b) and does not retry.
@@ -40,7 +40,7 @@ fn error_codes(events: &[Value]) -> Vec<&str> {
         .collect()
 }
 
-/// Real Claude Code 2.1.197 over stream-json, through `capfleet run`, against the fake
+/// Real Claude Code 2.1.337 over stream-json, through `capfleet run`, against the fake
 /// LLM answering its first two requests with HTTP 429, a `retry-after` header and
 /// Anthropic's `rate_limit_error` body. Claude Code's own retries are off
 /// (`CLAUDE_CODE_MAX_RETRIES=0`; with them it would wait out `retry-after` itself and
@@ -105,7 +105,7 @@ fn real_claude_code_pauses_on_429_and_completes_the_turn() {
 }
 
 /// Claude Code signed in to a subscription (its OAuth token from the environment, no
-/// API key: the only sign-in under which 2.1.197 reads the `anthropic-ratelimit-
+/// API key: the only sign-in under which 2.1.337 (as 2.1.197) reads the `anthropic-ratelimit-
 /// unified-*` headers and writes `rate_limit_event` frames), with its default
 /// retries. The fake LLM answers the first request with a 429 whose headers say the
 /// five-hour limit is `rejected` until `reset` (a few seconds ahead): Claude Code

@@ -348,7 +348,7 @@ fn identical_questions_share_one_research_and_parallel_bounds_them() {
     assert_no_survivor(&m);
 }
 
-/// Real Claude Code 2.1.197 over stream-json as the researcher, against the fake LLM
+/// Real Claude Code 2.1.337 over stream-json as the researcher, against the fake LLM
 /// (scripted to reply with an `ANSWER:` line to the research prompt only): the sim
 /// session's open permission is approved by it, the prompt that reached the model
 /// carried the question and the asking session's context, and the answer's note

@@ -1,5 +1,5 @@
 //! Real agents under `sandbox = "workspace"` (issue 38), offline against the fake LLM
-//! with `network = "host"`, five sessions in one run: Claude Code 2.1.197 over
+//! with `network = "host"`, five sessions in one run: Claude Code 2.1.337 over
 //! stream-json (its Write tool, then `ls` with its Bash tool), Codex 0.171.0 over
 //! `codex exec --json` and codex-acp 0.16.0 (a command writing the file, then `ls`),
 //! Gemini CLI 0.61.0 over ACP (its write_file served by capfleet's `fs/*`, then `ls`

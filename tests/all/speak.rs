@@ -186,7 +186,7 @@ fn sigint_writes_an_error_result_and_exits_130() {
 
 /// Three turns through the Agent SDK, the turn `interrupt` interrupted at its first
 /// text, then stdin closed: how the conversation ends when the SDK drives the real
-/// Claude Code (2.1.197, against the fake LLM) in a fresh HOME, then `speak --agent
+/// Claude Code (2.1.337, against the fake LLM) in a fresh HOME, then `speak --agent
 /// sim`.
 fn ends(interrupt: u32) -> (Value, Value) {
     // Claude Code: the interrupted turn streams slowly enough to be caught mid-text.

@@ -24,7 +24,7 @@ PEERS_DIR=${CAPFLEET_PEERS_DIR:-$HOME/.cache/capfleet/peers}
 
 # name | kind | version | package spec | executable (relative to the peer dir)
 PEER_TABLE='
-claude-code|npm|2.1.197|@anthropic-ai/claude-code@2.1.197|node_modules/.bin/claude
+claude-code|npm|2.1.337|@anthropic-ai/claude-code@2.1.337|node_modules/.bin/claude
 claude-agent-acp|npm|0.23.1|@zed-industries/claude-agent-acp@0.23.1|node_modules/@zed-industries/claude-agent-acp/dist/index.js
 gemini|npm|0.61.0|@google/gemini-cli@0.61.0|node_modules/.bin/gemini
 opencode|npm|1.18.33|opencode-ai@1.18.33|node_modules/.bin/opencode
@@ -36,7 +36,7 @@ a2a-js|npm|1.3.0|@a2a-js/sdk@1.3.0 express@5.2.0|node_modules/@a2a-js/sdk/packag
 gemini-a2a|npm|0.25.2|@google/gemini-cli-a2a-server@0.25.2|node_modules/.bin/gemini-cli-a2a-server
 aider|venv|0.86.2|aider-chat==0.86.2|venv/bin/aider
 pytest|venv|9.2.0|pytest==9.2.0|venv/bin/python
-claude-agent-sdk|npm|0.3.328|--omit=optional @anthropic-ai/claude-agent-sdk@0.3.328|node_modules/@anthropic-ai/claude-agent-sdk/package.json
+claude-agent-sdk|npm|0.3.337|--omit=optional @anthropic-ai/claude-agent-sdk@0.3.337|node_modules/@anthropic-ai/claude-agent-sdk/package.json
 phoenix|venv|20.26.1|arize-phoenix==20.26.1|venv/bin/phoenix
 openapi-spec-validator|venv|0.9.0|openapi-spec-validator==0.9.0|venv/bin/openapi-spec-validator
 schemathesis|venv|4.32.5|schemathesis==4.32.5|venv/bin/schemathesis

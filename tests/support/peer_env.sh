@@ -20,7 +20,7 @@
 # <CWD> -> WORKDIR and <PORT> -> PORT, and exports the variables. Nothing
 # reaches the network: every base URL is http://127.0.0.1:PORT.
 #
-# Claude Code 2.1.197 (stream-json and TUI):
+# Claude Code 2.1.337 (stream-json and TUI):
 #   HOME=<tmp>                       isolates ~/.claude, ~/.claude.json, sessions
 #   ANTHROPIC_BASE_URL=http://127.0.0.1:PORT   (it calls POST /v1/messages?beta=true)
 #   ANTHROPIC_API_KEY=dummy          (init reports apiKeySource "ANTHROPIC_API_KEY")

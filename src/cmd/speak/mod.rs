@@ -24,7 +24,7 @@
 //! `tool_use`/`tool_result` pairs, a `result` per turn written after the turn's
 //! `turn_ended` event); the answerer's `human` channel goes upstream as `can_use_tool`
 //! (`conversation.rs`), denied fail-safe once stdin has ended. It exits as Claude Code
-//! does (2.1.197, measured): once stdin has ended, 0 when the last `result` is a success
+//! does (2.1.197 and 2.1.337, measured): once stdin has ended, 0 when the last `result` is a success
 //! and 1 when it is an error (an upstream `interrupt`'s included); 130 only for a
 //! signal. Frame builders of the
 //! orchestrator side (`bindings/stream_json/outbound.rs`: control responses, the text
@@ -56,7 +56,7 @@ const EXIT_USAGE: u8 = 2;
 const EXIT_INTERRUPTED: u8 = 130;
 
 /// The exit code once stdin ended and the queued turns are done: the last `result`'s,
-/// as Claude Code's (2.1.197, measured against the fake LLM: 0 when it is a success,
+/// as Claude Code's (2.1.197 and 2.1.337, measured against the fake LLM: 0 when it is a success,
 /// 1 when it is an error, an `interrupt`ed turn's included). 130 is a signal's only.
 fn ended_code(last: Option<&frames::TurnEnd>) -> ExitCode {
     match last {

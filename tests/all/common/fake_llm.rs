@@ -271,18 +271,34 @@ fn dechunk(mut b: &[u8]) -> Result<Vec<u8>, String> {
     }
 }
 
-/// Claude Code prices the fake's model as Opus: $5/M input, $25/M output tokens.
-pub(crate) const USD_PER_INPUT_TOKEN: f64 = 5e-6;
-pub(crate) const USD_PER_OUTPUT_TOKEN: f64 = 25e-6;
+/// Claude Code prices an Opus 4 model at $5/M input, $25/M output tokens.
+const OPUS_4_USD_PER_TOKEN: (f64, f64) = (5e-6, 25e-6);
+/// Claude Code 2.1.337 prices its default model, Opus 5.5, at $4/M input, $20/M output.
+const OPUS_5_USD_PER_TOKEN: (f64, f64) = (4e-6, 20e-6);
 /// Claude Code prices a Sonnet model at $3/M input, $15/M output tokens.
-pub(crate) const SONNET_USD_PER_TOKEN: (f64, f64) = (3e-6, 15e-6);
+const SONNET_USD_PER_TOKEN: (f64, f64) = (3e-6, 15e-6);
 
-/// Claude Code's USD per (input, output) token for the `model` a request named:
-/// Sonnet's, else Opus's.
+/// Claude Code's USD per (input, output) token for the `model` a request named
+/// (measured against the fake LLM): Sonnet's, Opus 4's, else Opus 5's.
 pub(crate) fn claude_usd_per_token(model: &str) -> (f64, f64) {
     if model.contains("sonnet") {
         SONNET_USD_PER_TOKEN
+    } else if model.contains("opus-4") {
+        OPUS_4_USD_PER_TOKEN
     } else {
-        (USD_PER_INPUT_TOKEN, USD_PER_OUTPUT_TOKEN)
+        OPUS_5_USD_PER_TOKEN
     }
+}
+
+/// What Claude Code charges for the fake's logged `requests` (entries of the request
+/// log), each at the price of the model it asked for.
+pub(crate) fn claude_cost<'a>(requests: impl IntoIterator<Item = &'a Value>) -> f64 {
+    requests
+        .into_iter()
+        .map(|r| {
+            let (i, o) = claude_usd_per_token(r["body"]["model"].as_str().unwrap_or(""));
+            r["usage"]["input_tokens"].as_u64().unwrap_or(0) as f64 * i
+                + r["usage"]["output_tokens"].as_u64().unwrap_or(0) as f64 * o
+        })
+        .sum()
 }

@@ -88,7 +88,7 @@ pub(crate) use capfleet::{
 pub(crate) use chat_json::{of_kind, of_type, run_chat, texts};
 pub(crate) use fake_llm::{FakeLlm, http};
 pub(crate) use peers::{
-    claude_env, claude_env_in, peer, peer_env, run_fleet_with_claude, try_peer,
+    claude_env, claude_env_in, claude_env_on_path, peer, peer_env, run_fleet_with_claude, try_peer,
 };
 pub(crate) use procs::{
     EnvMarker, descendants, hwm_kib, is_alive, kill_group, output_within, processes_in_group,

@@ -47,7 +47,7 @@ pub(crate) fn try_peer(name: &str) -> Result<PathBuf, String> {
     Ok(path)
 }
 
-/// The complete environment for Claude Code 2.1.197 offline against `fake`,
+/// The complete environment for Claude Code (2.1.337) offline against `fake`,
 /// with `home` as HOME (seeded `$HOME/.claude.json`) and as the trusted workdir.
 /// Use it with `Command::env_clear().envs(..)`: credential variables that
 /// `peer_env.sh` unsets are absent. See [`claude_env_in`].
@@ -60,6 +60,27 @@ pub(crate) fn claude_env_in(fake: &FakeLlm, home: &Path, workdir: &Path) -> Vec<
     peer_env("claude", fake.port(), home, workdir)
 }
 
+/// [`claude_env_in`] with the pinned Claude Code's directory first on `PATH`: the
+/// shipped manifests name its binary, `claude`, by name.
+pub(crate) fn claude_env_on_path(
+    fake: &FakeLlm,
+    home: &Path,
+    workdir: &Path,
+) -> Vec<(String, String)> {
+    let claude = peer("claude-code");
+    let bin_dir = claude
+        .parent()
+        .expect("peer's directory")
+        .display()
+        .to_string();
+    let mut env = claude_env_in(fake, home, workdir);
+    match env.iter_mut().find(|(key, _)| key == "PATH") {
+        Some((_, value)) => *value = format!("{bin_dir}:{value}"),
+        None => env.push(("PATH".into(), bin_dir)),
+    }
+    env
+}
+
 /// `capfleet run fleet.toml --json` in `dir`, `fleet` written there as `fleet.toml`,
 /// with Claude Code's offline environment against `fake` (`$HOME` `home`) and the
 /// peer's directory first on `PATH` (a fleet names its agent's binary by name).
@@ -69,18 +90,7 @@ pub(crate) fn run_fleet_with_claude(
     dir: &Path,
     fleet: &str,
 ) -> std::process::Output {
-    let claude = peer("claude-code");
-    let bin_dir = claude
-        .parent()
-        .expect("peer's directory")
-        .display()
-        .to_string();
-    let mut env = claude_env_in(fake, home, dir);
-    for (key, value) in &mut env {
-        if key == "PATH" {
-            *value = format!("{bin_dir}:{value}");
-        }
-    }
+    let env = claude_env_on_path(fake, home, dir);
     std::fs::write(dir.join("fleet.toml"), fleet).expect("fleet.toml");
     super::capfleet(dir)
         .envs(env)

@@ -19,7 +19,7 @@ pub(crate) fn manifest() -> Arc<Manifest> {
 }
 
 /// The shipped `config/agents/<file>`, validated.
-fn shipped(file: &str) -> Arc<Manifest> {
+pub(crate) fn shipped(file: &str) -> Arc<Manifest> {
     let src = std::fs::read_to_string(super::repo_root().join("config/agents").join(file)).unwrap();
     Arc::new(Manifest::parse(&src, file).unwrap().manifest)
 }

@@ -1,6 +1,9 @@
-//! Replays Claude Code 2.1.197's recorded stream-json frames
+//! Replays Claude Code 2.1.337's recorded stream-json frames
 //! (`tests/fixtures/claude/*.ndjson`) through the mapper, and checks outbound
-//! frames and argv against what the recording driver wrote.
+//! frames and argv against what the recording driver wrote. 2.1.197's recordings
+//! whose cost reads otherwise (`tests/fixtures/claude/2.1.197/`: a per-process total
+//! only, from zero in a resumed process; an interrupted request never billed) are
+//! replayed too: an older Claude Code is still charged right.
 
 use capfleet_engine::manifest::Manifest;
 use capfleet_engine::protocol::{
@@ -126,13 +129,13 @@ fn assert_costs_sum(out: &[Output], src: &str) {
 }
 
 const ALLOW_TURN_1: [&str; 8] = [
-    "ready 30361b88-c98a-436a-885a-1a2bcf35918d",
+    "ready 9d9ff890-91db-481d-82ee-71025d0dfe8f",
     "text msg_fake0001 I'll create the file.",
     "tool_start toolu_fake0002 Bash",
-    "permission ab8b690a Bash execute medium",
+    "permission a72edca0 Bash execute medium",
     "tool_end toolu_fake0002 error=false",
     "text msg_fake0003 Created out.txt.",
-    "usage in=38305 out=20 stop=end_turn",
+    "usage in=23605 out=20 stop=end_turn",
     "turn_end end_turn success",
 ];
 
@@ -143,11 +146,11 @@ fn allow() {
     let mut want: Vec<&str> = ALLOW_TURN_1.to_vec();
     want.extend([
         "text msg_fake0004 Second answer.",
-        "usage in=19187 out=10 stop=end_turn",
+        "usage in=11836 out=10 stop=end_turn",
         "turn_end end_turn success",
     ]);
     assert_eq!(summary(&out), want);
-    assert_eq!(costs(&out), vec![0.192025, 0.096185]);
+    assert_eq!(costs(&out), vec![0.09482, 0.047544]);
     assert_costs_sum(&out, src);
     let stats = m.stats();
     assert_eq!(
@@ -161,10 +164,10 @@ fn allow() {
         }
     );
     let s = m.session();
-    assert_eq!(s.model.as_deref(), Some("claude-opus-4-8[1m]"));
+    assert_eq!(s.model.as_deref(), Some("claude-opus-5-5"));
     assert_eq!(s.cwd.as_deref(), Some("/tmp/WORKDIR"));
     assert_eq!(s.permission_mode.as_deref(), Some("default"));
-    assert_eq!(s.tools.len(), 27);
+    assert_eq!(s.tools.len(), 25);
 
     // Key fields of the events themselves.
     let all: Vec<_> = events(&out).collect();
@@ -194,11 +197,11 @@ fn allow() {
     let CapEvent::Usage(u) = all[5 + 1] else {
         panic!()
     };
-    assert_eq!(u.model_id.as_deref(), Some("claude-opus-4-8"));
+    assert_eq!(u.model_id.as_deref(), Some("claude-opus-5-5"));
     assert_eq!(u.cache_read_tokens.get(), Some(&0));
     assert_eq!(u.cache_creation_tokens.get(), Some(&0));
-    assert_eq!(u.duration_ms.get(), Some(&193));
-    assert!(u.thinking_tokens.is_absent());
+    assert_eq!(u.duration_ms.get(), Some(&638));
+    assert_eq!(u.thinking_tokens.get(), Some(&0));
     let Output::TurnEnd(t) = &out[7] else {
         panic!()
     };
@@ -217,8 +220,8 @@ fn deny() {
     let src = fixture!("deny.ndjson");
     let (out, _) = replay(src);
     let s = summary(&out);
-    assert_eq!(s[0], "ready a92d1d59-d32a-4b82-97cf-bc46a60addc2");
-    assert_eq!(s[3], "permission 6b1de983 Bash execute medium");
+    assert_eq!(s[0], "ready 0e5299b0-40f7-486a-b58f-b75a19a373ef");
+    assert_eq!(s[3], "permission 753e84aa Bash execute medium");
     assert_eq!(s[4], "tool_end toolu_fake0002 error=true");
     assert_eq!(s[5], "text msg_fake0003 Understood, I did not run it.");
     let end = events(&out)
@@ -255,17 +258,17 @@ fn partial_matches_non_partial_without_duplication() {
     assert_eq!(
         s,
         [
-            "ready e46f406b-e61a-45ef-a02e-7b31d7883d15",
+            "ready 77ac6594-ceaa-4986-a16d-ff5117936015",
             "text msg_fake0001 I'll create the ",
             "text msg_fake0001 file.",
             "tool_start toolu_fake0002 Bash",
-            "permission 8bb38b78 Bash execute medium",
+            "permission bda6c892 Bash execute medium",
             "tool_end toolu_fake0002 error=false",
             "text msg_fake0003 Created out.txt.",
-            "usage in=38308 out=20 stop=end_turn",
+            "usage in=23608 out=20 stop=end_turn",
             "turn_end end_turn success",
             "text msg_fake0004 Second answer.",
-            "usage in=19188 out=10 stop=end_turn",
+            "usage in=11838 out=10 stop=end_turn",
             "turn_end end_turn success",
         ]
     );
@@ -302,31 +305,56 @@ fn snapshot_longer_than_stream_emits_only_the_suffix() {
     );
 }
 
+/// The interrupted turn's summary, its usage line aside, and its second turn.
+fn interrupted(ready: &str, cancelled_usage: &str, usage_2: &str) -> Vec<String> {
+    [
+        ready,
+        "text msg_fake0001 word0 word",
+        "text msg_fake0001 1 word2 wo",
+        "text msg_fake0001 rd3 word4 ",
+        "text msg_fake0001 word5 word",
+        "ack x ok=true",
+        cancelled_usage,
+        "turn_end cancelled error_during_execution",
+        "text msg_fake0002 After the interr",
+        "text msg_fake0002 upt.",
+        usage_2,
+        "turn_end end_turn success",
+    ]
+    .map(str::to_owned)
+    .to_vec()
+}
+
 #[test]
 fn interrupt_is_a_cancellation_not_an_error() {
+    // 2.1.337 bills the interrupted request (its `usage` all zero, the tokens and
+    // cost in `model_usage_since_last_result`); its `interrupt` reply has a body.
     let src = fixture!("interrupt.ndjson");
     let (out, m) = replay(src);
-    let s = summary(&out);
     assert_eq!(
-        s,
-        [
+        summary(&out),
+        interrupted(
+            "ready d062d416-d4bc-461d-ad2a-c1cd21452daf",
+            "usage in=11784 out=13 stop=cancelled",
+            "usage in=11812 out=10 stop=end_turn",
+        )
+    );
+    assert_eq!(costs(&out), vec![0.047396, 0.047448]);
+    assert_costs_sum(&out, src);
+    assert_eq!(m.stats().malformed_frames, 0);
+    // 2.1.197 billed nothing for it.
+    let src = fixture!("2.1.197/interrupt.ndjson");
+    let (out, _) = replay(src);
+    assert_eq!(
+        summary(&out),
+        interrupted(
             "ready f8190435-f2d1-47cd-8287-ce1c3cdd1052",
-            "text msg_fake0001 word0 word",
-            "text msg_fake0001 1 word2 wo",
-            "text msg_fake0001 rd3 word4 ",
-            "text msg_fake0001 word5 word",
-            "ack x ok=true",
             "usage in=0 out=0 stop=cancelled",
-            "turn_end cancelled error_during_execution",
-            "text msg_fake0002 After the interr",
-            "text msg_fake0002 upt.",
             "usage in=19162 out=10 stop=end_turn",
-            "turn_end end_turn success",
-        ]
+        )
     );
     assert_eq!(costs(&out), vec![0.0, 0.09606]);
     assert_costs_sum(&out, src);
-    assert_eq!(m.stats().malformed_frames, 0);
 }
 
 #[test]
@@ -336,17 +364,17 @@ fn interrupt_while_permission_pending_withdraws_it() {
     assert_eq!(
         summary(&out),
         [
-            "ready 0efd5348-8313-4068-a50b-8a1c28286011",
+            "ready 24ab43ea-624b-40d6-bb8c-cf358b09e4ca",
             "text msg_fake0001 I'll create the file.",
             "tool_start toolu_fake0002 Bash",
-            "permission cbe537d8 Bash execute medium",
-            "withdrawn cbe537d8 toolu_fake0002",
+            "permission e4542879 Bash execute medium",
+            "withdrawn e4542879 toolu_fake0002",
             "ack x ok=true",
             "tool_end toolu_fake0002 error=true",
-            "usage in=19145 out=10 stop=cancelled",
+            "usage in=11795 out=10 stop=cancelled",
             "turn_end cancelled error_during_execution",
             "text msg_fake0003 After the interrupt.",
-            "usage in=19249 out=10 stop=end_turn",
+            "usage in=11899 out=10 stop=end_turn",
             "turn_end end_turn success",
         ]
     );
@@ -360,50 +388,71 @@ fn eof_turn_completes() {
     assert_eq!(
         summary(&out),
         [
-            "ready 5f8a76ee-0b50-4433-81f5-4e19a38ee14d",
+            "ready 375a9a79-c423-4adc-945b-9666bc83d4ff",
             "text msg_fake0001 Slow answer Slow answer Slow answer Slow answer Slow answer Slow answer Slow answer Slow answer ",
-            "usage in=19127 out=10 stop=end_turn",
+            "usage in=11778 out=10 stop=end_turn",
             "turn_end end_turn success",
         ]
     );
 }
 
-#[test]
-fn resume_new_process_same_session() {
-    let src1 = fixture!("resume-1.ndjson");
-    let src2 = fixture!("resume-2.ndjson");
+/// `resume-1` then `resume-2` (a new process, `--resume`) through one mapper told of
+/// the restart: the same session, a new ready, each turn's own cost. Returns the costs.
+fn resume_pair(src1: &str, src2: &str, sid: &str) -> (Vec<f64>, Vec<f64>, StreamJsonMapper) {
     let mut m = StreamJsonMapper::new();
     let out1 = replay_into(&mut m, src1);
-    let first_id = m.session().session_id.clone().unwrap();
+    assert_eq!(m.session().session_id.as_deref(), Some(sid));
     m.process_restarted();
     let out2 = replay_into(&mut m, src2);
-    let sid = "db6fc24a-0cc3-4f6a-bd3f-873a0fb6930b";
-    assert_eq!(first_id, sid);
     assert_eq!(summary(&out1)[0], format!("ready {sid}"));
     assert_eq!(summary(&out2)[0], format!("ready {sid}"));
     assert_eq!(summary(&out2)[1], "text msg_fake0002 The number was 42.");
-    // Cost counters restart with the process: the delta is the new total.
-    assert_eq!(costs(&out1), vec![0.09591]);
-    assert_eq!(costs(&out2), vec![0.09594]);
-    assert_eq!(m.session().model.as_deref(), Some("claude-opus-4-8"));
     // Without the restart the second init would not be a new ready.
     let mut same = StreamJsonMapper::new();
     replay_into(&mut same, src1);
     let again = replay_into(&mut same, src2);
     assert!(!summary(&again).iter().any(|l| l.starts_with("ready")));
+    (costs(&out1), costs(&out2), m)
+}
+
+#[test]
+fn resume_new_process_same_session() {
+    let (src1, src2) = (fixture!("resume-1.ndjson"), fixture!("resume-2.ndjson"));
+    let sid = "dcdc10f5-cb9b-4b75-9301-311aedafc504";
+    let (c1, c2, m) = resume_pair(src1, src2, sid);
+    // 2.1.337: the resumed process's total (0.094708) also holds resume-1's cost; the
+    // turn is charged only its own, so the conversation is charged its total once.
+    assert_eq!(c1, vec![0.047328]);
+    assert_eq!(c2, vec![0.04738]);
+    assert!((c1[0] + c2[0] - last_total_cost(src2)).abs() < 1e-9);
+    assert_eq!(m.session().model.as_deref(), Some("claude-opus-5-5"));
+
+    // 2.1.197: the resumed process's total starts from zero.
+    let (src1, src2) = (
+        fixture!("2.1.197/resume-1.ndjson"),
+        fixture!("2.1.197/resume-2.ndjson"),
+    );
+    let (c1, c2, m) = resume_pair(src1, src2, "db6fc24a-0cc3-4f6a-bd3f-873a0fb6930b");
+    assert_eq!(c1, vec![0.09591]);
+    assert_eq!(c2, vec![last_total_cost(src2)]);
+    assert_eq!(m.session().model.as_deref(), Some("claude-opus-4-8"));
 }
 
 #[test]
 fn every_fixture_replays_cleanly() {
-    for src in [
-        fixture!("allow.ndjson"),
-        fixture!("deny.ndjson"),
-        fixture!("partial.ndjson"),
-        fixture!("interrupt.ndjson"),
-        fixture!("interrupt-permission.ndjson"),
-        fixture!("eof.ndjson"),
-        fixture!("resume-1.ndjson"),
-        fixture!("resume-2.ndjson"),
+    for (src, whole_total) in [
+        (fixture!("allow.ndjson"), true),
+        (fixture!("deny.ndjson"), true),
+        (fixture!("partial.ndjson"), true),
+        (fixture!("interrupt.ndjson"), true),
+        (fixture!("interrupt-permission.ndjson"), true),
+        (fixture!("eof.ndjson"), true),
+        (fixture!("resume-1.ndjson"), true),
+        // Its total also holds resume-1's cost: see resume_new_process_same_session.
+        (fixture!("resume-2.ndjson"), false),
+        (fixture!("2.1.197/interrupt.ndjson"), true),
+        (fixture!("2.1.197/resume-1.ndjson"), true),
+        (fixture!("2.1.197/resume-2.ndjson"), true),
     ] {
         let (out, m) = replay(src);
         let s = summary(&out);
@@ -431,6 +480,8 @@ fn every_fixture_replays_cleanly() {
             .collect();
         assert_eq!(starts, ends);
         assert_eq!(m.stats().malformed_frames, 0);
-        assert_costs_sum(&out, src);
+        if whole_total {
+            assert_costs_sum(&out, src);
+        }
     }
 }

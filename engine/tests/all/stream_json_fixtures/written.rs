@@ -33,7 +33,7 @@ fn outbound_frames_equal_what_claude_was_sent() {
         parse_line(&outbound::user_frame("Create out.txt containing hello.")),
         sent[0]
     );
-    let req = "ab8b690a-0191-4731-87e1-245305f55ca2";
+    let req = "a72edca0-980a-4473-bb63-81a6442eb837";
     assert_eq!(
         parse_line(
             &m.respond_permission(req, Decision::AllowOnce, None)
@@ -54,7 +54,7 @@ fn outbound_frames_equal_what_claude_was_sent() {
     let sent = stdin_lines(fixture!("deny.stdin.ndjson"));
     let input = json!({"command": "echo hello > out.txt", "description": "Create out.txt"});
     let line = outbound::permission_response(
-        "6b1de983-a354-4478-b2fb-c054801b3104",
+        "753e84aa-0f94-47fd-b348-1c4012c9e7c5",
         Decision::Deny,
         &input,
         Some("Denied by the capfleet test driver"),
@@ -122,7 +122,7 @@ cwd_arg = "--cwd=""#;
 #[test]
 fn argv_table() {
     let base = "claude -p --input-format stream-json --output-format stream-json --verbose --permission-prompt-tool stdio";
-    let sid = "db6fc24a-0cc3-4f6a-bd3f-873a0fb6930b";
+    let sid = "dcdc10f5-cb9b-4b75-9301-311aedafc504";
     let cases: Vec<(&str, SessionConfig, String)> = vec![
         ("", SessionConfig::new("/w"), base.to_owned()),
         (FULL, SessionConfig::new("/w"), format!("{base} --cwd=/w")),

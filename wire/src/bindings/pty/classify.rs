@@ -8,12 +8,15 @@ use serde_json::{Map, Value};
 
 use crate::protocol::ErrorKind;
 
-/// Lines that are terminal chrome in any TUI: spinners, rules and boxes, status and
-/// hint lines (one showing the working directory after a `·`), token counters,
-/// turn footers (`Worked for 3s`).
+/// Lines that are terminal chrome in any TUI: spinners, rules and boxes, a logo drawn
+/// in block elements with text beside it (Claude Code's banner, whose mascot 2.1.337
+/// animates, so its rows change after the prompt is sent), status and hint lines (one
+/// showing the working directory after a `·`), token counters, turn footers
+/// (`Worked for 3s`).
 pub(super) const CHROME_PATTERNS: &[&str] = &[
     r"^\s*[\x{2800}-\x{28FF}]",
     r"^[\s\x{2500}-\x{259F}]+$",
+    r"^\s*[\x{2580}-\x{259F}][\x{2580}-\x{259F} ]*\s{2,}\S",
     r"^\s*⎿",
     r"^\s*·\s",
     r"(?i)esc to interrupt",

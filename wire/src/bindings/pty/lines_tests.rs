@@ -40,6 +40,9 @@ fn echo_idle_and_chrome_are_not_text() {
         &mut p,
         &[
             "❯ hello",
+            " ▐▟███▟█   Claude Code v2.1.337",
+            "▝▜██████▀  Opus 5.5 · API Usage Billing",
+            " ▝▝   ▝▝   /tmp/work",
             "⠋ Working…",
             "Hi!",
             "",

@@ -63,7 +63,8 @@ pub(crate) enum Frame<'a> {
     Assistant(MessageFrame<'a>),
     User(MessageFrame<'a>),
     StreamEvent(StreamEventFrame<'a>),
-    Result(ResultFrame<'a>),
+    /// Boxed: the largest frame by far, and one per turn.
+    Result(Box<ResultFrame<'a>>),
     ControlRequest(ControlRequestFrame<'a>),
     ControlCancelRequest(ControlCancelFrame<'a>),
     ControlResponse(ControlResponseFrame<'a>),
@@ -221,13 +222,18 @@ pub(crate) struct ResultFrame<'a> {
     #[serde(borrow)]
     pub terminal_reason: Option<Str<'a>>,
     pub num_turns: Option<u64>,
-    /// Cumulative per process.
+    /// Cumulative per process; since Claude Code 2.1.337 a resumed process's first
+    /// total also holds the conversation's earlier cost.
     pub total_cost_usd: Option<f64>,
     /// Older spelling of `total_cost_usd`.
     pub total_cost: Option<f64>,
     /// Older spelling of `total_cost_usd`.
     pub cost_usd: Option<f64>,
     pub usage: Option<ResultUsage>,
+    /// Claude Code 2.1.337+: what the requests since the previous `result` used and
+    /// cost (this turn's own, an interrupted request's included), summed over models.
+    #[serde(default, deserialize_with = "sum_models")]
+    pub model_usage_since_last_result: Option<ModelUsage>,
     /// HTTP status of a failed API call (number, string or null).
     pub api_error_status: Option<Value>,
     pub errors: Option<Value>,
@@ -240,7 +246,8 @@ impl ResultFrame<'_> {
     }
 }
 
-/// `result.usage`: per turn.
+/// `result.usage`: per turn (all zero after an interrupted request, which 2.1.337
+/// bills all the same: see [`ResultFrame::model_usage_since_last_result`]).
 #[derive(Debug, Default, Deserialize)]
 pub(crate) struct ResultUsage {
     pub input_tokens: Option<u64>,
@@ -248,6 +255,89 @@ pub(crate) struct ResultUsage {
     pub cache_read_input_tokens: Option<u64>,
     pub cache_creation_input_tokens: Option<u64>,
     pub thinking_tokens: Option<u64>,
+    /// 2.1.337+: `{"thinking_tokens": n}`.
+    pub output_tokens_details: Option<OutputTokensDetails>,
+}
+
+impl ResultUsage {
+    /// `thinking_tokens`, flat (older) or under `output_tokens_details` (2.1.337+).
+    pub(crate) fn thinking(&self) -> Option<u64> {
+        self.thinking_tokens.or_else(|| {
+            self.output_tokens_details
+                .as_ref()
+                .and_then(|d| d.thinking_tokens)
+        })
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct OutputTokensDetails {
+    pub thinking_tokens: Option<u64>,
+}
+
+/// One model's entry of `modelUsage` / `model_usage_since_last_result` (camelCase), or
+/// their sum over models.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ModelUsage {
+    pub input_tokens: Option<u64>,
+    pub output_tokens: Option<u64>,
+    pub cache_read_input_tokens: Option<u64>,
+    pub cache_creation_input_tokens: Option<u64>,
+    pub thinking_tokens: Option<u64>,
+    #[serde(rename = "costUSD")]
+    pub cost_usd: Option<f64>,
+}
+
+impl ModelUsage {
+    fn add(self, o: ModelUsage) -> ModelUsage {
+        fn sum<T: std::ops::Add<Output = T>>(a: Option<T>, b: Option<T>) -> Option<T> {
+            match (a, b) {
+                (Some(a), Some(b)) => Some(a + b),
+                (a, b) => a.or(b),
+            }
+        }
+        ModelUsage {
+            input_tokens: sum(self.input_tokens, o.input_tokens),
+            output_tokens: sum(self.output_tokens, o.output_tokens),
+            cache_read_input_tokens: sum(self.cache_read_input_tokens, o.cache_read_input_tokens),
+            cache_creation_input_tokens: sum(
+                self.cache_creation_input_tokens,
+                o.cache_creation_input_tokens,
+            ),
+            thinking_tokens: sum(self.thinking_tokens, o.thinking_tokens),
+            cost_usd: sum(self.cost_usd, o.cost_usd),
+        }
+    }
+}
+
+/// A `{model: ModelUsage}` object (or null) summed over its models, without
+/// allocating the model names.
+fn sum_models<'de, D: Deserializer<'de>>(d: D) -> Result<Option<ModelUsage>, D::Error> {
+    struct V;
+    impl<'de> Visitor<'de> for V {
+        type Value = Option<ModelUsage>;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("an object of model usages")
+        }
+        fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_some<D2: Deserializer<'de>>(self, d: D2) -> Result<Self::Value, D2::Error> {
+            d.deserialize_map(self)
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut total: Option<ModelUsage> = None;
+            while let Some((IgnoredAny, u)) = map.next_entry::<IgnoredAny, ModelUsage>()? {
+                total = Some(total.map_or(u, |t| t.add(u)));
+            }
+            Ok(total)
+        }
+    }
+    d.deserialize_option(V)
 }
 
 /// `control_request` from the agent.

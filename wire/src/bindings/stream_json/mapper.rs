@@ -190,7 +190,7 @@ impl StreamJsonMapper {
             Frame::StreamEvent(f) => self.on_stream_event(f, out),
             Frame::Result(f) => {
                 self.in_turn = false;
-                self.on_result(f, out);
+                self.on_result(*f, out);
                 true
             }
             Frame::ControlRequest(f) => self.on_control_request(f, out),

@@ -23,6 +23,8 @@ pub mod outbound;
 pub(crate) mod output;
 mod rate_limit;
 mod result;
+#[cfg(test)]
+mod result_tests;
 pub(crate) mod risk;
 mod streaming;
 pub(crate) mod todos;

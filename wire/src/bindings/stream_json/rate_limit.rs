@@ -102,7 +102,7 @@ mod tests {
             .collect()
     }
 
-    /// The frames as Claude Code 2.1.197 writes them (its `rate_limit_info` schema).
+    /// The frames as Claude Code 2.1.197 and 2.1.337 write them (its `rate_limit_info` schema).
     #[test]
     fn each_status_maps_as_the_table_says() {
         let (out, m) = map(&[

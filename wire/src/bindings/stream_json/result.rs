@@ -1,9 +1,15 @@
 //! The `result` frame: `cap.usage` (+ `cap.error`) + [`Output::TurnEnd`].
 //!
-//! Cost: Claude's `total_cost_usd` (older: `total_cost`, `cost_usd`) is cumulative
-//! per process, so the turn's `cost_usd_estimate` is the increase over the highest
-//! total seen in this process (never negative: an aborted request reports 0 and is
-//! not added later). Tokens come from the turn's `result.usage`, which is per turn.
+//! Cost and tokens: Claude Code 2.1.337+ states the turn's own in
+//! `model_usage_since_last_result` (summed over its models: `costUSD`, tokens; an
+//! interrupted request is billed there while its `usage` is all zero), and that is
+//! what the turn's `cap.usage` carries. Its `total_cost_usd` is no measure of a
+//! turn: a resumed process's first total also holds the conversation's earlier cost,
+//! which a difference would charge twice.
+//! Older versions have only `total_cost_usd` (older: `total_cost`, `cost_usd`),
+//! cumulative per process from zero, so the turn's `cost_usd_estimate` is the increase
+//! over the highest total seen in this process (never negative: an aborted request
+//! reports 0 and is not added later), and tokens come from `result.usage`, per turn.
 //! An interrupted or failed turn that reports tokens but no increase has an unknown
 //! cost, not a zero one: it is left unset, so the session's pricing table can estimate it.
 //!
@@ -26,7 +32,7 @@
 
 use serde_json::{Number, Value, json};
 
-use super::frames::{ResultFrame, opt};
+use super::frames::{ModelUsage, ResultFrame, ResultUsage, opt};
 use super::mapper::StreamJsonMapper;
 use super::output::{Output, TurnEnd};
 use crate::bindings::error_text;
@@ -41,28 +47,22 @@ impl StreamJsonMapper {
         let is_error = r.is_error.unwrap_or(false);
         let (stop_reason, error) = classify(&r, subtype, is_error, self.turn_interrupted);
 
-        let cost = r.cumulative_cost().map(|total| {
-            let delta = (total - self.cost_seen).max(0.0);
-            self.cost_seen = self.cost_seen.max(total);
-            let scale = 10f64.powi(COST_DECIMALS);
-            (delta * scale).round() / scale
-        });
-        let u = r.usage.take().unwrap_or_default();
-        let tokens = [u.input_tokens, u.output_tokens]
-            .into_iter()
-            .flatten()
-            .sum::<u64>();
         let unfinished = is_error || stop_reason == StopReason::Cancelled;
-        let cost = cost.filter(|c| *c > 0.0 || tokens == 0 || !unfinished);
+        let own = r.model_usage_since_last_result.take();
+        let turn = self.turn_usage(own, r.usage.take(), r.cumulative_cost(), unfinished);
         let model = self.turn_model.as_deref().or(self.session.model.as_deref());
         let usage = Usage {
             model_id: model.map(str::to_owned).into(),
-            input_tokens: u.input_tokens.into(),
-            output_tokens: u.output_tokens.into(),
-            cache_read_tokens: u.cache_read_input_tokens.into(),
-            cache_creation_tokens: u.cache_creation_input_tokens.into(),
-            thinking_tokens: u.thinking_tokens.into(),
-            cost_usd_estimate: cost.and_then(Number::from_f64).into(),
+            input_tokens: turn.input_tokens.into(),
+            output_tokens: turn.output_tokens.into(),
+            cache_read_tokens: turn.cache_read_input_tokens.into(),
+            cache_creation_tokens: turn.cache_creation_input_tokens.into(),
+            thinking_tokens: turn.thinking_tokens.into(),
+            cost_usd_estimate: turn
+                .cost_usd
+                .map(round_cost)
+                .and_then(Number::from_f64)
+                .into(),
             duration_ms: r.duration_ms.into(),
             stop_reason: Some(stop_reason),
             ..Default::default()
@@ -90,6 +90,46 @@ impl StreamJsonMapper {
             subtype: subtype.to_owned(),
         }));
     }
+}
+
+impl StreamJsonMapper {
+    /// The turn's own tokens and cost (see the module docs); follows the process's
+    /// cumulative total either way.
+    fn turn_usage(
+        &mut self,
+        own: Option<ModelUsage>,
+        usage: Option<ResultUsage>,
+        total: Option<f64>,
+        unfinished: bool,
+    ) -> ModelUsage {
+        let delta = total.map(|total| {
+            let delta = (total - self.cost_seen).max(0.0);
+            self.cost_seen = self.cost_seen.max(total);
+            delta
+        });
+        if let Some(own) = own {
+            return own;
+        }
+        let u = usage.unwrap_or_default();
+        let tokens = [u.input_tokens, u.output_tokens]
+            .into_iter()
+            .flatten()
+            .sum::<u64>();
+        ModelUsage {
+            input_tokens: u.input_tokens,
+            output_tokens: u.output_tokens,
+            cache_read_input_tokens: u.cache_read_input_tokens,
+            cache_creation_input_tokens: u.cache_creation_input_tokens,
+            thinking_tokens: u.thinking(),
+            cost_usd: delta.filter(|c| round_cost(*c) > 0.0 || tokens == 0 || !unfinished),
+        }
+    }
+}
+
+/// Rounded to [`COST_DECIMALS`] (float noise of sums and differences).
+fn round_cost(c: f64) -> f64 {
+    let scale = 10f64.powi(COST_DECIMALS);
+    (c * scale).round() / scale
 }
 
 fn classify(
