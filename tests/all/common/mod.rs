@@ -61,6 +61,7 @@ pub(crate) mod chat_json;
 pub(crate) mod checker;
 pub(crate) mod checker_merge;
 pub(crate) mod codex;
+pub(crate) mod codex_manifest;
 pub(crate) mod console;
 pub(crate) mod disk;
 pub(crate) mod durable;
@@ -83,13 +84,12 @@ pub(crate) mod webhook;
 pub(crate) mod wires;
 
 pub(crate) use capfleet::{
-    BIN, capfleet, journal_records, latest_run, run_ended, run_journal, sandbox, sandboxed,
+    BIN, capfleet, journal_records, latest_run, run_ended, run_fleet_with_claude, run_journal,
+    sandbox, sandboxed,
 };
 pub(crate) use chat_json::{of_kind, of_type, run_chat, texts};
 pub(crate) use fake_llm::{FakeLlm, http};
-pub(crate) use peers::{
-    claude_env, claude_env_in, peer, peer_env, run_fleet_with_claude, try_peer,
-};
+pub(crate) use peers::{claude_env, claude_env_in, peer, peer_env, try_peer};
 pub(crate) use procs::{
     EnvMarker, descendants, hwm_kib, is_alive, kill_group, output_within, processes_in_group,
     rss_kib, wait_until, wait_within,

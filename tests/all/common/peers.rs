@@ -60,35 +60,6 @@ pub(crate) fn claude_env_in(fake: &FakeLlm, home: &Path, workdir: &Path) -> Vec<
     peer_env("claude", fake.port(), home, workdir)
 }
 
-/// `capfleet run fleet.toml --json` in `dir`, `fleet` written there as `fleet.toml`,
-/// with Claude Code's offline environment against `fake` (`$HOME` `home`) and the
-/// peer's directory first on `PATH` (a fleet names its agent's binary by name).
-pub(crate) fn run_fleet_with_claude(
-    fake: &FakeLlm,
-    home: &Path,
-    dir: &Path,
-    fleet: &str,
-) -> std::process::Output {
-    let claude = peer("claude-code");
-    let bin_dir = claude
-        .parent()
-        .expect("peer's directory")
-        .display()
-        .to_string();
-    let mut env = claude_env_in(fake, home, dir);
-    for (key, value) in &mut env {
-        if key == "PATH" {
-            *value = format!("{bin_dir}:{value}");
-        }
-    }
-    std::fs::write(dir.join("fleet.toml"), fleet).expect("fleet.toml");
-    super::capfleet(dir)
-        .envs(env)
-        .args(["run", "fleet.toml", "--json"])
-        .output()
-        .expect("capfleet run")
-}
-
 /// Runs `peer_env.sh PEER PORT WORKDIR HOME -- env -0` (inheriting this
 /// process's environment) and returns what it prints, minus the shell's own
 /// bookkeeping variables (`PWD`, `OLDPWD`, `SHLVL`, `_`).
