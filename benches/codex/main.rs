@@ -12,7 +12,9 @@
 //!    process: the session, the driver, the mapping) and Codex's CPU over the
 //!    session (its processes, reaped). Goal: the app-server's events/s >= exec's;
 //! 3. the mapping alone ([`mapping`]): the lines of one agent message through each
-//!    binding's mapper, in this process, per message.
+//!    binding's mapper, in this process, per message;
+//! 4. Codex alone ([`alone`]): the same flood with no capfleet, each path driven by
+//!    the least there is, in the same passes: the baseline of part 2's ratio.
 //!
 //! Each pass is one fresh session per binding: a first turn, the second (timed), the
 //! flood. Run: `cargo bench --bench codex` (`CAPFLEET_BENCH_PASSES`, default 3;
@@ -20,6 +22,7 @@
 // A bench's figures are its output.
 #![allow(clippy::print_stdout)]
 
+mod alone;
 mod mapping;
 mod peer;
 mod session;
@@ -64,6 +67,7 @@ fn main() {
         codex.display()
     );
     let (mut app, mut exec) = (Vec::new(), Vec::new());
+    let (mut app_alone, mut exec_alone) = (Vec::new(), Vec::new());
     for pass in 0..passes {
         // Who goes first alternates: neither binding always runs on a warmer machine.
         let order = if pass % 2 == 0 {
@@ -77,6 +81,20 @@ fn main() {
             match via {
                 Via::AppServer => app.push(p),
                 Via::Exec => exec.push(p),
+            }
+        }
+        for via in order {
+            let took = alone::flood(via, &fake, &codex, items);
+            let per_s = items as f64 / took.as_secs_f64();
+            println!(
+                "   pass {} {:<10} Codex alone: the flood in {:.2} s ({per_s:.0}/s)",
+                pass + 1,
+                via.name(),
+                took.as_secs_f64()
+            );
+            match via {
+                Via::AppServer => app_alone.push(per_s),
+                Via::Exec => exec_alone.push(per_s),
             }
         }
     }
@@ -94,6 +112,12 @@ fn main() {
         "   exec       (1 line a message)  {:>7.2} us a message, {exec_ev} outputs   app-server {:.2}x exec's",
         per(exec_t),
         app_t.as_secs_f64() / exec_t.as_secs_f64()
+    );
+    let (a, e) = (median(app_alone), median(exec_alone));
+    println!("\n4. Codex alone (no capfleet), the same flood, median of {passes}:");
+    println!(
+        "   messages/s         app-server {a:>9.0}      exec {e:>9.0}      {:.2}x exec's: Codex's own ratio",
+        a / e
     );
 }
 

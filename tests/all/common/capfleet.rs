@@ -1,13 +1,10 @@
 //! The binary under test: [`BIN`], the [`capfleet`] command every test starts from,
-//! its registry [`sandbox`], a run's journal read back, and a fleet run with Claude
-//! Code's offline environment ([`run_fleet_with_claude`]).
+//! its registry [`sandbox`], and a run's journal read back.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use serde_json::Value;
-
-use super::fake_llm::FakeLlm;
 
 /// The `capfleet` binary cargo built beside this test binary.
 pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_capfleet");
@@ -106,33 +103,4 @@ pub(crate) fn run_ended(records: &[Value]) -> Option<String> {
         .iter()
         .find(|r| r["type"] == "run_ended")
         .map(|r| r["outcome"].as_str().unwrap_or("").to_owned())
-}
-
-/// `capfleet run fleet.toml --json` in `dir`, `fleet` written there as `fleet.toml`,
-/// with Claude Code's offline environment against `fake` (`$HOME` `home`) and the
-/// peer's directory first on `PATH` (a fleet names its agent's binary by name).
-pub(crate) fn run_fleet_with_claude(
-    fake: &FakeLlm,
-    home: &Path,
-    dir: &Path,
-    fleet: &str,
-) -> std::process::Output {
-    let claude = super::peer("claude-code");
-    let bin_dir = claude
-        .parent()
-        .expect("peer's directory")
-        .display()
-        .to_string();
-    let mut env = super::claude_env_in(fake, home, dir);
-    for (key, value) in &mut env {
-        if key == "PATH" {
-            *value = format!("{bin_dir}:{value}");
-        }
-    }
-    std::fs::write(dir.join("fleet.toml"), fleet).expect("fleet.toml");
-    capfleet(dir)
-        .envs(env)
-        .args(["run", "fleet.toml", "--json"])
-        .output()
-        .expect("capfleet run")
 }

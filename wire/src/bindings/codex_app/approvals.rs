@@ -14,7 +14,6 @@
 //! `item/tool/call`, `account/chatgptAuthTokens/refresh`, `attestation/generate`) is
 //! refused with "method not found": capfleet declares none of what would bring them.
 
-use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use super::frames::{
@@ -67,7 +66,7 @@ impl Refusal {
     }
 }
 
-fn params<T: DeserializeOwned>(method: &str, raw: Params<'_>) -> Result<T, Refusal> {
+fn params<'a, T: serde::Deserialize<'a>>(method: &str, raw: Params<'a>) -> Result<T, Refusal> {
     raw.parse().map_err(|e| Refusal::Invalid {
         method: method.to_owned(),
         message: e.to_string(),

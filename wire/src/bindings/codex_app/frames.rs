@@ -7,7 +7,6 @@
 
 use std::borrow::Cow;
 
-use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -72,14 +71,19 @@ pub enum Frame<'a> {
 #[derive(Debug, Clone, Copy)]
 pub struct Params<'a>(Option<&'a RawValue>);
 
-impl Params<'_> {
+impl<'a> Params<'a> {
+    /// Unparsed JSON as params (a member read in a second step: an item).
+    pub fn of(raw: &'a RawValue) -> Self {
+        Params(Some(raw))
+    }
+
     /// The params as JSON text.
-    pub fn json(&self) -> &str {
+    pub fn json(&self) -> &'a str {
         self.0.map_or("null", RawValue::get)
     }
 
-    /// The params as `T`.
-    pub fn parse<T: DeserializeOwned>(&self) -> Result<T, serde_json::Error> {
+    /// The params as `T` (which may borrow from the line).
+    pub fn parse<T: Deserialize<'a>>(&self) -> Result<T, serde_json::Error> {
         serde_json::from_str(self.json())
     }
 }
@@ -257,18 +261,31 @@ pub struct IdOnly {
 /// `item/started`, `item/completed` (`ItemStartedNotification`, …): the item is a
 /// `ThreadItem`, read by its `type`.
 #[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ItemNotification {
-    pub item: Value,
-    pub turn_id: String,
+pub struct ItemNotification<'a> {
+    /// Unparsed: [`ItemHead`] first, the whole item only where its type needs it.
+    #[serde(borrow)]
+    pub item: &'a RawValue,
+}
+
+/// What every `ThreadItem` is read for first: its type, its id and (an agent
+/// message's, a plan's) text, borrowed from the line.
+#[derive(Debug, Deserialize)]
+pub struct ItemHead<'a> {
+    #[serde(rename = "type", borrow)]
+    pub kind: Cow<'a, str>,
+    #[serde(default, borrow)]
+    pub id: Cow<'a, str>,
+    #[serde(default, borrow)]
+    pub text: Option<Cow<'a, str>>,
 }
 
 /// `item/agentMessage/delta`, `item/commandExecution/outputDelta`,
 /// `item/reasoning/textDelta`, `item/reasoning/summaryTextDelta`, …
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct DeltaNotification {
-    pub item_id: String,
+pub struct DeltaNotification<'a> {
+    #[serde(borrow)]
+    pub item_id: Cow<'a, str>,
     pub delta: String,
 }
 

@@ -19,7 +19,7 @@
 //!
 //! A line that is not a JSON-RPC message is a `parse_failed` error, counted.
 
-use serde::de::DeserializeOwned;
+use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::approvals::{Approval, Refusal, approval};
@@ -147,10 +147,10 @@ impl AppMapper {
     }
 
     /// `params` as `T`, or a counted `parse_failed`.
-    fn typed<T: DeserializeOwned>(
+    fn typed<'a, T: Deserialize<'a>>(
         &mut self,
         method: &str,
-        params: Params<'_>,
+        params: Params<'a>,
         out: &mut Vec<Output>,
     ) -> Option<T> {
         match params.parse() {
@@ -174,15 +174,13 @@ impl AppMapper {
                 let Some(n) = self.typed::<ItemNotification>(method, params, out) else {
                     return;
                 };
-                let _ = &n.turn_id;
-                let id = format!(
-                    "{}{}",
-                    self.prefix,
-                    n.item.get("id").and_then(Value::as_str).unwrap_or("")
-                );
+                let Some(head) = self.typed::<ItemHead>(method, Params::of(n.item), out) else {
+                    return;
+                };
+                let id = format!("{}{}", self.prefix, head.id);
                 if let Err(unknown) =
                     self.items
-                        .on_item(id, n.item, method == "item/completed", out)
+                        .on_item(id, &head, n.item, method == "item/completed", out)
                 {
                     self.stats.unknown += 1;
                     tracing::debug!(item = %unknown, "codex app-server: unknown item type");
