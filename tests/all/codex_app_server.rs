@@ -3,9 +3,10 @@
 //! session a Codex thread. Two turns on one thread; a command Codex asks for is put
 //! to the answerer, allowed by a command rule of the policy (`--allow-command`), run,
 //! and its output is the tool's result; a second command a deny rule matches
-//! (`--deny-command`) is denied by it and does not run, and the model is told; an interrupt ends the turn cancelled; a SIGKILL of the
-//! app-server mid-turn is a restart that resumes the thread (the fake LLM is sent its
-//! history again); nothing is left running.
+//! (`--deny-command`) is denied by it and does not run, and the model is told; an
+//! interrupt ends the turn cancelled; a SIGKILL of the app-server mid-turn is a
+//! restart that resumes the thread (the fake LLM is sent its history again); nothing
+//! is left running.
 
 use std::time::Duration;
 
@@ -47,8 +48,9 @@ fn two_turns_in_one_thread_a_command_allowed_by_policy_and_one_denied() {
         &[
             "--permission-mode",
             "interactive",
+            // Codex runs it through a shell (`bash -lc '…'`): unanchored.
             "--allow-command",
-            "^echo ",
+            r"echo hi > out\.txt",
             "--deny-command",
             r"rm\s+-rf",
             "--max-risk",
