@@ -1,11 +1,12 @@
 //! The Codex CLI (0.171.0) under the `codex_app_server` binding, offline against the
 //! fake LLM (Responses API): one long-lived `codex app-server` per session, the
 //! session a Codex thread. Two turns on one thread; a command Codex asks for is put
-//! to the answerer, allowed by policy, run, and its output is the tool's result; a
-//! second command the policy leaves open is denied (no human: fail-safe) and does not
-//! run, and the model is told; an interrupt ends the turn cancelled; a SIGKILL of the
-//! app-server mid-turn is a restart that resumes the thread (the fake LLM is sent its
-//! history again); nothing is left running.
+//! to the answerer, allowed by a command rule of the policy (`--allow-command`), run,
+//! and its output is the tool's result; a second command a deny rule matches
+//! (`--deny-command`) is denied by it and does not run, and the model is told; an
+//! interrupt ends the turn cancelled; a SIGKILL of the app-server mid-turn is a
+//! restart that resumes the thread (the fake LLM is sent its history again); nothing
+//! is left running.
 
 use std::time::Duration;
 
@@ -42,8 +43,19 @@ fn two_turns_in_one_thread_a_command_allowed_by_policy_and_one_denied() {
         fake.port(),
         &work_path,
         &["write hi to out.txt", "now remove victim"],
-        // untrusted: Codex asks for every command; the policy allows up to medium.
-        &["--permission-mode", "interactive", "--max-risk", "medium"],
+        // untrusted: Codex asks for every command; the policy's command rules answer.
+        // `--max-risk high` would allow both: the denial is the deny rule's.
+        &[
+            "--permission-mode",
+            "interactive",
+            // Codex runs it through a shell (`bash -lc '…'`): unanchored.
+            "--allow-command",
+            r"echo hi > out\.txt",
+            "--deny-command",
+            r"rm\s+-rf",
+            "--max-risk",
+            "high",
+        ],
         None,
         &marker,
     );
@@ -73,10 +85,16 @@ fn two_turns_in_one_thread_a_command_allowed_by_policy_and_one_denied() {
             .contains("echo hi > out.txt")
     );
     let answers = run.kinds("cap.permission.response");
-    let decisions: Vec<&Value> = answers.iter().map(|a| &a["decision"]).collect();
+    let decisions: Vec<(&Value, &Value)> = answers
+        .iter()
+        .map(|a| (&a["decision"], &a["_meta"]["capfleet.rule"]))
+        .collect();
     assert_eq!(
         decisions,
-        [&json!("allow_once"), &json!("deny")],
+        [
+            (&json!("allow_once"), &json!("allow_commands")),
+            (&json!("deny"), &json!("deny_commands"))
+        ],
         "{answers:#?}"
     );
     assert_eq!(
@@ -90,7 +108,7 @@ fn two_turns_in_one_thread_a_command_allowed_by_policy_and_one_denied() {
         (&ends[0]["is_error"], &ends[0]["output"]["exit_code"]),
         (&json!(false), &json!(0))
     );
-    // The second: high risk, denied (nobody to ask), not run, the model told.
+    // The second: denied by the deny rule, not run, the model told.
     assert!(
         work_path.join("victim").is_dir(),
         "the denied command did not run"

@@ -242,6 +242,16 @@ fn every_validation_error_names_line_and_key() {
             "not one of low | medium | high",
         ),
         (
+            "a command rule that is no regular expression",
+            fleet(
+                &format!("{start}\n{task}deny_commands = [\n  'ok',\n  'rm (-rf',\n]"),
+                "",
+            ),
+            "'rm (-rf'",
+            "fleet.deny_commands[1]",
+            "\"rm (-rf\" is not a regular expression (unclosed group); fix its syntax",
+        ),
+        (
             "bad timeout",
             fleet(&format!("{start}\n{task}turn_timeout_s = 0"), ""),
             "turn_timeout_s",

@@ -26,7 +26,9 @@
 //! a2a`, the remote manifest naming it) is shared with the A2A and chaos benches the same
 //! way, through `benches/support/`; `benches/support/figures.rs` is the benches' timing
 //! arithmetic (fastest of passes, ms, ratios), included alone by the benches that need
-//! nothing else of `support`. The fake LLM (`tests/support/fake_llm.py`, Python's
+//! nothing else of `support`. `common/fake_llm.rs`, `common/peers.rs` and
+//! `common/codex_manifest.rs` are the codex bench's (`benches/codex/`) the same way:
+//! the real Codex against the fake LLM. The fake LLM (`tests/support/fake_llm.py`, Python's
 //! stdlib only) is its server and command line; `tests/support/fake_llm_wire/` its state,
 //! its HTTP handler and one module per API it speaks (Anthropic, OpenAI, Gemini).
 
@@ -53,6 +55,7 @@ mod chat_repl;
 mod claude_resume_cost;
 mod cli;
 mod closed_stdout;
+mod codex_app_scripted;
 mod codex_app_server;
 mod codex_exec;
 mod codex_fleet;

@@ -34,6 +34,10 @@ Turn keys (all optional, but give at least one of text/tool/tools/error):
   "delay": float                     seconds to sleep before each streamed
                                      chunk (slow answers, for interrupts)
   "chunk": int                       chars per streamed text delta (default 16)
+  "items": int                       the text said as that many output items
+                                     (Responses API: that many `message` items
+                                     in one response, for floods of agent
+                                     messages; the other APIs say it once)
   "usage": {"input_tokens": n, "output_tokens": n}   override the usage
   "stop_reason": str                 override (Anthropic names)
   "error": {"status": 400, "type": "...", "message": "..."}   answer an error

@@ -129,6 +129,8 @@ pub(super) async fn build(file: &FleetFile, cx: &Context<'_>) -> Result<Fleet, V
         policy: Policy {
             deny_tools: f.deny_tools.clone(),
             allow_tools: f.allow_tools.clone(),
+            deny_commands: f.deny_commands.clone(),
+            allow_commands: f.allow_commands.clone(),
             max_risk: f.max_risk,
         },
         auto_answer: f.auto_answer.value != AutoAnswer::Off,

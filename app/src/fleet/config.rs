@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use capfleet_engine::answerer::CommandRules;
 use capfleet_engine::protocol::{PermissionMode, RiskLevel};
 use capfleet_engine::router::QueueOrder;
 use capfleet_engine::router::{CollectMode, Split};
@@ -75,6 +76,9 @@ pub(crate) struct FleetSection {
     pub auto_answer: At<AutoAnswer>,
     pub allow_tools: Vec<String>,
     pub deny_tools: Vec<String>,
+    /// `allow_commands`, `deny_commands`: command-line patterns, compiled.
+    pub allow_commands: CommandRules,
+    pub deny_commands: CommandRules,
     pub max_risk: Option<RiskLevel>,
     pub turn_timeout_s: Option<At<f64>>,
     /// The git revision coding sessions' worktrees branch from (default `HEAD`).

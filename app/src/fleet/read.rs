@@ -4,6 +4,7 @@
 use std::ops::Range;
 use std::time::Duration;
 
+use capfleet_engine::answerer::CommandRules;
 use capfleet_engine::protocol::{PermissionMode, RiskLevel};
 use capfleet_engine::router::{CollectMode, QueueOrder, Split};
 use capfleet_engine::tomldoc::{self, join};
@@ -32,6 +33,8 @@ const FLEET_KEYS: &[&str] = &[
     "auto_answer",
     "allow_tools",
     "deny_tools",
+    "allow_commands",
+    "deny_commands",
     "max_risk",
     "turn_timeout_s",
     "base",
@@ -190,6 +193,25 @@ pub(super) fn choice<T: Copy>(
     None
 }
 
+/// `key`, a list of command patterns (`allow_commands`, `deny_commands`), compiled;
+/// the first that is no regular expression is an error naming its place.
+fn command_rules(r: &mut Reader, t: &DeTable<'_>, path: &str, key: &str) -> CommandRules {
+    let patterns = r.strings(t, path, key).unwrap_or_default();
+    CommandRules::new(&patterns).unwrap_or_else(|e| {
+        let span = match t.get(key).map(|v| v.get_ref()) {
+            Some(DeValue::Array(items)) => items.get(e.index).map(|i| i.span()),
+            _ => None,
+        };
+        let reason = format!(
+            "{:?} is not a regular expression ({}); fix its syntax (regex crate syntax; in a \
+             TOML \"basic string\" a backslash is written \\\\, or use a 'literal string')",
+            e.pattern, e.reason
+        );
+        r.invalid(&format!("{path}.{key}[{}]", e.index), span, reason);
+        CommandRules::default()
+    })
+}
+
 fn read_fleet(r: &mut Reader, t: &DeTable<'_>, span: Range<usize>) -> FleetSection {
     let path = "fleet";
     let header = (!span.is_empty()).then_some(span);
@@ -223,6 +245,8 @@ fn read_fleet(r: &mut Reader, t: &DeTable<'_>, span: Range<usize>) -> FleetSecti
         },
         allow_tools: r.strings(t, path, "allow_tools").unwrap_or_default(),
         deny_tools: r.strings(t, path, "deny_tools").unwrap_or_default(),
+        allow_commands: command_rules(r, t, path, "allow_commands"),
+        deny_commands: command_rules(r, t, path, "deny_commands"),
         max_risk,
         turn_timeout_s: number_at(r, t, path, "turn_timeout_s"),
         base: string_at(r, t, path, "base"),

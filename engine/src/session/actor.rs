@@ -37,6 +37,7 @@ impl Actor for Session {
                 traceparent,
                 reply,
             } => core.ask(&myself, prompt, traceparent, reply).await,
+            SessionMsg::Steer { text, reply } => core.steer(text, reply).await,
             SessionMsg::Answer(answer) => core.on_answer(answer).await,
             SessionMsg::Cancel { scope, reason } => match scope {
                 CancelScope::CurrentTurn => core.cancel_turn(&myself, &reason).await,

@@ -29,7 +29,8 @@
 //! - `pause`: rate-limit pauses and the resume that re-issues the turn;
 //! - `dropped`: a turn whose end was lost in a line dropped over the line cap;
 //! - `spans`: the session's spans; `turn`: one turn's bookkeeping;
-//! - `chaos`: a chaos run's faults on this session (journaled, then applied).
+//! - `chaos`: a chaos run's faults on this session (journaled, then applied);
+//! - `steer`: text joining the running turn (queued input), where the agent can take it.
 
 mod actor;
 mod answers;
@@ -43,6 +44,7 @@ mod pause;
 mod recovery;
 mod slot;
 mod spans;
+mod steer;
 pub(crate) mod tools_run;
 pub(crate) mod turn;
 
@@ -145,6 +147,11 @@ pub enum SessionError {
     Closed,
     #[error("the session failed: {reason}")]
     Failed { reason: String },
+    #[error("no turn is running to steer: ask instead")]
+    NoTurn,
+    /// `cap_queued_input_unsupported` (-32007).
+    #[error("cap_queued_input_unsupported: the agent takes no input mid-turn ({why})")]
+    QueuedInputUnsupported { why: String },
 }
 
 /// A snapshot of a session, for status views and tests.
@@ -168,6 +175,13 @@ pub enum SessionMsg {
         /// another process); `None`: the session's span.
         traceparent: Option<String>,
         reply: RpcReplyPort<Result<TurnResult, SessionError>>,
+    },
+    /// Steer the running turn: `text` joins it (CAP queued input,
+    /// `cap.user_input.inject`) where the manifest says `capabilities.queued_input`
+    /// and the binding can; the reply says whether it was taken (see `steer`).
+    Steer {
+        text: String,
+        reply: RpcReplyPort<Result<(), SessionError>>,
     },
     /// Answer an open permission request or ask (from the answerer, a human, the
     /// fail-safe; they hold an [`AnswerTo`](capfleet_wire::events::AnswerTo)).

@@ -12,7 +12,7 @@ use super::metrics::{
 };
 use crate::protocol::{CapEvent, ErrorKind, HasMeta, Usage};
 use crate::tap::{Tap, TapHandler, TapMsg};
-use capfleet_wire::driver::STRAY_FRAME;
+use capfleet_wire::driver::{SERVER_OVERLOADED_CODE, STRAY_FRAME};
 use capfleet_wire::events::{EventBody, SessionEvent};
 use capfleet_wire::supervision::POISON_TURN;
 use capfleet_wire::supervision::rate_limit::{DETAIL_LIMIT_TYPE, RATE_LIMIT_WARNING};
@@ -128,6 +128,11 @@ impl MetricsFeed {
             CapEvent::Error(e) if matches!(&e.code, ErrorKind::Other(c) if c == STRAY_FRAME) => {
                 let l = SessionLabels { session: session() };
                 m.stray_frames.get_or_create(&l).inc();
+            }
+            CapEvent::Error(e) if matches!(&e.code, ErrorKind::Other(c) if c == SERVER_OVERLOADED_CODE) =>
+            {
+                let l = SessionLabels { session: session() };
+                m.overload_retries.get_or_create(&l).inc();
             }
             CapEvent::Error(e) if matches!(&e.code, ErrorKind::Other(c) if c == RATE_LIMIT_WARNING) =>
             {

@@ -87,6 +87,9 @@ pub struct FleetMetrics {
     pub stray_frames: Family<SessionLabels, Counter>,
     /// Turns not re-issued after failing twice in a row the same way (cap.error poison_turn).
     pub poison_turns: Family<SessionLabels, Counter>,
+    /// Requests an overloaded agent refused and that were sent again after a backoff
+    /// (cap.error server_overloaded: Codex app-server's `-32001`).
+    pub overload_retries: Family<SessionLabels, Counter>,
     /// Children of the root that died (`crate::death`).
     pub tree_deaths: Family<ChildLabels, Counter>,
     pub mailbox_depth: Family<MailboxLabels, Gauge>,
@@ -242,6 +245,12 @@ impl FleetMetrics {
             COUNTER,
             Family::default(),
         );
+        let overload_retries = b.add(
+            "overload_retries",
+            "Requests an overloaded agent refused, sent again after a backoff (cap.error server_overloaded)",
+            COUNTER,
+            Family::default(),
+        );
         let tree_deaths = b.add(
             "tree_deaths",
             "Children of the supervision tree's root that died (journal, budget, telemetry, metrics, …)",
@@ -312,6 +321,7 @@ impl FleetMetrics {
             malformed_frames,
             stray_frames,
             poison_turns,
+            overload_retries,
             tree_deaths,
             mailbox_depth,
             agent_processes,

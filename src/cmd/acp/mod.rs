@@ -201,6 +201,7 @@ async fn acp(args: AcpArgs, color: ColorChoice, telemetry: &Telemetry) -> ExitCo
             deny_tools: args.deny_tools.clone(),
             allow_tools: args.allow_tools.clone(),
             max_risk: None,
+            ..Policy::default()
         },
         human: Some(human_tx),
         traceparent: telemetry.traceparent(),

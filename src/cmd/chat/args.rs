@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use capfleet_engine::answerer::Policy;
+use capfleet_engine::answerer::{CommandRules, Policy};
 use capfleet_engine::protocol::{PermissionMode, RiskLevel};
 use capfleet_engine::session::SessionSpec;
 use capfleet_wire::supervision::rate_limit::OnRateLimit;
@@ -96,6 +96,15 @@ pub(crate) struct ChatArgs {
     /// over everything else.
     #[arg(long = "deny-tool", value_name = "TOOL")]
     pub deny_tools: Vec<String>,
+    /// Approve a permission request whose command lines all match this regular
+    /// expression (repeatable; anywhere in the line unless anchored; a high risk
+    /// still needs `--max-risk high`).
+    #[arg(long = "allow-command", value_name = "REGEX", value_parser = parse_pattern)]
+    pub allow_commands: Vec<String>,
+    /// Deny a permission request carrying a command line this regular expression
+    /// matches (repeatable; after `--deny-tool`, before anything approves).
+    #[arg(long = "deny-command", value_name = "REGEX", value_parser = parse_pattern)]
+    pub deny_commands: Vec<String>,
     /// Approve any permission request up to this risk: low | medium | high.
     #[arg(long, value_parser = parse_risk)]
     pub max_risk: Option<RiskLevel>,
@@ -124,6 +133,12 @@ pub(crate) struct ChatArgs {
 fn parse_mode(s: &str) -> Result<PermissionMode, String> {
     PermissionMode::parse(s)
         .ok_or_else(|| format!("expected none | confirm | interactive, got {s:?}"))
+}
+
+fn parse_pattern(s: &str) -> Result<String, String> {
+    CommandRules::new(&[s])
+        .map(|_| s.to_owned())
+        .map_err(|e| format!("not a regular expression: {}", e.reason))
 }
 
 fn parse_risk(s: &str) -> Result<RiskLevel, String> {
@@ -163,9 +178,14 @@ fn seconds(what: &str, s: f64) -> Result<Duration, String> {
 impl ChatArgs {
     /// The answerer's policy from the flags.
     pub(crate) fn policy(&self) -> Policy {
+        let rules = |patterns: &[String]| {
+            CommandRules::new(patterns).expect("each pattern was checked by the flag's parser")
+        };
         Policy {
             deny_tools: self.deny_tools.clone(),
             allow_tools: self.allow_tools.clone(),
+            deny_commands: rules(&self.deny_commands),
+            allow_commands: rules(&self.allow_commands),
             max_risk: self.max_risk,
         }
     }

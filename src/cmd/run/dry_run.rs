@@ -4,6 +4,7 @@
 
 use std::process::ExitCode;
 
+use capfleet_engine::answerer::CommandRules;
 use capfleet_engine::router::{CollectMode, Picker, RouteAction, Split};
 use capfleet_wire::supervision::Restart;
 use capfleet_wire::supervision::rate_limit;
@@ -117,6 +118,14 @@ fn print_text(f: &Fleet, st: Style) {
         p.allow_tools.join(", "),
         if f.auto_answer { "on" } else { "off" }
     );
+    if !(p.deny_commands.is_empty() && p.allow_commands.is_empty()) {
+        let list = |r: &CommandRules| r.patterns().collect::<Vec<_>>().join(", ");
+        println!(
+            "  commands:  deny [{}], allow [{}]",
+            list(&p.deny_commands),
+            list(&p.allow_commands)
+        );
+    }
     if let Some(r) = &f.research {
         println!(
             "  research:  {} ({}) when {}; at most {} at once, {} each, approves up to risk {}",

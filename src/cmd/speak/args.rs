@@ -269,6 +269,7 @@ impl SpeakArgs {
             deny_tools: self.disallowed_tools.clone(),
             allow_tools: self.allowed_tools.clone(),
             max_risk: None,
+            ..Policy::default()
         }
     }
 

@@ -6,31 +6,8 @@
 use std::time::Duration;
 
 use super::chat::{Run, assert_no_survivor, chat};
+pub(crate) use super::codex_manifest::{Via, manifest};
 use super::{EnvMarker, peer};
-
-/// Which binding of the shipped Codex manifest a chat takes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Via {
-    AppServer,
-    Exec,
-}
-
-/// The shipped Codex manifest, for `via`.
-pub(crate) fn manifest(via: Via) -> String {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/config/agents/codex.toml");
-    let shipped = std::fs::read_to_string(path).expect("shipped codex manifest");
-    match via {
-        Via::AppServer => shipped,
-        Via::Exec => {
-            let line = "x-codex_app_server = [\"codex\", \"app-server\"]";
-            assert!(
-                shipped.contains(line),
-                "the shipped manifest declares {line}"
-            );
-            shipped.replace(line, "x-codex_app_server = false")
-        }
-    }
-}
 
 /// `capfleet chat <codex manifest> --json` with these tasks and `extra` arguments
 /// against the fake LLM on `port`, in the work directory `work`, Codex found on the

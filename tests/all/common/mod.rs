@@ -18,6 +18,7 @@
 //! - [`sim`]: the simulator as the test agent (library session specs, fleet entries).
 //! - [`chat`]: `capfleet chat <agent> --json` runs built for a test, their events,
 //!   the no-survivor check (on top of [`chat_json`]).
+//! - [`claude_fleet`]: `capfleet run` of a fleet with Claude Code's offline environment.
 //! - [`chaos`]: `capfleet chat sim` on the chaos scripts, read live with deadlines.
 //! - [`chaos_run`]: chaos runs of sim fleets (`capfleet run --chaos`, the soak
 //!   fleet), their `chaos` records and their report.
@@ -33,7 +34,8 @@
 //!   pulling runs from it, `capfleet submit --nats`.
 //! - [`otel`]: an in-process OTLP collector and the span tree it received.
 //! - [`peers`]: the pinned third-party peers (`tests/support/install_peers.sh`)
-//!   and their offline environment (`tests/support/peer_env.sh`).
+//!   and their offline environment (`tests/support/peer_env.sh`); [`codex_manifest`]
+//!   the shipped Codex manifest per binding (both shared with the codex bench).
 //! - [`procs`]: `/proc` walks for orphan checks (descendants, process groups,
 //!   env markers, RSS and its peak) and `wait_until`.
 //! - [`repo`]: a git repository (or plain directory) to run fleets in.
@@ -60,7 +62,9 @@ pub(crate) mod chat;
 pub(crate) mod chat_json;
 pub(crate) mod checker;
 pub(crate) mod checker_merge;
+pub(crate) mod claude_fleet;
 pub(crate) mod codex;
+pub(crate) mod codex_manifest;
 pub(crate) mod console;
 pub(crate) mod disk;
 pub(crate) mod durable;
@@ -86,10 +90,9 @@ pub(crate) use capfleet::{
     BIN, capfleet, journal_records, latest_run, run_ended, run_journal, sandbox, sandboxed,
 };
 pub(crate) use chat_json::{of_kind, of_type, run_chat, texts};
+pub(crate) use claude_fleet::run_fleet_with_claude;
 pub(crate) use fake_llm::{FakeLlm, http};
-pub(crate) use peers::{
-    claude_env, claude_env_in, claude_env_on_path, peer, peer_env, run_fleet_with_claude, try_peer,
-};
+pub(crate) use peers::{claude_env, claude_env_in, claude_env_on_path, peer, peer_env, try_peer};
 pub(crate) use procs::{
     EnvMarker, descendants, hwm_kib, is_alive, kill_group, output_within, processes_in_group,
     rss_kib, wait_until, wait_within,

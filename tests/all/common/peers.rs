@@ -81,24 +81,6 @@ pub(crate) fn claude_env_on_path(
     env
 }
 
-/// `capfleet run fleet.toml --json` in `dir`, `fleet` written there as `fleet.toml`,
-/// with Claude Code's offline environment against `fake` (`$HOME` `home`) and the
-/// peer's directory first on `PATH` (a fleet names its agent's binary by name).
-pub(crate) fn run_fleet_with_claude(
-    fake: &FakeLlm,
-    home: &Path,
-    dir: &Path,
-    fleet: &str,
-) -> std::process::Output {
-    let env = claude_env_on_path(fake, home, dir);
-    std::fs::write(dir.join("fleet.toml"), fleet).expect("fleet.toml");
-    super::capfleet(dir)
-        .envs(env)
-        .args(["run", "fleet.toml", "--json"])
-        .output()
-        .expect("capfleet run")
-}
-
 /// Runs `peer_env.sh PEER PORT WORKDIR HOME -- env -0` (inheriting this
 /// process's environment) and returns what it prints, minus the shell's own
 /// bookkeeping variables (`PWD`, `OLDPWD`, `SHLVL`, `_`).

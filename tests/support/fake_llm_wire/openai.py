@@ -62,7 +62,7 @@ def openai_responses_reply(h: Handler, body: dict, turn: dict, usage: dict):
     rid = st.next_id("resp_fake")
     model = body.get("model") or "fake-model"
     items = []
-    if "text" in turn:
+    for _ in range(turn.get("items", 1) if "text" in turn else 0):
         items.append({"type": "message", "id": st.next_id("msg_fake"), "status": "completed",
                       "role": "assistant",
                       "content": [{"type": "output_text", "text": turn["text"], "annotations": []}]})

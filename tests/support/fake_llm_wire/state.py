@@ -85,6 +85,11 @@ def normalize_turn(turn) -> dict:
     t["tools"] = tools
     if not isinstance(t.get("headers", {}), dict):
         raise ValueError("a turn's headers are an object of header: value")
+    items = t.get("items", 1)
+    if not isinstance(items, int) or isinstance(items, bool) or items < 1:
+        raise ValueError(f"a turn's items is a count of 1 or more, got {items!r}")
+    if items > 1 and "text" not in t:
+        raise ValueError("a turn's items repeat its text: give text too")
     if not tools and "text" not in t and "error" not in t:
         raise ValueError("a turn needs text, tool, tools or error")
     return t

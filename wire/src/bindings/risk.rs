@@ -198,6 +198,36 @@ fn is_delete(word: &str) -> bool {
         .any(|d| w.contains(d))
 }
 
+/// The command lines a permission request's intent carries, as the scan reads them:
+/// every string under a command key (`command`, `cmd`, `script`, `shell`,
+/// `command_line`), an argv (`["bash", "-c", "…"]`) joined by spaces, at any depth
+/// up to [`MAX_DEPTH`]. The answerer's command rules match these (every binding: a
+/// Claude `Bash` input, an ACP tool's raw input or terminal, a Codex approval).
+pub fn commands(intent: &Value) -> Vec<String> {
+    fn walk(key: Option<&str>, v: &Value, depth: usize, out: &mut Vec<String>) {
+        if depth > MAX_DEPTH {
+            return;
+        }
+        match v {
+            Value::String(s) if role(key) == Role::Command => out.push(s.clone()),
+            Value::Array(items)
+                if role(key) == Role::Command && items.iter().all(Value::is_string) =>
+            {
+                let line: Vec<&str> = items.iter().filter_map(Value::as_str).collect();
+                out.push(line.join(" "));
+            }
+            Value::Array(items) => items.iter().for_each(|i| walk(key, i, depth + 1, out)),
+            Value::Object(map) => map
+                .iter()
+                .for_each(|(k, i)| walk(Some(k), i, depth + 1, out)),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    walk(None, intent, 0, &mut out);
+    out
+}
+
 /// The role a key gives its string value.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Role {
@@ -377,6 +407,17 @@ fn excerpt(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn command_lines_of_an_intent() {
+        let intent = json!({
+            "command": "echo hi", "cwd": "/w",
+            "rawInput": {"cmd": ["bash", "-c", "rm -rf x"]},
+            "content": "command: not one",
+        });
+        assert_eq!(super::commands(&intent), ["echo hi", "bash -c rm -rf x"]);
+        assert!(super::commands(&json!({"path": "/w/a"})).is_empty());
+    }
 
     #[test]
     fn commands() {

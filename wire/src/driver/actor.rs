@@ -115,6 +115,10 @@ impl<W: Wire> Actor for Driver<W> {
                     None => tracing::debug!(urn = %st.launch.urn, "no agent; prompt dropped"),
                 }
             }
+            DriverMsg::Steer { text } => match st.live.as_mut() {
+                Some(live) => live.wire.steer(text).await,
+                None => tracing::debug!(urn = %st.launch.urn, "no agent; steer dropped"),
+            },
             DriverMsg::Permission {
                 req_id,
                 decision,

@@ -7,8 +7,8 @@
 //! Unlike `codex exec`, the app-server asks: its approval requests become
 //! `cap.permission.request`s (the answerer decides; the decision is the response).
 //! A cancel is `turn/interrupt`; the turn then completes `interrupted` (cancelled).
-//! A prompt during a turn is `turn/steer` where the manifest says
-//! `capabilities.queued_input`.
+//! A steer (text the session adds to the running turn, where the manifest says
+//! `capabilities.queued_input`) is `turn/steer`; a prompt is always a `turn/start`.
 //!
 //! | CAP `permission_mode` | `approvalPolicy` | `sandbox` |
 //! |---|---|---|
@@ -102,7 +102,6 @@ impl Wire for CodexAppWire {
             approval_policy,
             sandbox,
             resume_id: resume_id.map(str::to_owned),
-            steer: launch.manifest.capabilities.queued_input,
             version: env!("CARGO_PKG_VERSION").to_owned(),
         };
         let (m, s, max_line) = (mapper.clone(), shared.clone(), launch.max_line);
@@ -151,6 +150,10 @@ impl Wire for CodexAppWire {
 
     async fn prompt(&mut self, text: String) {
         self.command(Cmd::Prompt(text)).await;
+    }
+
+    async fn steer(&mut self, text: String) {
+        self.command(Cmd::Steer(text)).await;
     }
 
     async fn permission(&mut self, req_id: String, decision: Decision, _message: Option<String>) {

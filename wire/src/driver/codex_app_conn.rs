@@ -42,7 +42,10 @@ const OVERLOAD_BACKOFF: Duration = Duration::from_millis(100);
 /// What the actor asks of the control loop.
 #[derive(Debug)]
 pub(super) enum Cmd {
+    /// Start a turn (`turn/start`).
     Prompt(String),
+    /// Add to the running turn (`turn/steer`); dropped if the turn has ended.
+    Steer(String),
     Interrupt,
 }
 
@@ -298,8 +301,6 @@ pub(super) struct Control {
     pub approval_policy: Option<&'static str>,
     pub sandbox: Option<&'static str>,
     pub resume_id: Option<String>,
-    /// A prompt mid-turn is `turn/steer` (the manifest's `queued_input`).
-    pub steer: bool,
     pub version: String,
 }
 
@@ -313,7 +314,6 @@ pub(super) async fn control(c: Control) -> Result<(), CallError> {
         approval_policy,
         sandbox,
         resume_id,
-        steer,
         version,
     } = c;
     let init = InitializeParams {
@@ -374,18 +374,37 @@ pub(super) async fn control(c: Control) -> Result<(), CallError> {
     let mut ends = shared.ends.subscribe();
     let mut active: Option<String> = None;
     loop {
+        // A turn's end before any command: a command that came right after the end
+        // (a steer, an interrupt) must not be taken for one of the ended turn.
         let cmd = tokio::select! {
-            c = cmds.recv() => c,
+            biased;
             changed = ends.changed() => {
                 if changed.is_err() { break; }
                 active = None;
                 continue;
             }
+            c = cmds.recv() => c,
         };
         match cmd {
             None => break,
-            Some(Cmd::Prompt(text)) => match &active {
-                Some(turn) if steer => {
+            Some(Cmd::Prompt(text)) => {
+                let before = *ends.borrow_and_update();
+                let p = TurnStartParams {
+                    thread_id: thread.clone(),
+                    input: vec![TextInput::new(text)],
+                };
+                match shared.call::<TurnResponse>("turn/start", &p).await {
+                    Ok(r) => {
+                        // The turn may have ended before its answer was read.
+                        let ended = *ends.borrow_and_update() != before;
+                        active = (!ended).then_some(r.turn.id);
+                    }
+                    Err(CallError::Gone) => return Err(CallError::Gone),
+                    Err(e) => turn_refused(&shared, &e).await,
+                }
+            }
+            Some(Cmd::Steer(text)) => match &active {
+                Some(turn) => {
                     let p = TurnSteerParams {
                         thread_id: thread.clone(),
                         input: vec![TextInput::new(text)],
@@ -395,22 +414,7 @@ pub(super) async fn control(c: Control) -> Result<(), CallError> {
                         tracing::warn!("turn/steer failed: {e}");
                     }
                 }
-                _ => {
-                    let before = *ends.borrow_and_update();
-                    let p = TurnStartParams {
-                        thread_id: thread.clone(),
-                        input: vec![TextInput::new(text)],
-                    };
-                    match shared.call::<TurnResponse>("turn/start", &p).await {
-                        Ok(r) => {
-                            // The turn may have ended before its answer was read.
-                            let ended = *ends.borrow_and_update() != before;
-                            active = (!ended).then_some(r.turn.id);
-                        }
-                        Err(CallError::Gone) => return Err(CallError::Gone),
-                        Err(e) => turn_refused(&shared, &e).await,
-                    }
-                }
+                None => tracing::info!("steer after the turn's end: dropped"),
             },
             Some(Cmd::Interrupt) => {
                 if let Some(turn) = &active {

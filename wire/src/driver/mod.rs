@@ -30,9 +30,9 @@
 //! arm: `driver_of` (which driver; [`SUPPORTED`] follows), [`natural_shape`] (how
 //! its agent is reached: a process per session, per turn, or a connection, worked out
 //! from the manifest here, never by the app), [`spawns_process`] (which faults a
-//! chaos run may give it) and [`turn_ends_by_frame`] (whether a dropped line may hide
-//! a turn's end). Nothing above this crate names a binding but through
-//! these; a test of the binding's mapping beside it, and an end-to-end test of the
+//! chaos run may give it), [`turn_ends_by_frame`] (whether a dropped line may hide
+//! a turn's end) and [`steers_mid_turn`] (whether text can join a running turn).
+//! Nothing above this crate names a binding but through these; a test of the binding's mapping beside it, and an end-to-end test of the
 //! sim or a real peer in `tests/all/`, complete it.
 
 pub(crate) mod a2a;
@@ -245,6 +245,23 @@ pub const fn turn_ends_by_frame(binding: Binding) -> bool {
     }
 }
 
+/// Whether text can join a turn already running on `binding` (CAP queued input,
+/// core §7.7): the Codex app-server's `turn/steer`. The session also needs the
+/// manifest's `capabilities.queued_input`. Stream-json, ACP and the PTY would each
+/// take a prompt mid-turn as a turn of its own, which the session's turn book does
+/// not expect: not yet.
+pub const fn steers_mid_turn(binding: Binding) -> bool {
+    match binding {
+        Binding::CodexAppServer => true,
+        Binding::StreamJson
+        | Binding::CodexExec
+        | Binding::AcpStdio
+        | Binding::Pty
+        | Binding::A2a
+        | Binding::Grpc => false,
+    }
+}
+
 /// Whether this build has a driver for `binding`.
 pub(crate) const fn supported(binding: Binding) -> bool {
     driver_of(binding).is_some()
@@ -352,6 +369,8 @@ pub fn oversize_of(event: &CapEvent) -> Option<(u64, u64)> {
 pub enum DriverMsg {
     /// Start a turn with this prompt.
     Prompt { text: String },
+    /// Add this text to the running turn (only where [`steers_mid_turn`]).
+    Steer { text: String },
     /// Answer an open `cap.permission.request`.
     Permission {
         req_id: String,
@@ -412,6 +431,7 @@ pub enum DriverOutput {
 pub use crate::bindings::STRAY_FRAME;
 /// How a turn ended, as the binding reports it.
 pub(crate) use crate::bindings::TurnEnd;
+pub use crate::bindings::codex_app::frames::SERVER_OVERLOADED_CODE;
 
 #[cfg(test)]
 mod tests {

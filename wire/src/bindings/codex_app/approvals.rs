@@ -14,11 +14,10 @@
 //! `item/tool/call`, `account/chatgptAuthTokens/refresh`, `attestation/generate`) is
 //! refused with "method not found": capfleet declares none of what would bring them.
 
-use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use super::frames::{
-    CommandApprovalParams, FileChangeApprovalParams, LegacyApprovalParams,
+    CommandApprovalParams, FileChangeApprovalParams, LegacyApprovalParams, Params,
     PermissionsApprovalParams, RequestId,
 };
 use crate::protocol::{Decision, RiskLevel};
@@ -67,8 +66,8 @@ impl Refusal {
     }
 }
 
-fn params<T: DeserializeOwned>(method: &str, v: Value) -> Result<T, Refusal> {
-    serde_json::from_value(v).map_err(|e| Refusal::Invalid {
+fn params<'a, T: serde::Deserialize<'a>>(method: &str, raw: Params<'a>) -> Result<T, Refusal> {
+    raw.parse().map_err(|e| Refusal::Invalid {
         method: method.to_owned(),
         message: e.to_string(),
     })
@@ -79,7 +78,7 @@ fn params<T: DeserializeOwned>(method: &str, v: Value) -> Result<T, Refusal> {
 pub fn approval(
     id: RequestId,
     method: &str,
-    raw: Value,
+    raw: Params<'_>,
     prefix: &str,
 ) -> Result<Approval, Refusal> {
     let call = |item: &str| format!("{prefix}{item}");

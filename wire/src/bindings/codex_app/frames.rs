@@ -5,8 +5,11 @@
 //! fields capfleet uses are typed: Codex adds fields freely, and unknown ones are
 //! ignored.
 
+use std::borrow::Cow;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 /// A JSON-RPC request id: Codex numbers its own requests (`0`, `1`, …); ours are
 /// numbers too, but a string is legal.
@@ -42,9 +45,11 @@ pub const SERVER_OVERLOADED: i64 = -32001;
 /// is retried (a binding's own code; the run's telemetry counts it).
 pub const SERVER_OVERLOADED_CODE: &str = "server_overloaded";
 
-/// One line from the app-server, classified by its members.
+/// One line from the app-server, classified by its members. A request's and a
+/// notification's params are left unparsed, borrowed from the line: each is read
+/// once, straight into the type its method wants.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Frame {
+pub enum Frame<'a> {
     /// The answer to one of our requests.
     Response {
         id: RequestId,
@@ -53,23 +58,50 @@ pub enum Frame {
     /// A request of the server's (an approval): it waits for our response.
     Request {
         id: RequestId,
-        method: String,
-        params: Value,
+        method: Cow<'a, str>,
+        params: Params<'a>,
     },
     Notification {
-        method: String,
-        params: Value,
+        method: Cow<'a, str>,
+        params: Params<'a>,
     },
 }
 
+/// A message's `params`, unparsed (absent: `null`).
+#[derive(Debug, Clone, Copy)]
+pub struct Params<'a>(Option<&'a RawValue>);
+
+impl<'a> Params<'a> {
+    /// Unparsed JSON as params (a member read in a second step: an item).
+    pub fn of(raw: &'a RawValue) -> Self {
+        Params(Some(raw))
+    }
+
+    /// The params as JSON text.
+    pub fn json(&self) -> &'a str {
+        self.0.map_or("null", RawValue::get)
+    }
+
+    /// The params as `T` (which may borrow from the line).
+    pub fn parse<T: Deserialize<'a>>(&self) -> Result<T, serde_json::Error> {
+        serde_json::from_str(self.json())
+    }
+}
+
+impl PartialEq for Params<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.json() == other.json()
+    }
+}
+
 #[derive(Deserialize)]
-struct Raw {
+struct Raw<'a> {
     #[serde(default)]
     id: Option<RequestId>,
-    #[serde(default)]
-    method: Option<String>,
-    #[serde(default)]
-    params: Value,
+    #[serde(default, borrow)]
+    method: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    params: Option<&'a RawValue>,
     #[serde(default)]
     result: Option<Value>,
     #[serde(default)]
@@ -85,20 +117,14 @@ pub enum FrameError {
     Shapeless,
 }
 
-impl Frame {
+impl<'a> Frame<'a> {
     /// Classify one line.
-    pub fn parse(line: &[u8]) -> Result<Frame, FrameError> {
-        let raw: Raw = serde_json::from_slice(line)?;
+    pub fn parse(line: &'a [u8]) -> Result<Frame<'a>, FrameError> {
+        let raw: Raw<'a> = serde_json::from_slice(line)?;
+        let params = Params(raw.params);
         Ok(match (raw.id, raw.method) {
-            (Some(id), Some(method)) => Frame::Request {
-                id,
-                method,
-                params: raw.params,
-            },
-            (None, Some(method)) => Frame::Notification {
-                method,
-                params: raw.params,
-            },
+            (Some(id), Some(method)) => Frame::Request { id, method, params },
+            (None, Some(method)) => Frame::Notification { method, params },
             (Some(id), None) => match (raw.error, raw.result) {
                 (Some(e), _) => Frame::Response { id, result: Err(e) },
                 (None, Some(r)) => Frame::Response { id, result: Ok(r) },
@@ -235,18 +261,31 @@ pub struct IdOnly {
 /// `item/started`, `item/completed` (`ItemStartedNotification`, …): the item is a
 /// `ThreadItem`, read by its `type`.
 #[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ItemNotification {
-    pub item: Value,
-    pub turn_id: String,
+pub struct ItemNotification<'a> {
+    /// Unparsed: [`ItemHead`] first, the whole item only where its type needs it.
+    #[serde(borrow)]
+    pub item: &'a RawValue,
+}
+
+/// What every `ThreadItem` is read for first: its type, its id and (an agent
+/// message's, a plan's) text, borrowed from the line.
+#[derive(Debug, Deserialize)]
+pub struct ItemHead<'a> {
+    #[serde(rename = "type", borrow)]
+    pub kind: Cow<'a, str>,
+    #[serde(default, borrow)]
+    pub id: Cow<'a, str>,
+    #[serde(default, borrow)]
+    pub text: Option<Cow<'a, str>>,
 }
 
 /// `item/agentMessage/delta`, `item/commandExecution/outputDelta`,
 /// `item/reasoning/textDelta`, `item/reasoning/summaryTextDelta`, …
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct DeltaNotification {
-    pub item_id: String,
+pub struct DeltaNotification<'a> {
+    #[serde(borrow)]
+    pub item_id: Cow<'a, str>,
     pub delta: String,
 }
 

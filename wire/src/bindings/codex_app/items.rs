@@ -16,8 +16,10 @@
 
 use std::collections::HashSet;
 
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
+use super::frames::ItemHead;
 use super::mapper::Output;
 use crate::protocol::{CapEvent, FsEvent};
 
@@ -66,25 +68,32 @@ impl Items {
         out.push(Output::Event(event));
     }
 
-    /// An item in its current state (`done`: completed); `Err` gives back an item of
-    /// a type this binding does not know.
+    /// An item in its current state (`done`: completed), read by its `head`; the
+    /// whole item (`raw`) is parsed only for the types that need more than the head
+    /// (not an agent message: the hot path of a long answer). `Err` gives back the
+    /// type of an item this binding does not know.
     pub(super) fn on_item(
         &mut self,
         id: String,
-        item: Value,
+        head: &ItemHead<'_>,
+        raw: &RawValue,
         done: bool,
         out: &mut Vec<Output>,
-    ) -> Result<(), Value> {
-        match str_of(&item, "type") {
+    ) -> Result<(), String> {
+        // Valid JSON already (the line parsed): only a nesting past serde_json's
+        // limit fails, and leaves the item's fields empty.
+        let item = || serde_json::from_str::<Value>(raw.get()).unwrap_or_default();
+        match head.kind.as_ref() {
             "agentMessage" => {
                 if done {
-                    let text = str_of(&item, "text");
+                    let text = head.text.as_deref().unwrap_or("");
                     self.unsaid(&id, text, Delta::Text, out);
                     self.last_message = Some(text.to_owned());
                 }
             }
             "reasoning" => {
                 if done {
+                    let item = item();
                     let text = ["content", "summary"]
                         .iter()
                         .filter_map(|k| item.get(*k).and_then(Value::as_array))
@@ -96,6 +105,7 @@ impl Items {
                 }
             }
             "commandExecution" => {
+                let item = item();
                 let input =
                     json!({ "command": str_of(&item, "command"), "cwd": str_of(&item, "cwd") });
                 self.start(&id, "command_execution", input, out);
@@ -109,6 +119,7 @@ impl Items {
                 }
             }
             "fileChange" => {
+                let item = item();
                 let changes = item.get("changes").cloned().unwrap_or(Value::Null);
                 self.start(&id, "file_change", json!({ "changes": changes }), out);
                 if done {
@@ -133,6 +144,7 @@ impl Items {
                 }
             }
             "mcpToolCall" => {
+                let item = item();
                 let name = format!(
                     "mcp__{}__{}",
                     str_of(&item, "server"),
@@ -148,6 +160,7 @@ impl Items {
                 }
             }
             "webSearch" => {
+                let item = item();
                 let input = json!({ "query": str_of(&item, "query") });
                 self.start(&id, "web_search", input, out);
                 if done {
@@ -155,7 +168,7 @@ impl Items {
                 }
             }
             kind if SILENT.contains(&kind) => {}
-            _ => return Err(item),
+            other => return Err(other.to_owned()),
         }
         if done {
             self.streamed.remove(&id);

@@ -19,7 +19,7 @@
 //!
 //! A line that is not a JSON-RPC message is a `parse_failed` error, counted.
 
-use serde::de::DeserializeOwned;
+use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::approvals::{Approval, Refusal, approval};
@@ -74,6 +74,8 @@ const WARN_PERCENT: f64 = 90.0;
 #[derive(Debug)]
 pub struct AppMapper {
     turn: u64,
+    /// What item ids are prefixed with in this turn (`t<turn>.`).
+    prefix: String,
     model: Option<String>,
     items: Items,
     /// The turn's model calls so far.
@@ -90,6 +92,7 @@ impl AppMapper {
     pub fn new(turn: u64, model: Option<String>) -> Self {
         AppMapper {
             turn,
+            prefix: prefix_of(turn),
             model,
             items: Items::default(),
             usage: Totals::default(),
@@ -107,11 +110,6 @@ impl AppMapper {
         self.stats
     }
 
-    /// What item ids are prefixed with in this turn.
-    pub fn prefix(&self) -> String {
-        format!("t{}.", self.turn)
-    }
-
     /// Map one line.
     pub fn on_line(&mut self, line: &[u8], out: &mut Vec<Output>) {
         let line = line.trim_ascii();
@@ -122,7 +120,7 @@ impl AppMapper {
         match Frame::parse(line) {
             Ok(Frame::Response { id, result }) => out.push(Output::Response { id, result }),
             Ok(Frame::Request { id, method, params }) => {
-                match approval(id.clone(), &method, params, &self.prefix()) {
+                match approval(id.clone(), &method, params, &self.prefix) {
                     Ok(a) => out.push(Output::Approval(a)),
                     Err(refusal) => {
                         if matches!(refusal, Refusal::Invalid { .. }) {
@@ -149,13 +147,13 @@ impl AppMapper {
     }
 
     /// `params` as `T`, or a counted `parse_failed`.
-    fn typed<T: DeserializeOwned>(
+    fn typed<'a, T: Deserialize<'a>>(
         &mut self,
         method: &str,
-        params: Value,
+        params: Params<'a>,
         out: &mut Vec<Output>,
     ) -> Option<T> {
-        match serde_json::from_value(params) {
+        match params.parse() {
             Ok(t) => Some(t),
             Err(e) => {
                 self.malformed(&format!("codex app-server {method}: {e}"), out);
@@ -164,11 +162,11 @@ impl AppMapper {
         }
     }
 
-    fn on_notification(&mut self, method: &str, params: Value, out: &mut Vec<Output>) {
-        let prefix = self.prefix();
+    fn on_notification(&mut self, method: &str, params: Params<'_>, out: &mut Vec<Output>) {
         match method {
             "turn/started" => {
                 self.turn += 1;
+                self.prefix = prefix_of(self.turn);
                 self.usage = Totals::default();
                 self.last_error = None;
             }
@@ -176,14 +174,13 @@ impl AppMapper {
                 let Some(n) = self.typed::<ItemNotification>(method, params, out) else {
                     return;
                 };
-                let _ = &n.turn_id;
-                let id = format!(
-                    "{prefix}{}",
-                    n.item.get("id").and_then(Value::as_str).unwrap_or("")
-                );
+                let Some(head) = self.typed::<ItemHead>(method, Params::of(n.item), out) else {
+                    return;
+                };
+                let id = format!("{}{}", self.prefix, head.id);
                 if let Err(unknown) =
                     self.items
-                        .on_item(id, n.item, method == "item/completed", out)
+                        .on_item(id, &head, n.item, method == "item/completed", out)
                 {
                     self.stats.unknown += 1;
                     tracing::debug!(item = %unknown, "codex app-server: unknown item type");
@@ -202,7 +199,7 @@ impl AppMapper {
                     _ => Delta::Thought,
                 };
                 self.items
-                    .delta(format!("{prefix}{}", n.item_id), n.delta, kind, out);
+                    .delta(format!("{}{}", self.prefix, n.item_id), n.delta, kind, out);
             }
             "turn/plan/updated" => {
                 let Some(n) = self.typed::<PlanNotification>(method, params, out) else {
@@ -218,7 +215,7 @@ impl AppMapper {
                             "inProgress" => PlanStatus::InProgress,
                             _ => PlanStatus::Pending,
                         };
-                        PlanEntry::new(format!("{prefix}plan-{i}"), s.step, status)
+                        PlanEntry::new(format!("{}plan-{i}", self.prefix), s.step, status)
                     })
                     .collect();
                 out.push(Output::Event(CapEvent::plan(entries)));
@@ -247,6 +244,7 @@ impl AppMapper {
                 }
             }
             "warning" => {
+                let params: Value = params.parse().unwrap_or_default();
                 let message = params.get("message").and_then(Value::as_str).unwrap_or("");
                 let kind = ErrorKind::Other("agent_warning".into());
                 out.push(Output::Event(CapEvent::error(kind, message, false)));
@@ -363,6 +361,11 @@ impl From<TokenUsageBreakdown> for Totals {
             reasoning_output_tokens: b.reasoning_output_tokens,
         }
     }
+}
+
+/// The item id prefix of turn `turn`.
+fn prefix_of(turn: u64) -> String {
+    format!("t{turn}.")
 }
 
 /// `cap.error` for an error message of Codex's, coded by what it says.

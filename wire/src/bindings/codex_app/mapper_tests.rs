@@ -353,9 +353,23 @@ fn a_reached_rate_limit_is_a_rate_limit_error_with_its_reset_said_on_change() {
     assert_eq!(errors[1]["details"]["source"], "rate_limit_event");
 }
 
+/// `approval` of `method` with `params`, as the mapper reads them off a line.
+fn approval_of(
+    id: RequestId,
+    method: &str,
+    params: Value,
+    prefix: &str,
+) -> Result<Approval, Refusal> {
+    let line = json!({ "id": 0, "method": method, "params": params }).to_string();
+    let Ok(Frame::Request { params, .. }) = Frame::parse(line.as_bytes()) else {
+        panic!("a request: {line}")
+    };
+    approval(id, method, params, prefix)
+}
+
 #[test]
 fn approvals_of_each_kind_and_their_answers() {
-    let cmd = approval(
+    let cmd = approval_of(
         RequestId::Num(3),
         "item/commandExecution/requestApproval",
         json!({"itemId":"c1","command":"rm -rf x","cwd":"/w","threadId":"t","turnId":"u","startedAtMs":0,"environmentId":null,"kind":"command"}),
@@ -368,7 +382,7 @@ fn approvals_of_each_kind_and_their_answers() {
         json!({"decision": "decline"})
     );
     assert_eq!(cmd.kind.response(None), json!({"decision": "cancel"}));
-    let legacy = approval(
+    let legacy = approval_of(
         RequestId::Str("x".into()),
         "execCommandApproval",
         json!({"conversationId":"t","callId":"c","approvalId":null,"command":["ls","-l"],"cwd":"/w","reason":null,"parsedCmd":[]}),

@@ -1,0 +1,104 @@
+//! Part 4: Codex alone, no capfleet, the same flood turn: `codex exec --json` with
+//! its output read and dropped (spawn to its `turn.completed` line: exec's turn is a
+//! process), and `codex app-server` driven by the least client there is (initialize,
+//! `thread/start`, then `turn/start` to its `turn/completed`). The baseline of part
+//! 2: what each path costs with nobody in the way, so that the ratio through capfleet
+//! can be read against the ratio of Codex's own.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::peer::{FakeLlm, peer_env};
+use crate::session::Via;
+
+/// `codex` with its offline environment against `fake`, in a process group of its own.
+fn codex(fake: &FakeLlm, codex: &Path, home: &Path, work: &Path) -> Command {
+    let bin = codex
+        .parent()
+        .expect("codex's bin dir")
+        .display()
+        .to_string();
+    let mut c = Command::new(codex);
+    for (k, v) in peer_env("codex", fake.port(), home, work) {
+        let v = if k == "PATH" { format!("{bin}:{v}") } else { v };
+        c.env(k, v);
+    }
+    c.current_dir(work)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .process_group(0);
+    c
+}
+
+/// Read `out` up to the first line containing `needle`.
+fn read_to(out: &mut BufReader<ChildStdout>, needle: &str) -> Value {
+    let mut line = String::new();
+    loop {
+        line.clear();
+        let n = out.read_line(&mut line).expect("codex output");
+        assert!(n > 0, "codex ended before {needle}");
+        if line.contains(needle) {
+            return serde_json::from_str(&line).expect("a JSON line");
+        }
+    }
+}
+
+fn end(mut child: Child) {
+    // SAFETY: kill(2) of our child's own process group (`process_group(0)`).
+    unsafe { libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL) };
+    let _status = child.wait();
+}
+
+/// The flood turn of `items` agent messages on `via` with Codex alone.
+pub(crate) fn flood(via: Via, fake: &FakeLlm, codex_path: &Path, items: u64) -> Duration {
+    fake.reset();
+    fake.script(json!([{ "text": "xxxxxxxx", "items": items, "chunk": 64 }]));
+    let home = tempfile::tempdir().expect("home");
+    let work = tempfile::tempdir().expect("work");
+    let work = std::fs::canonicalize(work.path()).expect("work");
+    let mut c = codex(fake, codex_path, home.path(), &work);
+    match via {
+        Via::Exec => {
+            c.args(["exec", "--json", "--skip-git-repo-check", "go"])
+                .stdin(Stdio::null());
+            let t0 = Instant::now();
+            let mut child = c.spawn().expect("codex exec");
+            let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+            read_to(&mut out, "\"turn.completed\"");
+            let took = t0.elapsed();
+            end(child);
+            took
+        }
+        Via::AppServer => {
+            c.arg("app-server").stdin(Stdio::piped());
+            let mut child = c.spawn().expect("codex app-server");
+            let mut input = child.stdin.take().expect("stdin");
+            let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+            let mut send = |v: Value| {
+                writeln!(input, "{v}").expect("codex input");
+            };
+            send(json!({"id": 1, "method": "initialize",
+                "params": {"clientInfo": {"name": "bench", "version": "0"}}}));
+            read_to(&mut out, "\"id\":1");
+            send(json!({"method": "initialized"}));
+            send(json!({"id": 2, "method": "thread/start",
+                "params": {"cwd": work.display().to_string()}}));
+            let thread = read_to(&mut out, "\"id\":2")["result"]["thread"]["id"].clone();
+            let t0 = Instant::now();
+            send(
+                json!({"id": 3, "method": "turn/start", "params": {"threadId": thread,
+                "input": [{"type": "text", "text": "go", "text_elements": []}]}}),
+            );
+            read_to(&mut out, "\"method\":\"turn/completed\"");
+            let took = t0.elapsed();
+            drop(input);
+            end(child);
+            took
+        }
+    }
+}
