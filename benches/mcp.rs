@@ -131,7 +131,10 @@ impl Client {
         let mut line = String::new();
         loop {
             line.clear();
-            assert!(self.from.read_line(&mut line).expect("read") > 0, "the server closed");
+            assert!(
+                self.from.read_line(&mut line).expect("read") > 0,
+                "the server closed"
+            );
             let v: Value = serde_json::from_str(&line).expect("a JSON-RPC line");
             if v["id"] == id {
                 assert!(v.get("error").is_none(), "{v}");
@@ -238,8 +241,13 @@ fn main() {
     let o = per_call(&mut ours, calls, "run_status", &one);
     figure("3. run_status of an ended run (journaled)", o, b);
     drop(ours);
-    let journaled = std::fs::read_to_string(full.path().join(".capfleet/runs").join(&ids[0]).join("journal.jsonl"))
-        .map(|j| j.lines().filter(|l| l.contains("\"mcp_call\"")).count())
-        .unwrap_or(0);
+    let journaled = std::fs::read_to_string(
+        full.path()
+            .join(".capfleet/runs")
+            .join(&ids[0])
+            .join("journal.jsonl"),
+    )
+    .map(|j| j.lines().filter(|l| l.contains("\"mcp_call\"")).count())
+    .unwrap_or(0);
     println!("   (run_status calls journaled in that run: {journaled})");
 }

@@ -205,11 +205,19 @@ mod tests {
         for i in 0..10 {
             t.push(&format!("\nline {i}"));
         }
-        assert_eq!(t.lines(), ["line 5", "line 6", "line 7", "line 8", "line 9"]);
+        assert_eq!(
+            t.lines(),
+            ["line 5", "line 6", "line 7", "line 8", "line 9"]
+        );
         t.push(&"x".repeat(1000));
         assert_eq!(t.lines().last().map(|l| l.chars().count()), Some(240));
         t.push("\n\n\n");
-        assert_eq!(t.lines().len(), 5, "empty lines are no lines: {:?}", t.lines());
+        assert_eq!(
+            t.lines().len(),
+            5,
+            "empty lines are no lines: {:?}",
+            t.lines()
+        );
         assert!(t.lines()[4].starts_with("line 9xx"));
     }
 }

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
-use crate::types::{AnswerAsk, AskList, Answered, Diff, FleetSource, RunList, RunStatus, Started};
+use crate::types::{AnswerAsk, Answered, AskList, Diff, FleetSource, RunList, RunStatus, Started};
 use capfleet_engine::run::calls::OutsideCall;
 
 /// What a tool needs of its caller; each includes the ones before it (the server's

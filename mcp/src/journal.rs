@@ -50,7 +50,9 @@ impl CallSlot {
             }
             Slot::Live(log) => {
                 if !log.record(call) {
-                    tracing::warn!("a tool call not journaled: the run's call log is full or ended");
+                    tracing::warn!(
+                        "a tool call not journaled: the run's call log is full or ended"
+                    );
                 }
                 true
             }

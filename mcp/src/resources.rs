@@ -40,11 +40,8 @@ pub(crate) fn templates() -> Vec<ResourceTemplate> {
         ResourceTemplate::new(format!("{SCHEME}{{run}}/journal"), "journal")
             .with_description("A run's journal: one JSON record per line")
             .with_mime_type("application/x-ndjson"),
-        ResourceTemplate::new(
-            format!("{SCHEME}{{run}}/{ARTIFACTS}/{{+path}}"),
-            "artifact",
-        )
-        .with_description("A stored artifact of a run (`<session>/<file>`)"),
+        ResourceTemplate::new(format!("{SCHEME}{{run}}/{ARTIFACTS}/{{+path}}"), "artifact")
+            .with_description("A stored artifact of a run (`<session>/<file>`)"),
     ]
 }
 

@@ -30,7 +30,7 @@ use crate::fleets::{Access, Caller, Fleets, ToolError};
 use crate::metrics::McpMetrics;
 use crate::resources;
 use crate::types::{
-    AnswerAsk, AskList, Answered, Diff, FleetSource, RunList, RunRef, RunStatus, SessionRef,
+    AnswerAsk, Answered, AskList, Diff, FleetSource, RunList, RunRef, RunStatus, SessionRef,
     StartRun, Started, WaitRun,
 };
 use capfleet_engine::run::calls::OutsideCall;
@@ -150,7 +150,8 @@ impl FleetTools {
         context: RequestContext<RoleServer>,
     ) -> Result<Json<RunStatus>, ToolError> {
         caller.allowed("wait_run", Access::Read)?;
-        let timeout = Duration::from_secs(w.timeout_s.unwrap_or(WAIT_DEFAULT_S).clamp(1, WAIT_MAX_S));
+        let timeout =
+            Duration::from_secs(w.timeout_s.unwrap_or(WAIT_DEFAULT_S).clamp(1, WAIT_MAX_S));
         let deadline = Instant::now() + timeout;
         let token = context.meta.get_progress_token();
         let (mut step, mut said) = (0u32, None);

@@ -28,7 +28,7 @@
 //! | `queued.rs` | queued runs on disk (`queued.json` beside `input/`, synced before the `201`), left queued by the drain and taken up again, checked as a submission, by the next start |
 //! | `sweep.rs` | at start: runs of the data dir whose capfleet died without ending them get `run_ended` (interrupted); their agents are killed by marker (`app/src/orphans.rs`) |
 //! | `auth.rs` | the token file (`NAME ROLE SHA256-HEX`), `token add`, the server's file made at its first start (or refused with no token in it), constant-time check of every digest, roles by method and path, slowed failures per address |
-//! | `mcp.rs` | MCP (`capfleet-mcp`'s tools over this server's runs): at `/mcp` over Streamable HTTP behind the auth (each tool checks the role its route would need), and `capfleet mcp`'s local server on stdio |
+//! | `mcp/` | MCP (`capfleet-mcp`'s tools over this server's runs): at `/mcp` over Streamable HTTP behind the auth (each tool checks the role its route would need), and `capfleet mcp`'s local server on stdio |
 //! | `start.rs` | a fleet taken in (`POST /v1/runs`, MCP's `start_run`): written to `input/`, validated, kept queued on disk, admitted; a local fleet file by path (`capfleet mcp`) |
 //! | `routes.rs` | the routes (each registered with `utoipa_axum::routes!` from its handler's `#[utoipa::path]`), the auth middleware, the `http.request` span and request count per route pattern (`MatchedPath`), submit / list / show / cancel / asks |
 //! | `api.rs` | `GET /openapi.json`: the document the routes made, plus what `auth.rs` enforces (bearer scheme, `x-capfleet-role` from `Role::needed`, 401/403 answers); the probes and the document are open |

@@ -54,7 +54,9 @@ fn the_python_sdk_drives_serve_over_streamable_http_within_its_roles() {
     assert_eq!(step(&lines, "demo_status")["status"]["state"], "completed");
     let diff = step(&lines, "diff");
     assert!(
-        diff["patch"].as_str().is_some_and(|p| p.contains("src/health.rs")),
+        diff["patch"]
+            .as_str()
+            .is_some_and(|p| p.contains("src/health.rs")),
         "{diff}"
     );
     assert_eq!(refusal(&lines, "answer_as_runner"), "forbidden");
@@ -69,20 +71,29 @@ fn the_python_sdk_drives_serve_over_streamable_http_within_its_roles() {
         .filter(|r| r["event"]["kind"] == "cap.permission.response")
         .collect();
     assert_eq!(decided.len(), 1, "{decided:?}");
-    assert_eq!(decided[0]["event"]["_meta"]["capfleet.rule"], "remote:alice");
+    assert_eq!(
+        decided[0]["event"]["_meta"]["capfleet.rule"],
+        "remote:alice"
+    );
 
     // A `read` token: reads, and is refused the rest.
     let lines = client(
         d,
         &[
-            "--url", &url, "--token", &viewer, "refused", "--run", &demo_run, "--ask-id",
-            "s0.none",
+            "--url", &url, "--token", &viewer, "refused", "--run", &demo_run, "--ask-id", "s0.none",
         ],
     );
-    assert!(step(&lines, "runs")["runs"].as_u64() >= Some(2), "{lines:?}");
+    assert!(
+        step(&lines, "runs")["runs"].as_u64() >= Some(2),
+        "{lines:?}"
+    );
     assert_eq!(step(&lines, "status")["state"], "completed");
     for refused in ["start", "cancel", "answer"] {
-        assert_eq!(refusal(&lines, refused), "forbidden", "{refused}: {lines:?}");
+        assert_eq!(
+            refusal(&lines, refused),
+            "forbidden",
+            "{refused}: {lines:?}"
+        );
     }
     // Journaled in the run it touched (ended: appended after the call), and counted.
     let journal = server.journal(&demo_run);

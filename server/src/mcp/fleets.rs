@@ -1,56 +1,31 @@
-//! MCP over this server's runs (issue 40): `capfleet-mcp`'s tools ([`Fleets`]) acting
-//! exactly as the API's routes do — `start_run` is a submission ([`super::start`]),
-//! `answer_ask` the route's answer (checked against the question, journaled as
-//! `remote:<caller>`), `cancel_run` the route's cancel — served two ways:
-//!
-//! - at [`PATH`] over Streamable HTTP ([`router`]), behind the origin checks and the
-//!   bearer-token auth every route passes; the token's name and role reach the tools
-//!   on the request ([`Caller`]), and each tool checks the role its route would need
-//!   (`read`; `run` to start and cancel; `approve` to answer). A fleet file named by
-//!   path is refused: a server takes a fleet's text, as `POST /v1/runs` does.
-//! - on stdio for `capfleet mcp` ([`stdio`]): a server of its own over the working
-//!   directory's `.capfleet/runs` (no HTTP, no token: its caller is the local user,
-//!   who may everything `capfleet run` may, fleet files by path included). The client
-//!   closing stdin, or SIGTERM/SIGINT, cancels what still runs and waits for it.
+//! The tools' view of a server's runs ([`Fleets`]): each tool acts as the API's
+//! route of the same change does, its refusals the route's errors (same code,
+//! message and detail).
 
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
-use std::sync::Arc;
-use std::time::Duration;
 
-use axum::Router;
-use axum::extract::Request;
-use axum::middleware::{self, Next};
-use axum::response::Response;
+use capfleet_app::fleet::RunDir;
 use capfleet_app::runs;
-use capfleet_app::signals::StopSignals;
-use capfleet_app::style::{ColorChoice, Style};
 use capfleet_app::submission::Submission;
-use capfleet_app::telemetry::{Telemetry, TelemetryArgs};
 use capfleet_engine::run::calls::OutsideCall;
-use capfleet_engine::telemetry::metrics::FleetMetrics;
 use capfleet_mcp::types::{
-    AnswerAsk, AskList, Answered, Diff, FleetSource, OpenAsk, RunList, RunStatus, RunSummary,
+    AnswerAsk, Answered, AskList, Diff, FleetSource, OpenAsk, RunList, RunStatus, RunSummary,
     SessionStatus, Started,
 };
-use capfleet_mcp::{Access, Caller, FleetTools, Fleets, McpMetrics, Reply, ToolError};
+use capfleet_mcp::{Caller, Fleets, Reply, ToolError};
 use serde_json::json;
+use std::sync::Arc;
 
-use super::asks::{AnswerRequest, AskKind};
-use super::auth::{self, Role};
-use super::error::ApiError;
-use super::state::{Cancelled, Limits, RunEntry, Server, valid_id};
-use super::view::{Created, RunView};
-use capfleet_app::fleet::RunDir;
-
-/// Where the server serves MCP.
-pub(crate) use super::auth::MCP_PATH as PATH;
+use crate::asks::{AnswerRequest, AskKind};
+use crate::error::ApiError;
+use crate::state::{Cancelled, RunEntry, Server, valid_id};
+use crate::view::{Created, RunView};
 
 /// The tools' view of a server's runs.
-struct ServerFleets {
-    server: Arc<Server>,
+pub(super) struct ServerFleets {
+    pub(super) server: Arc<Server>,
     /// Fleet files by path are taken (`capfleet mcp`'s local server only).
-    local_files: bool,
+    pub(super) local_files: bool,
 }
 
 /// An API error as the tools say it: the same code, message and detail.
@@ -109,7 +84,7 @@ impl ServerFleets {
             runs.push(RunSummary {
                 run: row.run,
                 fleet: None,
-                state: super::state::RunState::from(row.state).as_str().to_owned(),
+                state: crate::state::RunState::from(row.state).as_str().to_owned(),
                 outcome: row.outcome,
                 cost_usd: row.cost_usd,
                 sessions: row.sessions,
@@ -168,7 +143,7 @@ impl ServerFleets {
         Ok(RunStatus {
             run: row.run,
             fleet: None,
-            state: super::state::RunState::from(row.state).as_str().to_owned(),
+            state: crate::state::RunState::from(row.state).as_str().to_owned(),
             outcome: row.outcome,
             exit_code: row.exit_code,
             cost_usd: row.cost_usd,
@@ -201,7 +176,7 @@ impl Fleets for ServerFleets {
         Box::pin(async move {
             let created = match fleet {
                 FleetSource::Path(path) if local_files => {
-                    super::start::from_file(&server, Path::new(&path), task.as_deref(), &by.name)
+                    crate::start::from_file(&server, Path::new(&path), task.as_deref(), &by.name)
                         .await
                 }
                 FleetSource::Path(_) => Err(ApiError::BadRequest(
@@ -210,7 +185,7 @@ impl Fleets for ServerFleets {
                 FleetSource::Toml { fleet, files } => {
                     let value = json!({ "fleet": fleet, "files": files, "task": task });
                     match Submission::from_json(value) {
-                        Ok(s) => super::start::submitted(&server, s, &by.name, None).await,
+                        Ok(s) => crate::start::submitted(&server, s, &by.name, None).await,
                         Err(e) => Err(e.into()),
                     }
                 }
@@ -284,11 +259,14 @@ impl Fleets for ServerFleets {
     fn diff(&self, run: String, session: String) -> Reply<Diff> {
         let server = self.server.clone();
         Box::pin(async move {
-            let bytes = super::artifacts::session_diff(&server, &run, &session)
+            let bytes = crate::artifacts::session_diff(&server, &run, &session)
                 .await
                 .map_err(refused)?;
             let patch = String::from_utf8_lossy(&bytes).into_owned();
-            let files = patch.lines().filter(|l| l.starts_with("diff --git ")).count();
+            let files = patch
+                .lines()
+                .filter(|l| l.starts_with("diff --git "))
+                .count();
             Ok(Diff {
                 run,
                 session,
@@ -334,146 +312,4 @@ impl Fleets for ServerFleets {
             }
         }
     }
-}
-
-/// A token's role as what the tools may.
-fn access(role: Role) -> Access {
-    match role {
-        Role::Read => Access::Read,
-        Role::Run => Access::Run,
-        Role::Approve | Role::Admin => Access::Approve,
-    }
-}
-
-/// The caller the auth found, handed to the tools on the request.
-async fn hand_caller(mut request: Request, next: Next) -> Response {
-    if let Some(c) = request.extensions().get::<auth::Caller>() {
-        let caller = Caller {
-            name: c.name.clone(),
-            may: access(c.role),
-        };
-        request.extensions_mut().insert(caller);
-    }
-    next.run(request).await
-}
-
-/// `/mcp`: the tools over Streamable HTTP (the caller's auth layered on by
-/// [`super::routes`]), counted into the server's registry.
-pub(crate) fn router(server: Arc<Server>, metrics: McpMetrics) -> Router<Arc<Server>> {
-    let fleets: Arc<dyn Fleets> = Arc::new(ServerFleets {
-        server,
-        local_files: false,
-    });
-    let service =
-        capfleet_mcp::http_service(move || FleetTools::new(fleets.clone(), None, metrics.clone()));
-    Router::new()
-        .route_service(PATH, service)
-        .layer(middleware::from_fn(hand_caller))
-}
-
-/// What `capfleet mcp` serves with.
-#[derive(Debug, Clone)]
-pub struct Local {
-    /// The data dir (`<cwd>/.capfleet` unless said): its `runs/` holds the runs.
-    pub data_dir: PathBuf,
-    /// The directory its sessions work in and its fleets' `cwd`s stay inside.
-    pub cwd: PathBuf,
-    pub max_runs: usize,
-    pub max_sessions: usize,
-    /// How long a question waits for an answer before its fail-safe one.
-    pub ask_timeout: Duration,
-    pub telemetry: TelemetryArgs,
-}
-
-/// Why `capfleet mcp` does not start.
-#[derive(Debug, thiserror::Error)]
-enum LocalError {
-    #[error("the data dir {}: {source}", path.display())]
-    DataDir {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("--max-runs and --max-sessions must be at least 1")]
-    Limits,
-    #[error("{0}")]
-    Telemetry(#[from] capfleet_engine::telemetry::TelemetryError),
-}
-
-/// `capfleet mcp`: serve the tools on stdin/stdout until the client goes (or a
-/// signal), then cancel what still runs and wait for it.
-pub fn stdio(local: Local, color: ColorChoice) -> ExitCode {
-    let runtime = match capfleet_app::runtime::runtime() {
-        Ok(rt) => rt,
-        Err(code) => return code,
-    };
-    runtime.block_on(async move {
-        // Before anything: a signal ends the serving, not the process.
-        let signals = StopSignals::all();
-        match serve_local(local, color, signals).await {
-            Ok(code) => code,
-            Err(e) => {
-                eprintln!("{} {e}", Style::for_stderr(color).err("error:"));
-                ExitCode::from(capfleet_app::launch::EXIT_INVALID)
-            }
-        }
-    })
-}
-
-async fn serve_local(
-    local: Local,
-    color: ColorChoice,
-    mut signals: StopSignals,
-) -> Result<ExitCode, LocalError> {
-    if local.max_runs == 0 || local.max_sessions == 0 {
-        return Err(LocalError::Limits);
-    }
-    let telemetry = Telemetry::start(color, &local.telemetry)?;
-    let runs_dir = local.data_dir.join("runs");
-    let canonical = std::fs::create_dir_all(&runs_dir).and_then(|()| std::fs::canonicalize(&runs_dir));
-    let runs_dir = canonical.map_err(|source| LocalError::DataDir {
-        path: runs_dir.clone(),
-        source,
-    })?;
-    let limits = Limits {
-        max_runs: local.max_runs,
-        max_sessions: local.max_sessions,
-        queue: usize::MAX,
-    };
-    let fleet_metrics = Arc::new(FleetMetrics::new(
-        telemetry.span_stats().unwrap_or_default(),
-    ));
-    let mut server = Server::new(runs_dir, auth::Tokens::none(), limits, fleet_metrics);
-    server.ask_timeout = local.ask_timeout;
-    server.allow_roots = vec![local.cwd.clone()];
-    let server = Arc::new(server);
-    let fleets: Arc<dyn Fleets> = Arc::new(ServerFleets {
-        server: server.clone(),
-        local_files: true,
-    });
-    let user = std::env::var("USER").unwrap_or_else(|_| "local".into());
-    let caller = Caller {
-        name: user,
-        may: Access::Approve,
-    };
-    let tools = FleetTools::new(fleets, Some(caller), McpMetrics::default());
-    tracing::info!(runs = %server.runs_dir.display(), "capfleet mcp: serving MCP on stdio");
-    let code = tokio::select! {
-        served = capfleet_mcp::serve_stdio(tools) => match served {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                tracing::error!("{e}");
-                ExitCode::FAILURE
-            }
-        },
-        signal = signals.recv() => {
-            capfleet_app::logging::note(&format!("capfleet mcp: {signal}: cancelling every run"));
-            ExitCode::from(signal.exit_code())
-        }
-    };
-    // Nothing more comes: what still runs is cancelled, and waited for.
-    server.drain();
-    server.cancel_all("the MCP client's end");
-    server.idle().await;
-    telemetry.finish().await;
-    Ok(code)
 }
