@@ -228,10 +228,8 @@ async fn submit(
         server.metrics.submitted("draining");
         return Err(ApiError::Draining);
     }
-    let submission = super::body::submission(&headers, &body).map_err(|e| {
-        server.metrics.submitted("invalid");
-        e
-    })?;
+    let submission = super::body::submission(&headers, &body)
+        .inspect_err(|_| server.metrics.submitted("invalid"))?;
     let traceparent = headers
         .get("traceparent")
         .and_then(|v| v.to_str().ok())
