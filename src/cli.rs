@@ -88,6 +88,8 @@ enum Command {
     Clean(cmd::worktree::clean::CleanArgs),
     /// Serve the HTTP API: fleets submitted, watched and cancelled remotely (tokens, admission, drain).
     Serve(Box<cmd::serve::ServeArgs>),
+    /// Serve MCP on stdio: an assistant starts, watches, answers and cancels fleets here through tools.
+    Mcp(Box<cmd::mcp::McpArgs>),
     /// Submit a fleet to a `capfleet serve` (`--wait`: follow it, exit with its code).
     Submit(Box<cmd::submit::SubmitArgs>),
     /// Take runs queued in NATS JetStream (`submit --nats`) and run them here (labels, leases, drain).
@@ -115,7 +117,13 @@ pub(crate) fn main() -> ExitCode {
     if matches!(cli.command, Some(Command::Run(ref a)) if !a.dry_run && !a.resume_on_crash)
         || matches!(
             cli.command,
-            Some(Command::Chat(_) | Command::Speak(_) | Command::Acp(_) | Command::Worker(_))
+            Some(
+                Command::Chat(_)
+                    | Command::Speak(_)
+                    | Command::Acp(_)
+                    | Command::Worker(_)
+                    | Command::Mcp(_)
+            )
         )
         || matches!(cli.command, Some(Command::Serve(ref a)) if a.command.is_none())
     {
@@ -132,6 +140,7 @@ pub(crate) fn main() -> ExitCode {
                 | Command::Acp(_)
                 | Command::Serve(_)
                 | Command::Worker(_)
+                | Command::Mcp(_)
         )
     ) {
         capfleet_app::logging::init(cli.color);
@@ -147,6 +156,7 @@ pub(crate) fn main() -> ExitCode {
         Some(Command::Runs(args)) => cmd::runs::run(args, cli.color),
         Some(Command::Chaos(command)) => cmd::chaos::run(command, cli.color),
         Some(Command::Serve(args)) => cmd::serve::run(*args, cli.color),
+        Some(Command::Mcp(args)) => cmd::mcp::run(*args, cli.color),
         Some(Command::Submit(args)) => cmd::submit::run(*args, cli.color),
         Some(Command::Worker(args)) => cmd::worker::run(*args, cli.color),
         Some(Command::Workers(args)) => cmd::workers::run(args, cli.color),
@@ -182,7 +192,8 @@ fn drives_agents(command: Option<&Command>) -> bool {
             | Command::Speak(_)
             | Command::Acp(_)
             | Command::Sim(_)
-            | Command::Worker(_),
+            | Command::Worker(_)
+            | Command::Mcp(_),
         ) => true,
         _ => false,
     }

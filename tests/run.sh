@@ -13,7 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # The pinned third-party peers the suite runs (names from tests/support/install_peers.sh --list).
-PEERS=(claude-code py-acp aider claude-agent-acp gemini opencode codex codex-acp pytest phoenix claude-agent-sdk a2a-py a2a-js gemini-a2a openapi-spec-validator schemathesis nats-server)
+PEERS=(claude-code py-acp aider claude-agent-acp gemini opencode codex codex-acp pytest phoenix claude-agent-sdk a2a-py a2a-js gemini-a2a openapi-spec-validator schemathesis nats-server mcp-py)
 
 die() { echo "tests/run.sh: $*" >&2; exit 1; }
 

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use capfleet_engine::answerer::HumanQuestion;
 use capfleet_engine::budget::BudgetLimits;
 use capfleet_engine::journal::{JournalSpec, ReplicaHook};
+use capfleet_engine::run::calls::CallLog;
 use capfleet_engine::run::{
     Resume, RunReport, RunSpec, RunTelemetry, Stop, WorkspacePhase, run_fleet_stoppable,
 };
@@ -62,6 +63,7 @@ pub fn run_spec(fleet: &Fleet, run: &RunDir, launch: Launch) -> RunSpec {
         workspace: Some(launch.workspace),
         resume: launch.resume,
         chaos: fleet.chaos.clone(),
+        calls: None,
     }
 }
 
@@ -102,6 +104,8 @@ pub struct InProcess {
     pub stops: mpsc::Receiver<Stop>,
     /// A copy of the journal kept elsewhere (a worker's, in NATS), told of each flush.
     pub replica: Option<ReplicaHook>,
+    /// Given the log of the tool calls made on the run from outside (MCP clients').
+    pub calls: Option<tokio::sync::oneshot::Sender<CallLog>>,
 }
 
 /// How a run driven in process ended.
@@ -142,6 +146,7 @@ pub async fn in_process(fleet: &mut Fleet, run: &RunDir, with: InProcess) -> End
     if let Some(journal) = spec.journal.as_mut() {
         journal.replica = with.replica;
     }
+    spec.calls = with.calls;
     match run_fleet_stoppable(spec, with.taps, with.stops).await {
         Ok(r) => Ended {
             outcome: Some(r.outcome),

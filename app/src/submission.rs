@@ -173,7 +173,7 @@ impl Submission {
             Some(roots) => fleet::load_submitted(&path, task, cwd, roots).await,
             None => fleet::load_in(&path, task, cwd).await,
         };
-        loaded.map_err(|errors| SubmissionError::InvalidFleet(findings(&errors, input)))
+        loaded.map_err(|errors| SubmissionError::InvalidFleet(findings(&errors, Some(input))))
     }
 
     /// Load and validate the fleet written into `input` to run it here, confined to
@@ -184,31 +184,48 @@ impl Submission {
         cwd: Option<&Path>,
         roots: &[PathBuf],
     ) -> Result<Loaded, SubmissionError> {
-        let loaded = self.load_fleet(input, cwd, Some(roots)).await?;
-        let missing: Vec<Finding> = loaded
-            .fleet
-            .specs()
-            .filter_map(|spec| {
-                crate::agents::missing_agent(spec, "set the session's `argv` in the fleet")
-            })
-            .map(|message| Finding {
-                origin: FLEET_FILE.into(),
-                line: None,
-                key: String::new(),
-                message,
-            })
-            .collect();
-        if !missing.is_empty() {
-            return Err(SubmissionError::InvalidFleet(missing));
-        }
-        Ok(loaded)
+        runnable(self.load_fleet(input, cwd, Some(roots)).await?)
     }
 }
 
-/// The findings, with the server's directories taken out of their paths.
-fn findings(errors: &FleetErrors, input: &Path) -> Vec<Finding> {
-    let prefix = format!("{}/", input.display());
-    let local = |s: &str| s.replace(&prefix, "");
+/// Load and validate the fleet file at `path` as `capfleet run` does (the local
+/// user's own file, its relative paths its own, nothing confined), to run it here;
+/// a missing agent is a finding too.
+pub async fn load_file(path: &Path, task: Option<&str>) -> Result<Loaded, SubmissionError> {
+    let loaded = fleet::load(path, task)
+        .await
+        .map_err(|errors| SubmissionError::InvalidFleet(findings(&errors, None)))?;
+    runnable(loaded)
+}
+
+/// `loaded`, unless an agent of it is missing (nothing would spawn).
+fn runnable(loaded: Loaded) -> Result<Loaded, SubmissionError> {
+    let missing: Vec<Finding> = loaded
+        .fleet
+        .specs()
+        .filter_map(|spec| {
+            crate::agents::missing_agent(spec, "set the session's `argv` in the fleet")
+        })
+        .map(|message| Finding {
+            origin: FLEET_FILE.into(),
+            line: None,
+            key: String::new(),
+            message,
+        })
+        .collect();
+    if !missing.is_empty() {
+        return Err(SubmissionError::InvalidFleet(missing));
+    }
+    Ok(loaded)
+}
+
+/// The findings, with the server's directories (`input`) taken out of their paths.
+fn findings(errors: &FleetErrors, input: Option<&Path>) -> Vec<Finding> {
+    let prefix = input.map(|i| format!("{}/", i.display()));
+    let local = |s: &str| match &prefix {
+        Some(p) => s.replace(p.as_str(), ""),
+        None => s.to_owned(),
+    };
     errors
         .errors
         .iter()

@@ -29,6 +29,64 @@ pub struct Row {
     /// Rate-limit pauses, and while paused when the turn is re-issued (Unix ms).
     pub pauses: u32,
     pub paused_until_ms: Option<u64>,
+    /// The last lines its agent wrote.
+    pub tail: Tail,
+}
+
+/// Lines a [`Tail`] keeps, and the characters of each.
+const TAIL_LINES: usize = 5;
+const TAIL_LINE_CHARS: usize = 240;
+
+/// The last lines a session's agent wrote (at most five, each cut at 240
+/// characters): what a status shows of a running session.
+#[derive(Debug, Clone, Default)]
+pub struct Tail {
+    /// The lines, the last one still open (the next text goes on with it).
+    lines: std::collections::VecDeque<String>,
+}
+
+impl Tail {
+    /// Take in `text` written after what came before.
+    pub fn push(&mut self, text: &str) {
+        let mut pieces = text.split('\n');
+        if let Some(first) = pieces.next() {
+            match self.lines.back_mut() {
+                Some(open) => cut_onto(open, first),
+                None => self.start(first),
+            }
+        }
+        for piece in pieces {
+            self.start(piece);
+        }
+    }
+
+    fn start(&mut self, piece: &str) {
+        // An empty line is no line: the next one takes its place.
+        if let Some(open) = self.lines.back_mut().filter(|l| l.is_empty()) {
+            cut_onto(open, piece);
+            return;
+        }
+        let mut line = String::new();
+        cut_onto(&mut line, piece);
+        self.lines.push_back(line);
+        // One more than kept: the open line may still be empty.
+        while self.lines.len() > TAIL_LINES + 1 {
+            self.lines.pop_front();
+        }
+    }
+
+    /// The last lines with text, oldest first.
+    pub fn lines(&self) -> Vec<String> {
+        let full: Vec<&String> = self.lines.iter().filter(|l| !l.trim().is_empty()).collect();
+        let skip = full.len().saturating_sub(TAIL_LINES);
+        full.into_iter().skip(skip).cloned().collect()
+    }
+}
+
+/// `piece` onto `line`, up to the line's length.
+fn cut_onto(line: &mut String, piece: &str) {
+    let room = TAIL_LINE_CHARS.saturating_sub(line.chars().count());
+    line.extend(piece.chars().take(room));
 }
 
 impl Row {
@@ -55,6 +113,7 @@ impl Default for Row {
             unpriced_models: Default::default(),
             pauses: 0,
             paused_until_ms: None,
+            tail: Tail::default(),
         }
     }
 }
@@ -70,8 +129,8 @@ pub struct Seen {
 
 /// Count `e` into `seen` (also the tally `capfleet serve` keeps of each run).
 pub fn update(seen: &mut Seen, e: &SessionEvent) {
-    // The router's and the workspaces' records are not sessions.
-    if e.urn.ends_with("/router") || e.urn.ends_with("/workspace") {
+    // The router's, the workspaces' and the outside calls' records are not sessions.
+    if e.urn.ends_with("/router") || e.urn.ends_with("/workspace") || e.urn.ends_with("/mcp") {
         return;
     }
     let row = seen.rows.entry(e.urn.clone()).or_default();
@@ -87,6 +146,9 @@ pub fn update(seen: &mut Seen, e: &SessionEvent) {
         EventBody::TurnEnded { .. } => row.turns += 1,
         EventBody::Restart { .. } => row.restarts += 1,
         EventBody::Audit { record } if record.unattended() => row.unattended_actions += 1,
+        EventBody::Cap {
+            event: CapEvent::TextChunk(t),
+        } => row.tail.push(&t.text),
         EventBody::Cap {
             event: CapEvent::Usage(u),
         } => {
@@ -126,4 +188,36 @@ fn all_paused(seen: &mut Seen) {
         tracing::warn!("every live session is paused by a rate limit: the run waits{until}");
     }
     seen.all_paused = now;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Tail;
+
+    #[test]
+    fn a_tail_keeps_the_last_lines_across_chunks_each_cut() {
+        let mut t = Tail::default();
+        t.push("one\ntw");
+        t.push("o\n");
+        assert_eq!(t.lines(), ["one", "two"]);
+        t.push("three");
+        assert_eq!(t.lines(), ["one", "two", "three"]);
+        for i in 0..10 {
+            t.push(&format!("\nline {i}"));
+        }
+        assert_eq!(
+            t.lines(),
+            ["line 5", "line 6", "line 7", "line 8", "line 9"]
+        );
+        t.push(&"x".repeat(1000));
+        assert_eq!(t.lines().last().map(|l| l.chars().count()), Some(240));
+        t.push("\n\n\n");
+        assert_eq!(
+            t.lines().len(),
+            5,
+            "empty lines are no lines: {:?}",
+            t.lines()
+        );
+        assert!(t.lines()[4].starts_with("line 9xx"));
+    }
 }

@@ -122,6 +122,7 @@ pub(crate) async fn run_with(
         workspace: None,
         resume: None,
         chaos: None,
+        calls: None,
     };
     run_fleet(spec, vec![watcher], tokio::sync::mpsc::channel(1).1)
         .await

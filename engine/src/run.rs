@@ -7,6 +7,7 @@
 //! each session's end); the report when the run has ended. The application adds the
 //! view and the exit code.
 
+pub mod calls;
 mod chaos;
 mod preamble;
 mod spec;
@@ -116,8 +117,9 @@ async fn run_until<S: Into<Stop>>(
     })
     .await?;
     // A journal that died meanwhile: its death is on its way to the loop below.
+    let journal_sink = tree.journal_tap().await.ok().flatten();
     let mut sinks = watchers.clone();
-    sinks.extend(tree.journal_tap().await.ok().flatten());
+    sinks.extend(journal_sink.clone());
     let mut resume = spec.resume;
     let seq_of = |segment: &str| {
         let of = urn(&spec.fleet, segment);
@@ -132,6 +134,14 @@ async fn run_until<S: Into<Stop>>(
         seq_of(crate::workspace::WORKSPACE_URN_SEGMENT),
     );
     let router_seq = seq_of(ROUTER_URN_SEGMENT);
+    // Ended (dropped) before the router and the journal are: see `calls`.
+    let call_stream = spec.calls.map(|to| {
+        let mut sinks = watchers.clone();
+        sinks.extend(journal_sink);
+        let (log, stream) = calls::start(&spec.fleet, sinks, seq_of(calls::MCP_URN_SEGMENT));
+        let _caller_gone = to.send(log);
+        stream
+    });
     let phase = spec.workspace;
     if let Some(p) = &phase {
         p.store.report_faults_to(faults_tx.clone());
@@ -236,6 +246,7 @@ async fn run_until<S: Into<Stop>>(
                 all_started = true;
                 if let Some(e) = start_failed(r) {
                     // As before the run began: no session could be spawned, the run fails.
+                    drop(call_stream);
                     let _stopped = router.stop_and_wait(None, None).await;
                     tree.shutdown().await;
                     return Err(e);
@@ -344,6 +355,7 @@ async fn run_until<S: Into<Stop>>(
         }
     }
     drop(publisher);
+    drop(call_stream);
     let races = match router.call(RouterMsg::Races, None).await {
         Ok(ractor::rpc::CallResult::Success(races)) => races,
         _ => Vec::new(),

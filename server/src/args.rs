@@ -220,7 +220,7 @@ pub enum TokenCommand {
 }
 
 /// `30s`, `5m`, `1h`, `250ms`, or plain seconds.
-fn duration(s: &str) -> Result<Duration, String> {
+pub fn duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
     let (num, unit) = match s.find(|c: char| !c.is_ascii_digit() && c != '.') {
         Some(i) => s.split_at(i),

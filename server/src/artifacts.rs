@@ -20,8 +20,7 @@ use super::error::{ApiError, ErrorBody, json_response};
 use super::extract::ApiPath;
 use super::routes::valid_id;
 use super::state::Server;
-use capfleet_app::fleet::plain_relative;
-use capfleet_app::fleet::run_dir::{ARTIFACTS, files};
+use capfleet_app::fleet::run_dir::{self, ARTIFACTS, files};
 
 /// A workspace's diff, in its session's artifacts.
 pub(super) const DIFF: &str = "diff.patch";
@@ -155,20 +154,9 @@ pub(crate) async fn list(
 /// The file `rel` under `root`, refused unless it stays inside it (no `..`, no link
 /// out).
 async fn read_inside(root: &FsPath, rel: &str) -> Result<Vec<u8>, ApiError> {
-    let missing = || ApiError::NoArtifact(rel.to_owned());
-    if !plain_relative(rel) {
-        return Err(missing());
-    }
-    let (Ok(base), Ok(path)) = (
-        tokio::fs::canonicalize(root).await,
-        tokio::fs::canonicalize(root.join(rel)).await,
-    ) else {
-        return Err(missing());
-    };
-    if !path.starts_with(&base) {
-        return Err(missing());
-    }
-    tokio::fs::read(&path).await.map_err(|_| missing())
+    run_dir::read_inside(root, rel)
+        .await
+        .ok_or_else(|| ApiError::NoArtifact(rel.to_owned()))
 }
 
 fn content_type(name: &str) -> &'static str {
@@ -241,8 +229,17 @@ pub(crate) async fn diff_one(
     State(server): State<Arc<Server>>,
     ApiPath((id, session)): ApiPath<(String, String)>,
 ) -> Result<Response, ApiError> {
-    let body = Source::of(&server, &id)?
-        .read(&format!("{session}/{DIFF}"))
-        .await?;
+    let body = session_diff(&server, &id, &session).await?;
     Ok(([(header::CONTENT_TYPE, content_type(DIFF))], body).into_response())
+}
+
+/// Session `session`'s stored diff in run `id` (MCP's `session_diff` reads it too).
+pub(crate) async fn session_diff(
+    server: &Server,
+    id: &str,
+    session: &str,
+) -> Result<Vec<u8>, ApiError> {
+    Source::of(server, id)?
+        .read(&format!("{session}/{DIFF}"))
+        .await
 }

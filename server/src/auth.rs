@@ -23,6 +23,10 @@ use axum::http::{HeaderMap, Method, header::AUTHORIZATION};
 use ring::rand::SecureRandom as _;
 use subtle::ConstantTimeEq as _;
 
+/// Where the server serves MCP (`super::mcp`): reached with any role, each tool
+/// checking the caller's.
+pub(crate) const MCP_PATH: &str = "/mcp";
+
 /// What a token may do; each role includes the ones before it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, clap::ValueEnum)]
 pub enum Role {
@@ -53,9 +57,10 @@ impl Role {
     }
 
     /// The role a request needs: reading for GET, answering asks `approve`, any other
-    /// change `run`.
+    /// change `run`. `/mcp` needs `read` to be reached: each tool checks the caller's
+    /// role itself (`capfleet_mcp::Access`), as the route of the same change would.
     pub(crate) fn needed(method: &Method, path: &str) -> Role {
-        if method == Method::GET || method == Method::HEAD {
+        if method == Method::GET || method == Method::HEAD || path == MCP_PATH {
             Role::Read
         } else if path.contains("/asks/") {
             Role::Approve
@@ -107,6 +112,13 @@ pub(crate) struct Tokens {
 }
 
 impl Tokens {
+    /// No token: a server no request reaches over HTTP (`capfleet mcp`'s).
+    pub(crate) fn none() -> Tokens {
+        Tokens {
+            entries: Vec::new(),
+        }
+    }
+
     /// Read the token file at `path`.
     pub(crate) fn load(path: &Path) -> Result<Tokens, TokenError> {
         let text = std::fs::read_to_string(path).map_err(|source| TokenError::Io {
@@ -359,6 +371,7 @@ mod tests {
             Role::needed(&Method::POST, "/v1/runs/x/asks/a"),
             Role::Approve
         );
+        assert_eq!(Role::needed(&Method::POST, "/mcp"), Role::Read);
         assert!(Role::Read < Role::Run && Role::Approve < Role::Admin);
     }
 

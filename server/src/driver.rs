@@ -86,6 +86,14 @@ async fn drive(server: Arc<Server>, pending: Pending) {
     let tally = tokio::spawn(tally(entry.clone(), rx, notifier.clone()));
     let mut taps = vec![tx];
     taps.extend(subscribers);
+    // The MCP tool calls on the run go to its journal once it is up.
+    let (calls, log) = tokio::sync::oneshot::channel();
+    let slot = entry.clone();
+    tokio::spawn(async move {
+        if let Ok(log) = log.await {
+            slot.calls.live(log);
+        }
+    });
     let ended = launch::in_process(
         &mut fleet,
         &run,
@@ -102,6 +110,7 @@ async fn drive(server: Arc<Server>, pending: Pending) {
             taps,
             stops,
             replica: None,
+            calls: Some(calls),
         },
     )
     .await;
@@ -113,6 +122,8 @@ async fn drive(server: Arc<Server>, pending: Pending) {
     entry.asks.withdraw_all();
     // The journal is complete: the run's lock goes before the run counts as ended.
     drop(lock);
+    // Calls made before its journal came up (a run that failed before it did).
+    capfleet_mcp::append_later(entry.id.clone(), entry.dir.clone(), entry.calls.close());
     entry.update(|p| {
         p.state = state_of(outcome);
         p.ended_ms = Some(now_ms());

@@ -15,7 +15,7 @@
 //! ```
 //!
 //! Its public surface is what the binary's `serve` verb (`src/cmd/serve.rs`) and the
-//! `run`/`worker` verbs use: [`ServeArgs`] and [`run`], the token file's [`add_token`],
+//! `run`/`worker`/`mcp` verbs use: [`ServeArgs`] and [`run`], [`mcp::stdio`], the token file's [`add_token`],
 //! the stand-alone `/metrics` server ([`metrics_http`]), the fuzz crate's [`fuzzing`].
 //!
 //! # One file per concept
@@ -28,6 +28,8 @@
 //! | `queued.rs` | queued runs on disk (`queued.json` beside `input/`, synced before the `201`), left queued by the drain and taken up again, checked as a submission, by the next start |
 //! | `sweep.rs` | at start: runs of the data dir whose capfleet died without ending them get `run_ended` (interrupted); their agents are killed by marker (`app/src/orphans.rs`) |
 //! | `auth.rs` | the token file (`NAME ROLE SHA256-HEX`), `token add`, the server's file made at its first start (or refused with no token in it), constant-time check of every digest, roles by method and path, slowed failures per address |
+//! | `mcp/` | MCP (`capfleet-mcp`'s tools over this server's runs): at `/mcp` over Streamable HTTP behind the auth (each tool checks the role its route would need), and `capfleet mcp`'s local server on stdio |
+//! | `start.rs` | a fleet taken in (`POST /v1/runs`, MCP's `start_run`): written to `input/`, validated, kept queued on disk, admitted; a local fleet file by path (`capfleet mcp`) |
 //! | `routes.rs` | the routes (each registered with `utoipa_axum::routes!` from its handler's `#[utoipa::path]`), the auth middleware, the `http.request` span and request count per route pattern (`MatchedPath`), submit / list / show / cancel / asks |
 //! | `api.rs` | `GET /openapi.json`: the document the routes made, plus what `auth.rs` enforces (bearer scheme, `x-capfleet-role` from `Role::needed`, 401/403 answers); the probes and the document are open |
 //! | `args.rs` | `ServeArgs`: the verb's flags, read here at the start (the binary's `serve` verb only parses them) |
@@ -73,6 +75,7 @@ mod fds;
 #[doc(hidden)]
 pub mod fuzzing;
 mod graph;
+pub mod mcp;
 mod metrics;
 pub mod metrics_http;
 mod origin;
@@ -81,6 +84,7 @@ mod queued;
 mod remote;
 mod routes;
 mod schema;
+mod start;
 mod state;
 mod sweep;
 mod validate;
@@ -92,7 +96,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use args::{ServeArgs, ServeCommand, TokenCommand};
+pub use args::{ServeArgs, ServeCommand, TokenCommand, duration as parse_duration};
 pub use auth::{Role, TokenError, add as add_token};
 use capfleet_engine::telemetry::metrics::FleetMetrics;
 use capfleet_wire::process::halt::{self, Urgency};

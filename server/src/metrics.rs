@@ -2,7 +2,8 @@
 //! `capfleet_engine::telemetry::metrics`), in the same `/metrics` exposition:
 //! requests by route and status, submissions by what became of them, runs running
 //! and queued now, the A2A tasks of exposed agents and fleets by how they ended, the
-//! connections open now and closed by why ([`super::conns`]).
+//! connections open now and closed by why ([`super::conns`]), the MCP tool calls by
+//! tool and result ([`super::mcp`]).
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -51,6 +52,8 @@ pub(crate) struct ServerMetrics {
     pub connections_closed: Family<ClosedLabels, Counter>,
     /// The webhooks' notices (`capfleet_server_notify_*`).
     pub notify: capfleet_app::notify::NotifyStats,
+    /// The MCP tool calls at `/mcp` (`capfleet_server_mcp_tool_calls_total`).
+    pub mcp: capfleet_mcp::McpMetrics,
 }
 
 impl ServerMetrics {
@@ -95,8 +98,10 @@ impl ServerMetrics {
         );
         let notify = capfleet_app::notify::NotifyStats::default();
         notify.register(&mut registry);
+        let mcp = capfleet_mcp::McpMetrics::register(&mut registry);
         ServerMetrics {
             notify,
+            mcp,
             registry,
             requests,
             submissions,

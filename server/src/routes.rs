@@ -25,12 +25,10 @@ use super::error::{ApiError, ErrorBody, json_response};
 use super::extract::{ApiPath, ApiQuery, json_body};
 use super::metrics::RequestLabels;
 use super::origin;
-use super::state::{Admission, Cancelled, Pending, RunState, Server};
-use super::view::{Created, Links, RunPage, RunView, Status};
-use super::{api, artifacts, changes, console, driver, events, graph, overview, validate};
-use capfleet_app::enqueue::QueueError;
+use super::state::{Cancelled, RunState, Server};
+use super::view::{Created, RunPage, RunView, Status};
+use super::{api, artifacts, changes, console, events, graph, overview, validate};
 use capfleet_app::fleet::RunDir;
-use capfleet_app::submission::{FLEET_FILE, INPUT_DIR, Submission};
 
 /// Runs listed per page by default, and at most.
 const PAGE: usize = 50;
@@ -70,7 +68,10 @@ pub(crate) fn router(server: Arc<Server>, a2a: Router) -> Router {
         .split_for_parts();
     api::open(&mut open);
     doc.merge(open);
+    // `/mcp` passes the same auth; each tool checks the caller's role itself.
+    let mcp = super::mcp::router(server.clone(), server.metrics.mcp.clone());
     let guarded = guarded
+        .merge(mcp)
         .fallback(|| async { ApiError::NoRoute })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         .layer(middleware::from_fn_with_state(server.clone(), authenticate));
@@ -203,42 +204,6 @@ async fn metrics(State(server): State<Arc<Server>>) -> Response {
     ([(header::CONTENT_TYPE, METRICS_TYPE)], text).into_response()
 }
 
-/// With `--nats`: the validated submission queued in JetStream for the workers.
-async fn queue(
-    server: &Server,
-    nats: &capfleet_app::nats::Nats,
-    replicas: usize,
-    submission: &Submission,
-    headers: &HeaderMap,
-    caller: &Caller,
-) -> Result<Response, ApiError> {
-    let traceparent = headers
-        .get("traceparent")
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned);
-    let queued = capfleet_app::enqueue::enqueue(nats, replicas, submission, &[], traceparent)
-        .await
-        .map_err(|e| {
-            server.metrics.submitted("invalid");
-            match e {
-                QueueError::Invalid(e) => e.into(),
-                QueueError::Labels(e) => ApiError::BadRequest(e.to_string()),
-                QueueError::Nats(e) => ApiError::Internal(e.to_string()),
-            }
-        })?;
-    server.metrics.submitted("queued");
-    tracing::info!(run = %queued.id, fleet = %queued.fleet, by = %caller.name, subject = %queued.subject, "run queued in NATS");
-    let created = Created {
-        links: Links::of(&queued.id),
-        id: queued.id,
-        fleet: queued.fleet,
-        state: RunState::Queued,
-        queue_position: None,
-        warnings: queued.warnings,
-    };
-    Ok(json_response(StatusCode::CREATED, &created))
-}
-
 /// Submit a fleet: validated as `run --dry-run` does, then run now, queued, or refused.
 #[utoipa::path(post, path = "/v1/runs", operation_id = "submit_run", tag = "runs",
     request_body(description = "A fleet.toml, or JSON with the fleet's text, a task and files beside it",
@@ -259,102 +224,19 @@ async fn submit(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let refused = |result: &str, e: ApiError| {
-        server.metrics.submitted(result);
-        e
-    };
     if server.draining() {
-        return Err(refused("draining", ApiError::Draining));
+        server.metrics.submitted("draining");
+        return Err(ApiError::Draining);
     }
-    let submission = super::body::submission(&headers, &body).map_err(|e| refused("invalid", e))?;
-    if let Some((nats, replicas)) = &server.queue {
-        return queue(&server, nats, *replicas, &submission, &headers, &caller).await;
-    }
-    let cwd = submission
-        .cwd(&server.allow_roots)
-        .map_err(|e| refused("invalid", e.into()))?;
-    let run = RunDir::create_in(&server.runs_dir)
-        .map_err(|e| ApiError::Internal(format!("cannot make the run directory: {e}")))?;
-    let discard = |e: ApiError, result: &str| {
-        if let Err(io) = std::fs::remove_dir_all(&run.path) {
-            tracing::error!(run = %run.id, "removing a refused run's directory: {io}");
-        }
-        refused(result, e)
-    };
-    let input = run.path.join(INPUT_DIR);
-    if let Err(e) = submission.write(&input) {
-        return Err(discard(e.into(), "invalid"));
-    }
-    let loaded = match submission
-        .load(&input, cwd.as_deref(), &server.allow_roots)
-        .await
-    {
-        Ok(l) => l,
-        Err(e) => return Err(discard(e.into(), "invalid")),
-    };
-    let (sessions, max) = (loaded.fleet.sessions.len(), server.limits.max_sessions);
-    if sessions > max {
-        return Err(discard(
-            ApiError::TooManySessions { sessions, max },
-            "invalid",
-        ));
-    }
-    let lock = match run.lock(&input.join(FLEET_FILE)) {
-        Ok(l) => l,
-        Err(e) => return Err(discard(ApiError::Internal(e.to_string()), "invalid")),
-    };
-    let (entry, stops) = Server::entry(&loaded.fleet, &run, &caller.name);
+    let submission = super::body::submission(&headers, &body)
+        .inspect_err(|_| server.metrics.submitted("invalid"))?;
     let traceparent = headers
         .get("traceparent")
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
-    // On disk before it is answered: a stop leaves it queued for the next start.
-    let queued = super::queued::Queued {
-        submitted_by: caller.name.clone(),
-        created_ms: entry.created_ms,
-        task: submission.task.clone(),
-        cwd,
-        traceparent: traceparent.clone(),
-    };
-    if let Err(e) = queued.write(&run) {
-        let e = ApiError::Internal(format!("cannot keep the run on disk: {e}"));
-        return Err(discard(e, "invalid"));
-    }
-    let pending = Pending {
-        entry: entry.clone(),
-        fleet: loaded.fleet,
-        run: run.clone(),
-        lock,
-        stops,
-        hooks: driver::RunHooks::default(),
-        traceparent,
-    };
-    let (state, position) = match server.admit(pending) {
-        Admission::Now(p) => {
-            server.metrics.submitted("admitted");
-            driver::spawn(server.clone(), *p);
-            (RunState::Running, None)
-        }
-        Admission::Queued(position) => {
-            server.metrics.submitted("queued");
-            (RunState::Queued, Some(position))
-        }
-        Admission::Full { running, queued } => {
-            return Err(discard(ApiError::Full { running, queued }, "refused"));
-        }
-        Admission::Draining => return Err(discard(ApiError::Draining, "draining")),
-    };
-    tracing::info!(run = %entry.id, fleet = %entry.fleet, by = %caller.name, state = state.as_str(), "run submitted");
-    let created = Created {
-        links: Links::of(&entry.id),
-        id: entry.id.clone(),
-        fleet: entry.fleet.clone(),
-        state,
-        queue_position: position,
-        warnings: loaded.warnings.iter().map(ToString::to_string).collect(),
-    };
+    let created = super::start::submitted(&server, submission, &caller.name, traceparent).await?;
     let mut response = json_response(StatusCode::CREATED, &created);
-    if let Ok(location) = format!("/v1/runs/{}", entry.id).parse() {
+    if let Ok(location) = format!("/v1/runs/{}", created.id).parse() {
         response.headers_mut().insert(header::LOCATION, location);
     }
     Ok(response)
@@ -466,10 +348,7 @@ async fn show(
     Ok(json_response(StatusCode::OK, &view))
 }
 
-/// A run id names a directory of the runs directory, nothing else.
-pub(crate) fn valid_id(id: &str) -> bool {
-    !id.is_empty() && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
-}
+pub(crate) use super::state::valid_id;
 
 /// Cancel a run: a queued one never starts; a running one stops (journaled with who
 /// cancelled it).

@@ -93,6 +93,8 @@ pub(crate) struct RunEntry {
     pub graph: super::graph::FleetGraph,
     /// The trace its spans are in, once it started (when traces are exported).
     pub trace_id: std::sync::OnceLock<String>,
+    /// Where the MCP tool calls on it are journaled.
+    pub calls: capfleet_mcp::CallSlot,
     progress: Mutex<Progress>,
     /// Stops the run (a queued run's stop waits in the channel until it starts).
     stop: mpsc::Sender<Stop>,
@@ -261,6 +263,7 @@ impl Server {
             asks: Arc::default(),
             graph: super::graph::FleetGraph::of(fleet),
             trace_id: std::sync::OnceLock::new(),
+            calls: capfleet_mcp::CallSlot::default(),
             progress: Mutex::new(Progress {
                 state: RunState::Queued,
                 started_ms: None,
@@ -447,6 +450,11 @@ impl Server {
     }
 }
 
+/// A run id names a directory of the runs directory, nothing else.
+pub(crate) fn valid_id(id: &str) -> bool {
+    !id.is_empty() && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+}
+
 /// A queued run that will never start: ended in its journal as interrupted, by `by`
 /// (as a restarted server reads it back), its queued marker gone.
 fn dequeued(run: &RunDir, entry: &RunEntry, by: &str) {
@@ -462,6 +470,7 @@ fn dequeued(run: &RunDir, entry: &RunEntry, by: &str) {
         tracing::error!(run = %entry.id, "ending a dequeued run's journal: {e}");
     }
     super::queued::started(run);
+    capfleet_mcp::append_later(entry.id.clone(), entry.dir.clone(), entry.calls.close());
     entry.update(|pr| {
         pr.state = RunState::Interrupted;
         pr.ended_ms = Some(now_ms());

@@ -247,7 +247,8 @@ fn print_record(
     let ended = kind == "run_ended";
     let session = session_of(&rec);
     let stream = rec.get("urn").and_then(Value::as_str).unwrap_or("");
-    if !stream.ends_with("/router") && !stream.ends_with("/workspace") && session != "-" {
+    let not_session = ["/router", "/workspace", "/mcp"];
+    if !not_session.iter().any(|s| stream.ends_with(s)) && session != "-" {
         seen.sessions.insert(session.to_owned());
     }
     if let Some(want) = &args.session {

@@ -5,6 +5,7 @@ pub(crate) mod chaos;
 pub(crate) mod chat;
 pub(crate) mod log;
 pub(crate) mod manifest;
+pub(crate) mod mcp;
 pub(crate) mod resolve;
 pub(crate) mod run;
 pub(crate) mod runs;

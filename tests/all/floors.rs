@@ -2,8 +2,9 @@
 //! own build: its features as it alone asks them): the wire crate builds without the
 //! engine, and the engine builds without the app's front ends (HTTP server, API
 //! document, terminal views, argument parsing, NATS); the app crate (what the verbs
-//! share) builds without the server, an HTTP server or the API document, and the server
-//! over the app and the engine, without the binary's package.
+//! share) builds without the server, an HTTP server or the API document, the MCP
+//! crate likewise over the app, and the server over the app, the engine and the MCP
+//! crate, without the binary's package.
 
 use std::collections::BTreeSet;
 use std::process::Command;
@@ -81,8 +82,18 @@ fn the_app_builds_without_the_server_and_the_server_without_the_binary() {
         .collect();
     assert!(above.is_empty(), "capfleet-app depends on {above:?}");
 
+    // The MCP crate: over the app, under the server, without an HTTP server of its
+    // own or the API document.
+    let mcp = normal_closure("capfleet-mcp");
+    assert!(mcp.contains("capfleet-app"), "{mcp:?}");
+    let above: Vec<_> = NOT_UNDER_THE_APP
+        .iter()
+        .filter(|name| mcp.contains(**name))
+        .collect();
+    assert!(above.is_empty(), "capfleet-mcp depends on {above:?}");
+
     let server = normal_closure("capfleet-server");
-    for below in ["capfleet-app", "capfleet-engine"] {
+    for below in ["capfleet-app", "capfleet-engine", "capfleet-mcp"] {
         assert!(
             server.contains(below),
             "capfleet-server lacks {below}: {server:?}"

@@ -80,6 +80,8 @@ mod interop_claude_stream;
 mod line_cap;
 mod live_view;
 mod log;
+mod mcp_http;
+mod mcp_stdio;
 mod missing_agent;
 mod nats_config;
 mod nats_drain;

@@ -98,6 +98,7 @@ async fn run_until(
         workspace: None,
         resume: None,
         chaos: None,
+        calls: None,
     };
     let report = tokio::time::timeout(Duration::from_secs(60), run_fleet(spec, vec![tx], signals))
         .await

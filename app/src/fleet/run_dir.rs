@@ -385,6 +385,20 @@ pub fn files(root: &Path) -> Vec<(String, u64)> {
     out
 }
 
+/// The file `rel` under `root`, none unless it stays inside it (a plain relative
+/// path, no link out) and can be read.
+pub async fn read_inside(root: &Path, rel: &str) -> Option<Vec<u8>> {
+    if !super::plain_relative(rel) {
+        return None;
+    }
+    let base = tokio::fs::canonicalize(root).await.ok()?;
+    let path = tokio::fs::canonicalize(root.join(rel)).await.ok()?;
+    if !path.starts_with(&base) {
+        return None;
+    }
+    tokio::fs::read(&path).await.ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -214,6 +214,7 @@ fn error_of(text: &str) -> SessionError {
 pub fn recover(path: &Path, fleet: &str) -> std::io::Result<Recovered> {
     let router = capfleet_wire::events::urn(fleet, capfleet_wire::events::ROUTER_URN_SEGMENT);
     let workspace = capfleet_wire::events::urn(fleet, crate::workspace::WORKSPACE_URN_SEGMENT);
+    let mcp = capfleet_wire::events::urn(fleet, capfleet_wire::events::MCP_URN_SEGMENT);
     let mut r = Recovered::default();
     let mut turns: Turns = HashMap::new();
     let mut ends: Vec<End> = Vec::new();
@@ -251,6 +252,8 @@ pub fn recover(path: &Path, fleet: &str) -> std::io::Result<Recovered> {
                 on_router(&mut r, line, &mut stopping, &mut ends, &mut routed);
             } else if urn == workspace {
                 on_workspace(&mut r, line);
+            } else if urn == mcp {
+                // Outside calls: nothing to replay, only their stream's sequence.
             } else {
                 on_session(&mut r, &urn, seq, line, event, &mut turns);
             }

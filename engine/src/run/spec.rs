@@ -42,6 +42,9 @@ pub struct RunSpec {
     pub resume: Option<Resume>,
     /// A chaos run's faults (`[chaos]`, `--chaos`).
     pub chaos: Option<Arc<crate::chaos::spec::ChaosSpec>>,
+    /// Given the log of the calls made on the run from outside (an MCP client's),
+    /// once the run's journal is up ([`super::calls`]).
+    pub calls: Option<tokio::sync::oneshot::Sender<super::calls::CallLog>>,
 }
 
 /// What a resumed run goes on from: its journal read back, and the change of its

@@ -86,6 +86,7 @@ pub(crate) fn event_kind(body: &EventBody) -> &'static str {
         EventBody::Stopping { .. } => "stopping",
         EventBody::Chaos { .. } => "chaos",
         EventBody::Resumed { .. } => "resumed",
+        EventBody::McpCall { .. } => "mcp_call",
         EventBody::RunEnded { .. } => "run_ended",
     }
 }

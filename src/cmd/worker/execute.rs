@@ -211,6 +211,7 @@ async fn run(
             taps: Vec::new(),
             stops,
             replica: Some(hook),
+            calls: None,
         },
     )
     .await;

@@ -71,6 +71,7 @@ pub(crate) mod durable;
 pub(crate) mod expose;
 pub(crate) mod fake_llm;
 pub(crate) mod guide;
+pub(crate) mod mcp;
 pub(crate) mod nats;
 pub(crate) mod otel;
 pub(crate) mod peers;

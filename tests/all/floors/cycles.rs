@@ -11,7 +11,14 @@ use std::path::{Path, PathBuf};
 use crate::common::repo_root;
 
 /// Each crate's source root, as the repository holds it (the app's is `src/`).
-const CRATE_SOURCES: [&str; 5] = ["protocol/src", "wire/src", "engine/src", "sim/src", "src"];
+const CRATE_SOURCES: [&str; 6] = [
+    "protocol/src",
+    "wire/src",
+    "engine/src",
+    "sim/src",
+    "mcp/src",
+    "src",
+];
 
 /// One edge `from -> to` and where it was first seen (`file:line`).
 type Edges = BTreeMap<String, BTreeMap<String, String>>;

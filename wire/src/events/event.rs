@@ -256,6 +256,19 @@ pub enum EventBody {
         #[serde(skip_serializing_if = "Option::is_none")]
         fleet_changed: Option<String>,
     },
+    /// A client outside the run called a tool on it (an MCP client of `capfleet mcp`
+    /// or of `serve`'s `/mcp`), published under the fleet's `…/mcp` stream: who
+    /// called (a token's name, or the local user), which tool, the size of its
+    /// arguments (never the arguments: they may hold a fleet's text or an answer), and
+    /// whether it succeeded (`error`: the refusal's code).
+    McpCall {
+        by: String,
+        tool: String,
+        args_bytes: usize,
+        ok: bool,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
     /// The run ended; `signal` when a signal stopped it (the first one received).
     RunEnded {
         outcome: RunOutcome,

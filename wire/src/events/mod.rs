@@ -26,7 +26,7 @@ pub use durable::{Durable, JOURNAL_MAX_BYTES};
 pub use event::{
     EventBody, Prompt, RouteVia, RunOutcome, SessionEvent, Signal, TextFrom, TurnOutcome,
 };
-pub use publisher::{Publisher, ROUTER_URN_SEGMENT, urn};
+pub use publisher::{MCP_URN_SEGMENT, Publisher, ROUTER_URN_SEGMENT, urn};
 pub use state::SessionState;
 pub use usage::UsageTotals;
 

@@ -25,6 +25,10 @@ pub fn urn(fleet: &str, name: &str) -> String {
 /// the router, as the resume reads the router's records back.
 pub const ROUTER_URN_SEGMENT: &str = "router";
 
+/// The last URN segment of the stream of tool calls made on a run from outside (an
+/// MCP client's): `mcp_call` records, which no resume replays.
+pub const MCP_URN_SEGMENT: &str = "mcp";
+
 /// A stream of events: its URN, its sequence and its sinks. Clones publish into the
 /// same stream (they share the numbering, in order), each through its own copy of the
 /// sinks.
