@@ -19,7 +19,10 @@
 //! still runs in the group leaves that parent counted, so the group is not finished
 //! before it is.
 
+use std::collections::HashMap;
 use std::io;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 /// Where a process group stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,7 +43,7 @@ impl GroupState {
 }
 
 /// The state of group `pgid`: `killpg(pgid, 0)` first (a gone group costs one
-/// system call), then, while it has members, their states from `/proc`.
+/// system call), then, while it has members, the last [`Snapshot`] of `/proc`.
 pub(crate) fn group_state(pgid: i32) -> GroupState {
     match super::signal_group(pgid, 0) {
         Ok(()) => {}
@@ -49,24 +52,61 @@ pub(crate) fn group_state(pgid: i32) -> GroupState {
         Err(e) if e.raw_os_error() == Some(libc::EPERM) => return GroupState::Running,
         Err(_) => return GroupState::Gone,
     }
-    if any_running(|g| g == pgid) {
-        GroupState::Running
-    } else {
-        GroupState::Zombies
+    match snapshot().groups.get(&pgid) {
+        Some(false) => GroupState::Zombies,
+        // Running when the snapshot was taken, or not in it (younger than it):
+        // running, for at most one more poll.
+        Some(true) | None => GroupState::Running,
     }
+}
+
+/// How old a [`Snapshot`] may be before the next caller takes another: the group
+/// kill's poll. A hundred groups ending at once (a fleet's close) then share one
+/// pass over `/proc` per poll, not one each.
+const SNAPSHOT_AGE: Duration = Duration::from_millis(20);
+
+/// Every process group seen in one pass over `/proc`, and whether a member of it
+/// ran. A group seen with zombies only is finished for good: only a running member
+/// can add one to it (by forking), so an old snapshot says so as truly as a new one.
+/// A group seen running (or not seen) may have finished since: it is said to run,
+/// which only makes its waiter poll again.
+struct Snapshot {
+    taken: Instant,
+    groups: HashMap<i32, bool>,
+}
+
+static LAST: Mutex<Option<Arc<Snapshot>>> = Mutex::new(None);
+
+/// The last snapshot, or a new one when it is older than [`SNAPSHOT_AGE`].
+fn snapshot() -> Arc<Snapshot> {
+    let mut last = crate::sync::lock(&LAST);
+    if let Some(s) = last.as_ref().filter(|s| s.taken.elapsed() < SNAPSHOT_AGE) {
+        return s.clone();
+    }
+    let taken = Instant::now();
+    let mut groups: HashMap<i32, bool> = HashMap::new();
+    for s in stats() {
+        *groups.entry(s.pgrp).or_default() |= s.running();
+    }
+    let s = Arc::new(Snapshot { taken, groups });
+    *last = Some(s.clone());
+    s
+}
+
+/// Every process's [`Stat`] (those that vanish while read are skipped).
+fn stats() -> impl Iterator<Item = Stat> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|pid| read_stat(pid).ok())
 }
 
 /// Whether a process of a group `wanted` holds runs (zombies and dead entries do
 /// not count); one pass over `/proc`.
 pub(crate) fn any_running(wanted: impl Fn(i32) -> bool) -> bool {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        // No `/proc` to read: nothing can be told apart, so nothing is finished.
-        return true;
-    };
-    dir.filter_map(Result::ok)
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter_map(|pid| read_stat(pid).ok())
-        .any(|s| s.running() && wanted(s.pgrp))
+    stats().any(|s| s.running() && wanted(s.pgrp))
 }
 
 /// The fields of `/proc/PID/stat` read here.
