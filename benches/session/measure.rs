@@ -1,6 +1,6 @@
 //! Processes timed by `wait4`, the flood script, baselines and arithmetic.
 
-pub(crate) use crate::figures::{best_of, mb, ms, ratio};
+pub(crate) use crate::figures::{best_of, mb, median, ms, ratio};
 use crate::{CHUNK, EXE};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -109,9 +109,4 @@ pub(crate) fn median_usage(runs: &[Usage]) -> Usage {
         wall: median(&mut walls),
         cpu: median(&mut cpus),
     }
-}
-
-pub(crate) fn median(v: &mut [Duration]) -> Duration {
-    v.sort();
-    v[v.len() / 2]
 }

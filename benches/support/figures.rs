@@ -1,5 +1,5 @@
 //! The arithmetic of the benches' figures: the fastest of timed passes (after a
-//! warm-up or not), durations in ms, ratios, MB. Self-contained: the benches that do
+//! warm-up or not), the median of timed runs, durations in ms, ratios, MB. Self-contained: the benches that do
 //! not use the fleet helpers of `support` include this file alone.
 
 use std::time::{Duration, Instant};
@@ -20,6 +20,12 @@ pub(crate) fn fastest_of(passes: usize, mut f: impl FnMut()) -> Duration {
         })
         .min()
         .expect("at least one pass")
+}
+
+/// The median of `v` (sorted in place; the upper one of an even count).
+pub(crate) fn median(v: &mut [Duration]) -> Duration {
+    v.sort();
+    v[v.len() / 2]
 }
 
 pub(crate) fn ms(d: Duration) -> f64 {
