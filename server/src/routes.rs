@@ -30,7 +30,7 @@ use super::view::{Created, Links, RunPage, RunView, Status};
 use super::{api, artifacts, changes, console, driver, events, graph, overview, validate};
 use capfleet_app::enqueue::QueueError;
 use capfleet_app::fleet::RunDir;
-use capfleet_app::submission::{FLEET_FILE, INPUT_DIR, Submission};
+use capfleet_app::submission::{FLEET_FILE, INPUT_DIR, Submission, SubmissionError};
 
 /// Runs listed per page by default, and at most.
 const PAGE: usize = 50;
@@ -216,16 +216,18 @@ async fn queue(
         .get("traceparent")
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
-    let queued = capfleet_app::enqueue::enqueue(nats, replicas, submission, &[], traceparent)
-        .await
-        .map_err(|e| {
-            server.metrics.submitted("invalid");
-            match e {
-                QueueError::Invalid(e) => e.into(),
-                QueueError::Labels(e) => ApiError::BadRequest(e.to_string()),
-                QueueError::Nats(e) => ApiError::Internal(e.to_string()),
-            }
-        })?;
+    let sandbox = server.confinement(Some(caller.role)).rule;
+    let queued =
+        capfleet_app::enqueue::enqueue(nats, replicas, submission, &[], traceparent, sandbox)
+            .await
+            .map_err(|e| {
+                server.metrics.submitted("invalid");
+                match e {
+                    QueueError::Invalid(e) => e.into(),
+                    QueueError::Labels(e) => ApiError::BadRequest(e.to_string()),
+                    QueueError::Nats(e) => ApiError::Internal(e.to_string()),
+                }
+            })?;
     server.metrics.submitted("queued");
     tracing::info!(run = %queued.id, fleet = %queued.fleet, by = %caller.name, subject = %queued.subject, "run queued in NATS");
     let created = Created {
@@ -239,7 +241,8 @@ async fn queue(
     Ok(json_response(StatusCode::CREATED, &created))
 }
 
-/// Submit a fleet: validated as `run --dry-run` does, then run now, queued, or refused.
+/// Submit a fleet: validated as `run --dry-run` does, every session sandboxed
+/// ([`Server::confinement`]), then run now, queued, or refused.
 #[utoipa::path(post, path = "/v1/runs", operation_id = "submit_run", tag = "runs",
     request_body(description = "A fleet.toml, or JSON with the fleet's text, a task and files beside it",
         content((crate::schema::Submission = "application/json"), (String = "application/toml"))),
@@ -247,11 +250,11 @@ async fn queue(
     responses(
         (status = 201, description = "Running or queued", body = Created,
             headers(("location" = String, description = "The run's URL"))),
-        (status = 400, description = "Invalid: the fleet's findings (line, key), or a bad field", body = ErrorBody),
+        (status = 400, description = "Invalid: the fleet's findings (line, key; `sandbox = \"none\"` among them unless an admin token on a server started with --allow-unsandboxed), or a bad field", body = ErrorBody),
         (status = 415, description = "Neither TOML nor JSON", body = ErrorBody),
         (status = 429, description = "Admission and queue full", body = ErrorBody,
             headers(("retry-after" = u64, description = "Seconds to wait"))),
-        (status = 503, description = "Draining", body = ErrorBody),
+        (status = 503, description = "Draining, or `no_sandbox`: this host has no sandbox backend for the sessions (nothing runs unconfined)", body = ErrorBody),
     ))]
 async fn submit(
     State(server): State<Arc<Server>>,
@@ -285,11 +288,13 @@ async fn submit(
     if let Err(e) = submission.write(&input) {
         return Err(discard(e.into(), "invalid"));
     }
+    let confinement = server.confinement(Some(caller.role));
     let loaded = match submission
-        .load(&input, cwd.as_deref(), &server.allow_roots)
+        .load(&input, cwd.as_deref(), &server.allow_roots, &confinement)
         .await
     {
         Ok(l) => l,
+        Err(e @ SubmissionError::NoSandbox(_)) => return Err(discard(e.into(), "no_sandbox")),
         Err(e) => return Err(discard(e.into(), "invalid")),
     };
     let (sessions, max) = (loaded.fleet.sessions.len(), server.limits.max_sessions);
