@@ -165,36 +165,13 @@ fn reap(owner: u32, groups: &HashSet<i32>) {
             let _gone = super::signal_group(g, libc::SIGKILL);
         }
         let marked = super::sweep::kill_marked_by(owner);
-        if (marked == 0 && !any_live_member(groups)) || Instant::now() >= deadline {
+        // Zombies do not count: whoever inherited them reaps them.
+        let running = super::members::any_running(|g| groups.contains(&g));
+        if (marked == 0 && !running) || Instant::now() >= deadline {
             return;
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-}
-
-/// Whether a process of one of `groups` is still running (zombies, which whoever
-/// inherited them reaps, do not count).
-fn any_live_member(groups: &HashSet<i32>) -> bool {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return false;
-    };
-    dir.filter_map(Result::ok)
-        .filter(|e| {
-            e.file_name()
-                .to_str()
-                .is_some_and(|n| n.parse::<u32>().is_ok())
-        })
-        .filter_map(|e| std::fs::read_to_string(e.path().join("stat")).ok())
-        .any(|stat| {
-            // `pid (comm) state ppid pgrp …`: comm may hold spaces and parentheses.
-            let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
-                return false;
-            };
-            let mut f = rest.split_whitespace();
-            let state = f.next().unwrap_or("Z");
-            let pgrp = f.nth(1).and_then(|p| p.parse::<i32>().ok());
-            state != "Z" && state != "X" && pgrp.is_some_and(|p| groups.contains(&p))
-        })
 }
 
 #[cfg(test)]

@@ -8,7 +8,8 @@
 //! line reading of agent stdout) and [`stderr_ring`] (the last lines of stderr, quoted
 //! when an agent dies), and [`halt`] (how urgently agents are being ended: a stop
 //! signal cuts every wait short at once), and [`keeper`] (the process that kills every
-//! group still registered when capfleet dies, by whatever means), and [`environ`] (the
+//! group still registered when capfleet dies, by whatever means), and [`members`] (who
+//! is in a group: a group whose members left are all zombies is finished), and [`environ`] (the
 //! variables no child inherits: the application's secrets), and [`sandbox`] (a
 //! session's processes confined to its workspace: every spawn of a [`SpawnSpec`]
 //! with [`SpawnSpec::confined`] runs inside).
@@ -17,6 +18,7 @@ pub(crate) mod environ;
 pub mod halt;
 pub mod keeper;
 pub(crate) mod lines;
+pub(crate) mod members;
 pub mod sandbox;
 pub(crate) mod stderr_ring;
 pub mod sweep;
@@ -38,7 +40,7 @@ use tokio::time::{Instant, sleep};
 /// Default grace between SIGTERM and SIGKILL.
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(5);
 
-/// How long to wait for a SIGKILLed group to disappear (orphans are reaped by init).
+/// How long to wait for a SIGKILLed group's members to stop running.
 const KILL_SETTLE: Duration = Duration::from_secs(2);
 
 const POLL: Duration = Duration::from_millis(20);
@@ -369,7 +371,6 @@ impl ProcessGroup {
 /// Kill a process group we do not hold a `Child` for: signal `first`, wait up to
 /// `grace` for it to vanish, then SIGKILL. Returns true if the group is gone.
 ///
-/// Unreaped zombies still count as members; prefer [`ProcessGroup::kill`] when you own the leader.
 #[cfg(test)]
 pub(crate) async fn kill_group(pgid: i32, first: i32, grace: Duration) -> bool {
     if signal_group(pgid, first).is_err() {
@@ -386,7 +387,7 @@ pub(crate) async fn kill_group(pgid: i32, first: i32, grace: Duration) -> bool {
     !group_alive(pgid)
 }
 
-/// Wait up to `max` for a group to have no member left.
+/// Wait up to `max` for a group to have no member running.
 async fn settle(pgid: i32, max: Duration) {
     let deadline = Instant::now() + max;
     while group_alive(pgid) && Instant::now() < deadline {
@@ -412,13 +413,10 @@ pub(crate) fn signal_group(pgid: i32, sig: i32) -> io::Result<()> {
     }
 }
 
-/// True while any process (including an unreaped zombie) is in group `pgid`.
+/// True while a process of group `pgid` runs: a group left with zombies only (not yet
+/// reaped by whoever inherited them) is finished ([`members`] says why).
 pub fn group_alive(pgid: i32) -> bool {
-    match signal_group(pgid, 0) {
-        Ok(()) => true,
-        // EPERM: the group exists but belongs to someone else.
-        Err(e) => e.raw_os_error() == Some(libc::EPERM),
-    }
+    !members::group_state(pgid).finished()
 }
 
 #[cfg(test)]

@@ -95,12 +95,53 @@ async fn grandchildren_die_with_the_group() {
     assert!(!group_alive(pgid), "a grandchild survived in group {pgid}");
 }
 
+/// bubblewrap's outer process exits without reaping its in-sandbox init, which stays
+/// a zombie in the spawn's group until the machine's init reaps it (seconds later, or
+/// never). The same state made here deterministically: a process spawned into the
+/// agent's group by this test, its parent, and left unreaped while the group is
+/// killed (the shell's `sleep`, killed with it and re-parented to init, is another
+/// such zombie until init reaps it). The kill settles the group (nothing of it runs)
+/// with the zombie still in it.
+#[tokio::test]
+async fn a_group_left_with_only_zombies_is_finished() {
+    use std::os::unix::process::CommandExt as _;
+    let mut g = sh("sleep 30");
+    let pgid = g.pgid();
+    let mut zombie = std::process::Command::new("true")
+        .process_group(pgid)
+        .spawn()
+        .expect("spawn into the agent's group");
+    let zpid = zombie.id();
+    let zombie_state = || members::read_stat(zpid).ok().map(|s| (s.state, s.pgrp));
+    for _ in 0..250 {
+        if zombie_state() == Some(('Z', pgid)) {
+            break;
+        }
+        sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(zombie_state(), Some(('Z', pgid)), "a zombie in the group");
+    assert_eq!(members::group_state(pgid), members::GroupState::Running);
+    g.kill(Duration::from_secs(5)).await.expect("kill");
+    assert_eq!(
+        zombie_state(),
+        Some(('Z', pgid)),
+        "the zombie is still there, unreaped"
+    );
+    assert_eq!(members::group_state(pgid), members::GroupState::Zombies);
+    assert!(!group_alive(pgid), "a group of zombies is finished");
+    assert!(
+        g.settled,
+        "the kill settled the group: the keeper forgot it"
+    );
+    zombie.wait().expect("reap the zombie");
+}
+
 #[tokio::test]
 async fn kill_group_without_child_handle() {
     let mut g = sh("trap '' TERM; sleep 30");
     sleep(Duration::from_millis(200)).await;
     let pgid = g.pgid();
-    // Reap the leader in the background so the zombie does not keep the group alive.
+    // Reap the leader in the background: this test is its parent.
     let reaper = tokio::spawn(async move { g.wait().await });
     assert!(kill_group(pgid, libc::SIGTERM, Duration::from_millis(200)).await);
     assert!(reaper.await.expect("join").is_ok());
