@@ -1,6 +1,7 @@
 //! A session's sandbox as the verbs take it and say it: `--sandbox` and its details
 //! on the command line (`chat`, `resolve`), the files a session is handed by name
-//! made reachable inside it, and what a sandbox confines said for people (`run
+//! made reachable inside it, how a submitted fleet is confined ([`Confinement`]:
+//! `serve`, NATS workers), and what a sandbox confines said for people (`run
 //! --dry-run`, `resolve --sandbox`, the run's summary). The sandbox itself is
 //! `capfleet_wire::process::sandbox`.
 
@@ -9,6 +10,7 @@ use std::path::{Path, PathBuf};
 use capfleet_engine::manifest::Manifest;
 use capfleet_wire::process::sandbox::{Backend, BackendChoice, Network, Sandbox, SandboxSpec};
 use capfleet_wire::registry::Binding;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::agents::SIM_SCRIPT_ENV;
@@ -21,6 +23,30 @@ pub enum SandboxMode {
     None,
     /// The agent and everything it spawns confined to its workspace.
     Workspace,
+}
+
+/// What a host that runs submitted fleets (`serve`, a NATS worker) lets them say of
+/// their sandbox. Either way a session that says nothing runs under `sandbox =
+/// "workspace"`; a queued run's message carries it (`sandbox`, missing: `workspace`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SandboxRule {
+    /// `sandbox = "none"` is refused (a finding with its line and key).
+    #[default]
+    Workspace,
+    /// `sandbox = "none"` is honoured: an admin token on a server started with
+    /// `--allow-unsandboxed` (an unsandboxed agent can write the server's token file
+    /// and make itself admin, so no lesser role may ask for it).
+    NoneAllowed,
+}
+
+/// How a submitted fleet is confined on the host that runs it.
+#[derive(Debug, Clone, Default)]
+pub struct Confinement {
+    pub rule: SandboxRule,
+    /// The host's own files every session's sandbox hides beside the usual roots
+    /// (serve's token file and data directory, a worker's runs, credentials).
+    pub hidden: Vec<PathBuf>,
 }
 
 /// The `[sandbox]` details as flags (`chat --sandbox workspace`, `resolve --sandbox`).

@@ -3,6 +3,10 @@
 //! `fleet.toml`, each file of `files` beside it, so that the fleet's relative paths —
 //! scripts, `@task` files — name them), then loaded and validated exactly as `capfleet
 //! run` does: the same findings `run --dry-run` prints, each with its line and key.
+//! Every session is sandboxed as the host's [`Confinement`] says (a session that says
+//! nothing under `sandbox = "workspace"`, a `"none"` refused unless the rule allows
+//! it, the host's files hidden); a host with no backend for them refuses the run
+//! ([`SubmissionError::NoSandbox`]) rather than run it unconfined.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -11,6 +15,8 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::fleet::plain_relative;
 use crate::fleet::{self, FleetErrors, Loaded};
+use crate::sandboxing::Confinement;
+use capfleet_wire::process::sandbox::availability;
 
 /// The input directory inside a run's directory.
 pub const INPUT_DIR: &str = "input";
@@ -39,6 +45,10 @@ pub enum SubmissionError {
     InvalidFleet(Vec<Finding>),
     #[error("content type `{got}`: send {want}")]
     UnsupportedMedia { got: String, want: &'static str },
+    /// A session must run sandboxed and this host has no backend for it: it is not
+    /// run unconfined (the server answers 503 `no_sandbox`).
+    #[error("{0}")]
+    NoSandbox(String),
     #[error("{0}")]
     Internal(String),
 }
@@ -157,40 +167,49 @@ impl Submission {
     }
 
     /// Load and validate the fleet written into `input` without looking for its
-    /// agents (a submitter's check of a fleet that runs on another host). With
-    /// `roots`, the fleet is this host's to run: confined as a submitted fleet is
-    /// ([`fleet::load_submitted`]: its sessions' `cwd` inside `roots`, its notices
-    /// signed with its own secret).
+    /// agents or a sandbox backend (a submitter's check of a fleet that runs on
+    /// another host). With `roots`, the fleet is this host's to run: confined as a
+    /// submitted fleet is ([`fleet::load_submitted`]: its sessions' `cwd` inside
+    /// `roots`, its notices signed with its own secret). Its sessions are sandboxed
+    /// as `confinement` says either way.
     pub(crate) async fn load_fleet(
         &self,
         input: &Path,
         cwd: Option<&Path>,
         roots: Option<&[PathBuf]>,
+        confinement: &Confinement,
     ) -> Result<Loaded, SubmissionError> {
         let path = input.join(FLEET_FILE);
         let task = self.task.as_deref();
         let loaded = match roots {
-            Some(roots) => fleet::load_submitted(&path, task, cwd, roots).await,
-            None => fleet::load_in(&path, task, cwd).await,
+            Some(roots) => fleet::load_submitted(&path, task, cwd, roots, confinement).await,
+            None => fleet::load_confined(&path, task, confinement).await,
         };
         loaded.map_err(|errors| SubmissionError::InvalidFleet(findings(&errors, Some(input))))
     }
 
     /// Load and validate the fleet written into `input` to run it here, confined to
-    /// `roots`; a missing agent is a finding too (nothing would spawn).
+    /// `roots` and sandboxed as `confinement` says; a missing agent is a finding too
+    /// (nothing would spawn), a sandbox this host cannot give is
+    /// [`SubmissionError::NoSandbox`] (nothing runs unconfined).
     pub async fn load(
         &self,
         input: &Path,
         cwd: Option<&Path>,
         roots: &[PathBuf],
+        confinement: &Confinement,
     ) -> Result<Loaded, SubmissionError> {
-        runnable(self.load_fleet(input, cwd, Some(roots)).await?)
+        runnable(
+            self.load_fleet(input, cwd, Some(roots), confinement)
+                .await?,
+        )
     }
 }
 
 /// Load and validate the fleet file at `path` as `capfleet run` does (the local
-/// user's own file, its relative paths its own, nothing confined), to run it here;
-/// a missing agent is a finding too.
+/// user's own file, its relative paths its own, its sandbox its own), to run it
+/// here; a missing agent is a finding too, a sandbox this host cannot give is
+/// [`SubmissionError::NoSandbox`].
 pub async fn load_file(path: &Path, task: Option<&str>) -> Result<Loaded, SubmissionError> {
     let loaded = fleet::load(path, task)
         .await
@@ -198,7 +217,8 @@ pub async fn load_file(path: &Path, task: Option<&str>) -> Result<Loaded, Submis
     runnable(loaded)
 }
 
-/// `loaded`, unless an agent of it is missing (nothing would spawn).
+/// `loaded`, unless an agent of it is missing (nothing would spawn) or a session's
+/// sandbox cannot be had here (nothing runs unconfined).
 fn runnable(loaded: Loaded) -> Result<Loaded, SubmissionError> {
     let missing: Vec<Finding> = loaded
         .fleet
@@ -216,7 +236,23 @@ fn runnable(loaded: Loaded) -> Result<Loaded, SubmissionError> {
     if !missing.is_empty() {
         return Err(SubmissionError::InvalidFleet(missing));
     }
+    if let Some(why) = unconfinable(&loaded.fleet) {
+        return Err(SubmissionError::NoSandbox(why));
+    }
     Ok(loaded)
+}
+
+/// Why this host cannot give the first session that must run sandboxed its sandbox.
+fn unconfinable(fleet: &fleet::Fleet) -> Option<String> {
+    fleet.specs().find_map(|spec| {
+        let sandbox = spec.launch.sandbox.as_ref()?;
+        let e = availability().choose(sandbox.backend).err()?;
+        Some(format!(
+            "session {:?} must run sandboxed and this host cannot give it: {e} (install \
+             bubblewrap, or run on a kernel with Landlock); it is not run unconfined",
+            spec.name
+        ))
+    })
 }
 
 /// The findings, with the server's directories (`input`) taken out of their paths.

@@ -68,9 +68,10 @@ async fn run_until<S: Into<Stop>>(
     mut signals: mpsc::Receiver<S>,
 ) -> Result<RunReport, TreeError> {
     // Before anything spawns: every confined session's sandbox, its test command's too.
-    if let Some(r) = &spec.resume {
-        preamble::keep_journaled(&mut spec.sessions, &r.recovered.sandboxes);
-    }
+    let moved = match &spec.resume {
+        Some(r) => preamble::keep_journaled(&mut spec.sessions, &r.recovered.sandboxes),
+        None => Vec::new(),
+    };
     let sandboxes = preamble::sandboxes(&spec.sessions)?;
     let (alerts_tx, mut alerts) = mpsc::channel(16);
     let (faults_tx, mut faults) = mpsc::channel(FAULTS_CAPACITY);
@@ -202,7 +203,8 @@ async fn run_until<S: Into<Stop>>(
         budget: Some(tree.budget_actor().await?),
         durable: tree.journal_durable().await.ok().flatten(),
         preamble,
-        recovered: resume.map(|r| router_recovery(r, router_seq)),
+        recovered: resume
+            .map(|r| router_recovery(r, router_seq, preamble::anew(&moved, &sandboxes))),
         candidates: phase.as_ref().map(|p| {
             Arc::new(Candidates::new(
                 &spec.fleet,
@@ -437,7 +439,11 @@ fn budget_book(
 }
 
 /// The router's part of a resume, with the `resumed` record saying what was recovered.
-fn router_recovery(r: Resume, seq: u64) -> RouterRecovery {
+fn router_recovery(
+    r: Resume,
+    seq: u64,
+    sandboxes: std::collections::BTreeMap<String, capfleet_wire::process::sandbox::Sandbox>,
+) -> RouterRecovery {
     let rec = r.recovered;
     let resumed = EventBody::Resumed {
         records: rec.tail.records,
@@ -445,6 +451,7 @@ fn router_recovery(r: Resume, seq: u64) -> RouterRecovery {
         replayed: rec.replay.len(),
         reissued: rec.interrupted.clone(),
         fleet_changed: r.fleet_changed,
+        sandboxes,
     };
     RouterRecovery {
         replay: rec.replay,

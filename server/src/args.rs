@@ -69,6 +69,19 @@ $OTEL_EXPORTER_OTLP_HEADERS and $OTEL_EXPORTER_OTLP_TRACES_HEADERS are removed (
 `env` sets its own). A submitted fleet's `[notify]` signs with a secret_file it submits \
 (in `files`); secret_env, a variable of the server, is refused.
 
+Sandboxed runs: every submitted session runs under sandbox = \"workspace\" (its \
+agent, what it spawns, its terminals and test command confined to its workspace; \
+bubblewrap, else Landlock), whether its fleet says so or nothing. A fleet saying \
+sandbox = \"none\" ([fleet] or a session) is refused, 400 invalid_fleet with the line \
+and key, unless the server was started with --allow-unsandboxed and the token is \
+admin: an unsandboxed agent runs as the server's user and can write the token file \
+and make itself admin, so no lesser role may ask for it. A host with neither \
+backend answers 503 no_sandbox and runs nothing unconfined. The token file, the data \
+dir and the secrets' files are hidden from every sandbox. Queued runs are checked \
+again at the next start; with --nats the rule travels with the run to the worker.
+  capfleet serve --token-file tokens.txt --allow-unsandboxed
+      an admin token's fleet may say sandbox = \"none\" (trusted fleets only)
+
 Runs are the engine `capfleet run` drives: the same validation (before anything spawns), \
 journal, workspaces and artifacts, under --data-dir/runs/<run-id>/ (the submitted fleet \
 and its files in input/; sessions' cwd defaults to the server's working directory; a \
@@ -181,6 +194,12 @@ pub struct ServeArgs {
     /// the server's directory.
     #[arg(long = "allow-root", value_name = "DIR")]
     pub allow_roots: Vec<PathBuf>,
+    /// Let an `admin` token's submission run sessions unsandboxed (`sandbox =
+    /// "none"` in its fleet). Without it every submitted session is sandboxed and
+    /// `"none"` is refused. Only `admin`: an unsandboxed agent runs as the server's
+    /// user and can write the token file, making itself admin.
+    #[arg(long = "allow-unsandboxed")]
+    pub allow_unsandboxed: bool,
     /// The Jaeger UI the runs' traces are in (e.g. http://localhost:16686): a run's
     /// view (and the web console) links to its trace there, `<URL>/trace/<trace id>`.
     /// Needs traces exported (`--otlp`).

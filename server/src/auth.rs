@@ -159,6 +159,12 @@ impl Tokens {
         Ok(Tokens { entries })
     }
 
+    /// The role of the token named `name`, if the file has it (a queued run's
+    /// submitter, checked again at the next start).
+    pub(crate) fn role_of(&self, name: &str) -> Option<Role> {
+        self.entries.iter().find(|e| e.name == name).map(|e| e.role)
+    }
+
     /// The caller whose token `secret` is, if any: every digest is compared, each in
     /// constant time.
     pub(crate) fn check(&self, secret: &str) -> Option<Caller> {

@@ -48,6 +48,9 @@ pub(crate) enum ErrorCode {
     ServerFull,
     /// The server drains: no new runs (503).
     Draining,
+    /// A session must run sandboxed and this host has no sandbox backend (503): the
+    /// message names what is missing; nothing is run unconfined.
+    NoSandbox,
     /// Past the connection cap with every connection busy (503, with `Retry-After`;
     /// the connection is closed).
     TooManyConnections,
@@ -113,6 +116,8 @@ pub(crate) enum ApiError {
     Full { running: usize, queued: usize },
     #[error("the server is shutting down: it takes no new runs")]
     Draining,
+    #[error("{0}")]
+    NoSandbox(String),
     #[error("this route does not take that method")]
     MethodNotAllowed,
     #[error(
@@ -142,7 +147,7 @@ impl ApiError {
             ApiError::UnsupportedMedia { .. } => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::Ended(_) => StatusCode::CONFLICT,
             ApiError::Full { .. } => StatusCode::TOO_MANY_REQUESTS,
-            ApiError::Draining => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Draining | ApiError::NoSandbox(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::ForeignOrigin(_) => StatusCode::FORBIDDEN,
             ApiError::UnknownHost(_) => StatusCode::MISDIRECTED_REQUEST,
@@ -171,6 +176,7 @@ impl ApiError {
             ApiError::Ended(_) => ErrorCode::RunEnded,
             ApiError::Full { .. } => ErrorCode::ServerFull,
             ApiError::Draining => ErrorCode::Draining,
+            ApiError::NoSandbox(_) => ErrorCode::NoSandbox,
             ApiError::Internal(_) => ErrorCode::Internal,
         }
     }
@@ -236,6 +242,7 @@ impl From<SubmissionError> for ApiError {
             SubmissionError::UnsupportedMedia { got, want } => {
                 ApiError::UnsupportedMedia { got, want }
             }
+            SubmissionError::NoSandbox(m) => ApiError::NoSandbox(m),
             SubmissionError::Internal(m) => ApiError::Internal(m),
         }
     }

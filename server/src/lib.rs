@@ -22,7 +22,7 @@
 //!
 //! | file | what it does |
 //! |---|---|
-//! | this file | flags checked (a non-loopback `--addr` needs `--token-file`, `--allow-root`s exist, `--notify`'s secret, `--public-url`), the token file (made with an admin token when none is named), the server's secrets withheld from agents (`app/src/secrets.rs`), the start sweep, bind, serve, the drain on SIGTERM/SIGINT |
+//! | this file | flags checked (a non-loopback `--addr` needs `--token-file`, `--allow-root`s exist, `--notify`'s secret, `--public-url`), the token file (made with an admin token when none is named), the server's secrets withheld from agents (`app/src/secrets.rs`) and its files (token file, data dir, credentials) hidden from every sandbox it gives, the start sweep, bind, serve, the drain on SIGTERM/SIGINT |
 //! | `origin.rs` | the checks every request passes first, before its body is read: `Host` one of the server's (its listening address, `localhost` on loopback, `--public-url`; else 421: DNS rebinding), `Origin` absent or the server's own (else 403: a page of another origin), a body only `application/json` or `application/toml` (else 415: what forms and `no-cors` fetches send) |
 //! | `conns.rs`, `fds.rs` | the accept loop on hyper's HTTP/1 server (axum's router per request): header deadline, idle closing (a request is in flight until its response body ends), the connection cap (past it the oldest idle connection is evicted, or the new one refused with 503), each closing counted by why; the soft `RLIMIT_NOFILE` raised to the hard one and the cap kept below it, less a reserve per session |
 //! | `queued.rs` | queued runs on disk (`queued.json` beside `input/`, synced before the `201`), left queued by the drain and taken up again, checked as a submission, by the next start |
@@ -35,7 +35,7 @@
 //! | `args.rs` | `ServeArgs`: the verb's flags, read here at the start (the binary's `serve` verb only parses them) |
 //! | `schema.rs` | the app's `Submission` and `Finding` described to the API document (the app has no utoipa; unit tests hold the copies to what the app's types read and write) |
 //! | `extract.rs` | typed query and path parameters and JSON bodies whose refusals are `ApiError`s (JSON with a `code`), not axum's plain text |
-//! | `body.rs`, `app/src/submission.rs` | the body (`application/toml` or JSON with `files` and `cwd`) written to the run's `input/`, `cwd` checked inside the allowed roots, loaded with `fleet::load_submitted` (the dry run's findings; a session's own `cwd` inside the allowed roots too, `[notify]` signed only with a secret file of the submission) |
+//! | `body.rs`, `app/src/submission.rs` | the body (`application/toml` or JSON with `files` and `cwd`) written to the run's `input/`, `cwd` checked inside the allowed roots, loaded with `fleet::load_submitted` (the dry run's findings; a session's own `cwd` inside the allowed roots too, `[notify]` signed only with a secret file of the submission; every session sandboxed, see below) |
 //! | `state.rs` | the runs (`RunEntry`: progress under a std mutex never held across an await, a `watch` of its state, its stop channel) and admission: `max_runs`, `max_sessions`, a FIFO queue of `queue`, drain |
 //! | `driver.rs` | one admitted run: workspaces, `run_fleet_stoppable`, the tally, the end; the queued runs that fit are started from here |
 //! | `events.rs` | the SSE stream: the journal file tailed per subscriber (ids = record positions); raw PTY records left out unless `?include_raw=1` |
@@ -46,6 +46,19 @@
 //! | `graph.rs`, `changes.rs`, `validate.rs`, `overview.rs` | a run's fleet as a graph; each session's diff and vetting findings; a fleet checked without running; who the token is and every run's open questions (the web console's reads, below) |
 //! | `console/` | the web console's page and assets (below) |
 //! | `a2a/` | A2A expose (`--expose`, `--expose-fleet`; below) |
+//!
+//! Every submitted run is sandboxed (`Server::confinement`): a session that says
+//! nothing runs under `sandbox = "workspace"`, and `sandbox = "none"` (in `[fleet]`
+//! or on a session) is refused with `400 invalid_fleet` naming `fleet.toml`, the
+//! line and the key — on submit, on `/v1/fleets/validate`, again for a queued run at
+//! the next start, and in the message a NATS worker obeys. Only an `admin` token on
+//! a server started with `--allow-unsandboxed` may ask for `"none"`: an unsandboxed
+//! agent can write the token file and make itself admin, so no lesser role may. A
+//! host with no sandbox backend answers `503 no_sandbox` (naming what is missing)
+//! rather than run anything unconfined. The server's token file and data dir are
+//! hidden from every sandbox it gives. Agents exposed over A2A (`--expose`,
+//! `--expose-fleet`) run as their fleet or manifest says: the operator's, not a
+//! submission.
 //!
 //! A run is stopped alone with `run::Stop::Cancel(reason)` on `run_fleet_stoppable`'s
 //! channel: cooperative like SIGINT, and unlike a signal it leaves the process-wide
@@ -306,6 +319,8 @@ async fn bind(
     server.origins = origins;
     server.ask_timeout = args.ask_timeout;
     server.allow_roots = allow_roots;
+    server.allow_unsandboxed = args.allow_unsandboxed;
+    server.hidden = server_files(args, &data_dir);
     server.trace_ui = args
         .trace_ui
         .as_deref()
@@ -346,6 +361,27 @@ fn server_tokens(args: &ServeArgs, data_dir: &std::path::Path) -> Result<auth::T
 
 /// The token file in the data dir, when no `--token-file` names one.
 const TOKEN_FILE: &str = "tokens.txt";
+
+/// What every sandbox the server gives hides beside the usual roots: its token file
+/// (which an agent could read, or write to make itself admin), its data dir (every
+/// run's journal and input), and the files of its secrets (NATS credentials, the
+/// webhook's secret). Absolute, so that they name the same files in every session.
+fn server_files(args: &ServeArgs, data_dir: &std::path::Path) -> Vec<PathBuf> {
+    let token_file = args
+        .token_file
+        .clone()
+        .unwrap_or_else(|| data_dir.join(TOKEN_FILE));
+    [
+        Some(token_file),
+        Some(data_dir.to_owned()),
+        args.nats.creds.clone(),
+        args.notify.notify_secret_file.clone(),
+    ]
+    .into_iter()
+    .flatten()
+    .map(|p| std::path::absolute(&p).unwrap_or(p))
+    .collect()
+}
 
 /// Serve until a signal has drained the runs, then close.
 async fn listen(

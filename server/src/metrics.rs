@@ -21,7 +21,7 @@ pub(crate) struct RequestLabels {
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct SubmissionLabels {
-    /// `admitted`, `queued`, `refused` (full), `invalid`, `draining`.
+    /// `admitted`, `queued`, `refused` (full), `invalid`, `no_sandbox`, `draining`.
     pub result: String,
 }
 

@@ -3,8 +3,11 @@
 //! (the task, the checked cwd, who submitted it, when, its trace context), synced.
 //! The marker goes when the run starts. SIGTERM leaves the queued runs queued (their
 //! markers stay); the next `capfleet serve` on the data dir [`resume`]s them, oldest
-//! first, checked again as a submission is, before it takes new ones. A run that no
-//! longer passes (its agent gone) ends as failed, saying why.
+//! first, checked again as a submission is, before it takes new ones: sandboxed as
+//! a submission of its token would be now (its role read from the token file of this
+//! start, `--allow-unsandboxed` of this start). A run that no longer passes (its
+//! agent gone, a `sandbox = "none"` no longer allowed, no sandbox backend) ends as
+//! failed, saying why.
 //!
 //! [`QUEUED_FILE`]: capfleet_app::fleet::run_dir::QUEUED_FILE
 
@@ -106,8 +109,17 @@ async fn pending(server: &Server, run: &RunDir) -> Result<Option<Pending>, Strin
         task: queued.task.clone(),
         ..Submission::default()
     };
+    // Sandboxed as a submission by that token would be now (a token removed or no
+    // longer admin, or a server started without --allow-unsandboxed, refuses the
+    // `sandbox = "none"` it was queued with).
+    let confinement = server.confinement(server.tokens.role_of(&queued.submitted_by));
     let loaded = submission
-        .load(&input, queued.cwd.as_deref(), &server.allow_roots)
+        .load(
+            &input,
+            queued.cwd.as_deref(),
+            &server.allow_roots,
+            &confinement,
+        )
         .await
         .map_err(|e| match e {
             capfleet_app::submission::SubmissionError::InvalidFleet(findings) => findings

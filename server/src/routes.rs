@@ -212,11 +212,11 @@ async fn metrics(State(server): State<Arc<Server>>) -> Response {
     responses(
         (status = 201, description = "Running or queued", body = Created,
             headers(("location" = String, description = "The run's URL"))),
-        (status = 400, description = "Invalid: the fleet's findings (line, key), or a bad field", body = ErrorBody),
+        (status = 400, description = "Invalid: the fleet's findings (line, key; `sandbox = \"none\"` among them unless an admin token on a server started with --allow-unsandboxed), or a bad field", body = ErrorBody),
         (status = 415, description = "Neither TOML nor JSON", body = ErrorBody),
         (status = 429, description = "Admission and queue full", body = ErrorBody,
             headers(("retry-after" = u64, description = "Seconds to wait"))),
-        (status = 503, description = "Draining", body = ErrorBody),
+        (status = 503, description = "Draining, or `no_sandbox`: this host has no sandbox backend for the sessions (nothing runs unconfined)", body = ErrorBody),
     ))]
 async fn submit(
     State(server): State<Arc<Server>>,
@@ -234,7 +234,14 @@ async fn submit(
         .get("traceparent")
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
-    let created = super::start::submitted(&server, submission, &caller.name, traceparent).await?;
+    let created = super::start::submitted(
+        &server,
+        submission,
+        &caller.name,
+        Some(caller.role),
+        traceparent,
+    )
+    .await?;
     let mut response = json_response(StatusCode::CREATED, &created);
     if let Ok(location) = format!("/v1/runs/{}", created.id).parse() {
         response.headers_mut().insert(header::LOCATION, location);

@@ -9,19 +9,24 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use super::auth::Role;
 use super::driver;
 use super::error::ApiError;
 use super::state::{Admission, Pending, RunState, Server};
 use super::view::{Created, Links};
 use capfleet_app::enqueue::QueueError;
 use capfleet_app::fleet::{Loaded, RunDir};
-use capfleet_app::submission::{self, FLEET_FILE, INPUT_DIR, Submission};
+use capfleet_app::sandboxing::SandboxRule;
+use capfleet_app::submission::{self, FLEET_FILE, INPUT_DIR, Submission, SubmissionError};
 
-/// Take `submission` in on behalf of `by`, continuing the trace `traceparent`.
+/// Take `submission` in on behalf of `by` (a token of `role`; `None`: an MCP caller,
+/// who cannot lower the sandbox), continuing the trace `traceparent`. Every session
+/// is sandboxed as [`Server::confinement`] says.
 pub(crate) async fn submitted(
     server: &Arc<Server>,
     submission: Submission,
     by: &str,
+    role: Option<Role>,
     traceparent: Option<String>,
 ) -> Result<Created, ApiError> {
     let refused = |result: &str, e: ApiError| {
@@ -32,7 +37,17 @@ pub(crate) async fn submitted(
         return Err(refused("draining", ApiError::Draining));
     }
     if let Some((nats, replicas)) = &server.queue {
-        return queue(server, nats, *replicas, &submission, by, traceparent).await;
+        let sandbox = server.confinement(role).rule;
+        return queue(
+            server,
+            nats,
+            *replicas,
+            &submission,
+            by,
+            traceparent,
+            sandbox,
+        )
+        .await;
     }
     let cwd = submission
         .cwd(&server.allow_roots)
@@ -49,11 +64,13 @@ pub(crate) async fn submitted(
     if let Err(e) = submission.write(&input) {
         return Err(discard(e.into(), "invalid"));
     }
+    let confinement = server.confinement(role);
     let loaded = match submission
-        .load(&input, cwd.as_deref(), &server.allow_roots)
+        .load(&input, cwd.as_deref(), &server.allow_roots, &confinement)
         .await
     {
         Ok(l) => l,
+        Err(e @ SubmissionError::NoSandbox(_)) => return Err(discard(e.into(), "no_sandbox")),
         Err(e) => return Err(discard(e.into(), "invalid")),
     };
     // On disk before it is answered: a stop leaves it queued for the next start.
@@ -174,17 +191,19 @@ async fn queue(
     submission: &Submission,
     by: &str,
     traceparent: Option<String>,
+    sandbox: SandboxRule,
 ) -> Result<Created, ApiError> {
-    let queued = capfleet_app::enqueue::enqueue(nats, replicas, submission, &[], traceparent)
-        .await
-        .map_err(|e| {
-            server.metrics.submitted("invalid");
-            match e {
-                QueueError::Invalid(e) => e.into(),
-                QueueError::Labels(e) => ApiError::BadRequest(e.to_string()),
-                QueueError::Nats(e) => ApiError::Internal(e.to_string()),
-            }
-        })?;
+    let queued =
+        capfleet_app::enqueue::enqueue(nats, replicas, submission, &[], traceparent, sandbox)
+            .await
+            .map_err(|e| {
+                server.metrics.submitted("invalid");
+                match e {
+                    QueueError::Invalid(e) => e.into(),
+                    QueueError::Labels(e) => ApiError::BadRequest(e.to_string()),
+                    QueueError::Nats(e) => ApiError::Internal(e.to_string()),
+                }
+            })?;
     server.metrics.submitted("queued");
     tracing::info!(run = %queued.id, fleet = %queued.fleet, by, subject = %queued.subject, "run queued in NATS");
     Ok(Created {

@@ -14,10 +14,11 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, watch};
 use utoipa::ToSchema;
 
-use super::auth::{Failures, Tokens};
+use super::auth::{Failures, Role, Tokens};
 use super::metrics::ServerMetrics;
 use capfleet_app::fleet::Fleet;
 use capfleet_app::fleet::run_dir::{RunDir, RunLock};
+use capfleet_app::sandboxing::{Confinement, SandboxRule};
 use capfleet_app::tally::Seen;
 
 /// Admission limits.
@@ -189,6 +190,10 @@ pub(crate) struct Server {
     pub ask_timeout: std::time::Duration,
     /// Where a submission's `cwd` may be (canonical).
     pub allow_roots: Vec<PathBuf>,
+    /// `--allow-unsandboxed`: an admin token's fleet may say `sandbox = "none"`.
+    pub allow_unsandboxed: bool,
+    /// The server's own files, hidden from every sandbox it gives.
+    pub hidden: Vec<PathBuf>,
     /// The hosts and origins the server answers ([`super::origin`]).
     pub origins: Arc<super::origin::Origins>,
     /// The server's webhook (`--notify`), for every run.
@@ -218,6 +223,8 @@ impl Server {
             limits,
             ask_timeout: std::time::Duration::from_secs(600),
             allow_roots: Vec::new(),
+            allow_unsandboxed: false,
+            hidden: Vec::new(),
             origins: Arc::default(),
             notifier: capfleet_app::notify::Notifier::default(),
             trace_ui: None,
@@ -226,6 +233,21 @@ impl Server {
             queue: None,
             table: Mutex::new(Table::default()),
             busy: watch::Sender::new(0),
+        }
+    }
+
+    /// What a submission by a token of `role` may say of its sandbox (none: a
+    /// token this server no longer knows): `"none"` only for `admin` on a server
+    /// started with `--allow-unsandboxed`; the server's files hidden either way.
+    pub(crate) fn confinement(&self, role: Option<Role>) -> Confinement {
+        let rule = if self.allow_unsandboxed && role == Some(Role::Admin) {
+            SandboxRule::NoneAllowed
+        } else {
+            SandboxRule::Workspace
+        };
+        Confinement {
+            rule,
+            hidden: self.hidden.clone(),
         }
     }
 

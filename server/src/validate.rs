@@ -1,11 +1,14 @@
 //! `POST /v1/fleets/validate`: a fleet checked exactly as a submission is — written
 //! with its files into a directory of its own (gone with the request), loaded and
-//! validated as `run --dry-run` does — and nothing run: its findings (each with its
-//! line and key), its warnings, and whether this server would take its sessions.
+//! validated as `run --dry-run` does, sandboxed as the caller's submission would be
+//! (`sandbox = "none"` a finding unless its token may ask for it; no backend here:
+//! `503 no_sandbox`) — and nothing run: its findings (each with its line and key),
+//! its warnings, and whether this server would take its sessions.
 //! The web console shows the findings against the fleet's lines before it submits.
 
 use std::sync::Arc;
 
+use axum::Extension;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
@@ -13,6 +16,7 @@ use axum::response::Response;
 use serde::Serialize;
 use utoipa::ToSchema;
 
+use super::auth::Caller;
 use super::error::{ApiError, ErrorBody, Finding, json_response};
 use super::state::Server;
 use capfleet_app::submission::{FLEET_FILE, INPUT_DIR, SubmissionError};
@@ -41,9 +45,11 @@ pub(crate) struct Validation {
         (status = 200, description = "Checked: `valid`, else the findings", body = Validation),
         (status = 400, description = "A body that is no submission (not UTF-8, bad JSON, a bad file name)", body = ErrorBody),
         (status = 415, description = "Neither TOML nor JSON", body = ErrorBody),
+        (status = 503, description = "`no_sandbox`: this host has no sandbox backend for the sessions", body = ErrorBody),
     ))]
 pub(crate) async fn validate(
     State(server): State<Arc<Server>>,
+    Extension(caller): Extension<Caller>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
@@ -58,8 +64,9 @@ pub(crate) async fn validate(
         .map_err(|e| ApiError::Internal(format!("cannot make a directory to validate in: {e}")))?;
     let input = dir.path().join(INPUT_DIR);
     submission.write(&input)?;
+    let confinement = server.confinement(Some(caller.role));
     let loaded = match submission
-        .load(&input, cwd.as_deref(), &server.allow_roots)
+        .load(&input, cwd.as_deref(), &server.allow_roots, &confinement)
         .await
     {
         Ok(l) => l,

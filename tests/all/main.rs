@@ -122,6 +122,7 @@ mod serve_inputs;
 mod serve_openapi;
 mod serve_pages;
 mod serve_restart;
+mod serve_sandbox;
 mod serve_submit;
 mod session_chaos;
 mod session_policy;

@@ -74,7 +74,7 @@ env = {{ {k} = "{v}", CAPFLEET_ESCAPE_OTHER = "{other}", CAPFLEET_ESCAPE_RUNS = 
 }
 
 /// The kit's lines, from the session's text in the journal.
-fn kit_lines(journal: &[Value]) -> Vec<String> {
+pub(crate) fn kit_lines(journal: &[Value]) -> Vec<String> {
     let mut lines: Vec<String> = Vec::new();
     let texts = journal
         .iter()

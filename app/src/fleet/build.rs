@@ -13,6 +13,7 @@ use capfleet_engine::router::{Picker, Route, RouteAction, RoutingSpec};
 use capfleet_engine::session::DEFAULT_TURN_TIMEOUT;
 use capfleet_engine::tomldoc::Location;
 use capfleet_engine::workspace::repo;
+use capfleet_wire::driver::spawns_process;
 use capfleet_wire::events::JOURNAL_MAX_BYTES;
 use capfleet_wire::process::sandbox::{self, SandboxSpec};
 use capfleet_wire::supervision::RestartPolicy;
@@ -22,6 +23,7 @@ use super::config::{ActionEntry, At, AutoAnswer, FleetFile, HUMAN, SessionEntry,
 use super::error::FleetError;
 use super::{Budgets, Fleet, FleetSession, SPEAK_FLEET_ENV};
 use crate::agents::{SessionRequest, registry, session_spec};
+use crate::sandboxing::{Confinement, SandboxRule};
 
 /// Where relative paths start and what the task override is.
 pub(super) struct Context<'a> {
@@ -38,6 +40,10 @@ pub(super) struct Context<'a> {
     /// signs its notices with a secret of its own (a `secret_file` it submitted,
     /// never a variable of this host).
     pub submitted: Option<&'a [PathBuf]>,
+    /// A submitted fleet's confinement: each session that says nothing sandboxed,
+    /// `sandbox = "none"` refused unless the rule allows it, the host's files hidden
+    /// (none: the fleet's own user runs it, as written).
+    pub confinement: Option<&'a Confinement>,
 }
 
 /// Build the fleet; every problem found is returned (agents are all resolved even
@@ -65,13 +71,33 @@ pub(super) async fn build(file: &FleetFile, cx: &Context<'_>) -> Result<Fleet, V
         backoff: f.rate_limit_backoff.unwrap_or(defaults.backoff),
         ..defaults
     };
+    if cx
+        .confinement
+        .is_some_and(|c| c.rule == SandboxRule::Workspace)
+    {
+        let said = f
+            .sandbox
+            .iter()
+            .chain(file.sessions.iter().filter_map(|s| s.sandbox.as_ref()));
+        errors.extend(
+            said.filter(|a| !a.value)
+                .map(|a| FleetError::Unsandboxed { at: a.at.clone() }),
+        );
+    }
     let mut sessions = Vec::new();
     for s in &file.sessions {
         match session(s, &name, turn_timeout, cx, &mut manifests).await {
             Ok(mut fs) => {
                 fs.spec.rate_limit = rate_limit;
-                if s.sandbox.or(f.sandbox).unwrap_or(false) {
-                    match confinement(s, file, &fs.spec.launch.env) {
+                let said = s.sandbox.as_ref().or(f.sandbox.as_ref()).map(|a| a.value);
+                // Submitted: sandboxed unless it says "none" (an A2A peer has no
+                // process here to confine).
+                let confined = match cx.confinement {
+                    None => said.unwrap_or(false),
+                    Some(_) => said.unwrap_or_else(|| spawns_process(fs.spec.binding)),
+                };
+                if confined {
+                    match confinement(s, file, &fs.spec.launch.env, cx.confinement) {
                         Ok(spec) => fs.spec.launch.sandbox = Some(spec),
                         Err(e) => errors.push(e),
                     }
@@ -361,14 +387,21 @@ pub(super) async fn session(
 }
 
 /// The sandbox of a session under `sandbox = "workspace"`, refused (before anything
-/// spawns) on a host with no backend for it.
+/// spawns) on a host with no backend for it. A submitted fleet's hides the host's
+/// files too; its backend is the business of the host that runs it
+/// (`crate::submission`: a server that validates a run for NATS workers may have none).
 fn confinement(
     s: &SessionEntry,
     file: &FleetFile,
     env: &[(String, String)],
+    submitted: Option<&Confinement>,
 ) -> Result<SandboxSpec, FleetError> {
     let mut spec = file.sandbox.clone().unwrap_or_default();
     crate::sandboxing::complete(&mut spec, env);
+    if let Some(c) = submitted {
+        spec.hidden.extend(c.hidden.iter().cloned());
+        return Ok(spec);
+    }
     match sandbox::availability().choose(spec.backend) {
         Ok(_) => Ok(spec),
         Err(e) => Err(FleetError::InvalidValue {

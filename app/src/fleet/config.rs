@@ -101,7 +101,7 @@ pub(crate) struct FleetSection {
     /// fail-safe answer (default: the server's `--ask-timeout`).
     pub ask_timeout: Option<Duration>,
     /// `sandbox = "workspace"` (true) or `"none"`: the sessions' default.
-    pub sandbox: Option<bool>,
+    pub sandbox: Option<At<bool>>,
 }
 
 /// A session's `agent` names a manifest file (relative to the fleet file), not a
@@ -143,7 +143,7 @@ pub(crate) struct SessionEntry {
     /// A PTY session's raw terminal output journaled too (`cap.pty.raw_bytes`).
     pub raw_bytes: bool,
     /// `sandbox = "workspace"` (true) or `"none"`, over the fleet's default.
-    pub sandbox: Option<bool>,
+    pub sandbox: Option<At<bool>>,
 }
 
 /// One `[[routes]]` entry.

@@ -38,6 +38,10 @@ pub enum FleetError {
     },
     #[error("{at}: invalid value: {reason}")]
     InvalidValue { at: Location, reason: String },
+    #[error(
+        "{at}: sandbox = \"none\" is refused: a submitted run (capfleet serve, a NATS worker) runs every session sandboxed; remove this key or set it to \"workspace\" (only an admin token, on a server started with --allow-unsandboxed, may ask for \"none\")"
+    )]
+    Unsandboxed { at: Location },
     #[error("{at}: unknown session `{name}` (sessions: {known})")]
     UnknownSession {
         at: Location,
@@ -88,6 +92,7 @@ impl FleetError {
             | FleetError::UnknownKey { at, .. }
             | FleetError::WrongType { at, .. }
             | FleetError::InvalidValue { at, .. }
+            | FleetError::Unsandboxed { at }
             | FleetError::UnknownSession { at, .. }
             | FleetError::DuplicateSession { at, .. }
             | FleetError::Cycle { at, .. }

@@ -35,6 +35,8 @@ pub(crate) use config::OnError;
 pub(crate) use error::{FleetError, FleetErrors};
 pub use run_dir::RunDir;
 
+use crate::sandboxing::Confinement;
+
 /// The variable naming a simulator's state directory (`once` crash markers).
 pub(crate) const SIM_STATE_ENV: &str = "CAPFLEET_SIM_STATE";
 
@@ -168,20 +170,31 @@ pub(crate) async fn load_in(
     task: Option<&str>,
     cwd: Option<&Path>,
 ) -> Result<Loaded, FleetErrors> {
-    load_with(path, task, cwd, None).await
+    load_with(path, task, cwd, None, None).await
 }
 
 /// [`load_in`] for a fleet someone submitted to this host (`serve`, `worker`): its
 /// sessions' own `cwd` must resolve inside one of `roots` (with none, no session
-/// names a `cwd`), and its `[notify]` signs with a secret file it submitted, never a
-/// variable of this host.
+/// names a `cwd`), its `[notify]` signs with a secret file it submitted, never a
+/// variable of this host, and its sessions are confined as `confinement` says.
 pub(crate) async fn load_submitted(
     path: &Path,
     task: Option<&str>,
     cwd: Option<&Path>,
     roots: &[PathBuf],
+    confinement: &Confinement,
 ) -> Result<Loaded, FleetErrors> {
-    load_with(path, task, cwd, Some(roots)).await
+    load_with(path, task, cwd, Some(roots), Some(confinement)).await
+}
+
+/// [`load_in`] of a fleet submitted to run on another host (a run queued in NATS):
+/// confined as `confinement` says (its `sandbox = "none"` refused here already).
+pub(crate) async fn load_confined(
+    path: &Path,
+    task: Option<&str>,
+    confinement: &Confinement,
+) -> Result<Loaded, FleetErrors> {
+    load_with(path, task, None, None, Some(confinement)).await
 }
 
 async fn load_with(
@@ -189,6 +202,7 @@ async fn load_with(
     task: Option<&str>,
     cwd: Option<&Path>,
     submitted: Option<&[PathBuf]>,
+    confinement: Option<&Confinement>,
 ) -> Result<Loaded, FleetErrors> {
     let src = std::fs::read_to_string(path).map_err(|source| FleetErrors {
         errors: vec![FleetError::Io {
@@ -213,6 +227,7 @@ async fn load_with(
         task,
         cwd,
         submitted,
+        confinement,
     };
     let built = build::build(&file, &cx).await;
     match built {

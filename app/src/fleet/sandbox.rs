@@ -19,6 +19,7 @@ use capfleet_engine::tomldoc::join;
 use capfleet_wire::process::sandbox::{BackendChoice, Network, SandboxSpec};
 use toml::de::DeTable;
 
+use super::config::At;
 use super::read::{Reader, choice, strict_keys};
 
 const KEYS: &[&str] = &["network", "writable", "readable", "backend"];
@@ -30,9 +31,13 @@ const BACKENDS: &[(BackendChoice, &str)] = &[
     (BackendChoice::Landlock, "landlock"),
 ];
 
-/// `sandbox` of the table at `path`: `Some(true)` for `"workspace"`.
-pub(super) fn read_mode(r: &mut Reader, t: &DeTable<'_>, path: &str) -> Option<bool> {
-    choice(r, t, path, "sandbox", MODES)
+/// `sandbox` of the table at `path`: `true` for `"workspace"`, with where it was written.
+pub(super) fn read_mode(r: &mut Reader, t: &DeTable<'_>, path: &str) -> Option<At<bool>> {
+    let value = choice(r, t, path, "sandbox", MODES)?;
+    Some(At {
+        value,
+        at: r.at(&join(path, "sandbox"), Reader::span_of(t, "sandbox")),
+    })
 }
 
 /// `[sandbox]`, if present.

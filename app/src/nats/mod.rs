@@ -26,7 +26,7 @@
 //! | file | what it does |
 //! |---|---|
 //! | this module | `NatsArgs` (`--nats URL[,URL...]`, `--nats-creds FILE`, `--nats-replicas N`; a token only from `CAPFLEET_NATS_TOKEN`), the connection (bounded wait, reconnecting for ever after), URLs shown without their user part |
-//! | `app/src/nats/queue.rs` | the runs stream (work-queue retention, file storage, `replicas`), `RunMessage` (the run id, required labels, the submitter's `traceparent`, `POST /v1/runs`'s JSON body), a subject per sorted label set, the durable pull consumers of every subset of a worker's labels, `Nats-Msg-Id` = run id (a retried submission is queued once) |
+//! | `app/src/nats/queue.rs` | the runs stream (work-queue retention, file storage, `replicas`), `RunMessage` (the run id, required labels, the submitter's `traceparent`, `POST /v1/runs`'s JSON body, the sandbox rule the worker obeys: missing = every session sandboxed), a subject per sorted label set, the durable pull consumers of every subset of a worker's labels, `Nats-Msg-Id` = run id (a retried submission is queued once) |
 //! | `app/src/nats/lease.rs` | leases: claim = KV create (only when absent), renew = update at the last revision (compare-and-set; `WrongLastRevision` = lost), release = delete at that revision; the time left on another worker's lease |
 //! | `app/src/nats/replica.rs` | the journal's replica: a publisher per run that follows the `ReplicaHook` (and polls every 250 ms: the app's own `run_ended` lines are written beside the engine's journal), reads the file's new whole lines from its offset and publishes each with `Nats-Expected-Last-Subject-Sequence` (and a `Nats-Msg-Id` per worker and offset, so a retried publish is stored once); `replay` reads a run's records back in order |
 //! | `app/src/nats/presence.rs` | each worker's presence (labels, runs, draining, last beat) for `capfleet workers` |
@@ -57,7 +57,10 @@
 //! worker's claim succeeds, it replays the journal from the stream into its own run
 //! directory and resumes with `run --resume`'s recovery (no route twice, the budget
 //! kept). Its workspaces are provisioned afresh: what the dead host had not committed
-//! is gone with it. A record the dead worker had written but not yet published is lost
+//! is gone with it; each session keeps its journaled sandbox (confined, its network,
+//! its backend) with this host's paths, never the dead worker's (the engine's
+//! `run::preamble`, journaled in the `resumed` record). A record the dead worker had
+//! written but not yet published is lost
 //! as a torn tail is on one host (the resume re-issues what it cut).
 //!
 //! Fencing. A renewal refused because the revision moved, or no renewal confirmed for a

@@ -18,6 +18,7 @@ use async_nats::jetstream::stream::{Config, RetentionPolicy, StorageType, Stream
 use serde::{Deserialize, Serialize};
 
 use super::{Nats, NatsError};
+use crate::sandboxing::SandboxRule;
 
 /// The stream of queued runs.
 pub(crate) const STREAM: &str = "CAPFLEET_RUNS";
@@ -46,6 +47,12 @@ pub struct RunMessage {
     pub submitted_ms: u64,
     /// `POST /v1/runs`'s JSON body: `{fleet, task, files, cwd}`.
     pub submission: serde_json::Value,
+    /// How the worker sandboxes its sessions: `workspace` (every one; missing, as
+    /// from a capfleet before it, means this) or `none_allowed` (the fleet's
+    /// `sandbox = "none"` honoured: an admin token on a server started with
+    /// `--allow-unsandboxed`).
+    #[serde(default)]
+    pub sandbox: SandboxRule,
 }
 
 /// A label that cannot be one.
@@ -209,6 +216,22 @@ mod tests {
             labels(&s(&["a", "b", "c", "d", "e"])),
             Err(LabelError::TooMany(5))
         ));
+    }
+
+    #[test]
+    fn a_message_without_a_sandbox_rule_is_sandboxed() {
+        let m: RunMessage = serde_json::from_value(serde_json::json!({
+            "id": "r", "submitted_ms": 1, "submission": {"fleet": ""}
+        }))
+        .unwrap();
+        assert_eq!(m.sandbox, SandboxRule::Workspace);
+        let m: RunMessage = serde_json::from_value(serde_json::json!({
+            "id": "r", "submitted_ms": 1, "submission": {}, "sandbox": "none_allowed"
+        }))
+        .unwrap();
+        assert_eq!(m.sandbox, SandboxRule::NoneAllowed);
+        let sent = serde_json::to_value(&m).unwrap();
+        assert_eq!(sent["sandbox"], "none_allowed");
     }
 
     #[test]

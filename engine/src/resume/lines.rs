@@ -57,6 +57,9 @@ pub(super) struct Line<'a> {
     pub(super) name: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
     pub(super) sandbox: Option<&'a RawValue>,
+    /// A `resumed` record's sandboxes resolved anew (by session).
+    #[serde(default, borrow)]
+    pub(super) sandboxes: Option<&'a RawValue>,
 }
 
 /// A journal line read, its event decoded if it is a session's.

@@ -277,6 +277,15 @@ fn on_router(
         "resumed" => {
             *stopping = false;
             r.ended = None;
+            // A takeover's sandboxes, resolved for its host: what they run in now.
+            match line
+                .sandboxes
+                .map(|raw| serde_json::from_str::<Sandboxes>(raw.get()))
+            {
+                Some(Ok(anew)) => r.sandboxes.extend(anew),
+                Some(Err(e)) => tracing::error!("a resumed record's sandboxes unreadable: {e}"),
+                None => {}
+            }
             return;
         }
         "stopping" => *stopping = true,

@@ -4,7 +4,10 @@
 //! resumed run's sessions kept in the sandbox their journal holds; then the
 //! `session` records (each with its sandbox) and the `worktree` records.
 
+use std::collections::BTreeMap;
+
 use capfleet_wire::events::EventBody;
+use capfleet_wire::process::sandbox::Sandbox;
 
 use super::WorkspacePhase;
 use crate::error::TreeError;
@@ -15,12 +18,41 @@ use crate::session::SessionSpec;
 /// whatever the fleet says now (a server's forced sandbox is not in the fleet file;
 /// a fleet edited since cannot lower it). A session journaled without one keeps the
 /// fleet's choice.
-pub(super) fn keep_journaled(sessions: &mut [SessionSpec], journaled: &Sandboxes) {
+///
+/// The journaled paths are the journaling host's. A session that works where it was
+/// journaled working (the same workspace, reused) keeps them all. One that works
+/// elsewhere now — a NATS worker's takeover of a dead worker's run, its workspaces
+/// provisioned afresh here — keeps what the sandbox was (confined, its network, its
+/// backend) with this host's paths, resolved from the fleet's spec: the dead
+/// worker's workspace, temporary directory and run directory are not this run's, and
+/// are neither made writable nor created here. Their names come back: what they run
+/// in is journaled in the `resumed` record ([`anew`]).
+pub(super) fn keep_journaled(sessions: &mut [SessionSpec], journaled: &Sandboxes) -> Vec<String> {
+    let mut moved = Vec::new();
     for s in sessions {
-        if let Some(sandbox) = journaled.get(&s.name) {
+        let Some(sandbox) = journaled.get(&s.name) else {
+            continue;
+        };
+        let here = std::fs::canonicalize(&s.launch.config.cwd).ok();
+        if here.as_deref() == Some(sandbox.workspace.as_path()) {
             s.launch.sandbox = Some(sandbox.as_spec());
+            continue;
         }
+        let mut spec = s.launch.sandbox.take().unwrap_or_default();
+        spec.network = sandbox.network;
+        spec.backend = sandbox.as_spec().backend;
+        s.launch.sandbox = Some(spec);
+        moved.push(s.name.clone());
     }
+    moved
+}
+
+/// The sandboxes of the sessions `moved` (resolved anew for this host), by name.
+pub(super) fn anew(moved: &[String], sandboxes: &Sandboxes) -> BTreeMap<String, Sandbox> {
+    moved
+        .iter()
+        .filter_map(|name| sandboxes.get(name).map(|sb| (name.clone(), sb.clone())))
+        .collect()
 }
 
 /// Each confined session's sandbox, resolved for its workspace and tried once for

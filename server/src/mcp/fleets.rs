@@ -185,7 +185,7 @@ impl Fleets for ServerFleets {
                 FleetSource::Toml { fleet, files } => {
                     let value = json!({ "fleet": fleet, "files": files, "task": task });
                     match Submission::from_json(value) {
-                        Ok(s) => crate::start::submitted(&server, s, &by.name, None).await,
+                        Ok(s) => crate::start::submitted(&server, s, &by.name, None, None).await,
                         Err(e) => Err(e.into()),
                     }
                 }

@@ -41,6 +41,10 @@ its path from the fleet's directory (a step up spelled `_up`, so `../sim/a.toml`
 the environment variable --token-env names (default CAPFLEET_TOKEN), never from the \
 command line.
 
+A submitted run is sandboxed: each session runs under sandbox = \"workspace\" on the \
+server or the NATS worker, and a fleet saying sandbox = \"none\" is refused (only an \
+admin token, on a server started with --allow-unsandboxed, may ask for it).
+
 Exit codes (with --wait, the run's): 0 completed, 1 a session failed (or the server \
 could not be reached), 2 invalid fleet or bad usage (or a refused token), 3 budget \
 exceeded, 130 interrupted or cancelled. Without --wait: 0 once the run is accepted.")]

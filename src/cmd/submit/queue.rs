@@ -1,5 +1,6 @@
 //! `capfleet submit --nats URL`: the run queued in NATS JetStream ([`capfleet_app::enqueue`])
-//! for a `capfleet worker`, its id printed.
+//! for a `capfleet worker`, its id printed. Its sessions run sandboxed on the worker
+//! (`sandbox = "none"` is refused here, as `serve` refuses it).
 
 use std::process::ExitCode;
 
@@ -9,6 +10,7 @@ use super::SubmitArgs;
 use capfleet_app::enqueue::{QueueError, enqueue};
 use capfleet_app::launch::{EXIT_INVALID, EXIT_SESSION_FAILED};
 use capfleet_app::nats::NatsArgs;
+use capfleet_app::sandboxing::SandboxRule;
 use capfleet_app::style::Style;
 use capfleet_app::submission::{Submission, SubmissionError};
 
@@ -24,6 +26,8 @@ pub(super) async fn submit(args: &SubmitArgs, urls: &str, body: Value, err: Styl
                     &submission,
                     &args.labels,
                     traceparent,
+                    // A run queued straight in NATS is a submitted run: sandboxed.
+                    SandboxRule::Workspace,
                 )
                 .await
             }

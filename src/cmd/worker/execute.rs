@@ -1,6 +1,8 @@
 //! One queued run on this worker: its directory `.capfleet/runs/<run-id>/` (the id
 //! the submitter gave it), the submission written into `input/` and validated as
-//! `serve` validates a `POST /v1/runs` body (`capfleet_app::submission`), then
+//! `serve` validates a `POST /v1/runs` body (`capfleet_app::submission`: its
+//! sessions sandboxed as the message's `sandbox` says, missing meaning every one;
+//! this worker's runs and credentials hidden; no backend here refuses it), then
 //! run to its end on the engine `serve` runs submissions on
 //! (`capfleet_app::launch::in_process`), with nobody to ask (the policy's open
 //! questions are answered fail-safe), its journal published as it is written
@@ -29,6 +31,7 @@ use capfleet_app::launch::{EXIT_INVALID, EXIT_SESSION_FAILED};
 use capfleet_app::nats::queue::RunMessage;
 use capfleet_app::nats::replica::{Ended, Replica};
 use capfleet_app::resume::{self, Verdict};
+use capfleet_app::sandboxing::Confinement;
 use capfleet_app::submission::SubmissionError;
 use capfleet_app::submission::{FLEET_FILE, INPUT_DIR, Submission};
 
@@ -124,10 +127,16 @@ async fn run(
             return end(&run, EXIT_SESSION_FAILED, &e);
         }
     }
+    // Sandboxed as the message says (missing: every session); the worker's own
+    // files hidden.
+    let confinement = Confinement {
+        rule: m.sandbox,
+        hidden: worker.hidden.clone(),
+    };
     let loaded = match submission.cwd(&worker.allow_roots) {
         Ok(cwd) => {
             submission
-                .load(&input, cwd.as_deref(), &worker.allow_roots)
+                .load(&input, cwd.as_deref(), &worker.allow_roots, &confinement)
                 .await
         }
         Err(e) => Err(e),

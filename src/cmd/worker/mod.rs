@@ -100,6 +100,9 @@ pub(super) struct Worker {
     pub name: String,
     pub dir: PathBuf,
     pub allow_roots: Vec<PathBuf>,
+    /// The worker's own files, hidden from every sandbox it gives: its runs
+    /// (`.capfleet`), its NATS credentials.
+    pub hidden: Vec<PathBuf>,
     pub nats: Nats,
     /// Copies JetStream keeps of the streams it makes.
     pub replicas: usize,
@@ -318,10 +321,16 @@ async fn start(
         .await?;
     nats.journal_stream(replicas).await?;
     let consumers = nats.run_consumers(&labels, replicas, leases.ttl).await?;
+    let hidden = [Some(dir.join(".capfleet")), args.nats.creds.clone()]
+        .into_iter()
+        .flatten()
+        .map(|p| std::path::absolute(&p).unwrap_or(p))
+        .collect();
     let worker = Worker {
         name,
         dir,
         allow_roots,
+        hidden,
         nats,
         replicas,
         leases,

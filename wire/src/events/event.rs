@@ -245,8 +245,10 @@ pub enum EventBody {
     },
     /// The run was resumed (`capfleet run --resume`) from its journal: the records
     /// read, a torn last line left out (its bytes), the deliveries whose recorded
-    /// results were replayed, those re-issued (their turn never ended), and the
-    /// fleet's change accepted with `--force`.
+    /// results were replayed, those re-issued (their turn never ended), the fleet's
+    /// change accepted with `--force`, and the sessions whose sandbox was resolved
+    /// anew for this host (a NATS takeover: the same confinement, this host's paths),
+    /// as they run now (a later resume reads them over their `session` records').
     Resumed {
         records: u64,
         #[serde(skip_serializing_if = "Option::is_none")]
@@ -255,6 +257,8 @@ pub enum EventBody {
         reissued: Vec<String>,
         #[serde(skip_serializing_if = "Option::is_none")]
         fleet_changed: Option<String>,
+        #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+        sandboxes: std::collections::BTreeMap<String, crate::process::sandbox::Sandbox>,
     },
     /// A client outside the run called a tool on it (an MCP client of `capfleet mcp`
     /// or of `serve`'s `/mcp`), published under the fleet's `…/mcp` stream: who

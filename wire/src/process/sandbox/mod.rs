@@ -160,14 +160,20 @@ impl Sandbox {
         hidden.push(std::env::temp_dir());
         hidden.extend(git.repository);
         hidden.extend(spec.hidden.iter().cloned());
-        let unenforced = probe::unenforced(backend, spec.network);
+        let mut unenforced = probe::unenforced(backend, spec.network);
+        let (writable, readable) = (paths::dedup(writable), paths::dedup(readable));
+        let allowed: Vec<PathBuf> = writable.iter().chain(&readable).cloned().collect();
+        let hidden = paths::roots(paths::dedup(hidden), &allowed);
+        if backend == Backend::Landlock {
+            unenforced.extend(paths::uncovered(&hidden, &writable, &readable));
+        }
         Ok(Sandbox {
             backend,
             network: spec.network,
             workspace,
-            writable: paths::dedup(writable),
-            readable: paths::dedup(readable),
-            hidden: paths::roots(paths::dedup(hidden)),
+            writable,
+            readable,
+            hidden,
             unenforced,
         })
     }

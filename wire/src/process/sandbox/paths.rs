@@ -78,13 +78,44 @@ pub(super) fn dedup(list: Vec<PathBuf>) -> Vec<PathBuf> {
     out
 }
 
-/// The hidden roots that exist, none inside another.
-pub(super) fn roots(list: Vec<PathBuf>) -> Vec<PathBuf> {
+/// The hidden roots that exist, none inside another — unless an `allowed` path
+/// (writable or readable) lies between them: a server's token file inside a workspace
+/// inside the hidden temporary directory is hidden again inside the workspace.
+pub(super) fn roots(list: Vec<PathBuf>, allowed: &[PathBuf]) -> Vec<PathBuf> {
     let existing: Vec<PathBuf> = list.into_iter().filter(|p| p.exists()).collect();
+    let in_allowed = |p: &Path| allowed.iter().any(|a| p.starts_with(a) && p != a);
     existing
         .iter()
-        .filter(|p| !existing.iter().any(|q| q != *p && p.starts_with(q)))
+        .filter(|p| in_allowed(p) || !existing.iter().any(|q| q != *p && p.starts_with(q)))
         .cloned()
+        .collect()
+}
+
+/// The hidden roots inside a writable or readable path, said: Landlock only grants,
+/// so a path inside a granted tree cannot be taken back out of it (bubblewrap
+/// mounts it over again).
+pub(super) fn uncovered(
+    hidden: &[PathBuf],
+    writable: &[PathBuf],
+    readable: &[PathBuf],
+) -> Vec<String> {
+    hidden
+        .iter()
+        .filter_map(|h| {
+            let inside =
+                |list: &[PathBuf]| list.iter().find(|p| h.starts_with(p) && h != *p).cloned();
+            let (holder, may) = match (inside(writable), inside(readable)) {
+                (Some(w), _) => (w, "write"),
+                (None, Some(r)) => (r, "read"),
+                (None, None) => return None,
+            };
+            Some(format!(
+                "hidden: {} lies inside {}, which the session may {may}: Landlock cannot take \
+                 a path back out of a tree it grants (bubblewrap hides it)",
+                h.display(),
+                holder.display()
+            ))
+        })
         .collect()
 }
 

@@ -28,8 +28,15 @@ fn planted() -> Planted {
 }
 
 async fn run_inside(backend: BackendChoice, p: &Planted, script: &str) -> String {
+    run_hiding(backend, p, &[], script).await
+}
+
+/// [`run_inside`] with `more` hidden beside the home.
+async fn run_hiding(backend: BackendChoice, p: &Planted, more: &[PathBuf], script: &str) -> String {
+    let mut hidden = vec![p.home.clone()];
+    hidden.extend_from_slice(more);
     let spec = SandboxSpec {
-        hidden: vec![p.home.clone()],
+        hidden,
         backend,
         ..SandboxSpec::default()
     };
@@ -80,6 +87,43 @@ async fn bubblewrap_confines_writes_and_hides_the_home() {
 #[tokio::test]
 async fn landlock_confines_writes_and_hides_the_home() {
     confines(BackendChoice::Landlock).await;
+}
+
+/// A server's token file in the directory a session works in: hidden by bubblewrap
+/// (mounted over after the workspace), said as not enforced by Landlock.
+#[tokio::test]
+async fn a_hidden_file_inside_the_workspace() {
+    let p = planted();
+    let tokens = std::fs::canonicalize(&p.ws).expect("ws").join("tokens.txt");
+    std::fs::write(&tokens, "DIGESTS\n").expect("tokens");
+    let script = r#"
+cat ./tokens.txt && echo tokens-READ
+echo x >> ./tokens.txt && echo tokens-WRITTEN
+echo in > ./beside-tokens && echo ws-ok
+true
+"#;
+    let hidden = [tokens.clone()];
+    let out = run_hiding(BackendChoice::Bubblewrap, &p, &hidden, script).await;
+    assert!(out.contains("ws-ok"), "{out}");
+    assert!(
+        !out.contains("DIGESTS") && !out.contains("WRITTEN"),
+        "{out}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&tokens).ok().as_deref(),
+        Some("DIGESTS\n")
+    );
+    let spec = SandboxSpec {
+        hidden: hidden.to_vec(),
+        backend: BackendChoice::Landlock,
+        ..SandboxSpec::default()
+    };
+    let sb = Sandbox::resolve(&spec, &p.ws, &SandboxPaths::default()).expect("resolve");
+    let said = sb.unenforced.join("\n");
+    assert!(
+        said.contains(&format!("hidden: {}", tokens.display())) && said.contains("may write"),
+        "{said}"
+    );
 }
 
 #[test]
