@@ -13,16 +13,14 @@
 //! - a prompt right after a turn's end is always a `turn/start`, never a `turn/steer`
 //!   on the ended turn: many short turns back to back, each answered, none steered.
 
-use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::common::nats::free_port;
 use crate::common::repo::Fixture;
 use crate::common::sim::fleet_session;
-use crate::common::{self, EnvMarker, http, support, wait_until, wait_within};
+use crate::common::{self, EnvMarker, support, wait_until};
 use capfleet_engine::manifest::Manifest;
 use capfleet_engine::protocol::SessionConfig;
 use capfleet_engine::session::{SessionError, SessionMsg, SessionSpec};
@@ -77,23 +75,8 @@ fn an_overloaded_turn_start_is_retried_with_backoff_counted_and_journaled() {
             idle = fleet_session("idle", "idle.toml", &m, ""),
         ),
     );
-    let port = free_port();
-    let addr = format!("127.0.0.1:{port}");
-    let mut child = f
-        .command(&["run", "fleet.toml", "--metrics-addr", &addr])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("capfleet run");
-    let mut scraped = String::new();
     let done = "capfleet_turns_total{session=\"cap://ov/codex\",agent=\"codex-app-scripted\",outcome=\"completed\"} 1";
-    let seen = wait_until(Duration::from_secs(30), Duration::from_millis(100), || {
-        scraped = http(port, "GET", "/metrics", None)
-            .map(|(_, b)| b)
-            .unwrap_or_default();
-        scraped.contains(done)
-    });
-    let status = wait_within(&mut child, Duration::from_secs(60));
+    let (seen, status, scraped) = crate::common::scraped::run_scraped_until(&f, done);
     assert!(seen, "the overloaded session's turn completes:\n{scraped}");
     let counted =
         format!("capfleet_overload_retries_total{{session=\"cap://ov/codex\"}} {OVERLOADS}");

@@ -3,7 +3,6 @@
 //! on every binding, with and without a newline, and a flood of ACP updates (each
 //! under the cap) into a session that stalls, against capfleet's peak memory.
 
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -12,10 +11,9 @@ use crate::common::chaos::{
     Chat, Finished, Output, RUN_TIMEOUT, assert_no_agent_left, assert_stream_and_journal, cap_kind,
     count, error_code, lines, turn_text, ty,
 };
-use crate::common::nats::free_port;
 use crate::common::repo::Fixture;
 use crate::common::sim::fleet_session;
-use crate::common::{EnvMarker, http, hwm_kib, wait_until, wait_within};
+use crate::common::{EnvMarker, hwm_kib};
 
 /// A `result` frame before the agent's `init` is reported as stray (`cap.error
 /// stray_frame`, once), never taken as turn 1's answer or cost: the turn ends on its
@@ -317,24 +315,9 @@ steps = [{ say = "the-answer." }, { usage = { input_tokens = 3, output_tokens = 
             fleet_session("idle", "idle.toml", &m, "")
         ),
     );
-    let port = free_port();
-    let addr = format!("127.0.0.1:{port}");
-    let mut child = f
-        .command(&["run", "fleet.toml", "--metrics-addr", &addr])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("capfleet run");
-    let mut scraped = String::new();
     let done =
         "capfleet_turns_total{session=\"cap://st/stray\",agent=\"sim\",outcome=\"completed\"} 1";
-    let seen = wait_until(Duration::from_secs(30), Duration::from_millis(100), || {
-        scraped = http(port, "GET", "/metrics", None)
-            .map(|(_, b)| b)
-            .unwrap_or_default();
-        scraped.contains(done)
-    });
-    let status = wait_within(&mut child, Duration::from_secs(60));
+    let (seen, status, scraped) = crate::common::scraped::run_scraped_until(&f, done);
     assert!(seen, "the stray session's turn completes:\n{scraped}");
     assert!(
         scraped.contains("capfleet_stray_frames_total{session=\"cap://st/stray\"} 2"),

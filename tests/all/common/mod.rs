@@ -78,6 +78,7 @@ pub(crate) mod peers;
 pub(crate) mod phoenix;
 pub(crate) mod procs;
 pub(crate) mod repo;
+pub(crate) mod scraped;
 pub(crate) mod serve;
 pub(crate) mod sim;
 pub(crate) mod speak;
