@@ -27,10 +27,11 @@ use crate::common::{EnvMarker, capfleet, journal_records};
 const RUN: Duration = Duration::from_secs(60);
 
 /// A fleet whose one session's command line writes `marker`: it ran if the file is
-/// there.
+/// there. It asks to run unsandboxed (the marker lies outside its workspace), which
+/// only an admin token on a server started with `--allow-unsandboxed` may.
 fn marker_fleet(marker: &Path) -> String {
     format!(
-        "[fleet]\nname = \"drive-by\"\nstart = [\"s\"]\ntask = \"x\"\n\n\
+        "[fleet]\nname = \"drive-by\"\nstart = [\"s\"]\ntask = \"x\"\nsandbox = \"none\"\n\n\
          [[sessions]]\nname = \"s\"\nagent = \"sim\"\nargv = [\"sh\", \"-c\", \"touch {}\"]\n",
         marker.display()
     )
@@ -164,7 +165,7 @@ async fn a_page_of_another_origin_runs_nothing_and_the_console_still_works() {
     let pair = (m.pair().0.to_owned(), m.pair().1.to_owned());
     // A default server, a run waiting on a permission (the ask a page would answer).
     let (server, id, ask_id) = tokio::task::spawn_blocking(move || {
-        let server = Server::start(&d, &[]);
+        let server = Server::start(&d, &["--allow-unsandboxed"]);
         let waiting = submission(
             &sim_fleet("ask", 1, (&pair.0, &pair.1)),
             &[("script.toml", PERMISSION)],
