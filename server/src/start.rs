@@ -1,7 +1,8 @@
 //! A fleet taken in, whoever brought it: `POST /v1/runs` and MCP's `start_run` (over
 //! `/mcp`, or `capfleet mcp`'s local server) both come here. A submission is
 //! written to a new run's `input/`, validated as `run --dry-run` does (confined to
-//! `--allow-root`), kept on disk as queued ([`super::queued`]) and admitted: run now,
+//! `--allow-root`, every session sandboxed unless an admin token on a server started
+//! with `--allow-unsandboxed` asks for `none`), kept on disk as queued ([`super::queued`]) and admitted: run now,
 //! queued, or refused; with `--nats` it is queued in JetStream instead. A fleet file
 //! named by path (`capfleet mcp` only: its user's own file, as `capfleet run` takes
 //! it) is loaded where it is, its relative paths its own.
