@@ -23,6 +23,7 @@ use crate::common::sim::fleet_session;
 use crate::common::{self, EnvMarker, support, wait_until};
 use capfleet_engine::manifest::Manifest;
 use capfleet_engine::protocol::SessionConfig;
+use capfleet_engine::root::Orchestrator;
 use capfleet_engine::session::{SessionError, SessionMsg, SessionSpec};
 use capfleet_wire::driver::LaunchSpec;
 use capfleet_wire::events::{TurnOutcome, urn};
@@ -146,6 +147,22 @@ fn spec(
     SessionSpec::new(name, launch, Binding::CodexAppServer)
 }
 
+/// A tree journaling into `dir` with one session of the scripted server (see
+/// [`spec`]), and the server's request log.
+async fn scripted_session(
+    dir: &std::path::Path,
+    name: &str,
+    queued_input: bool,
+) -> (Orchestrator, ActorRef<SessionMsg>, std::path::PathBuf) {
+    let log = dir.join("scripted.jsonl");
+    let tree = common::tree("steer", &dir.join("journal.jsonl")).await;
+    let session = tree
+        .spawn_session(spec(dir, name, queued_input, &log), vec![])
+        .await
+        .expect("session");
+    (tree, session, log)
+}
+
 async fn steer(s: &ActorRef<SessionMsg>, text: &str) -> Result<(), SessionError> {
     let text = text.to_owned();
     match s
@@ -163,12 +180,7 @@ async fn steer(s: &ActorRef<SessionMsg>, text: &str) -> Result<(), SessionError>
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_steer_mid_turn_is_turn_steer_on_that_turn() {
     let dir = tempfile::tempdir().expect("dir");
-    let log = dir.path().join("scripted.jsonl");
-    let tree = common::tree("steer", &dir.path().join("journal.jsonl")).await;
-    let session = tree
-        .spawn_session(spec(dir.path(), "s", true, &log), vec![])
-        .await
-        .expect("session");
+    let (tree, session, log) = scripted_session(dir.path(), "s", true).await;
     // No turn yet: nothing to steer.
     assert_eq!(steer(&session, "early").await, Err(SessionError::NoTurn));
     let s = session.clone();
@@ -205,12 +217,7 @@ async fn a_steer_mid_turn_is_turn_steer_on_that_turn() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_manifest_without_queued_input_refuses_a_steer() {
     let dir = tempfile::tempdir().expect("dir");
-    let log = dir.path().join("scripted.jsonl");
-    let tree = common::tree("steer", &dir.path().join("journal.jsonl")).await;
-    let session = tree
-        .spawn_session(spec(dir.path(), "plain", false, &log), vec![])
-        .await
-        .expect("session");
+    let (tree, session, log) = scripted_session(dir.path(), "plain", false).await;
     let s = session.clone();
     let turn = tokio::spawn(async move { common::ask(&s, "wait-for-steer please").await });
     assert!(wait_until(
@@ -239,12 +246,7 @@ async fn a_manifest_without_queued_input_refuses_a_steer() {
 async fn prompts_right_after_a_turns_end_start_turns_never_steer() {
     const TURNS: usize = 40;
     let dir = tempfile::tempdir().expect("dir");
-    let log = dir.path().join("scripted.jsonl");
-    let tree = common::tree("steer", &dir.path().join("journal.jsonl")).await;
-    let session = tree
-        .spawn_session(spec(dir.path(), "quick", true, &log), vec![])
-        .await
-        .expect("session");
+    let (tree, session, log) = scripted_session(dir.path(), "quick", true).await;
     for i in 0..TURNS {
         let r = common::ask(&session, &format!("turn {i}")).await;
         assert_eq!(r.text, format!("echo: turn {i}"));
