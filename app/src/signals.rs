@@ -40,9 +40,12 @@ impl StopSignals {
     }
 
     /// The next signal (never, for one whose handler could not be installed: its
-    /// default action then applies).
+    /// default action then applies). Signals that arrive in the same instant have no
+    /// order anyone can see; they are taken strongest first (`SIGTERM`, `SIGHUP`,
+    /// `SIGINT`), the same way every time.
     pub async fn recv(&mut self) -> Signal {
         tokio::select! {
+            biased;
             Some(()) = next(&mut self.term) => Signal::Term,
             Some(()) = next(&mut self.hup) => Signal::Hup,
             Some(()) = next(&mut self.int) => Signal::Int,

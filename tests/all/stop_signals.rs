@@ -44,6 +44,10 @@ fn run_ended(dir: &Path) -> Option<Value> {
         .find(|r| r["type"] == "run_ended")
 }
 
+/// A second signal comes at least this long after the one before: two signals sent in
+/// the same instant have no order capfleet could see (it takes them strongest first).
+const SECOND_SIGNAL_AFTER_MS: u64 = 100;
+
 /// Run a two-session fleet on `wire`, send `signals` (the first at a varied moment
 /// after the run started, a second one shortly after), and check the stop was clean.
 fn stop_cleanly(wire: Wire, signals: &[i32]) {
@@ -81,7 +85,7 @@ fn stop_cleanly(wire: Wire, signals: &[i32]) {
     let sent = Instant::now();
     signal(&child, signals[0]);
     for &again in &signals[1..] {
-        std::thread::sleep(Duration::from_millis(some_ms(400)));
+        std::thread::sleep(Duration::from_millis(SECOND_SIGNAL_AFTER_MS + some_ms(400)));
         signal(&child, again);
     }
     let out = child.wait_with_output().unwrap();
