@@ -3,7 +3,9 @@
 //! (a session failed, a budget was exceeded, the disk failed), `interrupted` (a
 //! signal stopped it, or its capfleet died before the run ended), `running` with its
 //! capfleet's pid —, its cost (the `cap.usage` estimates in its journal), its
-//! sessions and its start time.
+//! sessions and its start time. A process that looks again and again (the MCP
+//! tools' `list_runs`, `run_status` and `wait_run` polls) keeps [`Rows`]: each
+//! journal read on from where its last look stopped.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -12,6 +14,9 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::fleet::run_dir::{Orchestrator, RunDir};
+
+mod rows;
+pub use rows::Rows;
 
 /// Where a run stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -43,9 +48,14 @@ pub struct RunRow {
     pub exit_code: Option<u8>,
 }
 
-/// What the run's lock and journal say about it.
+/// What the run's lock and journal say about it (its journal read whole; [`Rows`]
+/// reads on from where it stopped).
 pub fn row(run: &RunDir) -> RunRow {
-    let read = read_journal(&run.journal());
+    row_of(run, &read_journal(&run.journal()))
+}
+
+/// What the run's lock and `read`, its journal so far, say about it.
+fn row_of(run: &RunDir, read: &JournalRead) -> RunRow {
     let (state, pid) = match run.orchestrator() {
         _ if run.is_queued() && !read.ended => (RunState::Queued, None),
         Orchestrator::Running => (RunState::Running, lock_pid(&run.path)),
@@ -54,7 +64,7 @@ pub fn row(run: &RunDir) -> RunRow {
     RunRow {
         run: run.id.clone(),
         state,
-        outcome: read.outcome,
+        outcome: read.outcome.clone(),
         pid,
         cost_usd: read.cost_usd,
         sessions: read.sessions.len(),

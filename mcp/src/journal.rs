@@ -1,9 +1,10 @@
 //! A tool call journaled in the run it touches, without the caller waiting for the
 //! disk: a run live here takes it on its `…/mcp` stream (the engine's
 //! [`CallLog`]: batched and synced with the run's other records); a run that is not
-//! running anywhere gets it appended to its journal by a blocking task after the
-//! call has been answered; a run another capfleet is running is left alone (its
-//! journal has one writer), said at debug level.
+//! running anywhere gets it appended to its journal after the call has been
+//! answered, by the process's one writer of such calls, a group commit
+//! ([`append_later`]); a run another capfleet is running is left alone (its journal
+//! has one writer), said at debug level.
 
 use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard};
@@ -11,6 +12,9 @@ use std::sync::{Mutex, MutexGuard};
 use capfleet_app::fleet::run_dir::{Orchestrator, RunDir};
 use capfleet_engine::run::calls::{CallLog, OutsideCall};
 use serde_json::json;
+use tokio::sync::mpsc;
+use tokio::sync::mpsc::error::TrySendError;
+use tokio::task::JoinHandle;
 
 /// Calls held for a run whose journal is not up yet (queued, provisioning), at most.
 const WAITING_MAX: usize = 64;
@@ -80,31 +84,123 @@ impl CallSlot {
     }
 }
 
-/// Append `calls` to the journal of the run in `dir` once nothing runs it, on a
-/// blocking task (each append is synced): never on a caller's path.
+/// Batches of late calls waiting for the writer, at most (past that a batch is
+/// dropped, and said).
+const LATE_MAX: usize = 1024;
+/// Batches the writer takes at once, at most.
+const GROUP_MAX: usize = 256;
+
+/// Calls to append to the journal of a run that is not live here.
+struct Late {
+    run: RunDir,
+    calls: Vec<OutsideCall>,
+}
+
+/// The process's one writer of late calls: one, so that no two appends to a journal
+/// from here ever overlap; started on first use in the runtime of its caller (again
+/// if that runtime has gone).
+static WRITER: Mutex<Option<Writer>> = Mutex::new(None);
+
+struct Writer {
+    tx: mpsc::Sender<Late>,
+    task: JoinHandle<()>,
+}
+
+fn writer() -> MutexGuard<'static, Option<Writer>> {
+    WRITER.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Append `calls` to the journal of the run in `dir` once nothing runs it, never on
+/// a caller's path. Durability: a group commit. The writer takes every batch that
+/// came while it wrote the last group and appends each run's share in one write and
+/// one sync, so that a record is on disk about one sync after the call was answered,
+/// not before. That is enough for these records: the calls that reach a run not live
+/// here read it (`run_status`, `wait_run`, `session_diff`) or are refused; nothing
+/// the client was told rests on the record, and the state-changing calls go to live
+/// runs, whose `…/mcp` stream the engine's journal batches and syncs. A failed write
+/// is warned with the run and the number of records lost, never dropped unsaid.
 pub fn append_later(id: String, dir: PathBuf, calls: Vec<OutsideCall>) {
     if calls.is_empty() {
         return;
     }
-    tokio::task::spawn_blocking(move || {
-        let run = RunDir { id, path: dir };
+    let late = Late {
+        run: RunDir { id, path: dir },
+        calls,
+    };
+    let tx = {
+        let mut writer = writer();
+        match &*writer {
+            Some(w) if !w.tx.is_closed() => w.tx.clone(),
+            _ => {
+                let (tx, rx) = mpsc::channel(LATE_MAX);
+                let task = tokio::spawn(write_late(rx));
+                *writer = Some(Writer {
+                    tx: tx.clone(),
+                    task,
+                });
+                tx
+            }
+        }
+    };
+    if let Err(e) = tx.try_send(late) {
+        let late = match e {
+            TrySendError::Full(l) | TrySendError::Closed(l) => l,
+        };
+        tracing::warn!(run = %late.run.id, lost = late.calls.len(), "tool calls not journaled: {LATE_MAX} batches wait for the disk");
+    }
+}
+
+/// Wait until every call given to [`append_later`] so far is written (a server's
+/// last step: the runtime's end would drop what still waits).
+pub async fn late_calls_written() {
+    let Some(Writer { tx, task }) = writer().take() else {
+        return;
+    };
+    // The writer ends once the calls queued before this are written.
+    drop(tx);
+    if let Err(e) = task.await {
+        tracing::warn!("journaling tool calls: the writer failed: {e}");
+    }
+}
+
+/// The writer: each group of batches, one blocking write per run.
+async fn write_late(mut rx: mpsc::Receiver<Late>) {
+    let mut group = Vec::with_capacity(GROUP_MAX);
+    while rx.recv_many(&mut group, GROUP_MAX).await > 0 {
+        let taken = std::mem::take(&mut group);
+        if let Err(e) = tokio::task::spawn_blocking(move || append_group(taken)).await {
+            tracing::warn!("journaling tool calls: the writer failed: {e}");
+        }
+    }
+}
+
+/// Each run's calls of `group`, in the order they came, appended in one write.
+fn append_group(group: Vec<Late>) {
+    let mut runs: Vec<(RunDir, Vec<OutsideCall>)> = Vec::new();
+    for late in group {
+        match runs.iter_mut().find(|(run, _)| *run == late.run) {
+            Some((_, calls)) => calls.extend(late.calls),
+            None => runs.push((late.run, late.calls)),
+        }
+    }
+    for (run, calls) in runs {
         if matches!(run.orchestrator(), Orchestrator::Running) {
             tracing::debug!(run = %run.id, "tool calls not journaled: another capfleet runs it");
-            return;
+            continue;
         }
-        for c in calls {
-            let record = json!({
+        let lost = calls.len();
+        let records = calls.into_iter().map(|c| {
+            json!({
                 "type": "mcp_call",
                 "by": c.by,
                 "tool": c.tool,
                 "args_bytes": c.args_bytes,
                 "ok": c.error.is_none(),
                 "error": c.error,
-            });
-            if let Err(e) = run.append(record) {
-                tracing::warn!(run = %run.id, "journaling a tool call: {e}");
-                return;
-            }
+            })
+        });
+        if let Err(e) = run.append_all(records) {
+            tracing::warn!(run = %run.id, lost, "journaling tool calls: {e}");
         }
-    });
+    }
 }

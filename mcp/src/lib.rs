@@ -9,7 +9,7 @@
 //! | `fleets.rs` | what the tools act on ([`Fleets`], implemented by `capfleet-server` over its runs), who calls ([`Caller`], [`Access`]), refusals ([`ToolError`]) |
 //! | `tools.rs` | the server: the tools, the accounting around each call (caller, `execute_tool` span, metric, journal record) |
 //! | `resources.rs` | `capfleet://runs/<run>/journal` and `…/artifacts/<path>` |
-//! | `journal.rs` | a call journaled in the run it touches, off the caller's path ([`CallSlot`]) |
+//! | `journal.rs` | a call journaled in the run it touches, off the caller's path ([`CallSlot`]; [`append_later`], a group commit, for a run not live here) |
 //! | `metrics.rs` | `mcp_tool_calls` by tool and result |
 //!
 //! Two transports, one [`FleetTools`]: stdio for `capfleet mcp` ([`serve_stdio`]:
@@ -31,7 +31,7 @@ pub mod types;
 use std::sync::Arc;
 
 pub use fleets::{Access, Caller, Fleets, Reply, ToolError};
-pub use journal::{CallSlot, append_later};
+pub use journal::{CallSlot, append_later, late_calls_written};
 pub use metrics::McpMetrics;
 pub use tools::FleetTools;
 

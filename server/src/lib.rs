@@ -403,6 +403,7 @@ async fn listen(
             server.cancel_all("shutdown");
             server.idle().await;
             exposed.shutdown().await;
+            capfleet_mcp::late_calls_written().await;
             return ExitCode::FAILURE;
         }
     }
@@ -415,6 +416,8 @@ async fn listen(
     {
         served.abort();
     }
+    // The tool calls on ended runs, answered before the close, are on disk.
+    capfleet_mcp::late_calls_written().await;
     eprintln!("capfleet: every run has ended; the server stopped");
     ExitCode::SUCCESS
 }

@@ -80,6 +80,7 @@ mod interop_claude_stream;
 mod line_cap;
 mod live_view;
 mod log;
+mod mcp_claude;
 mod mcp_http;
 mod mcp_stdio;
 mod missing_agent;

@@ -2,15 +2,14 @@
 //! pinned Claude Code 2.1.337 and the fake LLM, plus the `/proc` helpers.
 //! A missing peer fails these tests (run `./tests/run.sh`, which installs it).
 
-use std::io::{BufRead, BufReader, Write};
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc::channel;
 use std::time::{Duration, Instant};
 
+use common::claude_stream::ClaudeStream;
 use common::{
-    EnvMarker, FakeLlm, claude_env, descendants, is_alive, kill_group, peer, processes_in_group,
-    rss_kib, try_peer, wait_until,
+    EnvMarker, FakeLlm, claude_env, descendants, is_alive, kill_group, processes_in_group, rss_kib,
+    try_peer, wait_until,
 };
 use serde_json::{Value, json};
 
@@ -36,7 +35,6 @@ fn claude_code_one_turn_against_the_fake_llm() {
     let fake = FakeLlm::start();
     let text = "Hello from the scripted fake LLM.";
     fake.script(json!([{ "text": text }]));
-    let exe = peer("claude-code");
     let home = tempfile::Builder::new()
         .prefix("capfleet-claude-home.")
         .tempdir()
@@ -53,67 +51,18 @@ fn claude_code_one_turn_against_the_fake_llm() {
     );
     let marker = EnvMarker::new("peers-smoke-claude");
     let (mk, mv) = marker.pair();
-
-    let mut child = Command::new(&exe)
-        .args([
-            "-p",
-            "--input-format",
-            "stream-json",
-            "--output-format",
-            "stream-json",
-        ])
-        .args(["--verbose", "--permission-prompt-tool", "stdio"])
-        .env_clear()
-        .envs(env)
-        .env(mk, mv)
-        .current_dir(home.path())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .spawn()
-        .unwrap_or_else(|e| panic!("spawn {}: {e}", exe.display()));
-    let mut stdin = child.stdin.take().expect("stdin");
-    let stdout = child.stdout.take().expect("stdout");
-    let mut stderr = child.stderr.take().expect("stderr");
-    let mut child = Reap(child);
-    let (tx, frames) = channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let err_tail = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = std::io::Read::read_to_string(&mut stderr, &mut s);
-        s
-    });
-
-    let user = json!({"type": "user", "message": {"role": "user", "content": "Say hello."}});
-    writeln!(stdin, "{user}").expect("write user frame");
-    stdin.flush().expect("flush");
-
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let mut seen = Vec::new();
-    let result = loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let line = frames.recv_timeout(left).unwrap_or_else(|e| {
-            panic!("no `result` frame from claude ({e}); frames so far: {seen:#?}")
-        });
-        let frame: Value = serde_json::from_str(&line)
-            .unwrap_or_else(|e| panic!("claude printed a non-JSON line ({e}): {line}"));
-        seen.push(frame["type"].as_str().unwrap_or("?").to_string());
-        if frame["type"] == "result" {
-            break frame;
-        }
-    };
+    let flags = ["--permission-prompt-tool", "stdio"];
+    let mut claude = ClaudeStream::start(env, &marker, home.path(), &flags);
+    let frames = claude.turn("Say hello.", Duration::from_secs(20));
+    let seen: Vec<&str> = frames
+        .iter()
+        .map(|f| f["type"].as_str().unwrap_or("?"))
+        .collect();
+    let result = frames.last().expect("the result frame");
     assert_eq!(result["subtype"], "success", "result: {result:#}");
     assert_eq!(result["is_error"], false, "result: {result:#}");
     assert_eq!(result["result"], text, "result: {result:#}");
-    assert!(seen.iter().any(|t| t == "assistant"), "frames: {seen:?}");
+    assert!(seen.contains(&"assistant"), "frames: {seen:?}");
 
     let model_calls = fake.requests_to("/v1/messages");
     assert_eq!(model_calls.len(), 1, "model requests: {model_calls:#?}");
@@ -126,15 +75,7 @@ fn claude_code_one_turn_against_the_fake_llm() {
     assert!(unknown.is_empty(), "unexpected requests: {unknown:#?}");
 
     // EOF when idle: claude exits 0, and nothing carrying the marker survives.
-    drop(stdin);
-    assert!(
-        wait_until(Duration::from_secs(10), POLL, || {
-            matches!(child.0.try_wait(), Ok(Some(_)))
-        }),
-        "claude did not exit within 10 s of stdin EOF"
-    );
-    let status = child.0.wait().expect("wait claude");
-    let err = err_tail.join().unwrap_or_default();
+    let (status, err) = claude.close(Duration::from_secs(10));
     assert!(status.success(), "claude exited {status}; stderr:\n{err}");
     assert!(
         wait_until(Duration::from_secs(5), POLL, || marker

@@ -255,15 +255,30 @@ impl RunDir {
     /// The line is built whole and written in one call; a journal whose last line a
     /// kill left unended is mended first (ended if it is a record, cut if it is not),
     /// so that a cut write is only ever a torn last line, never damage mid-journal.
-    pub fn append(&self, mut record: serde_json::Value) -> Result<(), RunDirError> {
+    pub fn append(&self, record: serde_json::Value) -> Result<(), RunDirError> {
+        self.append_all([record])
+    }
+
+    /// [`RunDir::append`] for several records at once: one write and one sync for
+    /// them all (each its own line, all stamped with the same `ts_ms`).
+    pub fn append_all(
+        &self,
+        records: impl IntoIterator<Item = serde_json::Value>,
+    ) -> Result<(), RunDirError> {
         use std::io::Write as _;
         let path = self.journal();
         let ts_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_millis());
-        record["ts_ms"] = serde_json::json!(ts_ms);
-        let mut line = record.to_string().into_bytes();
-        line.push(b'\n');
+        let mut lines = Vec::new();
+        for mut record in records {
+            record["ts_ms"] = serde_json::json!(ts_ms);
+            lines.extend(record.to_string().into_bytes());
+            lines.push(b'\n');
+        }
+        if lines.is_empty() {
+            return Ok(());
+        }
         let io = |source| RunDirError::Io {
             path: path.clone(),
             source,
@@ -278,7 +293,7 @@ impl RunDir {
         if let Mended::Cut(torn) = mend_tail(&mut file, is_record).map_err(io)? {
             tracing::warn!(journal = %path.display(), "{torn}: cut before appending");
         }
-        file.write_all(&line)
+        file.write_all(&lines)
             .and_then(|()| file.sync_all())
             .map_err(io)
     }

@@ -23,9 +23,12 @@ use crate::view::{Created, RunView};
 
 /// The tools' view of a server's runs.
 pub(super) struct ServerFleets {
-    pub(super) server: Arc<Server>,
+    server: Arc<Server>,
     /// Fleet files by path are taken (`capfleet mcp`'s local server only).
-    pub(super) local_files: bool,
+    local_files: bool,
+    /// The data dir's runs that this server does not run, each journal read as far
+    /// as the last look (a client's polls read what was appended since).
+    rows: Arc<runs::Rows>,
 }
 
 /// An API error as the tools say it: the same code, message and detail.
@@ -55,9 +58,17 @@ fn joined<T>(r: Result<T, tokio::task::JoinError>) -> Result<T, ToolError> {
 }
 
 impl ServerFleets {
+    pub(super) fn new(server: Arc<Server>, local_files: bool) -> ServerFleets {
+        ServerFleets {
+            server,
+            local_files,
+            rows: Arc::default(),
+        }
+    }
+
     /// Every run: this server's (as it tracks them) and the data dir's others (as
     /// their journals say), by id.
-    fn summaries(server: &Server) -> RunList {
+    fn summaries(server: &Server, rows: &runs::Rows) -> RunList {
         let mut runs: Vec<RunSummary> = server
             .all()
             .iter()
@@ -76,11 +87,11 @@ impl ServerFleets {
             })
             .collect();
         let known: std::collections::HashSet<String> = runs.iter().map(|r| r.run.clone()).collect();
-        for run in RunDir::all_in(&server.runs_dir).unwrap_or_default() {
+        for run in &rows.all_in(&server.runs_dir).unwrap_or_default() {
             if known.contains(&run.id) {
                 continue;
             }
-            let row = runs::row(&run);
+            let row = rows.row(run);
             runs.push(RunSummary {
                 run: row.run,
                 fleet: None,
@@ -131,12 +142,16 @@ impl ServerFleets {
     }
 
     /// A run of the data dir this server did not start, as its journal says.
-    fn status_on_disk(server: &Server, id: &str) -> Result<RunStatus, ToolError> {
+    fn status_on_disk(
+        server: &Server,
+        rows: &runs::Rows,
+        id: &str,
+    ) -> Result<RunStatus, ToolError> {
         let dir = server.runs_dir.join(id);
         if !valid_id(id) || !dir.is_dir() {
             return Err(refused(ApiError::NoRun(id.to_owned())));
         }
-        let row = runs::row(&RunDir {
+        let row = rows.row(&RunDir {
             id: id.to_owned(),
             path: dir,
         });
@@ -165,9 +180,11 @@ fn started(c: Created) -> Started {
 
 impl Fleets for ServerFleets {
     fn runs(&self) -> Reply<RunList> {
-        let server = self.server.clone();
+        let (server, rows) = (self.server.clone(), self.rows.clone());
         Box::pin(async move {
-            joined(tokio::task::spawn_blocking(move || ServerFleets::summaries(&server)).await)
+            joined(
+                tokio::task::spawn_blocking(move || ServerFleets::summaries(&server, &rows)).await,
+            )
         })
     }
 
@@ -195,14 +212,16 @@ impl Fleets for ServerFleets {
     }
 
     fn status(&self, run: String) -> Reply<RunStatus> {
-        let server = self.server.clone();
+        let (server, rows) = (self.server.clone(), self.rows.clone());
         Box::pin(async move {
             if let Some(e) = server.get(&run) {
                 return Ok(ServerFleets::status_of(&e, &server));
             }
             joined(
-                tokio::task::spawn_blocking(move || ServerFleets::status_on_disk(&server, &run))
-                    .await,
+                tokio::task::spawn_blocking(move || {
+                    ServerFleets::status_on_disk(&server, &rows, &run)
+                })
+                .await,
             )?
         })
     }

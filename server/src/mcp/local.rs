@@ -94,10 +94,7 @@ async fn serve_local(
     server.ask_timeout = local.ask_timeout;
     server.allow_roots = vec![local.cwd.clone()];
     let server = Arc::new(server);
-    let fleets: Arc<dyn Fleets> = Arc::new(ServerFleets {
-        server: server.clone(),
-        local_files: true,
-    });
+    let fleets: Arc<dyn Fleets> = Arc::new(ServerFleets::new(server.clone(), true));
     let user = std::env::var("USER").unwrap_or_else(|_| "local".into());
     let caller = Caller {
         name: user,
@@ -122,6 +119,7 @@ async fn serve_local(
     server.drain();
     server.cancel_all("the MCP client's end");
     server.idle().await;
+    capfleet_mcp::late_calls_written().await;
     telemetry.finish().await;
     Ok(code)
 }

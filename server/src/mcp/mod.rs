@@ -56,10 +56,7 @@ async fn hand_caller(mut request: Request, next: Next) -> Response {
 /// `/mcp`: the tools over Streamable HTTP (the caller's auth layered on by
 /// [`super::routes`]), counted into the server's registry.
 pub(crate) fn router(server: Arc<Server>, metrics: McpMetrics) -> Router<Arc<Server>> {
-    let fleets: Arc<dyn Fleets> = Arc::new(ServerFleets {
-        server,
-        local_files: false,
-    });
+    let fleets: Arc<dyn Fleets> = Arc::new(ServerFleets::new(server, false));
     let service =
         capfleet_mcp::http_service(move || FleetTools::new(fleets.clone(), None, metrics.clone()));
     Router::new()

@@ -19,6 +19,8 @@
 //! - [`chat`]: `capfleet chat <agent> --json` runs built for a test, their events,
 //!   the no-survivor check (on top of [`chat_json`]).
 //! - [`claude_fleet`]: `capfleet run` of a fleet with Claude Code's offline environment.
+//! - [`claude_stream`]: the real Claude Code run directly over stream-json, turn by
+//!   turn.
 //! - [`chaos`]: `capfleet chat sim` on the chaos scripts, read live with deadlines.
 //! - [`chaos_run`]: chaos runs of sim fleets (`capfleet run --chaos`, the soak
 //!   fleet), their `chaos` records and their report.
@@ -63,6 +65,7 @@ pub(crate) mod chat_json;
 pub(crate) mod checker;
 pub(crate) mod checker_merge;
 pub(crate) mod claude_fleet;
+pub(crate) mod claude_stream;
 pub(crate) mod codex;
 pub(crate) mod codex_manifest;
 pub(crate) mod console;
