@@ -6,9 +6,12 @@
 //! 1. `list_runs` in an empty data dir (the trivial call: what capfleet adds is its
 //!    accounting — caller, span, count — and one listing of `.capfleet/runs/`);
 //! 2. `list_runs` over 50 ended runs (each run's journal read for its state, cost and
-//!    sessions);
-//! 3. `run_status` of an ended run (its journal read, and the call journaled in it:
-//!    appended after the answer, off the call's path).
+//!    sessions; a run ended for good is read once, its row kept, and the listing is
+//!    kept while the runs directory is unchanged: `capfleet_app::runs::Rows`);
+//! 3. `run_status` of an ended run (its journal read once, and each call journaled in
+//!    it: appended after the answer, off the call's path, a group commit). The
+//!    server is then closed as a client closes it (stdin's end) and the calls
+//!    journaled counted: each of them, written before it exits.
 //!
 //! The client is a plain JSON-RPC loop over the server's pipes, in this process: one
 //! `initialize`, then the calls back to back, each written and its response read
@@ -89,7 +92,8 @@ fn serve_bare() {
 /// A JSON-RPC client over a server's pipes.
 struct Client {
     child: Child,
-    to: ChildStdin,
+    /// The server's stdin, until the client closes it.
+    to: Option<ChildStdin>,
     from: BufReader<ChildStdout>,
     next: u64,
 }
@@ -102,7 +106,7 @@ impl Client {
             .stderr(Stdio::null())
             .spawn()
             .expect("the server");
-        let to = child.stdin.take().expect("stdin");
+        let to = child.stdin.take();
         let from = BufReader::new(child.stdout.take().expect("stdout"));
         let mut c = Client {
             child,
@@ -119,8 +123,9 @@ impl Client {
     }
 
     fn send(&mut self, v: &Value) {
-        writeln!(self.to, "{v}").expect("write");
-        self.to.flush().expect("flush");
+        let to = self.to.as_mut().expect("the server's stdin is open");
+        writeln!(to, "{v}").expect("write");
+        to.flush().expect("flush");
     }
 
     /// A request and its response's result (notifications before it skipped).
@@ -146,6 +151,14 @@ impl Client {
     fn call(&mut self, tool: &str, args: &Value) {
         let r = self.request("tools/call", json!({"name": tool, "arguments": args}));
         assert_ne!(r["isError"], true, "{r}");
+    }
+}
+
+impl Client {
+    /// Close the server's stdin, as a client ends, and wait for it to exit.
+    fn close(mut self) {
+        drop(self.to.take());
+        let _exited = self.child.wait();
     }
 }
 
@@ -240,7 +253,7 @@ fn main() {
     let b = per_call(&mut base, calls, "run_status", &one);
     let o = per_call(&mut ours, calls, "run_status", &one);
     figure("3. run_status of an ended run (journaled)", o, b);
-    drop(ours);
+    ours.close();
     let journaled = std::fs::read_to_string(
         full.path()
             .join(".capfleet/runs")

@@ -84,11 +84,10 @@ impl CallSlot {
     }
 }
 
-/// Batches of late calls waiting for the writer, at most (past that a batch is
-/// dropped, and said).
+/// Batches of late calls waiting for the writer, at most: the writer takes them all
+/// at once, so a batch is dropped (and said) only when that many came during one
+/// group's write and sync.
 const LATE_MAX: usize = 1024;
-/// Batches the writer takes at once, at most.
-const GROUP_MAX: usize = 256;
 
 /// Calls to append to the journal of a run that is not live here.
 struct Late {
@@ -146,7 +145,7 @@ pub fn append_later(id: String, dir: PathBuf, calls: Vec<OutsideCall>) {
         let late = match e {
             TrySendError::Full(l) | TrySendError::Closed(l) => l,
         };
-        tracing::warn!(run = %late.run.id, lost = late.calls.len(), "tool calls not journaled: {LATE_MAX} batches wait for the disk");
+        tracing::warn!(run = %late.run.id, lost = late.calls.len(), "tool calls not journaled: {LATE_MAX} batches came during one write to the disk");
     }
 }
 
@@ -165,8 +164,8 @@ pub async fn late_calls_written() {
 
 /// The writer: each group of batches, one blocking write per run.
 async fn write_late(mut rx: mpsc::Receiver<Late>) {
-    let mut group = Vec::with_capacity(GROUP_MAX);
-    while rx.recv_many(&mut group, GROUP_MAX).await > 0 {
+    let mut group = Vec::with_capacity(LATE_MAX);
+    while rx.recv_many(&mut group, LATE_MAX).await > 0 {
         let taken = std::mem::take(&mut group);
         if let Err(e) = tokio::task::spawn_blocking(move || append_group(taken)).await {
             tracing::warn!("journaling tool calls: the writer failed: {e}");
