@@ -85,8 +85,7 @@ impl CallSlot {
 }
 
 /// Batches of late calls waiting for the writer, at most: the writer takes them all
-/// at once, so a batch is dropped (and said) only when that many came during one
-/// group's write and sync.
+/// at once; a batch that finds the queue full waits for room (never dropped).
 const LATE_MAX: usize = 1024;
 
 /// Calls to append to the journal of a run that is not live here.
@@ -141,12 +140,24 @@ pub fn append_later(id: String, dir: PathBuf, calls: Vec<OutsideCall>) {
             }
         }
     };
-    if let Err(e) = tx.try_send(late) {
-        let late = match e {
-            TrySendError::Full(l) | TrySendError::Closed(l) => l,
-        };
-        tracing::warn!(run = %late.run.id, lost = late.calls.len(), "tool calls not journaled: {LATE_MAX} batches came during one write to the disk");
+    match tx.try_send(late) {
+        Ok(()) => {}
+        // The writer is behind by a whole group: these calls wait for room rather
+        // than be lost (they may land one group after calls made later).
+        Err(TrySendError::Full(late)) => {
+            tracing::debug!(run = %late.run.id, "tool calls wait: {LATE_MAX} batches came during one write to the disk");
+            tokio::spawn(async move {
+                if let Err(mpsc::error::SendError(late)) = tx.send(late).await {
+                    warn_lost(&late);
+                }
+            });
+        }
+        Err(TrySendError::Closed(late)) => warn_lost(&late),
     }
+}
+
+fn warn_lost(late: &Late) {
+    tracing::warn!(run = %late.run.id, lost = late.calls.len(), "tool calls not journaled: the writer has ended");
 }
 
 /// Wait until every call given to [`append_later`] so far is written (a server's
