@@ -98,6 +98,8 @@ fn rotated(modes: &[Mode], round: usize) -> Vec<Mode> {
 }
 
 fn main() {
+    // The spawns made here go through capfleet's Landlock helper, as capfleet's do.
+    sandbox::set_helper(&Path::new(EXE).with_file_name(sandbox::HELPER_BIN));
     let parts = std::env::var("CAPFLEET_BENCH_PARTS").unwrap_or_else(|_| "1,2".into());
     let dir = tempfile::tempdir().expect("tempdir");
     let marker = format!("sandbox-bench-{}", std::process::id());

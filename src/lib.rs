@@ -16,7 +16,7 @@ pub mod fuzzing;
 
 use std::process::ExitCode;
 
-use capfleet_wire::process::keeper;
+use capfleet_wire::process::{keeper, sandbox};
 
 #[doc(hidden)]
 pub use capfleet_app::telemetry::pipeline::TracePipeline;
@@ -34,6 +34,11 @@ pub fn main() -> ExitCode {
             }
             None => ExitCode::from(2),
         };
+    }
+    // Every spawn confined by Landlock goes through the helper installed beside this
+    // binary (`src/bin/capfleet-landlock.rs`, `process::sandbox`).
+    if let Ok(exe) = std::env::current_exe() {
+        sandbox::set_helper(&exe.with_file_name(sandbox::HELPER_BIN));
     }
     cli::main()
 }

@@ -20,7 +20,7 @@ enum Mount {
     Writable,
 }
 
-/// bubblewrap's arguments, before `--` and the program.
+/// bubblewrap's arguments, up to the `--` before the program.
 pub(super) fn args(s: &Sandbox) -> Vec<OsString> {
     let mut a: Vec<OsString> = [
         "--unshare-user",
@@ -72,5 +72,6 @@ pub(super) fn args(s: &Sandbox) -> Vec<OsString> {
         a.push("--remount-ro".into());
         a.push(h.into());
     }
+    a.push("--".into());
     a
 }

@@ -16,9 +16,13 @@
 //! (the workspace, the worktree's own git admin directory, a private `TMPDIR`, the
 //! agent's state paths) can be written. bubblewrap ([`bwrap`]) does it with mounts in
 //! new user, pid, ipc, uts (and, for `network = "none"`, net) namespaces; Landlock
-//! ([`landlock`]) with rules applied in the child before it executes, and its scoping
-//! of signals and abstract unix sockets. What a backend cannot enforce is listed in
-//! [`Sandbox::unenforced`], journaled and shown, never silently dropped.
+//! ([`landlock`]) with rules a helper process applies to itself before it executes the
+//! program ([`HELPER_BIN`] beside capfleet's binary: [`set_helper`], [`serve_landlock`]),
+//! and its scoping of signals and abstract unix sockets. Either way the spawn itself
+//! runs no code in the child between fork and exec, so the standard library spawns
+//! with `posix_spawn`, not a fork of the whole application. What a backend cannot
+//! enforce is listed in [`Sandbox::unenforced`], journaled and shown, never silently
+//! dropped.
 
 mod bwrap;
 mod landlock;
@@ -26,15 +30,14 @@ mod paths;
 mod probe;
 
 use std::ffi::OsString;
-use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use tokio::process::Command;
 
 use crate::manifest::sandbox::SandboxPaths;
 
+pub use landlock::{HELPER_BIN, serve as serve_landlock, set_helper};
 pub use probe::availability;
 
 /// What a sandboxed session reaches of the network.
@@ -195,7 +198,8 @@ impl Sandbox {
 
     /// Everything needed to spawn `program` inside: a private `TMPDIR`, the agent's
     /// missing state paths created, the program's install made readable when a
-    /// hidden root holds it, and the backend's argv or ruleset.
+    /// hidden root holds it, and the backend's argv (bubblewrap's, or the Landlock
+    /// helper's, which builds the ruleset in the child).
     pub fn confine(&self, program: &Path) -> Result<Confined, SandboxError> {
         let tmp = tempfile::Builder::new()
             .prefix("capfleet-sandbox-")
@@ -215,8 +219,14 @@ impl Sandbox {
             .readable
             .extend(paths::install_roots(&program, &self.hidden));
         let enforce = match self.backend {
-            Backend::Bubblewrap => Enforce::Bubblewrap(bwrap::args(&sandbox)),
-            Backend::Landlock => Enforce::Landlock(landlock::ruleset(&sandbox)?),
+            Backend::Bubblewrap => Enforce {
+                wrapper: probe::bwrap().to_owned(),
+                args: bwrap::args(&sandbox),
+            },
+            Backend::Landlock => {
+                let (wrapper, args) = landlock::helper_argv(&sandbox)?;
+                Enforce { wrapper, args }
+            }
         };
         Ok(Confined {
             program,
@@ -236,30 +246,22 @@ pub struct Confined {
     enforce: Enforce,
 }
 
+/// The program that confines, and its arguments before the program confined: both
+/// backends wrap the program, so the spawn is a plain one (`posix_spawn`).
 #[derive(Debug)]
-enum Enforce {
-    /// bubblewrap's arguments before `--` and the program.
-    Bubblewrap(Vec<OsString>),
-    /// The ruleset, restricting the child before it executes.
-    Landlock(Arc<OwnedFd>),
+struct Enforce {
+    /// bubblewrap (its path, so that a `PATH` in the spawn's environment does not
+    /// make the standard library fork to search it), or the Landlock helper.
+    wrapper: PathBuf,
+    /// bubblewrap's arguments up to `--`, or the helper's sandbox.
+    args: Vec<OsString>,
 }
 
 impl Confined {
     /// The command that runs `args` of the program inside (`TMPDIR` set).
     pub fn command(&self, args: &[OsString]) -> Command {
-        let mut cmd = match &self.enforce {
-            Enforce::Bubblewrap(pre) => {
-                let mut cmd = Command::new(probe::BWRAP);
-                cmd.args(pre).arg("--").arg(&self.program).args(args);
-                cmd
-            }
-            Enforce::Landlock(fd) => {
-                let mut cmd = Command::new(&self.program);
-                cmd.args(args);
-                landlock::install(&mut cmd, fd.clone());
-                cmd
-            }
-        };
+        let mut cmd = Command::new(&self.enforce.wrapper);
+        cmd.args(&self.enforce.args).arg(&self.program).args(args);
         cmd.env("TMPDIR", self.tmp.path());
         cmd
     }

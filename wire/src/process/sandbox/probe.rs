@@ -3,12 +3,23 @@
 //! [`BACKEND_ENV`] forces one (`bubblewrap`, `landlock`) or none (`none`: a host
 //! with neither, for tests of the refusal).
 
+use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use super::{Backend, BackendChoice, Network, SandboxError};
 
 /// The bubblewrap program.
-pub(super) const BWRAP: &str = "bwrap";
+const BWRAP: &str = "bwrap";
+
+/// bubblewrap as found on `PATH` once (its name when it is not there: the probe
+/// says so), for every spawn to name by its path.
+pub(super) fn bwrap() -> &'static Path {
+    static FOUND: OnceLock<PathBuf> = OnceLock::new();
+    FOUND.get_or_init(|| {
+        crate::process::find_program(Path::new(BWRAP), Path::new("/"), None)
+            .unwrap_or_else(|| PathBuf::from(BWRAP))
+    })
+}
 
 /// Forces the backend every sandbox gets: `bubblewrap`, `landlock` or `none`.
 pub(crate) const BACKEND_ENV: &str = "CAPFLEET_SANDBOX_BACKEND";
@@ -109,7 +120,7 @@ pub(super) fn unenforced(backend: Backend, network: Network) -> Vec<String> {
 }
 
 fn probe_bwrap() -> Result<(), String> {
-    let out = std::process::Command::new(BWRAP)
+    let out = std::process::Command::new(bwrap())
         .args([
             "--unshare-user",
             "--unshare-pid",

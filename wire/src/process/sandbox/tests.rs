@@ -1,5 +1,9 @@
-//! Each backend, on `sh`: the workspace and `TMPDIR` written, nothing beside them,
-//! a hidden file unread; an agent installed in a hidden root found (venv, npm).
+//! bubblewrap on `sh`: the workspace and `TMPDIR` written, nothing beside them, a
+//! hidden file unread; Landlock refused where no helper is named (this test binary
+//! names none: the escape kit runs it through capfleet, `tests/all/sandbox_escape.rs`);
+//! an agent installed in a hidden root found (venv, npm).
+
+use std::sync::Arc;
 
 use super::probe::Availability;
 use super::*;
@@ -84,9 +88,18 @@ async fn bubblewrap_confines_writes_and_hides_the_home() {
     confines(BackendChoice::Bubblewrap).await;
 }
 
-#[tokio::test]
-async fn landlock_confines_writes_and_hides_the_home() {
-    confines(BackendChoice::Landlock).await;
+/// Landlock is applied by a helper the process names (capfleet's own binary); a
+/// process that names none is refused the confinement, before anything spawns.
+#[test]
+fn landlock_without_a_helper_is_refused_naming_it() {
+    let p = planted();
+    let spec = SandboxSpec {
+        backend: BackendChoice::Landlock,
+        ..SandboxSpec::default()
+    };
+    let sandbox = Sandbox::resolve(&spec, &p.ws, &SandboxPaths::default()).expect("resolve");
+    let err = sandbox.confine(Path::new("sh")).expect_err("no helper");
+    assert!(err.to_string().contains("names no helper"), "{err}");
 }
 
 /// A server's token file in the directory a session works in: hidden by bubblewrap
