@@ -152,8 +152,8 @@ impl Wire for CodexAppWire {
         self.command(Cmd::Prompt(text)).await;
     }
 
-    async fn steer(&mut self, text: String) {
-        self.command(Cmd::Steer(text)).await;
+    async fn steer(&mut self, text: String, taken: tokio::sync::oneshot::Sender<bool>) {
+        self.command(Cmd::Steer(text, taken)).await;
     }
 
     async fn permission(&mut self, req_id: String, decision: Decision, _message: Option<String>) {
