@@ -5,7 +5,7 @@
 //! 2: what each path costs with nobody in the way, so that the ratio through capfleet
 //! can be read against the ratio of Codex's own. Each path's output is read by a
 //! reader that only counts (lines and bytes, from the turn's request to its end) and
-//! its CPU is Codex's own (its processes, reaped): how much each path writes per
+//! its CPU is Codex's own (its process group's, from `/proc`): how much each path writes per
 //! message, and what writing it costs Codex.
 
 use std::io::{BufRead, BufReader, Write};
@@ -46,8 +46,8 @@ pub(crate) struct Alone {
     /// Lines and bytes written meanwhile (the end line included).
     pub lines: u64,
     pub bytes: u64,
-    /// Codex's CPU, its processes from spawn to reaped (app-server: its start and
-    /// thread too).
+    /// Codex's CPU, its process group's from spawn to the turn's end (app-server: its
+    /// start and thread too).
     pub cpu: Duration,
 }
 
@@ -73,21 +73,44 @@ fn read_to(out: &mut BufReader<ChildStdout>, needle: &str, n: &mut Counted) -> V
     }
 }
 
-fn end(mut child: Child) {
+/// The CPU of the processes of group `pgid` so far (and of their children they
+/// reaped), from `/proc`: Codex is a Node launcher and its native binary.
+fn group_cpu(pgid: u32) -> Duration {
+    // SAFETY: sysconf has no preconditions.
+    let tick = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    let mut ticks = 0u64;
+    for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // After the command's `)`: state, ppid, pgrp, ..., utime (12th), stime,
+        // cutime, cstime.
+        let Some((_, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        if f.get(2).and_then(|g| g.parse::<u32>().ok()) != Some(pgid) {
+            continue;
+        }
+        ticks += f[11..15]
+            .iter()
+            .filter_map(|t| t.parse::<u64>().ok())
+            .sum::<u64>();
+    }
+    Duration::from_secs_f64(ticks as f64 / tick)
+}
+
+/// Kill the child's group and reap it: the group's CPU until then.
+fn end(mut child: Child) -> Duration {
+    let cpu = group_cpu(child.id());
     // SAFETY: kill(2) of our child's own process group (`process_group(0)`).
     unsafe { libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL) };
     let _status = child.wait();
+    cpu
 }
 
 /// The flood turn of `items` agent messages on `via` with Codex alone.
 pub(crate) fn flood(via: Via, fake: &FakeLlm, codex_path: &Path, items: u64) -> Alone {
-    let cpu0 = crate::session::rusage(libc::RUSAGE_CHILDREN);
-    let mut alone = flood_counted(via, fake, codex_path, items);
-    alone.cpu = crate::session::rusage(libc::RUSAGE_CHILDREN).saturating_sub(cpu0);
-    alone
-}
-
-fn flood_counted(via: Via, fake: &FakeLlm, codex_path: &Path, items: u64) -> Alone {
     let mut n = Counted::default();
     fake.reset();
     fake.script(json!([{ "text": "xxxxxxxx", "items": items, "chunk": 64 }]));
@@ -104,12 +127,12 @@ fn flood_counted(via: Via, fake: &FakeLlm, codex_path: &Path, items: u64) -> Alo
             let mut out = BufReader::new(child.stdout.take().expect("stdout"));
             read_to(&mut out, "\"turn.completed\"", &mut n);
             let took = t0.elapsed();
-            end(child);
+            let cpu = end(child);
             Alone {
                 took,
                 lines: n.lines,
                 bytes: n.bytes,
-                cpu: Duration::ZERO,
+                cpu,
             }
         }
         Via::AppServer => {
@@ -137,12 +160,12 @@ fn flood_counted(via: Via, fake: &FakeLlm, codex_path: &Path, items: u64) -> Alo
             read_to(&mut out, "\"method\":\"turn/completed\"", &mut n);
             let took = t0.elapsed();
             drop(input);
-            end(child);
+            let cpu = end(child);
             Alone {
                 took,
                 lines: n.lines,
                 bytes: n.bytes,
-                cpu: Duration::ZERO,
+                cpu,
             }
         }
     }

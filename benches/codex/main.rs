@@ -127,7 +127,8 @@ fn alone_report(app: &[alone::Alone], exec: &[alone::Alone], items: u64) {
         "\n4. Codex alone (no capfleet, its output read by a counting reader), the same flood, median of {}:",
         app.len()
     );
-    let rows: [(&str, fn(&alone::Alone) -> f64, &str); 4] = [
+    type Figure = fn(&alone::Alone) -> f64;
+    let rows: [(&str, Figure, &str); 4] = [
         (
             "messages/s",
             |a| 1.0 / a.took.as_secs_f64(),

@@ -156,7 +156,7 @@ fn spec(via: Via, codex: &Path, env: Vec<(String, String)>, work: &Path) -> Sess
     spec
 }
 
-pub(crate) fn rusage(who: libc::c_int) -> Duration {
+fn rusage(who: libc::c_int) -> Duration {
     // SAFETY: an all-zero rusage is valid; getrusage fills it.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: a valid out-pointer.
