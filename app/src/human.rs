@@ -18,6 +18,12 @@ pub mod table;
 
 use reply::Reply;
 
+/// What the human side has while a turn runs ([`Input::during_turn`]).
+pub enum DuringTurn {
+    Question(HumanQuestion),
+    Line(String),
+}
+
 pub struct Input {
     interactive: bool,
     lines: mpsc::Receiver<String>,
@@ -73,8 +79,14 @@ impl Input {
         self.lines.recv().await
     }
 
-    pub async fn next_question(&mut self) -> Option<HumanQuestion> {
-        self.questions.recv().await
+    /// While a turn runs: the next question for the human, or (with `lines`) a line
+    /// typed meanwhile (no prompt is shown); `None` once neither can come.
+    pub async fn during_turn(&mut self, lines: bool) -> Option<DuringTurn> {
+        tokio::select! {
+            Some(q) = self.questions.recv() => Some(DuringTurn::Question(q)),
+            Some(line) = self.lines.recv(), if lines => Some(DuringTurn::Line(line)),
+            else => None,
+        }
     }
 
     /// Ask the human and send the answer to the session.

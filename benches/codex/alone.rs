@@ -3,7 +3,10 @@
 //! process), and `codex app-server` driven by the least client there is (initialize,
 //! `thread/start`, then `turn/start` to its `turn/completed`). The baseline of part
 //! 2: what each path costs with nobody in the way, so that the ratio through capfleet
-//! can be read against the ratio of Codex's own.
+//! can be read against the ratio of Codex's own. Each path's output is read by a
+//! reader that only counts (lines and bytes, from the turn's request to its end) and
+//! its CPU is Codex's own (its process group's, from `/proc`): how much each path writes per
+//! message, and what writing it costs Codex.
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::process::CommandExt;
@@ -35,27 +38,80 @@ fn codex(fake: &FakeLlm, codex: &Path, home: &Path, work: &Path) -> Command {
     c
 }
 
-/// Read `out` up to the first line containing `needle`.
-fn read_to(out: &mut BufReader<ChildStdout>, needle: &str) -> Value {
+/// What Codex wrote and spent for one flood.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Alone {
+    /// From the turn's request (exec: its spawn) to its end line.
+    pub took: Duration,
+    /// Lines and bytes written meanwhile (the end line included).
+    pub lines: u64,
+    pub bytes: u64,
+    /// Codex's CPU, its process group's from spawn to the turn's end (app-server: its
+    /// start and thread too).
+    pub cpu: Duration,
+}
+
+/// Lines and bytes read so far.
+#[derive(Default)]
+struct Counted {
+    lines: u64,
+    bytes: u64,
+}
+
+/// Read `out` up to the first line containing `needle`, counting what is read.
+fn read_to(out: &mut BufReader<ChildStdout>, needle: &str, n: &mut Counted) -> Value {
     let mut line = String::new();
     loop {
         line.clear();
-        let n = out.read_line(&mut line).expect("codex output");
-        assert!(n > 0, "codex ended before {needle}");
+        let read = out.read_line(&mut line).expect("codex output");
+        assert!(read > 0, "codex ended before {needle}");
+        n.lines += 1;
+        n.bytes += read as u64;
         if line.contains(needle) {
             return serde_json::from_str(&line).expect("a JSON line");
         }
     }
 }
 
-fn end(mut child: Child) {
+/// The CPU of the processes of group `pgid` so far (and of their children they
+/// reaped), from `/proc`: Codex is a Node launcher and its native binary.
+fn group_cpu(pgid: u32) -> Duration {
+    // SAFETY: sysconf has no preconditions.
+    let tick = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    let mut ticks = 0u64;
+    for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // After the command's `)`: state, ppid, pgrp, ..., utime (12th), stime,
+        // cutime, cstime.
+        let Some((_, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        if f.get(2).and_then(|g| g.parse::<u32>().ok()) != Some(pgid) {
+            continue;
+        }
+        ticks += f[11..15]
+            .iter()
+            .filter_map(|t| t.parse::<u64>().ok())
+            .sum::<u64>();
+    }
+    Duration::from_secs_f64(ticks as f64 / tick)
+}
+
+/// Kill the child's group and reap it: the group's CPU until then.
+fn end(mut child: Child) -> Duration {
+    let cpu = group_cpu(child.id());
     // SAFETY: kill(2) of our child's own process group (`process_group(0)`).
     unsafe { libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL) };
     let _status = child.wait();
+    cpu
 }
 
 /// The flood turn of `items` agent messages on `via` with Codex alone.
-pub(crate) fn flood(via: Via, fake: &FakeLlm, codex_path: &Path, items: u64) -> Duration {
+pub(crate) fn flood(via: Via, fake: &FakeLlm, codex_path: &Path, items: u64) -> Alone {
+    let mut n = Counted::default();
     fake.reset();
     fake.script(json!([{ "text": "xxxxxxxx", "items": items, "chunk": 64 }]));
     let home = tempfile::tempdir().expect("home");
@@ -69,10 +125,15 @@ pub(crate) fn flood(via: Via, fake: &FakeLlm, codex_path: &Path, items: u64) -> 
             let t0 = Instant::now();
             let mut child = c.spawn().expect("codex exec");
             let mut out = BufReader::new(child.stdout.take().expect("stdout"));
-            read_to(&mut out, "\"turn.completed\"");
+            read_to(&mut out, "\"turn.completed\"", &mut n);
             let took = t0.elapsed();
-            end(child);
-            took
+            let cpu = end(child);
+            Alone {
+                took,
+                lines: n.lines,
+                bytes: n.bytes,
+                cpu,
+            }
         }
         Via::AppServer => {
             c.arg("app-server").stdin(Stdio::piped());
@@ -84,21 +145,28 @@ pub(crate) fn flood(via: Via, fake: &FakeLlm, codex_path: &Path, items: u64) -> 
             };
             send(json!({"id": 1, "method": "initialize",
                 "params": {"clientInfo": {"name": "bench", "version": "0"}}}));
-            read_to(&mut out, "\"id\":1");
+            read_to(&mut out, "\"id\":1", &mut Counted::default());
             send(json!({"method": "initialized"}));
             send(json!({"id": 2, "method": "thread/start",
                 "params": {"cwd": work.display().to_string()}}));
-            let thread = read_to(&mut out, "\"id\":2")["result"]["thread"]["id"].clone();
+            let thread = read_to(&mut out, "\"id\":2", &mut Counted::default())["result"]["thread"]
+                ["id"]
+                .clone();
             let t0 = Instant::now();
             send(
                 json!({"id": 3, "method": "turn/start", "params": {"threadId": thread,
                 "input": [{"type": "text", "text": "go", "text_elements": []}]}}),
             );
-            read_to(&mut out, "\"method\":\"turn/completed\"");
+            read_to(&mut out, "\"method\":\"turn/completed\"", &mut n);
             let took = t0.elapsed();
             drop(input);
-            end(child);
-            took
+            let cpu = end(child);
+            Alone {
+                took,
+                lines: n.lines,
+                bytes: n.bytes,
+                cpu,
+            }
         }
     }
 }

@@ -84,17 +84,20 @@ fn main() {
             }
         }
         for via in order {
-            let took = alone::flood(via, &fake, &codex, items);
-            let per_s = items as f64 / took.as_secs_f64();
+            let a = alone::flood(via, &fake, &codex, items);
             println!(
-                "   pass {} {:<10} Codex alone: the flood in {:.2} s ({per_s:.0}/s)",
+                "   pass {} {:<10} Codex alone: the flood in {:.2} s ({:.0}/s), {} lines, {} bytes, Codex CPU {:.2} s",
                 pass + 1,
                 via.name(),
-                took.as_secs_f64()
+                a.took.as_secs_f64(),
+                items as f64 / a.took.as_secs_f64(),
+                a.lines,
+                a.bytes,
+                a.cpu.as_secs_f64()
             );
             match via {
-                Via::AppServer => app_alone.push(per_s),
-                Via::Exec => exec_alone.push(per_s),
+                Via::AppServer => app_alone.push(a),
+                Via::Exec => exec_alone.push(a),
             }
         }
     }
@@ -113,12 +116,41 @@ fn main() {
         per(exec_t),
         app_t.as_secs_f64() / exec_t.as_secs_f64()
     );
-    let (a, e) = (median(app_alone), median(exec_alone));
-    println!("\n4. Codex alone (no capfleet), the same flood, median of {passes}:");
+    alone_report(&app_alone, &exec_alone, items);
+}
+
+/// Part 4's figures: Codex's own rate, what it writes per message and its CPU.
+fn alone_report(app: &[alone::Alone], exec: &[alone::Alone], items: u64) {
+    let med = |v: &[alone::Alone], f: fn(&alone::Alone) -> f64| median(v.iter().map(f).collect());
+    let n = items as f64;
     println!(
-        "   messages/s         app-server {a:>9.0}      exec {e:>9.0}      {:.2}x exec's: Codex's own ratio",
-        a / e
+        "\n4. Codex alone (no capfleet, its output read by a counting reader), the same flood, median of {}:",
+        app.len()
     );
+    type Figure = fn(&alone::Alone) -> f64;
+    let rows: [(&str, Figure, &str); 4] = [
+        (
+            "messages/s",
+            |a| 1.0 / a.took.as_secs_f64(),
+            "Codex's own ratio",
+        ),
+        ("lines a message", |a| a.lines as f64, ""),
+        ("bytes a message", |a| a.bytes as f64, ""),
+        ("Codex CPU a message", |a| a.cpu.as_secs_f64() * 1e6, "(us)"),
+    ];
+    for (what, f, note) in rows {
+        let (a, e) = (med(app, f), med(exec, f));
+        // Per message: the rate's `1 / took` times the items, the others over them.
+        let (a, e) = if what == "messages/s" {
+            (a * n, e * n)
+        } else {
+            (a / n, e / n)
+        };
+        println!(
+            "   {what:<20} app-server {a:>10.2}   exec {e:>10.2}   app-server {:.2}x exec's {note}",
+            a / e
+        );
+    }
 }
 
 fn report(app: &[Pass], exec: &[Pass], items: u64) {

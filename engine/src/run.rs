@@ -154,6 +154,10 @@ async fn run_until<S: Into<Stop>>(
         .map(|s| (s.name.clone(), s.launch.manifest.agent.name.clone()))
         .collect();
     let names = agents.iter().map(|(name, _)| name.clone()).collect();
+    let steering = (spec.sessions.iter())
+        .filter(|s| s.steers())
+        .map(|s| s.name.clone())
+        .collect();
     let mut sessions = spec.sessions;
     for s in &mut sessions {
         s.recovered = resume
@@ -203,6 +207,7 @@ async fn run_until<S: Into<Stop>>(
         budget: Some(tree.budget_actor().await?),
         durable: tree.journal_durable().await.ok().flatten(),
         preamble,
+        steering,
         recovered: resume
             .map(|r| router_recovery(r, router_seq, preamble::anew(&moved, &sandboxes))),
         candidates: phase.as_ref().map(|p| {
@@ -458,6 +463,7 @@ fn router_recovery(
         skip: rec.router_records,
         seq,
         resumed,
+        fell_back: rec.fell_back,
     }
 }
 

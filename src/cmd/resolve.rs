@@ -191,6 +191,17 @@ fn print_text(
     for (binding, reason) in &sel.skipped {
         println!("{}  {binding}: {reason}", style.dim("skipped "));
     }
+    match capfleet_wire::driver::queued_input(&r.manifest, sel.binding) {
+        Ok(()) => println!(
+            "{}  yes over {}: a prompt for a session mid-turn joins the running turn",
+            style.bold("steering"),
+            sel.binding
+        ),
+        Err(why) => println!(
+            "{}  no: {why}; a prompt for a session mid-turn waits for the turn's end",
+            style.bold("steering")
+        ),
+    }
     for f in &r.flags {
         println!("{}  {f}", style.bold("flag    "));
     }
@@ -229,6 +240,10 @@ fn print_json(
         "source": r.source.to_string(),
         "binary": binary,
         "binding": sel.binding.as_str(),
+        "steering": match capfleet_wire::driver::queued_input(&r.manifest, sel.binding) {
+            Ok(()) => json!({"steers": true}),
+            Err(why) => json!({"steers": false, "why": why}),
+        },
         "skipped": sel.skipped.iter().map(|(b, why)| json!({"binding": b.as_str(), "reason": why.to_string()})).collect::<Vec<_>>(),
         "warnings": r.warnings.iter().map(ToString::to_string).collect::<Vec<_>>(),
         "flags": r.flags.iter().map(|f| json!({"flag": f.flag, "used": f.used, "why": f.why})).collect::<Vec<_>>(),

@@ -35,7 +35,7 @@ use ractor::rpc::CallResult;
 const OVERLOADS: usize = 3;
 
 /// The argv that runs the scripted server from anywhere.
-fn argv() -> Vec<String> {
+pub(crate) fn argv() -> Vec<String> {
     vec![
         "python3".into(),
         support("codex_app_scripted.py").display().to_string(),
@@ -43,7 +43,7 @@ fn argv() -> Vec<String> {
 }
 
 /// The scripted server's request log, oldest first.
-fn requests(log: &std::path::Path) -> Vec<Value> {
+pub(crate) fn requests(log: &std::path::Path) -> Vec<Value> {
     std::fs::read_to_string(log)
         .unwrap_or_default()
         .lines()
@@ -51,7 +51,7 @@ fn requests(log: &std::path::Path) -> Vec<Value> {
         .collect()
 }
 
-fn of_method<'a>(log: &'a [Value], method: &str) -> Vec<&'a Value> {
+pub(crate) fn of_method<'a>(log: &'a [Value], method: &str) -> Vec<&'a Value> {
     log.iter().filter(|r| r["method"] == method).collect()
 }
 

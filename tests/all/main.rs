@@ -133,6 +133,7 @@ mod sim_tui;
 mod span_after_panic;
 mod speak;
 mod speak_fleet;
+mod steer_routed;
 mod stop_signals;
 mod test_results;
 mod toolchain;

@@ -448,6 +448,27 @@ fn binding_wire_names() {
         assert_eq!(Binding::from_wire(b.as_str()), Some(b));
         assert_eq!(serde_json::to_string(&b).expect("json"), format!("\"{b}\""));
     }
+    // `[capabilities.x-binding.<binding>]` knows the same names.
+    assert_eq!(names, capfleet_engine::manifest::BINDING_NAMES);
+}
+
+/// The shipped Codex manifest steers a running turn over the app-server
+/// (`turn/steer`), not over `codex exec` (a process per turn): said per binding.
+#[test]
+fn codex_steers_over_the_app_server_only() {
+    use capfleet_wire::driver::queued_input;
+    let shipped =
+        std::fs::read_to_string(crate::common::repo_root().join("config/agents/codex.toml"))
+            .expect("shipped codex.toml");
+    let m = capfleet_engine::manifest::Manifest::parse(&shipped, "codex.toml")
+        .expect("the shipped manifest")
+        .manifest;
+    assert_eq!(queued_input(&m, Binding::CodexAppServer), Ok(()));
+    let exec = queued_input(&m, Binding::CodexExec).expect_err("exec takes no input mid-turn");
+    assert!(
+        exec.contains("queued_input = false over codex_exec"),
+        "{exec}"
+    );
 }
 
 /// The shipped Gemini manifest starts `gemini --acp` where the installed binary's

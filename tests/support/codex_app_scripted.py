@@ -12,7 +12,8 @@ does, the few methods capfleet's binding sends:
                                 `turn/started`, the reply as an agentMessage item
                                 (`echo: <prompt>`), `turn/completed`. A prompt
                                 containing `wait-for-steer` holds its turn open
-                                until a `turn/steer` comes (at most 10 s), then
+                                until a `turn/steer` comes (at most
+                                CODEX_SCRIPTED_STEER_WAIT s, default 10), then
                                 replies `steered: <steer text>`.
   turn/steer                    answered {turnId} when its expectedTurnId is the
                                 open turn; else refused -32600 (no active turn)
@@ -22,7 +23,8 @@ Every request it reads is appended to LOG as one JSON line with the time it came
 (`{"t": seconds, "method": .., "params": .., "id": ..}`), for tests to read.
 
 Environment: CODEX_SCRIPTED_LOG (the log's path), CODEX_SCRIPTED_OVERLOAD (how many
-turn/start requests to refuse, default 0).
+turn/start requests to refuse, default 0), CODEX_SCRIPTED_STEER_WAIT (how long a
+`wait-for-steer` turn waits, in seconds, default 10).
 """
 from __future__ import annotations
 
@@ -35,7 +37,7 @@ import time
 LOG = os.environ.get("CODEX_SCRIPTED_LOG")
 OVERLOAD = int(os.environ.get("CODEX_SCRIPTED_OVERLOAD", "0"))
 THREAD = "thr-scripted"
-STEER_WAIT = 10.0
+STEER_WAIT = float(os.environ.get("CODEX_SCRIPTED_STEER_WAIT", "10"))
 
 out_lock = threading.Lock()
 state = {"turns": 0, "refused": 0, "open": None, "steer": None}

@@ -156,15 +156,20 @@ fn describe(kind: &str, rec: &Map<String, Value>) -> (String, String) {
             let summary = format!("{} {what} by {}{error}", f("outcome"), f("rule"));
             ("audit".into(), summary)
         }
-        "routed" => {
+        "routed" | "steered" => {
             let from = names(rec.get("from"));
+            let into = if kind == "steered" {
+                " into its running turn"
+            } else {
+                ""
+            };
             let summary = format!(
-                "{from} -> {} via {} ({} bytes)",
+                "{from} -> {}{into} via {} ({} bytes)",
                 f("to"),
                 f("via"),
                 f("bytes")
             );
-            ("routed".into(), summary)
+            (kind.into(), summary)
         }
         "refused" => (
             "refused".into(),

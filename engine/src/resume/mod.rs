@@ -121,6 +121,11 @@ pub struct Recovered {
     pub ended: Option<String>,
     /// Keys routed whose turn never ended: re-issued.
     pub interrupted: Vec<String>,
+    /// Steers not taken, which became deliveries of their own (a `steered` record,
+    /// then a `routed` one of the same key).
+    pub fell_back: HashSet<String>,
+    /// The keys of `steered` records so far.
+    steered: HashSet<String>,
     /// What the pass over the journal found besides records.
     pub tail: Tail,
     /// Each keyed `--commit`, by session: started, or made.
@@ -314,7 +319,15 @@ fn on_router(
         }
         "routed" => {
             if let (Some(key), Some(to)) = (line.key.clone(), line.to.clone()) {
+                if r.steered.contains(&*key) {
+                    r.fell_back.insert(key.clone().into_owned());
+                }
                 routed.push((key.into_owned(), to.into_owned()));
+            }
+        }
+        "steered" => {
+            if let Some(key) = &line.key {
+                r.steered.insert(key.clone().into_owned());
             }
         }
         "delivered" => {

@@ -18,6 +18,7 @@ mod reach;
 mod replaying;
 mod routes;
 mod self_kill;
+mod steer;
 use super::spec::{QueueOrder, RoutingSpec};
 use crate::budget::{BudgetMsg, BudgetScope};
 use crate::protocol::{CancelScope, CapEvent, HasMeta, PlanStatus};
@@ -53,6 +54,9 @@ pub(super) struct Delivery {
     pub text: String,
     pub via: RouteVia,
     pub origin: Origin,
+    /// The key it was given as a steer its session did not take (`steer`): it keeps
+    /// it as the turn it runs instead.
+    pub key: Option<String>,
 }
 
 /// A delivery waiting for its busy session, stamped with when it arrived.
@@ -75,6 +79,14 @@ pub(super) struct Slot {
     failed: bool,
     /// Stopped by its own budget: no further turn.
     over_budget: bool,
+    /// Its agent takes text mid-turn (`SessionSpec::steers`): a mention arriving
+    /// while it runs a turn joins that turn (`steer`).
+    steers: bool,
+    /// Its running turn is a resumed run's delivery with a recorded end (parked).
+    parked: bool,
+    /// Steers sent and not yet answered, by key: what they carry, for the turn of
+    /// their own they become if the session does not take them.
+    steering: Vec<(String, Delivery)>,
 }
 
 pub(super) struct Core {
@@ -127,6 +139,8 @@ pub(super) struct Core {
     sessions_ended: bool,
     /// Sessions whose ask waits for the end of the router's message (to be on disk).
     unsent: Vec<String>,
+    /// Steers (session, key) waiting for the end of the router's message, likewise.
+    unsent_steers: Vec<(String, String)>,
     /// The budget was settled during the router's current message.
     settled: bool,
 }
@@ -139,6 +153,7 @@ impl Core {
         sinks: Vec<mpsc::Sender<Published>>,
         abort_on_error: bool,
         telemetry: TreeTelemetry,
+        steering: &HashSet<String>,
     ) -> Self {
         let order = sessions.clone();
         let slots = sessions
@@ -153,6 +168,9 @@ impl Core {
                     output: None,
                     failed: false,
                     over_budget: false,
+                    steers: steering.contains(&name),
+                    parked: false,
+                    steering: Vec::new(),
                 };
                 (name, slot)
             })
@@ -192,6 +210,7 @@ impl Core {
             replay: None,
             sessions_ended: false,
             unsent: Vec::new(),
+            unsent_steers: Vec::new(),
             settled: false,
         }
     }
@@ -217,6 +236,7 @@ impl Core {
                 text: task.clone(),
                 via: RouteVia::Task,
                 origin: Origin::Task,
+                key: None,
             };
             self.deliver(&name, d).await;
         }
@@ -242,6 +262,12 @@ impl Core {
         // A delivery already waiting for admission makes it busy too: one turn at a time.
         let admitting = self.admission.iter().any(|(name, _)| name == to);
         let busy = slot.running.is_some() || !slot.queue.is_empty() || admitting;
+        // A peer's message to a session mid-turn joins that turn where its agent
+        // takes queued input (nothing waits before it).
+        if slot.running.is_some() && slot.queue.is_empty() && !admitting && slot.steerable(&d) {
+            self.steer(to, d).await;
+            return;
+        }
         if busy {
             if slot.queue.len() >= QUEUE_MAX {
                 let reason = format!("the session's pending queue is full ({QUEUE_MAX})");
@@ -316,6 +342,7 @@ impl Core {
         slot.running = Some(d.origin.clone());
         self.running += 1;
         let (origin, prompt) = (d.origin.clone(), d.text.clone());
+        let kept_key = d.key.clone();
         // The route lasts until the turn it started ends; the turn links back to it.
         let route = tracing::info_span!(
             parent: &self.telemetry.span, "route",
@@ -324,7 +351,7 @@ impl Core {
             cap.route.via = d.via.as_str(),
             cap.route.bytes = int(d.text.len()),
         );
-        let key = self.next_key(to);
+        let key = kept_key.unwrap_or_else(|| self.next_key(to));
         self.record(EventBody::Routed {
             from: d.from,
             to: to.into(),
@@ -339,6 +366,9 @@ impl Core {
         }
         // A resumed run's delivery whose turn ended: its recorded result, in its order.
         if self.park(&key, to, &origin) {
+            if let Some(slot) = self.slots.get_mut(to) {
+                slot.parked = true;
+            }
             return;
         }
         // On disk before the session has it (sent at the end of the router's message):
@@ -362,6 +392,7 @@ impl Core {
         self.running = self.running.saturating_sub(1);
         if let Some(slot) = self.slots.get_mut(&session) {
             slot.running = None;
+            slot.parked = false;
         }
         // What the turn spent decides before anything follows from it (or the run ends).
         self.settle_budget().await;
@@ -397,6 +428,7 @@ impl Core {
                 text: format!("Message from cap://{}/{session}: {}", self.fleet, m.message),
                 via: RouteVia::Mention,
                 origin: Origin::Mention,
+                key: None,
             };
             self.deliver(&m.to, d).await;
         }
@@ -409,6 +441,7 @@ impl Core {
                     text: t.text.clone(),
                     via: RouteVia::Mention,
                     origin: Origin::Mention,
+                    key: None,
                 };
                 self.deliver(target_of(to), d).await;
             }
@@ -471,7 +504,12 @@ impl Core {
         if self.outcome.is_some() || self.running > 0 || !self.admission.is_empty() {
             return;
         }
-        if self.slots.values().any(|s| !s.queue.is_empty()) {
+        // A steer not yet answered may still become a turn of its own.
+        if self
+            .slots
+            .values()
+            .any(|s| !s.queue.is_empty() || !s.steering.is_empty())
+        {
             return;
         }
         let outcome = match self.stopped {

@@ -85,6 +85,9 @@ pub(crate) struct RouterArgs {
     pub preamble: Vec<capfleet_wire::events::EventBody>,
     /// A resumed run: where the router's stream goes on from, what it replays.
     pub recovered: Option<RouterRecovery>,
+    /// The sessions whose agent takes text mid-turn (`SessionSpec::steers`): a
+    /// mention arriving while one runs a turn joins that turn.
+    pub steering: std::collections::HashSet<String>,
 }
 
 pub(crate) enum RouterMsg {
@@ -104,6 +107,13 @@ pub(crate) enum RouterMsg {
         key: String,
         origin: Origin,
         result: Result<TurnResult, SessionError>,
+    },
+    /// A session answered a steer (`dispatch::steer`): `taken` by its running turn,
+    /// else the message becomes a turn of its own.
+    SteerAnswered {
+        session: String,
+        key: String,
+        taken: bool,
     },
     /// Stop the run (Ctrl-C, a signal, a disk fault): no new turn starts, every session is closed.
     /// `signal` (if one asked) is recorded in `run_ended`.
@@ -173,6 +183,7 @@ impl Actor for Router {
             a.sinks,
             a.abort_on_error,
             a.telemetry,
+            &a.steering,
         );
         if let Some(r) = a.recovered {
             core.resume(r, sinks);
@@ -214,6 +225,15 @@ impl Actor for Router {
                 {
                     st.core.turn_done((session, key), origin, result).await;
                 }
+            }
+            RouterMsg::SteerAnswered {
+                session,
+                key,
+                taken,
+            } => {
+                st.core.steer_answered(&session, &key, taken).await;
+                st.core.note_pending();
+                st.core.check_end().await;
             }
             RouterMsg::Stop {
                 outcome,

@@ -30,7 +30,8 @@
 //! - `dropped`: a turn whose end was lost in a line dropped over the line cap;
 //! - `spans`: the session's spans; `turn`: one turn's bookkeeping;
 //! - `chaos`: a chaos run's faults on this session (journaled, then applied);
-//! - `steer`: text joining the running turn (queued input), where the agent can take it.
+//! - `steer`: text joining the running turn (queued input), where the agent can take it
+//!   ([`SessionSpec::steers`]).
 
 mod actor;
 mod answers;
@@ -122,6 +123,13 @@ impl SessionSpec {
 
     pub fn urn(&self) -> &str {
         &self.launch.urn
+    }
+
+    /// Whether text for this session while a turn runs joins that turn (a steer, CAP
+    /// queued input) rather than waiting for its end: see
+    /// [`capfleet_wire::driver::queued_input`].
+    pub fn steers(&self) -> bool {
+        capfleet_wire::driver::queued_input(&self.launch.manifest, self.binding).is_ok()
     }
 }
 

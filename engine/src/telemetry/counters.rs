@@ -71,6 +71,7 @@ pub(crate) fn event_kind(body: &EventBody) -> &'static str {
         EventBody::Audit { .. } => "audit",
         EventBody::ResumeId { .. } => "resume_id",
         EventBody::Routed { .. } => "routed",
+        EventBody::Steered { .. } => "steered",
         EventBody::Delivered { .. } => "delivered",
         EventBody::Join { .. } => "join",
         EventBody::Session { .. } => "session",

@@ -117,6 +117,10 @@ impl MetricsFeed {
                 };
                 m.decisions.get_or_create(&l).inc();
             }
+            CapEvent::UserInputInject(_) => {
+                let l = SessionLabels { session: session() };
+                m.steers.get_or_create(&l).inc();
+            }
             CapEvent::Error(e) if e.code == ErrorKind::ParseFailed => {
                 let l = SessionLabels { session: session() };
                 m.malformed_frames.get_or_create(&l).inc();
@@ -356,6 +360,19 @@ mod tests {
         ] {
             assert!(text.contains(line), "missing {line} in\n{text}");
         }
+    }
+
+    #[test]
+    fn steers_are_counted_by_session() {
+        let m = Arc::new(FleetMetrics::default());
+        let mut feed = MetricsFeed::new(m.clone());
+        for text in ["use postcard", "and serde"] {
+            let event = CapEvent::inject_text(text);
+            feed.on_event(&ev(EventBody::Cap { event }));
+        }
+        let text = m.encode();
+        let line = "capfleet_steers_total{session=\"cap://f/a\"} 2";
+        assert!(text.contains(line), "missing {line} in\n{text}");
     }
 
     #[test]

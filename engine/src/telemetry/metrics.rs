@@ -90,6 +90,9 @@ pub struct FleetMetrics {
     /// Requests an overloaded agent refused and that were sent again after a backoff
     /// (cap.error server_overloaded: Codex app-server's `-32001`).
     pub overload_retries: Family<SessionLabels, Counter>,
+    /// Text steered into a session's running turn (CAP queued input:
+    /// `cap.user_input.inject`), by session.
+    pub steers: Family<SessionLabels, Counter>,
     /// Children of the root that died (`crate::death`).
     pub tree_deaths: Family<ChildLabels, Counter>,
     pub mailbox_depth: Family<MailboxLabels, Gauge>,
@@ -245,6 +248,12 @@ impl FleetMetrics {
             COUNTER,
             Family::default(),
         );
+        let steers = b.add(
+            "steers",
+            "Text steered into a running turn (CAP queued input), by session",
+            COUNTER,
+            Family::default(),
+        );
         let overload_retries = b.add(
             "overload_retries",
             "Requests an overloaded agent refused, sent again after a backoff (cap.error server_overloaded)",
@@ -322,6 +331,7 @@ impl FleetMetrics {
             stray_frames,
             poison_turns,
             overload_retries,
+            steers,
             tree_deaths,
             mailbox_depth,
             agent_processes,

@@ -358,6 +358,7 @@ fn read_capabilities(r: &mut Reader, root: &DeTable<'_>, empty: &DeTable<'_>) ->
     let coding = r
         .table(ct, p, "coding")
         .and_then(|(t, s)| coding::read(r, t, "capabilities.coding", s));
+    let by_binding = read_by_binding(r, ct);
     Capabilities {
         streaming_output: r.boolean(ct, p, "streaming_output").unwrap_or(false),
         streaming_tool_output: r.boolean(ct, p, "streaming_tool_output").unwrap_or(false),
@@ -368,5 +369,31 @@ fn read_capabilities(r: &mut Reader, root: &DeTable<'_>, empty: &DeTable<'_>) ->
         output_modalities: r.strings(ct, p, "output_modalities"),
         ask_user,
         coding,
+        by_binding,
     }
+}
+
+/// `[capabilities.x-binding.<binding>]`: each known binding's own values.
+fn read_by_binding(
+    r: &mut Reader,
+    ct: &DeTable<'_>,
+) -> std::collections::BTreeMap<String, BindingCaps> {
+    let p = "capabilities.x-binding";
+    let mut by = std::collections::BTreeMap::new();
+    let Some((bt, _)) = r.table(ct, "capabilities", "x-binding") else {
+        return by;
+    };
+    r.unknown_keys(bt, p, BINDING_NAMES);
+    for name in BINDING_NAMES {
+        let Some((t, _)) = r.table(bt, p, name) else {
+            continue;
+        };
+        let at = join(p, name);
+        r.unknown_keys(t, &at, &["queued_input"]);
+        let caps = BindingCaps {
+            queued_input: r.boolean(t, &at, "queued_input"),
+        };
+        by.insert((*name).to_owned(), caps);
+    }
+    by
 }

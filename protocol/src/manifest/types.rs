@@ -1,6 +1,8 @@
 //! The typed sections of a manifest (spec §5.1), with the §5.3 defaults applied.
 //! Every field is documented with its default; serialization writes the effective values.
 
+use std::collections::BTreeMap;
+
 use serde::ser::{Serialize, SerializeSeq, Serializer};
 
 use super::coding::CodingCaps;
@@ -363,6 +365,43 @@ pub struct Capabilities {
     /// The coding profile's section (coding §3), when present.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub coding: Option<CodingCaps>,
+    /// `[capabilities.x-binding.<binding>]` (a capfleet extension): what differs when
+    /// the agent is driven over one binding, by the binding's wire name
+    /// ([`BINDING_NAMES`]). Codex steers a running turn over `codex_app_server`
+    /// (`turn/steer`), not over `codex_exec` (a process per turn).
+    #[serde(rename = "x-binding", skip_serializing_if = "BTreeMap::is_empty")]
+    pub by_binding: BTreeMap<String, BindingCaps>,
+}
+
+/// The bindings' wire names, as `[capabilities.x-binding]` keys them.
+pub const BINDING_NAMES: &[&str] = &[
+    "grpc",
+    "stream_json",
+    "codex_app_server",
+    "codex_exec",
+    "acp_stdio",
+    "a2a",
+    "pty",
+];
+
+/// `[capabilities.x-binding.<binding>]`: a capability as it is over that binding
+/// (unset: the `[capabilities]` value).
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize)]
+pub struct BindingCaps {
+    /// `queued_input` over this binding.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub queued_input: Option<bool>,
+}
+
+impl Capabilities {
+    /// `queued_input` when the agent is driven over `binding` (a wire name): its
+    /// `[capabilities.x-binding.<binding>]` value, else `[capabilities]`'.
+    pub fn queued_input_over(&self, binding: &str) -> bool {
+        self.by_binding
+            .get(binding)
+            .and_then(|b| b.queued_input)
+            .unwrap_or(self.queued_input)
+    }
 }
 
 /// `[cost]`.

@@ -232,6 +232,46 @@ impl AgentHost {
         Ok((task, sub))
     }
 
+    /// A message to `task` while it works: its text joins the turn the task runs (a
+    /// steer: `cap.user_input.inject`, a Codex app-server's `turn/steer`) where the
+    /// agent takes text mid-turn; refused otherwise (a new turn is a message without
+    /// `taskId` once the task ends).
+    pub(super) async fn steer(
+        &self,
+        task: &Task,
+        message: &Value,
+    ) -> Result<Subscription, RpcError> {
+        let prompt = prompt_of(message)?;
+        let session = lock(&self.contexts)
+            .get(&task.context)
+            .map(|c| c.session.clone())
+            .ok_or_else(|| RpcError::no_task(&task.id))?;
+        let sub = task.subscribe();
+        let steered = session
+            .call(
+                |reply| SessionMsg::Steer {
+                    text: prompt,
+                    reply,
+                },
+                None,
+            )
+            .await;
+        let e = match steered {
+            Ok(ractor::rpc::CallResult::Success(Ok(()))) => {
+                tracing::info!(task = %task.id, "a message steered into the task's turn");
+                return Ok(sub);
+            }
+            Ok(ractor::rpc::CallResult::Success(Err(e))) => e,
+            Ok(_) | Err(_) => SessionError::Closed,
+        };
+        Err(RpcError::unsupported(format!(
+            "task {} is working and waits for no input, and the message cannot join its \
+             turn ({e}); a new turn is a message without taskId in its context once the \
+             task ends",
+            task.id
+        )))
+    }
+
     async fn open(&self, id: String, traceparent: Option<&str>) -> Result<Arc<Context>, RpcError> {
         self.make_room()?;
         let n = self.opened.fetch_add(1, Ordering::Relaxed) + 1;

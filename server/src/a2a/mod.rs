@@ -5,7 +5,9 @@
 //!   manifest (or the fleet) with the `cap-protocol/v1` extension and the server's
 //!   auth scheme; public, as A2A discovery expects;
 //! - [`rpc`]: `POST /a2a/<name>/`, JSON-RPC in A2A 1.0's and 0.3's spellings;
-//! - [`agent`]: an exposed agent — one session per A2A context, one turn per task;
+//! - [`agent`]: an exposed agent — one session per A2A context, one turn per task; a
+//!   message to a working task (its `taskId`, no question waiting) joins its turn where
+//!   the agent takes text mid-turn (a steer: `SessionSpec::steers`), else is refused;
 //! - [`fleet`]: an exposed fleet — one run per task, on the server's admission;
 //! - [`task`]: a task's state, bounded history and live updates;
 //! - [`feed`]: session events as A2A updates (§11.3); [`input`]: questions as
@@ -27,7 +29,7 @@
 //! | `card.rs` | the card from the manifest (or fleet), the extension (required unless `--a2a-plain`), both interfaces, the bearer scheme; public; also at the root `/.well-known/agent-card.json` when one agent or fleet is exposed; its URLs from `--public-url`'s origin, else the listening address (never a `Host` header's name) |
 //! | `envelope.rs` | what every request passes before it runs: the JSON-RPC envelope (`jsonrpc` "2.0", a `method`, a scalar `id`: else -32600), object `params` (-32602), a client message's `messageId`, user `role` and parts, a non-negative `historyLength`, `returnImmediately` (0.3: `blocking: false`; absent, a send waits, as v1.0 says); push-config methods -32003, `GetExtendedAgentCard` -32004 |
 //! | `list.rs` | `ListTasks` / `tasks/list`: filters by context, status and status time, pages of 1–100 (50) newest first behind a cursor token, `totalSize`, artifacts only when asked, `historyLength` as `GetTask` |
-//! | `rpc.rs` | JSON-RPC dispatch in either spelling; a request that does not activate the `cap-protocol/v1` extension refused with -32008 (spec §13.5) unless `--a2a-plain`; roles by method (`read` get/resubscribe, `run` send/cancel, `approve` answer), SSE streams (the task first, then its updates until it ends or waits) |
+//! | `rpc.rs` | JSON-RPC dispatch in either spelling; a request that does not activate the `cap-protocol/v1` extension refused with -32008 (spec §13.5) unless `--a2a-plain`; roles by method (`read` get/resubscribe, `run` send/cancel and a message to a working task, `approve` answer), SSE streams (the task first, then its updates until it ends or waits) |
 //! | `task.rs` | a task: state, bounded history (chunks of a message joined) and artifacts, its queued questions, a bounded broadcast of spelling-free updates rendered per stream (a stream that lags is ended; its client resubscribes); its end counted in `capfleet_server_a2a_tasks_total` |
 //! | `feed.rs` | session events to updates (§11.3): text as status-update messages, tool calls / plans / thoughts / errors as marked data parts (only to clients that activated the extension), artifacts, usage summed onto the terminal state |
 //! | `input.rs` | a `HumanQuestion` as `input-required` (text and marked part), the client's answer (marked part or text) as an `Answer` with rule `a2a:<token>` (a plain client's text read as the terminal's is, `app/src/human/reply.rs`: only a clear yes allows) |
@@ -106,13 +108,8 @@ impl Host {
         }
     }
 
-    /// A message to task `task_id`: the answer to its question.
-    fn answer(
-        &self,
-        task_id: &str,
-        message: &Value,
-        caller: &Caller,
-    ) -> Result<(Arc<Task>, Subscription), RpcError> {
+    /// Task `task_id`, which takes a message: one that has not ended.
+    fn open_task(&self, task_id: &str) -> Result<Arc<Task>, RpcError> {
         let task = self
             .tasks()
             .get(task_id)
@@ -123,6 +120,36 @@ impl Host {
                  message without taskId in its context"
             )));
         }
+        Ok(task)
+    }
+
+    /// A message to `task` while it works (no question waits): an exposed agent's
+    /// joins the turn the task runs where the agent takes text mid-turn (a steer).
+    async fn steer(
+        &self,
+        task: Arc<Task>,
+        message: &Value,
+    ) -> Result<(Arc<Task>, Subscription), RpcError> {
+        match self {
+            Host::Agent(a) => a.steer(&task, message).await.map(|sub| (task, sub)),
+            Host::Fleet(_) => Err(RpcError::unsupported(format!(
+                "task {} is {} and waits for no input: a fleet's run takes no message \
+                 mid-run",
+                task.id,
+                task.state()
+                    .spelled(capfleet_wire::bindings::a2a::Spelling::V03)
+            ))),
+        }
+    }
+
+    /// A message to `task`: the answer to its question.
+    fn answer(
+        &self,
+        task: Arc<Task>,
+        message: &Value,
+        caller: &Caller,
+    ) -> Result<(Arc<Task>, Subscription), RpcError> {
+        let task_id = &task.id;
         let Some(q) = task.take_question() else {
             return Err(RpcError::invalid_request(format!(
                 "task {task_id} is {} and waits for no input; a new turn is a message \

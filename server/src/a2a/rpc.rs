@@ -234,9 +234,16 @@ async fn dispatch(
             let history = envelope::history_length(&call.params)?;
             let answering = message.get("taskId").and_then(Value::as_str);
             let (task, sub) = match answering {
+                // An answer to the task's question, else text joining its turn.
                 Some(task_id) => {
-                    call.require(Role::Approve)?;
-                    host.answer(task_id, message, &call.caller)?
+                    let task = host.open_task(task_id)?;
+                    if task.waits_for_input() {
+                        call.require(Role::Approve)?;
+                        host.answer(task, message, &call.caller)?
+                    } else {
+                        call.require(Role::Run)?;
+                        host.steer(task, message).await?
+                    }
                 }
                 None => {
                     call.require(Role::Run)?;

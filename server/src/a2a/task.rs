@@ -325,6 +325,11 @@ impl Task {
         Some(q)
     }
 
+    /// Whether a question waits for the client's answer.
+    pub(super) fn waits_for_input(&self) -> bool {
+        !lock(&self.inner).questions.is_empty()
+    }
+
     /// The next waiting question, if any, is asked now (its message from `render`).
     pub(super) fn ask_next(&self, render: impl Fn(&HumanQuestion) -> Msg) {
         let next = lock(&self.inner).questions.front().map(render);

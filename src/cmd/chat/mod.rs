@@ -6,7 +6,10 @@
 //! errors; the REPL prompts on a line of its own and says once how to leave it
 //! (Ctrl-D or `/quit`); permission requests are asked of the human when stdin is a
 //! terminal, and denied (fail-safe, recorded as an event) when it is not. Ctrl-C
-//! cancels the turn; a second Ctrl-C ends the session. SIGTERM and SIGHUP end the
+//! cancels the turn; a second Ctrl-C ends the session. A line typed in the REPL while
+//! a turn runs joins that turn where the agent takes text mid-turn (a steer, CAP
+//! queued input: `capfleet resolve` says whether it does), else it is the next
+//! turn's prompt once this one ends. SIGTERM and SIGHUP end the
 //! session at once: the agent's process group is killed (no wait for it to exit by
 //! itself; a second signal cuts the kill grace short) before capfleet exits with
 //! 128 + the signal number, so no agent outlives a terminated `chat`. When stdout is
@@ -30,6 +33,7 @@ use tokio::sync::{mpsc, watch};
 
 pub(crate) use args::ChatArgs;
 
+use capfleet_app::human::DuringTurn;
 use capfleet_app::signals::StopSignals;
 use capfleet_app::style::{ColorChoice, Style};
 use capfleet_app::telemetry::Telemetry;
@@ -60,6 +64,7 @@ async fn chat(args: ChatArgs, color: ColorChoice, telemetry: &Telemetry) -> Exit
         eprintln!("{} {missing}", err_style.err("error:"));
         return ExitCode::from(EXIT_USAGE);
     }
+    let steers = spec.steers();
     if capfleet_app::unattended::is_unattended(&spec) {
         capfleet_app::unattended::warn(&spec, err_style);
     }
@@ -94,7 +99,7 @@ async fn chat(args: ChatArgs, color: ColorChoice, telemetry: &Telemetry) -> Exit
     let resizes = winsize::forward(session.clone());
 
     let code = tokio::select! {
-        code = drive(&args, &session, input, turns_shown, err_style) => code,
+        code = drive(&args, &session, input, turns_shown, steers, err_style) => code,
         Some(fault) = faults.recv() => {
             eprintln!("{} {fault}; the chat is stopped (kept: {})", err_style.err("error:"), fault.kept);
             ExitCode::FAILURE
@@ -138,6 +143,7 @@ async fn drive(
     session: &ActorRef<SessionMsg>,
     mut input: capfleet_app::human::Input,
     mut turns_shown: watch::Receiver<u32>,
+    steers: bool,
     style: Style,
 ) -> ExitCode {
     let mut tasks: std::collections::VecDeque<String> = args.task.iter().cloned().collect();
@@ -163,19 +169,31 @@ async fn drive(
         );
     }
     let mut last: Option<TurnOutcome> = None;
+    // The REPL reads lines while a turn runs too: steered into it, or kept for later.
+    let mut typed = (!once).then(|| Typed {
+        steers,
+        later: std::collections::VecDeque::new(),
+        style,
+    });
     loop {
         let prompt = match tasks.pop_front() {
             Some(t) => t,
             None if once => break,
-            None => match input.prompt_line().await {
-                Some(line) if line.trim().is_empty() => continue,
-                Some(line) if line.trim() == QUIT => break,
-                Some(line) => line,
-                None => break, // Ctrl-D
-            },
+            None => {
+                let line = match typed.as_mut().and_then(|t| t.later.pop_front()) {
+                    Some(line) => Some(line),
+                    None => input.prompt_line().await,
+                };
+                match line {
+                    Some(line) if line.trim().is_empty() => continue,
+                    Some(line) if line.trim() == QUIT => break,
+                    Some(line) => line,
+                    None => break, // Ctrl-D
+                }
+            }
         };
         turns_shown.borrow_and_update();
-        let end = run_turn(session, prompt, &mut input).await;
+        let end = run_turn(session, prompt, &mut input, typed.as_mut()).await;
         if !once && matches!(end, TurnEnd::Done(Ok(_))) {
             // Bounded: should its `turn_ended` not be printed, the REPL still prompts.
             let _shown = tokio::time::timeout(SHOWN_WAIT, turns_shown.changed()).await;
@@ -202,10 +220,46 @@ enum TurnEnd {
     Quit,
 }
 
+/// Lines typed while a turn runs.
+struct Typed {
+    /// The agent takes text mid-turn (`SessionSpec::steers`): a line joins the turn.
+    steers: bool,
+    /// Lines for the turns after this one, in order.
+    later: std::collections::VecDeque<String>,
+    style: Style,
+}
+
+impl Typed {
+    /// `line`, typed while a turn runs: steered into it where the agent takes it,
+    /// else (or if the turn ended first) the prompt of a turn after it.
+    async fn take(&mut self, session: &ActorRef<SessionMsg>, line: String) {
+        if self.steers && !line.trim().is_empty() && line.trim() != QUIT {
+            let steered = session
+                .call(
+                    |reply| SessionMsg::Steer {
+                        text: line.clone(),
+                        reply,
+                    },
+                    None,
+                )
+                .await;
+            if let Ok(ractor::rpc::CallResult::Success(Ok(()))) = steered {
+                eprintln!("{}", self.style.dim("(joined the running turn)"));
+                return;
+            }
+        }
+        if !line.trim().is_empty() {
+            eprintln!("{}", self.style.dim("(next, once this turn ends)"));
+        }
+        self.later.push_back(line);
+    }
+}
+
 async fn run_turn(
     session: &ActorRef<SessionMsg>,
     prompt: String,
     input: &mut capfleet_app::human::Input,
+    mut typed: Option<&mut Typed>,
 ) -> TurnEnd {
     let mut rx = capfleet_app::one_session::ask(session, prompt, None);
     let mut interrupts = 0;
@@ -223,7 +277,14 @@ async fn run_turn(
                     reason: "user interrupt".into(),
                 });
             }
-            Some(q) = input.next_question() => input.ask_human(q).await,
+            Some(next) = input.during_turn(typed.is_some()) => match next {
+                DuringTurn::Question(q) => input.ask_human(q).await,
+                DuringTurn::Line(line) => {
+                    if let Some(t) = typed.as_deref_mut() {
+                        t.take(session, line).await;
+                    }
+                }
+            },
         }
     }
 }

@@ -115,8 +115,8 @@ impl<W: Wire> Actor for Driver<W> {
                     None => tracing::debug!(urn = %st.launch.urn, "no agent; prompt dropped"),
                 }
             }
-            DriverMsg::Steer { text } => match st.live.as_mut() {
-                Some(live) => live.wire.steer(text).await,
+            DriverMsg::Steer { text, taken } => match st.live.as_mut() {
+                Some(live) => live.wire.steer(text, taken).await,
                 None => tracing::debug!(urn = %st.launch.urn, "no agent; steer dropped"),
             },
             DriverMsg::Permission {

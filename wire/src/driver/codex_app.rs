@@ -35,6 +35,12 @@ use crate::sync::lock;
 /// Commands in flight from the actor to the control loop.
 const CMD_QUEUE: usize = 8;
 
+/// The app-server's stdout pipe. It writes about 1 KiB per agent message (three
+/// notifications, two of them the whole item; `codex exec` about 90 bytes): Linux's
+/// 64 KiB pipe holds some 60 messages, and Codex blocks whenever capfleet pauses
+/// longer than it takes to write them.
+const STDOUT_PIPE: usize = 1 << 20;
+
 /// The wire of one app-server process.
 pub(crate) struct CodexAppWire {
     cmds: Option<mpsc::Sender<Cmd>>,
@@ -90,7 +96,7 @@ impl Wire for CodexAppWire {
             stdin,
             stdout,
             stderr,
-        } = launch.spawn_piped(&argv, &cwd)?;
+        } = launch.spawn_piped_with(&argv, &cwd, Some(STDOUT_PIPE))?;
         let (shared, out_rx) = Shared::new(sink.clone());
         let (cmd_tx, cmd_rx) = mpsc::channel(CMD_QUEUE);
         let (approval_policy, sandbox) = policies(launch.config.permission_mode);
@@ -152,8 +158,8 @@ impl Wire for CodexAppWire {
         self.command(Cmd::Prompt(text)).await;
     }
 
-    async fn steer(&mut self, text: String) {
-        self.command(Cmd::Steer(text)).await;
+    async fn steer(&mut self, text: String, taken: tokio::sync::oneshot::Sender<bool>) {
+        self.command(Cmd::Steer(text, taken)).await;
     }
 
     async fn permission(&mut self, req_id: String, decision: Decision, _message: Option<String>) {

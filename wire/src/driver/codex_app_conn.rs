@@ -44,8 +44,9 @@ const OVERLOAD_BACKOFF: Duration = Duration::from_millis(100);
 pub(super) enum Cmd {
     /// Start a turn (`turn/start`).
     Prompt(String),
-    /// Add to the running turn (`turn/steer`); dropped if the turn has ended.
-    Steer(String),
+    /// Add to the running turn (`turn/steer`); dropped if the turn has ended. The
+    /// sender hears `true` once the server took it (dropped: it did not).
+    Steer(String, oneshot::Sender<bool>),
     Interrupt,
 }
 
@@ -403,15 +404,18 @@ pub(super) async fn control(c: Control) -> Result<(), CallError> {
                     Err(e) => turn_refused(&shared, &e).await,
                 }
             }
-            Some(Cmd::Steer(text)) => match &active {
+            Some(Cmd::Steer(text, taken)) => match &active {
                 Some(turn) => {
                     let p = TurnSteerParams {
                         thread_id: thread.clone(),
                         input: vec![TextInput::new(text)],
                         expected_turn_id: turn.clone(),
                     };
-                    if let Err(e) = shared.call::<Value>("turn/steer", &p).await {
-                        tracing::warn!("turn/steer failed: {e}");
+                    match shared.call::<Value>("turn/steer", &p).await {
+                        Ok(_) => {
+                            let _asker_gone = taken.send(true);
+                        }
+                        Err(e) => tracing::warn!("turn/steer failed: {e}"),
                     }
                 }
                 None => tracing::info!("steer after the turn's end: dropped"),

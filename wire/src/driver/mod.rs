@@ -262,6 +262,25 @@ pub const fn steers_mid_turn(binding: Binding) -> bool {
     }
 }
 
+/// Whether a session of `manifest`'s agent over `binding` takes text mid-turn (CAP
+/// queued input, core §7.7): the manifest says `queued_input` over that binding
+/// ([`crate::manifest::Capabilities::queued_input_over`]) and capfleet steers a turn
+/// there ([`steers_mid_turn`]). `Err` says why not. Whoever has a prompt for a
+/// session that is mid-turn (the router's mentions, `chat`'s typed lines, A2A
+/// expose) steers where this says so, else waits for the turn's end.
+pub fn queued_input(manifest: &crate::manifest::Manifest, binding: Binding) -> Result<(), String> {
+    if !manifest.capabilities.queued_input_over(binding.as_str()) {
+        return Err(format!(
+            "the manifest says queued_input = false over {binding} (capabilities.queued_input, \
+             or capabilities.x-binding.{binding}.queued_input)"
+        ));
+    }
+    if !steers_mid_turn(binding) {
+        return Err(format!("capfleet steers no turn over {binding}"));
+    }
+    Ok(())
+}
+
 /// Whether this build has a driver for `binding`.
 pub(crate) const fn supported(binding: Binding) -> bool {
     driver_of(binding).is_some()
@@ -369,8 +388,13 @@ pub fn oversize_of(event: &CapEvent) -> Option<(u64, u64)> {
 pub enum DriverMsg {
     /// Start a turn with this prompt.
     Prompt { text: String },
-    /// Add this text to the running turn (only where [`steers_mid_turn`]).
-    Steer { text: String },
+    /// Add this text to the running turn (only where [`steers_mid_turn`]); `taken`
+    /// hears `true` once the agent took it (dropped unsent: it did not, e.g. the turn
+    /// had ended).
+    Steer {
+        text: String,
+        taken: tokio::sync::oneshot::Sender<bool>,
+    },
     /// Answer an open `cap.permission.request`.
     Permission {
         req_id: String,

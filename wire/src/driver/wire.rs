@@ -143,9 +143,14 @@ pub(crate) trait Wire: Send + Sized + 'static {
     /// Start a turn with this prompt.
     fn prompt(&mut self, text: String) -> impl Future<Output = ()> + Send;
 
-    /// Add this text to the running turn. Only a wire whose binding
-    /// [`super::steers_mid_turn`] is asked; the others never are.
-    fn steer(&mut self, _text: String) -> impl Future<Output = ()> + Send {
+    /// Add this text to the running turn; `taken` hears whether the agent took it
+    /// (dropped: it did not). Only a wire whose binding [`super::steers_mid_turn`] is
+    /// asked; the others never are.
+    fn steer(
+        &mut self,
+        _text: String,
+        _taken: tokio::sync::oneshot::Sender<bool>,
+    ) -> impl Future<Output = ()> + Send {
         async {}
     }
 

@@ -121,6 +121,17 @@ pub enum EventBody {
         bytes: usize,
         key: String,
     },
+    /// The router steered a peer's message into the turn its session was running
+    /// (CAP queued input: the agent takes text mid-turn), on disk before the session
+    /// got it; keyed as a delivery is. Not taken (the turn ended first), it becomes a
+    /// delivery of its own under the same key: its `routed` record follows.
+    Steered {
+        from: Vec<String>,
+        to: String,
+        via: RouteVia,
+        bytes: usize,
+        key: String,
+    },
     /// The turn a delivery started ended, as the router took it: the session's turn
     /// number and its outcome, or why no turn ran (`error`).
     Delivered {

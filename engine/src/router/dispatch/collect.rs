@@ -55,6 +55,7 @@ impl Core {
                     text,
                     via: RouteVia::Collect,
                     origin: Origin::Route,
+                    key: None,
                 };
                 self.deliver(&to, d).await;
             }

@@ -80,6 +80,7 @@ impl Core {
                 text: t.content,
                 via: RouteVia::Plan,
                 origin: Origin::Plan(i),
+                key: None,
             };
             self.deliver(&t.assigned_to, d).await;
         }

@@ -60,11 +60,11 @@ impl Core {
         self.unsent.push(session.to_owned());
     }
 
-    /// The end of a router's message: its asks on disk (one sync for all), then each
-    /// sent to its session if that is up (else when it comes up; a turn for one that
-    /// never will ends as closed).
+    /// The end of a router's message: its asks and steers on disk (one sync for all),
+    /// then each ask sent to its session if that is up (else when it comes up; a turn
+    /// for one that never will ends as closed), then each steer behind them.
     pub(in crate::router) async fn send_asks(&mut self, me: &ActorRef<RouterMsg>) {
-        if self.unsent.is_empty() {
+        if self.unsent.is_empty() && self.unsent_steers.is_empty() {
             return;
         }
         self.make_durable().await;
@@ -83,6 +83,7 @@ impl Core {
                 None => {}
             }
         }
+        self.send_steers(me);
     }
 
     /// Session `name` is up: its waiting ask (on disk: asks are sent, or left waiting,

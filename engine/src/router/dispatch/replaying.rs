@@ -31,6 +31,9 @@ pub(crate) struct RouterRecovery {
     pub seq: u64,
     /// The `resumed` record (first of the resumed run's).
     pub resumed: EventBody,
+    /// Steers the session did not take, which became deliveries of their own (their
+    /// key has a `routed` record too).
+    pub fell_back: HashSet<String>,
 }
 
 pub(crate) struct Replay {
@@ -44,6 +47,8 @@ pub(crate) struct Replay {
     resumed: Option<EventBody>,
     /// Recorded ends whose `delivered` record is on disk past the skipped ones.
     on_disk: HashSet<String>,
+    /// Steers that became deliveries of their own.
+    fell_back: HashSet<String>,
 }
 
 impl Replay {
@@ -52,6 +57,16 @@ impl Replay {
         let skipped = self.skip > 0;
         self.skip = self.skip.saturating_sub(1);
         skipped
+    }
+
+    /// Whether the next record is one on disk already (derived again).
+    pub(super) fn derives_again(&self) -> bool {
+        self.skip > 0
+    }
+
+    /// Whether the steer `key` became a delivery of its own.
+    pub(super) fn fell_back(&self, key: &str) -> bool {
+        self.fell_back.contains(key)
     }
 
     /// The run stops: what the router records from here is new.
@@ -90,6 +105,7 @@ impl Core {
             skip: r.skip,
             resumed: Some(r.resumed),
             on_disk,
+            fell_back: r.fell_back,
         });
     }
 

@@ -47,6 +47,7 @@ impl Core {
                         text,
                         via: RouteVia::Route,
                         origin: Origin::Route,
+                        key: None,
                     };
                     self.deliver(&to, d).await;
                 }
@@ -60,6 +61,7 @@ impl Core {
                             text: text.clone(),
                             via: RouteVia::FanOut,
                             origin: Origin::Route,
+                            key: None,
                         };
                         self.deliver(&t, d).await;
                     }
@@ -75,6 +77,7 @@ impl Core {
                                 text: task,
                                 via: RouteVia::Subtask,
                                 origin: Origin::Route,
+                                key: None,
                             };
                             self.deliver(&t, d).await;
                         }

@@ -537,3 +537,38 @@ fn upstream_shapes_validate_with_warnings_that_name_the_fix() {
         "look-around stays an error: {errs}"
     );
 }
+
+/// `[capabilities.x-binding.<binding>]`: a value over one binding, the section's
+/// elsewhere; an unknown binding or key is a warning naming it; a wrong type an error.
+#[test]
+fn queued_input_is_said_per_binding() {
+    let base = std::fs::read_to_string(fixture("minimal.toml")).unwrap();
+    let v = parse_ok(&format!(
+        "{base}queued_input = false\n\n[capabilities.x-binding.codex_app_server]\nqueued_input = true\n"
+    ));
+    let caps = &v.manifest.capabilities;
+    assert!(caps.queued_input_over("codex_app_server"));
+    assert!(!caps.queued_input_over("codex_exec"));
+    assert!(v.warnings.is_empty(), "{:?}", v.warnings);
+    // Written back out as read (resolve prints it).
+    let again = parse_ok(&v.manifest.to_toml_string().unwrap());
+    assert_eq!(again.manifest.capabilities, *caps);
+    let v = parse_ok(&format!(
+        "{base}\n[capabilities.x-binding.codex_ap_server]\nqueued_input = true\n\
+         [capabilities.x-binding.pty]\nqueued_inptu = true\n"
+    ));
+    let keys: Vec<&str> = v.warnings.iter().map(|w| w.at.key.as_str()).collect();
+    assert_eq!(
+        keys,
+        [
+            "capabilities.x-binding.codex_ap_server",
+            "capabilities.x-binding.pty.queued_inptu"
+        ],
+        "{:?}",
+        v.warnings
+    );
+    let errs = parse_err(&format!(
+        "{base}\n[capabilities.x-binding.pty]\nqueued_input = \"yes\"\n"
+    ));
+    assert!(errs.to_string().contains("queued_input"), "{errs}");
+}
