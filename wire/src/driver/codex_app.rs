@@ -35,12 +35,6 @@ use crate::sync::lock;
 /// Commands in flight from the actor to the control loop.
 const CMD_QUEUE: usize = 8;
 
-/// The app-server's stdout pipe. It writes about 1 KiB per agent message (three
-/// notifications, two of them the whole item; `codex exec` about 90 bytes): Linux's
-/// 64 KiB pipe holds some 60 messages, and Codex blocks whenever capfleet pauses
-/// longer than it takes to write them.
-const STDOUT_PIPE: usize = 1 << 20;
-
 /// The wire of one app-server process.
 pub(crate) struct CodexAppWire {
     cmds: Option<mpsc::Sender<Cmd>>,
@@ -96,7 +90,7 @@ impl Wire for CodexAppWire {
             stdin,
             stdout,
             stderr,
-        } = launch.spawn_piped_with(&argv, &cwd, Some(STDOUT_PIPE))?;
+        } = launch.spawn_piped(&argv, &cwd)?;
         let (shared, out_rx) = Shared::new(sink.clone());
         let (cmd_tx, cmd_rx) = mpsc::channel(CMD_QUEUE);
         let (approval_policy, sandbox) = policies(launch.config.permission_mode);

@@ -202,19 +202,6 @@ impl LaunchSpec {
         argv: &[String],
         cwd: impl AsRef<std::path::Path>,
     ) -> Result<Spawned, LaunchError> {
-        self.spawn_piped_with(argv, cwd.as_ref(), None)
-    }
-
-    /// [`LaunchSpec::spawn_piped`], the agent's stdout a pipe of `stdout_pipe` bytes
-    /// (Linux's default is 64 KiB): an agent that writes much per event writes ahead
-    /// into it while capfleet is busy, instead of blocking. Best effort: a pipe the
-    /// kernel refuses to grow stays as it is.
-    pub(crate) fn spawn_piped_with(
-        &self,
-        argv: &[String],
-        cwd: &std::path::Path,
-        stdout_pipe: Option<usize>,
-    ) -> Result<Spawned, LaunchError> {
         let Some((argv0, args)) = argv.split_first() else {
             return Err(LaunchError::Config {
                 urn: self.urn.clone(),
@@ -224,7 +211,7 @@ impl LaunchSpec {
         let program = self.program_for(argv0);
         let mut spec = SpawnSpec::new(&program)
             .args(args)
-            .cwd(cwd)
+            .cwd(cwd.as_ref())
             .stdio(Io::Piped, Io::Piped, Io::Piped)
             .marked(&self.urn)
             .confined(self.confine(&program)?);
@@ -238,9 +225,6 @@ impl LaunchSpec {
         })?;
         let child = group.child();
         let faults = self.byte_faults.as_ref();
-        if let (Some(bytes), Some(out)) = (stdout_pipe, &child.stdout) {
-            widen(out, bytes, &self.urn);
-        }
         let stdin = child.stdin.take().map(|i| interpose::writer(faults, i));
         let stdout = (child.stdout.take()).map(|o| interpose::reader(faults, o, FrameMode::Lines));
         let stderr = match child.stderr.take() {
@@ -310,16 +294,4 @@ pub enum LaunchError {
         #[source]
         source: std::io::Error,
     },
-}
-
-/// Grow the pipe `out` reads to `bytes` (`F_SETPIPE_SZ`), said in the log if refused.
-fn widen(out: &ChildStdout, bytes: usize, urn: &str) {
-    use std::os::fd::AsRawFd;
-    let size = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
-    // SAFETY: fcntl on a pipe descriptor we own, for the duration of the call.
-    let got = unsafe { libc::fcntl(out.as_raw_fd(), libc::F_SETPIPE_SZ, size) };
-    if got < 0 {
-        let e = std::io::Error::last_os_error();
-        tracing::debug!(%urn, bytes, "the agent's stdout pipe stays as it is: {e}");
-    }
 }
