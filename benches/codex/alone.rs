@@ -118,7 +118,7 @@ pub(crate) fn flood(via: Via, fake: &FakeLlm, codex_path: &Path, items: u64) -> 
     let work = tempfile::tempdir().expect("work");
     let work = std::fs::canonicalize(work.path()).expect("work");
     let mut c = codex(fake, codex_path, home.path(), &work);
-    match via {
+    let (took, child) = match via {
         Via::Exec => {
             c.args(["exec", "--json", "--skip-git-repo-check", "go"])
                 .stdin(Stdio::null());
@@ -126,14 +126,7 @@ pub(crate) fn flood(via: Via, fake: &FakeLlm, codex_path: &Path, items: u64) -> 
             let mut child = c.spawn().expect("codex exec");
             let mut out = BufReader::new(child.stdout.take().expect("stdout"));
             read_to(&mut out, "\"turn.completed\"", &mut n);
-            let took = t0.elapsed();
-            let cpu = end(child);
-            Alone {
-                took,
-                lines: n.lines,
-                bytes: n.bytes,
-                cpu,
-            }
+            (t0.elapsed(), child)
         }
         Via::AppServer => {
             c.arg("app-server").stdin(Stdio::piped());
@@ -160,13 +153,13 @@ pub(crate) fn flood(via: Via, fake: &FakeLlm, codex_path: &Path, items: u64) -> 
             read_to(&mut out, "\"method\":\"turn/completed\"", &mut n);
             let took = t0.elapsed();
             drop(input);
-            let cpu = end(child);
-            Alone {
-                took,
-                lines: n.lines,
-                bytes: n.bytes,
-                cpu,
-            }
+            (took, child)
         }
+    };
+    Alone {
+        took,
+        lines: n.lines,
+        bytes: n.bytes,
+        cpu: end(child),
     }
 }
